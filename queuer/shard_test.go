@@ -1,0 +1,61 @@
+package queuer
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+func TestShardOfSpreadsEverySubmissionEvenly(t *testing.T) {
+	t.Parallel()
+	for _, shards := range []int{1, 7, 64} {
+		for _, chunks := range []int{1, 5, 63, 64, 65, 1000} {
+			id := rand.Int64()
+			perShard := make([]int, shards)
+			for i := range chunks {
+				s := ShardOf(id, i, shards)
+				if s < 0 || s >= shards {
+					t.Fatalf("ShardOf(%d, %d, %d) = %d; want 0 ≤ shard < %d", id, i, shards, s, shards)
+				}
+				perShard[s]++
+			}
+			lo, hi := chunks, 0
+			for _, n := range perShard {
+				lo, hi = min(lo, n), max(hi, n)
+			}
+			if hi-lo > 1 {
+				t.Errorf("%d chunks over %d shards: per shard between %d and %d; want a difference ≤ 1", chunks, shards, lo, hi)
+			}
+		}
+	}
+}
+
+func TestShardOfSpreadsSmallSubmissions(t *testing.T) {
+	t.Parallel()
+	// Consecutive snowflake ids (one-chunk submissions made in a row) must not pile up.
+	perShard := make([]int, 64)
+	base := int64(123456789) << 22
+	for i := range int64(6400) {
+		perShard[ShardOf(base+i, 0, 64)]++
+	}
+	for s, n := range perShard {
+		if n < 50 || n > 150 {
+			t.Errorf("shard %d got %d of 6400 one-chunk submissions; want about 100", s, n)
+		}
+	}
+}
+
+func TestRandomOrderAscendsWithinAShard(t *testing.T) {
+	t.Parallel()
+	id := rand.Int64()
+	last := map[int]int{}
+	for i := range 64 * 100 {
+		s, r := ShardOf(id, i, 64), RandomOrder(id, i, 64)
+		if r < 0 || r > 0xFFFF {
+			t.Fatalf("RandomOrder = %d; want a 16-bit value", r)
+		}
+		if prev, ok := last[s]; ok && r != (prev+1)&0xFFFF {
+			t.Fatalf("chunk %d on shard %d: random_order %d after %d; want consecutive values", i, s, r, prev)
+		}
+		last[s] = r
+	}
+}

@@ -1,0 +1,1 @@
+SELECT submission_id FROM opsq.idempotency_keys WHERE key = @key

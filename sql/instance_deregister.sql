@@ -1,0 +1,1 @@
+DELETE FROM opsq.instances WHERE id = @id

@@ -1,0 +1,71 @@
+// Package sql holds the static SQL that opsq runs, one statement per file, named after what
+// it does, and the operators' recipes under admin/. The Go code refers to the statements by
+// the variables below.
+package sql
+
+import _ "embed"
+
+// Settings.
+
+//go:embed settings_load.sql
+var SettingsLoad string
+
+// Instances.
+
+//go:embed instance_forget_stale.sql
+var InstanceForgetStale string
+
+//go:embed instance_register.sql
+var InstanceRegister string
+
+//go:embed instance_heartbeat.sql
+var InstanceHeartbeat string
+
+//go:embed instance_deregister.sql
+var InstanceDeregister string
+
+// Submissions.
+
+//go:embed idempotency_claim.sql
+var IdempotencyClaim string
+
+//go:embed idempotency_lookup.sql
+var IdempotencyLookup string
+
+//go:embed submission_insert.sql
+var SubmissionInsert string
+
+//go:embed submission_insert_completed.sql
+var SubmissionInsertCompleted string
+
+//go:embed strategic_metadata_insert.sql
+var StrategicMetadataInsert string
+
+//go:embed submission_status.sql
+var SubmissionStatus string
+
+//go:embed submission_list.sql
+var SubmissionList string
+
+//go:embed submission_list_by_metadata.sql
+var SubmissionListByMetadata string
+
+//go:embed submission_cancel.sql
+var SubmissionCancel string
+
+//go:embed chunks_delete_submission.sql
+var ChunksDeleteSubmission string
+
+//go:embed results_stream.sql
+var ResultsStream string
+
+// Retention.
+
+//go:embed retention_expired.sql
+var RetentionExpired string
+
+//go:embed retention_delete_chunks.sql
+var RetentionDeleteChunks string
+
+//go:embed retention_delete_submission.sql
+var RetentionDeleteSubmission string

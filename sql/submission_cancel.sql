@@ -1,0 +1,14 @@
+-- Move an in-progress submission to submissions_cancelled. No row back: it is not in
+-- progress (finished already, or unknown).
+WITH moved AS (
+    DELETE FROM opsq.submissions WHERE id = @id
+    RETURNING id, chunks_total, chunks_done, priority, max_retries, metadata,
+              strategic_metadata, prefix, created_at
+)
+INSERT INTO opsq.submissions_cancelled
+    (id, chunks_total, chunks_done, priority, max_retries, metadata, strategic_metadata,
+     prefix, created_at, finished_at)
+SELECT id, chunks_total, chunks_done, priority, max_retries, metadata, strategic_metadata,
+       prefix, created_at, now()
+FROM moved
+RETURNING id
