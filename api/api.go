@@ -1,0 +1,76 @@
+// Package api is opsq's REST API v1 (DESIGN.md §3) on echo/v4: routing, request
+// validation and the mapping of errors to status codes. Everything else is the queuer's.
+package api
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"opsq/queuer"
+)
+
+// Defaults of Config.
+const (
+	MaxBodyDefault       = 32 << 20 // OPSQ_MAX_BODY
+	MaxChunkBytesDefault = 1 << 20  // OPSQ_MAX_CHUNK_BYTES
+)
+
+// Config configures the API.
+type Config struct {
+	// Queuer serves the requests. Required.
+	Queuer *queuer.Queuer
+	// Ready reports whether the instance can serve (GET /readyz). Defaults to Queuer.Ready.
+	Ready func(ctx context.Context) error
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// MaxBody bounds a JSON body, in bytes; an NDJSON body has no total limit. Defaults to
+	// 32 MiB.
+	MaxBody int64
+	// MaxChunkBytes bounds one chunk's content, in bytes. Defaults to 1 MiB.
+	MaxChunkBytes int
+}
+
+type server struct {
+	cfg Config
+	q   *queuer.Queuer
+	log *slog.Logger
+}
+
+// New returns the HTTP handler of the API.
+func New(cfg Config) http.Handler {
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.MaxBody = cmp.Or(cfg.MaxBody, MaxBodyDefault)
+	cfg.MaxChunkBytes = cmp.Or(cfg.MaxChunkBytes, MaxChunkBytesDefault)
+	if cfg.Ready == nil {
+		cfg.Ready = cfg.Queuer.Ready
+	}
+	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(cfg.Logger)
+	e.Use(middleware.Recover())
+
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/readyz", s.readyz)
+
+	v1 := e.Group("/v1")
+	v1.POST("/submissions", s.submit)
+	v1.GET("/submissions", s.list)
+	v1.GET("/submissions/:id", s.status)
+	v1.GET("/submissions/:id/results", s.results)
+	v1.POST("/submissions/:id/cancel", s.cancel)
+	return e
+}
+
+func (s *server) readyz(c echo.Context) error {
+	if err := s.cfg.Ready(c.Request().Context()); err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: err.Error()}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}

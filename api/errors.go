@@ -1,0 +1,95 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"opsq/client"
+	"opsq/queuer"
+)
+
+// Error is an answer other than success: a status and the body
+// {"error": {"code": …, "message": …}}. Handlers return it; the error handler writes it.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+func badRequest(format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf(format, args...)}
+}
+
+func tooLarge(format string, args ...any) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf(format, args...)}
+}
+
+// errorHandler writes every error, echo's own (unknown route, wrong method) included, in
+// the one error shape, and maps the queuer's sentinel errors to their status codes.
+func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		e := toError(err, c)
+		if e.Status >= 500 {
+			log.ErrorContext(c.Request().Context(), "request failed",
+				slog.String("method", c.Request().Method), slog.String("path", c.Request().URL.Path), slog.Any("error", err))
+		}
+		if werr := c.JSON(e.Status, client.ErrorBody{Error: client.ErrorDetail{Code: e.Code, Message: e.Message}}); werr != nil {
+			log.DebugContext(c.Request().Context(), "writing error answer", slog.Any("error", werr))
+		}
+	}
+}
+
+func toError(err error, c echo.Context) *Error {
+	var e *Error
+	var he *echo.HTTPError
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.As(err, &maxBytes):
+		return tooLarge("request body is over the %d-byte limit (OPSQ_MAX_BODY); send large submissions as NDJSON (Content-Type: application/x-ndjson), which has no total limit", maxBytes.Limit)
+	case errors.Is(err, queuer.ErrNotFound):
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "id: no such submission (it may have been deleted after the retention period)"}
+	case errors.Is(err, queuer.ErrFinished):
+		return &Error{Status: http.StatusConflict, Code: "already_finished", Message: "the submission is already finished (completed, failed or cancelled)"}
+	case errors.Is(err, queuer.ErrNotCompleted):
+		return &Error{Status: http.StatusConflict, Code: "not_completed", Message: "results exist only for completed submissions; wait with GET /v1/submissions/{id}?wait=60s"}
+	case errors.Is(err, context.Canceled):
+		return &Error{Status: 499, Code: "client_closed_request", Message: "the client went away"}
+	case errors.As(err, &he):
+		switch he.Code {
+		case http.StatusNotFound:
+			return &Error{Status: he.Code, Code: "not_found", Message: fmt.Sprintf("no route %s %s", c.Request().Method, c.Request().URL.Path)}
+		case http.StatusMethodNotAllowed:
+			return &Error{Status: he.Code, Code: "method_not_allowed", Message: fmt.Sprintf("%s is not allowed on %s", c.Request().Method, c.Request().URL.Path)}
+		case http.StatusRequestEntityTooLarge:
+			return tooLarge("request body too large")
+		}
+		return &Error{Status: he.Code, Code: snake(http.StatusText(he.Code)), Message: fmt.Sprint(he.Message)}
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; the server log has the details"}
+}
+
+// snake turns "Not Found" into "not_found".
+func snake(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		switch {
+		case ch >= 'A' && ch <= 'Z':
+			b[i] = ch + 'a' - 'A'
+		case ch == ' ' || ch == '-':
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}

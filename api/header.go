@@ -1,0 +1,132 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"opsq/client"
+	"opsq/queuer"
+)
+
+// Bounds of the submission header, checked in parseHeader.
+const (
+	maxRetriesLimit        = 1_000_000
+	maxIdempotencyKeyBytes = 1024
+	maxChunkCount          = math.MaxInt32 + 1
+)
+
+// parseHeader validates the fields of a submission other than "chunks" and returns them.
+// fields is the body decoded one level deep; each field is decoded on its own so that every
+// error names its field. allowChunks says whether a "chunks" field may be present (the JSON
+// form) or not (the NDJSON header line).
+func parseHeader(fields map[string]json.RawMessage, allowChunks bool) (queuer.NewSubmission, error) {
+	var sub queuer.NewSubmission
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	sort.Strings(names) // report the same error for the same body
+	for _, name := range names {
+		raw := fields[name]
+		if isNull(raw) {
+			continue // a null field is an absent field
+		}
+		switch name {
+		case "chunks":
+			if !allowChunks {
+				return sub, badRequest("chunks: not allowed in the NDJSON header line; send each chunk on a line of its own")
+			}
+		case "metadata":
+			if err := json.Unmarshal(raw, &sub.Metadata); err != nil {
+				return sub, badRequest("metadata: must be a string")
+			}
+			if strings.ContainsRune(sub.Metadata, 0) {
+				return sub, badRequest("metadata: must not contain NUL characters (\\u0000)")
+			}
+		case "strategic_metadata":
+			m, err := parseStrategicMetadata(raw)
+			if err != nil {
+				return sub, err
+			}
+			sub.StrategicMetadata = m
+		case "priority":
+			if err := json.Unmarshal(raw, &sub.Priority); err != nil {
+				return sub, badRequest("priority: must be an integer between %d and %d", int64(math.MinInt64), int64(math.MaxInt64))
+			}
+		case "max_retries":
+			var n int
+			if err := json.Unmarshal(raw, &n); err != nil || n < 0 || n > maxRetriesLimit {
+				return sub, badRequest("max_retries: must be an integer between 0 and %d", maxRetriesLimit)
+			}
+			sub.MaxRetries = &n
+		case "idempotency_key":
+			if err := json.Unmarshal(raw, &sub.IdempotencyKey); err != nil {
+				return sub, badRequest("idempotency_key: must be a string")
+			}
+			if sub.IdempotencyKey == "" || len(sub.IdempotencyKey) > maxIdempotencyKeyBytes || strings.ContainsRune(sub.IdempotencyKey, 0) {
+				return sub, badRequest("idempotency_key: must be 1 to %d bytes without NUL characters", maxIdempotencyKeyBytes)
+			}
+		case "prefix":
+			if err := json.Unmarshal(raw, &sub.Prefix); err != nil || sub.Prefix == "" || strings.ContainsRune(sub.Prefix, 0) {
+				return sub, badRequest("prefix: must be a non-empty string without NUL characters")
+			}
+		case "chunk_count":
+			if err := json.Unmarshal(raw, &sub.ChunkCount); err != nil || sub.ChunkCount < 0 || sub.ChunkCount > maxChunkCount {
+				return sub, badRequest("chunk_count: must be an integer between 0 and %d", int64(maxChunkCount))
+			}
+		default:
+			return sub, badRequest("%s: unknown field; a submission has chunks, metadata, strategic_metadata, priority, max_retries, idempotency_key, prefix and chunk_count", name)
+		}
+	}
+	_, hasChunks := fields["chunks"]
+	_, hasCount := fields["chunk_count"]
+	switch {
+	case sub.Prefix != "" && hasChunks && !isNull(fields["chunks"]):
+		return sub, badRequest("chunks: not allowed with prefix (object-storage mode has chunk_count instead)")
+	case sub.Prefix != "" && !hasCount:
+		return sub, badRequest("chunk_count: required with prefix")
+	case sub.Prefix == "" && hasCount:
+		return sub, badRequest("chunk_count: allowed only with prefix")
+	}
+	return sub, nil
+}
+
+// parseStrategicMetadata checks that raw is an object of integer or string values and
+// returns it in canonical form.
+func parseStrategicMetadata(raw json.RawMessage) (json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, badRequest("strategic_metadata: must be an object of integer or string values")
+	}
+	values := make(map[string]client.MetadataValue, len(fields))
+	for key, v := range fields {
+		if key == "" || strings.ContainsRune(key, 0) {
+			return nil, badRequest("strategic_metadata: keys must be non-empty and without NUL characters")
+		}
+		var mv client.MetadataValue
+		if err := json.Unmarshal(v, &mv); err != nil {
+			return nil, badRequest("strategic_metadata.%s: must be an integer (int64) or a string, not %s", key, abbreviate(v))
+		}
+		if mv.IsString() && strings.ContainsRune(mv.Str(), 0) {
+			return nil, badRequest("strategic_metadata.%s: must not contain NUL characters (\\u0000)", key)
+		}
+		values[key] = mv
+	}
+	return json.Marshal(values)
+}
+
+func isNull(raw json.RawMessage) bool {
+	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
+
+// abbreviate quotes at most 40 bytes of raw input for an error message.
+func abbreviate(raw []byte) string {
+	if len(raw) > 40 {
+		return fmt.Sprintf("%s…", raw[:40])
+	}
+	return string(raw)
+}

@@ -1,0 +1,196 @@
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"opsq/client"
+	"opsq/queuer"
+)
+
+// Bounds of the lookup parameters.
+const (
+	maxWait          = 60 * time.Second
+	listLimitDefault = 100
+	listLimitMax     = 1000
+)
+
+func (s *server) status(c echo.Context) error {
+	id, err := parseID(c.Param("id"), "id")
+	if err != nil {
+		return err
+	}
+	wait, err := parseWait(c.QueryParam("wait"))
+	if err != nil {
+		return err
+	}
+	var st queuer.Status
+	if wait > 0 {
+		st, err = s.q.WaitFinished(c.Request().Context(), id, wait)
+	} else {
+		st, err = s.q.Status(c.Request().Context(), id)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toStatus(st))
+}
+
+// results streams the outputs of a completed submission as NDJSON, in chunk order.
+func (s *server) results(c echo.Context) error {
+	id, err := parseID(c.Param("id"), "id")
+	if err != nil {
+		return err
+	}
+	resp := c.Response()
+	w := bufio.NewWriterSize(resp, 64<<10)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	started := false
+	err = s.q.Results(c.Request().Context(), id, func(idx int64, output []byte) error {
+		if !started {
+			started = true
+			resp.Header().Set(echo.HeaderContentType, ndjsonType)
+			resp.WriteHeader(http.StatusOK)
+		}
+		return enc.Encode(client.Result{ChunkIndex: idx, Output: string(output)})
+	})
+	if err != nil && started {
+		// The status line is gone: cut the connection so that the client sees a broken
+		// answer rather than a short one.
+		s.log.WarnContext(c.Request().Context(), "results stream broken", "submission_id", id, "error", err)
+		panic(http.ErrAbortHandler)
+	}
+	if err != nil {
+		return err
+	}
+	if !started {
+		resp.Header().Set(echo.HeaderContentType, ndjsonType)
+		resp.WriteHeader(http.StatusOK)
+	}
+	return w.Flush()
+}
+
+func (s *server) cancel(c echo.Context) error {
+	id, err := parseID(c.Param("id"), "id")
+	if err != nil {
+		return err
+	}
+	st, err := s.q.Cancel(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toStatus(st))
+}
+
+func (s *server) list(c echo.Context) error {
+	opts := queuer.ListOptions{Limit: listLimitDefault}
+	switch state := c.QueryParam("state"); state {
+	case "", queuer.StateInProgress, queuer.StateCompleted, queuer.StateFailed, queuer.StateCancelled:
+		opts.State = state
+	default:
+		return badRequest("state: must be one of in_progress, completed, failed, cancelled")
+	}
+	key, value := c.QueryParam("key"), c.QueryParam("value")
+	switch {
+	case key != "" && !c.QueryParams().Has("value"):
+		return badRequest("value: required with key")
+	case key == "" && c.QueryParams().Has("value"):
+		return badRequest("key: required with value")
+	case key != "":
+		opts.Key, opts.Value = key, metadataValue(value)
+	}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > listLimitMax {
+			return badRequest("limit: must be an integer between 1 and %d", listLimitMax)
+		}
+		opts.Limit = n
+	}
+	if v := c.QueryParam("after"); v != "" {
+		id, err := parseID(v, "after")
+		if err != nil {
+			return err
+		}
+		opts.After = id
+	}
+	list, more, err := s.q.List(c.Request().Context(), opts)
+	if err != nil {
+		return err
+	}
+	page := client.StatusList{Submissions: make([]client.Status, 0, len(list))}
+	for _, st := range list {
+		page.Submissions = append(page.Submissions, toStatus(st))
+	}
+	if more {
+		page.NextAfter = &page.Submissions[len(page.Submissions)-1].ID
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+// metadataValue reads a strategic metadata value from a query parameter: an integer when it
+// is one (value=42), a JSON string when quoted (value="42" is the string 42), else the text
+// itself (value=preview).
+func metadataValue(v string) json.RawMessage {
+	if _, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return json.RawMessage(v)
+	}
+	var s string
+	if err := json.Unmarshal([]byte(v), &s); err == nil {
+		v = s
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func parseID(v, field string) (int64, error) {
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, badRequest("%s: %q is not a submission id (a positive decimal integer)", field, v)
+	}
+	return id, nil
+}
+
+func parseWait(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > maxWait {
+		return 0, badRequest("wait: must be a duration between 0s and %s, such as \"30s\"", maxWait)
+	}
+	return d, nil
+}
+
+// toStatus converts the queuer's status to its wire form.
+func toStatus(st queuer.Status) client.Status {
+	out := client.Status{
+		ID:           strconv.FormatInt(st.ID, 10),
+		State:        st.State,
+		ChunksTotal:  st.ChunksTotal,
+		ChunksDone:   st.ChunksDone,
+		ChunksFailed: st.ChunksFailed,
+		Priority:     st.Priority,
+		Metadata:     st.Metadata,
+		CreatedAt:    st.CreatedAt.UTC(),
+		FinishedAt:   st.FinishedAt,
+	}
+	out.StrategicMetadata = map[string]client.MetadataValue{}
+	_ = json.Unmarshal(st.StrategicMetadata, &out.StrategicMetadata) // validated on the way in
+	if st.Prefix != nil {
+		out.Prefix = *st.Prefix
+	}
+	if st.FinishedAt != nil {
+		t := st.FinishedAt.UTC()
+		out.FinishedAt = &t
+	}
+	if st.State == queuer.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
+		out.Failure = &client.Failure{ChunkIndex: *st.FailedChunkIndex, Error: *st.Error}
+	}
+	return out
+}
