@@ -1,0 +1,354 @@
+// Package client is a Go client for the opsq REST API v1 (DESIGN.md §3). The command-line
+// tools, the tests and the benchmark use it.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// UserAgentDefault is the User-Agent header a Client sends unless WithUserAgent says otherwise.
+const UserAgentDefault = "opsq-client"
+
+// defaultHTTPClient is shared by every Client built without WithHTTPClient, so that they
+// share one connection pool. It keeps more idle connections per host than Go's default (2),
+// since producers and consumers talk to one opsq address from many goroutines.
+var defaultHTTPClient = &http.Client{Transport: func() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256
+	return t
+}()}
+
+// Client calls one opsq deployment (one instance or a load balancer in front of several).
+// It is safe for concurrent use.
+type Client struct {
+	baseURL   string
+	http      *http.Client
+	userAgent string
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient makes the Client send its requests with hc. Give hc no Timeout shorter
+// than the longest long-poll wait you ask for (up to 60s), or use contexts instead.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
+
+// WithUserAgent sets the User-Agent header. Defaults to UserAgentDefault.
+func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
+
+// New returns a Client for the opsq server at baseURL, such as "http://localhost:3999".
+func New(baseURL string, opts ...Option) *Client {
+	c := &Client{
+		baseURL:   strings.TrimRight(baseURL, "/"),
+		http:      defaultHTTPClient,
+		userAgent: UserAgentDefault,
+	}
+	for _, opt := range opts {
+		opt(c)
+	}
+	return c
+}
+
+// Error is an answer of the server other than 2xx.
+type Error struct {
+	// StatusCode is the HTTP status, such as 400 or 409.
+	StatusCode int
+	// Code is the snake_case code of the error body, or "http_<status>" when the body was not
+	// an opsq error (a proxy's error page, say).
+	Code string
+	// Message is the error body's message, or the body's text.
+	Message string
+}
+
+// Error reads like "opsq: 400 bad_request: chunks[3]: must be a string".
+func (e *Error) Error() string {
+	return fmt.Sprintf("opsq: %d %s: %s", e.StatusCode, e.Code, e.Message)
+}
+
+// Submit creates a submission from one JSON body. For many chunks, SubmitNDJSON streams
+// them instead.
+func (c *Client) Submit(ctx context.Context, s Submission) (Created, error) {
+	body, err := json.Marshal(s)
+	if err != nil {
+		return Created{}, fmt.Errorf("opsq: encoding submission: %w", err)
+	}
+	var created Created
+	err = c.call(ctx, http.MethodPost, "/v1/submissions", nil, "application/json", bytes.NewReader(body), &created)
+	return created, err
+}
+
+// SubmitNDJSON creates a submission from header and the chunks read from r, streamed as
+// an application/x-ndjson body: the header line, then the lines of r as they are. r must
+// yield NDJSON, one JSON string (a chunk) per line; LinesToNDJSON turns plain text lines
+// into that. The body is never held in memory as a whole. The server inserts the
+// submission atomically: an error (from r or the server) leaves no submission.
+//
+// The transport may still read r for a moment after SubmitNDJSON returns an error.
+func (c *Client) SubmitNDJSON(ctx context.Context, header SubmissionHeader, r io.Reader) (Created, error) {
+	line, err := json.Marshal(header)
+	if err != nil {
+		return Created{}, fmt.Errorf("opsq: encoding submission header: %w", err)
+	}
+	body := io.MultiReader(bytes.NewReader(append(line, '\n')), r)
+	var created Created
+	err = c.call(ctx, http.MethodPost, "/v1/submissions", nil, "application/x-ndjson", body, &created)
+	return created, err
+}
+
+// Status returns the state of submission id. With wait > 0 the server holds the request
+// until the submission is finished or wait (at most 60s) has passed.
+func (c *Client) Status(ctx context.Context, id string, wait time.Duration) (Status, error) {
+	path, err := submissionPath(id, "")
+	if err != nil {
+		return Status{}, err
+	}
+	var q url.Values
+	if wait > 0 {
+		q = url.Values{"wait": {wait.String()}}
+	}
+	var s Status
+	err = c.call(ctx, http.MethodGet, path, q, "", nil, &s)
+	return s, err
+}
+
+// Results streams the results of completed submission id, one per chunk in chunk order,
+// calling fn for each; an error from fn stops the stream and is returned as is. The server
+// answers 409 unless the submission is completed.
+func (c *Client) Results(ctx context.Context, id string, fn func(Result) error) error {
+	path, err := submissionPath(id, "/results")
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(ctx, http.MethodGet, path, nil, "", nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var r Result
+		if err := dec.Decode(&r); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("opsq: reading results of submission %s: %w", id, err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+}
+
+// Cancel cancels submission id and returns its status. The server answers 409 if it has
+// already finished.
+func (c *Client) Cancel(ctx context.Context, id string) (Status, error) {
+	path, err := submissionPath(id, "/cancel")
+	if err != nil {
+		return Status{}, err
+	}
+	var s Status
+	err = c.call(ctx, http.MethodPost, path, nil, "", nil, &s)
+	return s, err
+}
+
+// ListOptions selects the submissions List returns. The zero value lists the newest
+// submissions in any state.
+type ListOptions struct {
+	// State is one of the State* constants, or "" for any state.
+	State string
+	// Key and Value select submissions whose strategic metadata has Key = Value; give both
+	// or neither.
+	Key, Value string
+	// Limit is the page size, at most 1000. Defaults to the server's default (100).
+	Limit int
+	// After is the NextAfter of the previous page, or "" for the first page.
+	After string
+}
+
+// List returns one page of submissions, newest first.
+func (c *Client) List(ctx context.Context, opts ListOptions) (StatusList, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"state": opts.State, "key": opts.Key, "value": opts.Value, "after": opts.After} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	var l StatusList
+	err := c.call(ctx, http.MethodGet, "/v1/submissions", q, "", nil, &l)
+	return l, err
+}
+
+// submissionPath returns /v1/submissions/{id}{suffix}.
+func submissionPath(id, suffix string) (string, error) {
+	if id == "" {
+		return "", errors.New("opsq: empty submission id")
+	}
+	return "/v1/submissions/" + url.PathEscape(id) + suffix, nil
+}
+
+// call sends a request and decodes the JSON answer into out.
+func (c *Client) call(ctx context.Context, method, path string, q url.Values, contentType string, body io.Reader, out any) error {
+	resp, err := c.do(ctx, method, path, q, contentType, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("opsq: decoding the answer to %s %s: %w", method, path, err)
+	}
+	// Read the rest (a newline) so that the connection can be reused.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	return nil
+}
+
+// do sends a request and returns the response if its status is 2xx, else an *Error.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, contentType string, body io.Reader) (*http.Response, error) {
+	u := c.baseURL + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("opsq: building request: %w", err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("User-Agent", c.userAgent)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err // a *url.Error naming the method and URL
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		return nil, errorFrom(resp)
+	}
+	return resp, nil
+}
+
+// errorFrom decodes the error body of resp.
+func errorFrom(resp *http.Response) *Error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var eb ErrorBody
+	if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
+		return &Error{StatusCode: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	}
+	msg := strings.TrimSpace(string(body))
+	if len(msg) > 1<<10 {
+		msg = msg[:1<<10] + "…"
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	return &Error{StatusCode: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: msg}
+}
+
+// LinesToNDJSON returns a reader of NDJSON chunk lines, one JSON string per line of plain
+// text read from r, for SubmitNDJSON. It streams, holding one line at a time, of any
+// length. A line ending is "\n" or "\r\n" and is not part of the chunk; a final newline
+// does not make an extra empty chunk. A line that is not valid UTF-8 is an error, since a
+// JSON string cannot carry it unchanged.
+func LinesToNDJSON(r io.Reader) io.Reader {
+	return &linesReader{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+type linesReader struct {
+	br   *bufio.Reader
+	n    int    // lines read so far
+	line []byte // the line being read
+	buf  []byte // the encoded line
+	out  []byte // what is left of buf to hand out
+	err  error  // the error to return once out is empty
+}
+
+// Read fills p with as many lines as fit: the HTTP transport sends each Read as one chunk
+// of the body, so a line per Read would cost a write per line.
+func (l *linesReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if len(l.out) == 0 {
+			if l.err != nil {
+				break
+			}
+			l.next()
+			continue
+		}
+		c := copy(p[n:], l.out)
+		l.out = l.out[c:]
+		n += c
+	}
+	if n > 0 {
+		return n, nil
+	}
+	return 0, l.err
+}
+
+// next reads one line and encodes it into out, or sets err.
+func (l *linesReader) next() {
+	l.line = l.line[:0]
+	for {
+		frag, err := l.br.ReadSlice('\n')
+		l.line = append(l.line, frag...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			l.err = err
+			if len(l.line) == 0 {
+				return // end of input right after a newline
+			}
+		}
+		break
+	}
+	l.n++
+	line := bytes.TrimSuffix(l.line, []byte("\n"))
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	if !utf8.Valid(line) {
+		l.err = fmt.Errorf("line %d is not valid UTF-8: chunks are JSON strings, so encode binary data first (base64, say)", l.n)
+		return
+	}
+	l.buf = append(appendJSONString(l.buf[:0], line), '\n')
+	l.out = l.buf
+}
+
+// appendJSONString appends s, valid UTF-8, to b as a JSON string.
+func appendJSONString(b, s []byte) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i, c := range s {
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

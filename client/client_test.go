@@ -1,0 +1,389 @@
+package client_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"opsq/client"
+)
+
+// setup starts a server answering with handler and returns a Client for it.
+func setup(t *testing.T, handler http.HandlerFunc) *client.Client {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return client.New(srv.URL+"/", client.WithHTTPClient(srv.Client()), client.WithUserAgent("test-agent"))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func TestSubmit(t *testing.T) {
+	t.Parallel()
+	var got client.Submission
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/submissions" {
+			t.Errorf("got %s %s; want POST /v1/submissions", r.Method, r.URL.Path)
+		}
+		if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("got Content-Type %q; want application/json", ct)
+		}
+		if ua := r.Header.Get("User-Agent"); ua != "test-agent" {
+			t.Errorf("got User-Agent %q; want test-agent", ua)
+		}
+		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+			t.Errorf("decoding body: %v", err)
+		}
+		writeJSON(w, http.StatusCreated, client.Created{ID: "123", ChunksTotal: 2})
+	})
+	retries := 3
+	sub := client.Submission{
+		SubmissionHeader: client.SubmissionHeader{
+			Metadata:          "m",
+			StrategicMetadata: map[string]client.MetadataValue{"company_id": client.Int(42), "mode": client.String("preview")},
+			Priority:          5,
+			MaxRetries:        &retries,
+		},
+		Chunks: []string{"a", "b"},
+	}
+	created, err := c.Submit(context.Background(), sub)
+	if err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	if created != (client.Created{ID: "123", ChunksTotal: 2}) {
+		t.Errorf("got %+v; want id 123 with 2 chunks", created)
+	}
+	if len(got.Chunks) != 2 || got.Metadata != "m" || got.Priority != 5 || got.MaxRetries == nil || *got.MaxRetries != 3 {
+		t.Errorf("server got %+v; want the submission sent", got)
+	}
+	if v := got.StrategicMetadata["company_id"]; v.IsString() || v.Int64() != 42 {
+		t.Errorf("server got company_id %v; want 42", v)
+	}
+	if v := got.StrategicMetadata["mode"]; !v.IsString() || v.Str() != "preview" {
+		t.Errorf("server got mode %v; want \"preview\"", v)
+	}
+}
+
+func TestSubmitNDJSONStreams(t *testing.T) {
+	t.Parallel()
+	headerSeen := make(chan client.SubmissionHeader, 1)
+	var chunks []string
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		if ct := r.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+			t.Errorf("got Content-Type %q; want application/x-ndjson", ct)
+		}
+		br := bufio.NewReader(r.Body)
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			t.Errorf("reading header line: %v", err)
+			return
+		}
+		var h client.SubmissionHeader
+		if err := json.Unmarshal(line, &h); err != nil {
+			t.Errorf("decoding header line %q: %v", line, err)
+		}
+		headerSeen <- h
+		dec := json.NewDecoder(br)
+		for {
+			var s string
+			if err := dec.Decode(&s); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Errorf("decoding chunk: %v", err)
+				return
+			}
+			chunks = append(chunks, s)
+		}
+		writeJSON(w, http.StatusCreated, client.Created{ID: "7", ChunksTotal: int64(len(chunks))})
+	})
+
+	// The chunks come from a pipe that is written only once the server has read the
+	// header: if the client buffered the body, the server would never see the header.
+	pr, pw := io.Pipe()
+	type answer struct {
+		created client.Created
+		err     error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		created, err := c.SubmitNDJSON(context.Background(), client.SubmissionHeader{Metadata: "hdr"}, pr)
+		done <- answer{created, err}
+	}()
+	select {
+	case h := <-headerSeen:
+		if h.Metadata != "hdr" {
+			t.Errorf("got header metadata %q; want hdr", h.Metadata)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not receive the header line before the chunks were written: the body is not streamed")
+	}
+	if _, err := io.Copy(pw, client.LinesToNDJSON(strings.NewReader("one\ntwo \"2\"\n"))); err != nil {
+		t.Fatalf("writing chunks: %v", err)
+	}
+	pw.Close()
+	a := <-done
+	if a.err != nil {
+		t.Fatalf("SubmitNDJSON: %v", a.err)
+	}
+	if a.created.ID != "7" || a.created.ChunksTotal != 2 {
+		t.Errorf("got %+v; want id 7 with 2 chunks", a.created)
+	}
+	if want := []string{"one", `two "2"`}; strings.Join(chunks, "|") != strings.Join(want, "|") {
+		t.Errorf("server got chunks %q; want %q", chunks, want)
+	}
+}
+
+func TestSubmitNDJSONReaderError(t *testing.T) {
+	t.Parallel()
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		writeJSON(w, http.StatusCreated, client.Created{ID: "1"})
+	})
+	boom := errors.New("boom")
+	_, err := c.SubmitNDJSON(context.Background(), client.SubmissionHeader{}, iotest.ErrReader(boom))
+	if !errors.Is(err, boom) {
+		t.Errorf("got error %v; want the reader's error", err)
+	}
+}
+
+func TestLinesToNDJSON(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 3<<20)
+	tests := []struct {
+		name, in string
+		want     []string
+	}{
+		{"empty", "", nil},
+		{"one line without newline", "a", []string{"a"}},
+		{"trailing newline", "a\nb\n", []string{"a", "b"}},
+		{"crlf", "a\r\nb\r\n", []string{"a", "b"}},
+		{"lone cr kept inside", "a\rb\n", []string{"a\rb"}},
+		{"empty lines", "\n\na\n\n", []string{"", "", "a", ""}},
+		{"escapes", "q\"b\\t\t\x01<&>\n", []string{"q\"b\\t\t\x01<&>"}},
+		{"unicode", "héllo \u2028 😀\n", []string{"héllo \u2028 😀"}},
+		{"long line", long + "\nend", []string{long, "end"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := io.ReadAll(iotest.HalfReader(client.LinesToNDJSON(iotest.HalfReader(strings.NewReader(tt.in)))))
+			if err != nil {
+				t.Fatalf("reading: %v", err)
+			}
+			var got []string
+			for _, line := range strings.SplitAfter(string(out), "\n") {
+				if line == "" {
+					continue
+				}
+				if !strings.HasSuffix(line, "\n") {
+					t.Fatalf("line %.40q does not end with a newline", line)
+				}
+				var s string
+				if err := json.Unmarshal([]byte(line), &s); err != nil {
+					t.Fatalf("line %.40q is not a JSON string: %v", line, err)
+				}
+				got = append(got, s)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d chunks; want %d", len(got), len(tt.want))
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("chunk %d: got %.40q; want %.40q", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestLinesToNDJSONInvalidUTF8(t *testing.T) {
+	t.Parallel()
+	_, err := io.ReadAll(client.LinesToNDJSON(strings.NewReader("ok\nbad \xff\n")))
+	if err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("got error %v; want one naming line 2", err)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		wait     time.Duration
+		wantWait string
+	}{
+		{"no wait", 0, ""},
+		{"wait", 30 * time.Second, "30s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v1/submissions/42" {
+					t.Errorf("got path %s; want /v1/submissions/42", r.URL.Path)
+				}
+				if _, ok := r.URL.Query()["wait"]; ok != (tt.wantWait != "") || r.URL.Query().Get("wait") != tt.wantWait {
+					t.Errorf("got query %q; want wait=%q", r.URL.RawQuery, tt.wantWait)
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"id":"42","state":"failed","chunks_total":3,"chunks_done":1,"chunks_failed":2,
+					"priority":0,"metadata":"","strategic_metadata":{"k":1},"created_at":"2026-01-02T03:04:05Z",
+					"finished_at":"2026-01-02T03:05:05Z","failure":{"chunk_index":1,"error":"boom"}}`)
+			})
+			s, err := c.Status(context.Background(), "42", tt.wait)
+			if err != nil {
+				t.Fatalf("Status: %v", err)
+			}
+			if s.State != client.StateFailed || !s.Finished() || s.ChunksDone != 1 || s.Failure == nil || s.Failure.Error != "boom" || s.FinishedAt == nil {
+				t.Errorf("got %+v; want the failed submission 42", s)
+			}
+		})
+	}
+}
+
+func TestEmptyID(t *testing.T) {
+	t.Parallel()
+	c := client.New("http://127.0.0.1:1")
+	if _, err := c.Status(context.Background(), "", 0); err == nil {
+		t.Error("Status with an empty id: got no error")
+	}
+}
+
+func TestResults(t *testing.T) {
+	t.Parallel()
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/submissions/9/results" {
+			t.Errorf("got path %s; want /v1/submissions/9/results", r.URL.Path)
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = io.WriteString(w, "{\"chunk_index\":0,\"output\":\"a\"}\n{\"chunk_index\":1,\"output\":\"b\\nc\"}\n{\"chunk_index\":2,\"output\":\"\"}\n")
+	})
+	var got []client.Result
+	err := c.Results(context.Background(), "9", func(r client.Result) error {
+		got = append(got, r)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Results: %v", err)
+	}
+	if len(got) != 3 || got[1] != (client.Result{ChunkIndex: 1, Output: "b\nc"}) {
+		t.Errorf("got %+v; want 3 results, the second \"b\\nc\"", got)
+	}
+
+	stop := errors.New("stop")
+	n := 0
+	err = c.Results(context.Background(), "9", func(client.Result) error { n++; return stop })
+	if !errors.Is(err, stop) || n != 1 {
+		t.Errorf("got error %v after %d calls; want fn's error after 1 call", err, n)
+	}
+}
+
+func TestResultsTruncated(t *testing.T) {
+	t.Parallel()
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "{\"chunk_index\":0,\"output\":\"a\"}\n{\"chunk_in")
+	})
+	err := c.Results(context.Background(), "9", func(client.Result) error { return nil })
+	if err == nil {
+		t.Error("got no error for a truncated stream")
+	}
+}
+
+func TestCancelAndList(t *testing.T) {
+	t.Parallel()
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/submissions/5/cancel":
+			writeJSON(w, http.StatusOK, client.Status{ID: "5", State: client.StateCancelled})
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/submissions":
+			if want := "after=10&key=company_id&limit=2&state=completed&value=42"; r.URL.RawQuery != want {
+				t.Errorf("got query %q; want %q", r.URL.RawQuery, want)
+			}
+			next := "4"
+			writeJSON(w, http.StatusOK, client.StatusList{Submissions: []client.Status{{ID: "6"}, {ID: "5"}}, NextAfter: &next})
+		default:
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+		}
+	})
+	s, err := c.Cancel(context.Background(), "5")
+	if err != nil || s.State != client.StateCancelled {
+		t.Errorf("Cancel: got %+v, %v; want a cancelled status", s, err)
+	}
+	l, err := c.List(context.Background(), client.ListOptions{State: client.StateCompleted, Key: "company_id", Value: "42", Limit: 2, After: "10"})
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	if len(l.Submissions) != 2 || l.NextAfter == nil || *l.NextAfter != "4" {
+		t.Errorf("got %+v; want 2 submissions and next_after 4", l)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		status      int
+		body        string
+		want        client.Error
+		wantMessage string
+	}{
+		{
+			name:        "opsq error",
+			status:      400,
+			body:        `{"error":{"code":"bad_request","message":"chunks[3]: must be a string"}}`,
+			want:        client.Error{StatusCode: 400, Code: "bad_request", Message: "chunks[3]: must be a string"},
+			wantMessage: "opsq: 400 bad_request: chunks[3]: must be a string",
+		},
+		{
+			name:        "proxy page",
+			status:      502,
+			body:        "<html>Bad Gateway</html>\n",
+			want:        client.Error{StatusCode: 502, Code: "http_502", Message: "<html>Bad Gateway</html>"},
+			wantMessage: "opsq: 502 http_502: <html>Bad Gateway</html>",
+		},
+		{
+			name:        "empty body",
+			status:      503,
+			want:        client.Error{StatusCode: 503, Code: "http_503", Message: "Service Unavailable"},
+			wantMessage: "opsq: 503 http_503: Service Unavailable",
+		},
+		{
+			name:        "json of another shape",
+			status:      404,
+			body:        `{"message":"Not Found"}`,
+			want:        client.Error{StatusCode: 404, Code: "http_404", Message: `{"message":"Not Found"}`},
+			wantMessage: `opsq: 404 http_404: {"message":"Not Found"}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, tt.body)
+			})
+			_, err := c.Cancel(context.Background(), "1")
+			var e *client.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("got error %v (%T); want a *client.Error", err, err)
+			}
+			if *e != tt.want {
+				t.Errorf("got %+v; want %+v", *e, tt.want)
+			}
+			if e.Error() != tt.wantMessage {
+				t.Errorf("got message %q; want %q", e.Error(), tt.wantMessage)
+			}
+		})
+	}
+}

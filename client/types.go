@@ -1,0 +1,157 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The JSON shapes of the REST API v1 (DESIGN.md §3). The server encodes its answers with
+// these types too, so the wire format is written down once, here.
+
+// Submission states.
+const (
+	StateInProgress = "in_progress"
+	StateCompleted  = "completed"
+	StateFailed     = "failed"
+	StateCancelled  = "cancelled"
+)
+
+// SubmissionHeader is everything a submission carries but its chunks: the body of a JSON
+// submission without "chunks", or the first line of an NDJSON submission.
+type SubmissionHeader struct {
+	// Metadata is opaque text handed to every consumer of the submission's chunks.
+	Metadata string `json:"metadata,omitempty"`
+	// StrategicMetadata maps keys to integer (int64) or string values that strategies and
+	// lookups use. Use Int and String to build values.
+	StrategicMetadata map[string]MetadataValue `json:"strategic_metadata,omitempty"`
+	// Priority orders submissions for the custom_priority strategy, higher first.
+	Priority int64 `json:"priority,omitempty"`
+	// MaxRetries allows that many retries (MaxRetries+1 attempts) per chunk; nil means the
+	// server's default_max_retries setting.
+	MaxRetries *int `json:"max_retries,omitempty"`
+	// IdempotencyKey makes a repeated POST return the first submission.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Prefix and ChunkCount select object-storage mode: the chunks are Prefix+index, read
+	// by the consumer; opsq stores no content.
+	Prefix     string `json:"prefix,omitempty"`
+	ChunkCount int64  `json:"chunk_count,omitempty"`
+}
+
+// Submission is a whole JSON submission.
+type Submission struct {
+	SubmissionHeader
+	Chunks []string `json:"chunks,omitempty"`
+}
+
+// Created is the answer to a successful POST /v1/submissions.
+type Created struct {
+	ID          string `json:"id"`
+	ChunksTotal int64  `json:"chunks_total"`
+}
+
+// Status is the state of one submission.
+type Status struct {
+	ID                string                   `json:"id"`
+	State             string                   `json:"state"`
+	ChunksTotal       int64                    `json:"chunks_total"`
+	ChunksDone        int64                    `json:"chunks_done"`
+	ChunksFailed      int64                    `json:"chunks_failed"`
+	Priority          int64                    `json:"priority"`
+	Metadata          string                   `json:"metadata"`
+	StrategicMetadata map[string]MetadataValue `json:"strategic_metadata"`
+	Prefix            string                   `json:"prefix,omitempty"`
+	CreatedAt         time.Time                `json:"created_at"`
+	FinishedAt        *time.Time               `json:"finished_at"`
+	Failure           *Failure                 `json:"failure,omitempty"`
+}
+
+// Finished reports whether the submission has reached a final state.
+func (s Status) Finished() bool { return s.State != StateInProgress }
+
+// Failure says why a submission failed.
+type Failure struct {
+	ChunkIndex int64  `json:"chunk_index"`
+	Error      string `json:"error"`
+}
+
+// StatusList is one page of GET /v1/submissions.
+type StatusList struct {
+	Submissions []Status `json:"submissions"`
+	NextAfter   *string  `json:"next_after"`
+}
+
+// Result is one line of GET /v1/submissions/{id}/results.
+type Result struct {
+	ChunkIndex int64  `json:"chunk_index"`
+	Output     string `json:"output"`
+}
+
+// ErrorBody is the body of every error answer.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of an error answer.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// MetadataValue is a strategic metadata value: an int64 or a string.
+type MetadataValue struct {
+	isString bool
+	i        int64
+	s        string
+}
+
+// Int returns an integer metadata value.
+func Int(i int64) MetadataValue { return MetadataValue{i: i} }
+
+// String returns a string metadata value.
+func String(s string) MetadataValue { return MetadataValue{isString: true, s: s} }
+
+// IsString reports whether the value is a string.
+func (v MetadataValue) IsString() bool { return v.isString }
+
+// Int64 returns the integer value (0 for a string).
+func (v MetadataValue) Int64() int64 { return v.i }
+
+// Str returns the string value ("" for an integer).
+func (v MetadataValue) Str() string { return v.s }
+
+// String formats the value as it is written in JSON.
+func (v MetadataValue) String() string {
+	b, _ := v.MarshalJSON()
+	return string(b)
+}
+
+// MarshalJSON writes a JSON number or string.
+func (v MetadataValue) MarshalJSON() ([]byte, error) {
+	if v.isString {
+		return json.Marshal(v.s)
+	}
+	return json.Marshal(v.i)
+}
+
+// UnmarshalJSON accepts a JSON integer that fits in an int64, or a JSON string.
+func (v *MetadataValue) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*v = String(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("must be an integer or a string")
+	}
+	i, err := n.Int64()
+	if err != nil {
+		return fmt.Errorf("must be an integer or a string, not %s", b)
+	}
+	*v = Int(i)
+	return nil
+}

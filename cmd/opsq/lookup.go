@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"opsq/client"
+)
+
+// This file holds the commands that look submissions up (results, cancel, list) and what
+// every client command shares: the --url flag, argument parsing and error advice.
+
+// urlDefault is where the client commands find opsq unless --url or OPSQ_URL says otherwise.
+const urlDefault = "http://localhost:3999"
+
+// clientFlags is the flag set of a client command, with the flags they all share.
+type clientFlags struct {
+	*flag.FlagSet
+	url string
+}
+
+// newClientFlags returns the flag set of command name, whose usage line ends with args
+// and whose -h prints about and every flag.
+func newClientFlags(name, args, about string, stderr io.Writer) *clientFlags {
+	fs := flag.NewFlagSet("opsq "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cf := &clientFlags{FlagSet: fs}
+	envString(fs, &cf.url, "url", "OPSQ_URL", urlDefault, "`URL` of opsq: an instance or a load balancer")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s\n\n%s\n\nflags:\n", strings.TrimSpace("opsq "+name+" [flags] "+args), about)
+		fs.PrintDefaults()
+	}
+	return cf
+}
+
+// parse parses args, whose flags may come before or after the positional arguments, and
+// checks that there are from minArgs to maxArgs of these. It returns flag.ErrHelp for -h
+// and errUsage, after saying what is wrong, for bad arguments.
+func (cf *clientFlags) parse(args []string, minArgs, maxArgs int) ([]string, error) {
+	var pos []string
+	for {
+		if err := cf.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage // flag has printed the error and the usage
+		}
+		rest := cf.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...) // everything after "--" is an argument
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	switch {
+	case len(pos) < minArgs:
+		return nil, cf.usageError("missing arguments")
+	case len(pos) > maxArgs:
+		return nil, cf.usageError("too many arguments: %q", pos[maxArgs:])
+	}
+	if u, err := url.Parse(cf.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, cf.usageError("invalid --url %q: want an address such as %s", cf.url, urlDefault)
+	}
+	return pos, nil
+}
+
+// usageError prints a message and the usage, and returns errUsage.
+func (cf *clientFlags) usageError(format string, args ...any) error {
+	fmt.Fprintf(cf.Output(), "%s: %s\n\n", cf.Name(), fmt.Sprintf(format, args...))
+	cf.Usage()
+	return errUsage
+}
+
+// explain turns an error of the client into one that says what to do next. conflict, if
+// not empty, is the advice for a 409 (state conflict) answer.
+func explain(err error, baseURL, conflict string) error {
+	var apiErr *client.Error
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled):
+		return errors.New("interrupted")
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf(`cannot reach opsq at %s: is "opsq serve" (or "make run") running? set --url or OPSQ_URL`, baseURL)
+	case errors.As(err, &dnsErr):
+		return fmt.Errorf("cannot reach opsq at %s (%v): check --url or OPSQ_URL", baseURL, dnsErr)
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return fmt.Errorf("cannot reach opsq at %s (%v): check --url or OPSQ_URL, and that the server is running", baseURL, opErr)
+	case errors.As(err, &opErr):
+		return fmt.Errorf("the connection to opsq at %s broke (%v): retry, and see the server's log if it happens again", baseURL, opErr)
+	case errors.As(err, &apiErr):
+		return fmt.Errorf("%w; %s", err, advice(apiErr, baseURL, conflict))
+	}
+	return err
+}
+
+// advice says what to do after an error answer.
+func advice(e *client.Error, baseURL, conflict string) string {
+	switch {
+	case strings.HasPrefix(e.Code, "http_") && e.StatusCode != http.StatusServiceUnavailable:
+		return fmt.Sprintf("that is not an answer of opsq: is --url (%s) the address of opsq?", baseURL)
+	case e.StatusCode == http.StatusNotFound:
+		return `check the submission id ("opsq list" shows recent submissions)`
+	case e.StatusCode == http.StatusConflict && conflict != "":
+		return conflict
+	case e.StatusCode == http.StatusRequestEntityTooLarge:
+		return "a chunk or the body is over the server's limit (OPSQ_MAX_CHUNK_BYTES, OPSQ_MAX_BODY): split large chunks, or keep them in object storage (--prefix)"
+	case e.StatusCode == http.StatusServiceUnavailable:
+		return "the server is not ready (database unreachable, or migrations pending): retry in a moment, and see the server's log"
+	case e.StatusCode >= 500:
+		return "the server failed: see its log, then retry"
+	case e.StatusCode >= 400:
+		return "fix the request and retry"
+	}
+	return "retry"
+}
+
+func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newClientFlags("results", "ID", `Print the results of a completed submission as NDJSON, one line per chunk in chunk
+order: {"chunk_index": 0, "output": "..."}.`, stderr)
+	outputOnly := fs.Bool("output-only", false, "print only the outputs, one per line (an output that holds a newline spans several lines)")
+	pos, err := fs.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	var werr error // the first error writing to stdout
+	err = client.New(fs.url).Results(ctx, id, func(r client.Result) error {
+		if *outputOnly {
+			_, werr = w.WriteString(r.Output)
+			if werr == nil {
+				werr = w.WriteByte('\n')
+			}
+		} else {
+			werr = enc.Encode(r)
+		}
+		return werr
+	})
+	if werr == nil {
+		werr = w.Flush()
+	}
+	if werr != nil {
+		return fmt.Errorf("writing results: %w", werr)
+	}
+	return explain(err, fs.url, fmt.Sprintf(
+		`results exist once a submission is completed: "opsq status %s" shows its state, "opsq status --wait %s" waits for it to finish`, id, id))
+}
+
+func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newClientFlags("cancel", "ID", "Cancel a submission: its chunks are no longer handed out.", stderr)
+	pos, err := fs.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	s, err := client.New(fs.url).Cancel(ctx, id)
+	if err != nil {
+		return explain(err, fs.url, fmt.Sprintf(`it has already finished: "opsq status %s" shows how`, id))
+	}
+	fmt.Fprintf(stdout, "%s %s: %s / %s chunks done\n", s.State, s.ID, groupDigits(s.ChunksDone), groupDigits(s.ChunksTotal))
+	return nil
+}
+
+// states are the submission states, as --state accepts them.
+var states = []string{client.StateInProgress, client.StateCompleted, client.StateFailed, client.StateCancelled}
+
+func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newClientFlags("list", "", "List submissions, newest first, by state and by strategic metadata.", stderr)
+	var opts client.ListOptions
+	fs.StringVar(&opts.State, "state", "", "only submissions in this `state`: "+strings.Join(states, ", "))
+	fs.StringVar(&opts.Key, "key", "", "only submissions whose strategic metadata has this `key` (with --value)")
+	fs.StringVar(&opts.Value, "value", "", "the `value` of --key")
+	fs.IntVar(&opts.Limit, "limit", 0, "at most `N` submissions, up to 1000 (default: the server's, 100)")
+	fs.StringVar(&opts.After, "after", "", "the page after submission `ID` (as the previous page says)")
+	asJSON := fs.Bool("json", false, "print the JSON answer")
+	if _, err := fs.parse(args, 0, 0); err != nil {
+		return err
+	}
+	switch {
+	case opts.State != "" && !slices.Contains(states, opts.State):
+		return fs.usageError("unknown --state %q: want one of %s", opts.State, strings.Join(states, ", "))
+	case (opts.Key == "") != (opts.Value == ""):
+		return fs.usageError("--key and --value go together")
+	case opts.Limit < 0 || opts.Limit > 1000:
+		return fs.usageError("--limit %d: want 1 to 1000", opts.Limit)
+	}
+	l, err := client.New(fs.url).List(ctx, opts)
+	if err != nil {
+		return explain(err, fs.url, "")
+	}
+	if *asJSON {
+		return printJSON(stdout, l)
+	}
+	if err := formatList(stdout, l.Submissions); err != nil {
+		return err
+	}
+	if l.NextAfter != nil {
+		fmt.Fprintf(stderr, "more submissions: add --after %s for the next page\n", *l.NextAfter)
+	}
+	return nil
+}
+
+// formatList writes submissions as a table.
+func formatList(w io.Writer, subs []client.Status) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tDONE/TOTAL\tCREATED")
+	for _, s := range subs {
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\n", s.ID, s.State, groupDigits(s.ChunksDone), groupDigits(s.ChunksTotal), s.CreatedAt.Format(timeLayout))
+	}
+	return tw.Flush()
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"opsq/client"
+)
+
+func TestClientFlagsParse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		args        []string
+		min, max    int
+		wantPos     []string
+		wantErr     error
+		wantVerbose bool
+	}{
+		{name: "id then flag", args: []string{"123", "--verbose"}, min: 1, max: 1, wantPos: []string{"123"}, wantVerbose: true},
+		{name: "flag then id", args: []string{"-verbose", "123"}, min: 1, max: 1, wantPos: []string{"123"}, wantVerbose: true},
+		{name: "double dash", args: []string{"--", "--verbose"}, min: 1, max: 1, wantPos: []string{"--verbose"}},
+		{name: "missing id", args: []string{"--verbose"}, min: 1, max: 1, wantErr: errUsage},
+		{name: "too many", args: []string{"1", "2"}, min: 1, max: 1, wantErr: errUsage},
+		{name: "help", args: []string{"--help"}, min: 1, max: 1, wantErr: flag.ErrHelp},
+		{name: "bad url", args: []string{"--url", "ftp://x", "1"}, min: 1, max: 1, wantErr: errUsage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var stderr strings.Builder
+			fs := newClientFlags("test", "ID", "Test.", &stderr)
+			verbose := fs.Bool("verbose", false, "be verbose")
+			pos, err := fs.parse(tt.args, tt.min, tt.max)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("got error %v; want %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if strings.Join(pos, " ") != strings.Join(tt.wantPos, " ") || *verbose != tt.wantVerbose {
+				t.Errorf("got %q, verbose %v; want %q, verbose %v", pos, *verbose, tt.wantPos, tt.wantVerbose)
+			}
+		})
+	}
+}
+
+func TestURLFromEnvironment(t *testing.T) {
+	t.Setenv("OPSQ_URL", "http://queue.internal:80")
+	fs := newClientFlags("test", "", "Test.", &strings.Builder{})
+	if _, err := fs.parse(nil, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if fs.url != "http://queue.internal:80" {
+		t.Errorf("got url %q; want OPSQ_URL's", fs.url)
+	}
+}
+
+func TestExplainConnectionRefused(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = runCancel(ctx, []string{"--url", u, "1"}, &strings.Builder{}, &strings.Builder{})
+	want := "cannot reach opsq at " + u + `: is "opsq serve" (or "make run") running? set --url or OPSQ_URL`
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v; want %q", err, want)
+	}
+}
+
+func TestExplainAnswers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		err      *client.Error
+		conflict string
+		want     string
+	}{
+		{"not found", &client.Error{StatusCode: 404, Code: "not_found", Message: "no submission 9"}, "", `opsq list`},
+		{"conflict", &client.Error{StatusCode: 409, Code: "conflict", Message: "in_progress"}, "wait for it", "; wait for it"},
+		{"not ready", &client.Error{StatusCode: 503, Code: "not_ready", Message: "db"}, "", "retry in a moment"},
+		{"proxy", &client.Error{StatusCode: 502, Code: "http_502", Message: "<html>"}, "", "is --url (http://x) the address of opsq?"},
+		{"too large", &client.Error{StatusCode: 413, Code: "too_large", Message: "chunks[2]"}, "", "OPSQ_MAX_CHUNK_BYTES"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := explain(tt.err, "http://x", tt.conflict)
+			if !strings.Contains(got.Error(), tt.want) || !strings.HasPrefix(got.Error(), tt.err.Error()) {
+				t.Errorf("got %q; want the server's error and %q", got, tt.want)
+			}
+			var e *client.Error
+			if !errors.As(got, &e) {
+				t.Errorf("got %T; want it to wrap the *client.Error", got)
+			}
+		})
+	}
+	if got := explain(context.Canceled, "http://x", ""); got.Error() != "interrupted" {
+		t.Errorf("got %q for a cancelled context; want interrupted", got)
+	}
+}
+
+func TestListArgs(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--state", "done"}, {"--key", "k"}, {"--value", "v"}, {"--limit", "1001"}, {"extra"}} {
+		if err := runList(context.Background(), args, &strings.Builder{}, &strings.Builder{}); !errors.Is(err, errUsage) {
+			t.Errorf("list %q: got %v; want a usage error", args, err)
+		}
+	}
+}
+
+func TestFormatList(t *testing.T) {
+	t.Parallel()
+	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var b strings.Builder
+	err := formatList(&b, []client.Status{
+		{ID: "123456789", State: client.StateInProgress, ChunksDone: 1500, ChunksTotal: 10000, CreatedAt: created},
+		{ID: "12", State: client.StateCompleted, ChunksDone: 1, ChunksTotal: 1, CreatedAt: created},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"ID         STATE        DONE/TOTAL    CREATED\n" +
+		"123456789  in_progress  1 500/10 000  2026-01-02T03:04:05Z\n" +
+		"12         completed    1/1           2026-01-02T03:04:05Z\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"opsq/client"
+)
+
+// timeLayout is how the client commands print times.
+const timeLayout = time.RFC3339
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newClientFlags("status", "ID", `Show a submission's state. With --wait, show its progress until it finishes, and
+exit with status 1 if it failed or was cancelled.`, stderr)
+	wait := fs.Bool("wait", false, "wait until the submission finishes, showing its progress on stderr")
+	asJSON := fs.Bool("json", false, "print the JSON status")
+	pos, err := fs.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	c := client.New(fs.url)
+	var s client.Status
+	if *wait {
+		s, err = waitFinished(ctx, c, id, newLiveLine(stderr))
+	} else {
+		s, err = c.Status(ctx, id, 0)
+	}
+	if err != nil {
+		return explain(err, fs.url, "")
+	}
+	if *asJSON {
+		err = printJSON(stdout, s)
+	} else {
+		_, err = io.WriteString(stdout, formatStatus(s, time.Now()))
+	}
+	if err != nil || !*wait {
+		return err
+	}
+	return unsuccessful(s)
+}
+
+// formatStatus describes a submission for a person; now is used for ages.
+func formatStatus(s client.Status, now time.Time) string {
+	var b strings.Builder
+	row := func(name, format string, args ...any) {
+		fmt.Fprintf(&b, "%-10s %s\n", name, fmt.Sprintf(format, args...))
+	}
+	row("id", "%s", s.ID)
+	row("state", "%s", s.State)
+	chunks := fmt.Sprintf("%s / %s done", groupDigits(s.ChunksDone), groupDigits(s.ChunksTotal))
+	if s.ChunksTotal > 0 {
+		chunks += fmt.Sprintf(" (%d%%)", percent(s.ChunksDone, s.ChunksTotal))
+	}
+	row("chunks", "%s, %s failed", chunks, groupDigits(s.ChunksFailed))
+	if s.Failure != nil {
+		row("failure", "chunk %d: %s", s.Failure.ChunkIndex, s.Failure.Error)
+	}
+	row("priority", "%d", s.Priority)
+	if s.Metadata != "" {
+		row("metadata", "%q", s.Metadata)
+	}
+	if len(s.StrategicMetadata) > 0 {
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(s.StrategicMetadata)) {
+			kv = append(kv, k+"="+s.StrategicMetadata[k].String())
+		}
+		row("strategic", "%s", strings.Join(kv, " "))
+	}
+	if s.Prefix != "" {
+		row("prefix", "%s", s.Prefix)
+	}
+	row("created", "%s (%s ago)", s.CreatedAt.Format(timeLayout), formatDuration(now.Sub(s.CreatedAt)))
+	if s.FinishedAt != nil {
+		row("finished", "%s (after %s)", s.FinishedAt.Format(timeLayout), formatDuration(s.FinishedAt.Sub(s.CreatedAt)))
+	}
+	return b.String()
+}
+
+// unsuccessful returns an error saying what to do if the submission ended failed or
+// cancelled, and nil otherwise.
+func unsuccessful(s client.Status) error {
+	switch s.State {
+	case client.StateFailed:
+		why := ""
+		if s.Failure != nil {
+			why = fmt.Sprintf(" at chunk %d: %s", s.Failure.ChunkIndex, s.Failure.Error)
+		}
+		return fmt.Errorf(`submission %s failed%s; fix the cause and submit again ("opsq status %s" shows details)`, s.ID, why, s.ID)
+	case client.StateCancelled:
+		return fmt.Errorf("submission %s was cancelled; submit it again to run it", s.ID)
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"opsq/client"
+)
+
+func TestFormatStatus(t *testing.T) {
+	t.Parallel()
+	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	finished := created.Add(90 * time.Second)
+	s := client.Status{
+		ID: "42", State: client.StateFailed, ChunksTotal: 10000, ChunksDone: 1234, ChunksFailed: 8766, Priority: 2,
+		Metadata:          "run 7",
+		StrategicMetadata: map[string]client.MetadataValue{"mode": client.String("preview"), "company_id": client.Int(42)},
+		CreatedAt:         created, FinishedAt: &finished,
+		Failure: &client.Failure{ChunkIndex: 7, Error: "boom"},
+	}
+	want := "" +
+		"id         42\n" +
+		"state      failed\n" +
+		"chunks     1 234 / 10 000 done (12%), 8 766 failed\n" +
+		"failure    chunk 7: boom\n" +
+		"priority   2\n" +
+		"metadata   \"run 7\"\n" +
+		"strategic  company_id=42 mode=\"preview\"\n" +
+		"created    2026-01-02T03:04:05Z (5m0s ago)\n" +
+		"finished   2026-01-02T03:05:35Z (after 1m30s)\n"
+	if got := formatStatus(s, created.Add(5*time.Minute)); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestUnsuccessful(t *testing.T) {
+	t.Parallel()
+	if err := unsuccessful(client.Status{ID: "1", State: client.StateCompleted}); err != nil {
+		t.Errorf("completed: got %v; want nil", err)
+	}
+	err := unsuccessful(client.Status{ID: "1", State: client.StateFailed, Failure: &client.Failure{ChunkIndex: 3, Error: "boom"}})
+	if err == nil || !strings.Contains(err.Error(), "failed at chunk 3: boom") {
+		t.Errorf("failed: got %v; want the failure", err)
+	}
+	if err := unsuccessful(client.Status{ID: "1", State: client.StateCancelled}); err == nil || !strings.Contains(err.Error(), "cancelled") {
+		t.Errorf("cancelled: got %v; want an error saying so", err)
+	}
+}
