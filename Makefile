@@ -1,0 +1,34 @@
+# opsq — the two commands a newcomer needs are "make run" and "make test".
+
+GO        ?= go
+BIN       := bin/opsq
+DEV_DIR   ?= .data/pg
+GOFILES    = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.data/*')
+
+.PHONY: build run test test-race lint bench clean
+
+## build: compile the opsq binary into bin/opsq
+build:
+	$(GO) build -o $(BIN) ./cmd/opsq
+
+## run: serve on :3999, on OPSQ_DATABASE_URL if set, else on a local PostgreSQL under .data/
+run: build
+	OPSQ_DEV_CLUSTER=$${OPSQ_DEV_CLUSTER:-$(DEV_DIR)} ./$(BIN) serve
+
+## test: the whole suite against a real PostgreSQL (OPSQ_TEST_DATABASE_URL, else an
+## ephemeral cluster from initdb/pg_ctl, else testcontainers-go)
+test:
+	$(GO) test -count=1 -timeout 30m ./...
+
+## test-race: the suite under the race detector (slower)
+test-race:
+	$(GO) test -count=1 -race -timeout 60m ./...
+
+## lint: gofmt and go vet
+lint:
+	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## clean: remove the binary (the development database in .data/ stays; rm -rf .data to drop it)
+clean:
+	rm -rf bin
