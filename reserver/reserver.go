@@ -1,0 +1,328 @@
+// Package reserver holds the in-memory reservations of one opsq instance.
+//
+// A reservation is a lease on one chunk, held by the instance that owns the
+// chunk's shard, for a consumer, until an expiry time. The reserver makes sure
+// a chunk is reserved at most once on this instance, keeps the leases ordered
+// by expiry, and keeps in-flight counts per shard and per strategic-metadata
+// value in step with the live reservations.
+//
+// The package does no I/O: reservations are never written to the database,
+// and nothing here talks to PostgreSQL, starts goroutines or reads the clock.
+// The queuer decides what to reserve, records completions and failures
+// (including expired leases, which count as a failed attempt) in the
+// database, and runs the expiry loop with [Reserver.NextExpiry] and
+// [Reserver.Expire].
+package reserver
+
+import (
+	"container/heap"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Key identifies a chunk.
+type Key struct {
+	SubmissionID int64
+	ChunkIndex   int32
+}
+
+// Reservation is one lease on one chunk.
+type Reservation struct {
+	// Token is the opaque, unique handle of the lease, made by the caller.
+	Token string
+	// Key is the reserved chunk.
+	Key Key
+	// Shard is the chunk's shard.
+	Shard int
+	// Generation is the fencing generation of the shard's claim when the
+	// chunk was reserved.
+	Generation int64
+	// Retries is the chunk's retries count when it was reserved.
+	Retries int32
+	// Consumer names the consumer holding the lease.
+	Consumer string
+	// ExpiresAt is when the lease runs out. Compare it only with times from
+	// the same clock (time.Now, so that the monotonic reading is used).
+	ExpiresAt time.Time
+	// Values are the strategic metadata of the chunk's submission, key ->
+	// canonical value text (the JSON encoding: `42` or `"preview"`), used for
+	// the in-flight counts per value.
+	//
+	// The reserver keeps the map it is given instead of copying it, so that
+	// the reservations of one submission can share one map: the caller must
+	// not modify it after Reserve, and must treat the Values of every
+	// returned Reservation as read-only.
+	Values map[string]string
+}
+
+// Config configures a Reserver. The zero value is ready to use.
+type Config struct {
+	// InitialCapacity is how many reservations to make room for up front,
+	// which saves rehashing while an instance warms up. Defaults to 0 (grow as
+	// needed).
+	InitialCapacity int
+}
+
+// Validate reports whether the configuration is usable.
+func (c Config) Validate() error {
+	if c.InitialCapacity < 0 {
+		return fmt.Errorf("reserver: InitialCapacity must be >= 0, got %d", c.InitialCapacity)
+	}
+	return nil
+}
+
+// Reserver holds the live reservations of one instance.
+//
+// It is safe for concurrent use; every method holds one mutex for a short,
+// bounded time. It starts no goroutines and so has no Start or Stop: the
+// queuer's expiry loop sleeps until [Reserver.NextExpiry] and then calls
+// [Reserver.Expire].
+//
+// Costs, with n live reservations: Reserve, Release, ReleaseKey and Extend are
+// O(log n); Get, IsReserved, NextExpiry, the in-flight counts and Len are
+// O(1) (InflightShards copies one entry per shard with reservations);
+// DropShard is O(m log n) for the shard's m reservations; Expire is
+// O(k log n) for the k reservations it returns.
+type Reserver struct {
+	mu struct {
+		sync.Mutex
+		byToken map[string]*entry
+		byKey   map[Key]*entry
+		// byShard links the reservations of each shard that has any.
+		byShard map[int]*shardList
+		// byValue counts live reservations per strategic-metadata pair;
+		// pairs whose count reaches 0 are deleted.
+		byValue map[valuePair]int
+		expiry  expiryHeap
+		// seq numbers reservations in the order they were made, to break
+		// ties between equal expiry times.
+		seq uint64
+	}
+}
+
+// entry is the reserver's record of one live reservation.
+type entry struct {
+	res Reservation
+	// index is the entry's position in the expiry heap.
+	index int
+	// prev and next link the entries of one shard, in reservation order.
+	prev, next *entry
+}
+
+// valuePair is one strategic-metadata key and canonical value.
+type valuePair struct {
+	key, value string
+}
+
+// New returns an empty Reserver. A negative InitialCapacity is treated as 0;
+// use [Config.Validate] to reject it.
+func New(cfg Config) *Reserver {
+	n := max(cfg.InitialCapacity, 0)
+	r := &Reserver{}
+	r.mu.byToken = make(map[string]*entry, n)
+	r.mu.byKey = make(map[Key]*entry, n)
+	r.mu.byShard = make(map[int]*shardList)
+	r.mu.byValue = make(map[valuePair]int)
+	r.mu.expiry = make(expiryHeap, 0, n)
+	return r
+}
+
+// Reserve records res and reports whether it did. It returns false, and
+// changes nothing, when res.Key is already reserved or res.Token is already
+// in use. Reserve keeps res.Values without copying it (see
+// [Reservation.Values]).
+func (r *Reserver) Reserve(res Reservation) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.mu.byKey[res.Key]; ok {
+		return false
+	}
+	if _, ok := r.mu.byToken[res.Token]; ok {
+		return false
+	}
+	r.mu.seq++
+	e := &entry{res: res}
+	r.mu.byToken[res.Token] = e
+	r.mu.byKey[res.Key] = e
+	r.mu.expiry.push(expiryItem{expiresAt: res.ExpiresAt, seq: r.mu.seq, e: e})
+	l := r.mu.byShard[res.Shard]
+	if l == nil {
+		l = &shardList{}
+		r.mu.byShard[res.Shard] = l
+	}
+	l.pushBack(e)
+	for k, v := range res.Values {
+		r.mu.byValue[valuePair{k, v}]++
+	}
+	return true
+}
+
+// IsReserved reports whether the chunk k is reserved.
+func (r *Reserver) IsReserved(k Key) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.mu.byKey[k]
+	return ok
+}
+
+// Get returns the live reservation with the given token.
+func (r *Reserver) Get(token string) (Reservation, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.mu.byToken[token]
+	if !ok {
+		return Reservation{}, false
+	}
+	return e.res, true
+}
+
+// Release removes and returns the reservation with the given token, as when
+// its consumer completes or fails the chunk. It returns false if there is no
+// such reservation (unknown token, or already released or expired).
+func (r *Reserver) Release(token string) (Reservation, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.mu.byToken[token]
+	if !ok {
+		return Reservation{}, false
+	}
+	r.removeLocked(e)
+	return e.res, true
+}
+
+// ReleaseKey removes and returns the reservation of chunk k, as when another
+// instance reports (by NOTIFY) that it completed the chunk. It returns false
+// if k is not reserved.
+func (r *Reserver) ReleaseKey(k Key) (Reservation, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.mu.byKey[k]
+	if !ok {
+		return Reservation{}, false
+	}
+	r.removeLocked(e)
+	return e.res, true
+}
+
+// Extend sets the expiry of the reservation with the given token to
+// expiresAt, which may be earlier or later than before, and returns the
+// updated reservation. It returns false if there is no such reservation.
+func (r *Reserver) Extend(token string, expiresAt time.Time) (Reservation, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.mu.byToken[token]
+	if !ok {
+		return Reservation{}, false
+	}
+	e.res.ExpiresAt = expiresAt
+	r.mu.expiry[e.index].expiresAt = expiresAt
+	heap.Fix(&r.mu.expiry, e.index)
+	return e.res, true
+}
+
+// DropShard removes and returns all reservations of the shard, in the order
+// they were made, as when the shard is lost or released. It returns nil if
+// the shard has none.
+func (r *Reserver) DropShard(shard int) []Reservation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.mu.byShard[shard]
+	if l == nil {
+		return nil
+	}
+	out := make([]Reservation, 0, l.n)
+	for l.head != nil {
+		e := l.head
+		out = append(out, e.res)
+		r.removeLocked(e) // unlinks e; deletes l from byShard with the last one
+	}
+	return out
+}
+
+// Expire removes and returns every reservation whose ExpiresAt is at or
+// before now, earliest first (reservations with equal expiry times in the
+// order they were made). It returns nil if none is due.
+func (r *Reserver) Expire(now time.Time) []Reservation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Reservation
+	for len(r.mu.expiry) > 0 {
+		it := r.mu.expiry[0]
+		if it.expiresAt.After(now) {
+			break
+		}
+		e := it.e
+		out = append(out, e.res)
+		r.removeLocked(e)
+	}
+	return out
+}
+
+// NextExpiry returns the earliest ExpiresAt of the live reservations, for the
+// expiry loop's timer. It returns false if there are none.
+func (r *Reserver) NextExpiry() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.mu.expiry) == 0 {
+		return time.Time{}, false
+	}
+	return r.mu.expiry[0].expiresAt, true
+}
+
+// InflightShard returns the number of live reservations on the shard.
+func (r *Reserver) InflightShard(shard int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.mu.byShard[shard]; l != nil {
+		return l.n
+	}
+	return 0
+}
+
+// InflightShards returns a new map of shard -> number of live reservations,
+// holding only the shards that have some.
+func (r *Reserver) InflightShards() map[int]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[int]int, len(r.mu.byShard))
+	for shard, l := range r.mu.byShard {
+		out[shard] = l.n
+	}
+	return out
+}
+
+// InflightValue returns the number of live reservations whose Values[key] is
+// value (canonical value text, as in [Reservation.Values]).
+func (r *Reserver) InflightValue(key, value string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.byValue[valuePair{key, value}]
+}
+
+// Len returns the number of live reservations.
+func (r *Reserver) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.mu.byToken)
+}
+
+// removeLocked removes e from every index and count. r.mu must be held.
+func (r *Reserver) removeLocked(e *entry) {
+	delete(r.mu.byToken, e.res.Token)
+	delete(r.mu.byKey, e.res.Key)
+	heap.Remove(&r.mu.expiry, e.index)
+	l := r.mu.byShard[e.res.Shard]
+	l.remove(e)
+	if l.n == 0 {
+		delete(r.mu.byShard, e.res.Shard)
+	}
+	for k, v := range e.res.Values {
+		p := valuePair{k, v}
+		if n := r.mu.byValue[p] - 1; n > 0 {
+			r.mu.byValue[p] = n
+		} else {
+			delete(r.mu.byValue, p)
+		}
+	}
+}
