@@ -39,7 +39,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			return
 		}
 		e := toError(err, c)
-		if e.Status >= 500 {
+		if e.Status >= 500 && e.Status != http.StatusServiceUnavailable {
 			log.ErrorContext(c.Request().Context(), "request failed",
 				slog.String("method", c.Request().Method), slog.String("path", c.Request().URL.Path), slog.Any("error", err))
 		}

@@ -16,7 +16,7 @@ import (
 const (
 	maxRetriesLimit        = 1_000_000
 	maxIdempotencyKeyBytes = 1024
-	maxChunkCount          = math.MaxInt32 + 1
+	maxChunkCount          = math.MaxInt32
 )
 
 // parseHeader validates the fields of a submission other than "chunks" and returns them.

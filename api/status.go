@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -103,7 +105,14 @@ func (s *server) list(c echo.Context) error {
 	case key == "" && c.QueryParams().Has("value"):
 		return badRequest("key: required with value")
 	case key != "":
-		opts.Key, opts.Value = key, metadataValue(value)
+		if strings.ContainsRune(key, 0) || !utf8.ValidString(key) {
+			return badRequest("key: must be UTF-8 text without NUL characters")
+		}
+		v, err := metadataValue(value)
+		if err != nil {
+			return err
+		}
+		opts.Key, opts.Value = key, v
 	}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -136,16 +145,19 @@ func (s *server) list(c echo.Context) error {
 // metadataValue reads a strategic metadata value from a query parameter: an integer when it
 // is one (value=42), a JSON string when quoted (value="42" is the string 42), else the text
 // itself (value=preview).
-func metadataValue(v string) json.RawMessage {
-	if _, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return json.RawMessage(v)
+func metadataValue(v string) (json.RawMessage, error) {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return json.RawMessage(strconv.FormatInt(n, 10)), nil // 042 and +42 are 42
 	}
 	var s string
 	if err := json.Unmarshal([]byte(v), &s); err == nil {
 		v = s
 	}
+	if strings.ContainsRune(v, 0) || !utf8.ValidString(v) {
+		return nil, badRequest("value: must be UTF-8 text without NUL characters")
+	}
 	b, _ := json.Marshal(v)
-	return b
+	return b, nil
 }
 
 func parseID(v, field string) (int64, error) {

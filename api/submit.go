@@ -57,22 +57,25 @@ func (s *server) readJSONSubmission(r *http.Request) (queuer.NewSubmission, queu
 		return queuer.NewSubmission{}, nil, err
 	}
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		return queuer.NewSubmission{}, nil, badRequest("body: must be a JSON object (%s)", jsonProblem(err))
 	}
 	sub, err := parseHeader(fields, true)
 	if err != nil {
 		return sub, nil, err
 	}
-	var list []string
+	var list []*string
 	if raw, ok := fields["chunks"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &list); err != nil {
 			return sub, nil, badChunks(raw)
 		}
 	}
 	for i, ch := range list {
-		if len(ch) > s.cfg.MaxChunkBytes {
-			return sub, nil, tooLarge("chunks[%d]: %d bytes is over the %d-byte chunk limit (OPSQ_MAX_CHUNK_BYTES)", i, len(ch), s.cfg.MaxChunkBytes)
+		if ch == nil {
+			return sub, nil, badRequest("chunks[%d]: must be a string, not null", i)
+		}
+		if len(*ch) > s.cfg.MaxChunkBytes {
+			return sub, nil, tooLarge("chunks[%d]: %d bytes is over the %d-byte chunk limit (OPSQ_MAX_CHUNK_BYTES)", i, len(*ch), s.cfg.MaxChunkBytes)
 		}
 	}
 	return sub, &sliceChunks{list: list}, nil
@@ -95,6 +98,9 @@ func badChunks(raw json.RawMessage) error {
 
 // jsonProblem describes a JSON syntax error with its byte offset.
 func jsonProblem(err error) string {
+	if err == nil {
+		return "found null"
+	}
 	var syn *json.SyntaxError
 	if errors.As(err, &syn) {
 		return syn.Error() + " at byte " + strconv.FormatInt(syn.Offset, 10)
@@ -107,7 +113,7 @@ func jsonProblem(err error) string {
 }
 
 type sliceChunks struct {
-	list []string
+	list []*string
 	next int
 }
 
@@ -116,7 +122,7 @@ func (c *sliceChunks) Next() ([]byte, error) {
 		return nil, io.EOF
 	}
 	c.next++
-	return []byte(c.list[c.next-1]), nil
+	return []byte(*c.list[c.next-1]), nil
 }
 
 // readNDJSONHeader reads the header line of an NDJSON submission and returns a reader of
@@ -136,11 +142,21 @@ func (s *server) readNDJSONHeader(r *http.Request) (queuer.NewSubmission, queuer
 		return queuer.NewSubmission{}, nil, err
 	}
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(header, &fields); err != nil {
+	if err := json.Unmarshal(header, &fields); err != nil || fields == nil {
 		return queuer.NewSubmission{}, nil, badRequest("line 1: the header must be a JSON object (%s)", jsonProblem(err))
 	}
 	sub, err := parseHeader(fields, false)
-	return sub, lines, err
+	if err != nil || sub.Prefix == "" {
+		return sub, lines, err
+	}
+	// Object-storage mode has no chunk lines: refuse them rather than drop them.
+	if _, err := lines.Next(); err != io.EOF {
+		if err != nil {
+			return sub, nil, err
+		}
+		return sub, nil, badRequest("line %d: object-storage mode (prefix and chunk_count) takes no chunk lines", lines.line)
+	}
+	return sub, lines, nil
 }
 
 // ndjsonChunks decodes one chunk per line, each a JSON string. Empty lines are skipped.
@@ -214,11 +230,11 @@ func (n *ndjsonChunks) decode(line []byte) ([]byte, error) {
 			return inner, nil
 		}
 	}
-	var s string
-	if err := json.Unmarshal(line, &s); err != nil {
+	var s *string
+	if err := json.Unmarshal(line, &s); err != nil || s == nil {
 		return nil, badRequest("line %d (chunk %d): must be a JSON string (%s)", n.line, n.chunk, jsonProblem(err))
 	}
-	n.decoded = append(n.decoded[:0], s...)
+	n.decoded = append(n.decoded[:0], *s...)
 	return n.decoded, nil
 }
 
