@@ -1,0 +1,405 @@
+package claims
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	opsqsql "opsq/sql"
+)
+
+// psqlVars does what psql does with -v name=value to a script: :'name' becomes the value
+// as a quoted literal, :name the value itself. Like psql, it leaves comments, quoted
+// strings and :: casts alone; unlike psql it fails on a variable that is not set.
+func psqlVars(script string, vars map[string]string) (string, error) {
+	var b strings.Builder
+	identChar := func(c byte) bool {
+		return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	for i := 0; i < len(script); {
+		rest := script[i:]
+		switch {
+		case strings.HasPrefix(rest, "--"):
+			end := strings.IndexByte(rest, '\n')
+			if end < 0 {
+				end = len(rest)
+			}
+			b.WriteString(rest[:end])
+			i += end
+		case rest[0] == '\'':
+			end := 1
+			for end < len(rest) {
+				if rest[end] == '\'' {
+					if end+1 < len(rest) && rest[end+1] == '\'' {
+						end += 2
+						continue
+					}
+					break
+				}
+				end++
+			}
+			b.WriteString(rest[:min(end+1, len(rest))])
+			i += end + 1
+		case strings.HasPrefix(rest, "::"):
+			b.WriteString("::")
+			i += 2
+		case strings.HasPrefix(rest, ":'"):
+			end := strings.IndexByte(rest[2:], '\'')
+			if end < 0 {
+				return "", fmt.Errorf("unterminated :'variable'")
+			}
+			name := rest[2 : 2+end]
+			v, ok := vars[name]
+			if !ok {
+				return "", fmt.Errorf("variable %q is not set", name)
+			}
+			b.WriteString("'" + strings.ReplaceAll(v, "'", "''") + "'")
+			i += 2 + end + 1
+		case rest[0] == ':' && len(rest) > 1 && identChar(rest[1]):
+			end := 1
+			for end < len(rest) && identChar(rest[end]) {
+				end++
+			}
+			name := rest[1:end]
+			v, ok := vars[name]
+			if !ok {
+				return "", fmt.Errorf("variable %q is not set", name)
+			}
+			b.WriteString(v)
+			i += end
+		default:
+			b.WriteByte(rest[0])
+			i++
+		}
+	}
+	return b.String(), nil
+}
+
+func TestPsqlVars(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{"shard": "17", "instance": "it's-me"}
+	for _, tc := range []struct{ in, want string }{
+		{"WHERE shard = :shard", "WHERE shard = 17"},
+		{"WHERE id = :'instance'", "WHERE id = 'it''s-me'"},
+		{"SELECT value::int, :shard::int", "SELECT value::int, 17::int"},
+		{"-- psql -v shard=1 :shard\nSELECT :shard", "-- psql -v shard=1 :shard\nSELECT 17"},
+		{"SELECT ':shard', :shard", "SELECT ':shard', 17"},
+		{"SELECT 'a''b:shard'", "SELECT 'a''b:shard'"},
+	} {
+		got, err := psqlVars(tc.in, vars)
+		if err != nil || got != tc.want {
+			t.Errorf("psqlVars(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	if _, err := psqlVars("SELECT :missing", vars); err == nil {
+		t.Error("psqlVars with an unset variable = nil error; want one")
+	}
+}
+
+// runRecipe runs sql/admin/name with psql variables, as an operator would.
+func (f *fixture) runRecipe(name string, vars map[string]string) {
+	f.t.Helper()
+	script, err := fs.ReadFile(opsqsql.Admin, "admin/"+name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	sql, err := psqlVars(string(script), vars)
+	if err != nil {
+		f.t.Fatalf("%s: %v", name, err)
+	}
+	if _, err := f.pool.Exec(context.Background(), sql); err != nil {
+		f.t.Fatalf("running %s: %v", name, err)
+	}
+}
+
+func TestAdminRecipesAreDocumented(t *testing.T) {
+	t.Parallel()
+	entries, err := fs.ReadDir(opsqsql.Admin, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		script, _ := fs.ReadFile(opsqsql.Admin, "admin/"+e.Name())
+		if !strings.HasPrefix(string(script), "-- ") || !strings.Contains(string(script), "psql ") {
+			t.Errorf("%s: want a leading comment that shows how to run it with psql", e.Name())
+		}
+	}
+	for _, want := range []string{"claims_overview.sql", "disable_shard.sql", "drain_instance.sql", "enable_shard.sql",
+		"force_release_shard.sql", "set_timings.sql", "undrain_instance.sql"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("sql/admin has no %s", want)
+		}
+	}
+}
+
+// overviewRow is a row of opsq.claims_overview.
+type overviewRow struct {
+	Instance         *string
+	Live             *bool
+	InstanceDraining bool
+	Shards           int
+	ShardList        []int32
+	DrainingShards   int
+	DisabledShards   int
+	Inflight         int64
+}
+
+func (f *fixture) overview() []overviewRow {
+	f.t.Helper()
+	rows, err := f.pool.Query(context.Background(), `SELECT instance, live, instance_draining, shards, shard_list,
+		draining_shards, disabled_shards, inflight FROM opsq.claims_overview ORDER BY instance NULLS LAST`)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[overviewRow])
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+func TestAdminClaimsOverview(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fast)
+	f.runRecipe("claims_overview.sql", nil) // runs on an empty cluster
+	a, b := f.start("a"), f.start("b")
+	a.setInflight(a.shards()[0], 3)
+	waitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
+	waitCycles(t, a.Manager, 2)
+	f.runRecipe("disable_shard.sql", map[string]string{"shard": "5"})
+	waitFor(t, 5*time.Second, "the disabled shard is released", func() string {
+		if c := f.claims()[5]; c.Claimant != nil {
+			return "shard 5 claimed by " + *c.Claimant
+		}
+		return ""
+	})
+	f.exec("INSERT INTO opsq.instances (id, node_id, advertise_url, heartbeat_at) VALUES ('old', 999, 'http://old', now() - interval '1 hour')")
+	f.runRecipe("claims_overview.sql", nil)
+
+	rows := f.overview()
+	if len(rows) != 4 {
+		t.Fatalf("claims_overview has %d rows; want 4 (a, b, old, unclaimed): %+v", len(rows), rows)
+	}
+	byID := map[string]overviewRow{}
+	for _, r := range rows[:3] {
+		byID[*r.Instance] = r
+	}
+	if r := byID[a.id]; r.Live == nil || !*r.Live || len(r.ShardList) != r.Shards || r.Inflight != 3 {
+		t.Errorf("claims_overview row of a = %+v; want live, its shards listed, inflight 3", r)
+	}
+	if r := byID["old"]; r.Live == nil || *r.Live || r.Shards != 0 || r.ShardList == nil {
+		t.Errorf("claims_overview row of a silent instance = %+v; want not live, 0 shards, an empty list", r)
+	}
+	if r := rows[3]; r.Instance != nil || r.Live != nil || r.DisabledShards != 1 || !slices.Contains(r.ShardList, 5) {
+		t.Errorf("claims_overview unclaimed row = %+v; want instance NULL, live NULL, the disabled shard 5", r)
+	}
+	if total := byID[a.id].Shards + byID[b.id].Shards + rows[3].Shards; total != 64 {
+		t.Errorf("claims_overview counts %d shards; want 64", total)
+	}
+	if !slices.IsSorted(byID[a.id].ShardList) {
+		t.Errorf("shard_list %v is not sorted", byID[a.id].ShardList)
+	}
+}
+
+func TestAdminForceRelease(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fast)
+	a, b := f.start("a"), f.start("b")
+	waitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
+	victim := a.Reservable()[0]
+
+	released := time.Now()
+	f.runRecipe("force_release_shard.sql", map[string]string{"shard": fmt.Sprint(victim.Shard)})
+	took := waitFor(t, 5*time.Second, "the old owner notices the force-release", func() string {
+		if lost, _ := a.lostSince(released); !slices.Contains(lost, victim.Shard) {
+			return fmt.Sprintf("shard %d not reported lost", victim.Shard)
+		}
+		return ""
+	})
+	t.Logf("force-release noticed by the old owner after %s (renew interval %s)", took, fast.renew)
+	if took > 2*fast.renew+50*time.Millisecond {
+		t.Errorf("force-release noticed after %s; want within two renew intervals (%s)", took, 2*fast.renew)
+	}
+	waitFor(t, 5*time.Second, "someone takes the shard again with a higher generation", func() string {
+		c := f.claims()[victim.Shard]
+		if c.Claimant == nil || c.Generation < victim.Generation+2 {
+			return fmt.Sprintf("shard %d: claimant %v, generation %d", victim.Shard, c.Claimant, c.Generation)
+		}
+		return ""
+	})
+	if l, ok := a.Lease(victim.Shard); ok && l.Generation <= victim.Generation+1 {
+		t.Errorf("old owner's Lease(%d) = generation %d; want the shard lost (was %d)", victim.Shard, l.Generation, victim.Generation)
+	}
+	waitFor(t, 5*time.Second, "2 managers split 64 shards again", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
+}
+
+func TestAdminDrainInstance(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fast)
+	a, b := f.start("a"), f.start("b")
+	ms := []*manager{a, b}
+	waitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced(ms, 64, 32, 32) })
+
+	s := startSampler(a, b)
+	drained := time.Now()
+	f.runRecipe("drain_instance.sql", map[string]string{"instance": a.id})
+	took := waitFor(t, 5*time.Second, "a drained instance gives all its shards away", func() string { return balanced(ms, 64, 0, 64) + balanced([]*manager{b}, 64, 64, 64) })
+	t.Logf("drained instance: all shards moved in %s", took)
+	if lost, _ := a.lostSince(drained); len(lost) != 32 {
+		t.Errorf("drained instance reported %d shards lost; want 32", len(lost))
+	}
+	waitCycles(t, a.Manager, 3)
+	if n := len(a.shards()); n != 0 {
+		t.Errorf("a drained instance holds %d shards after 3 more cycles; want 0", n)
+	}
+
+	f.runRecipe("undrain_instance.sql", map[string]string{"instance": a.id})
+	took = waitFor(t, 5*time.Second, "an undrained instance takes its share again", func() string { return balanced(ms, 64, 32, 32) })
+	t.Logf("undrained instance: balanced again in %s", took)
+	s.finish(t)
+}
+
+func TestAdminDisableShard(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fast)
+	a, b := f.start("a"), f.start("b")
+	ms := []*manager{a, b}
+	waitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced(ms, 64, 32, 32) })
+	victim := a.Reservable()[0].Shard
+
+	disabled := time.Now()
+	f.runRecipe("disable_shard.sql", map[string]string{"shard": fmt.Sprint(victim)})
+	waitFor(t, 5*time.Second, "the owner of a disabled shard drops it", func() string {
+		if lost, _ := a.lostSince(disabled); !slices.Contains(lost, victim) {
+			return fmt.Sprintf("shard %d not reported lost", victim)
+		}
+		return ""
+	})
+	waitCycles(t, a.Manager, 5)
+	waitCycles(t, b.Manager, 1)
+	if c := f.claims()[victim]; c.Claimant != nil {
+		t.Errorf("disabled shard %d claimed by %s; want nobody", victim, *c.Claimant)
+	}
+	for _, m := range ms {
+		if slices.Contains(m.shards(), victim) {
+			t.Errorf("disabled shard %d reservable at %s", victim, m.id)
+		}
+	}
+	if why := balanced(ms, 63, 31, 32); why != "" {
+		t.Errorf("with one shard disabled: %s", why)
+	}
+
+	f.runRecipe("enable_shard.sql", map[string]string{"shard": fmt.Sprint(victim)})
+	took := waitFor(t, 5*time.Second, "an enabled shard is claimed again", func() string { return balanced(ms, 64, 32, 32) })
+	t.Logf("enabled shard claimed after %s", took)
+}
+
+// A disabled shard that an operator did not release is dropped by its owner all the same.
+func TestDisabledWithoutReleaseIsDropped(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fast)
+	a := f.start("a")
+	disabled := time.Now()
+	f.exec("UPDATE opsq.shard_claims SET disabled = true WHERE shard = 7")
+	waitFor(t, 5*time.Second, "the owner drops a disabled shard", func() string {
+		if lost, _ := a.lostSince(disabled); !slices.Contains(lost, 7) {
+			return "shard 7 not reported lost"
+		}
+		if c := f.claims()[7]; c.Claimant != nil {
+			return "shard 7 still claimed by " + *c.Claimant
+		}
+		return ""
+	})
+	if n := len(a.shards()); n != 63 {
+		t.Errorf("the only manager holds %d shards with one disabled; want 63", n)
+	}
+}
+
+func TestAdminSetTimings(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fast)
+	a, b := f.start("a"), f.start("b")
+	waitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
+
+	want := timings{renew: 50 * time.Millisecond, soft: 1500 * time.Millisecond, hard: 4 * time.Second, heartbeat: 1200 * time.Millisecond, drain: 3 * time.Second}
+	f.runRecipe("set_timings.sql", map[string]string{
+		"renew_interval": "50ms", "soft_expiry": "1.5s", "hard_expiry": "4s", "heartbeat_timeout": "1200ms", "drain_timeout": "3s",
+	})
+	changed := time.Now()
+	took := waitFor(t, 5*time.Second, "running managers pick up new timings", func() string {
+		for _, m := range []*manager{a, b} {
+			s := m.Settings()
+			got := timings{s.RenewInterval, s.SoftExpiry, s.HardExpiry, s.HeartbeatTimeout, s.DrainTimeout}
+			if got != want {
+				return fmt.Sprintf("%s has %+v", m.id, got)
+			}
+		}
+		return ""
+	})
+	t.Logf("new timings picked up after %s", took)
+	waitCycles(t, a.Manager, 2)
+	waitCycles(t, b.Manager, 2)
+	for s, c := range f.claims() {
+		if c.RenewedAt.Before(changed) {
+			t.Errorf("shard %d last renewed at %s, before the change", s, c.RenewedAt)
+			continue
+		}
+		if soft, hard := c.SoftExpiresAt.Sub(*c.RenewedAt), c.HardExpiresAt.Sub(*c.RenewedAt); soft != want.soft || hard != want.hard {
+			t.Errorf("shard %d renewed with soft expiry %s and hard expiry %s; want %s and %s", s, soft, hard, want.soft, want.hard)
+		}
+	}
+
+	// The renew interval applies too: about 20 cycles a second now.
+	start := time.Now()
+	waitCycles(t, a.Manager, 10)
+	if took := time.Since(start); took > 10*fast.renew {
+		t.Errorf("10 cycles took %s; want about %s at the new renew interval", took, 10*want.renew)
+	}
+
+	// Values that do not parse are refused by the database.
+	if _, err := f.pool.Exec(t.Context(), "UPDATE opsq.settings SET value = '10 seconds' WHERE key = 'claim_soft_expiry'"); err == nil {
+		t.Error("setting claim_soft_expiry to '10 seconds' succeeded; want the check constraint to refuse it")
+	}
+	// Values that break the protocol are ignored by the managers, which keep the last good ones.
+	f.exec("UPDATE opsq.settings SET value = '2s' WHERE key = 'claim_renew_interval'")
+	waitCycles(t, a.Manager, 3)
+	if got := a.Settings().RenewInterval; got != want.renew {
+		t.Errorf("renew interval after setting it above the soft expiry = %s; want the last good %s", got, want.renew)
+	}
+	if err := a.Running(); err != nil {
+		t.Errorf("Running() with ignored settings = %v; want nil", err)
+	}
+}
+
+func TestGoDuration(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fast)
+	for _, s := range []string{"2s", "100ms", "1m30s", "1h0m0s", "1.5h", "250us", "250µs", "1500ns", ".5s", "1.s", "0"} {
+		want, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("ParseDuration(%q): %v", s, err)
+		}
+		var got time.Duration
+		if err := f.pool.QueryRow(t.Context(), "SELECT opsq.go_duration($1)", s).Scan(&got); err != nil {
+			t.Errorf("opsq.go_duration(%q): %v", s, err)
+			continue
+		}
+		if got != want.Round(time.Microsecond) { // intervals hold microseconds
+			t.Errorf("opsq.go_duration(%q) = %s; want %s", s, got, want)
+		}
+	}
+	for _, s := range []string{"", "10", "10 seconds", "s", "1d", "-1s", "1s "} {
+		var got *time.Duration
+		if err := f.pool.QueryRow(t.Context(), "SELECT opsq.go_duration($1)", s).Scan(&got); err != nil || got != nil {
+			t.Errorf("opsq.go_duration(%q) = %v, %v; want NULL", s, got, err)
+		}
+	}
+}

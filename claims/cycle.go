@@ -1,0 +1,325 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	opsqsql "opsq/sql"
+)
+
+// heldShard is a held shard as seen at the start of a step of a cycle.
+type heldShard struct {
+	shard      int
+	generation int64
+	draining   bool
+	inflight   int
+	available  bool
+}
+
+func heldShards(hs []heldShard) []int {
+	out := make([]int, len(hs))
+	for i, h := range hs {
+		out[i] = h.shard
+	}
+	slices.Sort(out)
+	return out
+}
+
+// snapshotLocked lists the held shards, ordered by shard. m.mu is held.
+func (m *Manager) snapshotLocked() []heldShard {
+	out := make([]heldShard, 0, len(m.mu.leases))
+	for shard, l := range m.mu.leases {
+		out = append(out, heldShard{shard: shard, generation: l.generation, draining: l.draining, inflight: l.inflight})
+	}
+	slices.SortFunc(out, func(a, b heldShard) int { return a.shard - b.shard })
+	return out
+}
+
+// cycle is one round of the protocol: re-read the settings, heartbeat, renew the held
+// shards (those missed are lost), balance (mark the surplus draining, release what has
+// drained, take free or expired shards up to the target). Nothing is dropped locally when
+// the database cannot be reached: the local deadlines take care of that.
+func (m *Manager) cycle(ctx context.Context) (err error) {
+	m.cycleMu.Lock()
+	defer m.cycleMu.Unlock()
+	began := time.Now()
+	defer func() { m.endCycle(began, err) }()
+
+	settings := m.Settings()
+	loaded, settingsErr := m.loadSettings(ctx)
+	if settingsErr == nil {
+		settings = loaded
+		m.setSettings(settings)
+	}
+
+	draining, err := m.heartbeat(ctx)
+	if err != nil {
+		return err
+	}
+	if settingsErr != nil {
+		// The database answers, so the settings themselves are wrong: keep the last good ones.
+		m.log.ErrorContext(ctx, "ignoring opsq.settings, keeping the values last read", slog.Any("error", settingsErr))
+	}
+
+	m.mu.Lock()
+	drainAll := m.mu.drainAll
+	m.mu.opDraining = draining
+	held := m.snapshotLocked()
+	m.mu.Unlock()
+	if drainAll && !draining {
+		if _, err := m.pool.Exec(ctx, opsqsql.ClaimsDrainInstance, pgx.NamedArgs{"instance": m.cfg.Instance.ID}); err != nil {
+			return fmt.Errorf("marking instance draining: %w", err)
+		}
+	}
+
+	// Renew, and read what balancing needs, in one serializable transaction.
+	for i := range held {
+		held[i].inflight, held[i].available = m.cfg.Report(held[i].shard)
+	}
+	renewStart := time.Now()
+	var renewed []int
+	var live, enabled int
+	err = retrySerializable(ctx, m.pool, func(tx pgx.Tx) error {
+		renewed = nil
+		if len(held) > 0 {
+			args := renewArgs(m.cfg.Instance.ID, held, settings)
+			rows, err := tx.Query(ctx, opsqsql.ClaimsRenew, args)
+			if err != nil {
+				return err
+			}
+			if renewed, err = pgx.CollectRows(rows, pgx.RowTo[int]); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, opsqsql.ClaimsReleaseDisabled, pgx.NamedArgs{"instance": m.cfg.Instance.ID}); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRow(ctx, opsqsql.ClaimsBalance, pgx.NamedArgs{"heartbeat_timeout": settings.HeartbeatTimeout}).
+			Scan(&live, &enabled)
+	})
+	if err != nil {
+		return fmt.Errorf("renewing %d shards: %w", len(held), err)
+	}
+	if lost := m.applyRenewal(held, renewed, renewStart.Add(settings.SoftExpiry)); len(lost) > 0 {
+		m.log.WarnContext(ctx, "shards lost: taken by another instance or an operator", slog.Any("shards", lost))
+		m.notifyLost(lost)
+	}
+
+	// Balance.
+	release, want := m.plan(target(enabled, live, draining || drainAll), renewStart, settings)
+	if len(release) > 0 {
+		released, err := m.release(ctx, release)
+		if err != nil {
+			return fmt.Errorf("releasing %d drained shards: %w", len(release), err)
+		}
+		m.forget(release)
+		m.log.InfoContext(ctx, "released drained shards", slog.Any("shards", released))
+		m.notifyLost(heldShards(release))
+	}
+	if want > 0 {
+		if err := m.acquire(ctx, want, settings); err != nil {
+			return fmt.Errorf("acquiring up to %d shards: %w", want, err)
+		}
+	}
+	return nil
+}
+
+// endCycle records the outcome of a cycle and wakes Drain.
+func (m *Manager) endCycle(began time.Time, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err == nil {
+		if m.mu.failures > 0 {
+			m.log.Info("claims cycle succeeded again", slog.Int("failed_cycles", m.mu.failures))
+		}
+		m.mu.lastOK, m.mu.failures = began, 0
+	}
+	close(m.mu.cycled)
+	m.mu.cycled = make(chan struct{})
+}
+
+// heartbeat marks the instance alive and reports whether it is drained, registering it
+// again when it was forgotten.
+func (m *Manager) heartbeat(ctx context.Context) (draining bool, err error) {
+	m.mu.Lock()
+	node := m.mu.node
+	m.mu.Unlock()
+	started := time.Now()
+	draining, err = Heartbeat(ctx, m.pool, m.cfg.Instance.ID, node)
+	switch {
+	case errors.Is(err, ErrForgotten):
+		m.log.WarnContext(ctx, "instance was forgotten by the cluster; registering again", slog.String("instance", m.cfg.Instance.ID))
+		return false, m.register(ctx)
+	case err != nil:
+		return false, err
+	}
+	if m.cfg.OnNode != nil {
+		m.cfg.OnNode(node, started.Add(NodeReuseAfter/2))
+	}
+	return draining, nil
+}
+
+func renewArgs(instance string, held []heldShard, s Settings) pgx.NamedArgs {
+	n := len(held)
+	shards, generations, inflight := make([]int32, n), make([]int64, n), make([]int32, n)
+	available, draining := make([]bool, n), make([]bool, n)
+	for i, h := range held {
+		shards[i], generations[i], inflight[i] = int32(h.shard), h.generation, int32(h.inflight)
+		available[i], draining[i] = h.available, h.draining
+	}
+	return pgx.NamedArgs{
+		"instance": instance, "soft_expiry": s.SoftExpiry, "hard_expiry": s.HardExpiry,
+		"shards": shards, "generations": generations, "inflight": inflight,
+		"available": available, "draining": draining,
+	}
+}
+
+// applyRenewal moves the deadlines of the renewed shards and forgets the others, which are
+// returned: lost.
+func (m *Manager) applyRenewal(held []heldShard, renewed []int, deadline time.Time) (lost []int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, h := range held {
+		l := m.mu.leases[h.shard]
+		if l == nil || l.generation != h.generation {
+			continue
+		}
+		if slices.Contains(renewed, h.shard) {
+			l.deadline, l.inflight = deadline, h.inflight
+			continue
+		}
+		delete(m.mu.leases, h.shard)
+		lost = append(lost, h.shard)
+	}
+	slices.Sort(lost)
+	return lost
+}
+
+// plan applies the target: it marks the surplus draining, or takes draining shards back
+// when below target, and returns the draining shards to release now and how many shards to
+// acquire. A shard is released once a Report taken at least half a renew interval after it
+// stopped being reservable said 0 — so that a reservation begun just before is counted —
+// or once it has drained for drain_timeout.
+func (m *Manager) plan(target int, reportedAt time.Time, s Settings) (release []heldShard, want int) {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var active, draining []heldShard
+	for _, h := range m.snapshotLocked() {
+		if h.draining {
+			draining = append(draining, h)
+		} else {
+			active = append(active, h)
+		}
+	}
+	switch {
+	case len(active) > target:
+		surplus := chooseSurplus(active, len(active)-target)
+		for _, shard := range surplus {
+			l := m.mu.leases[shard]
+			l.draining, l.drainingSince = true, now
+		}
+		m.log.Info("draining surplus shards", slog.Int("target", target), slog.Any("shards", surplus))
+	case len(active) < target && len(draining) > 0:
+		back := chooseReactivate(draining, target-len(active))
+		for _, shard := range back {
+			m.mu.leases[shard].draining = false
+		}
+		m.log.Info("serving draining shards again", slog.Int("target", target), slog.Any("shards", back))
+		want = target - len(active) - len(back)
+	case len(active) < target:
+		want = target - len(active)
+	}
+	for shard, l := range m.mu.leases {
+		if !l.draining {
+			continue
+		}
+		settled := reportedAt.Sub(l.drainingSince) >= s.RenewInterval/2
+		if (settled && l.inflight == 0) || now.Sub(l.drainingSince) >= s.DrainTimeout {
+			release = append(release, heldShard{shard: shard, generation: l.generation, draining: true, inflight: l.inflight})
+		}
+	}
+	return release, want
+}
+
+// release gives shards back, fenced by generation, and returns those released; the others
+// were no longer held.
+func (m *Manager) release(ctx context.Context, hs []heldShard) ([]int, error) {
+	shards, generations := make([]int32, len(hs)), make([]int64, len(hs))
+	for i, h := range hs {
+		shards[i], generations[i] = int32(h.shard), h.generation
+	}
+	var released []int
+	err := retrySerializable(ctx, m.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, opsqsql.ClaimsRelease, pgx.NamedArgs{
+			"instance": m.cfg.Instance.ID, "shards": shards, "generations": generations,
+		})
+		if err != nil {
+			return err
+		}
+		released, err = pgx.CollectRows(rows, pgx.RowTo[int])
+		return err
+	})
+	slices.Sort(released)
+	return released, err
+}
+
+// forget drops released shards from the local state.
+func (m *Manager) forget(hs []heldShard) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, h := range hs {
+		if l := m.mu.leases[h.shard]; l != nil && l.generation == h.generation {
+			delete(m.mu.leases, h.shard)
+		}
+	}
+}
+
+// acquire takes up to want free or expired shards.
+func (m *Manager) acquire(ctx context.Context, want int, s Settings) error {
+	m.mu.Lock()
+	held := make([]int32, 0, len(m.mu.leases))
+	for shard := range m.mu.leases {
+		held = append(held, int32(shard))
+	}
+	m.mu.Unlock()
+	type acquired struct {
+		Shard      int
+		Generation int64
+	}
+	began := time.Now()
+	var got []acquired
+	err := retrySerializable(ctx, m.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, opsqsql.ClaimsAcquire, pgx.NamedArgs{
+			"instance": m.cfg.Instance.ID, "want": want, "held": held,
+			"soft_expiry": s.SoftExpiry, "hard_expiry": s.HardExpiry,
+		})
+		if err != nil {
+			return err
+		}
+		got, err = pgx.CollectRows(rows, pgx.RowToStructByName[acquired])
+		return err
+	})
+	if err != nil || len(got) == 0 {
+		return err
+	}
+	shards := make([]int, len(got))
+	m.mu.Lock()
+	for i, a := range got {
+		m.mu.leases[a.Shard] = &lease{generation: a.Generation, deadline: began.Add(s.SoftExpiry)}
+		shards[i] = a.Shard
+	}
+	m.mu.Unlock()
+	slices.Sort(shards)
+	m.log.InfoContext(ctx, "acquired shards", slog.Any("shards", shards))
+	if m.cfg.OnAcquired != nil {
+		m.cfg.OnAcquired(shards)
+	}
+	return nil
+}

@@ -1,0 +1,466 @@
+package claims
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/robfig/cron/v3"
+)
+
+// errNotRunning is returned by Drain when the loop is not running.
+var errNotRunning = errors.New("claims: manager is not running")
+
+// stopTimeout bounds the final release and deregistration of Stop.
+const stopTimeout = 5 * time.Second
+
+// Config configures a Manager.
+type Config struct {
+	// Pool is the database. Required.
+	Pool *pgxpool.Pool
+	// Instance names this process in opsq.instances. Instance.ID is required.
+	Instance Instance
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Report is called at each renewal for each shard held, and before a draining shard is
+	// released: the owner's live reservations on it, and whether it knows of reservable
+	// chunks there. Written into shard_claims.inflight and .available. A draining shard is
+	// released once a Report taken at least half a renew interval after it stopped being
+	// reservable returns 0, so a reservation must be counted within that time of the
+	// Reservable call it started from. Called like OnLost. Defaults to (0, true).
+	Report func(shard int) (inflight int, available bool)
+	// OnLost is called with shards that stopped being this instance's: a renewal missed them
+	// (another owner or an operator took them, or they were disabled), or they were released
+	// after draining or at Stop. The queuer drops their reservations. Called from the
+	// goroutine running a cycle (Start's for the first, then the loop's) or from Stop's,
+	// one call at a time, without Manager locks held; it may call Reservable and Lease, not
+	// Stop or Drain. Optional.
+	OnLost func(shards []int)
+	// OnAcquired is called with newly acquired shards (the queuer wakes waiting consumers).
+	// Called like OnLost. Optional.
+	OnAcquired func(shards []int)
+	// OnNode is called after each successful heartbeat (and after Register): this
+	// instance's node id and until when, by the local monotonic clock, it certainly still
+	// holds it (the start of the heartbeat + NodeReuseAfter/2). When the instance was
+	// forgotten (ErrForgotten) the Manager registers again and reports the new node id.
+	// Called like OnLost. Optional.
+	OnNode func(node int, validUntil time.Time)
+}
+
+// Lease is a shard this instance holds, under the fencing generation it holds it with.
+type Lease struct {
+	Shard      int
+	Generation int64
+	// Draining: the shard is being handed back; no new reservations on it.
+	Draining bool
+}
+
+// lease is the local state of a held shard.
+type lease struct {
+	generation int64
+	// deadline is the local monotonic time after which the shard must not be served until
+	// a renewal succeeds: the start of the last successful renewal + the soft expiry. The
+	// database's soft_expires_at is never earlier, since its now() is read after it.
+	deadline      time.Time
+	draining      bool
+	drainingSince time.Time
+	inflight      int // as last reported
+}
+
+// Manager runs the shard-claim protocol of DESIGN.md §4 for one instance: it registers the
+// instance, and every claim_renew_interval heartbeats, renews the shards it holds (fenced by
+// generation), balances them against the other live instances (taking free or expired
+// shards, draining its surplus) and releases what it drained. Its one loop goroutine (run
+// by robfig/cron, never two cycles at once) lives from Start until Stop; canceling Start's
+// ctx does not end it, so that Drain can still run after a SIGTERM canceled the root
+// context. All methods are safe for concurrent use.
+type Manager struct {
+	cfg  Config
+	pool *pgxpool.Pool
+	log  *slog.Logger
+
+	// interval is claim_renew_interval as last read, for the cron schedule.
+	interval atomic.Int64
+	// cycleMu serializes cycles and the final release of Stop.
+	cycleMu sync.Mutex
+
+	mu struct {
+		sync.Mutex
+		leases   map[int]*lease
+		settings Settings
+		node     int
+		// opDraining: an operator drained the instance (opsq.instances.draining).
+		opDraining bool
+		// drainAll: Drain was called; the target is 0 for good.
+		drainAll bool
+		// lastOK is when the last successful cycle began.
+		lastOK   time.Time
+		failures int // consecutive failed cycles
+		started  bool
+		stopped  bool
+		cron     *cron.Cron
+		cancel   context.CancelFunc
+		// cycled is closed and replaced at the end of every cycle, for Drain.
+		cycled chan struct{}
+		// paused, when not nil, holds cycles until it is closed (test hook).
+		paused chan struct{}
+	}
+	// stopping is closed when Stop begins; it releases a paused cycle.
+	stopping chan struct{}
+}
+
+// New returns a Manager; Start it.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("claims: Config.Pool is required")
+	}
+	if cfg.Instance.ID == "" {
+		return nil, errors.New("claims: Config.Instance.ID is required")
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.Report == nil {
+		cfg.Report = func(int) (int, bool) { return 0, true }
+	}
+	m := &Manager{cfg: cfg, pool: cfg.Pool, log: cfg.Logger, stopping: make(chan struct{})}
+	m.mu.leases = map[int]*lease{}
+	m.mu.cycled = make(chan struct{})
+	return m, nil
+}
+
+// Start registers the instance, runs the first cycle (so that when Start returns the
+// instance holds its share of whatever shards were free), and starts the loop. ctx bounds
+// only this first work. If the first cycle fails, Start deregisters and returns the error.
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.mu.started || m.mu.stopped {
+		m.mu.Unlock()
+		return errors.New("claims: manager already started")
+	}
+	m.mu.started = true
+	m.mu.Unlock()
+
+	settings, err := m.loadSettings(ctx)
+	if err != nil {
+		m.markStopped()
+		return err
+	}
+	m.setSettings(settings)
+	if err := m.register(ctx); err != nil {
+		m.markStopped()
+		return err
+	}
+	if err := m.cycle(ctx); err != nil {
+		m.markStopped()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+		defer cancel()
+		m.releaseAll(dctx)
+		if derr := Deregister(dctx, m.pool, m.cfg.Instance.ID); derr != nil {
+			m.log.WarnContext(ctx, "deregistering instance", slog.Any("error", derr))
+		}
+		return fmt.Errorf("first claims cycle: %w", err)
+	}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c := cron.New(
+		cron.WithLogger(cron.DiscardLogger),
+		cron.WithChain(cron.Recover(cronLogger{m.log}), cron.SkipIfStillRunning(cron.DiscardLogger)),
+	)
+	c.Schedule(renewSchedule{m}, cron.FuncJob(func() { m.runCycle(runCtx) }))
+	m.mu.Lock()
+	if m.mu.stopped { // Stop ran during the first cycle
+		m.mu.Unlock()
+		cancel()
+		return errNotRunning
+	}
+	m.mu.cron, m.mu.cancel = c, cancel
+	m.mu.Unlock()
+	c.Start()
+	m.log.InfoContext(ctx, "claims manager started", slog.String("instance", m.cfg.Instance.ID),
+		slog.Int("shards", len(m.Reservable())))
+	return nil
+}
+
+// Stop ends the loop, releases every shard whose in-flight count (Report) is 0, calls
+// OnLost with them, and deregisters the instance. Shards with reservations in flight stay
+// claimed until they expire (the hard expiry, as their last renewal published their
+// in-flight count), so that no other instance hands their chunks out while consumers still
+// work on them. Call Drain first for a graceful shutdown. Stop is safe twice and before
+// Start; it must not be called from the callbacks.
+func (m *Manager) Stop() {
+	m.mu.Lock()
+	if !m.mu.started || m.mu.stopped {
+		m.mu.stopped = true
+		m.mu.Unlock()
+		return
+	}
+	c, cancel := m.stopLoopLocked()
+	m.mu.Unlock()
+	if c != nil {
+		<-c.Stop().Done()
+		cancel()
+	}
+
+	ctx, cancelStop := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancelStop()
+	m.releaseAll(ctx)
+	if err := Deregister(ctx, m.pool, m.cfg.Instance.ID); err != nil {
+		m.log.WarnContext(ctx, "deregistering instance", slog.Any("error", err))
+	}
+	m.log.InfoContext(ctx, "claims manager stopped", slog.String("instance", m.cfg.Instance.ID))
+}
+
+// stopLoopLocked marks the manager stopped and wakes whoever waits on it. m.mu is held.
+func (m *Manager) stopLoopLocked() (*cron.Cron, context.CancelFunc) {
+	m.mu.stopped = true
+	close(m.stopping)
+	close(m.mu.cycled)
+	m.mu.cycled = make(chan struct{})
+	return m.mu.cron, m.mu.cancel
+}
+
+func (m *Manager) markStopped() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.mu.stopped {
+		m.stopLoopLocked()
+	}
+}
+
+// releaseAll releases, after the loop ended, every shard whose in-flight count is 0.
+func (m *Manager) releaseAll(ctx context.Context) {
+	m.cycleMu.Lock()
+	defer m.cycleMu.Unlock()
+	m.mu.Lock()
+	held := m.snapshotLocked()
+	m.mu.Unlock()
+	var free []heldShard
+	for _, h := range held {
+		if inflight, _ := m.cfg.Report(h.shard); inflight == 0 {
+			free = append(free, h)
+		}
+	}
+	if len(free) == 0 {
+		return
+	}
+	released, err := m.release(ctx, free)
+	if err != nil {
+		m.log.WarnContext(ctx, "releasing shards at stop; they will expire", slog.Any("error", err))
+		return
+	}
+	m.forget(free)
+	if len(released) > 0 {
+		m.log.InfoContext(ctx, "released shards", slog.Any("shards", released))
+	}
+	m.notifyLost(heldShards(free))
+}
+
+// Drain starts a graceful shutdown: from now on no shard is reservable, the instance is
+// marked draining in opsq.instances (so the others take over its shards) and claims nothing
+// more, and each cycle releases the shards whose in-flight count has reached 0 (or that
+// have drained for drain_timeout). Drain returns nil when every shard is released, or
+// ctx's error when ctx ends first (pass a context bounded by the drain timeout). Call Stop
+// afterwards; the loop keeps renewing what is left until then.
+func (m *Manager) Drain(ctx context.Context) error {
+	m.mu.Lock()
+	if !m.mu.started || m.mu.stopped {
+		m.mu.Unlock()
+		return errNotRunning
+	}
+	if !m.mu.drainAll {
+		m.mu.drainAll = true
+		now := time.Now()
+		for _, l := range m.mu.leases {
+			if !l.draining {
+				l.draining, l.drainingSince = true, now
+			}
+		}
+		m.log.InfoContext(ctx, "draining all shards", slog.Int("shards", len(m.mu.leases)))
+	}
+	m.mu.Unlock()
+	for {
+		m.mu.Lock()
+		left, stopped, cycled := len(m.mu.leases), m.mu.stopped, m.mu.cycled
+		m.mu.Unlock()
+		switch {
+		case left == 0:
+			return nil
+		case stopped:
+			return errNotRunning
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("draining: %d shards still held: %w", left, ctx.Err())
+		case <-cycled:
+		}
+	}
+}
+
+// Reservable returns the shards to reserve chunks from now, ordered by shard: held, not
+// draining, and within the local deadline (the last successful renewal's start + the soft
+// expiry). When renewals fail, shards drop out as their deadlines pass and come back only
+// after a successful renewal.
+func (m *Manager) Reservable() []Lease {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Lease, 0, len(m.mu.leases))
+	for shard, l := range m.mu.leases {
+		if !l.draining && now.Before(l.deadline) {
+			out = append(out, Lease{Shard: shard, Generation: l.generation})
+		}
+	}
+	slices.SortFunc(out, func(a, b Lease) int { return cmp.Compare(a.Shard, b.Shard) })
+	return out
+}
+
+// Lease reports whether the instance holds shard (active or draining) within the local
+// deadline, and under which generation: the check before completing or extending a
+// reservation on it.
+func (m *Manager) Lease(shard int) (Lease, bool) {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.mu.leases[shard]
+	if !ok || !now.Before(l.deadline) {
+		return Lease{}, false
+	}
+	return Lease{Shard: shard, Generation: l.generation, Draining: l.draining}, true
+}
+
+// Running returns nil while the loop runs and its last successful cycle began less than a
+// soft expiry ago; for /readyz.
+func (m *Manager) Running() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case !m.mu.started:
+		return errors.New("claims loop not started")
+	case m.mu.stopped:
+		return errors.New("claims loop stopped")
+	}
+	if since := time.Since(m.mu.lastOK); since >= m.mu.settings.SoftExpiry {
+		return fmt.Errorf("claims loop: no successful renewal for %s (%d failed cycles)",
+			since.Round(time.Millisecond), m.mu.failures)
+	}
+	return nil
+}
+
+// Settings returns opsq.settings as last read (at Start, then at every cycle).
+func (m *Manager) Settings() Settings {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.settings
+}
+
+func (m *Manager) setSettings(s Settings) {
+	m.mu.Lock()
+	m.mu.settings = s
+	m.mu.Unlock()
+	m.interval.Store(int64(s.RenewInterval))
+}
+
+// loadSettings reads opsq.settings and checks the claim timings against each other.
+func (m *Manager) loadSettings(ctx context.Context) (Settings, error) {
+	s, err := LoadSettings(ctx, m.pool)
+	if err != nil {
+		return Settings{}, err
+	}
+	return s, s.checkClaims()
+}
+
+// checkClaims reports claim timings that would break the protocol.
+func (s Settings) checkClaims() error {
+	switch {
+	case s.RenewInterval >= s.SoftExpiry:
+		return fmt.Errorf("opsq.settings: claim_renew_interval (%s) must be shorter than claim_soft_expiry (%s)",
+			s.RenewInterval, s.SoftExpiry)
+	case s.SoftExpiry > s.HardExpiry:
+		return fmt.Errorf("opsq.settings: claim_soft_expiry (%s) must not be longer than claim_hard_expiry (%s)",
+			s.SoftExpiry, s.HardExpiry)
+	case s.RenewInterval >= s.HeartbeatTimeout:
+		return fmt.Errorf("opsq.settings: claim_renew_interval (%s) must be shorter than instance_heartbeat_timeout (%s)",
+			s.RenewInterval, s.HeartbeatTimeout)
+	}
+	return nil
+}
+
+// renewSchedule is the cron schedule of the loop: the next cycle one claim_renew_interval
+// (as last read) after the previous one began, so that a changed interval applies at once.
+type renewSchedule struct{ m *Manager }
+
+func (s renewSchedule) Next(t time.Time) time.Time {
+	return t.Add(time.Duration(s.m.interval.Load()))
+}
+
+// cronLogger reports a recovered panic of a cycle.
+type cronLogger struct{ log *slog.Logger }
+
+func (l cronLogger) Info(string, ...any) {}
+
+func (l cronLogger) Error(err error, msg string, kv ...any) {
+	l.log.Error("claims cycle: "+msg, append([]any{slog.Any("error", err)}, kv...)...)
+}
+
+// runCycle is the cron job: one cycle, its failure logged.
+func (m *Manager) runCycle(ctx context.Context) {
+	m.mu.Lock()
+	paused := m.mu.paused
+	m.mu.Unlock()
+	if paused != nil {
+		select {
+		case <-paused:
+		case <-m.stopping:
+			return
+		}
+	}
+	select {
+	case <-m.stopping:
+		return
+	default:
+	}
+	// A cycle longer than the soft expiry is useless: everything it renews has expired.
+	cctx, cancel := context.WithTimeout(ctx, max(m.Settings().SoftExpiry, time.Second))
+	defer cancel()
+	if err := m.cycle(cctx); err != nil {
+		m.mu.Lock()
+		m.mu.failures++
+		failures := m.mu.failures
+		m.mu.Unlock()
+		level := slog.LevelWarn
+		if failures > 1 {
+			level = slog.LevelDebug // logged once per outage
+		}
+		m.log.Log(ctx, level, "claims cycle failed; shards stay held until their local deadlines",
+			slog.Any("error", err), slog.Int("failed_cycles", failures))
+	}
+}
+
+// register adds the instance to opsq.instances and reports its node id.
+func (m *Manager) register(ctx context.Context) error {
+	started := time.Now()
+	node, err := Register(ctx, m.pool, m.cfg.Instance)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.mu.node = node
+	m.mu.Unlock()
+	m.log.InfoContext(ctx, "instance registered", slog.String("instance", m.cfg.Instance.ID), slog.Int("node_id", node))
+	if m.cfg.OnNode != nil {
+		m.cfg.OnNode(node, started.Add(NodeReuseAfter/2))
+	}
+	return nil
+}
+
+func (m *Manager) notifyLost(shards []int) {
+	if len(shards) > 0 && m.cfg.OnLost != nil {
+		m.cfg.OnLost(shards)
+	}
+}

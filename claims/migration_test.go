@@ -1,0 +1,56 @@
+package claims
+
+import (
+	"log/slog"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"opsq/migrations"
+	"opsq/migrations/pgtest"
+)
+
+// The claims migration goes down and up again cleanly.
+func TestMigrationDownUp(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t)
+	ctx := t.Context()
+	m, err := migrations.New(ctx, url, migrations.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	has := func(sql string) bool {
+		t.Helper()
+		var ok bool
+		if err := conn.QueryRow(ctx, sql).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	const column = "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'opsq' AND table_name = 'shard_claims' AND column_name = 'draining')"
+	const view = "SELECT to_regclass('opsq.claims_overview') IS NOT NULL"
+	if !has(column) || !has(view) {
+		t.Fatal("after migrating up: want shard_claims.draining and opsq.claims_overview")
+	}
+	if err := m.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if has(column) || has(view) {
+		t.Error("after migrating down: shard_claims.draining or opsq.claims_overview still there")
+	}
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !has(column) || !has(view) {
+		t.Error("after migrating up again: want shard_claims.draining and opsq.claims_overview")
+	}
+	if err := migrations.CheckCurrent(ctx, conn); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,11 @@
+-- Drain an instance: it stops taking chunks from its shards, releases each one as soon as
+-- nothing of it is in flight (at the latest after drain_timeout), and claims no more. The
+-- other instances stop counting it as live and take the shards over. The instance keeps
+-- serving completions. Undo with undrain_instance.sql. Instance ids are listed by
+-- claims_overview.sql.
+--
+--   psql "$OPSQ_DATABASE_URL" -v instance=opsq-7f3a -f sql/admin/drain_instance.sql
+UPDATE opsq.instances
+SET draining = true
+WHERE id = :'instance'
+RETURNING id, advertise_url, draining;

@@ -1,0 +1,16 @@
+-- Take a shard away from its owner at once. The generation is bumped, so the owner's next
+-- renewal misses the shard: it stops serving it and drops its reservations; any instance
+-- below its target then claims it (with a higher generation again). Reservations on the
+-- shard are lost, so their chunks may be handed out a second time; prefer drain_instance.sql
+-- when the owner is healthy.
+--
+--   psql "$OPSQ_DATABASE_URL" -v shard=17 -f sql/admin/force_release_shard.sql
+UPDATE opsq.shard_claims
+SET claimant = NULL,
+    generation = generation + 1,
+    soft_expires_at = NULL,
+    hard_expires_at = NULL,
+    inflight = 0,
+    draining = false
+WHERE shard = :shard
+RETURNING shard, generation;

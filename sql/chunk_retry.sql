@@ -1,0 +1,15 @@
+-- Count one failed attempt of a chunk, if the attempt is the one the token names (its
+-- retries count) and attempts remain. No row back: the chunk is gone, this attempt was
+-- counted already, or no attempts remain. With @claimant set (the owner releasing an
+-- expired lease), it also requires the claim the reservation was made under (fencing).
+UPDATE opsq.chunks c
+SET retries = c.retries + 1
+FROM opsq.submissions s
+WHERE c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index
+  AND c.retries = @retries
+  AND s.id = c.submission_id
+  AND c.retries < s.max_retries
+  AND (@claimant::text IS NULL OR EXISTS (
+        SELECT 1 FROM opsq.shard_claims sc
+        WHERE sc.shard = @shard AND sc.claimant = @claimant::text AND sc.generation = @generation::bigint))
+RETURNING c.retries

@@ -1,0 +1,17 @@
+-- Where a chunk is now: 'pending' (reservable, with its retries and its submission's
+-- max_retries), 'finished' (completed, failed, or its submission is finished), or no row
+-- (unknown).
+SELECT 'pending' AS state, c.retries, s.max_retries
+FROM opsq.chunks c JOIN opsq.submissions s ON s.id = c.submission_id
+WHERE c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index
+UNION ALL
+SELECT 'finished', 0, 0 FROM opsq.chunks_completed WHERE submission_id = @submission_id AND chunk_index = @chunk_index
+UNION ALL
+SELECT 'finished', 0, 0 FROM opsq.chunks_failed WHERE submission_id = @submission_id AND chunk_index = @chunk_index
+UNION ALL
+SELECT 'finished', 0, 0 FROM opsq.submissions_completed WHERE id = @submission_id
+UNION ALL
+SELECT 'finished', 0, 0 FROM opsq.submissions_failed WHERE id = @submission_id
+UNION ALL
+SELECT 'finished', 0, 0 FROM opsq.submissions_cancelled WHERE id = @submission_id
+LIMIT 1

@@ -1,0 +1,30 @@
+-- Complete a batch of chunks in one statement: the first completion of a chunk moves it to
+-- chunks_completed and counts it on its submission; a chunk already gone is left alone.
+-- The submissions' rows are locked in id order first, so that concurrent batches (on other
+-- instances) cannot deadlock on them.
+WITH input AS (
+    SELECT * FROM unnest(@submission_ids::bigint[], @chunk_indexes::int[], @shards::int[], @outputs::bytea[])
+        AS t(submission_id, chunk_index, shard, output)
+), locked AS (
+    SELECT s.id FROM opsq.submissions s
+    WHERE s.id IN (SELECT submission_id FROM input)
+    ORDER BY s.id
+    FOR NO KEY UPDATE
+), done AS (
+    DELETE FROM opsq.chunks c
+    USING input i
+    WHERE c.shard = i.shard AND c.submission_id = i.submission_id AND c.chunk_index = i.chunk_index
+      AND c.submission_id IN (SELECT id FROM locked)
+    RETURNING c.submission_id, c.chunk_index, c.shard, i.output
+), stored AS (
+    INSERT INTO opsq.chunks_completed (submission_id, chunk_index, output)
+    SELECT submission_id, chunk_index, output FROM done
+), counted AS (
+    UPDATE opsq.submissions s
+    SET chunks_done = s.chunks_done + d.n
+    FROM (SELECT submission_id, count(*) AS n FROM done GROUP BY submission_id) d
+    WHERE s.id = d.submission_id
+    RETURNING s.id, s.chunks_done = s.chunks_total AS finished
+)
+SELECT d.submission_id, d.chunk_index, d.shard, coalesce(c.finished, false)
+FROM done d LEFT JOIN counted c ON c.id = d.submission_id

@@ -1,0 +1,3 @@
+-- Mark @instance as draining (graceful shutdown), so that the other instances stop counting
+-- it as live and take the shards it releases.
+UPDATE opsq.instances SET draining = true WHERE id = @instance

@@ -1,0 +1,38 @@
+package sql
+
+import _ "embed"
+
+// Reserving, completing and failing chunks.
+
+//go:embed reserve_random.sql
+var ReserveRandom string
+
+//go:embed reserve_oldest_first.sql
+var ReserveOldestFirst string
+
+//go:embed reserve_newest_first.sql
+var ReserveNewestFirst string
+
+//go:embed submission_info.sql
+var SubmissionInfo string
+
+//go:embed chunks_complete.sql
+var ChunksComplete string
+
+//go:embed submissions_finish_completed.sql
+var SubmissionsFinishCompleted string
+
+//go:embed chunk_retry.sql
+var ChunkRetry string
+
+//go:embed chunk_fail.sql
+var ChunkFail string
+
+//go:embed chunk_state.sql
+var ChunkState string
+
+//go:embed shard_owner.sql
+var ShardOwner string
+
+//go:embed peers_with_work.sql
+var PeersWithWork string
