@@ -65,6 +65,11 @@ func New(cfg Config) http.Handler {
 	v1.GET("/submissions/:id", s.status)
 	v1.GET("/submissions/:id/results", s.results)
 	v1.POST("/submissions/:id/cancel", s.cancel)
+	v1.POST("/reserve", s.reserve)
+	v1.POST("/complete", s.complete)
+	v1.POST("/fail", s.fail)
+	v1.POST("/extend", s.extend)
+	v1.GET("/cluster", s.cluster)
 	return e
 }
 

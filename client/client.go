@@ -36,6 +36,7 @@ type Client struct {
 	baseURL   string
 	http      *http.Client
 	userAgent string
+	header    http.Header
 }
 
 // Option configures a Client.
@@ -47,6 +48,16 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = 
 
 // WithUserAgent sets the User-Agent header. Defaults to UserAgentDefault.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
+
+// WithHeader adds a header to every request (instances mark forwarded requests with it).
+func WithHeader(key, value string) Option {
+	return func(c *Client) {
+		if c.header == nil {
+			c.header = http.Header{}
+		}
+		c.header.Add(key, value)
+	}
+}
 
 // New returns a Client for the opsq server at baseURL, such as "http://localhost:3999".
 func New(baseURL string, opts ...Option) *Client {
@@ -229,6 +240,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, cont
 		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("User-Agent", c.userAgent)
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, err // a *url.Error naming the method and URL

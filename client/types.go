@@ -155,3 +155,121 @@ func (v *MetadataValue) UnmarshalJSON(b []byte) error {
 	*v = Int(i)
 	return nil
 }
+
+// Consumer API.
+
+// ForwardedHeader marks a request that one instance forwarded to another; it is answered
+// from the receiving instance's own shards only.
+const ForwardedHeader = "Opsq-Forwarded"
+
+// Result statuses of complete, fail and extend.
+const (
+	StatusCompleted       = "completed"
+	StatusRetrying        = "retrying"
+	StatusFailed          = "failed"
+	StatusExtended        = "extended"
+	StatusLost            = "lost"
+	StatusAlreadyFinished = "already_finished"
+	StatusUnknown         = "unknown"
+)
+
+// ReserveRequest is the body of POST /v1/reserve. Zero fields take the server's defaults:
+// max 1, strategy "random", lease 5m, wait 0.
+type ReserveRequest struct {
+	Max int `json:"max,omitempty"`
+	// Strategy is a strategy's JSON form, such as "random" (quoted) or {"select_only": …}.
+	Strategy json.RawMessage `json:"strategy,omitempty"`
+	Lease    string          `json:"lease,omitempty"` // a Go duration, such as "5m"
+	Wait     string          `json:"wait,omitempty"`  // a Go duration, at most "60s"
+	Consumer string          `json:"consumer,omitempty"`
+}
+
+// Reserved is the answer to POST /v1/reserve.
+type Reserved struct {
+	Chunks []ReservedChunk `json:"chunks"`
+}
+
+// ReservedChunk is one reserved chunk. Exactly one of Input (inline content) and Prefix
+// (object-storage mode: read Prefix+ChunkIndex yourself) is set.
+type ReservedChunk struct {
+	Token             string                   `json:"token"`
+	SubmissionID      string                   `json:"submission_id"`
+	ChunkIndex        int64                    `json:"chunk_index"`
+	Input             *string                  `json:"input,omitempty"`
+	Prefix            *string                  `json:"prefix,omitempty"`
+	Metadata          string                   `json:"metadata"`
+	StrategicMetadata map[string]MetadataValue `json:"strategic_metadata"`
+	Retries           int64                    `json:"retries"`
+	ExpiresAt         time.Time                `json:"expires_at"`
+}
+
+// Completion completes one reserved chunk with its output.
+type Completion struct {
+	Token  string `json:"token"`
+	Output string `json:"output"`
+}
+
+// CompleteRequest is the body of POST /v1/complete.
+type CompleteRequest struct {
+	Completions []Completion `json:"completions"`
+}
+
+// ChunkFailure reports a failed attempt at one reserved chunk. Retry nil means true.
+type ChunkFailure struct {
+	Token string `json:"token"`
+	Error string `json:"error"`
+	Retry *bool  `json:"retry,omitempty"`
+}
+
+// FailRequest is the body of POST /v1/fail.
+type FailRequest struct {
+	Failures []ChunkFailure `json:"failures"`
+}
+
+// ExtendRequest is the body of POST /v1/extend.
+type ExtendRequest struct {
+	Tokens []string `json:"tokens"`
+	Lease  string   `json:"lease,omitempty"`
+}
+
+// TokenResult is the outcome for one token of complete, fail or extend.
+type TokenResult struct {
+	Token     string     `json:"token"`
+	Status    string     `json:"status"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// TokenResults is the answer to complete, fail and extend, in request order.
+type TokenResults struct {
+	Results []TokenResult `json:"results"`
+}
+
+// Cluster is the answer to GET /v1/cluster.
+type Cluster struct {
+	ShardCount int               `json:"shard_count"`
+	Instances  []ClusterInstance `json:"instances"`
+	Unclaimed  []int             `json:"unclaimed"` // enabled shards nobody holds
+	Disabled   []int             `json:"disabled"`  // shards an operator disabled
+}
+
+// ClusterInstance is one instance in GET /v1/cluster.
+type ClusterInstance struct {
+	ID           string         `json:"id"`
+	AdvertiseURL string         `json:"advertise_url"`
+	StartedAt    time.Time      `json:"started_at"`
+	HeartbeatAt  time.Time      `json:"heartbeat_at"`
+	Live         bool           `json:"live"` // heartbeat younger than instance_heartbeat_timeout
+	Draining     bool           `json:"draining"`
+	Shards       []ClusterShard `json:"shards"`
+}
+
+// ClusterShard is one claimed shard in GET /v1/cluster.
+type ClusterShard struct {
+	Shard         int        `json:"shard"`
+	Generation    int64      `json:"generation"`
+	State         string     `json:"state"` // active or draining
+	Inflight      int        `json:"inflight"`
+	Available     bool       `json:"available"`
+	SoftExpiresAt *time.Time `json:"soft_expires_at"`
+	HardExpiresAt *time.Time `json:"hard_expires_at"`
+}

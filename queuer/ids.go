@@ -48,6 +48,13 @@ func (g *idGenerator) setNode(node int, validUntil time.Time) {
 	g.mu.validUntil = validUntil
 }
 
+// valid reports whether the node id is confirmed at now.
+func (g *idGenerator) valid(now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.mu.validUntil.IsZero() && now.Before(g.mu.validUntil)
+}
+
 // next returns a new id. While the clock is behind the last id's millisecond (it stepped
 // back) ids go on from that millisecond; when its 4096 ids are taken, next waits for the
 // clock to reach the next millisecond.

@@ -1,6 +1,8 @@
 // Package queuer is the per-instance engine of opsq: it inserts submissions, answers status
-// and results, cancels, waits for submissions to finish (woken by LISTEN/NOTIFY), keeps the
-// instance registered, and runs the periodic jobs (robfig/cron/v3).
+// and results, reserves chunks from the shards this instance claims (an in-memory
+// reserver: reserving writes nothing), records completions and failures, forwards
+// consumers to instances that have work, wakes long-polls by LISTEN/NOTIFY, and runs the
+// periodic jobs (robfig/cron/v3).
 package queuer
 
 import (
@@ -9,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,11 +20,11 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"opsq/claims"
+	"opsq/reserver"
 )
 
 // Defaults of Config.
 const (
-	HeartbeatIntervalDefault = 2 * time.Second
 	RetentionScheduleDefault = "@every 1m"
 )
 
@@ -32,26 +36,34 @@ type Config struct {
 	Instance claims.Instance
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// HeartbeatInterval is how often the instance marks itself alive. Defaults to 2s.
-	HeartbeatInterval time.Duration
 	// RetentionSchedule is the cron schedule of the retention job. Defaults to "@every 1m".
 	RetentionSchedule string
 }
 
 // Queuer is one instance's engine. It is safe for concurrent use. Its goroutines (the
-// NOTIFY listener and the cron jobs) live from Start until Stop.
+// claims loop, the NOTIFY listener, the completer, the expiry loop and the cron jobs) live
+// from Start until Stop.
 type Queuer struct {
 	cfg        Config
 	pool       *pgxpool.Pool
 	log        *slog.Logger
 	ids        *idGenerator
 	shardCount int
+	claims     *claims.Manager
+	reserver   *reserver.Reserver
 	listener   *listener
 	finished   *waiters
+	work       *signal // new or released work, acquired shards
+	avail      *availability
+	infos      *infoCache
+	tombs      *tombstones
+
+	completions   chan *completeJob
+	completerDone chan struct{}
+	expiryDone    chan struct{}
 
 	mu struct {
 		sync.Mutex
-		node    int
 		started bool
 		stopped bool
 		cancel  context.CancelFunc
@@ -68,14 +80,33 @@ func New(cfg Config) (*Queuer, error) {
 		return nil, errors.New("queuer: Config.Instance.ID is required")
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
-	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, HeartbeatIntervalDefault)
 	cfg.RetentionSchedule = cmp.Or(cfg.RetentionSchedule, RetentionScheduleDefault)
-	q := &Queuer{cfg: cfg, pool: cfg.Pool, log: cfg.Logger, ids: newIDGenerator(), finished: newWaiters()}
-	q.listener = newListener(cfg.Pool, cfg.Logger, q.onNotification, ChannelFinished)
+	q := &Queuer{
+		cfg: cfg, pool: cfg.Pool, log: cfg.Logger, ids: newIDGenerator(),
+		reserver: reserver.New(reserver.Config{}), finished: newWaiters(), work: newSignal(),
+		avail: newAvailability(), infos: newInfoCache(), tombs: newTombstones(),
+		completions: make(chan *completeJob, 1024),
+	}
+	manager, err := claims.New(claims.Config{
+		Pool:     cfg.Pool,
+		Instance: cfg.Instance,
+		Logger:   cfg.Logger,
+		Report: func(shard int) (int, bool) {
+			return q.reserver.InflightShard(shard), q.available(shard)
+		},
+		OnLost:     q.onLost,
+		OnAcquired: q.onAcquired,
+		OnNode:     q.ids.setNode,
+	})
+	if err != nil {
+		return nil, err
+	}
+	q.claims = manager
+	q.listener = newListener(cfg.Pool, cfg.Logger, q.onNotification, ChannelFinished, ChannelWork, ChannelReleased)
 	return q, nil
 }
 
-// Start registers the instance and starts the listener and the periodic jobs.
+// Start claims shards and starts the goroutines.
 func (q *Queuer) Start(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -87,29 +118,41 @@ func (q *Queuer) Start(ctx context.Context) error {
 		return err
 	}
 	q.shardCount = settings.ShardCount
-	if err := q.register(ctx); err != nil {
-		return err
-	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// The listener first, so that no NOTIFY about shards acquired below is missed.
 	if err := q.listener.Start(runCtx); err != nil {
 		cancel()
 		return err
 	}
-	c := cron.New(cron.WithLocation(time.UTC))
-	if _, err := c.AddFunc(fmt.Sprintf("@every %s", q.cfg.HeartbeatInterval), func() { q.heartbeat(runCtx) }); err != nil {
+	if err := q.claims.Start(ctx); err != nil {
 		cancel()
-		return fmt.Errorf("scheduling heartbeat: %w", err)
+		q.listener.Stop()
+		return err
 	}
+	c := cron.New(cron.WithLocation(time.UTC), cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
 	if _, err := c.AddFunc(q.cfg.RetentionSchedule, func() { q.runRetention(runCtx) }); err != nil {
 		cancel()
+		q.listener.Stop()
+		q.claims.Stop()
 		return fmt.Errorf("scheduling retention %q: %w", q.cfg.RetentionSchedule, err)
 	}
 	c.Start()
+	q.completerDone, q.expiryDone = make(chan struct{}), make(chan struct{})
+	go q.runCompleter(runCtx)
+	go q.runExpiry(runCtx)
 	q.mu.started, q.mu.cancel, q.mu.cron = true, cancel, c
 	return nil
 }
 
-// Stop ends the goroutines and deregisters the instance. It is safe twice and before Start.
+// Drain is the first step of a graceful shutdown: reserve nothing more, and release each
+// shard once its reservations are completed, failed or expired, until ctx ends. Complete
+// and fail keep working meanwhile.
+func (q *Queuer) Drain(ctx context.Context) error {
+	return q.claims.Drain(ctx)
+}
+
+// Stop ends the goroutines, releases the shards without reservations and deregisters the
+// instance. It is safe twice and before Start.
 func (q *Queuer) Stop() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -118,62 +161,101 @@ func (q *Queuer) Stop() {
 	}
 	q.mu.stopped = true
 	<-q.mu.cron.Stop().Done()
+	q.claims.Stop()
 	q.mu.cancel()
+	<-q.completerDone
+	<-q.expiryDone
 	q.listener.Stop()
 	q.finished.wakeAll()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := claims.Deregister(ctx, q.pool, q.cfg.Instance.ID); err != nil {
-		q.log.Warn("deregistering instance", slog.Any("error", err))
-	}
+	q.work.broadcast()
 }
 
 // ShardCount is the number of shards of the database.
 func (q *Queuer) ShardCount() int { return q.shardCount }
 
-// register takes a node id for the id generator.
-func (q *Queuer) register(ctx context.Context) error {
-	started := time.Now()
-	node, err := claims.Register(ctx, q.pool, q.cfg.Instance)
-	if err != nil {
-		return err
-	}
-	q.mu.node = node
-	q.ids.setNode(node, started.Add(claims.NodeReuseAfter/2))
-	q.log.Info("instance registered", slog.String("instance", q.cfg.Instance.ID), slog.Int("node_id", node))
-	return nil
-}
-
-// heartbeat keeps the instance's node id; a forgotten instance registers again.
-func (q *Queuer) heartbeat(ctx context.Context) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	started := time.Now()
-	_, err := claims.Heartbeat(ctx, q.pool, q.cfg.Instance.ID, q.mu.node)
-	switch {
-	case err == nil:
-		q.ids.setNode(q.mu.node, started.Add(claims.NodeReuseAfter/2))
-	case errors.Is(err, claims.ErrForgotten):
-		q.log.Warn("instance was forgotten by the cluster; registering again", slog.String("instance", q.cfg.Instance.ID))
-		if err := q.register(ctx); err != nil {
-			q.log.Error("registering instance", slog.Any("error", err))
-		}
-	case ctx.Err() == nil:
-		q.log.Warn("heartbeat failed", slog.Any("error", err))
-	}
-}
-
-// Ready reports whether the instance can serve: the database answers and the instance
-// holds a confirmed node id.
+// Ready reports whether the instance can serve: the database answers, the claims loop
+// runs, and the instance holds a confirmed node id.
 func (q *Queuer) Ready(ctx context.Context) error {
 	if err := q.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("database unreachable: %w", err)
 	}
-	q.ids.mu.Lock()
-	valid := !q.ids.mu.validUntil.IsZero() && time.Now().Before(q.ids.mu.validUntil)
-	q.ids.mu.Unlock()
-	if !valid {
+	if err := q.claims.Running(); err != nil {
+		return err
+	}
+	if !q.ids.valid(time.Now()) {
 		return errNodeLease
 	}
 	return nil
+}
+
+// Cluster describes the instances and their claims, for GET /v1/cluster.
+func (q *Queuer) Cluster(ctx context.Context) (claims.Cluster, error) {
+	return claims.LoadCluster(ctx, q.pool)
+}
+
+// onLost drops the reservations of shards that are no longer ours.
+func (q *Queuer) onLost(shards []int) {
+	n := 0
+	for _, s := range shards {
+		n += len(q.reserver.DropShard(s))
+	}
+	if n > 0 {
+		q.log.Warn("shards lost with reservations in flight; their chunks go to the new owners",
+			slog.Any("shards", shards), slog.Int("reservations", n))
+	}
+}
+
+// onAcquired wakes the waiting consumers: new shards may hold work.
+func (q *Queuer) onAcquired(shards []int) {
+	for _, s := range shards {
+		q.markAvailable(s)
+	}
+	q.work.broadcast()
+}
+
+// onNotification dispatches the listener's notifications.
+func (q *Queuer) onNotification(channel, payload string) {
+	switch channel {
+	case "": // the listener reconnected: anything may have been missed
+		q.finished.wakeAll()
+		q.onWork("all")
+	case ChannelFinished:
+		if id, err := strconv.ParseInt(payload, 10, 64); err == nil {
+			q.finished.wake(id)
+			q.infos.forget(id)
+		}
+	case ChannelWork:
+		q.onWork(payload)
+	case ChannelReleased:
+		q.onReleased(payload)
+	}
+}
+
+// onReleased drops the reservations of chunks another instance completed or failed
+// ("submission_id:chunk_index"), retried (a token), or of a whole submission that failed or
+// was cancelled ("*submission_id").
+func (q *Queuer) onReleased(payload string) {
+	for _, item := range strings.Split(payload, ",") {
+		if sid, ok := strings.CutPrefix(item, "*"); ok {
+			if id, err := strconv.ParseInt(sid, 10, 64); err == nil {
+				q.reserver.DropSubmission(id)
+			}
+			continue
+		}
+		sid, idx, isKey := strings.Cut(item, ":")
+		if !isKey {
+			if t, err := parseToken(item); err == nil {
+				q.tombs.add(t.key)
+			}
+			q.reserver.Release(item)
+			continue
+		}
+		s, err1 := strconv.ParseInt(sid, 10, 64)
+		i, err2 := strconv.ParseInt(idx, 10, 32)
+		if err1 == nil && err2 == nil {
+			k := reserver.Key{SubmissionID: s, ChunkIndex: int32(i)}
+			q.tombs.add(k)
+			q.reserver.ReleaseKey(k)
+		}
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -93,18 +92,6 @@ func (q *Queuer) WaitFinished(ctx context.Context, id int64, wait time.Duration)
 	}
 }
 
-// onNotification dispatches the listener's notifications.
-func (q *Queuer) onNotification(channel, payload string) {
-	switch channel {
-	case "": // the listener reconnected: anything may have been missed
-		q.finished.wakeAll()
-	case ChannelFinished:
-		if id, err := strconv.ParseInt(payload, 10, 64); err == nil {
-			q.finished.wake(id)
-		}
-	}
-}
-
 // ListOptions selects a page of submissions, newest first.
 type ListOptions struct {
 	State string // "" for any state
@@ -161,8 +148,7 @@ func (q *Queuer) Cancel(ctx context.Context, id int64) (Status, error) {
 		if _, err := tx.Exec(ctx, opsqsql.ChunksDeleteSubmission, pgx.NamedArgs{"submission_id": id}); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", ChannelFinished, strconv.FormatInt(id, 10))
-		return err
+		return notifyDropped(ctx, tx, id)
 	})
 	if errors.Is(err, errNotInProgress) {
 		if _, err := q.Status(ctx, id); err != nil {

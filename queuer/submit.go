@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -102,9 +103,9 @@ func (q *Queuer) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (
 		"id": id, "chunks_total": src.n, "priority": sub.Priority, "max_retries": sub.MaxRetries,
 		"metadata": sub.Metadata, "strategic_metadata": string(metadata), "prefix": prefix,
 	}
-	insert, channel := opsqsql.SubmissionInsert, ChannelWork
+	insert, channel, payload := opsqsql.SubmissionInsert, ChannelWork, workPayload(id, src.n, q.shardCount)
 	if src.n == 0 {
-		insert, channel = opsqsql.SubmissionInsertCompleted, ChannelFinished
+		insert, channel, payload = opsqsql.SubmissionInsertCompleted, ChannelFinished, strconv.FormatInt(id, 10)
 	}
 	if _, err := tx.Exec(ctx, insert, args); err != nil {
 		return Created{}, fmt.Errorf("inserting submission: %w", err)
@@ -114,13 +115,29 @@ func (q *Queuer) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (
 	}); err != nil {
 		return Created{}, fmt.Errorf("inserting strategic metadata: %w", err)
 	}
-	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", channel, strconv.FormatInt(id, 10)); err != nil {
+	if err := notify(ctx, tx, channel, payload); err != nil {
 		return Created{}, fmt.Errorf("notifying: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Created{}, fmt.Errorf("committing submission: %w", err)
 	}
 	return Created{ID: id, ChunksTotal: src.n}, nil
+}
+
+// workPayload names the shards that n new chunks of submission id went to: "all", or a
+// list such as "3,17".
+func workPayload(id, n int64, shards int) string {
+	if n >= int64(shards) {
+		return "all"
+	}
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(ShardOf(id, int(i), shards)))
+	}
+	return b.String()
 }
 
 // claimIdempotencyKey takes key for submission id, or finds the submission that holds it.

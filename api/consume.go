@@ -1,0 +1,231 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"opsq/client"
+	"opsq/queuer"
+	"opsq/strategy"
+)
+
+// Bounds and defaults of the consumer API (DESIGN.md §3).
+const (
+	reserveMaxLimit = 10_000
+	leaseDefault    = 5 * time.Minute
+	leaseMin        = time.Second
+	leaseMax        = 24 * time.Hour
+	itemsMax        = 10_000
+)
+
+func (s *server) reserve(c echo.Context) error {
+	var body struct {
+		Max      *int            `json:"max"`
+		Strategy json.RawMessage `json:"strategy"`
+		Lease    *string         `json:"lease"`
+		Wait     *string         `json:"wait"`
+		Consumer string          `json:"consumer"`
+	}
+	if err := s.decodeBody(c, &body); err != nil {
+		return err
+	}
+	req := queuer.ReserveRequest{Max: 1, Lease: leaseDefault, Consumer: body.Consumer,
+		Forwarded: c.Request().Header.Get(client.ForwardedHeader) != ""}
+	if body.Max != nil {
+		if *body.Max < 1 || *body.Max > reserveMaxLimit {
+			return badRequest("max: must be between 1 and %d", reserveMaxLimit)
+		}
+		req.Max = *body.Max
+	}
+	var err error
+	if req.Strategy, err = strategy.Parse(body.Strategy, "strategy"); err != nil {
+		return badRequest("%s", err)
+	}
+	if body.Lease != nil {
+		if req.Lease, err = parseDuration(*body.Lease, "lease", leaseMin, leaseMax); err != nil {
+			return err
+		}
+	}
+	if body.Wait != nil {
+		if req.Wait, err = parseDuration(*body.Wait, "wait", 0, maxWait); err != nil {
+			return err
+		}
+	}
+	chunks, err := s.q.Reserve(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	out := client.Reserved{Chunks: make([]client.ReservedChunk, len(chunks))}
+	for i, ch := range chunks {
+		rc := client.ReservedChunk{
+			Token: ch.Token, SubmissionID: strconv.FormatInt(ch.SubmissionID, 10), ChunkIndex: int64(ch.ChunkIndex),
+			Prefix: ch.Prefix, Metadata: ch.Metadata, Retries: int64(ch.Retries), ExpiresAt: ch.ExpiresAt.UTC(),
+			StrategicMetadata: map[string]client.MetadataValue{},
+		}
+		_ = json.Unmarshal(ch.StrategicMetadata, &rc.StrategicMetadata) // validated on the way in
+		if ch.Prefix == nil {
+			in := string(ch.Input)
+			rc.Input = &in
+		}
+		out.Chunks[i] = rc
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *server) complete(c echo.Context) error {
+	var body struct {
+		Completions []struct {
+			Token  *string `json:"token"`
+			Output string  `json:"output"`
+		} `json:"completions"`
+	}
+	if err := s.decodeBody(c, &body); err != nil {
+		return err
+	}
+	if len(body.Completions) > itemsMax {
+		return badRequest("completions: at most %d per request", itemsMax)
+	}
+	items := make([]queuer.Completion, len(body.Completions))
+	for i, it := range body.Completions {
+		if it.Token == nil {
+			return badRequest("completions[%d].token: required", i)
+		}
+		items[i] = queuer.Completion{Token: *it.Token, Output: []byte(it.Output)}
+	}
+	status, err := s.q.Complete(c.Request().Context(), items)
+	if err != nil {
+		return err
+	}
+	out := client.TokenResults{Results: make([]client.TokenResult, len(items))}
+	for i, st := range status {
+		out.Results[i] = client.TokenResult{Token: items[i].Token, Status: st}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *server) fail(c echo.Context) error {
+	var body struct {
+		Failures []struct {
+			Token *string `json:"token"`
+			Error string  `json:"error"`
+			Retry *bool   `json:"retry"`
+		} `json:"failures"`
+	}
+	if err := s.decodeBody(c, &body); err != nil {
+		return err
+	}
+	if len(body.Failures) > itemsMax {
+		return badRequest("failures: at most %d per request", itemsMax)
+	}
+	items := make([]queuer.Failure, len(body.Failures))
+	for i, it := range body.Failures {
+		if it.Token == nil {
+			return badRequest("failures[%d].token: required", i)
+		}
+		items[i] = queuer.Failure{Token: *it.Token, Error: it.Error, Retry: it.Retry == nil || *it.Retry}
+	}
+	status, err := s.q.Fail(c.Request().Context(), items)
+	if err != nil {
+		return err
+	}
+	out := client.TokenResults{Results: make([]client.TokenResult, len(items))}
+	for i, st := range status {
+		out.Results[i] = client.TokenResult{Token: items[i].Token, Status: st}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *server) extend(c echo.Context) error {
+	var body struct {
+		Tokens []string `json:"tokens"`
+		Lease  *string  `json:"lease"`
+	}
+	if err := s.decodeBody(c, &body); err != nil {
+		return err
+	}
+	if len(body.Tokens) > itemsMax {
+		return badRequest("tokens: at most %d per request", itemsMax)
+	}
+	lease := leaseDefault
+	if body.Lease != nil {
+		var err error
+		if lease, err = parseDuration(*body.Lease, "lease", leaseMin, leaseMax); err != nil {
+			return err
+		}
+	}
+	forwarded := c.Request().Header.Get(client.ForwardedHeader) != ""
+	results, err := s.q.Extend(c.Request().Context(), body.Tokens, lease, forwarded)
+	if err != nil {
+		return err
+	}
+	out := client.TokenResults{Results: make([]client.TokenResult, len(results))}
+	for i, r := range results {
+		out.Results[i] = client.TokenResult{Token: body.Tokens[i], Status: r.Status}
+		if r.ExpiresAt != nil {
+			t := r.ExpiresAt.UTC()
+			out.Results[i].ExpiresAt = &t
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *server) cluster(c echo.Context) error {
+	cl, err := s.q.Cluster(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, cl)
+}
+
+// decodeBody decodes a JSON object body of at most MaxBody bytes into v, refusing unknown
+// fields; an empty body is an empty object.
+func (s *server) decodeBody(c echo.Context, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, c.Request().Body, s.cfg.MaxBody))
+	if err != nil {
+		return err
+	}
+	if len(body) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytesReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("%s", describeJSONError(err))
+	}
+	return nil
+}
+
+func parseDuration(v, field string, lo, hi time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < lo || d > hi {
+		return 0, badRequest("%s: must be a duration between %s and %s, such as \"30s\"", field, lo, hi)
+	}
+	return d, nil
+}
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// describeJSONError turns a decoding error into a message that names the field.
+func describeJSONError(err error) string {
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		field := typ.Field
+		if field == "" {
+			field = "body"
+		}
+		return fmt.Sprintf("%s: must not be a JSON %s", field, typ.Value)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return strings.Trim(name, `"`) + ": unknown field"
+	}
+	return "body: must be a JSON object (" + jsonProblem(err) + ")"
+}

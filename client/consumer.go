@@ -1,0 +1,62 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// Reserve reserves chunks. With req.Wait set it long-polls: the answer comes as soon as at
+// least one chunk is reserved, or when the wait runs out with no chunk.
+func (c *Client) Reserve(ctx context.Context, req ReserveRequest) ([]ReservedChunk, error) {
+	var out Reserved
+	if err := c.postJSON(ctx, "/v1/reserve", req, &out); err != nil {
+		return nil, err
+	}
+	return out.Chunks, nil
+}
+
+// Complete completes reserved chunks; the results come in request order.
+func (c *Client) Complete(ctx context.Context, completions ...Completion) ([]TokenResult, error) {
+	var out TokenResults
+	if err := c.postJSON(ctx, "/v1/complete", CompleteRequest{Completions: completions}, &out); err != nil {
+		return nil, err
+	}
+	return out.Results, nil
+}
+
+// Fail reports failed attempts; the results come in request order.
+func (c *Client) Fail(ctx context.Context, failures ...ChunkFailure) ([]TokenResult, error) {
+	var out TokenResults
+	if err := c.postJSON(ctx, "/v1/fail", FailRequest{Failures: failures}, &out); err != nil {
+		return nil, err
+	}
+	return out.Results, nil
+}
+
+// Extend extends the leases of reserved chunks by lease (a Go duration; "" for the server's
+// default); the results come in request order.
+func (c *Client) Extend(ctx context.Context, lease string, tokens ...string) ([]TokenResult, error) {
+	var out TokenResults
+	if err := c.postJSON(ctx, "/v1/extend", ExtendRequest{Tokens: tokens, Lease: lease}, &out); err != nil {
+		return nil, err
+	}
+	return out.Results, nil
+}
+
+// Cluster returns the instances and their shards.
+func (c *Client) Cluster(ctx context.Context) (Cluster, error) {
+	var out Cluster
+	err := c.call(ctx, http.MethodGet, "/v1/cluster", nil, "", nil, &out)
+	return out, err
+}
+
+func (c *Client) postJSON(ctx context.Context, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("opsq: encoding %s: %w", path, err)
+	}
+	return c.call(ctx, http.MethodPost, path, nil, "application/json", bytes.NewReader(body), out)
+}

@@ -1,0 +1,263 @@
+package queuer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"opsq/reserver"
+	opsqsql "opsq/sql"
+)
+
+// Statuses of complete, fail and extend results.
+const (
+	StatusCompleted       = "completed"
+	StatusRetrying        = "retrying"
+	StatusFailed          = "failed"
+	StatusExtended        = "extended"
+	StatusLost            = "lost"
+	StatusAlreadyFinished = "already_finished"
+	StatusUnknown         = "unknown"
+)
+
+// ChannelReleased carries "submission_id:chunk_index" keys (comma-separated) of chunks that
+// were completed or failed, so that the instance holding their reservations drops them.
+const ChannelReleased = "opsq_released"
+
+// notifyPayloadMax keeps NOTIFY payloads under PostgreSQL's 8000-byte limit.
+const notifyPayloadMax = 7000
+
+// Completion completes one chunk.
+type Completion struct {
+	Token  string
+	Output []byte
+}
+
+// completeBatchMax bounds the completions written by one statement.
+const completeBatchMax = 1000
+
+// completeJob is one request's completions, waiting for the completer.
+type completeJob struct {
+	items  []Completion
+	tokens []token
+	status []string
+	err    error
+	done   chan struct{}
+}
+
+// Complete records completions: the first completion of a chunk wins, repeats are harmless.
+// Completions from concurrent requests are written together, one statement per flush (the
+// completer), and completing a submission's last chunk completes the submission. The
+// result statuses are in the order of items.
+func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]string, error) {
+	job := &completeJob{items: items, tokens: make([]token, len(items)), status: make([]string, len(items)), done: make(chan struct{})}
+	valid := 0
+	for i, it := range items {
+		t, err := parseToken(it.Token)
+		if err != nil || t.shard >= q.shardCount {
+			job.status[i] = StatusUnknown
+			continue
+		}
+		job.tokens[i] = t
+		valid++
+	}
+	if valid == 0 {
+		return job.status, nil
+	}
+	select {
+	case q.completions <- job:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case <-job.done:
+		return job.status, job.err
+	case <-ctx.Done():
+		return nil, ctx.Err() // the flush goes on; a retry of the request is harmless
+	}
+}
+
+// runCompleter writes completions until ctx ends: it takes every job waiting, up to
+// completeBatchMax completions, and writes them in one transaction, so that concurrent
+// consumers share each commit.
+func (q *Queuer) runCompleter(ctx context.Context) {
+	defer close(q.completerDone)
+	for {
+		var jobs []*completeJob
+		select {
+		case <-ctx.Done():
+			return
+		case j := <-q.completions:
+			jobs = append(jobs, j)
+		}
+		n := len(jobs[0].items)
+	more:
+		for n < completeBatchMax {
+			select {
+			case j := <-q.completions:
+				jobs = append(jobs, j)
+				n += len(j.items)
+			default:
+				break more
+			}
+		}
+		err := q.flushCompletions(ctx, jobs)
+		for _, j := range jobs {
+			j.err = err
+			close(j.done)
+		}
+	}
+}
+
+// flushCompletions writes the jobs' completions in one transaction and fills in their
+// statuses.
+func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) error {
+	type ref struct{ job, item int }
+	first := map[reserver.Key]ref{} // the first completion of each chunk in the batch
+	var sids []int64
+	var idxs, shards []int32
+	var outputs [][]byte
+	for ji, j := range jobs {
+		for i, t := range j.tokens {
+			if j.status[i] != "" {
+				continue
+			}
+			if _, dup := first[t.key]; dup {
+				j.status[i] = StatusAlreadyFinished
+				continue
+			}
+			first[t.key] = ref{ji, i}
+			sids = append(sids, t.key.SubmissionID)
+			idxs = append(idxs, t.key.ChunkIndex)
+			shards = append(shards, int32(t.shard))
+			out := j.items[i].Output
+			if out == nil {
+				out = []byte{} // no output is an empty one
+			}
+			outputs = append(outputs, out)
+		}
+	}
+	completed := map[reserver.Key]bool{}
+	err := withRetry(ctx, func() error {
+		clear(completed)
+		return pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, opsqsql.ChunksComplete, pgx.NamedArgs{
+				"submission_ids": sids, "chunk_indexes": idxs, "shards": shards, "outputs": outputs,
+			})
+			if err != nil {
+				return err
+			}
+			var finished []int64
+			var k reserver.Key
+			var shard int
+			var fin bool
+			_, err = pgx.ForEachRow(rows, []any{&k.SubmissionID, &k.ChunkIndex, &shard, &fin}, func() error {
+				completed[k] = true
+				if fin && !containsID(finished, k.SubmissionID) {
+					finished = append(finished, k.SubmissionID)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if len(finished) > 0 {
+				if _, err := tx.Exec(ctx, opsqsql.SubmissionsFinishCompleted, pgx.NamedArgs{"ids": finished}); err != nil {
+					return err
+				}
+				for _, id := range finished {
+					if err := notify(ctx, tx, ChannelFinished, strconv.FormatInt(id, 10)); err != nil {
+						return err
+					}
+				}
+			}
+			return q.notifyReleased(ctx, tx, completed)
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("completing chunks: %w", err)
+	}
+	for k, r := range first {
+		if completed[k] {
+			jobs[r.job].status[r.item] = StatusCompleted
+			q.tombs.add(k)
+			q.reserver.ReleaseKey(k)
+			continue
+		}
+		st, err := q.chunkState(ctx, jobs[r.job].tokens[r.item])
+		if err != nil {
+			return err
+		}
+		jobs[r.job].status[r.item] = st
+	}
+	return nil
+}
+
+// notifyReleased tells every instance that these chunks are finished, so that the one
+// holding their reservations drops them (this one does it itself after the commit).
+func (q *Queuer) notifyReleased(ctx context.Context, tx pgx.Tx, keys map[reserver.Key]bool) error {
+	var b strings.Builder
+	for k := range keys {
+		if q.reserver.IsReserved(k) {
+			continue // ours: released after the commit
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%d:%d", k.SubmissionID, k.ChunkIndex)
+		if b.Len() > notifyPayloadMax {
+			if err := notify(ctx, tx, ChannelReleased, b.String()); err != nil {
+				return err
+			}
+			b.Reset()
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return notify(ctx, tx, ChannelReleased, b.String())
+}
+
+// chunkState tells why a completion or failure of t did nothing: the chunk is finished
+// (completed, failed, or its submission finished), or this attempt at it is over (an
+// expired lease was counted, or another token of the chunk was used), or nobody knows it.
+func (q *Queuer) chunkState(ctx context.Context, t token) (string, error) {
+	state, _, err := q.readChunk(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	if state == "" {
+		return StatusUnknown, nil
+	}
+	return StatusAlreadyFinished, nil
+}
+
+// pendingChunk is a reservable chunk's attempt count and its submission's limit.
+type pendingChunk struct {
+	retries, maxRetries int32
+}
+
+// readChunk returns "pending" (with its counts), "finished", or "" for an unknown chunk.
+func (q *Queuer) readChunk(ctx context.Context, t token) (string, pendingChunk, error) {
+	var state string
+	var p pendingChunk
+	err := q.pool.QueryRow(ctx, opsqsql.ChunkState, pgx.NamedArgs{
+		"shard": t.shard, "submission_id": t.key.SubmissionID, "chunk_index": t.key.ChunkIndex,
+	}).Scan(&state, &p.retries, &p.maxRetries)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", p, nil
+	}
+	if err != nil {
+		return "", p, fmt.Errorf("reading chunk state: %w", err)
+	}
+	return state, p, nil
+}
+
+func notify(ctx context.Context, tx pgx.Tx, channel, payload string) error {
+	_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", channel, payload)
+	return err
+}

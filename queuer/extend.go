@@ -1,0 +1,108 @@
+package queuer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"opsq/client"
+	opsqsql "opsq/sql"
+)
+
+// Extended is the outcome of extending one token.
+type Extended struct {
+	Status    string
+	ExpiresAt *time.Time
+}
+
+// Extend moves the leases of tokens to now + lease. A token whose shard another instance
+// owns is forwarded to that owner (unless forwarded already); a token whose shard changed
+// owner since it was reserved is "lost".
+func (q *Queuer) Extend(ctx context.Context, tokens []string, lease time.Duration, forwarded bool) ([]Extended, error) {
+	out := make([]Extended, len(tokens))
+	remote := map[int][]int{} // shard -> indexes of tokens owned elsewhere
+	for i, tok := range tokens {
+		t, err := parseToken(tok)
+		if err != nil || t.shard >= q.shardCount {
+			out[i].Status = StatusUnknown
+			continue
+		}
+		l, owned := q.claims.Lease(t.shard)
+		switch {
+		case owned && l.Generation != t.generation:
+			out[i].Status = StatusLost
+		case owned:
+			expires := time.Now().Add(lease)
+			if _, ok := q.reserver.Extend(tok, expires); ok {
+				out[i] = Extended{Status: StatusExtended, ExpiresAt: &expires}
+			}
+		case !forwarded:
+			remote[t.shard] = append(remote[t.shard], i)
+			continue
+		}
+		if out[i].Status == "" {
+			if out[i].Status, err = q.goneStatus(ctx, t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for shard, idx := range remote {
+		if err := q.extendRemote(ctx, shard, tokens, idx, lease, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// goneStatus answers for a token without a live reservation: already_finished when its
+// chunk is finished, unknown when nobody knows it, else lost.
+func (q *Queuer) goneStatus(ctx context.Context, t token) (string, error) {
+	state, _, err := q.readChunk(ctx, t)
+	switch {
+	case err != nil:
+		return "", err
+	case state == "finished":
+		return StatusAlreadyFinished, nil
+	case state == "":
+		return StatusUnknown, nil
+	}
+	return StatusLost, nil
+}
+
+// extendRemote forwards the tokens idx (all of shard) to the shard's owner.
+func (q *Queuer) extendRemote(ctx context.Context, shard int, tokens []string, idx []int, lease time.Duration, out []Extended) error {
+	var owner string
+	var generation int64
+	var url string
+	err := q.pool.QueryRow(ctx, opsqsql.ShardOwner, pgx.NamedArgs{"shard": shard}).Scan(&owner, &generation, &url)
+	var results []client.TokenResult
+	if err == nil {
+		batch := make([]string, len(idx))
+		for j, i := range idx {
+			batch[j] = tokens[i]
+		}
+		results, err = q.peer(url).Extend(ctx, lease.String(), batch...)
+		if err != nil {
+			q.log.Warn("forwarding extend to the shard's owner", slog.Int("shard", shard), slog.String("owner", url), slog.Any("error", err))
+		}
+	} else if !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("looking up the owner of shard %d: %w", shard, err)
+	}
+	for j, i := range idx {
+		if j < len(results) && results[j].Status != "" {
+			out[i] = Extended{Status: results[j].Status, ExpiresAt: results[j].ExpiresAt}
+			continue
+		}
+		t, _ := parseToken(tokens[i])
+		st, err := q.goneStatus(ctx, t) // no owner, or it did not answer
+		if err != nil {
+			return err
+		}
+		out[i].Status = st
+	}
+	return nil
+}

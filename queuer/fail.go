@@ -1,0 +1,151 @@
+package queuer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	opsqsql "opsq/sql"
+)
+
+// Failure reports a failed attempt at one chunk.
+type Failure struct {
+	Token string
+	Error string
+	// Retry counts one failed attempt and makes the chunk reservable again, unless its
+	// attempts are spent; false fails the chunk, and its submission, at once.
+	Retry bool
+}
+
+// errReservationExpired is the error recorded for an attempt whose lease ran out.
+const errReservationExpired = "reservation expired"
+
+// Fail records failed attempts, wherever their reservations are held. The statuses are
+// in the order of items.
+func (q *Queuer) Fail(ctx context.Context, items []Failure) ([]string, error) {
+	status := make([]string, len(items))
+	for i, it := range items {
+		t, err := parseToken(it.Token)
+		if err != nil || t.shard >= q.shardCount {
+			status[i] = StatusUnknown
+			continue
+		}
+		if status[i], err = q.failAttempt(ctx, t, it.Token, it.Error, it.Retry, nil); err != nil {
+			return nil, err
+		}
+	}
+	return status, nil
+}
+
+// fence is the claim a reservation was made under; an owner releasing an expired lease
+// writes only while it still holds that claim.
+type fence struct {
+	claimant   string
+	generation int64
+}
+
+// failAttempt counts the failed attempt t at its chunk: it retries the chunk while attempts
+// remain (and retry is asked), else fails it and its submission. A consumer's failure
+// passes its token string, whose reservation is then dropped wherever it is held; the
+// owner's release of an expired lease passes the fence instead (the reservation is gone).
+func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retry bool, f *fence) (string, error) {
+	args := pgx.NamedArgs{
+		"shard": t.shard, "submission_id": t.key.SubmissionID, "chunk_index": t.key.ChunkIndex,
+		"retries": t.retries, "error": msg, "claimant": nil, "generation": nil,
+	}
+	if f != nil {
+		args["claimant"], args["generation"] = f.claimant, f.generation
+	}
+	if retry {
+		retried := false
+		err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+			var r int32
+			err := tx.QueryRow(ctx, opsqsql.ChunkRetry, args).Scan(&r)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			retried = true
+			return q.notifyRetried(ctx, tx, t, tok)
+		})
+		if err != nil {
+			return "", fmt.Errorf("retrying chunk: %w", err)
+		}
+		if retried {
+			q.afterRetry(t, tok)
+			return StatusRetrying, nil
+		}
+	}
+	state, p, err := q.readChunk(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case state == "":
+		return StatusUnknown, nil
+	case state == "finished" || p.retries != t.retries:
+		return StatusAlreadyFinished, nil // finished, or this attempt was counted already
+	case retry && p.retries < p.maxRetries:
+		return StatusAlreadyFinished, nil // the fence refused: the shard changed owner
+	}
+	failed := false
+	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		var id int64
+		err := tx.QueryRow(ctx, opsqsql.ChunkFail, args).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		failed = true
+		return notifyDropped(ctx, tx, id)
+	})
+	if err != nil {
+		return "", fmt.Errorf("failing chunk: %w", err)
+	}
+	if !failed {
+		return q.chunkState(ctx, t)
+	}
+	q.reserver.DropSubmission(t.key.SubmissionID)
+	return StatusFailed, nil
+}
+
+// notifyRetried tells the owner of t's shard that the chunk is reservable again, so that it
+// drops the reservation tok (when another instance holds it) and wakes its consumers.
+func (q *Queuer) notifyRetried(ctx context.Context, tx pgx.Tx, t token, tok string) error {
+	if tok != "" {
+		if _, ours := q.reserver.Get(tok); !ours {
+			if err := notify(ctx, tx, ChannelReleased, tok); err != nil {
+				return err
+			}
+		}
+	}
+	return notify(ctx, tx, ChannelWork, strconv.Itoa(t.shard))
+}
+
+// afterRetry drops the local reservation tok, if any, of a chunk that is reservable again,
+// and wakes the consumers waiting here.
+func (q *Queuer) afterRetry(t token, tok string) {
+	q.tombs.add(t.key)
+	if tok != "" {
+		q.reserver.Release(tok)
+	}
+	q.markAvailable(t.shard)
+	q.work.broadcast()
+}
+
+// notifyDropped tells every instance that submission id finished with chunks it may hold
+// reservations of (it failed or was cancelled), and whoever waits for it.
+func notifyDropped(ctx context.Context, tx pgx.Tx, id int64) error {
+	sid := strconv.FormatInt(id, 10)
+	if err := notify(ctx, tx, ChannelReleased, "*"+sid); err != nil {
+		return err
+	}
+	return notify(ctx, tx, ChannelFinished, sid)
+}

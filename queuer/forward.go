@@ -1,0 +1,223 @@
+package queuer
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"opsq/client"
+	opsqsql "opsq/sql"
+)
+
+// Forwarding: a consumer never waits while reservable work exists anywhere in the cluster.
+// An instance with nothing for a request forwards it to instances whose shards have work:
+// those named by recent NOTIFYs of new or released chunks (hints), then those whose
+// owners published available shards at their last renewal.
+
+const (
+	// hintTTL is how long a NOTIFY about work on another instance's shard is believed.
+	hintTTL = 5 * time.Second
+	// peersTTL is how long the published availability of other instances is cached.
+	peersTTL = time.Second
+	// forwardTries bounds the instances one request is forwarded to.
+	forwardTries = 3
+)
+
+// availability is what this instance knows of where reservable chunks are.
+type availability struct {
+	mu struct {
+		sync.Mutex
+		empty map[int]bool      // own shards whose last full scan found no free chunk
+		hints map[int]time.Time // shards with recent NOTIFYs of new or released chunks
+		peers []peer            // other instances' published available shards
+		read  time.Time         // when peers was read
+		urls  map[int]string    // shard -> owner URL, from the last read
+	}
+}
+
+type peer struct {
+	id, url string
+	shards  []int32
+}
+
+func newAvailability() *availability {
+	a := &availability{}
+	a.mu.empty = map[int]bool{}
+	a.mu.hints = map[int]time.Time{}
+	return a
+}
+
+// markAvailable notes that an own shard may have free chunks again.
+func (q *Queuer) markAvailable(shard int) {
+	q.avail.mu.Lock()
+	defer q.avail.mu.Unlock()
+	delete(q.avail.mu.empty, shard)
+}
+
+// available reports whether an own shard may have free chunks, for the renewal report.
+func (q *Queuer) available(shard int) bool {
+	q.avail.mu.Lock()
+	defer q.avail.mu.Unlock()
+	return !q.avail.mu.empty[shard]
+}
+
+// onWork handles a NOTIFY of new or released chunks on shards ("all" or "3,17").
+func (q *Queuer) onWork(payload string) {
+	now := time.Now()
+	q.avail.mu.Lock()
+	if payload == "all" {
+		clear(q.avail.mu.empty)
+		for s := range q.shardCount {
+			q.avail.mu.hints[s] = now
+		}
+	} else {
+		for _, f := range strings.Split(payload, ",") {
+			if s, err := strconv.Atoi(f); err == nil {
+				delete(q.avail.mu.empty, s)
+				q.avail.mu.hints[s] = now
+			}
+		}
+	}
+	q.avail.mu.Unlock()
+	q.work.broadcast()
+}
+
+// forward reserves on other instances for a request this one has nothing for.
+func (q *Queuer) forward(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
+	urls := q.forwardTargets(ctx)
+	for i, url := range urls {
+		if i == forwardTries {
+			break
+		}
+		chunks, err := q.peer(url).Reserve(ctx, toWireRequest(req))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			q.log.Debug("forwarding a reserve", slog.String("peer", url), slog.Any("error", err))
+			continue
+		}
+		if len(chunks) > 0 {
+			return fromWire(chunks), nil
+		}
+		q.forgetHints(url) // it had nothing: the hints about it are stale
+	}
+	return nil, nil
+}
+
+// forwardTargets lists the URLs of other instances that may have work: hinted ones first,
+// then published ones, each in random order.
+func (q *Queuer) forwardTargets(ctx context.Context) []string {
+	q.refreshPeers(ctx)
+	own := map[int]bool{}
+	for _, l := range q.claims.Reservable() {
+		own[l.Shard] = true
+	}
+	now := time.Now()
+	q.avail.mu.Lock()
+	defer q.avail.mu.Unlock()
+	seen := map[string]bool{}
+	var hinted, published []string
+	for s, at := range q.avail.mu.hints {
+		if now.Sub(at) > hintTTL {
+			delete(q.avail.mu.hints, s)
+			continue
+		}
+		if url, ok := q.avail.mu.urls[s]; ok && !own[s] && !seen[url] {
+			seen[url] = true
+			hinted = append(hinted, url)
+		}
+	}
+	for _, p := range q.avail.mu.peers {
+		if !seen[p.url] && len(p.shards) > 0 {
+			seen[p.url] = true
+			published = append(published, p.url)
+		}
+	}
+	rand.Shuffle(len(hinted), func(i, j int) { hinted[i], hinted[j] = hinted[j], hinted[i] })
+	rand.Shuffle(len(published), func(i, j int) { published[i], published[j] = published[j], published[i] })
+	return append(hinted, published...)
+}
+
+// refreshPeers rereads the other instances' shards and availability, at most every
+// peersTTL.
+func (q *Queuer) refreshPeers(ctx context.Context) {
+	q.avail.mu.Lock()
+	fresh := time.Since(q.avail.mu.read) < peersTTL
+	q.avail.mu.Unlock()
+	if fresh {
+		return
+	}
+	settings := q.claims.Settings()
+	rows, err := q.pool.Query(ctx, opsqsql.PeersWithWork, pgx.NamedArgs{
+		"me": q.cfg.Instance.ID, "heartbeat_timeout": settings.HeartbeatTimeout.String(),
+	})
+	if err != nil {
+		q.log.Debug("reading peers", slog.Any("error", err))
+		return
+	}
+	var peers []peer
+	urls := map[int]string{}
+	var p peer
+	var owned []int32
+	_, err = pgx.ForEachRow(rows, []any{&p.id, &p.url, &owned, &p.shards}, func() error {
+		for _, s := range owned {
+			urls[int(s)] = p.url
+		}
+		peers = append(peers, peer{id: p.id, url: p.url, shards: append([]int32(nil), p.shards...)})
+		return nil
+	})
+	if err != nil {
+		q.log.Debug("reading peers", slog.Any("error", err))
+		return
+	}
+	q.avail.mu.Lock()
+	q.avail.mu.peers, q.avail.mu.urls, q.avail.mu.read = peers, urls, time.Now()
+	q.avail.mu.Unlock()
+}
+
+// forgetHints drops the hints about the shards of url.
+func (q *Queuer) forgetHints(url string) {
+	q.avail.mu.Lock()
+	defer q.avail.mu.Unlock()
+	for s := range q.avail.mu.hints {
+		if q.avail.mu.urls[s] == url {
+			delete(q.avail.mu.hints, s)
+		}
+	}
+}
+
+// peer returns a client for another instance that marks its requests as forwarded.
+func (q *Queuer) peer(url string) *client.Client {
+	return client.New(url, client.WithHeader(client.ForwardedHeader, q.cfg.Instance.ID))
+}
+
+func toWireRequest(req ReserveRequest) client.ReserveRequest {
+	strat, _ := json.Marshal(req.Strategy.String())
+	return client.ReserveRequest{
+		Max: req.Max, Strategy: strat, Lease: req.Lease.String(), Consumer: req.Consumer,
+	}
+}
+
+func fromWire(chunks []client.ReservedChunk) []Chunk {
+	out := make([]Chunk, len(chunks))
+	for i, c := range chunks {
+		id, _ := strconv.ParseInt(c.SubmissionID, 10, 64)
+		strategic, _ := json.Marshal(c.StrategicMetadata)
+		out[i] = Chunk{
+			Token: c.Token, SubmissionID: id, ChunkIndex: int32(c.ChunkIndex), Prefix: c.Prefix,
+			Metadata: c.Metadata, StrategicMetadata: strategic, Retries: int32(c.Retries), ExpiresAt: c.ExpiresAt,
+		}
+		if c.Input != nil {
+			out[i].Input = []byte(*c.Input)
+		}
+	}
+	return out
+}
