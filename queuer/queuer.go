@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -57,6 +58,8 @@ type Queuer struct {
 	avail      *availability
 	infos      *infoCache
 	tombs      *tombstones
+
+	draining atomic.Bool
 
 	completions   chan *completeJob
 	completerDone chan struct{}
@@ -144,10 +147,15 @@ func (q *Queuer) Start(ctx context.Context) error {
 	return nil
 }
 
+// Settings returns the cluster-wide settings as last read.
+func (q *Queuer) Settings() claims.Settings { return q.claims.Settings() }
+
 // Drain is the first step of a graceful shutdown: reserve nothing more, and release each
 // shard once its reservations are completed, failed or expired, until ctx ends. Complete
 // and fail keep working meanwhile.
 func (q *Queuer) Drain(ctx context.Context) error {
+	q.draining.Store(true)
+	q.work.broadcast() // waiting reserves look again, and find nothing here
 	return q.claims.Drain(ctx)
 }
 
@@ -178,6 +186,9 @@ func (q *Queuer) ShardCount() int { return q.shardCount }
 func (q *Queuer) Ready(ctx context.Context) error {
 	if err := q.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("database unreachable: %w", err)
+	}
+	if q.draining.Load() {
+		return errors.New("draining: shutting down")
 	}
 	if err := q.claims.Running(); err != nil {
 		return err

@@ -134,12 +134,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("serving HTTP: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: finishing requests in flight", slog.Duration("grace", cfg.shutdownGrace))
+	// Graceful shutdown (DESIGN.md §4): stop reserving at once (readyz turns 503, so a
+	// load balancer stops sending work here), keep serving complete, fail and extend while
+	// the reservations handed out here finish, releasing each shard as it empties, up to
+	// drain_timeout; then finish the requests in flight and release what is left.
+	drainTimeout := q.Settings().DrainTimeout
+	log.Info("draining: no more reservations here; waiting for those in flight", slog.Duration("drain_timeout", drainTimeout))
+	drainCtx, cancelDrain := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancelDrain()
+	if err := q.Drain(drainCtx); err != nil {
+		log.Warn("drain timeout: shards with reservations in flight stay claimed until they expire", slog.Any("error", err))
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		log.Warn("requests still in flight at the end of the grace period", slog.Any("error", err))
 	}
+	log.Info("stopped")
 	return nil
 }
 
