@@ -256,9 +256,9 @@ type Cluster struct {
 type ClusterInstance struct {
 	ID           string         `json:"id"`
 	AdvertiseURL string         `json:"advertise_url"`
-	StartedAt    time.Time      `json:"started_at"`
-	HeartbeatAt  time.Time      `json:"heartbeat_at"`
-	Live         bool           `json:"live"` // heartbeat younger than instance_heartbeat_timeout
+	StartedAt    *time.Time     `json:"started_at"`   // null for a claimant no longer registered
+	HeartbeatAt  *time.Time     `json:"heartbeat_at"` // null for a claimant no longer registered
+	Live         bool           `json:"live"`         // heartbeat younger than instance_heartbeat_timeout
 	Draining     bool           `json:"draining"`
 	Shards       []ClusterShard `json:"shards"`
 }

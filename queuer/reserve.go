@@ -62,6 +62,12 @@ func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 	for {
 		woken := q.work.next() // taken before looking, so that no wake-up is missed
 		chunks, err := q.reserveLocal(ctx, req)
+		if err == nil && len(chunks) > 0 && ctx.Err() != nil {
+			// The consumer went away: give the chunks back rather than let their leases run
+			// out and count an attempt each.
+			q.undo(chunks)
+			return nil, ctx.Err()
+		}
 		if err != nil || len(chunks) > 0 || req.Forwarded {
 			return chunks, err
 		}

@@ -114,6 +114,8 @@ func explain(err error, baseURL, conflict string) error {
 // advice says what to do after an error answer.
 func advice(e *client.Error, baseURL, conflict string) string {
 	switch {
+	case strings.HasPrefix(e.Code, "http_") && (e.StatusCode == http.StatusBadGateway || e.StatusCode == http.StatusGatewayTimeout):
+		return "a load balancer in front of opsq found no instance to answer (restarting?): retry in a moment"
 	case strings.HasPrefix(e.Code, "http_") && e.StatusCode != http.StatusServiceUnavailable:
 		return fmt.Sprintf("that is not an answer of opsq: is --url (%s) the address of opsq?", baseURL)
 	case e.StatusCode == http.StatusNotFound:

@@ -1,0 +1,622 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"opsq/client"
+)
+
+// This file is "opsq work": a consumer that runs a command once per reserved chunk.
+
+// Defaults and bounds of "opsq work". The bounds are the server's (DESIGN.md §3), checked
+// here too so that a typo is a usage error rather than a 400 at the first reserve.
+const (
+	workLeaseDefault     = 5 * time.Minute
+	workWaitDefault      = 20 * time.Second
+	workMaxOutputDefault = 1 << 20
+	workLeaseMin         = time.Second
+	workLeaseMax         = 24 * time.Hour
+	workWaitMax          = 60 * time.Second
+	workConcurrencyMax   = 10_000
+
+	// stderrTailMax is how much of the end of a failed command's stderr becomes the error.
+	stderrTailMax = 4 << 10
+	// callTimeout bounds a complete, fail or extend call, and what a reserve call may take
+	// beyond its wait.
+	callTimeout = 30 * time.Second
+	// reserveGapMin keeps the reserve loop from spinning when the server answers at once
+	// with nothing (--wait 0).
+	reserveGapMin = time.Second
+	// killGrace is how long a command has to exit after SIGTERM before it gets SIGKILL.
+	killGrace = 5 * time.Second
+	// pipeGrace is how long Wait waits, after the command exits, for processes it started
+	// to close its stdout and stderr.
+	pipeGrace = 10 * time.Second
+)
+
+// workOptions is what the flags and arguments of "opsq work" ask for.
+type workOptions struct {
+	url         string
+	command     []string
+	concurrency int
+	strategy    json.RawMessage // nil: the server's default
+	lease       time.Duration
+	wait        time.Duration
+	consumer    string
+	once        bool
+	maxOutput   int64
+}
+
+// parseWorkArgs parses the arguments of "opsq work".
+func parseWorkArgs(args []string, stderr io.Writer) (workOptions, error) {
+	fs := newClientFlags("work", "-- COMMAND [ARGS...]", `Consume chunks: run COMMAND once per reserved chunk, with the chunk's input on stdin
+(object-storage mode: nothing on stdin, and OPSQ_CHUNK_PREFIX set), and the environment
+variables OPSQ_SUBMISSION_ID, OPSQ_CHUNK_INDEX, OPSQ_RETRIES and OPSQ_METADATA. What the
+command writes to stdout, exactly, becomes the chunk's output. A command that exits with a
+non-zero status, or cannot start, fails the chunk (one attempt; the chunk is retried while
+its submission's max_retries allows), with the end of its stderr as the error.
+
+While a command runs, its lease is extended every third of --lease; if the chunk went
+elsewhere meanwhile (its submission cancelled or failed, its shard lost), the command is
+killed and its output dropped. On SIGINT or SIGTERM the worker reserves nothing more, lets
+the running commands finish for up to --lease, then kills the rest and fails their chunks
+("worker stopped", retried elsewhere), and exits with status 0.
+
+Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
+	o := workOptions{maxOutput: workMaxOutputDefault}
+	fs.IntVar(&o.concurrency, "concurrency", 1, "run up to `N` commands at once")
+	strategyFlag := fs.String("strategy", "", "the `strategy` that picks chunks: a name such as oldest_first, or its JSON form such as '{\"select_only\": …}' (default: the server's, random)")
+	fs.DurationVar(&o.lease, "lease", workLeaseDefault, "lease of each reservation, extended while the command runs (1s to 24h)")
+	fs.DurationVar(&o.wait, "wait", workWaitDefault, "how long each reserve waits for work to appear (at most 60s)")
+	fs.StringVar(&o.consumer, "consumer", "", "`name` of this worker in the server's records (default HOSTNAME/pid-PID)")
+	fs.BoolVar(&o.once, "once", false, "exit once a reserve finds no work after its wait and no command is running, instead of waiting for more")
+	maxOutput := byteSize(o.maxOutput)
+	fs.Var(&maxOutput, "max-output", "largest output in `bytes` (such as 1048576 or 1MiB); a command that writes more fails its chunk")
+	pos, err := fs.parse(args, 1, math.MaxInt)
+	if err != nil {
+		return o, err
+	}
+	o.url, o.command, o.maxOutput = fs.url, pos, int64(maxOutput)
+	if o.strategy, err = strategyJSON(*strategyFlag); err != nil {
+		return o, fs.usageError("invalid --strategy: %v", err)
+	}
+	switch {
+	case o.concurrency < 1 || o.concurrency > workConcurrencyMax:
+		return o, fs.usageError("--concurrency %d: want 1 to %d", o.concurrency, workConcurrencyMax)
+	case o.lease < workLeaseMin || o.lease > workLeaseMax:
+		return o, fs.usageError("--lease %s: want %s to %s", o.lease, workLeaseMin, workLeaseMax)
+	case o.wait < 0 || o.wait > workWaitMax:
+		return o, fs.usageError("--wait %s: want 0 to %s", o.wait, workWaitMax)
+	}
+	if _, err := exec.LookPath(o.command[0]); err != nil {
+		// Caught here, since a worker whose every command fails to start would burn the
+		// attempts of every chunk it reserves.
+		return o, fs.usageError("cannot run %q: %v", o.command[0], err)
+	}
+	if o.consumer == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "localhost"
+		}
+		o.consumer = fmt.Sprintf("%s/pid-%d", host, os.Getpid())
+	}
+	return o, nil
+}
+
+// strategyName is a bare strategy name, such as oldest_first.
+var strategyName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// strategyJSON turns the --strategy flag into the strategy's JSON form: a bare name
+// becomes a JSON string, a JSON string or object passes as it is. The server validates it
+// (it knows which strategies it has); nil stands for the server's default.
+func strategyJSON(s string) (json.RawMessage, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "":
+		return nil, nil
+	case strategyName.MatchString(s):
+		b, err := json.Marshal(s)
+		return b, err
+	case (s[0] == '"' || s[0] == '{') && json.Valid([]byte(s)):
+		return json.RawMessage(s), nil
+	case s[0] == '"' || s[0] == '{':
+		return nil, fmt.Errorf("%q is not valid JSON", s)
+	}
+	return nil, fmt.Errorf(`%q: want a strategy name such as oldest_first, or its JSON form such as '"oldest_first"' or '{"select_only": …}'`, s)
+}
+
+func runWork(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseWorkArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	return newWorker(o, client.New(o.url), stderr).run(ctx)
+}
+
+// worker reserves chunks and runs a command for each. Its goroutines live for the duration
+// of run. The counters may be read from any goroutine.
+//
+// One loop reserves for all the slots: it waits for a free slot, then asks for as many
+// chunks as there are free slots, and starts one goroutine per chunk. Compared with N
+// goroutines each reserving one chunk, a worker keeps one long-poll open instead of N, a
+// burst of work is taken in one request, and a chunk is reserved only when a slot is free
+// to run it at once, so no lease runs down while its chunk waits for a slot.
+type worker struct {
+	opts    workOptions
+	c       *client.Client
+	display *workDisplay
+
+	slots    chan struct{} // one token per running command (or per slot being reserved for)
+	stopping chan struct{} // closed when the worker stops reserving
+
+	done, failed, lost, running atomic.Int64
+}
+
+func newWorker(o workOptions, c *client.Client, stderr io.Writer) *worker {
+	return &worker{
+		opts: o, c: c, display: &workDisplay{line: newLiveLine(stderr)},
+		slots: make(chan struct{}, o.concurrency), stopping: make(chan struct{}),
+	}
+}
+
+// run reserves and runs chunks until ctx is cancelled (or, with --once, until there is no
+// more work), then lets the running commands finish, and returns. It returns an error only
+// when the server refuses the reserve requests (a bad --strategy, say).
+func (w *worker) run(ctx context.Context) error {
+	start := time.Now()
+	quit, shown := make(chan struct{}), make(chan struct{})
+	go w.showProgress(quit, shown)
+
+	var jobs sync.WaitGroup
+	err := w.reserveLoop(ctx, &jobs)
+	close(w.stopping)
+	if n := w.running.Load(); n > 0 {
+		w.display.note("stopping: waiting for %d running command(s), for up to %s; then they are killed and their chunks failed", n, w.opts.lease)
+	}
+	jobs.Wait()
+	close(quit)
+	<-shown
+	w.display.note("stopped after %s: %s", formatDuration(time.Since(start)), w.counts())
+	return err
+}
+
+// reserveLoop reserves chunks while slots are free and starts a job for each.
+func (w *worker) reserveLoop(ctx context.Context, jobs *sync.WaitGroup) error {
+	failures := 0
+	for {
+		// Take a free slot, waiting for one, then every other free slot.
+		select {
+		case w.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		n := 1
+	more:
+		for n < cap(w.slots) {
+			select {
+			case w.slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+
+		asked := time.Now()
+		chunks, err := w.reserve(ctx, n)
+		for range n - len(chunks) {
+			<-w.slots
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !transient(ctx, err) {
+				return explainConsumerAPI(err, w.opts.url)
+			}
+			backoff := min(time.Second<<min(failures, 5), 10*time.Second)
+			failures++
+			w.display.note("reserve failed (%v); retrying in %s", explain(err, w.opts.url, ""), backoff)
+			if sleep(ctx, backoff) != nil {
+				return nil
+			}
+			continue
+		}
+		if failures > 0 {
+			w.display.note("reserve works again")
+			failures = 0
+		}
+		for i, ch := range chunks {
+			if i >= n {
+				w.slots <- struct{}{} // more than asked for: wait for a slot rather than overrun them
+			}
+			w.running.Add(1)
+			jobs.Go(func() {
+				defer func() { <-w.slots }()
+				defer w.running.Add(-1)
+				w.process(ch)
+			})
+		}
+		if len(chunks) == 0 {
+			// n == cap: no command ran during the reserve, so none can release a chunk for
+			// a retry after it.
+			if w.opts.once && n == cap(w.slots) {
+				return nil
+			}
+			if sleep(ctx, reserveGapMin-time.Since(asked)) != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// explainConsumerAPI is explain for the consumer and cluster endpoints, where a 404 means
+// that the server lacks the route rather than that an id is unknown.
+func explainConsumerAPI(err error, baseURL string) error {
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("%w; is --url (%s) the address of opsq, of a version with the consumer API?", err, baseURL)
+	}
+	return explain(err, baseURL, "")
+}
+
+// reserve asks for up to n chunks, long-polling for --wait.
+func (w *worker) reserve(ctx context.Context, n int) ([]client.ReservedChunk, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.opts.wait+callTimeout)
+	defer cancel()
+	return w.c.Reserve(ctx, client.ReserveRequest{
+		Max: n, Strategy: w.opts.strategy, Lease: w.opts.lease.String(), Wait: w.opts.wait.String(), Consumer: w.opts.consumer,
+	})
+}
+
+// workerStopped is why a command is killed when the worker stops before it finishes.
+const workerStopped = "worker stopped"
+
+// outcome is what became of a chunk's command.
+type outcome struct {
+	output  string
+	failure string // not empty: the chunk failed with this error
+	gone    string // not empty: the chunk went elsewhere (why); report nothing
+}
+
+// process runs the command of one chunk and reports the outcome. It takes no ctx: once
+// reserved, a chunk is seen through to its report even after the worker is told to stop.
+func (w *worker) process(ch client.ReservedChunk) {
+	out := w.execute(ch)
+	switch {
+	case out.gone != "":
+		w.lost.Add(1)
+		w.display.note("chunk %s/%d: %s; the command was killed and its output dropped", ch.SubmissionID, ch.ChunkIndex, out.gone)
+	case out.failure != "":
+		w.report(ch, "", out.failure)
+	default:
+		w.report(ch, out.output, "")
+	}
+}
+
+// execute runs the command for ch, extending the lease while it runs.
+func (w *worker) execute(ch client.ReservedChunk) outcome {
+	cmd := exec.Command(w.opts.command[0], w.opts.command[1:]...)
+	cmd.Env = chunkEnv(os.Environ(), ch)
+	if ch.Input != nil {
+		cmd.Stdin = strings.NewReader(*ch.Input)
+	}
+	stdout := &capWriter{max: w.opts.maxOutput}
+	stderr := &tailWriter{max: stderrTailMax}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// Its own process group: a Ctrl-C at the terminal reaches the worker only, which lets
+	// the command finish, and a kill reaches whatever the command started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = pipeGrace
+	if err := cmd.Start(); err != nil {
+		return outcome{failure: "cannot start the command: " + err.Error()}
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	extend := time.NewTicker(w.opts.lease / 3)
+	defer extend.Stop()
+	stopping := w.stopping
+	var deadline, hardKill <-chan time.Time
+	var killed string // why the command was killed
+	kill := func(why string, sig syscall.Signal) {
+		if killed == "" {
+			killed = why
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, sig)
+		if sig == syscall.SIGTERM {
+			hardKill = time.After(killGrace)
+		}
+	}
+	for {
+		select {
+		case err := <-exited:
+			switch {
+			case killed == workerStopped:
+				return outcome{failure: fmt.Sprintf("%s: the command did not finish within --lease %s of the worker's shutdown", workerStopped, w.opts.lease)}
+			case killed != "":
+				return outcome{gone: killed}
+			}
+			return commandOutcome(err, stdout, stderr.String(), w.opts.maxOutput)
+		case <-extend.C:
+			if killed != "" {
+				continue
+			}
+			if gone := w.extend(ch); gone != "" {
+				kill(gone, syscall.SIGTERM)
+			}
+		case <-stopping:
+			stopping, deadline = nil, time.After(w.opts.lease)
+		case <-deadline:
+			kill(workerStopped, syscall.SIGTERM)
+		case <-hardKill:
+			kill(killed, syscall.SIGKILL)
+		}
+	}
+}
+
+// extend extends the lease of ch. It returns why the chunk is no longer ours, or "" when
+// it still is (or when the server could not be asked: the next tick tries again).
+func (w *worker) extend(ch client.ReservedChunk) string {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	results, err := w.c.Extend(ctx, w.opts.lease.String(), ch.Token)
+	switch {
+	case err != nil:
+		w.display.note("chunk %s/%d: extending the lease failed (%v); trying again in %s", ch.SubmissionID, ch.ChunkIndex, explain(err, w.opts.url, ""), w.opts.lease/3)
+		return ""
+	case len(results) != 1:
+		w.display.note("chunk %s/%d: extending the lease: got %d results; want 1", ch.SubmissionID, ch.ChunkIndex, len(results))
+		return ""
+	case results[0].Status == client.StatusExtended:
+		return ""
+	}
+	return "extending the lease answered " + results[0].Status
+}
+
+// report completes or fails ch, retrying while the server cannot be reached and the lease
+// lasts; after that the server releases the chunk itself.
+func (w *worker) report(ch client.ReservedChunk, output, failure string) {
+	giveUp := time.Now().Add(w.opts.lease)
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		var results []client.TokenResult
+		var err error
+		if failure != "" {
+			results, err = w.c.Fail(ctx, client.ChunkFailure{Token: ch.Token, Error: failure})
+		} else {
+			results, err = w.c.Complete(ctx, client.Completion{Token: ch.Token, Output: output})
+		}
+		cancel()
+		if err == nil && len(results) == 1 {
+			w.reported(ch, results[0].Status, failure)
+			return
+		}
+		if err == nil {
+			err = fmt.Errorf("got %d results; want 1", len(results))
+		}
+		backoff := min(time.Second<<min(attempt, 5), 10*time.Second)
+		if !transient(context.Background(), err) || time.Now().Add(backoff).After(giveUp) {
+			w.lost.Add(1)
+			w.display.note("chunk %s/%d: giving up reporting it (%v); the server releases it when its lease ends", ch.SubmissionID, ch.ChunkIndex, explain(err, w.opts.url, ""))
+			return
+		}
+		w.display.note("chunk %s/%d: reporting it failed (%v); retrying in %s", ch.SubmissionID, ch.ChunkIndex, explain(err, w.opts.url, ""), backoff)
+		time.Sleep(backoff)
+	}
+}
+
+// reported counts the server's answer to a completion or failure.
+func (w *worker) reported(ch client.ReservedChunk, status, failure string) {
+	switch status {
+	case client.StatusCompleted:
+		w.done.Add(1)
+	case client.StatusRetrying, client.StatusFailed:
+		w.failed.Add(1)
+		w.display.note("chunk %s/%d failed (%s): %s", ch.SubmissionID, ch.ChunkIndex, status, oneLine(failure, 300))
+	default: // already_finished, unknown: the chunk went elsewhere meanwhile
+		w.lost.Add(1)
+		w.display.note("chunk %s/%d: the server answered %s; the chunk went elsewhere", ch.SubmissionID, ch.ChunkIndex, status)
+	}
+}
+
+// chunkEnv is the environment of the command for ch: env without any OPSQ_* variables the
+// worker sets, plus these for ch.
+func chunkEnv(env []string, ch client.ReservedChunk) []string {
+	set := map[string]string{
+		"OPSQ_SUBMISSION_ID": ch.SubmissionID,
+		"OPSQ_CHUNK_INDEX":   strconv.FormatInt(ch.ChunkIndex, 10),
+		"OPSQ_RETRIES":       strconv.FormatInt(ch.Retries, 10),
+		"OPSQ_METADATA":      ch.Metadata,
+	}
+	out := make([]string, 0, len(env)+len(set)+1)
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, ours := set[name]; !ours && name != "OPSQ_CHUNK_PREFIX" {
+			out = append(out, kv)
+		}
+	}
+	for _, name := range []string{"OPSQ_SUBMISSION_ID", "OPSQ_CHUNK_INDEX", "OPSQ_RETRIES", "OPSQ_METADATA"} {
+		out = append(out, name+"="+set[name])
+	}
+	if ch.Prefix != nil {
+		out = append(out, "OPSQ_CHUNK_PREFIX="+*ch.Prefix)
+	}
+	return out
+}
+
+// commandOutcome judges a command that exited (waitErr from Wait) and wrote stdout and
+// stderrTail.
+func commandOutcome(waitErr error, stdout *capWriter, stderrTail string, maxOutput int64) outcome {
+	var exitErr *exec.ExitError
+	switch {
+	case stdout.overflow:
+		// Checked first: the command may have died of the closed pipe.
+		return outcome{failure: fmt.Sprintf("the output is over --max-output (%d bytes): the command wrote more to stdout", maxOutput)}
+	case errors.As(waitErr, &exitErr):
+		msg := exitErr.String() // "exit status 3", "signal: killed"
+		if stderrTail != "" {
+			msg += ": " + stderrTail
+		}
+		return outcome{failure: msg}
+	case errors.Is(waitErr, exec.ErrWaitDelay):
+		return outcome{failure: fmt.Sprintf("the command exited, but a process it started kept its stdout or stderr open for %s", pipeGrace)}
+	case waitErr != nil:
+		return outcome{failure: "running the command: " + waitErr.Error()}
+	case !utf8.Valid(stdout.buf.Bytes()):
+		return outcome{failure: "the output is not valid UTF-8: outputs are JSON strings, so encode binary output first (base64, say)"}
+	}
+	return outcome{output: stdout.buf.String()}
+}
+
+// capWriter keeps up to max bytes; a write beyond them fails, which closes the command's
+// stdout pipe.
+type capWriter struct {
+	max      int64
+	buf      bytes.Buffer
+	overflow bool
+}
+
+var errOverflow = errors.New("output over --max-output")
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if int64(c.buf.Len())+int64(len(p)) > c.max {
+		c.overflow = true
+		return 0, errOverflow
+	}
+	return c.buf.Write(p)
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	max       int
+	buf       []byte
+	truncated bool
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+		t.truncated = true
+	}
+	return len(p), nil
+}
+
+// String is the tail as valid UTF-8 without surrounding space, starting with "…" when the
+// beginning was cut.
+func (t *tailWriter) String() string {
+	b := t.buf
+	if t.truncated {
+		// Start at a character boundary.
+		for i := 0; i < len(b) && i < utf8.UTFMax && !utf8.RuneStart(b[0]); i++ {
+			b = b[1:]
+		}
+	}
+	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+	if t.truncated && s != "" {
+		s = "…" + s
+	}
+	return s
+}
+
+// oneLine shortens s to one line of at most n bytes, for a log line.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+// workDisplay writes the worker's progress line and notes to stderr from any goroutine.
+type workDisplay struct {
+	mu   sync.Mutex
+	line *liveLine
+}
+
+// note prints a line of its own, above the progress line.
+func (d *workDisplay) note(format string, args ...any) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.line.clear()
+	fmt.Fprintf(d.line.w, format+"\n", args...)
+}
+
+func (d *workDisplay) show(s string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.line.show(s)
+}
+
+func (d *workDisplay) clear() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.line.clear()
+}
+
+// counts describes the counters: "12 done, 1 failed, 0 lost".
+func (w *worker) counts() string {
+	return fmt.Sprintf("%s done, %s failed, %s lost", groupDigits(w.done.Load()), groupDigits(w.failed.Load()), groupDigits(w.lost.Load()))
+}
+
+// rateWindow is the span over which the progress line's rate is measured.
+const rateWindow = 10 * time.Second
+
+// showProgress shows the progress line until quit is closed, then clears it and closes
+// shown. On a terminal the line is redrawn all the time; in a log it is printed when it
+// changes.
+func (w *worker) showProgress(quit <-chan struct{}, shown chan<- struct{}) {
+	defer close(shown)
+	t := time.NewTicker(w.display.line.every())
+	defer t.Stop()
+	type sample struct {
+		at       time.Time
+		finished int64
+	}
+	samples := []sample{{at: time.Now()}} // the rate counts from the start until the window is full
+	last := ""
+	for {
+		select {
+		case <-quit:
+			w.display.clear()
+			return
+		case now := <-t.C:
+			finished := w.done.Load() + w.failed.Load()
+			samples = append(samples, sample{now, finished})
+			for len(samples) > 1 && now.Sub(samples[0].at) > rateWindow {
+				samples = samples[1:]
+			}
+			rate := 0.0
+			if d := now.Sub(samples[0].at).Seconds(); d > 0 {
+				rate = float64(finished-samples[0].finished) / d
+			}
+			s := fmt.Sprintf("work: %s, %d running", w.counts(), w.running.Load())
+			if !w.display.line.tty && s == last {
+				continue // nothing new for the log
+			}
+			last = s
+			w.display.show(fmt.Sprintf("%s, %.1f chunks/s", s, rate))
+		}
+	}
+}

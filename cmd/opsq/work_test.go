@@ -1,0 +1,252 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"opsq/client"
+)
+
+func TestParseWorkArgs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		check   func(t *testing.T, o workOptions)
+		wantErr error
+	}{
+		{
+			name: "defaults",
+			args: []string{"--", "sh", "-c", "tr a-z A-Z"},
+			check: func(t *testing.T, o workOptions) {
+				if !slices.Equal(o.command, []string{"sh", "-c", "tr a-z A-Z"}) {
+					t.Errorf("got command %q; want sh -c …", o.command)
+				}
+				if o.concurrency != 1 || o.lease != 5*time.Minute || o.wait != 20*time.Second || o.once || o.maxOutput != 1<<20 || o.strategy != nil {
+					t.Errorf("got %+v; want the defaults", o)
+				}
+				if !strings.Contains(o.consumer, "/pid-") {
+					t.Errorf("got consumer %q; want HOSTNAME/pid-PID", o.consumer)
+				}
+			},
+		},
+		{
+			name: "every flag",
+			args: []string{"--url", "http://q:1", "--concurrency", "8", "--strategy", "oldest_first", "--lease", "1m", "--wait", "5s",
+				"--consumer", "me", "--once", "--max-output", "2KiB", "--", "cat"},
+			check: func(t *testing.T, o workOptions) {
+				if o.url != "http://q:1" || o.concurrency != 8 || string(o.strategy) != `"oldest_first"` || o.lease != time.Minute ||
+					o.wait != 5*time.Second || o.consumer != "me" || !o.once || o.maxOutput != 2048 || !slices.Equal(o.command, []string{"cat"}) {
+					t.Errorf("got %+v; want every flag set", o)
+				}
+			},
+		},
+		{
+			name: "command without double dash",
+			args: []string{"--once", "cat"},
+			check: func(t *testing.T, o workOptions) {
+				if !o.once || !slices.Equal(o.command, []string{"cat"}) {
+					t.Errorf("got once %v, command %q; want true and cat", o.once, o.command)
+				}
+			},
+		},
+		{name: "no command", args: []string{"--once"}, wantErr: errUsage},
+		{name: "concurrency 0", args: []string{"--concurrency", "0", "cat"}, wantErr: errUsage},
+		{name: "lease too short", args: []string{"--lease", "500ms", "cat"}, wantErr: errUsage},
+		{name: "wait too long", args: []string{"--wait", "61s", "cat"}, wantErr: errUsage},
+		{name: "bad strategy", args: []string{"--strategy", "{oops", "cat"}, wantErr: errUsage},
+		{name: "bad max output", args: []string{"--max-output", "0", "cat"}, wantErr: errUsage},
+		{name: "no such command", args: []string{"--", "opsq-no-such-command-here"}, wantErr: errUsage},
+		{name: "help", args: []string{"-h"}, wantErr: flag.ErrHelp},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o, err := parseWorkArgs(tt.args, io.Discard)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("got error %v; want %v", err, tt.wantErr)
+			}
+			if err == nil {
+				tt.check(t, o)
+			}
+		})
+	}
+}
+
+func TestStrategyJSON(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in, want string
+		wantErr  bool
+	}{
+		{in: "", want: ""},
+		{in: "oldest_first", want: `"oldest_first"`},
+		{in: " random ", want: `"random"`},
+		{in: `"newest_first"`, want: `"newest_first"`},
+		{in: `{"select_only": {"key": "company_id", "value": 42, "then": "oldest_first"}}`, want: `{"select_only": {"key": "company_id", "value": 42, "then": "oldest_first"}}`},
+		{in: `{"select_only":`, wantErr: true},
+		{in: `"unterminated`, wantErr: true},
+		{in: "42", wantErr: true},
+		{in: "[]", wantErr: true},
+		{in: "select_only(company_id=42)", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := strategyJSON(tt.in)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("got error %v; want error %v", err, tt.wantErr)
+			}
+			if string(got) != tt.want {
+				t.Errorf("got %s; want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCommandOutcome(t *testing.T) {
+	t.Parallel()
+	exitErr := func(t *testing.T, script string) error {
+		t.Helper()
+		err := exec.Command("sh", "-c", script).Run()
+		if err == nil {
+			t.Fatalf("sh -c %q succeeded; want an exit error", script)
+		}
+		return err
+	}
+	written := func(s string) *capWriter {
+		c := &capWriter{max: 10}
+		_, _ = c.Write([]byte(s))
+		return c
+	}
+	tests := []struct {
+		name        string
+		waitErr     error
+		stdout      *capWriter
+		stderr      string
+		wantOutput  string
+		wantFailure string
+	}{
+		{name: "success", stdout: written("HELLO\n"), stderr: "a warning", wantOutput: "HELLO\n"},
+		{name: "empty output", stdout: written(""), wantOutput: ""},
+		{name: "non-zero exit", waitErr: exitErr(t, "exit 3"), stdout: written("partial"), stderr: "oops", wantFailure: "exit status 3: oops"},
+		{name: "non-zero exit, no stderr", waitErr: exitErr(t, "exit 1"), stdout: written(""), wantFailure: "exit status 1"},
+		{name: "output too big", waitErr: exitErr(t, "kill -PIPE $$"), stdout: written("01234567890"), stderr: "broken pipe",
+			wantFailure: "the output is over --max-output (10 bytes): the command wrote more to stdout"},
+		{name: "pipes left open", waitErr: exec.ErrWaitDelay, stdout: written("x"),
+			wantFailure: "the command exited, but a process it started kept its stdout or stderr open for 10s"},
+		{name: "not UTF-8", stdout: written("\xff\xfe"), wantFailure: "the output is not valid UTF-8: outputs are JSON strings, so encode binary output first (base64, say)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := commandOutcome(tt.waitErr, tt.stdout, tt.stderr, 10)
+			if got.output != tt.wantOutput || got.failure != tt.wantFailure || got.gone != "" {
+				t.Errorf("got %+v; want output %q, failure %q", got, tt.wantOutput, tt.wantFailure)
+			}
+		})
+	}
+}
+
+func TestCapWriter(t *testing.T) {
+	t.Parallel()
+	c := &capWriter{max: 5}
+	if n, err := c.Write([]byte("abc")); n != 3 || err != nil {
+		t.Fatalf("got %d, %v; want 3, nil", n, err)
+	}
+	if n, err := c.Write([]byte("de")); n != 2 || err != nil {
+		t.Fatalf("got %d, %v; want 2, nil (exactly the limit)", n, err)
+	}
+	if _, err := c.Write([]byte("f")); !errors.Is(err, errOverflow) || !c.overflow {
+		t.Fatalf("got %v, overflow %v; want errOverflow, true", err, c.overflow)
+	}
+	if got := c.buf.String(); got != "abcde" {
+		t.Errorf("got %q; want abcde", got)
+	}
+}
+
+func TestTailWriter(t *testing.T) {
+	t.Parallel()
+	t.Run("short", func(t *testing.T) {
+		t.Parallel()
+		tw := &tailWriter{max: 10}
+		_, _ = io.WriteString(tw, "  oops\n")
+		if got := tw.String(); got != "oops" {
+			t.Errorf("got %q; want oops", got)
+		}
+	})
+	t.Run("keeps the end", func(t *testing.T) {
+		t.Parallel()
+		tw := &tailWriter{max: 10}
+		for _, s := range []string{"line 1\n", "line 2\n", "the end\n"} {
+			_, _ = io.WriteString(tw, s)
+		}
+		if got := tw.String(); got != "…2\nthe end" {
+			t.Errorf("got %q; want %q", got, "…2\nthe end")
+		}
+	})
+	t.Run("cut inside a character", func(t *testing.T) {
+		t.Parallel()
+		tw := &tailWriter{max: 4}
+		_, _ = io.WriteString(tw, "xxé€") // é is 2 bytes, € 3: the tail starts inside é
+		if got := tw.String(); got != "…€" {
+			t.Errorf("got %q; want %q", got, "…€")
+		}
+	})
+	t.Run("4 KiB", func(t *testing.T) {
+		t.Parallel()
+		tw := &tailWriter{max: stderrTailMax}
+		_, _ = io.WriteString(tw, strings.Repeat("a", 10_000)+"oops")
+		got := tw.String()
+		if !strings.HasSuffix(got, "oops") || len(got) != stderrTailMax+len("…") {
+			t.Errorf("got %d bytes ending %q; want %d ending oops", len(got), got[max(len(got)-4, 0):], stderrTailMax+len("…"))
+		}
+	})
+}
+
+func TestChunkEnv(t *testing.T) {
+	t.Parallel()
+	env := []string{"PATH=/bin", "OPSQ_CHUNK_PREFIX=s3://stale/", "OPSQ_METADATA=stale", "OPSQ_URL=http://q:1"}
+	input := "abc"
+	inline := client.ReservedChunk{SubmissionID: "42", ChunkIndex: 7, Retries: 2, Metadata: "run 7", Input: &input}
+	want := []string{"PATH=/bin", "OPSQ_URL=http://q:1", "OPSQ_SUBMISSION_ID=42", "OPSQ_CHUNK_INDEX=7", "OPSQ_RETRIES=2", "OPSQ_METADATA=run 7"}
+	if got := chunkEnv(env, inline); !slices.Equal(got, want) {
+		t.Errorf("inline: got %q; want %q", got, want)
+	}
+	prefix := "s3://bucket/run-7/"
+	stored := client.ReservedChunk{SubmissionID: "43", ChunkIndex: 0, Prefix: &prefix}
+	want = []string{"PATH=/bin", "OPSQ_URL=http://q:1", "OPSQ_SUBMISSION_ID=43", "OPSQ_CHUNK_INDEX=0", "OPSQ_RETRIES=0", "OPSQ_METADATA=",
+		"OPSQ_CHUNK_PREFIX=s3://bucket/run-7/"}
+	if got := chunkEnv(env, stored); !slices.Equal(got, want) {
+		t.Errorf("object storage: got %q; want %q", got, want)
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	t.Parallel()
+	if got := oneLine("exit status 3:\n  oops\n", 100); got != "exit status 3: oops" {
+		t.Errorf("got %q; want one line", got)
+	}
+	if got := oneLine("ééé", 3); got != "é…" {
+		t.Errorf("got %q; want %q", got, "é…")
+	}
+}
+
+func TestExplainConsumerAPI(t *testing.T) {
+	t.Parallel()
+	notFound := &client.Error{StatusCode: 404, Code: "not_found", Message: "no route POST /v1/reserve"}
+	want := `opsq: 404 not_found: no route POST /v1/reserve; is --url (http://q:1) the address of opsq, of a version with the consumer API?`
+	if got := explainConsumerAPI(notFound, "http://q:1"); got == nil || got.Error() != want {
+		t.Errorf("got %v; want %q", got, want)
+	}
+	bad := &client.Error{StatusCode: 400, Code: "bad_request", Message: "strategy: unknown"}
+	if got := explainConsumerAPI(bad, "http://q:1"); got == nil || !strings.HasSuffix(got.Error(), "fix the request and retry") {
+		t.Errorf("got %v; want explain's advice for a 400", got)
+	}
+}
