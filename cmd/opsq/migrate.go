@@ -25,13 +25,23 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := envInt(fs, &shards, "shard-count", "OPSQ_SHARD_COUNT", migrations.ShardCountDefault, "number of shards, used only by the first migration"); err != nil {
 		return err
 	}
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
+	// Flags may come before or after the subcommand: "migrate up --database-url …".
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return parseError(err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	if fs.NArg() != 1 {
+	if len(positional) != 1 {
 		fs.Usage()
 		return errUsage
 	}
+	action := positional[0]
 	log, err := newLogger(logLevel, stderr)
 	if err != nil {
 		return err
@@ -40,7 +50,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	switch fs.Arg(0) {
+	switch action {
 	case "up":
 		return migrateUp(ctx, dbURL, shards, log)
 	case "down", "status":
@@ -53,7 +63,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer m.Close()
-	if fs.Arg(0) == "down" {
+	if action == "down" {
 		return m.Down(ctx)
 	}
 	list, err := m.Status(ctx)
