@@ -43,6 +43,7 @@ func TestSubmitJSONErrors(t *testing.T) {
 		{"priority an exponent", `{"priority": 1e3}`, bad, "priority"},
 		{"priority a bool", `{"priority": true}`, bad, "priority"},
 		{"priority over int64", `{"priority": 9223372036854775808}`, bad, "priority"},
+		{"priority -2^63", `{"priority": -9223372036854775808}`, bad, "priority"},
 
 		{"max_retries negative", `{"max_retries": -1}`, bad, "max_retries"},
 		{"max_retries too big", `{"max_retries": 1000001}`, bad, "max_retries"},

@@ -54,8 +54,9 @@ func parseHeader(fields map[string]json.RawMessage, allowChunks bool) (queuer.Ne
 			}
 			sub.StrategicMetadata = m
 		case "priority":
-			if err := json.Unmarshal(raw, &sub.Priority); err != nil {
-				return sub, badRequest("priority: must be an integer between %d and %d", int64(math.MinInt64), int64(math.MaxInt64))
+			// -2^63 has no negation, and custom_priority's index holds -priority.
+			if err := json.Unmarshal(raw, &sub.Priority); err != nil || sub.Priority == math.MinInt64 {
+				return sub, badRequest("priority: must be an integer between %d and %d", int64(-math.MaxInt64), int64(math.MaxInt64))
 			}
 		case "max_retries":
 			var n int

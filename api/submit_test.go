@@ -62,15 +62,15 @@ func TestSubmitJSONStoresEverything(t *testing.T) {
 		"chunks": ["first", "", "quote \" backslash \\ é \u00e9 nul \u0000 end", "last"],
 		"metadata": "run 7 \u00e9",
 		"strategic_metadata": {"company_id": 42, "mode": "preview", "big": 9007199254740993},
-		"priority": -9223372036854775808,
+		"priority": -9223372036854775807,
 		"max_retries": 3
 	}`
 	id := mustSubmit(t, e, body, 4)
 
 	expectChunks(t, e.Pool, id, []string{"first", "", "quote \" backslash \\ é é nul \x00 end", "last"})
 	row := inProgressRow(t, e, id)
-	if row.ChunksTotal != 4 || row.Priority != -9223372036854775808 || row.MaxRetries != 3 || row.Metadata != "run 7 é" || row.Prefix != nil {
-		t.Errorf("opsq.submissions row %+v; want chunks_total 4, priority -9223372036854775808, max_retries 3, metadata %q, prefix NULL", row, "run 7 é")
+	if row.ChunksTotal != 4 || row.Priority != -9223372036854775807 || row.MaxRetries != 3 || row.Metadata != "run 7 é" || row.Prefix != nil {
+		t.Errorf("opsq.submissions row %+v; want chunks_total 4, priority -9223372036854775807, max_retries 3, metadata %q, prefix NULL", row, "run 7 é")
 	}
 	wantMeta := []string{"big=9007199254740993(number)", "company_id=42(number)", `mode="preview"(string)`}
 	if got := strategicRows(t, e, id); !slices.Equal(got, wantMeta) {
@@ -83,7 +83,7 @@ func TestSubmitJSONStoresEverything(t *testing.T) {
 	expectField(t, st, "chunks_total", "4")
 	expectField(t, st, "chunks_done", "0")
 	expectField(t, st, "chunks_failed", "0")
-	expectField(t, st, "priority", "-9223372036854775808")
+	expectField(t, st, "priority", "-9223372036854775807")
 	expectField(t, st, "metadata", `"run 7 é"`)
 	expectField(t, st, "strategic_metadata", `{"big": 9007199254740993, "company_id": 42, "mode": "preview"}`)
 	expectField(t, st, "finished_at", "null")

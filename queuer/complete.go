@@ -121,11 +121,13 @@ func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) erro
 	var sids []int64
 	var idxs, shards []int32
 	var outputs [][]byte
+	var tokens []string
 	for ji, j := range jobs {
 		for i, t := range j.tokens {
 			if j.status[i] != "" {
 				continue
 			}
+			tokens = append(tokens, j.items[i].Token)
 			if _, dup := first[t.key]; dup {
 				j.status[i] = StatusAlreadyFinished
 				continue
@@ -146,7 +148,7 @@ func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) erro
 		clear(completed)
 		return pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
 			rows, err := tx.Query(ctx, opsqsql.ChunksComplete, pgx.NamedArgs{
-				"submission_ids": sids, "chunk_indexes": idxs, "shards": shards, "outputs": outputs,
+				"submission_ids": sids, "chunk_indexes": idxs, "shards": shards, "outputs": outputs, "tokens": tokens,
 			})
 			if err != nil {
 				return err

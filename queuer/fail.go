@@ -78,6 +78,7 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 		}
 		if retried {
 			q.afterRetry(t, tok)
+			q.releaseSlots(ctx, []string{tok})
 			return StatusRetrying, nil
 		}
 	}

@@ -200,7 +200,7 @@ func (q *Queuer) peer(url string) *client.Client {
 }
 
 func toWireRequest(req ReserveRequest) client.ReserveRequest {
-	strat, _ := json.Marshal(req.Strategy.String())
+	strat, _ := json.Marshal(req.Strategy) // a valid tree always marshals
 	return client.ReserveRequest{
 		Max: req.Max, Strategy: strat, Lease: req.Lease.String(), Consumer: req.Consumer,
 	}

@@ -139,6 +139,12 @@ func (q *Queuer) Start(ctx context.Context) error {
 		q.claims.Stop()
 		return fmt.Errorf("scheduling retention %q: %w", q.cfg.RetentionSchedule, err)
 	}
+	if _, err := c.AddFunc(holdsCollectSchedule, func() { q.collectHolds(runCtx) }); err != nil {
+		cancel()
+		q.listener.Stop()
+		q.claims.Stop()
+		return fmt.Errorf("scheduling the collection of max_simultaneous holds: %w", err)
+	}
 	c.Start()
 	q.completerDone, q.expiryDone = make(chan struct{}), make(chan struct{})
 	go q.runCompleter(runCtx)

@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"opsq/claims"
 	"opsq/reserver"
-	opsqsql "opsq/sql"
 	"opsq/strategy"
 )
 
@@ -41,10 +38,10 @@ type Chunk struct {
 	ExpiresAt         time.Time
 }
 
-// Bounds of one reserve scan.
+// Bounds of one reserve request.
 const (
-	// scanRowsMax bounds the rows one request reads past chunks that are reserved already,
-	// so that a backlog made mostly of reserved chunks cannot make a reserve slow.
+	// scanRowsMax bounds the rows one request reads past chunks it cannot take (reserved
+	// already, saturated, over a limit), so that no backlog can make a reserve slow.
 	scanRowsMax = 20_000
 	batchMax    = 1_000
 )
@@ -93,7 +90,37 @@ type candidate struct {
 	shard   int
 	retries int32
 	input   []byte
-	order   int // random_order
+	order   int   // random_order
+	negPrio int64 // custom_priority: the negated priority
+	info    *submissionInfo
+}
+
+// run is one reserve request against this instance's shards: the strategy tree walked
+// node by node, each leaf a streaming scan of candidates.
+type run struct {
+	q          *Queuer
+	req        ReserveRequest
+	shards     []int32
+	generation map[int]int64
+	expires    time.Time
+	out        []Chunk
+	scanned    int
+	// exhaustive is false once any scan stopped before the end of its order, or skipped a
+	// chunk for a strategy's reason: only an exhaustive empty run proves the shards empty.
+	exhaustive bool
+}
+
+// frame is what the wrappers above a node add to its leaves.
+type frame struct {
+	filters  []strategy.Filter // select_only
+	distinct []rule            // prefer_distinct: saturated values are deferred
+	limits   []rule            // max_simultaneous: a global slot per value
+	deferred *[]candidate      // where prefer_distinct collects saturated candidates
+}
+
+type rule struct {
+	key string
+	max int
 }
 
 // reserveLocal reserves from this instance's reservable shards.
@@ -102,278 +129,243 @@ func (q *Queuer) reserveLocal(ctx context.Context, req ReserveRequest) ([]Chunk,
 	if len(leases) == 0 {
 		return []Chunk{}, nil
 	}
-	shards := make([]int32, len(leases))
-	generation := make(map[int]int64, len(leases))
+	r := &run{q: q, req: req, generation: make(map[int]int64, len(leases)),
+		expires: time.Now().Add(req.Lease), out: make([]Chunk, 0, req.Max), exhaustive: true}
+	r.shards = make([]int32, len(leases))
 	for i, l := range leases {
-		shards[i] = int32(l.Shard)
-		generation[l.Shard] = l.Generation
+		r.shards[i] = int32(l.Shard)
+		r.generation[l.Shard] = l.Generation
 	}
-	scan := newScan(req.Strategy, shards)
 	epoch := q.tombs.begin()
 	defer q.tombs.end(epoch)
-	out := make([]Chunk, 0, req.Max)
-	scanned := 0
-	limit := min(req.Max+4, batchMax)
-	for len(out) < req.Max && scanned < scanRowsMax {
-		query, args, ok := scan.next(limit)
-		if !ok {
-			// Every shard was read to its end: none has a free chunk left for us.
-			q.markUnavailable(leases)
-			break
+	if err := r.node(ctx, req.Strategy, frame{}); err != nil {
+		q.undo(r.out)
+		return nil, err
+	}
+	if len(r.out) == 0 && r.exhaustive {
+		q.markUnavailable(leases) // every order was read to its end: nothing free here
+	}
+	return r.out, nil
+}
+
+func (r *run) full() bool { return len(r.out) >= r.req.Max || r.scanned >= scanRowsMax }
+
+// node runs one node of the strategy tree.
+func (r *run) node(ctx context.Context, n strategy.Node, f frame) error {
+	switch n.Kind {
+	case strategy.OrElse:
+		if err := r.node(ctx, *n.First, f); err != nil || r.full() {
+			return err
 		}
-		rows, err := q.pool.Query(ctx, query, args)
+		return r.node(ctx, *n.Fallback, f)
+	case strategy.SelectOnly:
+		f.filters = append(append([]strategy.Filter(nil), f.filters...), strategy.Filter{Key: n.Key, Value: n.Value.JSON()})
+		return r.node(ctx, *n.Then, f)
+	case strategy.MaxSimultaneous:
+		f.limits = append(append([]rule(nil), f.limits...), rule{n.Key, n.Max})
+		return r.node(ctx, *n.Then, f)
+	case strategy.PreferDistinct:
+		var deferred []candidate
+		f.distinct = append(append([]rule(nil), f.distinct...), rule{n.Key, n.Max})
+		f.deferred = &deferred
+		if err := r.node(ctx, *n.Then, f); err != nil {
+			return err
+		}
+		// Soft: with nothing unsaturated left, hand out the saturated ones after all.
+		f.distinct, f.deferred = f.distinct[:len(f.distinct)-1], nil
+		for _, c := range deferred {
+			if len(r.out) >= r.req.Max {
+				break
+			}
+			if _, err := r.take(ctx, c, f); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		return r.leaf(ctx, n.Kind, f)
+	}
+}
+
+// leaf streams a leaf's candidates, batch by batch, and takes what it may.
+func (r *run) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
+	query, fargs := strategy.CandidateQuery(kind, f.filters)
+	s := newScan(kind)
+	limit := min(r.req.Max-len(r.out)+4, batchMax)
+	for !r.full() {
+		args := s.args(limit)
+		args["shards"] = r.shards
+		for k, v := range fargs {
+			args[k] = v
+		}
+		rows, err := r.q.pool.Query(ctx, query, args)
 		if err != nil {
-			return q.undo(out), fmt.Errorf("reading candidates: %w", err)
+			return fmt.Errorf("reading candidates: %w", err)
 		}
-		var free []candidate
-		n := 0
+		var batch []candidate
 		var c candidate
-		_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order}, func() error {
+		n := 0
+		_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order, &c.negPrio}, func() error {
 			n++
-			scan.saw(c)
-			if !q.reserver.IsReserved(c.key) && !q.tombs.has(c.key) {
-				free = append(free, c)
+			s.saw(c)
+			if !r.q.reserver.IsReserved(c.key) && !r.q.tombs.has(c.key) {
+				batch = append(batch, c)
 			}
 			return nil
 		})
 		if err != nil {
-			return q.undo(out), fmt.Errorf("reading candidates: %w", err)
+			return fmt.Errorf("reading candidates: %w", err)
 		}
-		scanned += n
-		if n < limit {
-			scan.exhausted()
+		r.scanned += n
+		if err := r.takeBatch(ctx, batch, f); err != nil {
+			return err
 		}
-		if len(free) > 0 {
-			if out, err = q.take(ctx, req, free, generation, out); err != nil {
-				return q.undo(out), err
-			}
+		if n < limit && !s.exhausted() {
+			return nil // read to the end of its order
 		}
 		limit = min(limit*2, batchMax)
 	}
-	return out, nil
+	r.exhaustive = false
+	return nil
 }
 
-// take reserves free candidates in the reserver until out holds req.Max chunks.
-func (q *Queuer) take(ctx context.Context, req ReserveRequest, free []candidate, generation map[int]int64, out []Chunk) ([]Chunk, error) {
-	infos, err := q.submissionInfos(ctx, free)
-	if err != nil {
-		return out, err
+// takeBatch looks up the batch's submissions and takes its candidates in order.
+func (r *run) takeBatch(ctx context.Context, batch []candidate, f frame) error {
+	if len(batch) == 0 {
+		return nil
 	}
-	expires := time.Now().Add(req.Lease)
-	for _, c := range free {
-		if len(out) == req.Max {
-			break
+	infos, err := r.q.submissionInfos(ctx, batch)
+	if err != nil {
+		return err
+	}
+	for _, c := range batch {
+		if len(r.out) >= r.req.Max {
+			return nil
 		}
-		info, ok := infos[c.key.SubmissionID]
-		if !ok {
+		if c.info = infos[c.key.SubmissionID]; c.info == nil {
 			continue // the submission finished since the scan
 		}
-		gen := generation[c.shard]
-		tok := newToken(c.key, c.shard, gen, c.retries).String()
-		if !q.reserver.Reserve(reserver.Reservation{
-			Token: tok, Key: c.key, Shard: c.shard, Generation: gen, Retries: c.retries,
-			Consumer: req.Consumer, ExpiresAt: expires, Values: info.values,
-		}) {
-			continue // another request took it meanwhile
-		}
-		if q.tombs.has(c.key) {
-			q.reserver.Release(tok) // finished or retried since the scan read it
+		if f.deferred != nil && r.saturated(c, f.distinct) {
+			*f.deferred = append(*f.deferred, c)
+			r.exhaustive = false
 			continue
 		}
-		if l, ok := q.claims.Lease(c.shard); !ok || l.Generation != gen || l.Draining {
-			q.reserver.Release(tok) // the shard was lost meanwhile: not ours to hand out
-			continue
+		if ok, err := r.take(ctx, c, f); err != nil {
+			return err
+		} else if !ok {
+			r.exhaustive = false
 		}
-		ch := Chunk{
-			Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex,
-			Prefix: info.prefix, Metadata: info.metadata, StrategicMetadata: info.strategic,
-			Retries: c.retries, ExpiresAt: expires,
-		}
-		if info.prefix == nil {
-			ch.Input = c.input
-		}
-		out = append(out, ch)
-	}
-	return out, nil
-}
-
-// undo releases chunks reserved by a request that then failed.
-func (q *Queuer) undo(out []Chunk) []Chunk {
-	for _, c := range out {
-		q.reserver.Release(c.Token)
 	}
 	return nil
 }
 
-// scan walks a strategy's candidate order in batches, resuming after the last row seen.
-type scan struct {
-	kind   strategy.Kind
-	shards []int32
-	// random: the deck is cut at offset; the first range is [offset, 65536), the second
-	// [0, offset).
-	offset, before int
-	second         bool
-	done           bool
-	// Where the next batch starts (after this key).
-	afterOrder int
-	afterKey   reserver.Key
-}
-
-func newScan(n strategy.Node, shards []int32) *scan {
-	s := &scan{kind: n.Kind, shards: shards}
-	switch n.Kind {
-	case strategy.Random:
-		s.offset = rand.N(1 << 16)
-		s.afterOrder, s.before = s.offset, 1<<16
-		s.afterKey = reserver.Key{SubmissionID: 0, ChunkIndex: 0} // before any real chunk at that order
-	case strategy.OldestFirst:
-		s.afterKey = reserver.Key{SubmissionID: 0, ChunkIndex: 0}
-	case strategy.NewestFirst:
-		s.afterKey = reserver.Key{SubmissionID: 1<<63 - 1, ChunkIndex: 1<<31 - 1}
-	}
-	return s
-}
-
-// next returns the query of the next batch, or false when the order is exhausted.
-func (s *scan) next(limit int) (string, pgx.NamedArgs, bool) {
-	if s.done {
-		return "", nil, false
-	}
-	args := pgx.NamedArgs{
-		"shards": s.shards, "limit": limit,
-		"after_submission": s.afterKey.SubmissionID, "after_chunk": s.afterKey.ChunkIndex,
-	}
-	switch s.kind {
-	case strategy.OldestFirst:
-		return opsqsql.ReserveOldestFirst, args, true
-	case strategy.NewestFirst:
-		return opsqsql.ReserveNewestFirst, args, true
-	default:
-		args["after_order"], args["before_order"] = s.afterOrder, s.before
-		return opsqsql.ReserveRandom, args, true
-	}
-}
-
-// saw records the last row read.
-func (s *scan) saw(c candidate) {
-	s.afterKey = c.key
-	s.afterOrder = c.order
-}
-
-// exhausted is called when a batch came back short: the current range has no more rows.
-func (s *scan) exhausted() {
-	if s.kind == strategy.Random && !s.second && s.offset > 0 {
-		s.second = true
-		s.afterOrder, s.before = -1, s.offset
-		s.afterKey = reserver.Key{}
-		return
-	}
-	s.done = true
-}
-
-// submissionInfo is what a consumer gets with each chunk of a submission, cached.
-type submissionInfo struct {
-	metadata   string
-	strategic  json.RawMessage
-	values     map[string]string // strategic metadata, key -> canonical JSON value
-	prefix     *string
-	maxRetries int32
-}
-
-// infoCache holds the submissionInfo of in-progress submissions. Entries go when the
-// submission finishes (NOTIFY); the whole cache is dropped when it grows past its bound.
-type infoCache struct {
-	mu struct {
-		sync.Mutex
-		byID map[int64]*submissionInfo
-	}
-}
-
-const infoCacheMax = 100_000
-
-func newInfoCache() *infoCache {
-	c := &infoCache{}
-	c.mu.byID = map[int64]*submissionInfo{}
-	return c
-}
-
-func (c *infoCache) forget(id int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.mu.byID, id)
-}
-
-// submissionInfos returns the infos of the candidates' submissions that are in progress.
-func (q *Queuer) submissionInfos(ctx context.Context, cands []candidate) (map[int64]*submissionInfo, error) {
-	out := make(map[int64]*submissionInfo, 4)
-	var missing []int64
-	q.infos.mu.Lock()
-	for _, c := range cands {
-		id := c.key.SubmissionID
-		if _, ok := out[id]; ok {
-			continue
-		}
-		if info, ok := q.infos.mu.byID[id]; ok {
-			out[id] = info
-		} else if !containsID(missing, id) {
-			missing = append(missing, id)
-		}
-	}
-	q.infos.mu.Unlock()
-	if len(missing) == 0 {
-		return out, nil
-	}
-	rows, err := q.pool.Query(ctx, opsqsql.SubmissionInfo, pgx.NamedArgs{"ids": missing})
-	if err != nil {
-		return nil, fmt.Errorf("reading submissions: %w", err)
-	}
-	var id int64
-	var info submissionInfo
-	_, err = pgx.ForEachRow(rows, []any{&id, &info.metadata, &info.strategic, &info.prefix, &info.maxRetries}, func() error {
-		in := info
-		in.strategic = append(json.RawMessage(nil), info.strategic...)
-		var values map[string]json.RawMessage
-		if err := json.Unmarshal(in.strategic, &values); err != nil {
-			return fmt.Errorf("strategic metadata of %d: %w", id, err)
-		}
-		in.values = make(map[string]string, len(values))
-		for k, v := range values {
-			in.values[k] = string(v)
-		}
-		out[id] = &in
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading submissions: %w", err)
-	}
-	q.infos.mu.Lock()
-	if len(q.infos.mu.byID) > infoCacheMax {
-		q.infos.mu.byID = map[int64]*submissionInfo{}
-	}
-	for _, id := range missing {
-		if info, ok := out[id]; ok {
-			q.infos.mu.byID[id] = info
-		}
-	}
-	q.infos.mu.Unlock()
-	return out, nil
-}
-
-func containsID(ids []int64, id int64) bool {
-	for _, x := range ids {
-		if x == id {
+// saturated reports whether a prefer_distinct rule counts max or more chunks of c's value
+// in flight here.
+func (r *run) saturated(c candidate, rules []rule) bool {
+	for _, ru := range rules {
+		if v, ok := c.info.values[ru.key]; ok && r.q.reserver.InflightValue(ru.key, v) >= ru.max {
 			return true
 		}
 	}
 	return false
 }
 
-// markUnavailable notes that these shards had no free chunk at the last full scan; the
-// owner publishes it at renewal, for other instances' forwarding.
-func (q *Queuer) markUnavailable(leases []claims.Lease) {
-	q.avail.mu.Lock()
-	defer q.avail.mu.Unlock()
-	for _, l := range leases {
-		q.avail.mu.empty[l.Shard] = true
+// take reserves one candidate: in the reserver, then the global slots of max_simultaneous.
+// It reports false when the candidate could not be taken.
+func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
+	gen := r.generation[c.shard]
+	tok := newToken(c.key, c.shard, gen, c.retries).String()
+	if !r.q.reserver.Reserve(reserver.Reservation{
+		Token: tok, Key: c.key, Shard: c.shard, Generation: gen, Retries: c.retries,
+		Consumer: r.req.Consumer, ExpiresAt: r.expires, Values: c.info.values,
+	}) {
+		return false, nil // another request took it meanwhile
 	}
+	if r.q.tombs.has(c.key) {
+		r.q.reserver.Release(tok) // finished or retried since the scan read it
+		return false, nil
+	}
+	if l, ok := r.q.claims.Lease(c.shard); !ok || l.Generation != gen || l.Draining {
+		r.q.reserver.Release(tok) // the shard was lost meanwhile: not ours to hand out
+		return false, nil
+	}
+	if len(f.limits) > 0 {
+		ok, err := r.q.takeSlots(ctx, tok, c, gen, f.limits)
+		if err != nil || !ok {
+			r.q.reserver.Release(tok)
+			return false, err
+		}
+	}
+	ch := Chunk{
+		Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex,
+		Prefix: c.info.prefix, Metadata: c.info.metadata, StrategicMetadata: c.info.strategic,
+		Retries: c.retries, ExpiresAt: r.expires,
+	}
+	if c.info.prefix == nil {
+		ch.Input = c.input
+	}
+	r.out = append(r.out, ch)
+	return true, nil
+}
+
+// undo releases chunks reserved by a request that then failed.
+func (q *Queuer) undo(out []Chunk) {
+	var tokens []string
+	for _, c := range out {
+		q.reserver.Release(c.Token)
+		tokens = append(tokens, c.Token)
+	}
+	q.releaseSlots(context.Background(), tokens)
+}
+
+// scan is the keyset position of a leaf's scan: each batch starts after the last row seen.
+type scan struct {
+	kind strategy.Kind
+	// random: the deck is cut at offset; the first range is [offset, 65536), the second
+	// [0, offset).
+	offset, before int
+	second         bool
+	afterOrder     int
+	afterPriority  int64
+	afterKey       reserver.Key
+}
+
+func newScan(kind strategy.Kind) *scan {
+	s := &scan{kind: kind}
+	switch kind {
+	case strategy.NewestFirst:
+		s.afterKey = reserver.Key{SubmissionID: 1<<63 - 1, ChunkIndex: 1<<31 - 1}
+	case strategy.CustomPriority:
+		s.afterPriority = -(1<<63 - 1)
+		s.afterKey = reserver.Key{SubmissionID: 0, ChunkIndex: -1}
+	case strategy.OldestFirst:
+	default:
+		s.offset = rand.N(1 << 16)
+		s.afterOrder, s.before = s.offset, 1<<16
+	}
+	return s
+}
+
+func (s *scan) args(limit int) pgx.NamedArgs {
+	return pgx.NamedArgs{
+		"limit": limit, "after_submission": s.afterKey.SubmissionID, "after_chunk": s.afterKey.ChunkIndex,
+		"after_order": s.afterOrder, "before_order": s.before, "after_priority": s.afterPriority,
+	}
+}
+
+// saw records the last row read.
+func (s *scan) saw(c candidate) {
+	s.afterKey, s.afterOrder, s.afterPriority = c.key, c.order, c.negPrio
+}
+
+// exhausted is called when a batch came back short: the current range has no more rows.
+// It reports whether another range follows (the second half of the random deck).
+func (s *scan) exhausted() bool {
+	if s.kind == strategy.Random && !s.second && s.offset > 0 {
+		s.second = true
+		s.afterOrder, s.before = -1, s.offset
+		s.afterKey = reserver.Key{}
+		return true
+	}
+	return false
 }

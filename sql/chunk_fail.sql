@@ -19,6 +19,8 @@ WITH target AS (
     DELETE FROM opsq.chunks c
     WHERE c.submission_id = (SELECT id FROM sub)
     RETURNING c.submission_id, c.chunk_index, c.retries
+), holds AS (
+    DELETE FROM opsq.simultaneous_holds h WHERE h.submission_id = (SELECT id FROM sub)
 ), failed AS (
     INSERT INTO opsq.chunks_failed (submission_id, chunk_index, retries, error, skipped)
     SELECT g.submission_id, g.chunk_index, g.retries, @error, g.chunk_index <> @chunk_index

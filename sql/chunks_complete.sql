@@ -19,6 +19,9 @@ WITH input AS (
 ), stored AS (
     INSERT INTO opsq.chunks_completed (submission_id, chunk_index, output)
     SELECT submission_id, chunk_index, output FROM done
+), freed AS (
+    -- The max_simultaneous slots of these reservations (and of stale repeats) are free.
+    DELETE FROM opsq.simultaneous_holds WHERE token = ANY(@tokens::text[])
 ), counted AS (
     UPDATE opsq.submissions s
     SET chunks_done = s.chunks_done + d.n

@@ -2,16 +2,8 @@ package sql
 
 import _ "embed"
 
-// Reserving, completing and failing chunks.
-
-//go:embed reserve_random.sql
-var ReserveRandom string
-
-//go:embed reserve_oldest_first.sql
-var ReserveOldestFirst string
-
-//go:embed reserve_newest_first.sql
-var ReserveNewestFirst string
+// Reserving (the candidate queries are built by strategy.CandidateQuery), completing and
+// failing chunks.
 
 //go:embed submission_info.sql
 var SubmissionInfo string

@@ -1,6 +1,8 @@
 -- Move an in-progress submission to submissions_cancelled. No row back: it is not in
 -- progress (finished already, or unknown).
-WITH moved AS (
+WITH holds AS (
+    DELETE FROM opsq.simultaneous_holds WHERE submission_id = @id
+), moved AS (
     DELETE FROM opsq.submissions WHERE id = @id
     RETURNING id, chunks_total, chunks_done, priority, max_retries, metadata,
               strategic_metadata, prefix, created_at

@@ -1,35 +1,92 @@
-// Package strategy is the strategy tree of DESIGN.md §5: its JSON forms, their validation,
-// and what the queuer needs to run each building block as a streaming query.
+// Package strategy is the strategy tree of DESIGN.md §5: its JSON form (json.go), its
+// compact text form for the CLI and the docs (text.go), their validation, and the small
+// walks over a tree that the queuer needs to run it.
+//
+// A tree is a Node value; its children hang from pointers. The parsers only return valid
+// trees, in which every pointer a Kind uses is set and every field it does not use is
+// zero, so two trees are equal when Equal says so, and both text forms round-trip.
 package strategy
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
 )
 
 // Kind names a building block.
 type Kind string
 
-// The building blocks.
+// The building blocks. The first four are leaves; the others have children.
 const (
-	Random      Kind = "random"
-	OldestFirst Kind = "oldest_first"
-	NewestFirst Kind = "newest_first"
+	Random          Kind = "random"           // fair: cut the deck at a random offset
+	OldestFirst     Kind = "oldest_first"     // FIFO by submission
+	NewestFirst     Kind = "newest_first"     // LIFO by submission
+	CustomPriority  Kind = "custom_priority"  // submission priority high→low, then oldest
+	SelectOnly      Kind = "select_only"      // Key = Value, then Then
+	PreferDistinct  Kind = "prefer_distinct"  // soft: prefer values of Key with fewer than Max in flight
+	MaxSimultaneous Kind = "max_simultaneous" // hard: at most Max in flight per value of Key
+	OrElse          Kind = "or_else"          // First, filled up from Fallback
+)
+
+// Kinds lists every building block, leaves first, in the order of DESIGN.md §5.
+var Kinds = []Kind{Random, OldestFirst, NewestFirst, CustomPriority, SelectOnly, PreferDistinct, MaxSimultaneous, OrElse}
+
+// Leaf reports whether the block has no children (and no parameters).
+func (k Kind) Leaf() bool {
+	switch k {
+	case Random, OldestFirst, NewestFirst, CustomPriority:
+		return true
+	}
+	return false
+}
+
+// known reports whether k is one of Kinds.
+func (k Kind) known() bool { return slices.Contains(Kinds, k) }
+
+// knownKinds is the list of names in error messages.
+var knownKinds = func() string {
+	names := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
+}()
+
+// Limits of a tree.
+const (
+	// MaxDepth is the deepest tree allowed, counting every node on the longest path from
+	// the root to a leaf, the leaf included: "random" has depth 1.
+	MaxDepth = 8
+	// MaxLimit is the largest Max of prefer_distinct and max_simultaneous; the smallest is 1.
+	MaxLimit = 1_000_000
 )
 
 // Default is the strategy of a request that names none.
 var Default = Node{Kind: Random}
 
-// Node is one node of a strategy tree.
+// Node is one node of a strategy tree. Which fields a node uses depends on its Kind:
+//
+//	random, oldest_first, newest_first, custom_priority: none
+//	select_only:                        Key, Value, Then
+//	prefer_distinct, max_simultaneous:  Key, Max, Then
+//	or_else:                            First, Fallback
+//
+// The zero Node names no strategy: it marshals to JSON null, which Parse reads as Default.
 type Node struct {
-	Kind Kind
+	Kind  Kind
+	Key   string // a strategic metadata key: non-empty, valid UTF-8, no NUL
+	Value Value  // the value select_only keeps
+	Max   int    // in flight per value of Key: 1..MaxLimit
+	// Then orders what select_only, prefer_distinct and max_simultaneous let through. It
+	// is required in a Node; the parsers fill in random when the input leaves it out.
+	Then *Node
+	// First is tried first by or_else; Fallback fills up what it leaves.
+	First, Fallback *Node
 }
 
-// String is the compact text form of the node.
-func (n Node) String() string { return string(n.Kind) }
-
-// Error is a validation error; Path names the offending node ("strategy.or_else.first").
+// Error is a validation error; Path names the offending node or field
+// ("strategy.or_else.first.select_only.key").
 type Error struct {
 	Path    string
 	Message string
@@ -37,27 +94,167 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Path + ": " + e.Message }
 
-// Parse reads a strategy's JSON form. path prefixes the node paths in errors, usually
-// "strategy". Absent (empty or null) JSON is the default strategy.
-func Parse(raw json.RawMessage, path string) (Node, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return Default, nil
+func errorf(path, format string, args ...any) *Error {
+	return &Error{Path: path, Message: fmt.Sprintf(format, args...)}
+}
+
+// child is one child of a node: the name of its field in the JSON form and the node.
+type child struct {
+	field string
+	node  *Node
+}
+
+// children returns the child fields that n's Kind uses, set or not, in JSON order.
+func (n Node) children() []child {
+	switch n.Kind {
+	case SelectOnly, PreferDistinct, MaxSimultaneous:
+		return []child{{"then", n.Then}}
+	case OrElse:
+		return []child{{"first", n.First}, {"fallback", n.Fallback}}
 	}
-	var name string
-	if err := json.Unmarshal(raw, &name); err == nil {
-		switch k := Kind(name); k {
-		case Random, OldestFirst, NewestFirst:
-			return Node{Kind: k}, nil
+	return nil
+}
+
+// childPath is the path of a child or a parameter of the node at path.
+func (n Node) childPath(path, field string) string {
+	return path + "." + string(n.Kind) + "." + field
+}
+
+// Validate checks a tree built in Go; the parsers return only trees that pass it. Errors
+// are *Error with paths rooted at "strategy".
+func (n Node) Validate() error { return n.validate("strategy", 1) }
+
+func (n Node) validate(path string, depth int) error {
+	if err := checkDepth(path, depth); err != nil {
+		return err
+	}
+	switch {
+	case n.Kind == "":
+		return errorf(path, "empty node: no Kind")
+	case !n.Kind.known():
+		return errorf(path, "unknown strategy %s; known: %s", quote(string(n.Kind)), knownKinds)
+	}
+	usesKey := n.Kind == SelectOnly || n.Kind == PreferDistinct || n.Kind == MaxSimultaneous
+	for _, stray := range []struct {
+		field string
+		set   bool
+		used  bool
+	}{
+		{"key", n.Key != "", usesKey},
+		{"value", n.Value != Value{}, n.Kind == SelectOnly},
+		{"max", n.Max != 0, n.Kind == PreferDistinct || n.Kind == MaxSimultaneous},
+		{"then", n.Then != nil, usesKey},
+		{"first", n.First != nil, n.Kind == OrElse},
+		{"fallback", n.Fallback != nil, n.Kind == OrElse},
+	} {
+		if stray.set && !stray.used {
+			return errorf(n.childPath(path, stray.field), "not a parameter of %s", n.Kind)
 		}
-		return Node{}, &Error{Path: path, Message: fmt.Sprintf("unknown strategy %q; known: random, oldest_first, newest_first", name)}
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return Node{}, &Error{Path: path, Message: "must be a strategy name such as \"random\" or an object such as {\"select_only\": {…}}"}
+	if usesKey {
+		if err := checkKey(n.childPath(path, "key"), n.Key); err != nil {
+			return err
+		}
 	}
-	for name := range obj {
-		return Node{}, &Error{Path: path + "." + name, Message: "this strategy is not available yet; use random, oldest_first or newest_first"}
+	switch n.Kind {
+	case SelectOnly:
+		if err := n.Value.check(n.childPath(path, "value")); err != nil {
+			return err
+		}
+	case PreferDistinct, MaxSimultaneous:
+		if err := checkMax(n.childPath(path, "max"), n.Max); err != nil {
+			return err
+		}
 	}
-	return Node{}, &Error{Path: path, Message: "an empty object names no strategy"}
+	for _, c := range n.children() {
+		p := n.childPath(path, c.field)
+		if c.node == nil {
+			return errorf(p, "required")
+		}
+		if err := c.node.validate(p, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkDepth fails when the node at path, depth nodes from the root, goes too deep.
+func checkDepth(path string, depth int) error {
+	if depth > MaxDepth {
+		return errorf(path, "nested too deep: a strategy may have at most %d levels, counting every node, the leaf included", MaxDepth)
+	}
+	return nil
+}
+
+// checkKey checks a strategic metadata key as the submissions API does.
+func checkKey(path, key string) error {
+	switch {
+	case key == "":
+		return errorf(path, "must be a non-empty string")
+	case strings.ContainsRune(key, 0):
+		return errorf(path, "must not contain NUL characters (\\u0000)")
+	case !utf8.ValidString(key):
+		return errorf(path, "must be valid UTF-8")
+	}
+	return nil
+}
+
+// maxMessage is the error message of a bad max, in both forms.
+var maxMessage = fmt.Sprintf("must be an integer between 1 and %d", MaxLimit)
+
+func checkMax(path string, m int) error {
+	if m < 1 || m > MaxLimit {
+		return errorf(path, "%s", maxMessage)
+	}
+	return nil
+}
+
+// Equal reports whether two trees are the same, following the pointers.
+func (n Node) Equal(m Node) bool {
+	if n.Kind != m.Kind || n.Key != m.Key || n.Value != m.Value || n.Max != m.Max {
+		return false
+	}
+	eq := func(a, b *Node) bool {
+		if a == nil || b == nil {
+			return a == b
+		}
+		return a.Equal(*b)
+	}
+	return eq(n.Then, m.Then) && eq(n.First, m.First) && eq(n.Fallback, m.Fallback)
+}
+
+// Depth is the number of nodes on the longest path from n to a leaf, both included.
+func (n Node) Depth() int {
+	d := 0
+	for _, c := range n.children() {
+		if c.node != nil {
+			d = max(d, c.node.Depth())
+		}
+	}
+	return d + 1
+}
+
+// Walk calls fn for n and every node below it, parents before children and first before
+// fallback, with the node's path as in errors ("strategy", "strategy.or_else.first", …).
+func (n Node) Walk(fn func(path string, n Node)) { n.walk("strategy", fn) }
+
+func (n Node) walk(path string, fn func(string, Node)) {
+	fn(path, n)
+	for _, c := range n.children() {
+		if c.node != nil {
+			c.node.walk(n.childPath(path, c.field), fn)
+		}
+	}
+}
+
+// Keys returns the strategic metadata keys the tree uses, sorted, each once.
+func (n Node) Keys() []string {
+	var keys []string
+	n.Walk(func(_ string, m Node) {
+		if m.Key != "" {
+			keys = append(keys, m.Key)
+		}
+	})
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }

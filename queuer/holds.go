@@ -1,0 +1,69 @@
+package queuer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+
+	opsqsql "opsq/sql"
+)
+
+// holdsCollectSchedule is how often holds that stopped counting are deleted.
+const holdsCollectSchedule = "@every 30s"
+
+// takeSlots takes, in one transaction, a global max_simultaneous slot of every limited
+// value of candidate c for reservation tok; all or none. A chunk whose submission lacks a
+// limited key is not limited by it.
+func (q *Queuer) takeSlots(ctx context.Context, tok string, c candidate, generation int64, limits []rule) (bool, error) {
+	taken := true
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		for _, l := range limits {
+			v, ok := c.info.values[l.key]
+			if !ok {
+				continue
+			}
+			var got bool
+			err := tx.QueryRow(ctx, opsqsql.HoldsTake, pgx.NamedArgs{
+				"token": tok, "key": l.key, "value": v, "submission_id": c.key.SubmissionID,
+				"chunk_index": c.key.ChunkIndex, "shard": c.shard, "generation": generation, "max": l.max,
+			}).Scan(&got)
+			if err != nil {
+				return err
+			}
+			if !got {
+				taken = false
+				return errSlotRefused // roll back the slots taken for other keys
+			}
+		}
+		return nil
+	})
+	if err == errSlotRefused {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("taking max_simultaneous slots: %w", err)
+	}
+	return taken, nil
+}
+
+var errSlotRefused = fmt.Errorf("max_simultaneous slot refused")
+
+// releaseSlots frees the max_simultaneous slots of finished reservations. A failure only
+// delays the slots until the collect job frees them.
+func (q *Queuer) releaseSlots(ctx context.Context, tokens []string) {
+	if len(tokens) == 0 {
+		return
+	}
+	if _, err := q.pool.Exec(ctx, opsqsql.HoldsRelease, pgx.NamedArgs{"tokens": tokens}); err != nil && ctx.Err() == nil {
+		q.log.Warn("freeing max_simultaneous slots", slog.Any("error", err))
+	}
+}
+
+// collectHolds deletes the holds that stopped counting (cron).
+func (q *Queuer) collectHolds(ctx context.Context) {
+	if _, err := q.pool.Exec(ctx, opsqsql.HoldsCollect); err != nil && ctx.Err() == nil {
+		q.log.Warn("collecting max_simultaneous holds", slog.Any("error", err))
+	}
+}

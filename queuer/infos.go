@@ -1,0 +1,120 @@
+package queuer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"opsq/claims"
+	opsqsql "opsq/sql"
+)
+
+// submissionInfo is what a consumer gets with each chunk of a submission, cached.
+type submissionInfo struct {
+	metadata   string
+	strategic  json.RawMessage
+	values     map[string]string // strategic metadata, key -> canonical JSON value
+	prefix     *string
+	maxRetries int32
+}
+
+// infoCache holds the submissionInfo of in-progress submissions. Entries go when the
+// submission finishes (NOTIFY); the whole cache is dropped when it grows past its bound.
+type infoCache struct {
+	mu struct {
+		sync.Mutex
+		byID map[int64]*submissionInfo
+	}
+}
+
+const infoCacheMax = 100_000
+
+func newInfoCache() *infoCache {
+	c := &infoCache{}
+	c.mu.byID = map[int64]*submissionInfo{}
+	return c
+}
+
+func (c *infoCache) forget(id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.mu.byID, id)
+}
+
+// submissionInfos returns the infos of the candidates' submissions that are in progress.
+func (q *Queuer) submissionInfos(ctx context.Context, cands []candidate) (map[int64]*submissionInfo, error) {
+	out := make(map[int64]*submissionInfo, 4)
+	var missing []int64
+	q.infos.mu.Lock()
+	for _, c := range cands {
+		id := c.key.SubmissionID
+		if _, ok := out[id]; ok {
+			continue
+		}
+		if info, ok := q.infos.mu.byID[id]; ok {
+			out[id] = info
+		} else if !containsID(missing, id) {
+			missing = append(missing, id)
+		}
+	}
+	q.infos.mu.Unlock()
+	if len(missing) == 0 {
+		return out, nil
+	}
+	rows, err := q.pool.Query(ctx, opsqsql.SubmissionInfo, pgx.NamedArgs{"ids": missing})
+	if err != nil {
+		return nil, fmt.Errorf("reading submissions: %w", err)
+	}
+	var id int64
+	var info submissionInfo
+	_, err = pgx.ForEachRow(rows, []any{&id, &info.metadata, &info.strategic, &info.prefix, &info.maxRetries}, func() error {
+		in := info
+		in.strategic = append(json.RawMessage(nil), info.strategic...)
+		var values map[string]json.RawMessage
+		if err := json.Unmarshal(in.strategic, &values); err != nil {
+			return fmt.Errorf("strategic metadata of %d: %w", id, err)
+		}
+		in.values = make(map[string]string, len(values))
+		for k, v := range values {
+			in.values[k] = string(v)
+		}
+		out[id] = &in
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading submissions: %w", err)
+	}
+	q.infos.mu.Lock()
+	if len(q.infos.mu.byID) > infoCacheMax {
+		q.infos.mu.byID = map[int64]*submissionInfo{}
+	}
+	for _, id := range missing {
+		if info, ok := out[id]; ok {
+			q.infos.mu.byID[id] = info
+		}
+	}
+	q.infos.mu.Unlock()
+	return out, nil
+}
+
+func containsID(ids []int64, id int64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// markUnavailable notes that these shards had no free chunk at the last full scan; the
+// owner publishes it at renewal, for other instances' forwarding.
+func (q *Queuer) markUnavailable(leases []claims.Lease) {
+	q.avail.mu.Lock()
+	defer q.avail.mu.Unlock()
+	for _, l := range leases {
+		q.avail.mu.empty[l.Shard] = true
+	}
+}

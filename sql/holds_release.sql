@@ -1,0 +1,2 @@
+-- The reservations are over (completed, failed, expired): their slots are free.
+DELETE FROM opsq.simultaneous_holds WHERE token = ANY(@tokens::text[])

@@ -1,0 +1,14 @@
+package sql
+
+import _ "embed"
+
+// max_simultaneous holds.
+
+//go:embed holds_take.sql
+var HoldsTake string
+
+//go:embed holds_release.sql
+var HoldsRelease string
+
+//go:embed holds_collect.sql
+var HoldsCollect string

@@ -1,0 +1,87 @@
+package strategy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Filter restricts candidates to the submissions whose strategic metadata has Key = Value
+// (select_only). Value is the canonical JSON text of the value.
+type Filter struct {
+	Key   string
+	Value []byte
+}
+
+// CandidateQuery returns the SQL that reads one batch of a leaf's candidates over the
+// instance's shards, restricted by filters, and the arguments of the filters. The query
+// streams: a Merge Append of one ordered index scan per shard (random, oldest_first,
+// newest_first), or the in-progress submissions in priority order each joined to its own
+// chunks' ordered scan (custom_priority); a filter is a probe of the strategic metadata
+// primary key per row (or per submission). The caller binds the keyset arguments:
+//
+//	@shards int[], @limit int,
+//	@after_order int, @before_order int (random),
+//	@after_priority bigint (custom_priority: the negated priority),
+//	@after_submission bigint, @after_chunk int.
+//
+// Every query returns submission_id, chunk_index, shard, retries, input, random_order,
+// sort_priority.
+func CandidateQuery(leaf Kind, filters []Filter) (string, map[string]any) {
+	args := map[string]any{}
+	filter := filterSQL(filters, "c.submission_id", args)
+	const columns = "c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order"
+	switch leaf {
+	case OldestFirst:
+		return `SELECT ` + columns + `, 0::bigint AS sort_priority
+FROM opsq.chunks c
+WHERE c.shard = ANY(@shards::int[])
+  AND (c.submission_id, c.chunk_index) > (@after_submission::bigint, @after_chunk::int)` + filter + `
+ORDER BY c.submission_id, c.chunk_index
+LIMIT @limit`, args
+	case NewestFirst:
+		return `SELECT ` + columns + `, 0::bigint AS sort_priority
+FROM opsq.chunks c
+WHERE c.shard = ANY(@shards::int[])
+  AND (c.submission_id, c.chunk_index) < (@after_submission::bigint, @after_chunk::int)` + filter + `
+ORDER BY c.submission_id DESC, c.chunk_index DESC
+LIMIT @limit`, args
+	case CustomPriority:
+		return `SELECT ` + columns + `, -s.priority AS sort_priority
+FROM opsq.submissions s
+CROSS JOIN LATERAL (
+    SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order
+    FROM opsq.chunks c
+    WHERE c.submission_id = s.id
+      AND c.shard = ANY(@shards::int[])
+      AND c.chunk_index > CASE WHEN s.id = @after_submission::bigint THEN @after_chunk::int ELSE -1 END
+    ORDER BY c.chunk_index
+    LIMIT @limit
+) c
+WHERE (-s.priority, s.id) >= (@after_priority::bigint, @after_submission::bigint)` + filterSQL(filters, "s.id", args) + `
+ORDER BY -s.priority, s.id
+LIMIT @limit`, args
+	default: // Random
+		return `SELECT ` + columns + `, 0::bigint AS sort_priority
+FROM opsq.chunks c
+WHERE c.shard = ANY(@shards::int[])
+  AND (c.random_order, c.submission_id, c.chunk_index) > (@after_order::int, @after_submission::bigint, @after_chunk::int)
+  AND c.random_order < @before_order::int` + filter + `
+ORDER BY c.random_order, c.submission_id, c.chunk_index
+LIMIT @limit`, args
+	}
+}
+
+// filterSQL writes one semi-join probe per filter, on the submission id column idColumn,
+// and binds the filter's key and value in args.
+func filterSQL(filters []Filter, idColumn string, args map[string]any) string {
+	var b strings.Builder
+	for i, f := range filters {
+		k, v := fmt.Sprintf("filter_key_%d", i), fmt.Sprintf("filter_value_%d", i)
+		args[k], args[v] = f.Key, string(f.Value)
+		// OFFSET 0 keeps the planner from turning the probe into a join, which for a
+		// selective value would gather the matching chunks and sort them.
+		fmt.Fprintf(&b, "\n  AND EXISTS (SELECT 1 FROM opsq.strategic_metadata m%d WHERE m%d.key = @%s AND m%d.value = @%s::jsonb AND m%d.submission_id = %s OFFSET 0)",
+			i, i, k, i, v, i, idColumn)
+	}
+	return b.String()
+}
