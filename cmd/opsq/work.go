@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"opsq/client"
+	"opsq/strategy"
 )
 
 // This file is "opsq work": a consumer that runs a command once per reserved chunk.
@@ -82,7 +82,7 @@ the running commands finish for up to --lease, then kills the rest and fails the
 Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 	o := workOptions{maxOutput: workMaxOutputDefault}
 	fs.IntVar(&o.concurrency, "concurrency", 1, "run up to `N` commands at once")
-	strategyFlag := fs.String("strategy", "", "the `strategy` that picks chunks: a name such as oldest_first, or its JSON form such as '{\"select_only\": …}' (default: the server's, random)")
+	strategyFlag := fs.String("strategy", "", "the `strategy` that picks chunks, in the text form such as 'or_else(select_only(mode=preview, random), random)' or the JSON form (default: random)")
 	fs.DurationVar(&o.lease, "lease", workLeaseDefault, "lease of each reservation, extended while the command runs (1s to 24h)")
 	fs.DurationVar(&o.wait, "wait", workWaitDefault, "how long each reserve waits for work to appear (at most 60s)")
 	fs.StringVar(&o.consumer, "consumer", "", "`name` of this worker in the server's records (default HOSTNAME/pid-PID)")
@@ -120,26 +120,19 @@ Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 	return o, nil
 }
 
-// strategyName is a bare strategy name, such as oldest_first.
-var strategyName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
-
-// strategyJSON turns the --strategy flag into the strategy's JSON form: a bare name
-// becomes a JSON string, a JSON string or object passes as it is. The server validates it
-// (it knows which strategies it has); nil stands for the server's default.
+// strategyJSON turns the --strategy flag, in the text form such as
+// or_else(select_only(mode=preview, random), random) or the JSON form, into the JSON the
+// server takes, checked first so that a typo is reported before any chunk is reserved;
+// nil stands for the server's default.
 func strategyJSON(s string) (json.RawMessage, error) {
-	s = strings.TrimSpace(s)
-	switch {
-	case s == "":
+	if strings.TrimSpace(s) == "" {
 		return nil, nil
-	case strategyName.MatchString(s):
-		b, err := json.Marshal(s)
-		return b, err
-	case (s[0] == '"' || s[0] == '{') && json.Valid([]byte(s)):
-		return json.RawMessage(s), nil
-	case s[0] == '"' || s[0] == '{':
-		return nil, fmt.Errorf("%q is not valid JSON", s)
 	}
-	return nil, fmt.Errorf(`%q: want a strategy name such as oldest_first, or its JSON form such as '"oldest_first"' or '{"select_only": …}'`, s)
+	n, err := strategy.ParseAny(s)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(n)
 }
 
 func runWork(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -371,9 +372,10 @@ func TestWorkUnreachableServer(t *testing.T) {
 func TestWorkBadStrategyIsAnError(t *testing.T) {
 	t.Parallel()
 	u := startWorkServer(t)
+	// Checked before any chunk is reserved: a usage error naming the strategy.
 	stderr, err := runWorkTest(t.Context(), t, "--url", u, "--once", "--strategy", "no_such_strategy", "--", "cat")
-	if err == nil || !strings.Contains(err.Error(), "no_such_strategy") {
-		t.Errorf("got %v; want the server's 400 naming the strategy\n%s", err, stderr)
+	if !errors.Is(err, errUsage) || !strings.Contains(stderr, `unknown strategy "no_such_strategy"`) {
+		t.Errorf("got %v; want a usage error naming the strategy\n%s", err, stderr)
 	}
 }
 

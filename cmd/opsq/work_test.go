@@ -89,12 +89,14 @@ func TestStrategyJSON(t *testing.T) {
 		{in: "oldest_first", want: `"oldest_first"`},
 		{in: " random ", want: `"random"`},
 		{in: `"newest_first"`, want: `"newest_first"`},
-		{in: `{"select_only": {"key": "company_id", "value": 42, "then": "oldest_first"}}`, want: `{"select_only": {"key": "company_id", "value": 42, "then": "oldest_first"}}`},
+		{in: `{"select_only": {"key": "company_id", "value": 42, "then": "oldest_first"}}`, want: `{"select_only":{"key":"company_id","value":42,"then":"oldest_first"}}`},
+		{in: "or_else(select_only(mode=preview, random), random)", want: `{"or_else":{"first":{"select_only":{"key":"mode","value":"preview","then":"random"}},"fallback":"random"}}`},
+		{in: "select_only(company_id=42)", want: `{"select_only":{"key":"company_id","value":42,"then":"random"}}`},
 		{in: `{"select_only":`, wantErr: true},
 		{in: `"unterminated`, wantErr: true},
+		{in: "fastest", wantErr: true},
 		{in: "42", wantErr: true},
 		{in: "[]", wantErr: true},
-		{in: "select_only(company_id=42)", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
