@@ -55,6 +55,9 @@ func New(cfg Config) http.Handler {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
 	e.Use(middleware.Recover())
+	m := newMetrics(cfg.Queuer.Stats)
+	e.Use(m.middleware)
+	e.GET("/metrics", echo.WrapHandler(m.handler()))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)

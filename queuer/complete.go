@@ -185,6 +185,7 @@ func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) erro
 	}
 	for k, r := range first {
 		if completed[k] {
+			q.count.completed.Add(1)
 			jobs[r.job].status[r.item] = StatusCompleted
 			q.tombs.add(k)
 			q.reserver.ReleaseKey(k)

@@ -32,6 +32,7 @@ func (q *Queuer) runExpiry(ctx context.Context) {
 
 func (q *Queuer) expire(ctx context.Context, r reserver.Reservation) {
 	defer q.releaseSlots(ctx, []string{r.Token})
+	q.count.expired.Add(1)
 	t := token{key: r.Key, shard: r.Shard, generation: r.Generation, retries: r.Retries}
 	status, err := q.failAttempt(ctx, t, "", errReservationExpired, true, &fence{claimant: q.cfg.Instance.ID, generation: r.Generation})
 	if err != nil {

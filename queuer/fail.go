@@ -77,6 +77,7 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 			return "", fmt.Errorf("retrying chunk: %w", err)
 		}
 		if retried {
+			q.count.failedAttempts.Add(1)
 			q.afterRetry(t, tok)
 			q.releaseSlots(ctx, []string{tok})
 			return StatusRetrying, nil
@@ -113,6 +114,7 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 	if !failed {
 		return q.chunkState(ctx, t)
 	}
+	q.count.failedAttempts.Add(1)
 	q.reserver.DropSubmission(t.key.SubmissionID)
 	return StatusFailed, nil
 }

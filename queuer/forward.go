@@ -105,6 +105,7 @@ func (q *Queuer) forward(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 			continue
 		}
 		if len(chunks) > 0 {
+			q.count.forwarded.Add(1)
 			return fromWire(chunks), nil
 		}
 		q.forgetHints(url) // it had nothing: the hints about it are stale

@@ -60,6 +60,7 @@ type Queuer struct {
 	tombs      *tombstones
 
 	draining atomic.Bool
+	count    counters
 
 	completions   chan *completeJob
 	completerDone chan struct{}

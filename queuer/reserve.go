@@ -305,6 +305,7 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 		ch.Input = c.input
 	}
 	r.out = append(r.out, ch)
+	r.q.count.reserved.Add(1)
 	return true, nil
 }
 

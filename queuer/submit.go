@@ -121,6 +121,7 @@ func (q *Queuer) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (
 	if err := tx.Commit(ctx); err != nil {
 		return Created{}, fmt.Errorf("committing submission: %w", err)
 	}
+	q.count.chunksIngested.Add(src.n)
 	return Created{ID: id, ChunksTotal: src.n}, nil
 }
 
