@@ -105,11 +105,7 @@ func (s *server) complete(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := client.TokenResults{Results: make([]client.TokenResult, len(items))}
-	for i, st := range status {
-		out.Results[i] = client.TokenResult{Token: items[i].Token, Status: st}
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, tokenResults(len(items), func(i int) string { return items[i].Token }, status))
 }
 
 func (s *server) fail(c echo.Context) error {
@@ -137,11 +133,16 @@ func (s *server) fail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := client.TokenResults{Results: make([]client.TokenResult, len(items))}
+	return c.JSON(http.StatusOK, tokenResults(len(items), func(i int) string { return items[i].Token }, status))
+}
+
+// tokenResults pairs the tokens of a request with their statuses, in request order.
+func tokenResults(n int, token func(i int) string, status []string) client.TokenResults {
+	out := client.TokenResults{Results: make([]client.TokenResult, n)}
 	for i, st := range status {
-		out.Results[i] = client.TokenResult{Token: items[i].Token, Status: st}
+		out.Results[i] = client.TokenResult{Token: token(i), Status: st}
 	}
-	return c.JSON(http.StatusOK, out)
+	return out
 }
 
 func (s *server) extend(c echo.Context) error {
