@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -46,10 +47,13 @@ type Migrator struct {
 // New connects to databaseURL and prepares a migrator. Several instances may migrate at the
 // same moment: goose takes a PostgreSQL advisory lock around every run.
 func New(ctx context.Context, databaseURL string, opts Options) (*Migrator, error) {
-	cfg, err := pgx.ParseConfig(databaseURL)
+	// pgxpool's parser knows the pool_* parameters of a URL meant for a pool; pgx's alone
+	// would send them to PostgreSQL as session settings, which it refuses.
+	poolCfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parsing database URL: %w", err)
 	}
+	cfg := poolCfg.ConnConfig
 	shards := opts.ShardCount
 	if shards == 0 {
 		shards = ShardCountDefault

@@ -89,7 +89,8 @@ func TestExplainAnswers(t *testing.T) {
 		{"not found", &client.Error{StatusCode: 404, Code: "not_found", Message: "no submission 9"}, "", `opsq list`},
 		{"conflict", &client.Error{StatusCode: 409, Code: "conflict", Message: "in_progress"}, "wait for it", "; wait for it"},
 		{"not ready", &client.Error{StatusCode: 503, Code: "not_ready", Message: "db"}, "", "retry in a moment"},
-		{"proxy", &client.Error{StatusCode: 502, Code: "http_502", Message: "<html>"}, "", "is --url (http://x) the address of opsq?"},
+		{"load balancer", &client.Error{StatusCode: 502, Code: "http_502", Message: "<html>"}, "", "found no instance to answer"},
+		{"not opsq", &client.Error{StatusCode: 418, Code: "http_418", Message: "<html>"}, "", "is --url (http://x) the address of opsq?"},
 		{"too large", &client.Error{StatusCode: 413, Code: "too_large", Message: "chunks[2]"}, "", "OPSQ_MAX_CHUNK_BYTES"},
 	}
 	for _, tt := range tests {
