@@ -1,0 +1,883 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http/httptrace"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"opsq/client"
+	"opsq/migrations"
+	"opsq/migrations/pglocal"
+	"opsq/migrations/pgtest"
+	opsqsql "opsq/sql"
+)
+
+// Multi-instance tests (DESIGN.md §4, §7): real "opsq serve" processes on one database,
+// killed (SIGKILL), stopped (SIGTERM), paused (SIGSTOP) and resumed, a restarted
+// PostgreSQL, an operator's force-release, and forwarding to a long-polling consumer. Each
+// checks what matters to a user: no chunk lost, no submission stuck, and how many chunks
+// were handed out twice. The timings are fast (cluster_helpers_test.go): renew 200ms, soft
+// expiry 1s, hard expiry 4s, heartbeat timeout 1s, drain timeout 3s.
+//
+// The tests run one after another: each starts several instances and PostgreSQL works for
+// all of them, and some measure delays that a busy 2-core machine would stretch.
+
+// TestClusterRebalanceUnderLoad: 3 instances split the 64 shards; a 4th joins while 8
+// consumers burn 5 000 chunks and the split becomes 16 each, without a chunk handed out
+// twice (DESIGN.md §4, Balancing).
+func TestClusterRebalanceUnderLoad(t *testing.T) {
+	c := newProcCluster(t, 3)
+	insts := c.running()
+	c.waitSplitRange(5*time.Second, insts[0], insts, 20, 22)
+	ctx := t.Context()
+
+	l := newLedger()
+	for i := range 10 {
+		submitChunksN(ctx, t, insts[i%3].client, l, 500)
+	}
+	tg := newTargets(urls(insts...)...)
+	cs := runConsumers(t, c.hc, l, consumerConfig{n: 8, targets: tg, work: 20 * time.Millisecond})
+
+	// The 4th instance joins once a fifth of the work is done, so that the shards move
+	// while chunks of them are reserved and completed.
+	pollUntil(t, 30*time.Second, "1 000 chunks completed", func() string {
+		if n := l.done.Load(); n < 1000 {
+			return fmt.Sprintf("%d completed", n)
+		}
+		return ""
+	})
+	fourth := c.spawn(false)
+	fourth.waitReady(30 * time.Second)
+	joined := l.done.Load()
+	all := append(slices.Clone(insts), fourth)
+	tg.set(urls(all...)...)
+	took := c.waitSplitRange(20*time.Second, fourth, all, 15, 17)
+	balancedAt := l.done.Load()
+	t.Logf("after the 4th instance was ready (%d chunks completed), the split was 16±1 within %s (%d completed)",
+		joined, took.Round(time.Millisecond), balancedAt)
+	if balancedAt >= 5000 {
+		t.Logf("note: the burn-down ended before the split settled")
+	}
+
+	c.waitCompleted(60*time.Second, l)
+	cs.stop()
+	st := l.check(t, ctx, c.pool)
+	if st.duplicates > 0 {
+		t.Errorf("%d chunks handed out more than once while the shards were rebalanced; want none (DESIGN.md §4: without a single chunk handed out twice)", st.chunks)
+	}
+	t.Logf("consumer request errors: %d", cs.errors.Load())
+}
+
+// TestClusterSIGTERMHandsShardsOver: a SIGTERM'd instance drains and exits; its shards go
+// to the others; consumers never notice a lost chunk.
+func TestClusterSIGTERMHandsShardsOver(t *testing.T) {
+	c := newProcCluster(t, 3)
+	insts := c.running()
+	ctx := t.Context()
+
+	l := newLedger()
+	for i := range 6 {
+		submitChunksN(ctx, t, insts[i%3].client, l, 500)
+	}
+	tg := newTargets(urls(insts...)...)
+	cs := runConsumers(t, c.hc, l, consumerConfig{n: 6, targets: tg, work: 20 * time.Millisecond})
+	pollUntil(t, 30*time.Second, "800 chunks completed", func() string {
+		if n := l.done.Load(); n < 800 {
+			return fmt.Sprintf("%d completed", n)
+		}
+		return ""
+	})
+
+	victim := insts[1]
+	held := len(c.claimsOf(ctx, victim))
+	start := time.Now()
+	victim.signal(syscall.SIGTERM)
+	code := victim.waitExit(tcDrainTimeout + 15*time.Second)
+	exited := time.Since(start)
+	if code != 0 {
+		t.Errorf("%s exited with code %d after SIGTERM; want 0", victim.id, code)
+	}
+	if len(victim.logLines("msg=stopped")) == 0 {
+		t.Errorf("%s's log has no \"stopped\" line after SIGTERM", victim.id)
+	}
+	survivors := []*procInstance{insts[0], insts[2]}
+	tg.set(urls(survivors...)...) // as a load balancer would, once it is gone
+	c.waitSplit(20*time.Second, survivors...)
+	t.Logf("%s held %d shards; it exited %s after SIGTERM; the survivors held 32 each %s after SIGTERM",
+		victim.id, held, exited.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+
+	c.waitCompleted(60*time.Second, l)
+	cs.stop()
+	st := l.check(t, ctx, c.pool)
+	if st.duplicates > 0 {
+		t.Errorf("%d chunks handed out more than once around a graceful shutdown; want none (it drains its reservations before releasing)", st.chunks)
+	}
+	t.Logf("consumer request errors (the stopped instance refusing connections): %d", cs.errors.Load())
+}
+
+// TestClusterSIGKILLWithReservationsInFlight: the shards of a killed instance that had
+// reservations in flight stay claimed until their hard expiry (consumers may still be
+// working on them), the others are taken after the soft expiry; then the lost
+// reservations come back and every chunk completes.
+func TestClusterSIGKILLWithReservationsInFlight(t *testing.T) {
+	c := newProcCluster(t, 3)
+	insts := c.running()
+	victim := insts[2]
+	ctx := t.Context()
+
+	l := newLedger()
+	submitChunksN(ctx, t, insts[0].client, l, 4*tcShardCount) // 4 chunks on every shard
+	held := reserveHeld(ctx, t, victim.local, l, victim.url, 12)
+	heldShards := shardsOfChunks(t, held)
+	owned := c.claimsOf(ctx, victim)
+	if len(held) == 0 || len(heldShards) >= len(owned) {
+		t.Fatalf("held %d chunks on %d of %s's %d shards; want some shards with and some without reservations", len(held), len(heldShards), victim.id, len(owned))
+	}
+	pollUntil(t, 5*time.Second, victim.id+" to publish its in-flight counts", func() string {
+		rows := c.claimsOf(ctx, victim)
+		for s, n := range heldShards {
+			if rows[s].Inflight != n {
+				return fmt.Sprintf("shard %d: inflight %d; want %d", s, rows[s].Inflight, n)
+			}
+		}
+		return ""
+	})
+
+	victim.kill()
+	c.sessionsIdle(victim)
+	before := c.claimsOf(ctx, victim)
+	if len(before) != len(owned) {
+		t.Fatalf("%s held %d shards a moment before SIGKILL, and %d right after; want no shard taken yet", victim.id, len(owned), len(before))
+	}
+
+	// Past the soft expiry, the shards with reservations in flight are still the dead
+	// instance's, as GET /v1/cluster shows.
+	var maxSoft time.Time
+	for _, r := range before {
+		if r.SoftExpiresAt.After(maxSoft) {
+			maxSoft = *r.SoftExpiresAt
+		}
+	}
+	pollUntil(t, 10*time.Second, "the soft expiry to pass by 500ms", func() string {
+		if now := c.dbNow(ctx); now.Before(maxSoft.Add(500 * time.Millisecond)) {
+			return "now " + now.String()
+		}
+		return ""
+	})
+	cl, err := insts[0].view(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stillHeld := map[int]int64{}
+	for _, ci := range cl.Instances {
+		if ci.ID != victim.id {
+			continue
+		}
+		if ci.Live {
+			t.Errorf("/v1/cluster shows the killed %s as live", victim.id)
+		}
+		for _, s := range ci.Shards {
+			stillHeld[s.Shard] = s.Generation
+		}
+	}
+	for s := range heldShards {
+		if g, ok := stillHeld[s]; !ok || g != before[s].Generation {
+			t.Errorf("500ms past the soft expiry, /v1/cluster does not show shard %d (%d reservations in flight) as still %s's under generation %d", s, heldShards[s], victim.id, before[s].Generation)
+		}
+	}
+
+	after := c.watchTakeover(tcHardExpiry+10*time.Second, before)
+	checkTakeover(t, before, after)
+
+	survivors := []*procInstance{insts[0], insts[1]}
+	c.waitSplit(20*time.Second, survivors...)
+	tg := newTargets(urls(survivors...)...)
+	cs := runConsumers(t, c.hc, l, consumerConfig{n: 4, targets: tg})
+	c.waitCompleted(30*time.Second, l)
+	cs.stop()
+
+	// The held reservations came back and were completed by others; their old tokens are
+	// harmless now.
+	for _, ch := range held {
+		if n := l.deliveriesOf(keyOf(ch)); n < 2 {
+			t.Errorf("chunk %s reserved by the killed instance was delivered %d times; want it delivered again after its shard moved", keyOf(ch), n)
+		}
+	}
+	completeOld(ctx, t, insts[0].client, l, held, client.StatusAlreadyFinished)
+	st := l.check(t, ctx, c.pool)
+	t.Logf("held %d reservations on %d shards; duplicates %d (want %d: the held ones, delivered again)", len(held), len(heldShards), st.duplicates, len(held))
+}
+
+// checkTakeover checks when each shard of a silent instance was taken: one with
+// reservations in flight (as last published) not before its hard expiry, one without
+// after its soft expiry and before its hard expiry. Times are the database's.
+func checkTakeover(t *testing.T, before, after map[int]claimRow) {
+	t.Helper()
+	var busy, idle []string
+	for _, s := range slices.Sorted(maps.Keys(before)) {
+		old, nw := before[s], after[s]
+		if nw.AcquiredAt == nil {
+			t.Errorf("shard %d: taken by %s with no acquired_at", s, nw.claimant())
+			continue
+		}
+		sinceSoft := nw.AcquiredAt.Sub(*old.SoftExpiresAt)
+		sinceHard := nw.AcquiredAt.Sub(*old.HardExpiresAt)
+		if nw.Generation <= old.Generation {
+			t.Errorf("shard %d: taken by %s under generation %d; want more than %d", s, nw.claimant(), nw.Generation, old.Generation)
+		}
+		if sinceSoft < 0 {
+			t.Errorf("shard %d: taken by %s %s before its soft expiry", s, nw.claimant(), -sinceSoft)
+		}
+		if old.Inflight > 0 {
+			busy = append(busy, fmt.Sprintf("%d:+%s", s, sinceHard.Round(time.Millisecond)))
+			if sinceHard < 0 {
+				t.Errorf("shard %d with %d reservations in flight: taken by %s %s before its hard expiry; want not before",
+					s, old.Inflight, nw.claimant(), (-sinceHard).Round(time.Millisecond))
+			}
+		} else {
+			idle = append(idle, fmt.Sprintf("%d:+%s", s, sinceSoft.Round(time.Millisecond)))
+			if sinceHard >= 0 {
+				t.Errorf("shard %d with nothing in flight: taken by %s only %s after its hard expiry; want after the soft expiry, well before the hard one",
+					s, nw.claimant(), sinceHard.Round(time.Millisecond))
+			}
+		}
+	}
+	if len(busy) > 0 {
+		t.Logf("shards with reservations in flight, taken after their hard expiry by: %s", strings.Join(busy, " "))
+	}
+	if len(idle) > 0 {
+		t.Logf("shards with nothing in flight, taken after their soft expiry by: %s", strings.Join(idle, " "))
+	}
+}
+
+// completeOld completes chunks with their old tokens and checks each answer.
+func completeOld(ctx context.Context, t *testing.T, c *client.Client, l *ledger, chunks []client.ReservedChunk, want string) {
+	t.Helper()
+	if len(chunks) == 0 {
+		return
+	}
+	comps := make([]client.Completion, len(chunks))
+	for i, ch := range chunks {
+		comps[i] = client.Completion{Token: ch.Token, Output: ch.Token}
+	}
+	res, err := c.Complete(ctx, comps...)
+	if err != nil {
+		t.Fatalf("completing with old tokens: %v", err)
+	}
+	for i, r := range res {
+		l.answered(keyOf(chunks[i]), chunks[i].Token, r.Status)
+		if r.Status != want {
+			t.Errorf("completing chunk %s with an old token answered %q; want %q", keyOf(chunks[i]), r.Status, want)
+		}
+	}
+}
+
+// TestClusterSIGSTOPPastSoftExpiry: a paused instance's shards are taken after the soft
+// expiry when nothing of them is in flight, and only after the hard expiry when
+// reservations are; resumed, it hands out nothing from the shards it lost, its leases
+// answer "lost", and it rejoins the split.
+func TestClusterSIGSTOPPastSoftExpiry(t *testing.T) {
+	c := newProcCluster(t, 3)
+	insts := c.running()
+	ctx := t.Context()
+	l := newLedger()
+	submitChunksN(ctx, t, insts[0].client, l, 4*tcShardCount) // a backlog on every shard
+
+	t.Run("NothingInFlight", func(t *testing.T) {
+		defer c.within(t)()
+		victim := insts[1]
+		victim.signal(syscall.SIGSTOP)
+		c.sessionsIdle(victim)
+		before := c.claimsOf(ctx, victim)
+		for s, r := range before {
+			if r.Inflight != 0 {
+				t.Fatalf("shard %d: inflight %d; want 0 (nothing was reserved)", s, r.Inflight)
+			}
+		}
+		after := c.watchTakeover(tcHardExpiry+5*time.Second, before)
+		checkTakeover(t, before, after)
+		probeResumed(t, c, victim, l, before)
+		took := c.waitSplit(20*time.Second, victimFirst(victim, insts)...)
+		t.Logf("%s's own /v1/cluster showed the split settled %s after the probes", victim.id, took.Round(time.Millisecond))
+	})
+
+	t.Run("InFlight", func(t *testing.T) {
+		defer c.within(t)()
+		victim := insts[2]
+		submitChunksN(ctx, t, insts[0].client, l, 4*tcShardCount) // fresh chunks on every shard
+		owned := c.claimsOf(ctx, victim)
+		held := reserveHeld(ctx, t, victim.local, l, victim.url, 1000)
+		heldShards := shardsOfChunks(t, held)
+		for s := range owned {
+			if heldShards[s] == 0 {
+				t.Fatalf("no chunk of %s's shard %d reserved; want every shard with reservations in flight", victim.id, s)
+			}
+		}
+		pollUntil(t, 5*time.Second, victim.id+" to publish its in-flight counts", func() string {
+			rows := c.claimsOf(ctx, victim)
+			for s, n := range heldShards {
+				if rows[s].Inflight != n {
+					return fmt.Sprintf("shard %d: inflight %d; want %d", s, rows[s].Inflight, n)
+				}
+			}
+			return ""
+		})
+
+		victim.signal(syscall.SIGSTOP)
+		c.sessionsIdle(victim)
+		before := c.claimsOf(ctx, victim)
+		if len(before) != len(owned) {
+			t.Fatalf("%s held %d shards before SIGSTOP and %d right after", victim.id, len(owned), len(before))
+		}
+		after := c.watchTakeover(tcHardExpiry+10*time.Second, before)
+		checkTakeover(t, before, after)
+		probeResumed(t, c, victim, l, before)
+
+		// Its reservations are gone with the shards: extending them answers "lost".
+		tokens := make([]string, len(held))
+		for i, ch := range held {
+			tokens[i] = ch.Token
+		}
+		res, err := victim.client.Extend(ctx, "1m", tokens...)
+		if err != nil {
+			t.Fatalf("extending the held tokens through the resumed %s: %v", victim.id, err)
+		}
+		notLost := 0
+		for i, r := range res {
+			if r.Status != client.StatusLost {
+				if notLost++; notLost <= 5 {
+					t.Errorf("extending chunk %s after its shard moved answered %q; want %q", keyOf(held[i]), r.Status, client.StatusLost)
+				}
+			}
+		}
+		if notLost > 0 {
+			t.Errorf("%d of %d extends of reservations on lost shards did not answer %q", notLost, len(held), client.StatusLost)
+		}
+		took := c.waitSplit(20*time.Second, victimFirst(victim, insts)...)
+		t.Logf("held %d reservations on %d shards; %s's own /v1/cluster showed the split settled %s after the probes",
+			len(held), len(heldShards), victim.id, took.Round(time.Millisecond))
+	})
+	if t.Failed() {
+		return
+	}
+
+	tg := newTargets(urls(insts...)...)
+	cs := runConsumers(t, c.hc, l, consumerConfig{n: 4, targets: tg})
+	c.waitCompleted(30*time.Second, l)
+	cs.stop()
+	st := l.check(t, ctx, c.pool)
+	t.Logf("duplicates %d (the reservations held by the paused instance, delivered again by the new owners)", st.duplicates)
+}
+
+// victimFirst returns insts with victim first, so that waitSplit asks the victim.
+func victimFirst(victim *procInstance, insts []*procInstance) []*procInstance {
+	out := []*procInstance{victim}
+	for _, inst := range insts {
+		if inst != victim {
+			out = append(out, inst)
+		}
+	}
+	return out
+}
+
+// probeResumed resumes a paused instance whose shards (before) were all taken, and checks
+// that it hands out no chunk of them under the generation it held them with: neither to a
+// reserve that waited in its listen queue while it was paused (served the moment it runs
+// again, racing with its first renewal) nor to those that follow for a second. It reserves
+// from its own shards only (the forwarded header), and completes what it gets.
+func probeResumed(t *testing.T, c *procCluster, victim *procInstance, l *ledger, before map[int]claimRow) {
+	t.Helper()
+	ctx := t.Context()
+	var got []client.ReservedChunk
+	queued := make(chan error, 1)
+	wrote := make(chan struct{})
+	go func() {
+		var once sync.Once
+		trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(func() { close(wrote) }) }}
+		rctx, cancel := context.WithTimeout(httptrace.WithClientTrace(ctx, trace), 20*time.Second)
+		defer cancel()
+		chunks, err := victim.local.Reserve(rctx, client.ReserveRequest{Max: 1000, Lease: "30s", Consumer: "probe"})
+		got = chunks
+		queued <- err
+	}()
+	select {
+	case <-wrote:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the probe's reserve was not sent to the paused instance")
+	}
+	victim.signal(syscall.SIGCONT)
+	if err := <-queued; err != nil {
+		t.Fatalf("reserve queued while %s was paused: %v", victim.id, err)
+	}
+	queuedN := len(got)
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		chunks, err := victim.local.Reserve(ctx, client.ReserveRequest{Max: 1000, Lease: "30s", Consumer: "probe"})
+		if err != nil {
+			t.Fatalf("reserve right after %s resumed: %v", victim.id, err)
+		}
+		got = append(got, chunks...)
+		time.Sleep(20 * time.Millisecond)
+	}
+	bad := 0
+	for _, ch := range got {
+		l.deliver(ch, victim.url, "probe")
+		s, gen, err := tokenClaim(ch.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if old, ok := before[s]; ok && gen <= old.Generation {
+			bad++
+			if bad <= 5 {
+				t.Errorf("resumed %s handed out chunk %s of shard %d under generation %d, though the shard was taken from it (its generation then %d)",
+					victim.id, keyOf(ch), s, gen, old.Generation)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("resumed %s handed out %d chunks of shards it had lost", victim.id, bad)
+	}
+	t.Logf("after SIGCONT, %s handed out %d chunks to the reserve queued while paused and %d in the next second, %d of them from lost shards",
+		victim.id, queuedN, len(got)-queuedN, bad)
+	// Complete them elsewhere so that nothing stays reserved.
+	if len(got) > 0 {
+		other := c.running()[0]
+		if other == victim {
+			other = c.running()[1]
+		}
+		comps := make([]client.Completion, len(got))
+		keys := make([]chunkKey, len(got))
+		for i, ch := range got {
+			comps[i], keys[i] = client.Completion{Token: ch.Token, Output: ch.Token}, keyOf(ch)
+		}
+		res, err := other.client.Complete(ctx, comps...)
+		if err != nil {
+			t.Fatalf("completing the probe's chunks: %v", err)
+		}
+		for i, r := range res {
+			l.answered(keys[i], comps[i].Token, r.Status)
+		}
+	}
+}
+
+// TestClusterPausedInstanceDoesNotBlockOthers: an instance paused in the middle of a claims
+// transaction must not block the others (DESIGN.md §4: short lock_timeout and
+// idle_in_transaction_session_timeout).
+//
+// Pausing a process exactly inside a transaction cannot be timed from outside, and a
+// claims transaction lasts a few milliseconds every renew interval, so one SIGSTOP at a
+// random moment rarely lands in one. Instead the test pauses the victim over and over, at
+// random moments and at moments just after its next cycle should begin (predicted from
+// its last heartbeat), and after each SIGSTOP asks pg_stat_activity whether one of the
+// victim's sessions (found by application_name) is inside a claims transaction ("idle in
+// transaction", or running a statement on the claims tables). If not, it resumes the
+// victim at once; if so — the victim is now frozen holding that transaction's locks — it
+// keeps it paused for 0.3–1.5 s (at times past the others' lock_timeout of 1 s and past
+// the soft expiry, so that the others try to take the shards it has locked) before
+// resuming it. This goes on for 5 s, and longer (up to 15 s) until at least 3 pauses have
+// caught a transaction. Meanwhile a monitor checks every 50 ms that the other two
+// instances keep renewing (every shard they hold has renewed_at younger than the soft
+// expiry) and stay ready, and at the end that they lost no shard.
+func TestClusterPausedInstanceDoesNotBlockOthers(t *testing.T) {
+	c := newProcCluster(t, 3)
+	insts := c.running()
+	victim, others := insts[2], insts[:2]
+	ctx := t.Context()
+
+	type sample struct {
+		maxAge   time.Duration
+		shard    int
+		claimant string
+	}
+	var mu sync.Mutex
+	var worst sample
+	var notReady []string
+	var samples int
+	mctx, stopMonitor := context.WithCancel(ctx)
+	monitorDone := make(chan struct{})
+	go func() {
+		defer close(monitorDone)
+		for mctx.Err() == nil {
+			rows, err := c.claims(mctx)
+			if err == nil {
+				mu.Lock()
+				samples++
+				for s, r := range rows {
+					if r.claimant() != others[0].id && r.claimant() != others[1].id {
+						continue
+					}
+					if age := r.Now.Sub(*r.RenewedAt); age > worst.maxAge {
+						worst = sample{age, s, r.claimant()}
+					}
+				}
+				mu.Unlock()
+			}
+			for _, o := range others {
+				if code, body := o.readyz(); code != 200 && mctx.Err() == nil {
+					mu.Lock()
+					notReady = append(notReady, fmt.Sprintf("%s at %s: %d %s", o.id, time.Now().Format("15:04:05.000"), code, body))
+					mu.Unlock()
+				}
+			}
+			sleepCtx(mctx, 50*time.Millisecond)
+		}
+	}()
+
+	inClaimsTx := func() (bool, string) {
+		var n int
+		var q string
+		err := c.pool.QueryRow(ctx, `SELECT count(*), coalesce(max(left(query, 60)), '') FROM pg_stat_activity
+			WHERE application_name = $1
+			  AND (state LIKE 'idle in transaction%' OR (state = 'active' AND query ILIKE '%shard_claims%'))
+			  AND (query ILIKE '%shard_claims%' OR query ILIKE '%lock_timeout%' OR query ILIKE '%serializable%'
+			       OR query ILIKE '%opsq.instances%')`, victim.id).Scan(&n, &q)
+		if err != nil {
+			t.Fatalf("reading pg_stat_activity: %v", err)
+		}
+		return n > 0, q
+	}
+	// nextCycle predicts when the victim's next claims transaction starts: its cycles begin
+	// every renew interval with a heartbeat, just before the transaction, and heartbeat_at
+	// is the heartbeat's now() (PostgreSQL's clock, the same as ours on this machine).
+	nextCycle := func() time.Time {
+		var last, now time.Time
+		if err := c.pool.QueryRow(ctx, `SELECT heartbeat_at, now() FROM opsq.instances WHERE id = $1`,
+			victim.id).Scan(&last, &now); err != nil {
+			t.Fatalf("reading %s's last renewal: %v", victim.id, err)
+		}
+		for !last.After(now.Add(5 * time.Millisecond)) {
+			last = last.Add(tcRenewInterval)
+		}
+		return last
+	}
+	pauses, caught := 0, 0
+	var caughtIn []string
+	var longest time.Duration
+	// 5 s at least, longer (up to 15 s) until 3 pauses have caught a transaction.
+	begin := time.Now()
+	for time.Since(begin) < 5*time.Second || (caught < 3 && time.Since(begin) < 15*time.Second) {
+		if pauses%2 == 0 {
+			time.Sleep(jitter(0, 40*time.Millisecond)) // a random moment
+		} else {
+			// A moment just after a predicted cycle start, where a transaction likely is.
+			time.Sleep(time.Until(nextCycle().Add(jitter(0, 10*time.Millisecond))))
+		}
+		victim.signal(syscall.SIGSTOP)
+		pauses++
+		if in, q := inClaimsTx(); in {
+			caught++
+			caughtIn = append(caughtIn, strings.Join(strings.Fields(q), " "))
+			d := jitter(300*time.Millisecond, 1500*time.Millisecond)
+			longest = max(longest, d)
+			time.Sleep(d) // keeps the victim frozen inside its transaction
+		}
+		victim.signal(syscall.SIGCONT)
+	}
+	stopMonitor()
+	<-monitorDone
+
+	t.Logf("%d pauses in %s, %d of them inside a claims transaction (longest held %s); monitor samples %d; oldest renewal of the others' shards: %s (shard %d of %s)",
+		pauses, time.Since(begin).Round(time.Millisecond), caught, longest.Round(time.Millisecond), samples, worst.maxAge.Round(time.Millisecond), worst.shard, worst.claimant)
+	if len(caughtIn) > 0 {
+		t.Logf("statements the victim was paused after: %q", caughtIn)
+	}
+	if caught == 0 {
+		t.Errorf("no pause caught %s inside a claims transaction; the test proved nothing (run it again)", victim.id)
+	}
+	if worst.maxAge >= tcSoftExpiry {
+		t.Errorf("shard %d of %s went %s without a renewal while %s was paused; want less than the soft expiry (%s)",
+			worst.shard, worst.claimant, worst.maxAge.Round(time.Millisecond), victim.id, tcSoftExpiry)
+	}
+	for _, nr := range notReady {
+		t.Errorf("/readyz of a healthy instance failed while another was paused: %s", nr)
+	}
+	for _, o := range others {
+		for _, line := range o.logLines("shards lost") {
+			t.Errorf("%s lost shards while %s was paused: %s", o.id, victim.id, line)
+		}
+	}
+	victim.waitReady(10 * time.Second)
+	c.waitSplit(20*time.Second, insts...)
+}
+
+// TestClusterPostgresRestart: PostgreSQL restarts under 2 instances and their consumers;
+// the instances become ready again and every chunk completes. pgtest's server cannot be
+// restarted from a test, so this one runs its own (package pglocal).
+func TestClusterPostgresRestart(t *testing.T) {
+	if _, err := pglocal.BinDir(); err != nil {
+		t.Fatalf("this test starts its own PostgreSQL: %v", err)
+	}
+	ctx := t.Context()
+	pg := &pglocal.Cluster{Dir: t.TempDir()}
+	if err := pg.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pg.Stop(context.Background()); err != nil {
+			t.Errorf("stopping PostgreSQL: %v", err)
+		}
+	})
+	dbURL := pg.URL("postgres")
+	m, err := migrations.New(ctx, dbURL, migrations.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	c := newProcClusterOn(t, dbURL)
+	insts := c.startN(2)
+	l := newLedger()
+	for i := range 4 {
+		submitChunksN(ctx, t, insts[i%2].client, l, 500)
+	}
+	tg := newTargets(urls(insts...)...)
+	cs := runConsumers(t, c.hc, l, consumerConfig{n: 4, targets: tg, work: 20 * time.Millisecond})
+	pollUntil(t, 30*time.Second, "500 chunks completed", func() string {
+		if n := l.done.Load(); n < 500 {
+			return fmt.Sprintf("%d completed", n)
+		}
+		return ""
+	})
+
+	down := time.Now()
+	if err := pg.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	doneAtStop := l.done.Load()
+	pollUntil(t, 10*time.Second, "both instances to report not ready", func() string {
+		for _, inst := range insts {
+			if code, body := inst.readyz(); code == 200 {
+				return inst.id + " still ready: " + body
+			}
+		}
+		return ""
+	})
+	time.Sleep(time.Until(down.Add(2 * time.Second))) // PostgreSQL stays down for 2 s
+	if err := pg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	up := time.Now()
+	took := pollUntil(t, 30*time.Second, "both instances to be ready again", func() string {
+		for _, inst := range insts {
+			if code, body := inst.readyz(); code != 200 {
+				return fmt.Sprintf("%s: %d %s", inst.id, code, body)
+			}
+		}
+		return ""
+	})
+	t.Logf("PostgreSQL down %s (with %d chunks completed); both instances ready %s after it was up again",
+		up.Sub(down).Round(time.Millisecond), doneAtStop, took.Round(time.Millisecond))
+	c.waitSplit(20*time.Second, insts...)
+	c.waitCompleted(60*time.Second, l)
+	cs.stop()
+	st := l.check(t, ctx, c.pool)
+	t.Logf("duplicates %d; consumer request errors %d", st.duplicates, cs.errors.Load())
+}
+
+// TestClusterForceReleaseNoticed: an operator's force-release (sql/admin/
+// force_release_shard.sql) is noticed by the old owner within two renew intervals: it
+// stops serving the shard, and someone claims it again under a higher generation.
+func TestClusterForceReleaseNoticed(t *testing.T) {
+	c := newProcCluster(t, 3)
+	insts := c.running()
+	ctx := t.Context()
+	l := newLedger()
+	submitChunksN(ctx, t, insts[0].client, l, 4*tcShardCount)
+
+	recipe, err := opsqsql.Admin.ReadFile("admin/force_release_shard.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lostLine := regexp.MustCompile(`^time=(\S+) .*msg="shards lost: taken by another instance or an operator" shards="?\[([0-9 ]*)\]"?`)
+	for _, owner := range insts {
+		rows := c.claimsOf(ctx, owner)
+		shard := slices.Min(slices.Collect(maps.Keys(rows)))
+		oldGen := rows[shard].Generation
+		var gotShard int
+		var gen int64
+		if err := c.pool.QueryRow(ctx, strings.ReplaceAll(string(recipe), ":shard", strconv.Itoa(shard))).Scan(&gotShard, &gen); err != nil {
+			t.Fatalf("running force_release_shard.sql for shard %d: %v", shard, err)
+		}
+		released := time.Now()
+		if gen != oldGen+1 {
+			t.Errorf("force_release_shard.sql returned generation %d; want %d", gen, oldGen+1)
+		}
+
+		var noticed time.Time
+		pollUntil(t, 5*time.Second, fmt.Sprintf("%s to log that it lost shard %d", owner.id, shard), func() string {
+			for _, line := range owner.logLines("shards lost") {
+				m := lostLine.FindStringSubmatch(line)
+				if m == nil || !slices.Contains(strings.Fields(m[2]), strconv.Itoa(shard)) {
+					continue
+				}
+				at, err := time.Parse(time.RFC3339Nano, m[1])
+				if err != nil {
+					return err.Error()
+				}
+				noticed = at
+				return ""
+			}
+			return "not yet"
+		})
+		delay := noticed.Sub(released)
+		if delay > 2*tcRenewInterval {
+			t.Errorf("%s noticed the force-release of shard %d %s after it; want within two renew intervals (%s)",
+				owner.id, shard, delay.Round(time.Millisecond), 2*tcRenewInterval)
+		}
+
+		var retaken claimRow
+		pollUntil(t, 5*time.Second, fmt.Sprintf("shard %d to be claimed again", shard), func() string {
+			all, err := c.claims(ctx)
+			if err != nil {
+				return err.Error()
+			}
+			retaken = all[shard]
+			if retaken.claimant() == "" || retaken.Generation <= gen {
+				return fmt.Sprintf("claimant %q generation %d", retaken.claimant(), retaken.Generation)
+			}
+			return ""
+		})
+		// The old owner hands out nothing of the shard under the generation it lost.
+		chunks, err := owner.local.Reserve(ctx, client.ReserveRequest{Max: 1000, Lease: "30s", Consumer: "probe"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range chunks {
+			l.deliver(ch, owner.url, "probe")
+			if s, g, _ := tokenClaim(ch.Token); s == shard && g <= oldGen {
+				t.Errorf("%s handed out chunk %s of force-released shard %d under its old generation %d", owner.id, keyOf(ch), s, g)
+			}
+		}
+		completeOld(ctx, t, owner.client, l, chunks, client.StatusCompleted)
+		t.Logf("shard %d: %s noticed the force-release after %s; %s claimed it again under generation %d",
+			shard, owner.id, delay.Round(time.Millisecond), retaken.claimant(), retaken.Generation)
+	}
+	c.waitSplit(20*time.Second, insts...)
+
+	tg := newTargets(urls(insts...)...)
+	cs := runConsumers(t, c.hc, l, consumerConfig{n: 2, targets: tg})
+	c.waitCompleted(30*time.Second, l)
+	cs.stop()
+	l.check(t, ctx, c.pool)
+}
+
+// TestClusterForwardingToLongPoll: a consumer that only ever talks to instance 1 and
+// long-polls gets every one-chunk submission, wherever its chunk's shard is, within 2 s of
+// its submission (DESIGN.md §3: a consumer never waits while reservable work exists
+// anywhere in the cluster).
+func TestClusterForwardingToLongPoll(t *testing.T) {
+	const limit = 2 * time.Second
+	c := newProcCluster(t, 3)
+	insts := c.running()
+	ctx := t.Context()
+	l := newLedger()
+
+	type receipt struct {
+		ch client.ReservedChunk
+		at time.Time
+	}
+	got := make(chan receipt, 16)
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for cctx.Err() == nil {
+			chunks, err := insts[0].client.Reserve(cctx, client.ReserveRequest{Max: 1, Wait: "20s", Lease: "30s", Consumer: "long-poller"})
+			at := time.Now()
+			if err != nil {
+				if cctx.Err() == nil {
+					l.problem("long-poll reserve: %v", err)
+					sleepCtx(cctx, 100*time.Millisecond)
+				}
+				continue
+			}
+			for _, ch := range chunks {
+				k := l.deliver(ch, insts[0].url, "long-poller")
+				got <- receipt{ch, at}
+				completeAll(cctx, c.hc, newTargets(insts[0].url), l, []chunkKey{k}, []client.Completion{{Token: ch.Token, Output: ch.Token}}, new(atomic.Int64))
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+
+	owners := map[int]string{}
+	for s, r := range mustClaims(t, c) {
+		owners[s] = r.claimant()
+	}
+	var lines []string
+	slow := 0
+	for i := range 12 {
+		// Submissions come at random moments of the consumer's long poll and of the
+		// instances' renewals and caches.
+		time.Sleep(jitter(0, time.Second))
+		to := insts[1+i%2]
+		start := time.Now()
+		id := submitChunksN(ctx, t, to.client, l, 1)
+		select {
+		case r := <-got:
+			lat := r.at.Sub(start)
+			s, _, _ := tokenClaim(r.ch.Token)
+			where := "own shard"
+			if owners[s] != insts[0].id {
+				where = "forwarded from " + owners[s]
+			}
+			lines = append(lines, fmt.Sprintf("#%d via %s: shard %d (%s) in %s", i+1, to.id, s, where, lat.Round(time.Millisecond)))
+			if r.ch.SubmissionID != id {
+				t.Errorf("submission %d: the consumer got a chunk of %s; want %s", i+1, r.ch.SubmissionID, id)
+			}
+			if lat > limit {
+				slow++
+				t.Errorf("submission %d (shard %d, %s) reached the long-polling consumer after %s; want within %s", i+1, s, where, lat.Round(time.Millisecond), limit)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("submission %d (%s, posted to %s) did not reach the long-polling consumer of %s within 10 s", i+1, id, to.id, insts[0].id)
+		}
+	}
+	t.Logf("one-chunk submissions to a consumer long-polling %s:\n  %s", insts[0].id, strings.Join(lines, "\n  "))
+	c.waitCompleted(10*time.Second, l)
+	cancel()
+	wg.Wait()
+	l.check(t, ctx, c.pool)
+}
+
+func mustClaims(t *testing.T, c *procCluster) map[int]claimRow {
+	t.Helper()
+	rows, err := c.claims(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// TestClusterServeMigratesWithPoolSizeInURL: "opsq serve" documents the pool size as a
+// parameter of the database URL (?pool_max_conns=N); an instance that migrates at start
+// (the default) must accept such a URL too.
+func TestClusterServeMigratesWithPoolSizeInURL(t *testing.T) {
+	c := newProcClusterOn(t, pgtest.NewDB(t))
+	inst := c.spawnWith(true, map[string]string{"pool_max_conns": "4"})
+	inst.waitReady(30 * time.Second)
+}
