@@ -27,6 +27,7 @@ var commands = []command{
 	{"results", "print a completed submission's results as NDJSON", runResults},
 	{"cancel", "cancel a submission", runCancel},
 	{"list", "list submissions by state and strategic metadata", runList},
+	{"bench", "measure opsq end to end against the design's targets", runBench},
 	{"work", "consume chunks: run a command once per reserved chunk", runWork},
 	{"claims", "show the cluster: instances, their shards, unclaimed shards", runClaims},
 }
