@@ -163,16 +163,11 @@ func (c *procCluster) startN(n int) []*procInstance {
 	return out
 }
 
-// spawn starts one instance without waiting for it. Its database URL sets the pool size
-// (pool_max_conns) unless it migrates: "opsq serve" passes the URL as it is to the
-// migrations, which refuse pool_max_conns (TestClusterServeMigratesWithPoolSizeInURL).
+// spawn starts one instance without waiting for it, with a small pool (pool_max_conns in
+// its database URL) so that several fit on the test server.
 func (c *procCluster) spawn(migrate bool) *procInstance {
 	c.t.Helper()
-	params := map[string]string{}
-	if !migrate {
-		params["pool_max_conns"] = strconv.Itoa(tcPoolMaxConns)
-	}
-	return c.spawnWith(migrate, params)
+	return c.spawnWith(migrate, map[string]string{"pool_max_conns": strconv.Itoa(tcPoolMaxConns)})
 }
 
 // spawnWith is spawn with the given parameters added to the database URL.
