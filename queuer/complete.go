@@ -147,6 +147,11 @@ func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) erro
 	err := withRetry(ctx, func() error {
 		clear(completed)
 		return pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+			// A batch touches a few chunks by primary key: when the partitions are small
+			// (or their statistics stale) the planner would rather read every partition.
+			if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off"); err != nil {
+				return err
+			}
 			rows, err := tx.Query(ctx, opsqsql.ChunksComplete, pgx.NamedArgs{
 				"submission_ids": sids, "chunk_indexes": idxs, "shards": shards, "outputs": outputs, "tokens": tokens,
 			})

@@ -3,6 +3,7 @@ package queuer
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -70,22 +71,81 @@ func TestCandidateQueriesStream(t *testing.T) {
 		t.Run(text, func(t *testing.T) {
 			tree := strategy.MustParseText(text)
 			for _, leaf := range leaves(tree, nil) {
-				query, fargs := strategy.CandidateQuery(leaf.kind, leaf.filters)
+				query, fargs := strategy.CandidateQuery(leaf.kind, leaf.filters, shards)
 				args := newScan(leaf.kind).args(14)
-				args["shards"] = shards
 				for k, v := range fargs {
 					args[k] = v
 				}
-				var plan []byte
-				if err := pool.QueryRow(t.Context(), "EXPLAIN (FORMAT JSON) "+query, args).Scan(&plan); err != nil {
-					t.Fatalf("EXPLAIN %s: %v", leaf.kind, err)
-				}
-				if bad := findNodes(t, plan, forbiddenPlanNodes); len(bad) > 0 {
-					t.Errorf("leaf %s (filters %d): plan has %v; want a stream of index scans\n%s", leaf.kind, len(leaf.filters), bad, indentPlan(plan))
+				for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+					plan := explain(t, pool, mode, query, args)
+					if bad := findNodes(t, plan, forbiddenPlanNodes); len(bad) > 0 {
+						t.Errorf("leaf %s (filters %d), %s: plan has %v; want a stream of index scans\n%s",
+							leaf.kind, len(leaf.filters), mode, bad, indentPlan(plan))
+					}
 				}
 			}
 		})
 	}
+}
+
+// explain returns the plan PostgreSQL makes for query under plan_cache_mode mode: a
+// prepared statement, as the instances run it, explained with its arguments bound.
+func explain(t *testing.T, pool *pgxpool.Pool, mode, query string, named pgx.NamedArgs) []byte {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// Number the named arguments in order of appearance, as pgx does.
+	var args []any
+	index := map[string]int{}
+	positional := namedArg.ReplaceAllStringFunc(query, func(m string) string {
+		name := m[1:]
+		if _, ok := index[name]; !ok {
+			args = append(args, named[name])
+			index[name] = len(args)
+		}
+		return fmt.Sprintf("$%d", index[name])
+	})
+	params := make([]string, len(args))
+	for i, a := range args {
+		params[i] = literal(t, a)
+	}
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "PREPARE plan_test AS "+positional); err != nil {
+		t.Fatalf("PREPARE: %v\n%s", err, positional)
+	}
+	defer conn.Exec(ctx, "DEALLOCATE plan_test; RESET plan_cache_mode") //nolint:errcheck // the connection is released either way
+	var plan []byte
+	if err := conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE plan_test("+strings.Join(params, ", ")+")").Scan(&plan); err != nil {
+		t.Fatalf("EXPLAIN EXECUTE: %v", err)
+	}
+	return plan
+}
+
+var namedArg = regexp.MustCompile(`@[a-z_0-9]+`)
+
+// literal writes an argument of a candidate query as SQL.
+func literal(t *testing.T, a any) string {
+	t.Helper()
+	switch v := a.(type) {
+	case []int32:
+		parts := make([]string, len(v))
+		for i, x := range v {
+			parts[i] = fmt.Sprint(x)
+		}
+		return "'{" + strings.Join(parts, ",") + "}'"
+	case string:
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	case int, int32, int64:
+		return fmt.Sprint(v)
+	}
+	t.Fatalf("no SQL literal for %T", a)
+	return ""
 }
 
 type leafQuery struct {

@@ -47,6 +47,7 @@ type Config struct {
 type Queuer struct {
 	cfg        Config
 	pool       *pgxpool.Pool
+	scans      *pgxpool.Pool // candidate queries: cached generic plans (see Start)
 	log        *slog.Logger
 	ids        *idGenerator
 	shardCount int
@@ -122,6 +123,16 @@ func (q *Queuer) Start(ctx context.Context) error {
 		return err
 	}
 	q.shardCount = settings.ShardCount
+	// Candidate queries run on their own connections, which keep one generic plan per
+	// query text: a custom plan over tens of chunk partitions costs milliseconds to make,
+	// more than running it. Their plans stream whatever the arguments (the plan tests
+	// check the generic plans); other statements keep PostgreSQL's default planning.
+	scanCfg := q.pool.Config().Copy()
+	scanCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	scanCfg.MaxConns = max(q.pool.Config().MaxConns/2, 4)
+	if q.scans, err = pgxpool.NewWithConfig(ctx, scanCfg); err != nil {
+		return fmt.Errorf("connecting the candidate pool: %w", err)
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	// The listener first, so that no NOTIFY about shards acquired below is missed.
 	if err := q.listener.Start(runCtx); err != nil {
@@ -181,6 +192,7 @@ func (q *Queuer) Stop() {
 	<-q.completerDone
 	<-q.expiryDone
 	q.listener.Stop()
+	q.scans.Close()
 	q.finished.wakeAll()
 	q.work.broadcast()
 }

@@ -187,18 +187,38 @@ func (r *run) node(ctx context.Context, n strategy.Node, f frame) error {
 	}
 }
 
-// leaf streams a leaf's candidates, batch by batch, and takes what it may.
+// randomWindow is how many shards one random scan reads at a time: any shards will do for
+// random, and each shard in a query costs a partition index scan.
+const randomWindow = 8
+
+// leaf streams a leaf's candidates and takes what it may. Random reads the shards a window
+// at a time, in random order; the ordered leaves read all shards in one merged order.
 func (r *run) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
-	query, fargs := strategy.CandidateQuery(kind, f.filters)
+	if kind != strategy.Random || len(r.shards) <= randomWindow {
+		return r.scanShards(ctx, kind, f, r.shards)
+	}
+	shards := append([]int32(nil), r.shards...)
+	rand.Shuffle(len(shards), func(i, j int) { shards[i], shards[j] = shards[j], shards[i] })
+	for i := 0; i < len(shards) && !r.full(); i += randomWindow {
+		if err := r.scanShards(ctx, kind, f, shards[i:min(i+randomWindow, len(shards))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanShards streams a leaf's candidates over shards, batch by batch, and takes what it
+// may, until the request is full or the order is read to its end.
+func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shards []int32) error {
+	query, fargs := strategy.CandidateQuery(kind, f.filters, shards)
 	s := newScan(kind)
 	limit := min(r.req.Max-len(r.out)+4, batchMax)
 	for !r.full() {
 		args := s.args(limit)
-		args["shards"] = r.shards
 		for k, v := range fargs {
 			args[k] = v
 		}
-		rows, err := r.q.pool.Query(ctx, query, args)
+		rows, err := r.q.scans.Query(ctx, query, args)
 		if err != nil {
 			return fmt.Errorf("reading candidates: %w", err)
 		}

@@ -9,15 +9,26 @@ func ShardOf(submissionID int64, chunkIndex int, shardCount int) int {
 }
 
 // RandomOrder is the chunk's 16-bit position on the ring that the random strategy cuts at a
-// random offset ("cutting the deck"). A submission starts at a point that a hash of its id
-// (which encodes its insertion time) picks, and its chunks on one shard follow each other
-// on the ring. So a random cut lands on any available chunk about equally often, and the
-// index on random_order is filled in ascending runs, which keeps inserts cheap (a random
-// value per chunk costs twice as much at insert: measured in migrations/README.md).
+// random offset ("cutting the deck"). The chunks of a submission on one shard come in runs
+// of randomRun consecutive positions, and the runs are spread over the whole ring by a
+// golden-ratio stride from a start that a hash of the submission id picks (the id encodes
+// its insertion time). So a random cut lands in about the same place of a large submission
+// as of many small ones, consumers cutting at different places rarely meet, and the index
+// on random_order is still filled in ascending runs of randomRun entries, which keeps
+// inserts cheap (a random value per chunk costs markedly more: migrations/README.md).
 func RandomOrder(submissionID int64, chunkIndex int, shardCount int) int {
 	start := mix(submissionID) >> 48 // the top 16 bits; ShardOf uses the low bits
-	return int((start + uint64(chunkIndex/shardCount)) & 0xFFFF)
+	pos := uint64(chunkIndex / shardCount)
+	return int((start + pos/randomRun*goldenStride + pos%randomRun) & 0xFFFF)
 }
+
+const (
+	// randomRun is the length of a run of consecutive random_order positions.
+	randomRun = 64
+	// goldenStride is 65536 divided by the golden ratio, made odd: successive runs land far
+	// apart and fill the ring evenly.
+	goldenStride = 40503
+)
 
 // mix is the splitmix64 finalizer: every bit of the id affects every bit of the result.
 func mix(id int64) uint64 {

@@ -44,18 +44,37 @@ func TestShardOfSpreadsSmallSubmissions(t *testing.T) {
 	}
 }
 
-func TestRandomOrderAscendsWithinAShard(t *testing.T) {
+func TestRandomOrderRunsSpreadOverTheRing(t *testing.T) {
 	t.Parallel()
 	id := rand.Int64()
 	last := map[int]int{}
-	for i := range 64 * 100 {
+	seen := map[int]bool{}
+	for i := range 64 * 4096 {
 		s, r := ShardOf(id, i, 64), RandomOrder(id, i, 64)
 		if r < 0 || r > 0xFFFF {
 			t.Fatalf("RandomOrder = %d; want a 16-bit value", r)
 		}
-		if prev, ok := last[s]; ok && r != (prev+1)&0xFFFF {
-			t.Fatalf("chunk %d on shard %d: random_order %d after %d; want consecutive values", i, s, r, prev)
+		pos := i / 64
+		if prev, ok := last[s]; ok && pos%randomRun != 0 && r != (prev+1)&0xFFFF {
+			t.Fatalf("chunk %d on shard %d: random_order %d after %d; want runs of consecutive values", i, s, r, prev)
 		}
 		last[s] = r
+		if s == 0 {
+			seen[r] = true
+		}
+	}
+	// 4096 chunks per shard in 64 runs: a big submission must reach every part of the ring,
+	// so that a random cut is never far from one of its chunks.
+	gap, longest := 0, 0
+	for r := range 2 << 16 { // twice around, for the gap that wraps
+		if seen[r&0xFFFF] {
+			gap = 0
+			continue
+		}
+		gap++
+		longest = max(longest, gap)
+	}
+	if longest > 4096 {
+		t.Errorf("a 262 144-chunk submission leaves a gap of %d positions on one shard's ring; want under 4096 (1/16 of it)", longest)
 	}
 }

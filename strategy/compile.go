@@ -17,31 +17,35 @@ type Filter struct {
 // streams: a Merge Append of one ordered index scan per shard (random, oldest_first,
 // newest_first), or the in-progress submissions in priority order each joined to its own
 // chunks' ordered scan (custom_priority); a filter is a probe of the strategic metadata
-// primary key per row (or per submission). The caller binds the keyset arguments:
+// primary key per row (or per submission). The shards are bound in the returned arguments;
+// the query text depends only on the leaf, the number of filters and of shards, so that
+// instances can keep one generic plan of each (planning a custom plan over tens of
+// partitions costs milliseconds). The caller binds the keyset arguments:
 //
-//	@shards int[], @limit int,
+//	@limit int,
 //	@after_order int, @before_order int (random),
 //	@after_priority bigint (custom_priority: the negated priority),
 //	@after_submission bigint, @after_chunk int.
 //
 // Every query returns submission_id, chunk_index, shard, retries, input, random_order,
 // sort_priority.
-func CandidateQuery(leaf Kind, filters []Filter) (string, map[string]any) {
+func CandidateQuery(leaf Kind, filters []Filter, shards []int32) (string, map[string]any) {
 	args := map[string]any{}
 	filter := filterSQL(filters, "c.submission_id", args)
+	in := shardList(shards, args)
 	const columns = "c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order"
 	switch leaf {
 	case OldestFirst:
 		return `SELECT ` + columns + `, 0::bigint AS sort_priority
 FROM opsq.chunks c
-WHERE c.shard = ANY(@shards::int[])
+WHERE c.shard IN (` + in + `)
   AND (c.submission_id, c.chunk_index) > (@after_submission::bigint, @after_chunk::int)` + filter + `
 ORDER BY c.submission_id, c.chunk_index
 LIMIT @limit`, args
 	case NewestFirst:
 		return `SELECT ` + columns + `, 0::bigint AS sort_priority
 FROM opsq.chunks c
-WHERE c.shard = ANY(@shards::int[])
+WHERE c.shard IN (` + in + `)
   AND (c.submission_id, c.chunk_index) < (@after_submission::bigint, @after_chunk::int)` + filter + `
 ORDER BY c.submission_id DESC, c.chunk_index DESC
 LIMIT @limit`, args
@@ -52,7 +56,7 @@ CROSS JOIN LATERAL (
     SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order
     FROM opsq.chunks c
     WHERE c.submission_id = s.id
-      AND c.shard = ANY(@shards::int[])
+      AND c.shard IN (` + in + `)
       AND c.chunk_index > CASE WHEN s.id = @after_submission::bigint THEN @after_chunk::int ELSE -1 END
     ORDER BY c.chunk_index
     LIMIT @limit
@@ -63,12 +67,25 @@ LIMIT @limit`, args
 	default: // Random
 		return `SELECT ` + columns + `, 0::bigint AS sort_priority
 FROM opsq.chunks c
-WHERE c.shard = ANY(@shards::int[])
+WHERE c.shard IN (` + in + `)
   AND (c.random_order, c.submission_id, c.chunk_index) > (@after_order::int, @after_submission::bigint, @after_chunk::int)
   AND c.random_order < @before_order::int` + filter + `
 ORDER BY c.random_order, c.submission_id, c.chunk_index
 LIMIT @limit`, args
 	}
+}
+
+// shardList binds the shards one argument each, shard_0, shard_1, …: PostgreSQL prunes the
+// chunk partitions of a cached generic plan at run time for an IN list of arguments, not
+// for one array argument (= ANY(@shards) scans and filters every partition).
+func shardList(shards []int32, args map[string]any) string {
+	names := make([]string, len(shards))
+	for i, s := range shards {
+		name := fmt.Sprintf("shard_%d", i)
+		args[name] = s
+		names[i] = "@" + name + "::int"
+	}
+	return strings.Join(names, ", ")
 }
 
 // filterSQL writes one semi-join probe per filter, on the submission id column idColumn,

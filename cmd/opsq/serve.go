@@ -174,10 +174,6 @@ func newPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = 32
 	}
-	// The candidate queries of the strategies are planned with their arguments every time:
-	// a generic plan cannot prune the chunk partitions to this instance's shards at plan
-	// time, nor see the LIMIT, and may then choose a sort over the backlog.
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the database: %w", err)
