@@ -18,6 +18,9 @@ func ShardOf(submissionID int64, chunkIndex int, shardCount int) int {
 // inserts cheap (a random value per chunk costs markedly more: migrations/README.md).
 func RandomOrder(submissionID int64, chunkIndex int, shardCount int) int {
 	start := mix(submissionID) >> 48 // the top 16 bits; ShardOf uses the low bits
+	// Each shard starts elsewhere, so that the few runs of a small submission on a window
+	// of shards are spread over the ring too.
+	start += uint64(ShardOf(submissionID, chunkIndex, shardCount)) * shardStride
 	pos := uint64(chunkIndex / shardCount)
 	return int((start + pos/randomRun*goldenStride + pos%randomRun) & 0xFFFF)
 }
@@ -28,6 +31,9 @@ const (
 	// goldenStride is 65536 divided by the golden ratio, made odd: successive runs land far
 	// apart and fill the ring evenly.
 	goldenStride = 40503
+	// shardStride offsets the shards' starts: 65536·(√2−1), made odd, unrelated to
+	// goldenStride so that the runs of different shards do not line up.
+	shardStride = 27145
 )
 
 // mix is the splitmix64 finalizer: every bit of the id affects every bit of the result.
