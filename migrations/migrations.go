@@ -106,6 +106,14 @@ func (m *Migrator) Down(ctx context.Context) error {
 	return nil
 }
 
+// DownTo rolls back every migration newer than version.
+func (m *Migrator) DownTo(ctx context.Context, version int64) error {
+	if _, err := m.provider.DownTo(ctx, version); err != nil {
+		return fmt.Errorf("migrating down to %d: %w", version, err)
+	}
+	return nil
+}
+
 // Status reports every known migration and whether it is applied.
 func (m *Migrator) Status(ctx context.Context) ([]*goose.MigrationStatus, error) {
 	return m.provider.Status(ctx)
