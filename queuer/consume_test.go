@@ -289,3 +289,28 @@ func TestConcurrentConsumersHandOutEachChunkOnce(t *testing.T) {
 		t.Fatalf("%d submissions completed; want 3", n)
 	}
 }
+
+// TestOrderedReserveDoesNotRescanReservedHead holds more chunks at the head of the
+// oldest_first order than one reserve may read past (scanRowsMax): resume hints must still
+// let every reserve find the free chunks behind them.
+func TestOrderedReserveDoesNotRescanReservedHead(t *testing.T) {
+	t.Parallel()
+	q, _ := setup(t)
+	id := submitN(t, q, 30_000, NewSubmission{})
+	oldest := strategy.Node{Kind: strategy.OldestFirst}
+	held := 0
+	for held < 25_000 {
+		c := reserveN(t, q, ReserveRequest{Max: 1000, Strategy: oldest})
+		if len(c) == 0 {
+			t.Fatalf("oldest_first returned nothing with %d of 30 000 chunks held", held)
+		}
+		held += len(c)
+	}
+	for i := range 20 {
+		c := reserveN(t, q, ReserveRequest{Max: 1, Strategy: oldest})
+		if len(c) != 1 || c[0].SubmissionID != id {
+			t.Fatalf("reserve %d behind %d held chunks got %d chunks; want 1", i, held, len(c))
+		}
+		held++
+	}
+}

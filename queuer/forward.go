@@ -54,8 +54,10 @@ func newAvailability() *availability {
 	return a
 }
 
-// markAvailable notes that an own shard may have free chunks again.
+// markAvailable notes that an own shard may have free chunks again: acquired, or a chunk
+// of it released (retried, expired).
 func (q *Queuer) markAvailable(shard int) {
+	q.hints.clear()
 	q.avail.mu.Lock()
 	defer q.avail.mu.Unlock()
 	delete(q.avail.mu.empty, shard)
@@ -86,6 +88,7 @@ func (q *Queuer) onWork(payload string) {
 		}
 	}
 	q.avail.mu.Unlock()
+	q.hints.clearNewWork()
 	q.work.broadcast()
 }
 

@@ -59,6 +59,7 @@ type Queuer struct {
 	avail      *availability
 	infos      *infoCache
 	tombs      *tombstones
+	hints      *hints
 
 	draining atomic.Bool
 	count    counters
@@ -89,7 +90,7 @@ func New(cfg Config) (*Queuer, error) {
 	q := &Queuer{
 		cfg: cfg, pool: cfg.Pool, log: cfg.Logger, ids: newIDGenerator(),
 		reserver: reserver.New(reserver.Config{}), finished: newWaiters(), work: newSignal(),
-		avail: newAvailability(), infos: newInfoCache(), tombs: newTombstones(),
+		avail: newAvailability(), infos: newInfoCache(), tombs: newTombstones(), hints: newHints(),
 		completions: make(chan *completeJob, 1024),
 	}
 	manager, err := claims.New(claims.Config{
@@ -225,6 +226,7 @@ func (q *Queuer) Cluster(ctx context.Context) (claims.Cluster, error) {
 
 // onLost drops the reservations of shards that are no longer ours.
 func (q *Queuer) onLost(shards []int) {
+	q.hints.clear()
 	n := 0
 	for _, s := range shards {
 		n += len(q.reserver.DropShard(s))
@@ -278,6 +280,7 @@ func (q *Queuer) onReleased(payload string) {
 				q.tombs.add(t.key)
 			}
 			q.reserver.Release(item)
+			q.hints.clear() // the chunk is free again, wherever it sorts
 			continue
 		}
 		s, err1 := strconv.ParseInt(sid, 10, 64)

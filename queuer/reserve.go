@@ -212,7 +212,16 @@ func (r *run) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
 func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shards []int32) error {
 	query, fargs := strategy.CandidateQuery(kind, f.filters, shards)
 	s := newScan(kind)
+	var hk string
+	if kind != strategy.Random {
+		hk = hintKey(kind, f.filters, shards)
+		if p, ok := r.q.hints.get(hk); ok {
+			s.resumeAt(p)
+		}
+	}
 	limit := min(r.req.Max-len(r.out)+4, batchMax)
+	lead, leadRun := true, 0 // the run of reserved chunks the scan starts with
+	var leadEnd position
 	for !r.full() {
 		args := s.args(limit)
 		for k, v := range fargs {
@@ -227,9 +236,16 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 		n := 0
 		_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order, &c.negPrio}, func() error {
 			n++
+			if s.passedHint(c) {
+				return nil // wrapped around to where the scan began
+			}
 			s.saw(c)
 			if !r.q.reserver.IsReserved(c.key) && !r.q.tombs.has(c.key) {
 				batch = append(batch, c)
+				lead = false
+			} else if lead && !s.second {
+				leadRun++
+				leadEnd = position{prio: c.negPrio, key: c.key}
 			}
 			return nil
 		})
@@ -237,10 +253,13 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 			return fmt.Errorf("reading candidates: %w", err)
 		}
 		r.scanned += n
+		if leadRun >= hintMinRun {
+			r.q.hints.set(hk, leadEnd)
+		}
 		if err := r.takeBatch(ctx, batch, f); err != nil {
 			return err
 		}
-		if n < limit && !s.exhausted() {
+		if s.done || (n < limit && !s.exhausted()) {
 			return nil // read to the end of its order
 		}
 		limit = min(limit*2, batchMax)
@@ -331,6 +350,7 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 
 // undo releases chunks reserved by a request that then failed.
 func (q *Queuer) undo(out []Chunk) {
+	q.hints.clear()
 	var tokens []string
 	for _, c := range out {
 		q.reserver.Release(c.Token)
@@ -345,26 +365,56 @@ type scan struct {
 	// random: the deck is cut at offset; the first range is [offset, 65536), the second
 	// [0, offset).
 	offset, before int
-	second         bool
-	afterOrder     int
-	afterPriority  int64
-	afterKey       reserver.Key
+	// ordered leaves resumed at a hint: the first range runs from the hint to the end, the
+	// second from the beginning to the hint.
+	hint          *position
+	second        bool
+	done          bool
+	afterOrder    int
+	afterPriority int64
+	afterKey      reserver.Key
 }
 
 func newScan(kind strategy.Kind) *scan {
 	s := &scan{kind: kind}
-	switch kind {
+	s.start()
+	if kind == strategy.Random {
+		s.offset = rand.N(1 << 16)
+		s.afterOrder, s.before = s.offset, 1<<16
+	}
+	return s
+}
+
+// start puts the scan at the beginning of its order.
+func (s *scan) start() {
+	switch s.kind {
 	case strategy.NewestFirst:
 		s.afterKey = reserver.Key{SubmissionID: 1<<63 - 1, ChunkIndex: 1<<31 - 1}
 	case strategy.CustomPriority:
 		s.afterPriority = -(1<<63 - 1)
 		s.afterKey = reserver.Key{SubmissionID: 0, ChunkIndex: -1}
-	case strategy.OldestFirst:
 	default:
-		s.offset = rand.N(1 << 16)
-		s.afterOrder, s.before = s.offset, 1<<16
+		s.afterKey = reserver.Key{}
 	}
-	return s
+}
+
+// resumeAt starts an ordered scan after p, to wrap around to it at the end.
+func (s *scan) resumeAt(p position) {
+	s.hint = &p
+	s.afterKey, s.afterPriority = p.key, p.prio
+}
+
+// passedHint reports whether a row of the wrapped-around range is at or past the hint,
+// where the scan began: then the order has been read whole.
+func (s *scan) passedHint(c candidate) bool {
+	if s.done {
+		return true
+	}
+	if !s.second || s.hint == nil || before(s.kind, position{prio: c.negPrio, key: c.key}, *s.hint) {
+		return false
+	}
+	s.done = true
+	return true
 }
 
 func (s *scan) args(limit int) pgx.NamedArgs {
@@ -380,12 +430,21 @@ func (s *scan) saw(c candidate) {
 }
 
 // exhausted is called when a batch came back short: the current range has no more rows.
-// It reports whether another range follows (the second half of the random deck).
+// It reports whether another range follows: the second half of the random deck, or the
+// beginning of an ordered scan that was resumed at a hint.
 func (s *scan) exhausted() bool {
-	if s.kind == strategy.Random && !s.second && s.offset > 0 {
+	if s.second {
+		return false
+	}
+	switch {
+	case s.kind == strategy.Random && s.offset > 0:
 		s.second = true
 		s.afterOrder, s.before = -1, s.offset
 		s.afterKey = reserver.Key{}
+		return true
+	case s.kind != strategy.Random && s.hint != nil:
+		s.second = true
+		s.start()
 		return true
 	}
 	return false

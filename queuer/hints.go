@@ -1,0 +1,97 @@
+package queuer
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"opsq/reserver"
+	"opsq/strategy"
+)
+
+// Resume hints keep the cost of an ordered reserve (oldest_first, newest_first,
+// custom_priority) from growing with the chunks already reserved: those sit at the head of
+// the order, and every scan would read past them again. When a scan reads a long run of
+// reserved chunks before its first free one, it leaves the position at the end of that run
+// as a hint; the next scan of the same leaf, filters and shards starts there, and wraps
+// around to the beginning (up to the hint) when it reaches the end. A hint is dropped
+// whenever chunks may have become free before it: a retry, an expired lease, a lost or
+// acquired shard, a released reservation; for newest_first and custom_priority also when
+// new work arrives (it may sort before the hint).
+
+// hintMinRun is the shortest run of reserved chunks worth a hint.
+const hintMinRun = 64
+
+// position is where a scan is in a leaf's order.
+type position struct {
+	prio int64 // custom_priority: the negated priority
+	key  reserver.Key
+}
+
+// before reports whether a comes before b in kind's order.
+func before(kind strategy.Kind, a, b position) bool {
+	switch kind {
+	case strategy.NewestFirst:
+		return a.key.SubmissionID > b.key.SubmissionID ||
+			(a.key.SubmissionID == b.key.SubmissionID && a.key.ChunkIndex > b.key.ChunkIndex)
+	case strategy.CustomPriority:
+		if a.prio != b.prio {
+			return a.prio < b.prio
+		}
+		fallthrough
+	default:
+		return a.key.SubmissionID < b.key.SubmissionID ||
+			(a.key.SubmissionID == b.key.SubmissionID && a.key.ChunkIndex < b.key.ChunkIndex)
+	}
+}
+
+// hints holds the resume hints. Safe for concurrent use.
+type hints struct {
+	mu     sync.Mutex
+	byScan map[string]position
+}
+
+func newHints() *hints { return &hints{byScan: map[string]position{}} }
+
+// hintKey names a scan: its leaf, filters and shards.
+func hintKey(kind strategy.Kind, filters []strategy.Filter, shards []int32) string {
+	var b strings.Builder
+	b.WriteString(string(kind))
+	for _, f := range filters {
+		fmt.Fprintf(&b, "|%s=%s", f.Key, f.Value)
+	}
+	fmt.Fprintf(&b, "|%v", shards)
+	return b.String()
+}
+
+func (h *hints) get(key string) (position, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.byScan[key]
+	return p, ok
+}
+
+func (h *hints) set(key string, p position) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.byScan[key] = p
+}
+
+// clear drops every hint: chunks may have become free anywhere.
+func (h *hints) clear() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	clear(h.byScan)
+}
+
+// clearNewWork drops the hints that new chunks may sort before: all but oldest_first's,
+// whose new work comes after everything there is.
+func (h *hints) clearNewWork() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range h.byScan {
+		if !strings.HasPrefix(k, string(strategy.OldestFirst)+"|") {
+			delete(h.byScan, k)
+		}
+	}
+}
