@@ -23,10 +23,11 @@ const (
 	workloadIngest   = "ingest"
 	workloadBurndown = "burndown"
 	workloadLatency  = "latency"
+	workloadDistinct = "distinct"
 	workloadRSS      = "rss"
 )
 
-var benchWorkloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadRSS}
+var benchWorkloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS}
 
 // benchConfig is what the flags of "opsq bench" ask for.
 type benchConfig struct {
@@ -43,21 +44,30 @@ type benchConfig struct {
 	rssReservations int64
 	riverRate       float64
 	json            bool
+
+	distinctSubmissions int64
+	distinctValues      int64
+	distinctHeld        int
 }
 
 // Defaults of the flags of "opsq bench"; the sizes are those of DESIGN.md §6, except the
-// large latency backlog (4 000 000 there), which takes minutes to insert.
+// large latency backlog (4 000 000 there), which takes minutes to insert. DESIGN.md names
+// no number of values or of held reservations for PreferDistinct: 2 000 values of 100
+// submissions each, a quarter of them saturated.
 const (
-	benchDevClusterDefault      = ".data/pg"
-	benchInstancesDefault       = 2
-	benchWorkloadsDefault       = "ingest,burndown,latency"
-	benchIngestChunksDefault    = 1_000_000
-	benchBurndownChunksDefault  = 300_000
-	benchConsumersDefault       = 64
-	benchMaxDefault             = 10
-	benchBacklogsDefault        = "10000,1000000"
-	benchSamplesDefault         = 2000
-	benchRSSReservationsDefault = 100_000
+	benchDevClusterDefault          = ".data/pg"
+	benchInstancesDefault           = 2
+	benchWorkloadsDefault           = "ingest,burndown,latency,distinct"
+	benchIngestChunksDefault        = 1_000_000
+	benchBurndownChunksDefault      = 300_000
+	benchConsumersDefault           = 64
+	benchMaxDefault                 = 10
+	benchBacklogsDefault            = "10000,1000000"
+	benchSamplesDefault             = 2000
+	benchRSSReservationsDefault     = 100_000
+	benchDistinctSubmissionsDefault = 200_000
+	benchDistinctValuesDefault      = 2_000
+	benchDistinctHeldDefault        = 500
 )
 
 // latencyWarmup is how many reserves the latency workload makes, untimed, before it
@@ -68,7 +78,8 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchConfig, error) {
 	fs := flag.NewFlagSet("opsq bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := benchConfig{ingestChunks: benchIngestChunksDefault, burndownChunks: benchBurndownChunksDefault,
-		rssReservations: benchRSSReservationsDefault}
+		rssReservations: benchRSSReservationsDefault, distinctSubmissions: benchDistinctSubmissionsDefault,
+		distinctValues: benchDistinctValuesDefault}
 	envString(fs, &cfg.databaseURL, "database-url", "OPSQ_DATABASE_URL", "",
 		"PostgreSQL `URL` of the server to measure on; the bench creates a scratch database opsq_bench_<pid> through this URL's database, and drops it at the end")
 	envString(fs, &cfg.devCluster, "dev-cluster", "OPSQ_DEV_CLUSTER", benchDevClusterDefault,
@@ -80,7 +91,10 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.IntVar(&cfg.consumers, "consumers", benchConsumersDefault, "burndown: `N` concurrent consumers, consumer i talking to instance i % --instances")
 	fs.IntVar(&cfg.max, "max", benchMaxDefault, "burndown: `N` chunks asked for by each reserve, 1 to 10000")
 	backlogList := fs.String("backlogs", benchBacklogsDefault, "latency: comma-separated backlog `sizes` to measure the reserve latency at (DESIGN.md §6 names 4M)")
-	fs.IntVar(&cfg.samples, "samples", benchSamplesDefault, "latency: `N` reserves timed at each backlog size")
+	fs.IntVar(&cfg.samples, "samples", benchSamplesDefault, "latency, distinct: `N` reserves timed at each backlog size, and with prefer_distinct")
+	fs.Var((*countFlag)(&cfg.distinctSubmissions), "distinct-submissions", "distinct: `N` single-chunk submissions in the backlog")
+	fs.Var((*countFlag)(&cfg.distinctValues), "distinct-values", "distinct: `N` values of company_id over the submissions (submission i has i % N)")
+	fs.IntVar(&cfg.distinctHeld, "distinct-held", benchDistinctHeldDefault, "distinct: `N` reservations held, each saturating its value, while the reserves are timed; fewer than --distinct-values")
 	fs.Var((*countFlag)(&cfg.rssReservations), "rss-reservations", "rss: `N` live reservations held by instance 0 when its memory is read")
 	fs.Float64Var(&cfg.riverRate, "river-rate", 0, "burndown: the target `rate`, jobs/s of River's own bench burn-down on the same PostgreSQL (0: not compared)")
 	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of a table")
@@ -98,6 +112,10 @@ workloads:
   burndown  --consumers consumers reserve and complete a --burndown-chunks backlog: chunks/s,
             chunks handed out twice
   latency   one consumer times --samples reserves (max 1, random) at each --backlogs size
+  distinct  --distinct-submissions single-chunk submissions (inserted with COPY, not through
+            the API) over --distinct-values values of company_id; one consumer holds
+            --distinct-held reservations, then times --samples reserves (max 1, prefer_distinct
+            max 1, then random): percentiles, and how many gave a saturated value
   rss       instance 0 holds --rss-reservations reservations: its resident memory
 
 flags:`)
@@ -134,6 +152,11 @@ flags:`)
 		return cfg, usageError("--max %d: want 1 to 10000", cfg.max)
 	case cfg.samples < 1:
 		return cfg, usageError("--samples %d: want 1 or more", cfg.samples)
+	case cfg.distinctValues > cfg.distinctSubmissions:
+		return cfg, usageError("--distinct-values %d: want at most --distinct-submissions (%d)", cfg.distinctValues, cfg.distinctSubmissions)
+	case cfg.distinctHeld < 0 || int64(cfg.distinctHeld) >= cfg.distinctValues:
+		return cfg, usageError("--distinct-held %d: want 0 to %d, fewer than --distinct-values, so that unsaturated values remain",
+			cfg.distinctHeld, cfg.distinctValues-1)
 	case cfg.rssReservations < 1:
 		return cfg, usageError("--rss-reservations %d: want 1 or more", cfg.rssReservations)
 	case cfg.riverRate < 0:
@@ -142,6 +165,10 @@ flags:`)
 	if need := int64(cfg.samples + latencyWarmup); slices.Contains(cfg.workloads, workloadLatency) && slices.Min(cfg.backlogs) <= need {
 		return cfg, usageError("--backlogs %s: each backlog must be larger than the %d reserves that consume it (--samples %d + %d to warm up)",
 			*backlogList, need, cfg.samples, latencyWarmup)
+	}
+	if need := int64(cfg.distinctHeld + cfg.samples + latencyWarmup); slices.Contains(cfg.workloads, workloadDistinct) && cfg.distinctSubmissions <= need {
+		return cfg, usageError("--distinct-submissions %d: must be larger than the %d reserves that consume them (--distinct-held %d + --samples %d + %d to warm up)",
+			cfg.distinctSubmissions, need, cfg.distinctHeld, cfg.samples, latencyWarmup)
 	}
 	return cfg, nil
 }
@@ -278,6 +305,7 @@ func (r *benchRun) runWorkloads(ctx context.Context) error {
 		workloadIngest:   r.ingest,
 		workloadBurndown: r.burndown,
 		workloadLatency:  r.latency,
+		workloadDistinct: r.distinct,
 		workloadRSS:      r.rss,
 	}
 	for _, w := range r.cfg.workloads {

@@ -231,7 +231,8 @@ func TestParseBenchArgs(t *testing.T) {
 			check: func(t *testing.T, cfg benchConfig) {
 				if cfg.instances != 2 || cfg.consumers != 64 || cfg.max != 10 || cfg.samples != 2000 || cfg.json ||
 					cfg.ingestChunks != 1_000_000 || cfg.burndownChunks != 300_000 || cfg.rssReservations != 100_000 || cfg.riverRate != 0 ||
-					!slices.Equal(cfg.workloads, []string{"ingest", "burndown", "latency"}) || !slices.Equal(cfg.backlogs, []int64{10_000, 1_000_000}) {
+					cfg.distinctSubmissions != 200_000 || cfg.distinctValues != 2000 || cfg.distinctHeld != 500 ||
+					!slices.Equal(cfg.workloads, []string{"ingest", "burndown", "latency", "distinct"}) || !slices.Equal(cfg.backlogs, []int64{10_000, 1_000_000}) {
 					t.Errorf("got %+v; want the defaults", cfg)
 				}
 			},
@@ -240,11 +241,13 @@ func TestParseBenchArgs(t *testing.T) {
 			name: "every flag",
 			args: []string{"--database-url", "postgres://u@h:1/db", "--dev-cluster", "/d", "--instances", "3", "--workload", "rss, latency",
 				"--ingest-chunks", "20k", "--burndown-chunks", "1_000", "--consumers", "8", "--max", "100", "--backlogs", "1000,4M",
-				"--samples", "300", "--rss-reservations", "5000", "--river-rate", "12000.5", "--json"},
+				"--samples", "300", "--rss-reservations", "5000", "--river-rate", "12000.5", "--json",
+				"--distinct-submissions", "20k", "--distinct-values", "100", "--distinct-held", "0"},
 			check: func(t *testing.T, cfg benchConfig) {
 				if cfg.databaseURL != "postgres://u@h:1/db" || cfg.devCluster != "/d" || cfg.instances != 3 || cfg.consumers != 8 ||
 					cfg.max != 100 || cfg.samples != 300 || !cfg.json || cfg.ingestChunks != 20_000 || cfg.burndownChunks != 1000 ||
 					cfg.rssReservations != 5000 || cfg.riverRate != 12000.5 ||
+					cfg.distinctSubmissions != 20_000 || cfg.distinctValues != 100 || cfg.distinctHeld != 0 ||
 					!slices.Equal(cfg.workloads, []string{"rss", "latency"}) || !slices.Equal(cfg.backlogs, []int64{1000, 4_000_000}) {
 					t.Errorf("got %+v; want every flag set", cfg)
 				}
@@ -264,6 +267,15 @@ func TestParseBenchArgs(t *testing.T) {
 		{name: "no consumer", args: []string{"--consumers", "0"}, wantErr: errUsage},
 		{name: "zero chunks", args: []string{"--ingest-chunks", "0"}, wantErr: errUsage},
 		{name: "negative river rate", args: []string{"--river-rate", "-1"}, wantErr: errUsage},
+		{name: "distinct alone", args: []string{"--workload", "distinct", "--distinct-submissions", "20000", "--samples", "300"}},
+		{name: "more values than submissions", args: []string{"--distinct-submissions", "1000", "--distinct-values", "1001"}, wantErr: errUsage},
+		{name: "every value held", args: []string{"--distinct-values", "500", "--distinct-held", "500"}, wantErr: errUsage},
+		{name: "negative held", args: []string{"--distinct-held", "-1"}, wantErr: errUsage},
+		{name: "zero values", args: []string{"--distinct-values", "0"}, wantErr: errUsage},
+		{name: "too few submissions for the reserves", args: []string{"--workload", "distinct", "--distinct-submissions", "2519",
+			"--distinct-values", "600"}, wantErr: errUsage},
+		{name: "few submissions fine without distinct", args: []string{"--workload", "ingest", "--distinct-submissions", "10",
+			"--distinct-values", "5", "--distinct-held", "4"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -287,7 +299,8 @@ func TestBenchHelpListsEveryFlagWithDefault(t *testing.T) {
 	}
 	help := b.String()
 	for _, name := range []string{"database-url", "dev-cluster", "instances", "workload", "ingest-chunks", "burndown-chunks",
-		"consumers", "max", "backlogs", "samples", "rss-reservations", "river-rate", "json"} {
+		"consumers", "max", "backlogs", "samples", "rss-reservations", "river-rate", "json",
+		"distinct-submissions", "distinct-values", "distinct-held"} {
 		i := strings.Index(help, "\n  --"+name+" ")
 		if i < 0 {
 			i = strings.Index(help, "\n  --"+name+"\n")
@@ -301,7 +314,7 @@ func TestBenchHelpListsEveryFlagWithDefault(t *testing.T) {
 			t.Errorf("help of --%s gives no default: %q", name, entry)
 		}
 	}
-	for _, want := range []string{"(default 1000000)", "(default ingest,burndown,latency)", "(default 10000,1000000)", "(default false)", "(default 0)"} {
+	for _, want := range []string{"(default 1000000)", "(default ingest,burndown,latency,distinct)", "(default 200000)", "(default 2000)", "(default 500)", "(default 10000,1000000)", "(default false)", "(default 0)"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help does not say %q:\n%s", want, help)
 		}

@@ -27,6 +27,7 @@ const (
 	latencyGrowthTarget = 2 // the larger backlog's percentiles over the smaller one's
 	rssTargetMB         = 300
 	burndownAim         = 1.5 // times River's rate
+	distinctP50TargetMs = 5   // prefer_distinct, 200 000 single-chunk submissions
 )
 
 // randomStrategy is the JSON form of the random strategy.
@@ -269,7 +270,8 @@ func (r *benchRun) latency(ctx context.Context) error {
 		}
 		defer r.discard(ctx, created.ID)
 		prev = created.ID
-		reserves, completes, err := r.timeReserves(ctx, c, label)
+		req := client.ReserveRequest{Max: 1, Strategy: randomStrategy, Lease: "5m", Consumer: "bench-latency"}
+		reserves, completes, err := r.timeReserves(ctx, c, req, label, nil)
 		if err != nil {
 			return err
 		}
@@ -310,10 +312,11 @@ func (r *benchRun) latency(ctx context.Context) error {
 	return nil
 }
 
-// timeReserves times --samples reserves of one chunk, after latencyWarmup untimed ones,
-// and the complete that follows each (apart: the reserve's time does not include it).
-func (r *benchRun) timeReserves(ctx context.Context, c *client.Client, label string) (reserves, completes []time.Duration, err error) {
-	req := client.ReserveRequest{Max: 1, Strategy: randomStrategy, Lease: "5m", Consumer: "bench-latency"}
+// timeReserves times --samples reserves req (of one chunk), after latencyWarmup untimed
+// ones, and the complete that follows each (apart: the reserve's time does not include it).
+// seen, if not nil, is called with the chunk of each timed reserve, before its complete.
+func (r *benchRun) timeReserves(ctx context.Context, c *client.Client, req client.ReserveRequest, label string,
+	seen func(client.ReservedChunk)) (reserves, completes []time.Duration, err error) {
 	reserves = make([]time.Duration, 0, r.cfg.samples)
 	completes = make([]time.Duration, 0, r.cfg.samples)
 	var timed atomic.Int64
@@ -330,6 +333,9 @@ func (r *benchRun) timeReserves(ctx context.Context, c *client.Client, label str
 		}
 		if len(chunks) != 1 {
 			return nil, nil, fmt.Errorf("reserve %d gave %d chunks; want 1 (the backlog is not empty)", i+1, len(chunks))
+		}
+		if seen != nil && i >= latencyWarmup {
+			seen(chunks[0])
 		}
 		start = time.Now()
 		res, err := c.Complete(ctx, client.Completion{Token: chunks[0].Token, Output: "ok"})
