@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"opsq/reserver"
+	opsqsql "opsq/sql"
 	"opsq/strategy"
 )
 
@@ -159,6 +160,13 @@ func (r *run) node(ctx context.Context, n strategy.Node, f frame) error {
 		}
 		return r.node(ctx, *n.Fallback, f)
 	case strategy.SelectOnly:
+		var found bool
+		if err := r.q.pool.QueryRow(ctx, opsqsql.SelectOnlyAny, pgx.NamedArgs{"key": n.Key, "value": string(n.Value.JSON())}).Scan(&found); err != nil {
+			return fmt.Errorf("looking for submissions with %s = %s: %w", n.Key, n.Value.JSON(), err)
+		}
+		if !found {
+			return nil // nothing in progress has that value: nothing to scan for
+		}
 		f.filters = append(append([]strategy.Filter(nil), f.filters...), strategy.Filter{Key: n.Key, Value: n.Value.JSON()})
 		return r.node(ctx, *n.Then, f)
 	case strategy.MaxSimultaneous:

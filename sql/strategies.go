@@ -2,6 +2,11 @@ package sql
 
 import _ "embed"
 
+// select_only.
+
+//go:embed select_only_any.sql
+var SelectOnlyAny string
+
 // max_simultaneous holds.
 
 //go:embed holds_take.sql

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"opsq/strategy"
 )
 
 // "opsq bench" measures opsq end to end, as a user would run it: real "opsq serve"
@@ -40,6 +42,7 @@ type benchConfig struct {
 	consumers       int
 	max             int
 	backlogs        []int64
+	strategies      []strategy.Node
 	samples         int
 	rssReservations int64
 	riverRate       float64
@@ -91,6 +94,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.IntVar(&cfg.consumers, "consumers", benchConsumersDefault, "burndown: `N` concurrent consumers, consumer i talking to instance i % --instances")
 	fs.IntVar(&cfg.max, "max", benchMaxDefault, "burndown: `N` chunks asked for by each reserve, 1 to 10000")
 	backlogList := fs.String("backlogs", benchBacklogsDefault, "latency: comma-separated backlog `sizes` to measure the reserve latency at (DESIGN.md §6 names 4M)")
+	strategyList := fs.String("strategies", "random", "latency: `list` of strategies, separated by ';', in the text or JSON form, each timed at every backlog size (the targets are random's)")
 	fs.IntVar(&cfg.samples, "samples", benchSamplesDefault, "latency, distinct: `N` reserves timed at each backlog size, and with prefer_distinct")
 	fs.Var((*countFlag)(&cfg.distinctSubmissions), "distinct-submissions", "distinct: `N` single-chunk submissions in the backlog")
 	fs.Var((*countFlag)(&cfg.distinctValues), "distinct-values", "distinct: `N` values of company_id over the submissions (submission i has i % N)")
@@ -139,6 +143,13 @@ flags:`)
 	if cfg.backlogs, err = parseCounts(*backlogList); err != nil {
 		return cfg, usageError("--backlogs: %v", err)
 	}
+	for _, text := range strings.Split(*strategyList, ";") {
+		n, err := strategy.ParseAny(text)
+		if err != nil {
+			return cfg, usageError("--strategies: %v", err)
+		}
+		cfg.strategies = append(cfg.strategies, n)
+	}
 	switch {
 	case cfg.instances < 1 || cfg.instances > 16:
 		return cfg, usageError("--instances %d: want 1 to 16", cfg.instances)
@@ -162,9 +173,9 @@ flags:`)
 	case cfg.riverRate < 0:
 		return cfg, usageError("--river-rate %g: want 0 (not compared) or more", cfg.riverRate)
 	}
-	if need := int64(cfg.samples + latencyWarmup); slices.Contains(cfg.workloads, workloadLatency) && slices.Min(cfg.backlogs) <= need {
-		return cfg, usageError("--backlogs %s: each backlog must be larger than the %d reserves that consume it (--samples %d + %d to warm up)",
-			*backlogList, need, cfg.samples, latencyWarmup)
+	if need := int64(len(cfg.strategies) * (cfg.samples + latencyWarmup)); slices.Contains(cfg.workloads, workloadLatency) && slices.Min(cfg.backlogs) <= need {
+		return cfg, usageError("--backlogs %s: each backlog must be larger than the %d reserves that consume it (%d strategies × (--samples %d + %d to warm up))",
+			*backlogList, need, len(cfg.strategies), cfg.samples, latencyWarmup)
 	}
 	if need := int64(cfg.distinctHeld + cfg.samples + latencyWarmup); slices.Contains(cfg.workloads, workloadDistinct) && cfg.distinctSubmissions <= need {
 		return cfg, usageError("--distinct-submissions %d: must be larger than the %d reserves that consume them (--distinct-held %d + --samples %d + %d to warm up)",

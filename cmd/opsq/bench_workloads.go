@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"opsq/client"
+	"opsq/strategy"
 )
 
 // The workloads of "opsq bench", one method of benchRun each, and what they share.
@@ -250,12 +251,18 @@ func (b *burndown) describe() string {
 		percent(done, b.total), groupDigits(roundSignificant(perSecond(done, time.Since(b.start)), 3)), b.twice.Load())
 }
 
+// latencyMetadata is the strategic metadata of the latency backlog, so that the strategies
+// that filter or count by it have something to work on: select_only(mode=preview, …)
+// matches it, prefer_distinct and max_simultaneous count company_id.
+var latencyMetadata = map[string]client.MetadataValue{"company_id": client.Int(7), "mode": client.String("preview")}
+
 // latency measures the reserve round trip at each --backlogs size: a fresh backlog of
 // that size (the previous one cancelled), then one consumer, consumer 0, times --samples
-// sequential reserves of one chunk, each followed by an untimed complete.
+// sequential reserves of one chunk with each of --strategies, each reserve followed by an
+// untimed complete. The targets are the random strategy's (DESIGN.md §6).
 func (r *benchRun) latency(ctx context.Context) error {
 	c := r.env.clients[0]
-	var stats []latencyStats
+	var stats []latencyStats // random's, per backlog
 	prev := ""
 	for _, size := range r.cfg.backlogs {
 		if prev != "" {
@@ -264,35 +271,49 @@ func (r *benchRun) latency(ctx context.Context) error {
 			}
 		}
 		label := "latency backlog " + groupDigits(size)
-		created, _, err := r.submit(ctx, c, size, label)
+		created, _, err := r.submitWith(ctx, c, size, label, latencyMetadata)
 		if err != nil {
 			return err
 		}
 		defer r.discard(ctx, created.ID)
 		prev = created.ID
-		req := client.ReserveRequest{Max: 1, Strategy: randomStrategy, Lease: "5m", Consumer: "bench-latency"}
-		reserves, completes, err := r.timeReserves(ctx, c, req, label, nil)
-		if err != nil {
-			return err
+		for _, n := range r.cfg.strategies {
+			js, err := json.Marshal(n)
+			if err != nil {
+				return err
+			}
+			req := client.ReserveRequest{Max: 1, Strategy: js, Lease: "5m", Consumer: "bench-latency"}
+			reserves, completes, err := r.timeReserves(ctx, c, req, label+", "+n.String(), nil)
+			if err != nil {
+				return fmt.Errorf("%s: %w", n, err)
+			}
+			st, ct := summarize(reserves), summarize(completes)
+			at, key := "backlog "+groupDigits(size)+", ", fmt.Sprintf("latency.%d.", size)
+			if n.Kind != strategy.Random || len(r.cfg.strategies) > 1 {
+				at += n.String() + ", "
+				key += n.String() + "."
+			}
+			p50 := measured(key+"reserve_p50", at+"reserve p50", inMillis(st.P50), unitMillis)
+			p99 := measured(key+"reserve_p99", at+"reserve p99", inMillis(st.P99), unitMillis)
+			if n.Equal(strategy.Default) {
+				stats = append(stats, st)
+				p50, p99 = p50.want("<=", latencyP50TargetMs), p99.want("<=", latencyP99TargetMs)
+			}
+			r.report.add(p50,
+				measured(key+"reserve_p90", at+"reserve p90", inMillis(st.P90), unitMillis),
+				p99,
+				measured(key+"reserve_max", at+"reserve max", inMillis(st.Max), unitMillis),
+				measured(key+"complete_p50", at+"complete p50", inMillis(ct.P50), unitMillis).note("of the chunk just reserved; no target"),
+				measured(key+"complete_p99", at+"complete p99", inMillis(ct.P99), unitMillis).note("no target"),
+			)
+			r.say("%s, %s: reserve p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (%d samples); complete p50 %.2f ms, p99 %.2f ms", label, n,
+				inMillis(st.P50), inMillis(st.P90), inMillis(st.P99), inMillis(st.Max), st.N, inMillis(ct.P50), inMillis(ct.P99))
 		}
-		st, ct := summarize(reserves), summarize(completes)
-		stats = append(stats, st)
-		at, key := "backlog "+groupDigits(size)+", ", fmt.Sprintf("latency.%d.", size)
-		r.report.add(
-			measured(key+"reserve_p50", at+"reserve p50", inMillis(st.P50), unitMillis).want("<=", latencyP50TargetMs),
-			measured(key+"reserve_p90", at+"reserve p90", inMillis(st.P90), unitMillis),
-			measured(key+"reserve_p99", at+"reserve p99", inMillis(st.P99), unitMillis).want("<=", latencyP99TargetMs),
-			measured(key+"reserve_max", at+"reserve max", inMillis(st.Max), unitMillis),
-			measured(key+"complete_p50", at+"complete p50", inMillis(ct.P50), unitMillis).note("of the chunk just reserved; no target"),
-			measured(key+"complete_p99", at+"complete p99", inMillis(ct.P99), unitMillis).note("no target"),
-		)
-		r.say("%s: reserve p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (%d samples); complete p50 %.2f ms, p99 %.2f ms", label,
-			inMillis(st.P50), inMillis(st.P90), inMillis(st.P99), inMillis(st.Max), st.N, inMillis(ct.P50), inMillis(ct.P99))
 	}
 	if _, err := r.cancel(ctx, prev); err != nil {
 		return err
 	}
-	if len(stats) < 2 {
+	if len(stats) < 2 || len(stats) != len(r.cfg.backlogs) {
 		return nil
 	}
 	small, large := 0, 0
@@ -469,6 +490,11 @@ func perSecond(n int64, d time.Duration) float64 {
 // submit inserts a submission of n generated chunks through c as one NDJSON body,
 // showing its progress, and returns it and how long it took.
 func (r *benchRun) submit(ctx context.Context, c *client.Client, n int64, label string) (client.Created, time.Duration, error) {
+	return r.submitWith(ctx, c, n, label, nil)
+}
+
+// submitWith is submit with strategic metadata on the submission.
+func (r *benchRun) submitWith(ctx context.Context, c *client.Client, n int64, label string, meta map[string]client.MetadataValue) (client.Created, time.Duration, error) {
 	gen := &chunkLines{n: n}
 	start := time.Now()
 	stop := r.showProgress(func() string {
@@ -479,7 +505,7 @@ func (r *benchRun) submit(ctx context.Context, c *client.Client, n int64, label 
 		return fmt.Sprintf("%s: sent %s / %s chunks (%d%%), %s chunks/s", label, groupDigits(sent), groupDigits(n),
 			percent(sent, n), groupDigits(roundSignificant(perSecond(sent, elapsed), 3)))
 	})
-	created, err := c.SubmitNDJSON(ctx, client.SubmissionHeader{Metadata: "opsq bench: " + label}, gen)
+	created, err := c.SubmitNDJSON(ctx, client.SubmissionHeader{Metadata: "opsq bench: " + label, StrategicMetadata: meta}, gen)
 	took := time.Since(start)
 	stop()
 	if err != nil {
