@@ -11,6 +11,9 @@ import (
 // expiryTick bounds how late an expired lease is released.
 const expiryTick = 250 * time.Millisecond
 
+// expiryRetry is when the expiry of a reservation whose recording failed is tried again.
+const expiryRetry = 5 * time.Second
+
 // runExpiry releases the reservations whose lease ran out, until ctx ends. Each counts as a
 // failed attempt ("reservation expired"), written only while this instance still holds
 // the claim the reservation was made under; a chunk whose attempts are spent fails.
@@ -24,24 +27,29 @@ func (q *Queuer) runExpiry(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		for _, r := range q.reserver.Expire(time.Now()) {
+		// Each chunk stays held while its expiry is recorded, so that no reserve hands it
+		// out again at the attempt being counted; a failed recording is retried later.
+		now := time.Now()
+		for _, r := range q.reserver.TakeExpired(now, now.Add(expiryRetry)) {
 			q.expire(ctx, r)
 		}
 	}
 }
 
 func (q *Queuer) expire(ctx context.Context, r reserver.Reservation) {
-	defer q.releaseSlots(ctx, []string{r.Token})
-	q.count.expired.Add(1)
 	t := token{key: r.Key, shard: r.Shard, generation: r.Generation, retries: r.Retries}
 	status, err := q.failAttempt(ctx, t, "", errReservationExpired, true, &fence{claimant: q.cfg.Instance.ID, generation: r.Generation})
 	if err != nil {
 		if ctx.Err() == nil {
-			q.log.Warn("releasing an expired reservation", slog.Int64("submission_id", r.Key.SubmissionID),
+			q.log.Warn("recording an expired reservation; trying again later", slog.Int64("submission_id", r.Key.SubmissionID),
 				slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.Any("error", err))
 		}
-		return
+		return // still held: TakeExpired returns it again after expiryRetry
 	}
+	q.count.expired.Add(1)
+	q.releaseSlots(ctx, []string{r.Token})
+	q.reserver.Release(r.Token)
+	q.work.broadcast() // the chunk is free (or failed) now, not when failAttempt woke them
 	q.log.Debug("reservation expired", slog.Int64("submission_id", r.Key.SubmissionID),
 		slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.String("consumer", r.Consumer), slog.String("status", status))
 }

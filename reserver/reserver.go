@@ -326,3 +326,26 @@ func (r *Reserver) removeLocked(e *entry) {
 		}
 	}
 }
+
+// TakeExpired returns every reservation whose lease ran out by now, and keeps holding
+// their chunks (so that nobody reserves them) until the caller has recorded the expiry
+// and calls Release: their expiry moves to retryAt, when a later call returns them again
+// if they are still held (the recording failed). The returned reservations carry the
+// expiry that ran out.
+func (r *Reserver) TakeExpired(now, retryAt time.Time) []Reservation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Reservation
+	for len(r.mu.expiry) > 0 {
+		it := r.mu.expiry[0]
+		if it.expiresAt.After(now) {
+			break
+		}
+		e := it.e
+		out = append(out, e.res)
+		e.res.ExpiresAt = retryAt
+		r.mu.expiry[e.index].expiresAt = retryAt
+		heap.Fix(&r.mu.expiry, e.index)
+	}
+	return out
+}

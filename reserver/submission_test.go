@@ -39,3 +39,30 @@ func TestDropSubmission(t *testing.T) {
 		t.Fatal("a second DropSubmission(1) returned reservations")
 	}
 }
+
+func TestTakeExpiredHoldsUntilRelease(t *testing.T) {
+	t.Parallel()
+	r := New(Config{})
+	now := time.Now()
+	k := Key{SubmissionID: 1, ChunkIndex: 0}
+	if !r.Reserve(Reservation{Token: "a", Key: k, Shard: 3, ExpiresAt: now.Add(-time.Millisecond)}) {
+		t.Fatal("reserve failed")
+	}
+	got := r.TakeExpired(now, now.Add(time.Minute))
+	if len(got) != 1 || got[0].Token != "a" || !got[0].ExpiresAt.Before(now) {
+		t.Fatalf("TakeExpired = %+v; want reservation a with its expired lease", got)
+	}
+	if !r.IsReserved(k) || r.InflightShard(3) != 1 {
+		t.Fatal("the chunk of an expired reservation must stay held until Release")
+	}
+	if again := r.TakeExpired(now.Add(time.Second), now.Add(time.Minute)); len(again) != 0 {
+		t.Fatalf("a second TakeExpired before retryAt returned %d; want 0", len(again))
+	}
+	if again := r.TakeExpired(now.Add(2*time.Minute), now.Add(3*time.Minute)); len(again) != 1 {
+		t.Fatalf("TakeExpired after retryAt returned %d; want it again", len(again))
+	}
+	r.Release("a")
+	if r.IsReserved(k) || r.Len() != 0 {
+		t.Fatal("Release after TakeExpired must free the chunk")
+	}
+}
