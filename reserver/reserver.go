@@ -106,6 +106,8 @@ type entry struct {
 	res Reservation
 	// index is the entry's position in the expiry heap.
 	index int
+	// expired is set by TakeExpired: the lease ran out, and only Release ends it.
+	expired bool
 	// prev and next link the entries of one shard, in reservation order.
 	prev, next *entry
 }
@@ -207,13 +209,14 @@ func (r *Reserver) ReleaseKey(k Key) (Reservation, bool) {
 
 // Extend sets the expiry of the reservation with the given token to
 // expiresAt, which may be earlier or later than before, and returns the
-// updated reservation. It returns false if there is no such reservation.
+// updated reservation. It returns false if there is no such reservation, or if its lease
+// ran out (TakeExpired returned it).
 func (r *Reserver) Extend(token string, expiresAt time.Time) (Reservation, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.mu.byToken[token]
-	if !ok {
-		return Reservation{}, false
+	if !ok || e.expired {
+		return Reservation{}, false // an expired lease cannot be extended, even while held
 	}
 	e.res.ExpiresAt = expiresAt
 	r.mu.expiry[e.index].expiresAt = expiresAt
@@ -343,6 +346,7 @@ func (r *Reserver) TakeExpired(now, retryAt time.Time) []Reservation {
 		}
 		e := it.e
 		out = append(out, e.res)
+		e.expired = true
 		e.res.ExpiresAt = retryAt
 		r.mu.expiry[e.index].expiresAt = retryAt
 		heap.Fix(&r.mu.expiry, e.index)

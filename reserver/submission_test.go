@@ -55,6 +55,9 @@ func TestTakeExpiredHoldsUntilRelease(t *testing.T) {
 	if !r.IsReserved(k) || r.InflightShard(3) != 1 {
 		t.Fatal("the chunk of an expired reservation must stay held until Release")
 	}
+	if _, ok := r.Extend("a", now.Add(time.Hour)); ok {
+		t.Fatal("Extend of a reservation whose lease ran out succeeded; want refused")
+	}
 	if again := r.TakeExpired(now.Add(time.Second), now.Add(time.Minute)); len(again) != 0 {
 		t.Fatalf("a second TakeExpired before retryAt returned %d; want 0", len(again))
 	}
