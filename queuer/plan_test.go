@@ -148,6 +148,28 @@ func literal(t *testing.T, a any) string {
 	return ""
 }
 
+// TestSubmissionQueryStreams checks the plan of the per-submission scan that select_only
+// uses for a value few submissions have. Instances run it with a generic plan, as every
+// candidate query; a custom plan for one small submission may well gather and sort its few
+// chunks, which is cheap, so only the generic plan is held to streaming.
+func TestSubmissionQueryStreams(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	loadBacklog(t, pool, 2000, 100)
+	shards := []int32{0, 3, 6, 9, 12, 15, 18, 21}
+	for _, filters := range [][]strategy.Filter{nil, {{Key: "mode", Value: []byte(`"preview"`)}}} {
+		query, fargs := strategy.SubmissionQuery(filters, shards)
+		args := pgx.NamedArgs{"only_submission": int64(1000), "after_chunk": int32(-1), "limit": 14}
+		for k, v := range fargs {
+			args[k] = v
+		}
+		plan := explain(t, pool, "force_generic_plan", query, args)
+		if bad := findNodes(t, plan, forbiddenPlanNodes); len(bad) > 0 {
+			t.Errorf("submission scan (filters %d): generic plan has %v; want a stream\n%s", len(filters), bad, indentPlan(plan))
+		}
+	}
+}
+
 type leafQuery struct {
 	kind    strategy.Kind
 	filters []strategy.Filter

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -160,12 +161,12 @@ func (r *run) node(ctx context.Context, n strategy.Node, f frame) error {
 		}
 		return r.node(ctx, *n.Fallback, f)
 	case strategy.SelectOnly:
-		var found bool
-		if err := r.q.pool.QueryRow(ctx, opsqsql.SelectOnlyAny, pgx.NamedArgs{"key": n.Key, "value": string(n.Value.JSON())}).Scan(&found); err != nil {
-			return fmt.Errorf("looking for submissions with %s = %s: %w", n.Key, n.Value.JSON(), err)
+		ids, err := r.q.matching(ctx, n.Key, n.Value.JSON())
+		if err != nil || len(ids) == 0 {
+			return err // nothing in progress has that value: nothing to scan for
 		}
-		if !found {
-			return nil // nothing in progress has that value: nothing to scan for
+		if len(ids) <= fewSubmissions && n.Then.Kind.Leaf() {
+			return r.submissions(ctx, n.Then.Kind, ids, f)
 		}
 		f.filters = append(append([]strategy.Filter(nil), f.filters...), strategy.Filter{Key: n.Key, Value: n.Value.JSON()})
 		return r.node(ctx, *n.Then, f)
@@ -193,6 +194,81 @@ func (r *run) node(ctx context.Context, n strategy.Node, f frame) error {
 	default:
 		return r.leaf(ctx, n.Kind, f)
 	}
+}
+
+// fewSubmissions is how many submissions with a select_only value are scanned one by one
+// rather than by filtering the leaf's scan of the whole backlog.
+const fewSubmissions = 64
+
+// matching returns the in-progress submissions whose strategic metadata has key = value,
+// oldest first, up to fewSubmissions+1 of them.
+func (q *Queuer) matching(ctx context.Context, key string, value []byte) ([]int64, error) {
+	rows, err := q.pool.Query(ctx, opsqsql.SelectOnlyAny, pgx.NamedArgs{"key": key, "value": string(value), "limit": fewSubmissions + 1})
+	if err != nil {
+		return nil, fmt.Errorf("looking for submissions with %s = %s: %w", key, value, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("looking for submissions with %s = %s: %w", key, value, err)
+	}
+	return ids, nil
+}
+
+// submissions runs a leaf over a few submissions (a rare select_only value), one
+// submission at a time, each in chunk order: oldest_first and custom_priority take them
+// oldest first, newest_first newest first, random in random order.
+func (r *run) submissions(ctx context.Context, kind strategy.Kind, ids []int64, f frame) error {
+	ids = append([]int64(nil), ids...)
+	switch kind {
+	case strategy.NewestFirst:
+		slices.Reverse(ids)
+	case strategy.Random:
+		rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	}
+	query, fargs := strategy.SubmissionQuery(f.filters, r.shards)
+	for _, id := range ids {
+		after := int32(-1)
+		limit := min(r.req.Max-len(r.out)+4, batchMax)
+		for !r.full() {
+			args := pgx.NamedArgs{"only_submission": id, "after_chunk": after, "limit": limit}
+			for k, v := range fargs {
+				args[k] = v
+			}
+			rows, err := r.q.scans.Query(ctx, query, args)
+			if err != nil {
+				return fmt.Errorf("reading candidates of submission %d: %w", id, err)
+			}
+			var batch []candidate
+			var c candidate
+			n := 0
+			_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order, &c.negPrio}, func() error {
+				n++
+				after = c.key.ChunkIndex
+				if !r.q.reserver.IsReserved(c.key) && !r.q.tombs.has(c.key) {
+					batch = append(batch, c)
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("reading candidates of submission %d: %w", id, err)
+			}
+			r.scanned += n
+			if err := r.takeBatch(ctx, batch, f); err != nil {
+				return err
+			}
+			if n < limit {
+				break // this submission is read to its end
+			}
+			limit = min(limit*2, batchMax)
+		}
+		if r.full() {
+			if len(r.out) < r.req.Max {
+				r.exhaustive = false
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // randomWindow is how many shards one random scan reads at a time: any shards will do for

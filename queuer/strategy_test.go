@@ -217,3 +217,22 @@ func TestMaxSimultaneousAcrossInstances(t *testing.T) {
 		t.Errorf("%d max_simultaneous holds left after every chunk completed; want 0", n)
 	}
 }
+
+// TestSelectOnlyFindsRareWork puts a small preview submission behind a large backlog of
+// other work: or_else(select_only(mode=preview, …), …) must serve the preview chunks first.
+func TestSelectOnlyFindsRareWork(t *testing.T) {
+	t.Parallel()
+	q, _ := setup(t)
+	submitN(t, q, 30_000, sm(`{"mode": "full"}`))
+	preview := submitN(t, q, 5, sm(`{"mode": "preview"}`))
+	for _, leaf := range []string{"random", "oldest_first", "newest_first", "custom_priority"} {
+		c := reserveText(t, q, "or_else(select_only(mode=preview, "+leaf+"), random)", 1)
+		if len(c) != 1 || c[0].SubmissionID != preview {
+			t.Fatalf("with %s, or_else(select_only(mode=preview, …), random) gave %+v; want a preview chunk first", leaf, c)
+		}
+	}
+	c := reserveText(t, q, "select_only(mode=preview, random)", 5)
+	if len(c) != 1 {
+		t.Fatalf("select_only gave %d chunks with 1 preview chunk left; want 1", len(c))
+	}
+}

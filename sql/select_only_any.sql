@@ -1,11 +1,12 @@
--- Whether any in-progress submission has key = value: a select_only whose value nobody in
--- progress has is skipped, rather than scanning the backlog for it. Only submissions from
--- the oldest in progress on are looked at (finished ones stay in strategic_metadata until
--- retention).
-SELECT EXISTS (
-    SELECT 1
-    FROM opsq.strategic_metadata m
-    JOIN opsq.submissions s ON s.id = m.submission_id
-    WHERE m.key = @key AND m.value = @value::jsonb
-      AND m.submission_id >= (SELECT coalesce(min(id), 0) FROM opsq.submissions)
-)
+-- In-progress submissions that have key = value, oldest first, at most @limit: none means
+-- a select_only has nothing to scan for; a few are scanned one by one (a filter over the
+-- whole backlog would read past every chunk of every other submission to find them). Only
+-- submissions from the oldest in progress on are looked at (finished ones stay in
+-- strategic_metadata until retention).
+SELECT m.submission_id
+FROM opsq.strategic_metadata m
+JOIN opsq.submissions s ON s.id = m.submission_id
+WHERE m.key = @key AND m.value = @value::jsonb
+  AND m.submission_id >= (SELECT coalesce(min(id), 0) FROM opsq.submissions)
+ORDER BY m.submission_id
+LIMIT @limit

@@ -75,6 +75,24 @@ LIMIT @limit`, args
 	}
 }
 
+// SubmissionQuery returns the SQL that reads one batch of one submission's candidates over
+// the instance's shards, in chunk order (a Merge Append of per-shard primary-key range
+// scans), restricted by filters. It binds @only_submission, @after_chunk and @limit like
+// CandidateQuery, and returns the same columns. select_only scans the few submissions that
+// have its value this way.
+func SubmissionQuery(filters []Filter, shards []int32) (string, map[string]any) {
+	args := map[string]any{}
+	filter := filterSQL(filters, "c.submission_id", args)
+	in := shardList(shards, args)
+	return `SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order, 0::bigint AS sort_priority
+FROM opsq.chunks c
+WHERE c.shard IN (` + in + `)
+  AND c.submission_id = @only_submission::bigint
+  AND c.chunk_index > @after_chunk::int` + filter + `
+ORDER BY c.chunk_index
+LIMIT @limit`, args
+}
+
 // shardList binds the shards one argument each, shard_0, shard_1, …: PostgreSQL prunes the
 // chunk partitions of a cached generic plan at run time for an IN list of arguments, not
 // for one array argument (= ANY(@shards) scans and filters every partition).
