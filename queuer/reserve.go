@@ -234,25 +234,13 @@ func (r *run) submissions(ctx context.Context, kind strategy.Kind, ids []int64, 
 			for k, v := range fargs {
 				args[k] = v
 			}
-			rows, err := r.q.scans.Query(ctx, query, args)
-			if err != nil {
-				return fmt.Errorf("reading candidates of submission %d: %w", id, err)
-			}
-			var batch []candidate
-			var c candidate
-			n := 0
-			_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order, &c.negPrio}, func() error {
-				n++
+			n, batch, err := r.fetch(ctx, query, args, func(c candidate) bool {
 				after = c.key.ChunkIndex
-				if !r.q.reserver.IsReserved(c.key) && !r.q.tombs.has(c.key) {
-					batch = append(batch, c)
-				}
-				return nil
+				return true
 			})
 			if err != nil {
-				return fmt.Errorf("reading candidates of submission %d: %w", id, err)
+				return fmt.Errorf("submission %d: %w", id, err)
 			}
-			r.scanned += n
 			if err := r.takeBatch(ctx, batch, f); err != nil {
 				return err
 			}
@@ -311,32 +299,24 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 		for k, v := range fargs {
 			args[k] = v
 		}
-		rows, err := r.q.scans.Query(ctx, query, args)
-		if err != nil {
-			return fmt.Errorf("reading candidates: %w", err)
-		}
-		var batch []candidate
-		var c candidate
-		n := 0
-		_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order, &c.negPrio}, func() error {
-			n++
+		n, batch, err := r.fetch(ctx, query, args, func(c candidate) bool {
 			if s.passedHint(c) {
-				return nil // wrapped around to where the scan began
+				return false // wrapped around to where the scan began
 			}
 			s.saw(c)
-			if !r.q.reserver.IsReserved(c.key) && !r.q.tombs.has(c.key) {
-				batch = append(batch, c)
+			if r.taken(c.key) {
+				if lead && !s.second {
+					leadRun++
+					leadEnd = position{prio: c.negPrio, key: c.key}
+				}
+			} else {
 				lead = false
-			} else if lead && !s.second {
-				leadRun++
-				leadEnd = position{prio: c.negPrio, key: c.key}
 			}
-			return nil
+			return true
 		})
 		if err != nil {
-			return fmt.Errorf("reading candidates: %w", err)
+			return err
 		}
-		r.scanned += n
 		if leadRun >= hintMinRun {
 			r.q.hints.set(hk, leadEnd)
 		}
@@ -350,6 +330,37 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 	}
 	r.exhaustive = false
 	return nil
+}
+
+// fetch runs one candidate query and returns how many rows it read and those that are
+// free (neither reserved nor tombstoned). seen is called with every row first; a row it
+// returns false for is left out.
+func (r *run) fetch(ctx context.Context, query string, args pgx.NamedArgs, seen func(candidate) bool) (int, []candidate, error) {
+	rows, err := r.q.scans.Query(ctx, query, args)
+	if err != nil {
+		return 0, nil, fmt.Errorf("reading candidates: %w", err)
+	}
+	var batch []candidate
+	var c candidate
+	n := 0
+	_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order, &c.negPrio}, func() error {
+		n++
+		if seen(c) && !r.taken(c.key) {
+			batch = append(batch, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("reading candidates: %w", err)
+	}
+	r.scanned += n
+	return n, batch, nil
+}
+
+// taken reports whether k is reserved here, or finished or retried since a running scan
+// may have read it.
+func (r *run) taken(k reserver.Key) bool {
+	return r.q.reserver.IsReserved(k) || r.q.tombs.has(k)
 }
 
 // takeBatch looks up the batch's submissions and takes its candidates in order.
