@@ -93,7 +93,7 @@ func (s *server) cancel(c echo.Context) error {
 func (s *server) list(c echo.Context) error {
 	opts := queuer.ListOptions{Limit: listLimitDefault}
 	switch state := c.QueryParam("state"); state {
-	case "", queuer.StateInProgress, queuer.StateCompleted, queuer.StateFailed, queuer.StateCancelled:
+	case "", client.StateInProgress, client.StateCompleted, client.StateFailed, client.StateCancelled:
 		opts.State = state
 	default:
 		return badRequest("state: must be one of in_progress, completed, failed, cancelled")
@@ -201,7 +201,7 @@ func toStatus(st queuer.Status) client.Status {
 		t := st.FinishedAt.UTC()
 		out.FinishedAt = &t
 	}
-	if st.State == queuer.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
+	if st.State == client.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
 		out.Failure = &client.Failure{ChunkIndex: *st.FailedChunkIndex, Error: *st.Error}
 	}
 	return out

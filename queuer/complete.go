@@ -9,19 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"opsq/client"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
-)
-
-// Statuses of complete, fail and extend results.
-const (
-	StatusCompleted       = "completed"
-	StatusRetrying        = "retrying"
-	StatusFailed          = "failed"
-	StatusExtended        = "extended"
-	StatusLost            = "lost"
-	StatusAlreadyFinished = "already_finished"
-	StatusUnknown         = "unknown"
 )
 
 // ChannelReleased carries "submission_id:chunk_index" keys (comma-separated) of chunks that
@@ -59,7 +49,7 @@ func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]string, er
 	for i, it := range items {
 		t, err := parseToken(it.Token)
 		if err != nil || t.shard >= q.shardCount {
-			job.status[i] = StatusUnknown
+			job.status[i] = client.StatusUnknown
 			continue
 		}
 		job.tokens[i] = t
@@ -129,7 +119,7 @@ func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) erro
 			}
 			tokens = append(tokens, j.items[i].Token)
 			if _, dup := first[t.key]; dup {
-				j.status[i] = StatusAlreadyFinished
+				j.status[i] = client.StatusAlreadyFinished
 				continue
 			}
 			first[t.key] = ref{ji, i}
@@ -191,7 +181,7 @@ func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) erro
 	for k, r := range first {
 		if completed[k] {
 			q.count.completed.Add(1)
-			jobs[r.job].status[r.item] = StatusCompleted
+			jobs[r.job].status[r.item] = client.StatusCompleted
 			q.tombs.add(k)
 			q.reserver.ReleaseKey(k)
 			continue
@@ -239,9 +229,9 @@ func (q *Queuer) chunkState(ctx context.Context, t token) (string, error) {
 		return "", err
 	}
 	if state == "" {
-		return StatusUnknown, nil
+		return client.StatusUnknown, nil
 	}
-	return StatusAlreadyFinished, nil
+	return client.StatusAlreadyFinished, nil
 }
 
 // pendingChunk is a reservable chunk's attempt count and its submission's limit.

@@ -28,17 +28,17 @@ func (q *Queuer) Extend(ctx context.Context, tokens []string, lease time.Duratio
 	for i, tok := range tokens {
 		t, err := parseToken(tok)
 		if err != nil || t.shard >= q.shardCount {
-			out[i].Status = StatusUnknown
+			out[i].Status = client.StatusUnknown
 			continue
 		}
 		l, owned := q.claims.Lease(t.shard)
 		switch {
 		case owned && l.Generation != t.generation:
-			out[i].Status = StatusLost
+			out[i].Status = client.StatusLost
 		case owned:
 			expires := time.Now().Add(lease)
 			if _, ok := q.reserver.Extend(tok, expires); ok {
-				out[i] = Extended{Status: StatusExtended, ExpiresAt: &expires}
+				out[i] = Extended{Status: client.StatusExtended, ExpiresAt: &expires}
 			}
 		case !forwarded:
 			remote[t.shard] = append(remote[t.shard], i)
@@ -66,11 +66,11 @@ func (q *Queuer) goneStatus(ctx context.Context, t token) (string, error) {
 	case err != nil:
 		return "", err
 	case state == "finished":
-		return StatusAlreadyFinished, nil
+		return client.StatusAlreadyFinished, nil
 	case state == "":
-		return StatusUnknown, nil
+		return client.StatusUnknown, nil
 	}
-	return StatusLost, nil
+	return client.StatusLost, nil
 }
 
 // extendRemote forwards the tokens idx (all of shard) to the shard's owner.

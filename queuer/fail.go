@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"opsq/client"
 	opsqsql "opsq/sql"
 )
 
@@ -30,7 +31,7 @@ func (q *Queuer) Fail(ctx context.Context, items []Failure) ([]string, error) {
 	for i, it := range items {
 		t, err := parseToken(it.Token)
 		if err != nil || t.shard >= q.shardCount {
-			status[i] = StatusUnknown
+			status[i] = client.StatusUnknown
 			continue
 		}
 		if status[i], err = q.failAttempt(ctx, t, it.Token, it.Error, it.Retry, nil); err != nil {
@@ -80,7 +81,7 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 			q.count.failedAttempts.Add(1)
 			q.afterRetry(t, tok)
 			q.releaseSlots(ctx, []string{tok})
-			return StatusRetrying, nil
+			return client.StatusRetrying, nil
 		}
 	}
 	state, p, err := q.readChunk(ctx, t)
@@ -89,11 +90,11 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 	}
 	switch {
 	case state == "":
-		return StatusUnknown, nil
+		return client.StatusUnknown, nil
 	case state == "finished" || p.retries != t.retries:
-		return StatusAlreadyFinished, nil // finished, or this attempt was counted already
+		return client.StatusAlreadyFinished, nil // finished, or this attempt was counted already
 	case retry && p.retries < p.maxRetries:
-		return StatusAlreadyFinished, nil // the fence refused: the shard changed owner
+		return client.StatusAlreadyFinished, nil // the fence refused: the shard changed owner
 	}
 	failed := false
 	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
@@ -116,7 +117,7 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 	}
 	q.count.failedAttempts.Add(1)
 	q.reserver.DropSubmission(t.key.SubmissionID)
-	return StatusFailed, nil
+	return client.StatusFailed, nil
 }
 
 // notifyRetried tells the owner of t's shard that the chunk is reservable again, so that it

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"opsq/client"
 )
 
 func TestDeleteExpired(t *testing.T) {
@@ -46,7 +48,7 @@ func TestDeleteExpired(t *testing.T) {
 	if c := count(t, pool, "SELECT count(*) FROM opsq.idempotency_keys"); c != 0 {
 		t.Errorf("%d idempotency keys left; want 0", c)
 	}
-	if st, err := q.Status(ctx, running); err != nil || st.State != StateInProgress {
+	if st, err := q.Status(ctx, running); err != nil || st.State != client.StateInProgress {
 		t.Errorf("in-progress submission after retention: %v, %v; want untouched", st.State, err)
 	}
 	if c := count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", running); c != 10 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"opsq/client"
 	opsqsql "opsq/sql"
 )
 
@@ -20,14 +21,6 @@ var (
 	ErrFinished = errors.New("submission already finished")
 	// ErrNotCompleted: results exist only for completed submissions.
 	ErrNotCompleted = errors.New("submission not completed")
-)
-
-// Submission states.
-const (
-	StateInProgress = "in_progress"
-	StateCompleted  = "completed"
-	StateFailed     = "failed"
-	StateCancelled  = "cancelled"
 )
 
 // Status is the state of one submission, as the opsq.submission_status view has it.
@@ -48,7 +41,7 @@ type Status struct {
 }
 
 // Finished reports whether the submission is in a final state.
-func (s Status) Finished() bool { return s.State != StateInProgress }
+func (s Status) Finished() bool { return s.State != client.StateInProgress }
 
 // Status returns the submission's state, or ErrNotFound.
 func (q *Queuer) Status(ctx context.Context, id int64) (Status, error) {
@@ -172,7 +165,7 @@ func (q *Queuer) Results(ctx context.Context, id int64, fn func(chunkIndex int64
 	if err != nil {
 		return err
 	}
-	if st.State != StateCompleted {
+	if st.State != client.StateCompleted {
 		return ErrNotCompleted
 	}
 	rows, err := q.pool.Query(ctx, opsqsql.ResultsStream, pgx.NamedArgs{"submission_id": id})

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"opsq/client"
 )
 
 // complete finishes a submission the way the consumer API will: every chunk moves to
@@ -53,7 +55,7 @@ func TestCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateCancelled || st.FinishedAt == nil {
+	if st.State != client.StateCancelled || st.FinishedAt == nil {
 		t.Fatalf("after Cancel: %+v; want cancelled with finished_at", st)
 	}
 	if n := count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", id); n != 0 {
@@ -99,7 +101,7 @@ func TestWaitFinishedIsWokenByNotify(t *testing.T) {
 	if err != nil {
 		t.Fatalf("WaitFinished: %v; want to be woken by the cancel's NOTIFY", err)
 	}
-	if st.State != StateCancelled {
+	if st.State != client.StateCancelled {
 		t.Fatalf("WaitFinished returned state %s; want cancelled", st.State)
 	}
 }
@@ -112,7 +114,7 @@ func TestWaitFinishedTimesOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateInProgress {
+	if st.State != client.StateInProgress {
 		t.Fatalf("state %s; want in_progress after the wait ran out", st.State)
 	}
 }
@@ -182,7 +184,7 @@ func TestListByStateAndMetadata(t *testing.T) {
 		t.Fatalf("company_id=42 pages: %v; want %v", got, want)
 	}
 
-	list, _, err := q.List(t.Context(), ListOptions{State: StateCompleted, Key: "company_id", Value: json.RawMessage("42"), Limit: 10})
+	list, _, err := q.List(t.Context(), ListOptions{State: client.StateCompleted, Key: "company_id", Value: json.RawMessage("42"), Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +198,7 @@ func TestListByStateAndMetadata(t *testing.T) {
 	if len(list) != 1 || list[0].ID != stringID {
 		t.Fatalf("company_id=\"42\": %d submissions; want only %d", len(list), stringID)
 	}
-	list, more, err := q.List(t.Context(), ListOptions{State: StateInProgress, Limit: 100})
+	list, more, err := q.List(t.Context(), ListOptions{State: client.StateInProgress, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"opsq/client"
 )
 
 // genChunks yields n chunks "chunk-<i>", failing with failAt's error at index failAt when
@@ -76,7 +78,7 @@ func TestSubmitInsertsChunksOnTheirShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateInProgress || st.ChunksTotal != 1000 || st.Priority != 7 || st.Metadata != "m" {
+	if st.State != client.StateInProgress || st.ChunksTotal != 1000 || st.Priority != 7 || st.Metadata != "m" {
 		t.Errorf("status = %+v; want in_progress, 1000 chunks, priority 7, metadata m", st)
 	}
 	var sm map[string]any
@@ -116,7 +118,7 @@ func TestSubmitWithoutChunksIsCompleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateCompleted || st.FinishedAt == nil || st.ChunksTotal != 0 {
+	if st.State != client.StateCompleted || st.FinishedAt == nil || st.ChunksTotal != 0 {
 		t.Fatalf("status = %+v; want completed at once", st)
 	}
 }
