@@ -47,8 +47,8 @@ func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]string, er
 	job := &completeJob{items: items, tokens: make([]token, len(items)), status: make([]string, len(items)), done: make(chan struct{})}
 	valid := 0
 	for i, it := range items {
-		t, err := parseToken(it.Token)
-		if err != nil || t.shard >= q.shardCount {
+		t, ok := q.readToken(it.Token)
+		if !ok {
 			job.status[i] = client.StatusUnknown
 			continue
 		}

@@ -26,8 +26,8 @@ func (q *Queuer) Extend(ctx context.Context, tokens []string, lease time.Duratio
 	out := make([]Extended, len(tokens))
 	remote := map[int][]int{} // shard -> indexes of tokens owned elsewhere
 	for i, tok := range tokens {
-		t, err := parseToken(tok)
-		if err != nil || t.shard >= q.shardCount {
+		t, ok := q.readToken(tok)
+		if !ok {
 			out[i].Status = client.StatusUnknown
 			continue
 		}
@@ -45,9 +45,11 @@ func (q *Queuer) Extend(ctx context.Context, tokens []string, lease time.Duratio
 			continue
 		}
 		if out[i].Status == "" {
-			if out[i].Status, err = q.goneStatus(ctx, t); err != nil {
+			st, err := q.goneStatus(ctx, t)
+			if err != nil {
 				return nil, err
 			}
+			out[i].Status = st
 		}
 	}
 	for shard, idx := range remote {

@@ -29,11 +29,12 @@ const errReservationExpired = "reservation expired"
 func (q *Queuer) Fail(ctx context.Context, items []Failure) ([]string, error) {
 	status := make([]string, len(items))
 	for i, it := range items {
-		t, err := parseToken(it.Token)
-		if err != nil || t.shard >= q.shardCount {
+		t, ok := q.readToken(it.Token)
+		if !ok {
 			status[i] = client.StatusUnknown
 			continue
 		}
+		var err error
 		if status[i], err = q.failAttempt(ctx, t, it.Token, it.Error, it.Retry, nil); err != nil {
 			return nil, err
 		}

@@ -60,6 +60,7 @@ type Queuer struct {
 	infos      *infoCache
 	tombs      *tombstones
 	hints      *hints
+	keys       *Keyring // signs and verifies tokens
 
 	draining atomic.Bool
 	count    counters
@@ -93,6 +94,7 @@ func New(cfg Config) (*Queuer, error) {
 		avail: newAvailability(), infos: newInfoCache(), tombs: newTombstones(), hints: newHints(),
 		completions: make(chan *completeJob, 1024),
 	}
+	q.keys = NewKeyring(cfg.Pool, cfg.Logger)
 	manager, err := claims.New(claims.Config{
 		Pool:     cfg.Pool,
 		Instance: cfg.Instance,
@@ -108,7 +110,7 @@ func New(cfg Config) (*Queuer, error) {
 		return nil, err
 	}
 	q.claims = manager
-	q.listener = newListener(cfg.Pool, cfg.Logger, q.onNotification, ChannelFinished, ChannelWork, ChannelReleased)
+	q.listener = newListener(cfg.Pool, cfg.Logger, q.onNotification, ChannelFinished, ChannelWork, ChannelReleased, ChannelClusterKeys)
 	return q, nil
 }
 
@@ -124,6 +126,9 @@ func (q *Queuer) Start(ctx context.Context) error {
 		return err
 	}
 	q.shardCount = settings.ShardCount
+	if err := q.keys.Load(ctx); err != nil {
+		return err
+	}
 	// Candidate queries run on their own connections, which keep one generic plan per
 	// query text: a custom plan over tens of chunk partitions costs milliseconds to make,
 	// more than running it. Their plans stream whatever the arguments (the plan tests
@@ -162,6 +167,7 @@ func (q *Queuer) Start(ctx context.Context) error {
 	q.completerDone, q.expiryDone = make(chan struct{}), make(chan struct{})
 	go q.runCompleter(runCtx)
 	go q.runExpiry(runCtx)
+	q.keys.Start(runCtx)
 	q.mu.started, q.mu.cancel, q.mu.cron = true, cancel, c
 	return nil
 }
@@ -192,6 +198,7 @@ func (q *Queuer) Stop() {
 	q.mu.cancel()
 	<-q.completerDone
 	<-q.expiryDone
+	q.keys.Stop()
 	q.listener.Stop()
 	q.scans.Close()
 	q.finished.wakeAll()
@@ -251,6 +258,7 @@ func (q *Queuer) onNotification(channel, payload string) {
 	case "": // the listener reconnected: anything may have been missed
 		q.finished.wakeAll()
 		q.onWork("all")
+		q.keys.Refresh()
 	case ChannelFinished:
 		if id, err := strconv.ParseInt(payload, 10, 64); err == nil {
 			q.finished.wake(id)
@@ -260,6 +268,8 @@ func (q *Queuer) onNotification(channel, payload string) {
 		q.onWork(payload)
 	case ChannelReleased:
 		q.onReleased(payload)
+	case ChannelClusterKeys:
+		q.keys.Refresh()
 	}
 }
 

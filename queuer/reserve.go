@@ -408,7 +408,7 @@ func (r *run) saturated(c candidate, rules []rule) bool {
 // It reports false when the candidate could not be taken.
 func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	gen := r.generation[c.shard]
-	tok := newToken(c.key, c.shard, gen, c.retries).String()
+	tok := newToken(c.key, c.shard, gen, c.retries).signed(r.q.keys).String()
 	if !r.q.reserver.Reserve(reserver.Reservation{
 		Token: tok, Key: c.key, Shard: c.shard, Generation: gen, Retries: c.retries,
 		Consumer: r.req.Consumer, ExpiresAt: r.expires, Values: c.info.values,

@@ -10,6 +10,11 @@ import _ "embed"
 //go:embed settings_load.sql
 var SettingsLoad string
 
+// Cluster keys (queuer.Keyring).
+
+//go:embed cluster_keys_load.sql
+var ClusterKeysLoad string
+
 // Instances.
 
 //go:embed instance_forget_stale.sql

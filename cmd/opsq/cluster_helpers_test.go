@@ -607,12 +607,12 @@ func (c *procCluster) dbNow(ctx context.Context) time.Time {
 
 // tokenClaim decodes the shard and the claim generation a token was issued under. The
 // token is opaque to consumers; the test reads it to check fencing. Its layout (queuer's
-// token.go): version 1, submission id (8 bytes), chunk index (4), shard (2), generation
-// (8), retries (4), nonce (8), big-endian, base64url without padding.
+// token.go): version 2, submission id (8 bytes), chunk index (4), shard (2), generation
+// (8), retries (4), nonce (8), key id (4), MAC (16), big-endian, base64url without padding.
 func tokenClaim(tok string) (shard int, generation int64, err error) {
 	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil || len(b) != 35 || b[0] != 1 {
-		return 0, 0, fmt.Errorf("token %q: not a version 1 token (has its layout changed?)", tok)
+	if err != nil || len(b) != 55 || b[0] != 2 {
+		return 0, 0, fmt.Errorf("token %q: not a version 2 token (has its layout changed?)", tok)
 	}
 	return int(binary.BigEndian.Uint16(b[13:15])), int64(binary.BigEndian.Uint64(b[15:23])), nil
 }

@@ -1,0 +1,22 @@
+-- Rotate the cluster key that signs reservation tokens: add a new key (32 bytes of the
+-- server's strong randomness, never shown) with the next id. Every instance signs with it
+-- within 30 s (at once, on the NOTIFY this sends), and the previous keys keep verifying
+-- until 24 h and 1 min after this new key was created, so that reservations made before
+-- the rotation (leases are at most 24 h) complete, fail and extend as usual. Run it again
+-- at any time; rotating twice within 24 h is fine too (each key stays valid for 24 h
+-- 1 min after its successor was created).
+--
+--   psql "$OPSQ_DATABASE_URL" -f sql/admin/rotate_cluster_key.sql
+--
+-- A leaked key: rotate, then delete the leaked row (reservations signed with it then answer
+-- "unknown", and their chunks are handed out again when their leases run out):
+--   DELETE FROM opsq.cluster_keys WHERE id = <leaked id>; SELECT pg_notify('opsq_cluster_keys', '');
+WITH added AS (
+    INSERT INTO opsq.cluster_keys (id, secret)
+    SELECT coalesce(max(id), 0) + 1,
+           decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex')
+    FROM opsq.cluster_keys
+    RETURNING id, created_at
+)
+SELECT id, created_at, pg_notify('opsq_cluster_keys', id::text) IS NOT NULL AS notified
+FROM added;
