@@ -133,9 +133,65 @@ func TestAdminRecipesAreDocumented(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"claims_overview.sql", "disable_shard.sql", "drain_instance.sql", "enable_shard.sql",
-		"force_release_shard.sql", "set_timings.sql", "undrain_instance.sql"} {
+		"force_release_shard.sql", "rotate_cluster_key.sql", "set_timings.sql", "undrain_instance.sql"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("sql/admin has no %s", want)
+		}
+	}
+}
+
+// TestAdminRotateClusterKey: each run of the recipe adds a key with the next id and a fresh
+// 32-byte secret, and tells the instances by NOTIFY (queuer's tests check that tokens signed
+// before a rotation keep working).
+func TestAdminRotateClusterKey(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fast)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN opsq_cluster_keys"); err != nil {
+		t.Fatal(err)
+	}
+	f.runRecipe("rotate_cluster_key.sql", nil)
+	f.runRecipe("rotate_cluster_key.sql", nil)
+	type key struct {
+		ID      int
+		Secret  []byte
+		Created time.Time
+	}
+	rows, err := f.pool.Query(ctx, "SELECT id, secret, created_at AS created FROM opsq.cluster_keys ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowToStructByName[key])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 3 {
+		t.Fatalf("%d cluster keys after the migration and 2 rotations; want 3", len(keys))
+	}
+	for i, k := range keys {
+		if k.ID != i+1 || len(k.Secret) != 32 {
+			t.Errorf("key %d: id %d with a %d-byte secret; want id %d, 32 bytes", i, k.ID, len(k.Secret), i+1)
+		}
+		for _, other := range keys[:i] {
+			if string(other.Secret) == string(k.Secret) {
+				t.Errorf("keys %d and %d have the same secret", other.ID, k.ID)
+			}
+		}
+		if i > 0 && k.Created.Before(keys[i-1].Created) {
+			t.Errorf("key %d was created before key %d", k.ID, keys[i-1].ID)
+		}
+	}
+	for _, want := range []string{"2", "3"} {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil || n.Channel != "opsq_cluster_keys" || n.Payload != want {
+			t.Fatalf("notification after a rotation: %+v, %v; want opsq_cluster_keys %q", n, err, want)
 		}
 	}
 }

@@ -178,6 +178,7 @@ func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) erro
 	if err != nil {
 		return fmt.Errorf("completing chunks: %w", err)
 	}
+	var stale []ref // completions that completed nothing
 	for k, r := range first {
 		if completed[k] {
 			q.count.completed.Add(1)
@@ -186,13 +187,58 @@ func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) erro
 			q.reserver.ReleaseKey(k)
 			continue
 		}
-		st, err := q.chunkState(ctx, jobs[r.job].tokens[r.item])
-		if err != nil {
-			return err
+		stale = append(stale, r)
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	staleTokens := make([]token, len(stale))
+	for i, r := range stale {
+		staleTokens[i] = jobs[r.job].tokens[r.item]
+	}
+	known, err := q.chunksKnown(ctx, staleTokens)
+	if err != nil {
+		return err
+	}
+	for i, r := range stale {
+		jobs[r.job].status[r.item] = client.StatusUnknown
+		if known[i] {
+			jobs[r.job].status[r.item] = client.StatusAlreadyFinished
 		}
-		jobs[r.job].status[r.item] = st
 	}
 	return nil
+}
+
+// chunksKnown tells, in one statement, which chunks of tokens opsq knows (pending or
+// finished): the completions of those that completed nothing are already_finished, the
+// others unknown (see chunkState).
+func (q *Queuer) chunksKnown(ctx context.Context, tokens []token) ([]bool, error) {
+	shards := make([]int32, len(tokens))
+	sids := make([]int64, len(tokens))
+	idxs := make([]int32, len(tokens))
+	for i, t := range tokens {
+		shards[i], sids[i], idxs[i] = int32(t.shard), t.key.SubmissionID, t.key.ChunkIndex
+	}
+	rows, err := q.pool.Query(ctx, opsqsql.ChunkStates, pgx.NamedArgs{
+		"shards": shards, "submission_ids": sids, "chunk_indexes": idxs,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading chunk states: %w", err)
+	}
+	known := make([]bool, len(tokens))
+	var ord int64
+	var k bool
+	_, err = pgx.ForEachRow(rows, []any{&ord, &k}, func() error {
+		if ord < 1 || ord > int64(len(known)) {
+			return fmt.Errorf("chunk state of input %d of %d", ord, len(known))
+		}
+		known[ord-1] = k
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading chunk states: %w", err)
+	}
+	return known, nil
 }
 
 // notifyReleased tells every instance that these chunks are finished, so that the one

@@ -81,7 +81,9 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 		if retried {
 			q.count.failedAttempts.Add(1)
 			q.afterRetry(t, tok)
-			q.releaseSlots(ctx, []string{tok})
+			if tok != "" { // an expired lease (no tok): expire releases its slots
+				q.releaseSlots(ctx, []string{tok})
+			}
 			return client.StatusRetrying, nil
 		}
 	}

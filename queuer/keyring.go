@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -43,13 +44,13 @@ const keySecretMin = 16
 
 var errNoClusterKey = errors.New(`queuer: no cluster key in opsq.cluster_keys to sign tokens with: run "opsq migrate up" (migration 00004 creates the first key), or add one with sql/admin/rotate_cluster_key.sql`)
 
-// secret is a key's secret bytes; it prints as "[secret]", so that no log shows it.
+// secret is a key's secret bytes. It prints as "[secret]", with any verb, so that no log
+// shows it; so do the clusterKey and the Keyring that hold secrets (fmt reads unexported
+// fields without calling their methods).
 type secret []byte
 
-func (secret) String() string               { return "[secret]" }
-func (secret) GoString() string             { return "[secret]" }
-func (secret) LogValue() slog.Value         { return slog.StringValue("[secret]") }
-func (s secret) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(s.String())) }
+func (secret) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, "[secret]") }
+func (secret) LogValue() slog.Value       { return slog.StringValue("[secret]") }
 
 // clusterKey is one row of opsq.cluster_keys.
 type clusterKey struct {
@@ -193,6 +194,17 @@ func (k *Keyring) LogValue() slog.Value {
 		ids = append(ids, id)
 	}
 	return slog.GroupValue(slog.Any("ids", ids), slog.Int("signing", k.mu.newest))
+}
+
+// Format prints the key id only.
+func (ck clusterKey) Format(f fmt.State, _ rune) { fmt.Fprintf(f, "cluster key %d", ck.id) }
+
+// LogValue shows the key id only.
+func (ck clusterKey) LogValue() slog.Value { return slog.IntValue(ck.id) }
+
+// Format prints the key ids only.
+func (k *Keyring) Format(f fmt.State, _ rune) {
+	fmt.Fprintf(f, "cluster keys %v", k.LogValue())
 }
 
 func macOf(s secret, msg []byte) []byte {

@@ -20,8 +20,16 @@ WITH input AS (
     INSERT INTO opsq.chunks_completed (submission_id, chunk_index, output)
     SELECT submission_id, chunk_index, output FROM done
 ), freed AS (
-    -- The max_simultaneous slots of these reservations (and of stale repeats) are free.
+    -- The max_simultaneous slots of these reservations (and of stale repeats) are free, and
+    -- so are those of every reservation of a chunk completed here: a stale token's
+    -- completion ends the live reservation of its chunk (wherever it is held), whose hold
+    -- belongs to another token. (Two deletes, each by an index; a row both match is
+    -- deleted once.)
     DELETE FROM opsq.simultaneous_holds WHERE token = ANY(@tokens::text[])
+), freed_chunks AS (
+    DELETE FROM opsq.simultaneous_holds h
+    USING done d
+    WHERE h.submission_id = d.submission_id AND h.chunk_index = d.chunk_index
 ), counted AS (
     UPDATE opsq.submissions s
     SET chunks_done = s.chunks_done + d.n

@@ -15,6 +15,11 @@ var SettingsLoad string
 //go:embed cluster_keys_load.sql
 var ClusterKeysLoad string
 
+// Completions (queuer/complete.go).
+
+//go:embed chunk_states.sql
+var ChunkStates string
+
 // Instances.
 
 //go:embed instance_forget_stale.sql

@@ -18,5 +18,5 @@ WITH added AS (
     FROM opsq.cluster_keys
     RETURNING id, created_at
 )
-SELECT id, created_at, pg_notify('opsq_cluster_keys', id::text) IS NOT NULL AS notified
-FROM added;
+SELECT a.id, a.created_at
+FROM added a CROSS JOIN LATERAL pg_notify('opsq_cluster_keys', a.id::text) AS notified;

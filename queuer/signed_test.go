@@ -1,0 +1,359 @@
+package queuer
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"opsq/client"
+	"opsq/migrations/pgtest"
+	"opsq/reserver"
+	opsqsql "opsq/sql"
+)
+
+// chunkRow is what the database holds of a pending chunk.
+type chunkRow struct {
+	pending bool
+	retries int32
+}
+
+func readChunkRow(t *testing.T, pool *pgxpool.Pool, sid int64, idx int32) chunkRow {
+	t.Helper()
+	var r chunkRow
+	err := pool.QueryRow(context.Background(), "SELECT retries FROM opsq.chunks WHERE submission_id = $1 AND chunk_index = $2", sid, idx).Scan(&r.retries)
+	if err == nil {
+		r.pending = true
+	} else if err != pgx.ErrNoRows {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// actOnAll completes, fails (with and without retry) and extends every token, and
+// checks that each answer is "unknown".
+func actOnAll(t *testing.T, q *Queuer, tokens []string) {
+	t.Helper()
+	ctx := t.Context()
+	comps := make([]Completion, len(tokens))
+	fails := make([]Failure, len(tokens))
+	for i, tok := range tokens {
+		comps[i] = Completion{Token: tok, Output: []byte("forged")}
+		fails[i] = Failure{Token: tok, Error: "forged"}
+	}
+	check := func(what string, statuses []string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		for i, st := range statuses {
+			if st != client.StatusUnknown {
+				t.Fatalf("%s of %q: %s; want unknown", what, tokens[i], st)
+			}
+		}
+	}
+	st, err := q.Complete(ctx, comps)
+	check("complete", st, err)
+	st, err = q.Fail(ctx, fails)
+	check("fail with retry false", st, err)
+	for i := range fails {
+		fails[i].Retry = true
+	}
+	st, err = q.Fail(ctx, fails)
+	check("fail with retry true", st, err)
+	ext, err := q.Extend(ctx, tokens, time.Hour, false)
+	st = make([]string, len(ext))
+	for i, e := range ext {
+		st[i] = e.Status
+	}
+	check("extend", st, err)
+}
+
+// handMadeTokens are the tokens an attacker who knows a submission id can build without
+// the cluster secret: for each chunk index, the old unsigned layout, and the signed layout
+// with key 1 and a MAC of zeros or one made with a guessed secret.
+func handMadeTokens(sid int64, chunks, shardCount int) []string {
+	var out []string
+	for idx := range chunks {
+		for shard := range shardCount {
+			v1 := []byte{1}
+			v1 = binary.BigEndian.AppendUint64(v1, uint64(sid))
+			v1 = binary.BigEndian.AppendUint32(v1, uint32(idx))
+			v1 = binary.BigEndian.AppendUint16(v1, uint16(shard))
+			v1 = append(v1, make([]byte, 8+4+8)...)
+			out = append(out, base64.RawURLEncoding.EncodeToString(v1))
+			t := token{key: reserver.Key{SubmissionID: sid, ChunkIndex: int32(idx)}, shard: shard, keyID: 1}
+			out = append(out, t.String())
+			out = append(out, t.signed(testKeyring(clusterKey{id: 1, secret: secret(make([]byte, 32))})).String())
+		}
+	}
+	return out
+}
+
+// TestForgedTokensAreUnknown: every one-character change of a real token, and every token
+// built by hand from the submission id, is unknown to complete, fail and extend, and the
+// chunk stays pending and reserved, its submission in progress.
+func TestForgedTokensAreUnknown(t *testing.T) {
+	t.Parallel()
+	q, pool := setup(t)
+	maxRetries := 0
+	id := submitN(t, q, 2, NewSubmission{MaxRetries: &maxRetries})
+	c := reserveN(t, q, ReserveRequest{Max: 1})[0]
+	forged := oneCharacterChanges(c.Token)
+	forged = append(forged, handMadeTokens(id, 2, q.ShardCount())...)
+	actOnAll(t, q, forged)
+
+	if r := readChunkRow(t, pool, id, c.ChunkIndex); !r.pending || r.retries != 0 {
+		t.Fatalf("after forged tokens: chunk pending %v with %d retries; want pending with 0", r.pending, r.retries)
+	}
+	if _, ok := q.reserver.Get(c.Token); !ok {
+		t.Fatal("after forged tokens: the chunk's reservation is gone; want it held")
+	}
+	if st, err := q.Status(t.Context(), id); err != nil || st.State != client.StateInProgress || st.ChunksDone != 0 {
+		t.Fatalf("after forged tokens: submission %+v, %v; want in progress with nothing done", st, err)
+	}
+	// The real token still works: the forged ones could have acted, had they verified.
+	st, err := q.Complete(t.Context(), []Completion{{Token: c.Token}})
+	if err != nil || st[0] != client.StatusCompleted {
+		t.Fatalf("completing with the real token: %v, %v; want completed", st, err)
+	}
+}
+
+// copyRows copies the rows of table matching where (with arg) from one database to another.
+func copyRows(t *testing.T, from, to *pgxpool.Pool, table, where string, arg any) int {
+	t.Helper()
+	rows, err := from.Query(t.Context(), "SELECT row_to_json(r) FROM "+table+" r WHERE "+where, arg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		if _, err := to.Exec(t.Context(), "INSERT INTO "+table+" SELECT * FROM json_populate_record(NULL::"+table+", $1::json)", j); err != nil {
+			t.Fatalf("copying a row of %s: %v", table, err)
+		}
+	}
+	return len(js)
+}
+
+// TestTokenFromAnotherDatabaseIsUnknown: database B holds the same submission and chunk as
+// A but has its own cluster secret (as any database migrated on its own): a token A signed
+// is unknown to B, and acts on nothing there.
+func TestTokenFromAnotherDatabaseIsUnknown(t *testing.T) {
+	t.Parallel()
+	qa, poolA := setup(t)
+	poolB := poolOf(t, pgtest.NewDBWithShards(t, 2*qa.ShardCount())) // migrated apart: its own secret
+	id := submitN(t, qa, 1, NewSubmission{})
+	if copyRows(t, poolA, poolB, "opsq.submissions", "id = $1", id) != 1 ||
+		copyRows(t, poolA, poolB, "opsq.chunks", "submission_id = $1", id) != 1 {
+		t.Fatal("copying the submission to database B: want 1 submission and 1 chunk")
+	}
+	qb := startQueuer(t, poolB)
+	tokA := reserveN(t, qa, ReserveRequest{})[0].Token
+
+	actOnAll(t, qb, []string{tokA})
+	if r := readChunkRow(t, poolB, id, 0); !r.pending || r.retries != 0 {
+		t.Fatalf("in database B after A's token: chunk pending %v with %d retries; want pending with 0", r.pending, r.retries)
+	}
+	// B's own token for the same chunk works in B, and is unknown in A.
+	tokB := reserveN(t, qb, ReserveRequest{})[0].Token
+	actOnAll(t, qa, []string{tokB})
+	if st, err := qb.Complete(t.Context(), []Completion{{Token: tokB}}); err != nil || st[0] != client.StatusCompleted {
+		t.Fatalf("completing B's token in B: %v, %v; want completed", st, err)
+	}
+	if r := readChunkRow(t, poolA, id, 0); !r.pending {
+		t.Fatal("in database A: the chunk was completed by B's token; want it pending")
+	}
+}
+
+// TestRotationKeepsLiveTokensValid: after sql/admin/rotate_cluster_key.sql, the instance
+// signs with the new key (told by NOTIFY, well before its periodic reload), tokens signed
+// before keep working, and they stop verifying once KeyOverlap has passed since the
+// rotation.
+func TestRotationKeepsLiveTokensValid(t *testing.T) {
+	t.Parallel()
+	q, pool := setup(t)
+	id := submitN(t, q, 4, NewSubmission{})
+	before := reserveN(t, q, ReserveRequest{Max: 2})
+	if len(before) != 2 {
+		t.Fatalf("reserved %d chunks; want 2", len(before))
+	}
+	for _, c := range before {
+		if tok, _ := parseToken(c.Token); tok.keyID != 1 {
+			t.Fatalf("before the rotation, a token signed with key %d; want 1", tok.keyID)
+		}
+	}
+	rotate(t, pool)
+	deadline := time.Now().Add(KeyRefreshInterval / 3)
+	for q.keys.newestKey().id != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v after the rotation the instance still signs with key %d; want 2 (on the NOTIFY)", KeyRefreshInterval/3, q.keys.newestKey().id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	after := reserveN(t, q, ReserveRequest{Max: 1})[0]
+	if tok, _ := parseToken(after.Token); tok.keyID != 2 {
+		t.Fatalf("after the rotation, a token signed with key %d; want 2", tok.keyID)
+	}
+	// Another instance started now verifies both keys' tokens too.
+	q2 := startQueuer(t, pool)
+	st, err := q2.Complete(t.Context(), []Completion{{Token: before[0].Token}, {Token: after.Token}})
+	if err != nil || st[0] != client.StatusCompleted || st[1] != client.StatusCompleted {
+		t.Fatalf("completing a token of each key after the rotation: %v, %v; want completed twice", st, err)
+	}
+	ext, err := q.Extend(t.Context(), []string{before[1].Token}, time.Minute, false)
+	if err != nil || ext[0].Status != client.StatusExtended {
+		t.Fatalf("extending a token of the old key after the rotation: %+v, %v; want extended", ext, err)
+	}
+
+	// KeyOverlap later (moved back in the database), the old key no longer verifies.
+	if _, err := pool.Exec(t.Context(), "UPDATE opsq.cluster_keys SET created_at = now() - make_interval(secs => $1) WHERE id = 2",
+		(KeyOverlap + time.Second).Seconds()); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.keys.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	old := before[1]
+	actOnAll(t, q, []string{old.Token})
+	if r := readChunkRow(t, pool, id, old.ChunkIndex); !r.pending || r.retries != 0 {
+		t.Fatalf("after the old key's token, past the overlap: chunk pending %v with %d retries; want pending with 0", r.pending, r.retries)
+	}
+	if _, ok := q.reserver.Get(old.Token); !ok {
+		t.Fatal("the reservation of the old key's token is gone; want it held (until its lease runs out)")
+	}
+	next := reserveN(t, q, ReserveRequest{Max: 1})[0]
+	if st, err := q.Complete(t.Context(), []Completion{{Token: next.Token}}); err != nil || st[0] != client.StatusCompleted {
+		t.Fatalf("completing a token of the new key: %v, %v; want completed", st, err)
+	}
+}
+
+// TestStaleCompletionReleasesTheHold: a stale token's completion (a failed attempt's token,
+// completing after the chunk was reserved again) completes the chunk and ends the live
+// reservation: its max_simultaneous hold goes with it, so the value's slot is free.
+func TestStaleCompletionReleasesTheHold(t *testing.T) {
+	t.Parallel()
+	q, pool := setup(t)
+	submitN(t, q, 2, sm(`{"company_id": 1}`))
+	const tree = "max_simultaneous(company_id, 1, oldest_first)"
+	holds := func() int64 { return count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds") }
+	first := reserveText(t, q, tree, 1)[0]
+	if n := holds(); n != 1 {
+		t.Fatalf("%d holds after a reserve; want 1", n)
+	}
+	if st, err := q.Fail(t.Context(), []Failure{{Token: first.Token, Error: "again", Retry: true}}); err != nil || st[0] != client.StatusRetrying {
+		t.Fatalf("fail with retry: %v, %v; want retrying", st, err)
+	}
+	again := reserveText(t, q, tree, 1)
+	if len(again) != 1 || again[0].ChunkIndex != first.ChunkIndex || again[0].Token == first.Token {
+		t.Fatalf("reserving after the retry gave %+v; want chunk %d under a new token", again, first.ChunkIndex)
+	}
+	if n := holds(); n != 1 {
+		t.Fatalf("%d holds after reserving again; want 1", n)
+	}
+	// The stale token completes first: the first completion wins.
+	if st, err := q.Complete(t.Context(), []Completion{{Token: first.Token}}); err != nil || st[0] != client.StatusCompleted {
+		t.Fatalf("completing with the stale token: %v, %v; want completed", st, err)
+	}
+	if _, ok := q.reserver.Get(again[0].Token); ok {
+		t.Fatal("the live reservation is still held after its chunk was completed")
+	}
+	if n := holds(); n != 0 {
+		t.Fatalf("%d max_simultaneous holds left after the chunk was completed by a stale token; want 0", n)
+	}
+	if c := reserveText(t, q, tree, 1); len(c) != 1 {
+		t.Fatalf("reserving the other chunk of the value gave %d chunks; want 1 (the slot is free)", len(c))
+	}
+}
+
+// statementCounter counts the statements that start with given texts.
+type statementCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for prefix := range c.counts {
+		if strings.HasPrefix(d.SQL, prefix) {
+			c.counts[prefix]++
+		}
+	}
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *statementCounter) get(prefix string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[prefix]
+}
+
+func firstLine(s string) string { return s[:strings.IndexByte(s, '\n')] }
+
+// TestStaleCompletionsReadTheirStatesInOneQuery: a flush of many valid tokens that complete
+// nothing (their chunks finished, or gone) answers them all with one query, with the right
+// statuses.
+func TestStaleCompletionsReadTheirStatesInOneQuery(t *testing.T) {
+	t.Parallel()
+	one, many := firstLine(opsqsql.ChunkState), firstLine(opsqsql.ChunkStates)
+	counter := &statementCounter{counts: map[string]int{one: 0, many: 0}}
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	q := startQueuer(t, pool)
+	submitN(t, q, 3, NewSubmission{})
+	done := reserveN(t, q, ReserveRequest{Max: 2})
+	var items []Completion
+	for _, c := range done {
+		items = append(items, Completion{Token: c.Token})
+	}
+	if _, err := q.Complete(t.Context(), items); err != nil {
+		t.Fatal(err)
+	}
+	const gone = 10_000
+	for range gone { // signed, but of chunks nobody knows (a deleted submission's, say)
+		k := reserver.Key{SubmissionID: rand.Int64N(1<<62) + 1, ChunkIndex: rand.Int32N(1000)}
+		items = append(items, Completion{Token: newToken(k, rand.IntN(q.ShardCount()), 1, 0).signed(q.keys).String()})
+	}
+	start := time.Now()
+	st, err := q.Complete(t.Context(), items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	for i, s := range st {
+		want := client.StatusUnknown
+		if i < len(done) {
+			want = client.StatusAlreadyFinished
+		}
+		if s != want {
+			t.Fatalf("completion %d: %s; want %s", i, s, want)
+		}
+	}
+	if n := counter.get(one); n != 0 {
+		t.Errorf("the flush read %d chunk states one by one; want none", n)
+	}
+	if n := counter.get(many); n != 1 {
+		t.Errorf("the flush read the chunk states of its stale tokens with %d queries; want 1", n)
+	}
+	t.Logf("%d stale completions answered in %v", len(items), took)
+}
