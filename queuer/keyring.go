@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,16 +23,26 @@ import (
 // the cluster keys at once instead of at their next refresh.
 const ChannelClusterKeys = "opsq_cluster_keys"
 
-// KeyOverlap is how long a cluster key keeps verifying after the next newer key was
-// created: the longest lease (24 h), so that every reservation signed before a rotation
-// can still be completed, failed or extended, plus the time an instance may take to sign
-// with the new key (KeyRefreshInterval, with a margin), during which it still hands out
-// tokens signed with the old one.
+// The rotation rule (DESIGN.md §8; README-ready):
 //
-// The rule, for the README: the newest key (highest id) signs; a key verifies while it is
-// the newest, or until 24 h 1 min after the next newer key was created. A reservation kept
-// alive by extends for more than 24 h across a rotation becomes "unknown".
-const KeyOverlap = 24*time.Hour + time.Minute
+//   - Every key verifies from the moment an instance has loaded it. A new key (the highest
+//     id) signs only once it is KeyActivation old, by which time every instance has loaded
+//     it (they reload every KeyRefreshInterval, and at once on the rotation's NOTIFY), so
+//     that no instance meets a token signed by a key it does not know yet. Until then the
+//     previous key signs. (A database whose every key is younger, just migrated or after a
+//     leaked key was deleted, signs with its newest key at once.)
+//   - An older key keeps verifying until KeyOverlap after the next newer key was created:
+//     the longest lease (24 h), so that a reservation made just before the newer key signs
+//     can be completed, failed and extended for its whole lease, plus KeyActivation and a
+//     minute of margin. Then it is refused. A reservation kept alive by extends for more
+//     than 24 h across a rotation answers "unknown" afterwards.
+
+// KeyActivation is how old a key must be before it signs: twice KeyRefreshInterval.
+const KeyActivation = 2 * KeyRefreshInterval
+
+// KeyOverlap is how long a key keeps verifying after the next newer key was created: the
+// longest lease, plus KeyActivation, plus a minute of margin: 24 h 2 min.
+const KeyOverlap = 24*time.Hour + KeyActivation + time.Minute
 
 // KeyRefreshInterval is how often an instance reloads the cluster keys, in case it missed
 // the NOTIFY of a rotation.
@@ -56,12 +68,14 @@ func (secret) LogValue() slog.Value       { return slog.StringValue("[secret]") 
 type clusterKey struct {
 	id     int
 	secret secret
-	// until is when the key stops verifying; zero for the newest key.
+	// signsFrom is when the key is KeyActivation old (by this instance's clock).
+	signsFrom time.Time
+	// until is when the key stops verifying; zero for the newest key, which stays.
 	until time.Time
 }
 
-// Keyring holds the cluster keys (opsq.cluster_keys): it signs with the newest and
-// verifies with any that is still valid (see KeyOverlap). Load reads the keys; Start
+// Keyring holds the cluster keys (opsq.cluster_keys): it signs with the newest key that is
+// KeyActivation old and verifies with any key still valid (see KeyOverlap). Load reads the keys; Start
 // keeps them fresh (every KeyRefreshInterval, and at once after Refresh) from Start until
 // its context ends, and Stop waits for that goroutine. It is safe for concurrent use.
 type Keyring struct {
@@ -72,8 +86,7 @@ type Keyring struct {
 
 	mu struct {
 		sync.RWMutex
-		keys   map[int]clusterKey
-		newest int
+		keys map[int]clusterKey
 	}
 }
 
@@ -91,20 +104,19 @@ func (k *Keyring) Load(ctx context.Context) error {
 	}
 	now := time.Now()
 	keys := map[int]clusterKey{}
-	newest := 0
 	var id int
 	var s []byte
+	var age int64
 	var left *int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &s, &left}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &s, &age, &left}, func() error {
 		if len(s) < keySecretMin {
 			return fmt.Errorf("cluster key %d has a secret of %d bytes; want at least %d", id, len(s), keySecretMin)
 		}
-		ck := clusterKey{id: id, secret: secret(s)}
+		ck := clusterKey{id: id, secret: secret(s), signsFrom: now.Add(KeyActivation - time.Duration(age)*time.Microsecond)}
 		if left != nil {
 			ck.until = now.Add(time.Duration(*left) * time.Microsecond)
 		}
 		keys[id] = ck
-		newest = max(newest, id)
 		return nil
 	})
 	if err != nil {
@@ -114,7 +126,7 @@ func (k *Keyring) Load(ctx context.Context) error {
 		return errNoClusterKey
 	}
 	k.mu.Lock()
-	k.mu.keys, k.mu.newest = keys, newest
+	k.mu.keys = keys
 	k.mu.Unlock()
 	return nil
 }
@@ -157,19 +169,32 @@ func (k *Keyring) Refresh() {
 	}
 }
 
-// Sign returns the id of the newest key and the MAC (MACLen bytes) of msg under it. A
-// caller signing several kinds of message starts each msg with its own label, so that a
+// Sign returns the id of the signing key (the newest that is KeyActivation old, see
+// KeyOverlap) and the MAC (MACLen bytes) of msg under it. A caller signing several kinds of message starts each msg with its own label, so that a
 // MAC made for one kind never verifies as another.
 func (k *Keyring) Sign(msg []byte) (keyID int, mac []byte) {
-	key := k.newestKey()
+	key := k.signingKey()
 	return key.id, macOf(key.secret, msg)
 }
 
-// newestKey is the key that signs.
-func (k *Keyring) newestKey() clusterKey {
+// signingKey is the newest key that is KeyActivation old or, when none is, the oldest.
+func (k *Keyring) signingKey() clusterKey {
+	now := time.Now()
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	return k.mu.keys[k.mu.newest]
+	var active, oldest clusterKey
+	for _, ck := range k.mu.keys {
+		if !now.Before(ck.signsFrom) && ck.id > active.id {
+			active = ck
+		}
+		if oldest.id == 0 || ck.id < oldest.id {
+			oldest = ck
+		}
+	}
+	if active.id != 0 {
+		return active
+	}
+	return oldest
 }
 
 // Verify reports whether mac is the MAC of msg under key keyID, and that key still
@@ -177,9 +202,8 @@ func (k *Keyring) newestKey() clusterKey {
 func (k *Keyring) Verify(keyID int, msg, mac []byte) bool {
 	k.mu.RLock()
 	key, ok := k.mu.keys[keyID]
-	newest := keyID == k.mu.newest
 	k.mu.RUnlock()
-	if !ok || len(mac) != MACLen || !newest && !time.Now().Before(key.until) {
+	if !ok || len(mac) != MACLen || !key.until.IsZero() && !time.Now().Before(key.until) {
 		return false
 	}
 	return hmac.Equal(mac, macOf(key.secret, msg))
@@ -189,11 +213,8 @@ func (k *Keyring) Verify(keyID int, msg, mac []byte) bool {
 func (k *Keyring) LogValue() slog.Value {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	ids := make([]int, 0, len(k.mu.keys))
-	for id := range k.mu.keys {
-		ids = append(ids, id)
-	}
-	return slog.GroupValue(slog.Any("ids", ids), slog.Int("signing", k.mu.newest))
+	ids := slices.Sorted(maps.Keys(k.mu.keys))
+	return slog.GroupValue(slog.Any("ids", ids))
 }
 
 // Format prints the key id only.

@@ -56,12 +56,46 @@ func TestKeyringSignVerify(t *testing.T) {
 	}
 }
 
+// The newest key signs once it is KeyActivation old; until then the one before it does.
+func TestKeyringSigningKey(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	old := clusterKey{id: 1, secret: testSecret(1), signsFrom: now.Add(-time.Hour), until: now.Add(time.Hour)}
+	young := clusterKey{id: 2, secret: testSecret(2), signsFrom: now.Add(time.Minute)}
+	older := clusterKey{id: 3, secret: testSecret(3), signsFrom: now.Add(-time.Second)}
+	for _, tc := range []struct {
+		name string
+		keys []clusterKey
+		want int
+	}{
+		{"one key", []clusterKey{old}, 1},
+		{"a new key not yet active", []clusterKey{old, young}, 1},
+		{"only keys not yet active: the oldest", []clusterKey{young, {id: 4, secret: testSecret(4), signsFrom: now.Add(time.Minute)}}, 2},
+		{"the newest active key", []clusterKey{old, older}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := testKeyring(tc.keys...)
+			id, mac := k.Sign([]byte("m"))
+			if id != tc.want {
+				t.Fatalf("signed with key %d; want %d", id, tc.want)
+			}
+			if !k.Verify(id, []byte("m"), mac) {
+				t.Fatal("the signature does not verify")
+			}
+		})
+	}
+	k := testKeyring(old, young)
+	if !k.Verify(2, []byte("m"), macOf(young.secret, []byte("m"))) {
+		t.Error("a key not yet signing does not verify; want it to, from the moment it is loaded")
+	}
+}
+
 // No way of printing or logging a key shows its secret.
 func TestKeyringSecretsNeverPrinted(t *testing.T) {
 	t.Parallel()
 	s := secret("0123456789abcdef-the-secret")
 	k := testKeyring(clusterKey{id: 1, secret: s})
-	ck := k.newestKey()
+	ck := k.signingKey()
 	var out bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&out, nil))
 	log.Info("keys", slog.Any("keyring", k), slog.Any("key", ck), slog.Any("secret", ck.secret))

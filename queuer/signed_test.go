@@ -176,33 +176,38 @@ func TestTokenFromAnotherDatabaseIsUnknown(t *testing.T) {
 }
 
 // TestRotationKeepsLiveTokensValid: after sql/admin/rotate_cluster_key.sql, the instance
-// signs with the new key (told by NOTIFY, well before its periodic reload), tokens signed
-// before keep working, and they stop verifying once KeyOverlap has passed since the
-// rotation.
+// verifies the new key at once (told by NOTIFY, well before its periodic reload) and signs
+// with it once it is KeyActivation old; tokens signed before keep working, on any
+// instance, and stop verifying once KeyOverlap has passed since the rotation.
 func TestRotationKeepsLiveTokensValid(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
-	id := submitN(t, q, 4, NewSubmission{})
+	id := submitN(t, q, 5, NewSubmission{})
 	before := reserveN(t, q, ReserveRequest{Max: 2})
 	if len(before) != 2 {
 		t.Fatalf("reserved %d chunks; want 2", len(before))
 	}
 	for _, c := range before {
-		if tok, _ := parseToken(c.Token); tok.keyID != 1 {
-			t.Fatalf("before the rotation, a token signed with key %d; want 1", tok.keyID)
+		if keyOf(c) != 1 {
+			t.Fatalf("before the rotation, a token signed with key %d; want 1", keyOf(c))
 		}
 	}
 	rotate(t, pool)
 	deadline := time.Now().Add(KeyRefreshInterval / 3)
-	for q.keys.newestKey().id != 2 {
+	for !q.keys.Verify(2, []byte("m"), macUnder(t, pool, 2, []byte("m"))) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%v after the rotation the instance still signs with key %d; want 2 (on the NOTIFY)", KeyRefreshInterval/3, q.keys.newestKey().id)
+			t.Fatalf("%v after the rotation the instance does not verify key 2; want it to (on the NOTIFY)", KeyRefreshInterval/3)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Key 2 verifies at once, but signs only once every instance has loaded it.
+	if c := reserveN(t, q, ReserveRequest{Max: 1})[0]; keyOf(c) != 1 {
+		t.Fatalf("just after the rotation, a token signed with key %d; want 1 (key 2 is not %v old)", keyOf(c), KeyActivation)
+	}
+	age(t, q, pool, 2, KeyActivation+time.Second)
 	after := reserveN(t, q, ReserveRequest{Max: 1})[0]
-	if tok, _ := parseToken(after.Token); tok.keyID != 2 {
-		t.Fatalf("after the rotation, a token signed with key %d; want 2", tok.keyID)
+	if keyOf(after) != 2 {
+		t.Fatalf("%v after the rotation, a token signed with key %d; want 2", KeyActivation, keyOf(after))
 	}
 	// Another instance started now verifies both keys' tokens too.
 	q2 := startQueuer(t, pool)
@@ -215,14 +220,8 @@ func TestRotationKeepsLiveTokensValid(t *testing.T) {
 		t.Fatalf("extending a token of the old key after the rotation: %+v, %v; want extended", ext, err)
 	}
 
-	// KeyOverlap later (moved back in the database), the old key no longer verifies.
-	if _, err := pool.Exec(t.Context(), "UPDATE opsq.cluster_keys SET created_at = now() - make_interval(secs => $1) WHERE id = 2",
-		(KeyOverlap + time.Second).Seconds()); err != nil {
-		t.Fatal(err)
-	}
-	if err := q.keys.Load(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	// KeyOverlap after the rotation, the old key no longer verifies.
+	age(t, q, pool, 2, KeyOverlap+time.Second)
 	old := before[1]
 	actOnAll(t, q, []string{old.Token})
 	if r := readChunkRow(t, pool, id, old.ChunkIndex); !r.pending || r.retries != 0 {
@@ -234,6 +233,35 @@ func TestRotationKeepsLiveTokensValid(t *testing.T) {
 	next := reserveN(t, q, ReserveRequest{Max: 1})[0]
 	if st, err := q.Complete(t.Context(), []Completion{{Token: next.Token}}); err != nil || st[0] != client.StatusCompleted {
 		t.Fatalf("completing a token of the new key: %v, %v; want completed", st, err)
+	}
+}
+
+// keyOf is the id of the key that signed c's token.
+func keyOf(c Chunk) int {
+	tok, _ := parseToken(c.Token)
+	return tok.keyID
+}
+
+// macUnder makes the MAC of msg under key id of the database, as an instance would.
+func macUnder(t *testing.T, pool *pgxpool.Pool, id int, msg []byte) []byte {
+	t.Helper()
+	var s []byte
+	if err := pool.QueryRow(t.Context(), "SELECT secret FROM opsq.cluster_keys WHERE id = $1", id).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return macOf(secret(s), msg)
+}
+
+// age makes key id as old as d (moving its creation back in the database), and q reload
+// the keys: the rotation's timings without waiting for them.
+func age(t *testing.T, q *Queuer, pool *pgxpool.Pool, id int, d time.Duration) {
+	t.Helper()
+	if _, err := pool.Exec(t.Context(), "UPDATE opsq.cluster_keys SET created_at = now() - make_interval(secs => $1) WHERE id = $2",
+		d.Seconds(), id); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.keys.Load(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }
 

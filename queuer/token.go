@@ -70,9 +70,9 @@ func (t token) macMessage() []byte {
 	return append([]byte(tokenMACLabel), t.signedBytes()...)
 }
 
-// signed returns t signed with the newest key of k.
+// signed returns t signed with the signing key of k.
 func (t token) signed(k *Keyring) token {
-	key := k.newestKey()
+	key := k.signingKey()
 	t.keyID = key.id
 	copy(t.mac[:], macOf(key.secret, t.macMessage()))
 	return t

@@ -20,7 +20,6 @@ func testKeyring(keys ...clusterKey) *Keyring {
 	k.mu.keys = map[int]clusterKey{}
 	for _, ck := range keys {
 		k.mu.keys[ck.id] = ck
-		k.mu.newest = max(k.mu.newest, ck.id)
 	}
 	return k
 }
@@ -140,7 +139,7 @@ func oneCharacterChanges(tok string) []string {
 // go test -run '^$' -fuzz FuzzParseToken ./queuer/
 func FuzzParseToken(f *testing.F) {
 	keys := testKeyring(clusterKey{id: 1, secret: testSecret(1), until: time.Now().Add(time.Hour)},
-		clusterKey{id: 2, secret: testSecret(2)})
+		clusterKey{id: 2, secret: testSecret(2)}) // key 2 signs, key 1 verifies still
 	old := testKeyring(clusterKey{id: 1, secret: testSecret(1)})
 	real := []string{sampleToken().signed(keys).String(), sampleToken().signed(old).String()}
 	for _, tok := range real {
