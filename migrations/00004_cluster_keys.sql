@@ -1,7 +1,8 @@
 -- The cluster secret that signs reservation tokens (DESIGN.md §8), and that instances may use
--- to sign what they send each other. A key is a row; the newest (highest id) signs, and an
--- older one keeps verifying until the longest lease (24 h, plus the minute instances take
--- to pick up a new key) has run out after the next newer key was created. Rotate with
+-- to sign what they send each other. A key is a row. The newest (highest id) signs once it
+-- is a minute old (every instance has loaded it by then), and an older one keeps verifying
+-- until 24 h 2 min (the longest lease, plus margins) after the next newer key was created:
+-- see queuer/keyring.go and migrations/README.md. Rotate with
 -- sql/admin/rotate_cluster_key.sql. Nothing but opsq reads this table: its secrets must
 -- never be logged or shown.
 

@@ -1,10 +1,10 @@
 -- Rotate the cluster key that signs reservation tokens: add a new key (32 bytes of the
--- server's strong randomness, never shown) with the next id. Every instance signs with it
--- within 30 s (at once, on the NOTIFY this sends), and the previous keys keep verifying
--- until 24 h and 1 min after this new key was created, so that reservations made before
--- the rotation (leases are at most 24 h) complete, fail and extend as usual. Run it again
--- at any time; rotating twice within 24 h is fine too (each key stays valid for 24 h
--- 1 min after its successor was created).
+-- server's strong randomness, never shown) with the next id. Every instance verifies it at
+-- once (on the NOTIFY this sends, at the latest within 30 s) and signs with it from 1 min
+-- after its creation, when all have loaded it. The previous keys keep verifying until
+-- 24 h 2 min after the next newer key was created, so that reservations made before the
+-- rotation (leases are at most 24 h) complete, fail and extend as usual. Rotating twice
+-- within 24 h is fine: each key stays valid 24 h 2 min after its successor was created.
 --
 --   psql "$OPSQ_DATABASE_URL" -f sql/admin/rotate_cluster_key.sql
 --
