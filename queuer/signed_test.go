@@ -1,6 +1,7 @@
 package queuer
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -17,6 +18,7 @@ import (
 	"opsq/migrations/pgtest"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
+	"opsq/strategy"
 )
 
 // chunkRow is what the database holds of a pending chunk.
@@ -384,4 +386,89 @@ func TestStaleCompletionsReadTheirStatesInOneQuery(t *testing.T) {
 		t.Errorf("the flush read the chunk states of its stale tokens with %d queries; want 1", n)
 	}
 	t.Logf("%d stale completions answered in %v", len(items), took)
+}
+
+// TestEveryEndOfAReservationReleasesItsHold: however a reservation under max_simultaneous
+// ends (completed, retried, failed, expired, cancelled, or completed by a stale token of
+// its chunk), its hold goes with it and its value's slot is free again.
+func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
+	t.Parallel()
+	const tree = "max_simultaneous(company_id, 1, oldest_first)"
+	for _, tc := range []struct {
+		name string
+		// lease of the reservation (a minute unless set)
+		lease time.Duration
+		// end ends the reservation c of submission id.
+		end func(t *testing.T, q *Queuer, id int64, c Chunk)
+	}{
+		{"completed", 0, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
+			mustStatus(t, "complete", client.StatusCompleted)(q.Complete(t.Context(), []Completion{{Token: c.Token}}))
+		}},
+		{"failed with retry", 0, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
+			mustStatus(t, "fail", client.StatusRetrying)(q.Fail(t.Context(), []Failure{{Token: c.Token, Retry: true}}))
+		}},
+		{"failed for good", 0, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
+			mustStatus(t, "fail", client.StatusFailed)(q.Fail(t.Context(), []Failure{{Token: c.Token}}))
+		}},
+		{"expired", time.Second, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
+			deadline := time.Now().Add(20 * time.Second)
+			for _, held := q.reserver.Get(c.Token); held; _, held = q.reserver.Get(c.Token) {
+				if time.Now().After(deadline) {
+					t.Fatal("the reservation did not expire within 20 s of its 1 s lease")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}},
+		{"cancelled", 0, func(t *testing.T, q *Queuer, id int64, _ Chunk) {
+			if _, err := q.Cancel(t.Context(), id); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"completed by a stale token", 0, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
+			stale := newToken(reserver.Key{SubmissionID: c.SubmissionID, ChunkIndex: c.ChunkIndex}, 0, 0, 0)
+			tok, _ := parseToken(c.Token)
+			stale.shard, stale.generation, stale.retries = tok.shard, tok.generation, tok.retries
+			mustStatus(t, "complete", client.StatusCompleted)(q.Complete(t.Context(), []Completion{{Token: stale.signed(q.keys).String()}}))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q, pool := setup(t)
+			zero := 0
+			sub := sm(`{"company_id": 1}`)
+			sub.MaxRetries = &zero
+			if tc.name == "failed with retry" || tc.name == "expired" {
+				sub.MaxRetries = nil
+			}
+			id := submitN(t, q, 2, sub)
+			other := submitN(t, q, 1, sm(`{"company_id": 1}`)) // to show the slot is free
+			lease := cmp.Or(tc.lease, time.Minute)
+			c := reserveN(t, q, ReserveRequest{Max: 1, Lease: lease, Strategy: strategy.MustParseText(tree)})
+			if len(c) != 1 || c[0].SubmissionID != id {
+				t.Fatalf("reserve gave %+v; want a chunk of %d", c, id)
+			}
+			if n := count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 1 {
+				t.Fatalf("%d holds after the reserve; want 1", n)
+			}
+			tc.end(t, q, id, c[0])
+			if n := count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 0 {
+				t.Fatalf("%d holds after the reservation ended; want 0", n)
+			}
+			got := reserveN(t, q, ReserveRequest{Max: 1, Strategy: strategy.MustParseText(tree)})
+			if len(got) != 1 {
+				t.Fatalf("after the reservation ended, a reserve of company 1 gave %d chunks; want 1 (its slot free; %d waits)", len(got), other)
+			}
+		})
+	}
+}
+
+// mustStatus checks the one status of a complete or fail.
+func mustStatus(t *testing.T, what, want string) func([]string, error) {
+	t.Helper()
+	return func(st []string, err error) {
+		t.Helper()
+		if err != nil || len(st) != 1 || st[0] != want {
+			t.Fatalf("%s: %v, %v; want %s", what, st, err, want)
+		}
+	}
 }

@@ -26,8 +26,9 @@ func testKeyring(keys ...clusterKey) *Keyring {
 
 func testSecret(b byte) secret { return secret(strings.Repeat(string(rune('a'+b)), 32)) }
 
+// sampleToken is the same in every process (the fuzzing workers make their own seeds).
 func sampleToken() token {
-	return newToken(reserver.Key{SubmissionID: 1234567890123, ChunkIndex: 42}, 17, 9, 2)
+	return token{key: reserver.Key{SubmissionID: 1234567890123, ChunkIndex: 42}, shard: 17, generation: 9, retries: 2, nonce: 0x5eed5eed5eed5eed}
 }
 
 // rawToken encodes a token's bytes with fields changed by edit, and a MAC over them under
