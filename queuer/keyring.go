@@ -75,9 +75,9 @@ type clusterKey struct {
 }
 
 // Keyring holds the cluster keys (opsq.cluster_keys): it signs with the newest key that is
-// KeyActivation old and verifies with any key still valid (see KeyOverlap). Load reads the keys; Start
-// keeps them fresh (every KeyRefreshInterval, and at once after Refresh) from Start until
-// its context ends, and Stop waits for that goroutine. It is safe for concurrent use.
+// KeyActivation old and verifies with any key still valid (see KeyOverlap). Load reads the
+// keys; Start keeps them fresh (every KeyRefreshInterval, and soon after Refresh) from Start
+// until its context ends, and Stop waits for that goroutine. It is safe for concurrent use.
 type Keyring struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
@@ -100,7 +100,7 @@ func NewKeyring(pool *pgxpool.Pool, log *slog.Logger) *Keyring {
 func (k *Keyring) Load(ctx context.Context) error {
 	rows, err := k.pool.Query(ctx, opsqsql.ClusterKeysLoad, pgx.NamedArgs{"overlap_us": KeyOverlap.Microseconds()})
 	if err != nil {
-		return fmt.Errorf("reading opsq.cluster_keys: %w", err)
+		return fmt.Errorf(`reading opsq.cluster_keys (is the schema current? "opsq migrate up"): %w`, err)
 	}
 	now := time.Now()
 	keys := map[int]clusterKey{}
