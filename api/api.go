@@ -102,7 +102,7 @@ func New(cfg Config) http.Handler {
 
 func (s *server) readyz(c echo.Context) error {
 	if err := s.cfg.Ready(c.Request().Context()); err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: err.Error()}
+		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: err.Error(), RetryAfter: RetryAfterDefault}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }

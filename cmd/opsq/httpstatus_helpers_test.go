@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -35,13 +36,14 @@ func (s *statusCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := s.next.RoundTrip(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != nil {
-		s.transportError++
-		return resp, err
-	}
 	path := r.URL.Path
 	if strings.HasPrefix(path, "/v1/submissions/") {
 		path = "/v1/submissions/{id}"
+	}
+	if err != nil {
+		s.transportError++
+		s.byStatus[fmt.Sprintf("%s %s error (%s)", r.Method, path, errorKind(err))]++
+		return resp, err
 	}
 	s.byStatus[fmt.Sprintf("%s %s %d", r.Method, path, resp.StatusCode)]++
 	if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
@@ -57,7 +59,9 @@ func (s *statusCounter) serverErrors() []string {
 	var out []string
 	for k, n := range s.byStatus {
 		var status int
-		fmt.Sscanf(k[strings.LastIndexByte(k, ' ')+1:], "%d", &status)
+		if _, err := fmt.Sscanf(k[strings.LastIndexByte(k, ' ')+1:], "%d", &status); err != nil {
+			continue // a transport error
+		}
 		if status >= 500 && status != http.StatusServiceUnavailable {
 			out = append(out, fmt.Sprintf("%s ×%d", k, n))
 		}
@@ -100,4 +104,16 @@ func runProducer(ctx context.Context, hc *http.Client, tg *targets, l *ledger, n
 		}
 		sleepCtx(ctx, interval)
 	}
+}
+
+// errorKind names a transport error briefly: the client's own cancellation or timeout, or
+// the connection failing.
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "connection"
 }
