@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -16,8 +17,10 @@ import (
 
 // Defaults of Config.
 const (
-	MaxBodyDefault       = 32 << 20 // OPSQ_MAX_BODY
-	MaxChunkBytesDefault = 1 << 20  // OPSQ_MAX_CHUNK_BYTES
+	MaxBodyDefault          = 32 << 20 // OPSQ_MAX_BODY
+	MaxChunkBytesDefault    = 1 << 20  // OPSQ_MAX_CHUNK_BYTES
+	MaxIngestsDefault       = 8        // OPSQ_MAX_INGESTS
+	MaxResultStreamsDefault = 8        // OPSQ_MAX_RESULT_STREAMS
 )
 
 // Config configures the API.
@@ -33,6 +36,20 @@ type Config struct {
 	MaxBody int64
 	// MaxChunkBytes bounds one chunk's content, in bytes. Defaults to 1 MiB.
 	MaxChunkBytes int
+	// MaxIngests bounds the submissions (POST /v1/submissions) served at once; each holds
+	// a database connection while it streams. Beyond it a request waits up to LimitWait,
+	// then gets 503 with Retry-After. Defaults to 8.
+	MaxIngests int
+	// MaxResultStreams bounds the results streams (GET /v1/submissions/{id}/results)
+	// served at once, like MaxIngests. Defaults to 8.
+	MaxResultStreams int
+	// LimitWait is how long a request beyond MaxIngests or MaxResultStreams waits for a
+	// slot. Defaults to 1s.
+	LimitWait time.Duration
+	// BodyIdleTimeout cuts a request body that sends nothing for that long (408, its
+	// transaction rolled back) and a results stream whose reader reads nothing for that
+	// long. Defaults to 30s.
+	BodyIdleTimeout time.Duration
 }
 
 type server struct {
@@ -46,6 +63,10 @@ func New(cfg Config) http.Handler {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.MaxBody = cmp.Or(cfg.MaxBody, MaxBodyDefault)
 	cfg.MaxChunkBytes = cmp.Or(cfg.MaxChunkBytes, MaxChunkBytesDefault)
+	cfg.MaxIngests = cmp.Or(cfg.MaxIngests, MaxIngestsDefault)
+	cfg.MaxResultStreams = cmp.Or(cfg.MaxResultStreams, MaxResultStreamsDefault)
+	cfg.LimitWait = cmp.Or(cfg.LimitWait, LimitWaitDefault)
+	cfg.BodyIdleTimeout = cmp.Or(cfg.BodyIdleTimeout, BodyIdleTimeoutDefault)
 	if cfg.Ready == nil {
 		cfg.Ready = cfg.Queuer.Ready
 	}
@@ -57,16 +78,19 @@ func New(cfg Config) http.Handler {
 	e.Use(middleware.Recover())
 	m := newMetrics(cfg.Queuer.Stats)
 	e.Use(m.middleware)
+	e.Use(bodyIdle(cfg.BodyIdleTimeout))
+	ingests := newLimiter("ingests", "OPSQ_MAX_INGESTS", cfg.MaxIngests, cfg.LimitWait)
+	streams := newLimiter("results streams", "OPSQ_MAX_RESULT_STREAMS", cfg.MaxResultStreams, cfg.LimitWait)
 	e.GET("/metrics", echo.WrapHandler(m.handler()))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 
 	v1 := e.Group("/v1")
-	v1.POST("/submissions", s.submit)
+	v1.POST("/submissions", s.submit, ingests.middleware)
 	v1.GET("/submissions", s.list)
 	v1.GET("/submissions/:id", s.status)
-	v1.GET("/submissions/:id/results", s.results)
+	v1.GET("/submissions/:id/results", s.results, streams.middleware, writeIdle(cfg.BodyIdleTimeout))
 	v1.POST("/submissions/:id/cancel", s.cancel)
 	v1.POST("/reserve", s.reserve)
 	v1.POST("/complete", s.complete)
@@ -78,7 +102,7 @@ func New(cfg Config) http.Handler {
 
 func (s *server) readyz(c echo.Context) error {
 	if err := s.cfg.Ready(c.Request().Context()); err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: err.Error()}
+		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: err.Error(), RetryAfter: RetryAfterDefault}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -19,6 +21,8 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter, when positive, is sent as the Retry-After header (in whole seconds).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
@@ -43,6 +47,9 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			log.ErrorContext(c.Request().Context(), "request failed",
 				slog.String("method", c.Request().Method), slog.String("path", c.Request().URL.Path), slog.Any("error", err))
 		}
+		if e.RetryAfter > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(max(e.RetryAfter.Round(time.Second), time.Second)/time.Second)))
+		}
 		if werr := c.JSON(e.Status, client.ErrorBody{Error: client.ErrorDetail{Code: e.Code, Message: e.Message}}); werr != nil {
 			log.DebugContext(c.Request().Context(), "writing error answer", slog.Any("error", werr))
 		}
@@ -66,6 +73,9 @@ func toError(err error, c echo.Context) *Error {
 		return &Error{Status: http.StatusConflict, Code: "not_completed", Message: "results exist only for completed submissions; wait with GET /v1/submissions/{id}?wait=60s"}
 	case errors.Is(err, context.Canceled):
 		return &Error{Status: 499, Code: "client_closed_request", Message: "the client went away"}
+	case queuer.IsUnavailable(err):
+		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: RetryAfterDefault,
+			Message: "the database cannot be reached right now; retry later"}
 	case errors.As(err, &he):
 		switch he.Code {
 		case http.StatusNotFound:

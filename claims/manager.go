@@ -21,10 +21,26 @@ var errNotRunning = errors.New("claims: manager is not running")
 // stopTimeout bounds the final release and deregistration of Stop.
 const stopTimeout = 5 * time.Second
 
+// PoolConnsDefault is the default of Config.PoolConns.
+const PoolConnsDefault = 3
+
+// Server-side bounds of every session of the Manager's own pool (DESIGN.md §4): a claims
+// statement that waits on a lock, or a transaction left open by a paused instance, cannot
+// hold anything for long.
+const (
+	poolStatementTimeout = "5s"
+	poolConnectTimeout   = 2 * time.Second
+)
+
 // Config configures a Manager.
 type Config struct {
-	// Pool is the database. Required.
+	// Pool is the database. Required. The Manager runs nothing on it once started: Start
+	// opens a small pool of its own from Pool's configuration (PoolConns connections), so
+	// that renewals, heartbeats and settings reads never wait behind requests for a
+	// connection of the request pool (DESIGN.md §8).
 	Pool *pgxpool.Pool
+	// PoolConns is the size of the Manager's own pool. Defaults to 3 (PoolConnsDefault).
+	PoolConns int
 	// Instance names this process in opsq.instances. Instance.ID is required.
 	Instance Instance
 	// Logger defaults to slog.Default().
@@ -82,9 +98,13 @@ type lease struct {
 // ctx does not end it, so that Drain can still run after a SIGTERM canceled the root
 // context. All methods are safe for concurrent use.
 type Manager struct {
-	cfg  Config
+	cfg Config
+	// pool is the Manager's own pool from Start on (Config.Pool before).
 	pool *pgxpool.Pool
-	log  *slog.Logger
+	// own is the pool Start opened, closed by Stop.
+	own       *pgxpool.Pool
+	closeOnce sync.Once
+	log       *slog.Logger
 
 	// interval is claim_renew_interval as last read, for the cron schedule.
 	interval atomic.Int64
@@ -125,6 +145,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("claims: Config.Instance.ID is required")
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.PoolConns = cmp.Or(cfg.PoolConns, PoolConnsDefault)
 	if cfg.Report == nil {
 		cfg.Report = func(int) (int, bool) { return 0, true }
 	}
@@ -143,17 +164,26 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.mu.Unlock()
 		return errors.New("claims: manager already started")
 	}
+	// The pool connects lazily: opening it costs no round trip.
+	own, err := pgxpool.NewWithConfig(ctx, m.poolConfig())
+	if err != nil {
+		m.mu.Unlock()
+		return fmt.Errorf("opening the claims pool: %w", err)
+	}
+	m.pool, m.own = own, own
 	m.mu.started = true
 	m.mu.Unlock()
 
 	settings, err := m.loadSettings(ctx)
 	if err != nil {
 		m.markStopped()
+		m.closePool()
 		return err
 	}
 	m.setSettings(settings)
 	if err := m.register(ctx); err != nil {
 		m.markStopped()
+		m.closePool()
 		return err
 	}
 	if err := m.cycle(ctx); err != nil {
@@ -164,6 +194,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		if derr := Deregister(dctx, m.pool, m.cfg.Instance.ID); derr != nil {
 			m.log.WarnContext(ctx, "deregistering instance", slog.Any("error", derr))
 		}
+		m.closePool()
 		return fmt.Errorf("first claims cycle: %w", err)
 	}
 
@@ -198,6 +229,7 @@ func (m *Manager) Stop() {
 	if !m.mu.started || m.mu.stopped {
 		m.mu.stopped = true
 		m.mu.Unlock()
+		m.closePool()
 		return
 	}
 	c, cancel := m.stopLoopLocked()
@@ -213,7 +245,33 @@ func (m *Manager) Stop() {
 	if err := Deregister(ctx, m.pool, m.cfg.Instance.ID); err != nil {
 		m.log.WarnContext(ctx, "deregistering instance", slog.Any("error", err))
 	}
+	m.closePool()
 	m.log.InfoContext(ctx, "claims manager stopped", slog.String("instance", m.cfg.Instance.ID))
+}
+
+// poolConfig is Config.Pool's configuration for the Manager's own pool: PoolConns
+// connections, each with a statement timeout, a lock timeout and an idle-in-transaction
+// timeout, and a bounded connection attempt.
+func (m *Manager) poolConfig() *pgxpool.Config {
+	cfg := m.cfg.Pool.Config().Copy()
+	cfg.MaxConns, cfg.MinConns = int32(m.cfg.PoolConns), 0
+	cc := cfg.ConnConfig
+	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > poolConnectTimeout {
+		cc.ConnectTimeout = poolConnectTimeout
+	}
+	cc.RuntimeParams["statement_timeout"] = poolStatementTimeout
+	cc.RuntimeParams["lock_timeout"] = lockTimeout
+	cc.RuntimeParams["idle_in_transaction_session_timeout"] = idleInTxTimeout
+	return cfg
+}
+
+// closePool closes the pool Start opened, once.
+func (m *Manager) closePool() {
+	m.closeOnce.Do(func() {
+		if m.own != nil {
+			m.own.Close()
+		}
+	})
 }
 
 // stopLoopLocked marks the manager stopped and wakes whoever waits on it. m.mu is held.

@@ -79,6 +79,7 @@ type procCluster struct {
 	pool  *pgxpool.Pool // the test's own connections, for checks
 	hc    *http.Client  // every request of the test goes through it
 	dir   string        // logs
+	env   []string      // added to the environment of the instances started from now on
 
 	mu    sync.Mutex
 	insts []*procInstance
@@ -208,6 +209,7 @@ func (c *procCluster) spawnWith(migrate bool, params map[string]string) *procIns
 		"OPSQ_LOG_LEVEL=debug",
 		"OPSQ_SHUTDOWN_GRACE=10s",
 	)
+	cmd.Env = append(cmd.Env, c.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Killed by the kernel if the test binary dies, so that no instance outlives it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -645,6 +645,9 @@ func TestClusterPostgresRestart(t *testing.T) {
 	}
 
 	c := newProcClusterOn(t, dbURL)
+	// Every answer the consumers and the producer get is counted: none may be a 500.
+	statuses := countStatuses(c.hc.Transport)
+	c.hc.Transport = statuses
 	insts := c.startN(2)
 	l := newLedger()
 	for i := range 4 {
@@ -652,6 +655,13 @@ func TestClusterPostgresRestart(t *testing.T) {
 	}
 	tg := newTargets(urls(insts...)...)
 	cs := runConsumers(t, c.hc, l, consumerConfig{n: 4, targets: tg, work: 20 * time.Millisecond})
+	producerCtx, stopProducer := context.WithCancel(ctx)
+	producerDone := make(chan struct{})
+	go func() {
+		defer close(producerDone)
+		runProducer(producerCtx, c.hc, tg, l, 20, 50*time.Millisecond)
+	}()
+	defer func() { stopProducer(); <-producerDone }()
 	pollUntil(t, 30*time.Second, "500 chunks completed", func() string {
 		if n := l.done.Load(); n < 500 {
 			return fmt.Sprintf("%d completed", n)
@@ -688,10 +698,18 @@ func TestClusterPostgresRestart(t *testing.T) {
 	t.Logf("PostgreSQL down %s (with %d chunks completed); both instances ready %s after it was up again",
 		up.Sub(down).Round(time.Millisecond), doneAtStop, took.Round(time.Millisecond))
 	c.waitSplit(20*time.Second, insts...)
+	stopProducer()
+	<-producerDone
 	c.waitCompleted(60*time.Second, l)
 	cs.stop()
 	st := l.check(t, ctx, c.pool)
-	t.Logf("duplicates %d; consumer request errors %d", st.duplicates, cs.errors.Load())
+	t.Logf("duplicates %d; consumer request errors %d; answers: %s", st.duplicates, cs.errors.Load(), statuses)
+	for _, e := range statuses.serverErrors() {
+		t.Errorf("answered %s during the restart; want 503 with Retry-After, never another 5xx", e)
+	}
+	if statuses.noRetryAfter > 0 {
+		t.Errorf("%d answers of 503 without Retry-After", statuses.noRetryAfter)
+	}
 }
 
 // TestClusterForceReleaseNoticed: an operator's force-release (sql/admin/

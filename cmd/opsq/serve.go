@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -38,7 +39,17 @@ type serveConfig struct {
 	maxChunkBytes byteSize
 	logLevel      string
 	shutdownGrace time.Duration
+	// Limits against slow and hostile clients (DESIGN.md §3, §8).
+	maxIngests       int
+	maxResultStreams int
+	bodyIdleTimeout  time.Duration
 }
+
+// Defaults of the HTTP server's own timeouts.
+const (
+	readHeaderTimeout = 10 * time.Second  // a request's line and headers
+	idleTimeout       = 120 * time.Second // a keep-alive connection between requests
+)
 
 func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 	envString(fs, &cfg.databaseURL, "database-url", "OPSQ_DATABASE_URL", "", "PostgreSQL URL; pool size with ?pool_max_conns=N (default 32)")
@@ -53,6 +64,9 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envBytes(fs, &cfg.maxBody, "max-body", "OPSQ_MAX_BODY", api.MaxBodyDefault, "largest JSON request body in bytes (NDJSON has no total limit)"),
 		envBytes(fs, &cfg.maxChunkBytes, "max-chunk-bytes", "OPSQ_MAX_CHUNK_BYTES", api.MaxChunkBytesDefault, "largest chunk in bytes"),
 		envDuration(fs, &cfg.shutdownGrace, "shutdown-grace", "OPSQ_SHUTDOWN_GRACE", 60*time.Second, "how long SIGTERM waits for requests in flight"),
+		envInt(fs, &cfg.maxIngests, "max-ingests", "OPSQ_MAX_INGESTS", 0, "submissions served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
+		envInt(fs, &cfg.maxResultStreams, "max-result-streams", "OPSQ_MAX_RESULT_STREAMS", 0, "results streams served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
+		envDuration(fs, &cfg.bodyIdleTimeout, "body-idle-timeout", "OPSQ_BODY_IDLE_TIMEOUT", api.BodyIdleTimeoutDefault, "cut a request body that sends nothing, or a results reader that reads nothing, for this long (408)"),
 	)
 }
 
@@ -69,6 +83,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
+	}
+	switch {
+	case cfg.maxIngests < 0:
+		return fmt.Errorf("--max-ingests (OPSQ_MAX_INGESTS) = %d: must be 0 (a quarter of the pool) or more", cfg.maxIngests)
+	case cfg.maxResultStreams < 0:
+		return fmt.Errorf("--max-result-streams (OPSQ_MAX_RESULT_STREAMS) = %d: must be 0 (a quarter of the pool) or more", cfg.maxResultStreams)
+	case cfg.bodyIdleTimeout <= 0:
+		return fmt.Errorf("--body-idle-timeout (OPSQ_BODY_IDLE_TIMEOUT) = %s: must be positive", cfg.bodyIdleTimeout)
 	}
 	log, err := newLogger(cfg.logLevel, stderr)
 	if err != nil {
@@ -97,6 +119,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer pool.Close()
 
+	// Bind the address before claiming shards: an instance that cannot serve must not
+	// take shards from the others (DESIGN.md §4).
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s (is another opsq running? set --listen or OPSQ_LISTEN): %w", cfg.listen, err)
+	}
+	defer ln.Close() // Serve closes it too; this is for the returns before Serve
 	q, err := queuer.New(queuer.Config{
 		Pool:     pool,
 		Logger:   log,
@@ -110,20 +139,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer q.Stop()
 
+	// Ingests and results streams hold a connection of the pool each: by default each
+	// kind may take a quarter of it, so that they never starve the other requests.
+	quarter := max(int(pool.Config().MaxConns)/4, 1)
 	handler := api.New(api.Config{
-		Queuer:        q,
-		Logger:        log,
-		MaxBody:       int64(cfg.maxBody),
-		MaxChunkBytes: int(cfg.maxChunkBytes),
+		Queuer:           q,
+		Logger:           log,
+		MaxBody:          int64(cfg.maxBody),
+		MaxChunkBytes:    int(cfg.maxChunkBytes),
+		MaxIngests:       cmp.Or(cfg.maxIngests, quarter),
+		MaxResultStreams: cmp.Or(cfg.maxResultStreams, quarter),
+		BodyIdleTimeout:  cfg.bodyIdleTimeout,
 		Ready: func(ctx context.Context) error {
 			return errors.Join(q.Ready(ctx), migrations.CheckCurrent(ctx, pool))
 		},
 	})
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s (is another opsq running? set --listen or OPSQ_LISTEN): %w", cfg.listen, err)
+	// No ReadTimeout or WriteTimeout: they would bound whole requests, and long polls,
+	// NDJSON uploads and results streams may take long. The API bounds each read of a body
+	// and each write of a results stream instead (OPSQ_BODY_IDLE_TIMEOUT).
+	srv := &http.Server{
+		Handler: handler, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("serving", slog.String("listen", ln.Addr().String()), slog.String("instance", cfg.instanceID),

@@ -1,0 +1,119 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"opsq/client"
+)
+
+// statusCounter is an http.RoundTripper that counts the status of every answer, by route
+// and status, and the 503s that came without Retry-After. Install it in a procCluster's
+// client (c.hc.Transport) to see what its consumers and producers were answered.
+type statusCounter struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	// byStatus counts "POST /v1/complete 503" and the like; ids are not part of the path
+	// of the routes counted here.
+	byStatus       map[string]int
+	noRetryAfter   int
+	transportError int
+}
+
+func countStatuses(next http.RoundTripper) *statusCounter {
+	return &statusCounter{next: next, byStatus: map[string]int{}}
+}
+
+func (s *statusCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := s.next.RoundTrip(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	path := r.URL.Path
+	if strings.HasPrefix(path, "/v1/submissions/") {
+		path = "/v1/submissions/{id}"
+	}
+	if err != nil {
+		s.transportError++
+		s.byStatus[fmt.Sprintf("%s %s error (%s)", r.Method, path, errorKind(err))]++
+		return resp, err
+	}
+	s.byStatus[fmt.Sprintf("%s %s %d", r.Method, path, resp.StatusCode)]++
+	if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+		s.noRetryAfter++
+	}
+	return resp, err
+}
+
+// serverErrors lists the counts of answers of 500 or more other than 503.
+func (s *statusCounter) serverErrors() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k, n := range s.byStatus {
+		var status int
+		if _, err := fmt.Sscanf(k[strings.LastIndexByte(k, ' ')+1:], "%d", &status); err != nil {
+			continue // a transport error
+		}
+		if status >= 500 && status != http.StatusServiceUnavailable {
+			out = append(out, fmt.Sprintf("%s ×%d", k, n))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (s *statusCounter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, 0, len(s.byStatus))
+	for k := range s.byStatus {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s ×%d; ", k, s.byStatus[k])
+	}
+	fmt.Fprintf(&b, "transport errors ×%d", s.transportError)
+	return b.String()
+}
+
+// runProducer submits a submission of n chunks every interval through tg until ctx ends,
+// recording in l those the answer confirms; refusals are counted by the client's
+// transport, not here. It returns when ctx ends.
+func runProducer(ctx context.Context, hc *http.Client, tg *targets, l *ledger, n int, interval time.Duration) {
+	chunks := make([]string, n)
+	for i := range chunks {
+		chunks[i] = fmt.Sprint(i)
+	}
+	for ctx.Err() == nil {
+		c := client.New(tg.pick(), client.WithHTTPClient(hc))
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		created, err := c.Submit(sctx, client.Submission{Chunks: chunks})
+		cancel()
+		if err == nil {
+			l.addSubmission(created.ID, created.ChunksTotal)
+		}
+		sleepCtx(ctx, interval)
+	}
+}
+
+// errorKind names a transport error briefly: the client's own cancellation or timeout, or
+// the connection failing.
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "connection"
+}
