@@ -42,7 +42,9 @@ const (
 	// peerCallTimeout bounds a whole forwarded request, answer read included.
 	peerCallTimeout = 5 * time.Second
 	// peerMaxAnswerBytes bounds the answer read from another instance: the default of
-	// OPSQ_MAX_RESERVE_BYTES (16 MiB), the most a reserve answer holds.
+	// OPSQ_MAX_RESERVE_BYTES (16 MiB), the most a reserve answer holds. A forwarded reserve
+	// whose answer is larger fails, and the chunks the peer reserved for it stay reserved
+	// until their lease runs out: the reserve bound must keep whole answers under this.
 	peerMaxAnswerBytes = 16 << 20
 )
 

@@ -41,21 +41,20 @@ import (
 
 // Targets and sizes of the abuse workload.
 const (
-	abuseRSSTargetMB      = 1000 // DESIGN.md §6: every instance under 1 GB
-	abuseTag              = "opsq_abuse"
-	abuseBenchKey         = "opsq_bench"
-	abuseBurnChunks       = 200                    // chunks of each burn-down submission
-	abuseSubmitEvery      = 250 * time.Millisecond // a burn-down submission this often
-	abuseConsumers        = 16
-	abuseResultsChunks    = 2000     // the completed submission the stalled readers read
-	abuseResultsOutput    = 16 << 10 // bytes of each of its outputs: 32 MB of results, more than the socket buffers hold
-	abuseBigMetadata      = 60 << 10
-	abuseBigInput         = 1 << 10
-	abuseDrainTimeout     = 90 * time.Second // for the burn-down to finish after the attacks
-	abuseRequestTimeout   = 120 * time.Second
-	abuseSampleEvery      = 250 * time.Millisecond
-	abuseForgedBatch      = 100
-	abuseMaxReserveAnswer = 16 << 20 // OPSQ_MAX_RESERVE_BYTES's default
+	abuseRSSTargetMB    = 1000 // DESIGN.md §6: every instance under 1 GB
+	abuseTag            = "opsq_abuse"
+	abuseBenchKey       = "opsq_bench"
+	abuseBurnChunks     = 200                    // chunks of each burn-down submission
+	abuseSubmitEvery    = 250 * time.Millisecond // a burn-down submission this often
+	abuseConsumers      = 16
+	abuseResultsChunks  = 2000     // the completed submission the stalled readers read
+	abuseResultsOutput  = 16 << 10 // bytes of each of its outputs: 32 MB of results, more than the socket buffers hold
+	abuseBigMetadata    = 60 << 10
+	abuseBigInput       = 1 << 10
+	abuseDrainTimeout   = 90 * time.Second // for the burn-down to finish after the attacks
+	abuseRequestTimeout = 120 * time.Second
+	abuseSampleEvery    = 250 * time.Millisecond
+	abuseForgedBatch    = 100
 )
 
 // abuse runs the abuse workload.
