@@ -230,6 +230,7 @@ func (q *Queuer) peer(url string) *client.Client {
 // newPeerHTTPClient returns the HTTP client of the requests forwarded to other instances.
 func newPeerHTTPClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil // instances talk to each other directly, never through HTTP_PROXY
 	t.DialContext = (&net.Dialer{Timeout: peerConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = peerConnectTimeout
 	t.ResponseHeaderTimeout = peerCallTimeout
