@@ -37,6 +37,7 @@ type Client struct {
 	http      *http.Client
 	userAgent string
 	header    http.Header
+	maxAnswer int64 // 0: no limit
 }
 
 // Option configures a Client.
@@ -58,6 +59,15 @@ func WithHeader(key, value string) Option {
 		c.header.Add(key, value)
 	}
 }
+
+// WithMaxResponseBytes bounds the body of every answer the Client reads to n bytes (n > 0):
+// reading past it fails with an error that wraps ErrResponseTooLarge, and the rest of the
+// body is not read. Without it, answers are read whole (Results streams them).
+func WithMaxResponseBytes(n int64) Option { return func(c *Client) { c.maxAnswer = n } }
+
+// ErrResponseTooLarge is wrapped by the error of a call whose answer exceeded the bound
+// set by WithMaxResponseBytes.
+var ErrResponseTooLarge = errors.New("opsq: answer larger than the client's limit")
 
 // New returns a Client for the opsq server at baseURL, such as "http://localhost:3999".
 func New(baseURL string, opts ...Option) *Client {
@@ -251,7 +261,36 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, cont
 		defer resp.Body.Close()
 		return nil, errorFrom(resp)
 	}
+	if c.maxAnswer > 0 {
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: c.maxAnswer, limit: c.maxAnswer}
+	}
 	return resp, nil
+}
+
+// limitedBody reads at most limit bytes of a body, then fails with ErrResponseTooLarge if
+// the body goes on. It never reads more than limit+1 bytes of the underlying body.
+type limitedBody struct {
+	io.ReadCloser
+	left, limit int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// At the limit: one more byte says whether the body goes on.
+		var one [1]byte
+		if n, err := b.ReadCloser.Read(one[:]); n > 0 {
+			return 0, fmt.Errorf("%w (%d bytes)", ErrResponseTooLarge, b.limit)
+		} else if err != nil {
+			return 0, err
+		}
+		return 0, nil
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // errorFrom decodes the error body of resp.

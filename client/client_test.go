@@ -387,3 +387,22 @@ func TestErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestMaxResponseBytes(t *testing.T) {
+	t.Parallel()
+	answer := `{"chunks": []}` // 14 bytes, and no newline
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, answer)
+	}))
+	t.Cleanup(srv.Close)
+	for _, tt := range []struct {
+		limit   int64
+		wantErr bool
+	}{{int64(len(answer)), false}, {1 << 20, false}, {int64(len(answer)) - 1, true}, {3, true}} {
+		c := client.New(srv.URL, client.WithHTTPClient(srv.Client()), client.WithMaxResponseBytes(tt.limit))
+		_, err := c.Reserve(t.Context(), client.ReserveRequest{Max: 1})
+		if got := errors.Is(err, client.ErrResponseTooLarge); got != tt.wantErr {
+			t.Errorf("a %d-byte answer read with a limit of %d: got %v; want ErrResponseTooLarge: %v", len(answer), tt.limit, err, tt.wantErr)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +32,22 @@ const (
 	forwardTries = 3
 )
 
+// The peer client's bounds (DESIGN.md §8). Forwarded reserves carry no wait (toWireRequest)
+// and forwarded extends are answered at once, so a whole peer call — connecting, sending,
+// waiting and reading the answer — gets peerCallTimeout: "its own wait plus 5 s" with a
+// wait of 0.
+const (
+	// peerConnectTimeout bounds connecting to another instance.
+	peerConnectTimeout = time.Second
+	// peerCallTimeout bounds a whole forwarded request, answer read included.
+	peerCallTimeout = 5 * time.Second
+	// peerMaxAnswerBytes bounds the answer read from another instance: the default of
+	// OPSQ_MAX_RESERVE_BYTES (16 MiB), the most a reserve answer holds. A forwarded reserve
+	// whose answer is larger fails, and the chunks the peer reserved for it stay reserved
+	// until their lease runs out: the reserve bound must keep whole answers under this.
+	peerMaxAnswerBytes = 16 << 20
+)
+
 // availability is what this instance knows of where reservable chunks are.
 type availability struct {
 	mu struct {
@@ -40,6 +58,9 @@ type availability struct {
 		read  time.Time         // when peers was read
 		urls  map[int]string    // shard -> owner URL, from the last read
 	}
+	// peerHTTP sends the requests forwarded to other instances: one per Queuer, so that
+	// they share its connections.
+	peerHTTP *http.Client
 }
 
 type peer struct {
@@ -48,7 +69,7 @@ type peer struct {
 }
 
 func newAvailability() *availability {
-	a := &availability{}
+	a := &availability{peerHTTP: newPeerHTTPClient()}
 	a.mu.empty = map[int]bool{}
 	a.mu.hints = map[int]time.Time{}
 	return a
@@ -198,9 +219,29 @@ func (q *Queuer) forgetHints(url string) {
 	}
 }
 
-// peer returns a client for another instance that marks its requests as forwarded.
+// peer returns a client for another instance that marks its requests as forwarded. It
+// has the bounds of DESIGN.md §8: peerConnectTimeout, peerCallTimeout, no redirect
+// followed (a redirect is an error), at most peerMaxAnswerBytes of an answer read.
 func (q *Queuer) peer(url string) *client.Client {
-	return client.New(url, client.WithHeader(client.ForwardedHeader, q.cfg.Instance.ID))
+	return client.New(url, client.WithHTTPClient(q.avail.peerHTTP), client.WithMaxResponseBytes(peerMaxAnswerBytes),
+		client.WithHeader(client.ForwardedHeader, q.cfg.Instance.ID))
+}
+
+// newPeerHTTPClient returns the HTTP client of the requests forwarded to other instances.
+func newPeerHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil // instances talk to each other directly, never through HTTP_PROXY
+	t.DialContext = (&net.Dialer{Timeout: peerConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = peerConnectTimeout
+	t.ResponseHeaderTimeout = peerCallTimeout
+	t.MaxIdleConnsPerHost = 64 // many consumers may be forwarded to the same instance at once
+	return &http.Client{
+		Transport: t,
+		Timeout:   peerCallTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // the 3xx answer itself is returned: an error
+		},
+	}
 }
 
 func toWireRequest(req ReserveRequest) client.ReserveRequest {

@@ -27,9 +27,10 @@ const (
 	workloadLatency  = "latency"
 	workloadDistinct = "distinct"
 	workloadRSS      = "rss"
+	workloadAbuse    = "abuse"
 )
 
-var benchWorkloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS}
+var benchWorkloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadAbuse}
 
 // benchConfig is what the flags of "opsq bench" ask for.
 type benchConfig struct {
@@ -51,6 +52,13 @@ type benchConfig struct {
 	distinctSubmissions int64
 	distinctValues      int64
 	distinctHeld        int
+
+	abuseDuration  time.Duration
+	abuseStalls    int
+	abuseForged    int
+	abuseMethods   int
+	abuseBigChunks int
+	abuseKeys      int
 }
 
 // Defaults of the flags of "opsq bench"; the sizes are those of DESIGN.md §6, except the
@@ -71,6 +79,12 @@ const (
 	benchDistinctSubmissionsDefault = 200_000
 	benchDistinctValuesDefault      = 2_000
 	benchDistinctHeldDefault        = 500
+	benchAbuseDurationDefault       = 60 * time.Second
+	benchAbuseStallsDefault         = 100
+	benchAbuseForgedDefault         = 10_000
+	benchAbuseMethodsDefault        = 3_000
+	benchAbuseBigChunksDefault      = 10_000
+	benchAbuseKeysDefault           = 300_000
 )
 
 // latencyWarmup is how many reserves the latency workload makes, untimed, before it
@@ -101,6 +115,12 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.IntVar(&cfg.distinctHeld, "distinct-held", benchDistinctHeldDefault, "distinct: `N` reservations held, each saturating its value, while the reserves are timed; fewer than --distinct-values")
 	fs.Var((*countFlag)(&cfg.rssReservations), "rss-reservations", "rss: `N` live reservations held by instance 0 when its memory is read")
 	fs.Float64Var(&cfg.riverRate, "river-rate", 0, "burndown: the target `rate`, jobs/s of River's own bench burn-down on the same PostgreSQL (0: not compared)")
+	fs.DurationVar(&cfg.abuseDuration, "abuse-duration", benchAbuseDurationDefault, "abuse: how long the attacks last (the stalled requests are held that long) while the burn-down goes on")
+	fs.IntVar(&cfg.abuseStalls, "abuse-stalls", benchAbuseStallsDefault, "abuse: `N` stalled NDJSON uploads, and N stalled results readers")
+	fs.IntVar(&cfg.abuseForged, "abuse-forged", benchAbuseForgedDefault, "abuse: `N` forged tokens sent to complete and to fail (retry false)")
+	fs.IntVar(&cfg.abuseMethods, "abuse-methods", benchAbuseMethodsDefault, "abuse: `N` requests with invented HTTP methods")
+	fs.IntVar(&cfg.abuseBigChunks, "abuse-big-chunks", benchAbuseBigChunksDefault, "abuse: `N` chunks of 1 KiB under 60 KiB of metadata, reserved with max min(N, 10000) through each instance")
+	fs.IntVar(&cfg.abuseKeys, "abuse-keys", benchAbuseKeysDefault, "abuse: `N` strategic metadata keys in one hostile submission (the bound is 32)")
 	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of a table")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `usage: opsq bench [flags]
@@ -121,6 +141,12 @@ workloads:
             --distinct-held reservations, then times --samples reserves (max 1, prefer_distinct
             max 1, then random): percentiles, and how many gave a saturated value
   rss       instance 0 holds --rss-reservations reservations: its resident memory
+  abuse     every hostile input of DESIGN.md §3 and §8 (bounds pushed past their limits,
+            --abuse-stalls stalled uploads and results readers, --abuse-forged forged
+            tokens, --abuse-methods invented methods, a reserve of max 10 000 over big
+            chunks) for --abuse-duration while a burn-down goes on: peak RSS, oldest
+            renewal, 5xx answers, burn-down chunks completed other than once, the answers
+            to each hostile request (not in the default list: run it with --workload abuse)
 
 flags:`)
 		printFlagDefaults(fs)
@@ -172,6 +198,18 @@ flags:`)
 		return cfg, usageError("--rss-reservations %d: want 1 or more", cfg.rssReservations)
 	case cfg.riverRate < 0:
 		return cfg, usageError("--river-rate %g: want 0 (not compared) or more", cfg.riverRate)
+	case cfg.abuseDuration < time.Second || cfg.abuseDuration > time.Hour:
+		return cfg, usageError("--abuse-duration %s: want 1s to 1h", cfg.abuseDuration)
+	case cfg.abuseStalls < 0 || cfg.abuseStalls > 10_000:
+		return cfg, usageError("--abuse-stalls %d: want 0 to 10000", cfg.abuseStalls)
+	case cfg.abuseForged < 0 || cfg.abuseForged > 10_000_000:
+		return cfg, usageError("--abuse-forged %d: want 0 to 10000000", cfg.abuseForged)
+	case cfg.abuseMethods < 0 || cfg.abuseMethods > 1_000_000:
+		return cfg, usageError("--abuse-methods %d: want 0 to 1000000", cfg.abuseMethods)
+	case cfg.abuseBigChunks < 1 || cfg.abuseBigChunks > 100_000:
+		return cfg, usageError("--abuse-big-chunks %d: want 1 to 100000", cfg.abuseBigChunks)
+	case cfg.abuseKeys < 33 || cfg.abuseKeys > 10_000_000:
+		return cfg, usageError("--abuse-keys %d: want 33 (one past the bound) to 10000000", cfg.abuseKeys)
 	}
 	if need := int64(len(cfg.strategies) * (cfg.samples + latencyWarmup)); slices.Contains(cfg.workloads, workloadLatency) && slices.Min(cfg.backlogs) <= need {
 		return cfg, usageError("--backlogs %s: each backlog must be larger than the %d reserves that consume it (%d strategies × (--samples %d + %d to warm up))",
@@ -318,6 +356,7 @@ func (r *benchRun) runWorkloads(ctx context.Context) error {
 		workloadLatency:  r.latency,
 		workloadDistinct: r.distinct,
 		workloadRSS:      r.rss,
+		workloadAbuse:    r.abuse,
 	}
 	for _, w := range r.cfg.workloads {
 		if err := run[w](ctx); err != nil {

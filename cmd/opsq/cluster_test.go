@@ -472,6 +472,12 @@ func probeResumed(t *testing.T, c *procCluster, victim *procInstance, l *ledger,
 	}
 }
 
+// Timings of TestClusterPausedInstanceDoesNotBlockOthers (see its comment).
+const (
+	pausedHardExpiry = 30 * time.Second // how long the others' shards with work in flight are safe
+	pausedLateBound  = 10 * time.Second // how late a renewal of the others may be
+)
+
 // TestClusterPausedInstanceDoesNotBlockOthers: an instance paused in the middle of a claims
 // transaction must not block the others (DESIGN.md §4: short lock_timeout and
 // idle_in_transaction_session_timeout).
@@ -488,13 +494,62 @@ func probeResumed(t *testing.T, c *procCluster, victim *procInstance, l *ledger,
 // the soft expiry, so that the others try to take the shards it has locked) before
 // resuming it. This goes on for 5 s, and longer (up to 15 s) until at least 3 pauses have
 // caught a transaction. Meanwhile a monitor checks every 50 ms that the other two
-// instances keep renewing (every shard they hold has renewed_at younger than the soft
-// expiry) and stay ready, and at the end that they lost no shard.
+// instances keep renewing and stay ready, and at the end that they lost none of the shards
+// they had work in flight on.
+//
+// Timings. The soft expiry stays tcSoftExpiry (1 s): the victim's shards must look expired
+// to the others within the victim's hold (the server ends an idle claims transaction after
+// 2 s), or the others never touch the rows it has locked. But 1 s is also what a healthy
+// instance's renewal may be late by before its idle shards can be taken and its /readyz
+// fails, and on a loaded 2-core machine renewals alone come that late (1.005 s was seen
+// with 2 busy cores: a blocked acquire waits up to the 1 s lock_timeout, then the next
+// cycle starts a renew interval later, then it waits for a CPU). So the test does not
+// check the others against the soft expiry. It gives the shards of the others work in
+// flight (reservations with a long lease), which two-phase expiry protects until the hard
+// expiry, set to pausedHardExpiry (30 s) for this test, and checks that (1) none of those
+// shards changes owner, (2) no renewal of the others is later than pausedLateBound (10 s)
+// and no /readyz of theirs fails for that long in a row: a claims loop that stops, or
+// stays blocked on the victim's locks, fails them. (With holds of at most 1.5 s, no check
+// can tell the 1 s lock_timeout from a wait for the whole hold; the old one could not
+// either, reliably.) Measured: the oldest renewal of the others' shards was 0.23–0.57 s on
+// a quiet machine and 0.27–0.79 s in 4 runs beside "stress -c 2" (load average 9–11 on
+// 2 cores). 10 s is a dozen times the worst measured, and the hard expiry three times
+// that again.
 func TestClusterPausedInstanceDoesNotBlockOthers(t *testing.T) {
 	c := newProcCluster(t, 3)
 	insts := c.running()
 	victim, others := insts[2], insts[:2]
 	ctx := t.Context()
+
+	// Work in flight on every shard of the others, under a long hard expiry (see above).
+	if _, err := c.pool.Exec(ctx, `UPDATE opsq.settings SET value = $1 WHERE key = 'claim_hard_expiry'`,
+		pausedHardExpiry.String()); err != nil {
+		t.Fatalf("setting the hard expiry: %v", err)
+	}
+	l := newLedger()
+	submitChunksN(ctx, t, others[0].client, l, 8*tcShardCount) // 8 chunks on every shard
+	for _, o := range others {
+		reserveHeld(ctx, t, o.local, l, o.id, 8*tcShardCount) // all of those on its own shards
+	}
+	held := map[int]claimRow{} // the others' shards, with work in flight
+	pollUntil(t, 20*time.Second, "every shard of the others to publish work in flight under the long hard expiry", func() string {
+		rows, err := c.claims(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		clear(held)
+		for s, r := range rows {
+			if r.claimant() != others[0].id && r.claimant() != others[1].id {
+				continue
+			}
+			if r.Inflight == 0 || r.HardExpiresAt.Sub(*r.RenewedAt) < pausedHardExpiry {
+				return fmt.Sprintf("shard %d of %s: inflight %d, hard expiry %s after its renewal", s, r.claimant(),
+					r.Inflight, r.HardExpiresAt.Sub(*r.RenewedAt))
+			}
+			held[s] = r
+		}
+		return ""
+	})
 
 	type sample struct {
 		maxAge   time.Duration
@@ -505,6 +560,8 @@ func TestClusterPausedInstanceDoesNotBlockOthers(t *testing.T) {
 	var worst sample
 	var notReady []string
 	var samples int
+	notReadySince := map[string]time.Time{} // per instance, the start of its current streak
+	var longestNotReady time.Duration
 	mctx, stopMonitor := context.WithCancel(ctx)
 	monitorDone := make(chan struct{})
 	go func() {
@@ -525,11 +582,22 @@ func TestClusterPausedInstanceDoesNotBlockOthers(t *testing.T) {
 				mu.Unlock()
 			}
 			for _, o := range others {
-				if code, body := o.readyz(); code != 200 && mctx.Err() == nil {
-					mu.Lock()
-					notReady = append(notReady, fmt.Sprintf("%s at %s: %d %s", o.id, time.Now().Format("15:04:05.000"), code, body))
-					mu.Unlock()
+				code, body := o.readyz()
+				if mctx.Err() != nil {
+					break
 				}
+				now := time.Now()
+				mu.Lock()
+				if code == 200 {
+					delete(notReadySince, o.id)
+				} else {
+					notReady = append(notReady, fmt.Sprintf("%s at %s: %d %s", o.id, now.Format("15:04:05.000"), code, body))
+					if _, ok := notReadySince[o.id]; !ok {
+						notReadySince[o.id] = now
+					}
+					longestNotReady = max(longestNotReady, now.Sub(notReadySince[o.id]))
+				}
+				mu.Unlock()
 			}
 			sleepCtx(mctx, 50*time.Millisecond)
 		}
@@ -596,16 +664,31 @@ func TestClusterPausedInstanceDoesNotBlockOthers(t *testing.T) {
 	if caught == 0 {
 		t.Errorf("no pause caught %s inside a claims transaction; the test proved nothing (run it again)", victim.id)
 	}
-	if worst.maxAge >= tcSoftExpiry {
-		t.Errorf("shard %d of %s went %s without a renewal while %s was paused; want less than the soft expiry (%s)",
-			worst.shard, worst.claimant, worst.maxAge.Round(time.Millisecond), victim.id, tcSoftExpiry)
+	if worst.maxAge >= pausedLateBound {
+		t.Errorf("shard %d of %s went %s without a renewal while %s was paused; want less than %s",
+			worst.shard, worst.claimant, worst.maxAge.Round(time.Millisecond), victim.id, pausedLateBound)
 	}
-	for _, nr := range notReady {
-		t.Errorf("/readyz of a healthy instance failed while another was paused: %s", nr)
+	if len(notReady) > 0 {
+		t.Logf("%d /readyz failures of the others (renewals late past the 1 s soft expiry), the longest streak %s; the first: %s",
+			len(notReady), longestNotReady.Round(time.Millisecond), notReady[0])
+	}
+	if longestNotReady >= pausedLateBound {
+		t.Errorf("/readyz of a healthy instance failed for %s in a row while another was paused; want less than %s",
+			longestNotReady.Round(time.Millisecond), pausedLateBound)
+	}
+	after, err := c.claims(ctx)
+	if err != nil {
+		t.Fatalf("reading opsq.shard_claims: %v", err)
+	}
+	for s, before := range held {
+		if r := after[s]; r.claimant() != before.claimant() || r.Generation != before.Generation {
+			t.Errorf("shard %d, with work in flight on %s, changed owner while %s was paused: now %q, generation %d (was %d)",
+				s, before.claimant(), victim.id, r.claimant(), r.Generation, before.Generation)
+		}
 	}
 	for _, o := range others {
 		for _, line := range o.logLines("shards lost") {
-			t.Errorf("%s lost shards while %s was paused: %s", o.id, victim.id, line)
+			t.Logf("%s lost idle shards (nothing in flight; allowed past the soft expiry): %s", o.id, line)
 		}
 	}
 	victim.waitReady(10 * time.Second)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"net"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,19 +65,36 @@ func TestURLFromEnvironment(t *testing.T) {
 
 func TestExplainConnectionRefused(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "http://" + ln.Addr().String()
-	ln.Close()
+	u := "http://" + refusingAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = runCancel(ctx, []string{"--url", u, "1"}, &strings.Builder{}, &strings.Builder{})
+	err := runCancel(ctx, []string{"--url", u, "1"}, &strings.Builder{}, &strings.Builder{})
 	want := "cannot reach opsq at " + u + `: is "opsq serve" (or "make run") running? set --url or OPSQ_URL`
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v; want %q", err, want)
 	}
+}
+
+// refusingAddr returns a loopback address where connecting is refused, and stays refused
+// while the test runs: a port held by a socket that is bound but never listens. The kernel
+// answers a connection to it with a reset (ECONNREFUSED), and neither an ephemeral port
+// nor another bind can take it until the test closes the socket, so no other test's server
+// can start answering there (closing a listener and reusing its port raced with them).
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatalf("making a socket: %v", err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("binding a socket to a loopback port: %v", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatalf("reading the socket's port: %v", err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
 
 func TestExplainAnswers(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -103,6 +104,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if cfg.advertiseURL, err = defaultAdvertiseURL(cfg.listen); err != nil {
 			return err
 		}
+	}
+	if err := checkAdvertiseURL(cfg.advertiseURL); err != nil {
+		return err
 	}
 	dbURL, err := databaseURL(ctx, cfg.databaseURL, cfg.devCluster, log)
 	if err != nil {
@@ -240,6 +244,23 @@ func defaultAdvertiseURL(listen string) (string, error) {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+// checkAdvertiseURL checks that other instances can use u as it is (DESIGN.md §8): an
+// absolute http or https URL with a host, and nothing a peer would have to guess about.
+func checkAdvertiseURL(u string) error {
+	parsed, err := url.Parse(u)
+	switch {
+	case err != nil:
+		return fmt.Errorf("advertise URL %q (--advertise-url, OPSQ_ADVERTISE_URL): %w", u, err)
+	case parsed.Scheme != "http" && parsed.Scheme != "https":
+		return fmt.Errorf("advertise URL %q (--advertise-url, OPSQ_ADVERTISE_URL): want an absolute http:// or https:// URL, such as http://opsq-1.internal:3999", u)
+	case parsed.Host == "" || parsed.Hostname() == "":
+		return fmt.Errorf("advertise URL %q (--advertise-url, OPSQ_ADVERTISE_URL): no host; want such as http://opsq-1.internal:3999", u)
+	case parsed.User != nil || parsed.RawQuery != "" || parsed.Fragment != "":
+		return fmt.Errorf("advertise URL %q (--advertise-url, OPSQ_ADVERTISE_URL): want no user, query or fragment", u)
+	}
+	return nil
 }
 
 func randomID() string {
