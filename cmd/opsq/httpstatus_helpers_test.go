@@ -15,10 +15,10 @@ import (
 	"opsq/client"
 )
 
-// statusCounter is an http.RoundTripper that counts the status of every answer, by route
+// answerCounter is an http.RoundTripper that counts the status of every answer, by route
 // and status, and the 503s that came without Retry-After. Install it in a procCluster's
 // client (c.hc.Transport) to see what its consumers and producers were answered.
-type statusCounter struct {
+type answerCounter struct {
 	next http.RoundTripper
 	mu   sync.Mutex
 	// byStatus counts "POST /v1/complete 503" and the like; ids are not part of the path
@@ -28,11 +28,11 @@ type statusCounter struct {
 	transportError int
 }
 
-func countStatuses(next http.RoundTripper) *statusCounter {
-	return &statusCounter{next: next, byStatus: map[string]int{}}
+func countStatuses(next http.RoundTripper) *answerCounter {
+	return &answerCounter{next: next, byStatus: map[string]int{}}
 }
 
-func (s *statusCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+func (s *answerCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := s.next.RoundTrip(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -53,7 +53,7 @@ func (s *statusCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // serverErrors lists the counts of answers of 500 or more other than 503.
-func (s *statusCounter) serverErrors() []string {
+func (s *answerCounter) serverErrors() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
@@ -70,7 +70,7 @@ func (s *statusCounter) serverErrors() []string {
 	return out
 }
 
-func (s *statusCounter) String() string {
+func (s *answerCounter) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	keys := make([]string, 0, len(s.byStatus))
