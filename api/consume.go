@@ -33,12 +33,16 @@ func (s *server) reserve(c echo.Context) error {
 		Strategy json.RawMessage `json:"strategy"`
 		Lease    *string         `json:"lease"`
 		Wait     *string         `json:"wait"`
-		Consumer string          `json:"consumer"`
+		Consumer json.RawMessage `json:"consumer"`
 	}
 	if err := s.decodeBody(c, &body); err != nil {
 		return err
 	}
-	req := queuer.ReserveRequest{Max: 1, Lease: leaseDefault, Consumer: body.Consumer,
+	consumer, err := decodeText("consumer", body.Consumer, MaxConsumerBytes)
+	if err != nil {
+		return err
+	}
+	req := queuer.ReserveRequest{Max: 1, Lease: leaseDefault, Consumer: consumer, MaxBytes: s.cfg.MaxReserveBytes,
 		Forwarded: c.Request().Header.Get(client.ForwardedHeader) != ""}
 	if body.Max != nil {
 		if *body.Max < 1 || *body.Max > reserveMaxLimit {
@@ -46,7 +50,6 @@ func (s *server) reserve(c echo.Context) error {
 		}
 		req.Max = *body.Max
 	}
-	var err error
 	if req.Strategy, err = strategy.Parse(body.Strategy, "strategy"); err != nil {
 		return badRequest("%s", err)
 	}
@@ -69,9 +72,12 @@ func (s *server) reserve(c echo.Context) error {
 		rc := client.ReservedChunk{
 			Token: ch.Token, SubmissionID: strconv.FormatInt(ch.SubmissionID, 10), ChunkIndex: int64(ch.ChunkIndex),
 			Prefix: ch.Prefix, Metadata: ch.Metadata, Retries: int64(ch.Retries), ExpiresAt: ch.ExpiresAt.UTC(),
-			StrategicMetadata: map[string]client.MetadataValue{},
+			StrategicMetadata: ch.StrategicValues, // decoded once per submission, shared
 		}
-		_ = json.Unmarshal(ch.StrategicMetadata, &rc.StrategicMetadata) // validated on the way in
+		if rc.StrategicMetadata == nil {
+			rc.StrategicMetadata = map[string]client.MetadataValue{}
+			_ = json.Unmarshal(ch.StrategicMetadata, &rc.StrategicMetadata) // validated on the way in
+		}
 		if ch.Prefix == nil {
 			in := string(ch.Input)
 			rc.Input = &in
@@ -84,8 +90,8 @@ func (s *server) reserve(c echo.Context) error {
 func (s *server) complete(c echo.Context) error {
 	var body struct {
 		Completions []struct {
-			Token  *string `json:"token"`
-			Output string  `json:"output"`
+			Token  *string         `json:"token"`
+			Output json.RawMessage `json:"output"`
 		} `json:"completions"`
 	}
 	if err := s.decodeBody(c, &body); err != nil {
@@ -99,7 +105,11 @@ func (s *server) complete(c echo.Context) error {
 		if it.Token == nil {
 			return badRequest("completions[%d].token: required", i)
 		}
-		items[i] = queuer.Completion{Token: *it.Token, Output: []byte(it.Output)}
+		output, err := decodeContent(fmt.Sprintf("completions[%d].output", i), it.Output)
+		if err != nil {
+			return err
+		}
+		items[i] = queuer.Completion{Token: *it.Token, Output: []byte(output)}
 	}
 	status, err := s.q.Complete(c.Request().Context(), items)
 	if err != nil {
@@ -111,9 +121,9 @@ func (s *server) complete(c echo.Context) error {
 func (s *server) fail(c echo.Context) error {
 	var body struct {
 		Failures []struct {
-			Token *string `json:"token"`
-			Error string  `json:"error"`
-			Retry *bool   `json:"retry"`
+			Token *string         `json:"token"`
+			Error json.RawMessage `json:"error"`
+			Retry *bool           `json:"retry"`
 		} `json:"failures"`
 	}
 	if err := s.decodeBody(c, &body); err != nil {
@@ -127,7 +137,11 @@ func (s *server) fail(c echo.Context) error {
 		if it.Token == nil {
 			return badRequest("failures[%d].token: required", i)
 		}
-		items[i] = queuer.Failure{Token: *it.Token, Error: it.Error, Retry: it.Retry == nil || *it.Retry}
+		msg, err := decodeText(fmt.Sprintf("failures[%d].error", i), it.Error, 0)
+		if err != nil {
+			return err
+		}
+		items[i] = queuer.Failure{Token: *it.Token, Error: cutError(msg), Retry: it.Retry == nil || *it.Retry}
 	}
 	status, err := s.q.Fail(c.Request().Context(), items)
 	if err != nil {
@@ -203,6 +217,32 @@ func (s *server) decodeBody(c echo.Context, v any) error {
 		return badRequest("%s", describeJSONError(err))
 	}
 	return nil
+}
+
+// decodeText decodes an optional text field (absent or null: ""): a JSON string of valid
+// UTF-8 without NUL, at most max bytes (max 0: no bound here).
+func decodeText(field string, raw json.RawMessage, max int) (string, error) {
+	s, err := decodeContent(field, raw)
+	if err != nil {
+		return "", err
+	}
+	return s, checkText(field, nil, s, max)
+}
+
+// decodeContent decodes an optional JSON string of content (absent or null: ""), which may
+// hold NUL but must be valid UTF-8.
+func decodeContent(field string, raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", badRequest("%s: must be a string, not %s", field, abbreviate(raw))
+	}
+	if p := textProblem(raw); p != "" {
+		return "", badRequest("%s: %s", field, p)
+	}
+	return s, nil
 }
 
 func parseDuration(v, field string, lo, hi time.Duration) (time.Duration, error) {

@@ -38,6 +38,10 @@ type serveConfig struct {
 	maxChunkBytes byteSize
 	logLevel      string
 	shutdownGrace time.Duration
+
+	// Bounds of what a client sends and gets (DESIGN.md §3 "Bounded by design").
+	maxSubmissionChunks int
+	maxReserveBytes     byteSize
 }
 
 func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
@@ -52,6 +56,8 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envInt(fs, &cfg.shardCount, "shard-count", "OPSQ_SHARD_COUNT", migrations.ShardCountDefault, "number of shards, used only when the database is first migrated"),
 		envBytes(fs, &cfg.maxBody, "max-body", "OPSQ_MAX_BODY", api.MaxBodyDefault, "largest JSON request body in bytes (NDJSON has no total limit)"),
 		envBytes(fs, &cfg.maxChunkBytes, "max-chunk-bytes", "OPSQ_MAX_CHUNK_BYTES", api.MaxChunkBytesDefault, "largest chunk in bytes"),
+		envInt(fs, &cfg.maxSubmissionChunks, "max-submission-chunks", "OPSQ_MAX_SUBMISSION_CHUNKS", api.MaxSubmissionChunksDefault, "most chunks in one submission"),
+		envBytes(fs, &cfg.maxReserveBytes, "max-reserve-bytes", "OPSQ_MAX_RESERVE_BYTES", api.MaxReserveBytesDefault, "a reserve answer stops adding chunks once it holds this many bytes of input and metadata (it always holds one)"),
 		envDuration(fs, &cfg.shutdownGrace, "shutdown-grace", "OPSQ_SHUTDOWN_GRACE", 60*time.Second, "how long SIGTERM waits for requests in flight"),
 	)
 }
@@ -118,6 +124,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Ready: func(ctx context.Context) error {
 			return errors.Join(q.Ready(ctx), migrations.CheckCurrent(ctx, pool))
 		},
+
+		MaxSubmissionChunks: int64(cfg.maxSubmissionChunks),
+		MaxReserveBytes:     int(cfg.maxReserveBytes),
 	})
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
