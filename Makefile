@@ -28,11 +28,11 @@ test-race:
 ## the package's testdata/fuzz, where "make test" then runs it as a seed
 FUZZTIME ?= 1m
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseText$$' -fuzztime $(FUZZTIME) ./strategy/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseJSON$$' -fuzztime $(FUZZTIME) ./strategy/
-	$(GO) test -run '^$$' -fuzz '^FuzzSubmissionJSON$$' -fuzztime $(FUZZTIME) ./api/
-	$(GO) test -run '^$$' -fuzz '^FuzzSubmissionNDJSON$$' -fuzztime $(FUZZTIME) ./api/
-	$(GO) test -run '^$$' -fuzz '^FuzzReserveBody$$' -fuzztime $(FUZZTIME) ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseText$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./strategy/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./strategy/
+	$(GO) test -run '^$$' -fuzz '^FuzzSubmissionJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzSubmissionNDJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzReserveBody$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
 
 ## lint: gofmt and go vet
 lint:

@@ -388,3 +388,17 @@ func ptrs(list []string) []*string {
 	}
 	return out
 }
+
+// TestUnknownFieldNamed: a message names the field first, even an unknown field whose name
+// could not start a message (found by FuzzSubmissionJSON and FuzzReserveBody).
+func TestUnknownFieldNamed(t *testing.T) {
+	t.Parallel()
+	s := fuzzServer()
+	for _, name := range []string{"", ".x", "a: b", "0", "chunk", strings.Repeat("n", 100)} {
+		body, _ := json.Marshal(map[string]int{name: 1})
+		_, _, err := parseJSONBody(s, body)
+		checkRefusal(t, body, err)
+		_, err = s.parseReserve(body)
+		checkRefusal(t, body, err)
+	}
+}

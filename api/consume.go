@@ -28,41 +28,15 @@ const (
 )
 
 func (s *server) reserve(c echo.Context) error {
-	var body struct {
-		Max      *int            `json:"max"`
-		Strategy json.RawMessage `json:"strategy"`
-		Lease    *string         `json:"lease"`
-		Wait     *string         `json:"wait"`
-		Consumer json.RawMessage `json:"consumer"`
-	}
-	if err := s.decodeBody(c, &body); err != nil {
-		return err
-	}
-	consumer, err := decodeText("consumer", body.Consumer, MaxConsumerBytes)
+	body, err := s.readBody(c)
 	if err != nil {
 		return err
 	}
-	req := queuer.ReserveRequest{Max: 1, Lease: leaseDefault, Consumer: consumer, MaxBytes: s.cfg.MaxReserveBytes,
-		Forwarded: c.Request().Header.Get(client.ForwardedHeader) != ""}
-	if body.Max != nil {
-		if *body.Max < 1 || *body.Max > reserveMaxLimit {
-			return badRequest("max: must be between 1 and %d", reserveMaxLimit)
-		}
-		req.Max = *body.Max
+	req, err := s.parseReserve(body)
+	if err != nil {
+		return err
 	}
-	if req.Strategy, err = strategy.Parse(body.Strategy, "strategy"); err != nil {
-		return badRequest("%s", err)
-	}
-	if body.Lease != nil {
-		if req.Lease, err = parseDuration(*body.Lease, "lease", leaseMin, leaseMax); err != nil {
-			return err
-		}
-	}
-	if body.Wait != nil {
-		if req.Wait, err = parseDuration(*body.Wait, "wait", 0, maxWait); err != nil {
-			return err
-		}
-	}
+	req.Forwarded = c.Request().Header.Get(client.ForwardedHeader) != ""
 	chunks, err := s.q.Reserve(c.Request().Context(), req)
 	if err != nil {
 		return err
@@ -85,6 +59,45 @@ func (s *server) reserve(c echo.Context) error {
 		out.Chunks[i] = rc
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// parseReserve validates the body of a reserve and returns the request (Forwarded unset).
+func (s *server) parseReserve(raw []byte) (queuer.ReserveRequest, error) {
+	var body struct {
+		Max      *int            `json:"max"`
+		Strategy json.RawMessage `json:"strategy"`
+		Lease    *string         `json:"lease"`
+		Wait     *string         `json:"wait"`
+		Consumer json.RawMessage `json:"consumer"`
+	}
+	if err := decodeJSON(raw, &body); err != nil {
+		return queuer.ReserveRequest{}, err
+	}
+	consumer, err := decodeText("consumer", body.Consumer, MaxConsumerBytes)
+	if err != nil {
+		return queuer.ReserveRequest{}, err
+	}
+	req := queuer.ReserveRequest{Max: 1, Lease: leaseDefault, Consumer: consumer, MaxBytes: s.cfg.MaxReserveBytes}
+	if body.Max != nil {
+		if *body.Max < 1 || *body.Max > reserveMaxLimit {
+			return req, badRequest("max: must be between 1 and %d", reserveMaxLimit)
+		}
+		req.Max = *body.Max
+	}
+	if req.Strategy, err = strategy.Parse(body.Strategy, "strategy"); err != nil {
+		return req, badRequest("%s", err)
+	}
+	if body.Lease != nil {
+		if req.Lease, err = parseDuration(*body.Lease, "lease", leaseMin, leaseMax); err != nil {
+			return req, err
+		}
+	}
+	if body.Wait != nil {
+		if req.Wait, err = parseDuration(*body.Wait, "wait", 0, maxWait); err != nil {
+			return req, err
+		}
+	}
+	return req, nil
 }
 
 func (s *server) complete(c echo.Context) error {
@@ -204,10 +217,21 @@ func (s *server) cluster(c echo.Context) error {
 // decodeBody decodes a JSON object body of at most MaxBody bytes into v, refusing unknown
 // fields; an empty body is an empty object.
 func (s *server) decodeBody(c echo.Context, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, c.Request().Body, s.cfg.MaxBody))
+	body, err := s.readBody(c)
 	if err != nil {
 		return err
 	}
+	return decodeJSON(body, v)
+}
+
+// readBody reads a JSON body of at most MaxBody bytes.
+func (s *server) readBody(c echo.Context) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(nil, c.Request().Body, s.cfg.MaxBody))
+}
+
+// decodeJSON decodes a JSON object body into v, refusing unknown fields; an empty body is
+// an empty object.
+func decodeJSON(body []byte, v any) error {
 	if len(body) == 0 {
 		return nil
 	}
@@ -215,6 +239,9 @@ func (s *server) decodeBody(c echo.Context, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return badRequest("%s", describeJSONError(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("body: must be one JSON object, with nothing after it")
 	}
 	return nil
 }
@@ -265,8 +292,12 @@ func describeJSONError(err error) string {
 		}
 		return fmt.Sprintf("%s: must not be a JSON %s", field, typ.Value)
 	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return strings.Trim(name, `"`) + ": unknown field"
+	if quoted, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, uerr := strconv.Unquote(quoted)
+		if uerr != nil {
+			name = quoted
+		}
+		return unknownField(name)
 	}
 	return "body: must be a JSON object (" + jsonProblem(err) + ")"
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"opsq/client"
@@ -85,7 +87,7 @@ func parseHeader(fields map[string]json.RawMessage, allowChunks bool, maxChunks 
 				return sub, badRequest("chunk_count: must be an integer between 0 and %d (OPSQ_MAX_SUBMISSION_CHUNKS)", maxChunks)
 			}
 		default:
-			return sub, badRequest("%s: unknown field; a submission has chunks, metadata, strategic_metadata, priority, max_retries, idempotency_key, prefix and chunk_count", name)
+			return sub, badRequest("%s; a submission has chunks, metadata, strategic_metadata, priority, max_retries, idempotency_key, prefix and chunk_count", unknownField(name))
 		}
 	}
 	_, hasChunks := fields["chunks"]
@@ -129,16 +131,37 @@ func parseStrategicMetadata(raw json.RawMessage) (json.RawMessage, error) {
 		}
 		var mv client.MetadataValue
 		if err := json.Unmarshal(v, &mv); err != nil {
-			return nil, badRequest("strategic_metadata.%s: must be an integer (int64) or a string, not %s", key, abbreviate(v))
+			return nil, badRequest("%s: must be an integer (int64) or a string, not %s", strategicField(key), abbreviate(v))
 		}
 		if mv.IsString() {
-			if err := checkText("strategic_metadata."+key, nil, mv.Str(), MaxStrategicValueBytes); err != nil {
+			if err := checkText(strategicField(key), nil, mv.Str(), MaxStrategicValueBytes); err != nil {
 				return nil, err
 			}
 		}
 		values[key] = mv
 	}
 	return json.Marshal(values)
+}
+
+// plainName matches a field name that can start an error message as it is.
+var plainName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
+
+// unknownField says that a body has a field of that name it should not have, naming the
+// field first when its name allows it.
+func unknownField(name string) string {
+	if plainName.MatchString(name) {
+		return name + ": unknown field"
+	}
+	return "body: unknown field " + strconv.Quote(abbreviate([]byte(name)))
+}
+
+// strategicField names the strategic metadata value of key in an error message:
+// strategic_metadata.mode, or strategic_metadata["a key"] when the key is no plain name.
+func strategicField(key string) string {
+	if plainName.MatchString(key) {
+		return "strategic_metadata." + key
+	}
+	return "strategic_metadata[" + strconv.Quote(abbreviate([]byte(key))) + "]"
 }
 
 func isNull(raw json.RawMessage) bool {
