@@ -402,3 +402,28 @@ func TestUnknownFieldNamed(t *testing.T) {
 		checkRefusal(t, body, err)
 	}
 }
+
+// TestCompleteOutputUTF8: an output is content, which may hold NUL, but must be valid
+// UTF-8 in JSON: it was silently replaced with U+FFFD.
+func TestCompleteOutputUTF8(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	tok := reserveOne(t, e)
+	for _, output := range []string{"\"out\xff\"", `"\udc00"`, `7`} {
+		body := fmt.Sprintf(`{"completions": [{"token": %q, "output": %s}]}`, tok, output)
+		r := httpCall(t, http.MethodPost, e.URL+"/v1/complete", "application/json", strings.NewReader(body))
+		expectError(t, r, http.StatusBadRequest, "bad_request", "completions[0].output")
+	}
+	body := fmt.Sprintf(`{"completions": [{"token": %q, "output": "a\u0000b\ud83d\ude00"}]}`, tok)
+	r := httpCall(t, http.MethodPost, e.URL+"/v1/complete", "application/json", strings.NewReader(body))
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"completed"`) {
+		t.Fatalf("complete: %d %s; want 200 and status completed (the refused requests acted on nothing)", r.Status, r.Body)
+	}
+	var output []byte
+	if err := e.Pool.QueryRow(context.Background(), "SELECT output FROM opsq.chunks_completed").Scan(&output); err != nil {
+		t.Fatal(err)
+	}
+	if string(output) != "a\x00b😀" {
+		t.Errorf("stored output %q; want %q", output, "a\x00b😀")
+	}
+}
