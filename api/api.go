@@ -34,11 +34,12 @@ type Config struct {
 	// MaxChunkBytes bounds one chunk's content, in bytes. Defaults to 1 MiB.
 	MaxChunkBytes int
 	// MaxSubmissionChunks bounds the chunks of one submission: chunk_count, or the chunks
-	// of a JSON or NDJSON body. Defaults to 100 000 000 (MaxSubmissionChunksDefault).
+	// of a JSON or NDJSON body; 0 or less is the default. Defaults to 100 000 000
+	// (MaxSubmissionChunksDefault).
 	MaxSubmissionChunks int64
 	// MaxReserveBytes bounds a reserve answer: it stops adding chunks once it holds this
-	// many bytes of input and metadata, and always holds at least one chunk. Defaults to
-	// 16 MiB (MaxReserveBytesDefault).
+	// many bytes of input and metadata, and always holds at least one chunk; 0 or less is
+	// the default. Defaults to 16 MiB (MaxReserveBytesDefault).
 	MaxReserveBytes int
 }
 
@@ -53,8 +54,8 @@ func New(cfg Config) http.Handler {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.MaxBody = cmp.Or(cfg.MaxBody, MaxBodyDefault)
 	cfg.MaxChunkBytes = cmp.Or(cfg.MaxChunkBytes, MaxChunkBytesDefault)
-	cfg.MaxSubmissionChunks = cmp.Or(cfg.MaxSubmissionChunks, MaxSubmissionChunksDefault)
-	cfg.MaxReserveBytes = cmp.Or(cfg.MaxReserveBytes, MaxReserveBytesDefault)
+	cfg.MaxSubmissionChunks = cmp.Or(max(cfg.MaxSubmissionChunks, 0), MaxSubmissionChunksDefault)
+	cfg.MaxReserveBytes = cmp.Or(max(cfg.MaxReserveBytes, 0), MaxReserveBytesDefault)
 	if cfg.Ready == nil {
 		cfg.Ready = cfg.Queuer.Ready
 	}
