@@ -5,7 +5,7 @@ BIN       := bin/opsq
 DEV_DIR   ?= .data/pg
 GOFILES    = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.data/*')
 
-.PHONY: build run test test-race lint bench clean
+.PHONY: build run test test-race lint bench clean fuzz
 
 ## build: compile the opsq binary into bin/opsq
 build:
@@ -23,6 +23,16 @@ test:
 ## test-race: the suite under the race detector (slower)
 test-race:
 	$(GO) test -count=1 -race -timeout 60m ./...
+
+## fuzz: run each fuzz target for FUZZTIME (default 1m); a crash it finds is written under
+## the package's testdata/fuzz, where "make test" then runs it as a seed
+FUZZTIME ?= 1m
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseText$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./strategy/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./strategy/
+	$(GO) test -run '^$$' -fuzz '^FuzzSubmissionJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzSubmissionNDJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzReserveBody$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
 
 ## lint: gofmt and go vet
 lint:

@@ -50,6 +50,14 @@ type Config struct {
 	// transaction rolled back) and a results stream whose reader reads nothing for that
 	// long. Defaults to 30s.
 	BodyIdleTimeout time.Duration
+	// MaxSubmissionChunks bounds the chunks of one submission: chunk_count, or the chunks
+	// of a JSON or NDJSON body; 0 or less is the default. Defaults to 100 000 000
+	// (MaxSubmissionChunksDefault).
+	MaxSubmissionChunks int64
+	// MaxReserveBytes bounds a reserve answer: it stops adding chunks once it holds this
+	// many bytes of input and metadata, and always holds at least one chunk; 0 or less is
+	// the default. Defaults to 16 MiB (MaxReserveBytesDefault).
+	MaxReserveBytes int
 }
 
 type server struct {
@@ -67,6 +75,8 @@ func New(cfg Config) http.Handler {
 	cfg.MaxResultStreams = cmp.Or(cfg.MaxResultStreams, MaxResultStreamsDefault)
 	cfg.LimitWait = cmp.Or(cfg.LimitWait, LimitWaitDefault)
 	cfg.BodyIdleTimeout = cmp.Or(cfg.BodyIdleTimeout, BodyIdleTimeoutDefault)
+	cfg.MaxSubmissionChunks = cmp.Or(max(cfg.MaxSubmissionChunks, 0), MaxSubmissionChunksDefault)
+	cfg.MaxReserveBytes = cmp.Or(max(cfg.MaxReserveBytes, 0), MaxReserveBytesDefault)
 	if cfg.Ready == nil {
 		cfg.Ready = cfg.Queuer.Ready
 	}

@@ -28,38 +28,15 @@ const (
 )
 
 func (s *server) reserve(c echo.Context) error {
-	var body struct {
-		Max      *int            `json:"max"`
-		Strategy json.RawMessage `json:"strategy"`
-		Lease    *string         `json:"lease"`
-		Wait     *string         `json:"wait"`
-		Consumer string          `json:"consumer"`
-	}
-	if err := s.decodeBody(c, &body); err != nil {
+	body, err := s.readBody(c)
+	if err != nil {
 		return err
 	}
-	req := queuer.ReserveRequest{Max: 1, Lease: leaseDefault, Consumer: body.Consumer,
-		Forwarded: c.Request().Header.Get(client.ForwardedHeader) != ""}
-	if body.Max != nil {
-		if *body.Max < 1 || *body.Max > reserveMaxLimit {
-			return badRequest("max: must be between 1 and %d", reserveMaxLimit)
-		}
-		req.Max = *body.Max
+	req, err := s.parseReserve(body)
+	if err != nil {
+		return err
 	}
-	var err error
-	if req.Strategy, err = strategy.Parse(body.Strategy, "strategy"); err != nil {
-		return badRequest("%s", err)
-	}
-	if body.Lease != nil {
-		if req.Lease, err = parseDuration(*body.Lease, "lease", leaseMin, leaseMax); err != nil {
-			return err
-		}
-	}
-	if body.Wait != nil {
-		if req.Wait, err = parseDuration(*body.Wait, "wait", 0, maxWait); err != nil {
-			return err
-		}
-	}
+	req.Forwarded = c.Request().Header.Get(client.ForwardedHeader) != ""
 	chunks, err := s.q.Reserve(c.Request().Context(), req)
 	if err != nil {
 		return err
@@ -69,9 +46,12 @@ func (s *server) reserve(c echo.Context) error {
 		rc := client.ReservedChunk{
 			Token: ch.Token, SubmissionID: strconv.FormatInt(ch.SubmissionID, 10), ChunkIndex: int64(ch.ChunkIndex),
 			Prefix: ch.Prefix, Metadata: ch.Metadata, Retries: int64(ch.Retries), ExpiresAt: ch.ExpiresAt.UTC(),
-			StrategicMetadata: map[string]client.MetadataValue{},
+			StrategicMetadata: ch.StrategicValues, // decoded once per submission, shared
 		}
-		_ = json.Unmarshal(ch.StrategicMetadata, &rc.StrategicMetadata) // validated on the way in
+		if rc.StrategicMetadata == nil {
+			rc.StrategicMetadata = map[string]client.MetadataValue{}
+			_ = json.Unmarshal(ch.StrategicMetadata, &rc.StrategicMetadata) // validated on the way in
+		}
 		if ch.Prefix == nil {
 			in := string(ch.Input)
 			rc.Input = &in
@@ -81,11 +61,50 @@ func (s *server) reserve(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
+// parseReserve validates the body of a reserve and returns the request (Forwarded unset).
+func (s *server) parseReserve(raw []byte) (queuer.ReserveRequest, error) {
+	var body struct {
+		Max      *int            `json:"max"`
+		Strategy json.RawMessage `json:"strategy"`
+		Lease    *string         `json:"lease"`
+		Wait     *string         `json:"wait"`
+		Consumer json.RawMessage `json:"consumer"`
+	}
+	if err := decodeJSON(raw, &body); err != nil {
+		return queuer.ReserveRequest{}, err
+	}
+	consumer, err := decodeText("consumer", body.Consumer, MaxConsumerBytes)
+	if err != nil {
+		return queuer.ReserveRequest{}, err
+	}
+	req := queuer.ReserveRequest{Max: 1, Lease: leaseDefault, Consumer: consumer, MaxBytes: s.cfg.MaxReserveBytes}
+	if body.Max != nil {
+		if *body.Max < 1 || *body.Max > reserveMaxLimit {
+			return req, badRequest("max: must be between 1 and %d", reserveMaxLimit)
+		}
+		req.Max = *body.Max
+	}
+	if req.Strategy, err = strategy.Parse(body.Strategy, "strategy"); err != nil {
+		return req, badRequest("%s", err)
+	}
+	if body.Lease != nil {
+		if req.Lease, err = parseDuration(*body.Lease, "lease", leaseMin, leaseMax); err != nil {
+			return req, err
+		}
+	}
+	if body.Wait != nil {
+		if req.Wait, err = parseDuration(*body.Wait, "wait", 0, maxWait); err != nil {
+			return req, err
+		}
+	}
+	return req, nil
+}
+
 func (s *server) complete(c echo.Context) error {
 	var body struct {
 		Completions []struct {
-			Token  *string `json:"token"`
-			Output string  `json:"output"`
+			Token  *string         `json:"token"`
+			Output json.RawMessage `json:"output"`
 		} `json:"completions"`
 	}
 	if err := s.decodeBody(c, &body); err != nil {
@@ -99,7 +118,11 @@ func (s *server) complete(c echo.Context) error {
 		if it.Token == nil {
 			return badRequest("completions[%d].token: required", i)
 		}
-		items[i] = queuer.Completion{Token: *it.Token, Output: []byte(it.Output)}
+		output, err := decodeContent(fmt.Sprintf("completions[%d].output", i), it.Output)
+		if err != nil {
+			return err
+		}
+		items[i] = queuer.Completion{Token: *it.Token, Output: []byte(output)}
 	}
 	status, err := s.q.Complete(c.Request().Context(), items)
 	if err != nil {
@@ -111,9 +134,9 @@ func (s *server) complete(c echo.Context) error {
 func (s *server) fail(c echo.Context) error {
 	var body struct {
 		Failures []struct {
-			Token *string `json:"token"`
-			Error string  `json:"error"`
-			Retry *bool   `json:"retry"`
+			Token *string         `json:"token"`
+			Error json.RawMessage `json:"error"`
+			Retry *bool           `json:"retry"`
 		} `json:"failures"`
 	}
 	if err := s.decodeBody(c, &body); err != nil {
@@ -127,7 +150,11 @@ func (s *server) fail(c echo.Context) error {
 		if it.Token == nil {
 			return badRequest("failures[%d].token: required", i)
 		}
-		items[i] = queuer.Failure{Token: *it.Token, Error: it.Error, Retry: it.Retry == nil || *it.Retry}
+		msg, err := decodeText(fmt.Sprintf("failures[%d].error", i), it.Error, 0)
+		if err != nil {
+			return err
+		}
+		items[i] = queuer.Failure{Token: *it.Token, Error: cutError(msg), Retry: it.Retry == nil || *it.Retry}
 	}
 	status, err := s.q.Fail(c.Request().Context(), items)
 	if err != nil {
@@ -190,10 +217,21 @@ func (s *server) cluster(c echo.Context) error {
 // decodeBody decodes a JSON object body of at most MaxBody bytes into v, refusing unknown
 // fields; an empty body is an empty object.
 func (s *server) decodeBody(c echo.Context, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, c.Request().Body, s.cfg.MaxBody))
+	body, err := s.readBody(c)
 	if err != nil {
 		return err
 	}
+	return decodeJSON(body, v)
+}
+
+// readBody reads a JSON body of at most MaxBody bytes.
+func (s *server) readBody(c echo.Context) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(nil, c.Request().Body, s.cfg.MaxBody))
+}
+
+// decodeJSON decodes a JSON object body into v, refusing unknown fields; an empty body is
+// an empty object.
+func decodeJSON(body []byte, v any) error {
 	if len(body) == 0 {
 		return nil
 	}
@@ -202,7 +240,36 @@ func (s *server) decodeBody(c echo.Context, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return badRequest("%s", describeJSONError(err))
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("body: must be one JSON object, with nothing after it")
+	}
 	return nil
+}
+
+// decodeText decodes an optional text field (absent or null: ""): a JSON string of valid
+// UTF-8 without NUL, at most max bytes (max 0: no bound here).
+func decodeText(field string, raw json.RawMessage, max int) (string, error) {
+	s, err := decodeContent(field, raw)
+	if err != nil {
+		return "", err
+	}
+	return s, checkText(field, nil, s, max)
+}
+
+// decodeContent decodes an optional JSON string of content (absent or null: ""), which may
+// hold NUL but must be valid UTF-8.
+func decodeContent(field string, raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", badRequest("%s: must be a string, not %s", field, abbreviate(raw))
+	}
+	if p := textProblem(raw); p != "" {
+		return "", badRequest("%s: %s", field, p)
+	}
+	return s, nil
 }
 
 func parseDuration(v, field string, lo, hi time.Duration) (time.Duration, error) {
@@ -225,8 +292,12 @@ func describeJSONError(err error) string {
 		}
 		return fmt.Sprintf("%s: must not be a JSON %s", field, typ.Value)
 	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return strings.Trim(name, `"`) + ": unknown field"
+	if quoted, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, uerr := strconv.Unquote(quoted)
+		if uerr != nil {
+			name = quoted
+		}
+		return unknownField(name)
 	}
 	return "body: must be a JSON object (" + jsonProblem(err) + ")"
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"opsq/client"
@@ -16,14 +18,13 @@ import (
 const (
 	maxRetriesLimit        = 1_000_000
 	maxIdempotencyKeyBytes = 1024
-	maxChunkCount          = math.MaxInt32
 )
 
 // parseHeader validates the fields of a submission other than "chunks" and returns them.
 // fields is the body decoded one level deep; each field is decoded on its own so that every
 // error names its field. allowChunks says whether a "chunks" field may be present (the JSON
-// form) or not (the NDJSON header line).
-func parseHeader(fields map[string]json.RawMessage, allowChunks bool) (queuer.NewSubmission, error) {
+// form) or not (the NDJSON header line). maxChunks bounds chunk_count.
+func parseHeader(fields map[string]json.RawMessage, allowChunks bool, maxChunks int64) (queuer.NewSubmission, error) {
 	var sub queuer.NewSubmission
 	names := make([]string, 0, len(fields))
 	for name := range fields {
@@ -44,8 +45,8 @@ func parseHeader(fields map[string]json.RawMessage, allowChunks bool) (queuer.Ne
 			if err := json.Unmarshal(raw, &sub.Metadata); err != nil {
 				return sub, badRequest("metadata: must be a string")
 			}
-			if strings.ContainsRune(sub.Metadata, 0) {
-				return sub, badRequest("metadata: must not contain NUL characters (\\u0000)")
+			if err := checkText("metadata", raw, sub.Metadata, MaxMetadataBytes); err != nil {
+				return sub, err
 			}
 		case "strategic_metadata":
 			m, err := parseStrategicMetadata(raw)
@@ -71,16 +72,22 @@ func parseHeader(fields map[string]json.RawMessage, allowChunks bool) (queuer.Ne
 			if sub.IdempotencyKey == "" || len(sub.IdempotencyKey) > maxIdempotencyKeyBytes || strings.ContainsRune(sub.IdempotencyKey, 0) {
 				return sub, badRequest("idempotency_key: must be 1 to %d bytes without NUL characters", maxIdempotencyKeyBytes)
 			}
+			if err := checkText("idempotency_key", raw, sub.IdempotencyKey, 0); err != nil {
+				return sub, err
+			}
 		case "prefix":
 			if err := json.Unmarshal(raw, &sub.Prefix); err != nil || sub.Prefix == "" || strings.ContainsRune(sub.Prefix, 0) {
 				return sub, badRequest("prefix: must be a non-empty string without NUL characters")
 			}
+			if err := checkText("prefix", raw, sub.Prefix, 0); err != nil {
+				return sub, err
+			}
 		case "chunk_count":
-			if err := json.Unmarshal(raw, &sub.ChunkCount); err != nil || sub.ChunkCount < 0 || sub.ChunkCount > maxChunkCount {
-				return sub, badRequest("chunk_count: must be an integer between 0 and %d", int64(maxChunkCount))
+			if err := json.Unmarshal(raw, &sub.ChunkCount); err != nil || sub.ChunkCount < 0 || sub.ChunkCount > maxChunks {
+				return sub, badRequest("chunk_count: must be an integer between 0 and %d (OPSQ_MAX_SUBMISSION_CHUNKS)", maxChunks)
 			}
 		default:
-			return sub, badRequest("%s: unknown field; a submission has chunks, metadata, strategic_metadata, priority, max_retries, idempotency_key, prefix and chunk_count", name)
+			return sub, badRequest("%s; a submission has chunks, metadata, strategic_metadata, priority, max_retries, idempotency_key, prefix and chunk_count", unknownField(name))
 		}
 	}
 	_, hasChunks := fields["chunks"]
@@ -96,28 +103,65 @@ func parseHeader(fields map[string]json.RawMessage, allowChunks bool) (queuer.Ne
 	return sub, nil
 }
 
-// parseStrategicMetadata checks that raw is an object of integer or string values and
-// returns it in canonical form.
+// parseStrategicMetadata checks that raw is an object of at most MaxStrategicKeys integer or
+// string values, its keys and string values text within their bounds, and returns it in
+// canonical form.
 func parseStrategicMetadata(raw json.RawMessage) (json.RawMessage, error) {
+	// The keys are checked in raw, before decoding replaces what is not UTF-8.
+	if p := textProblem(raw); p != "" {
+		return nil, badRequest("strategic_metadata: %s", p)
+	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return nil, badRequest("strategic_metadata: must be an object of integer or string values")
 	}
+	if len(fields) > MaxStrategicKeys {
+		return nil, badRequest("strategic_metadata: %d keys is over the limit of %d", len(fields), MaxStrategicKeys)
+	}
+	keys := make([]string, 0, len(fields))
+	for key := range fields {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys) // report the same error for the same body
 	values := make(map[string]client.MetadataValue, len(fields))
-	for key, v := range fields {
-		if key == "" || strings.ContainsRune(key, 0) {
-			return nil, badRequest("strategic_metadata: keys must be non-empty and without NUL characters")
+	for _, key := range keys {
+		v := fields[key]
+		if key == "" || len(key) > MaxStrategicKeyBytes || strings.ContainsRune(key, 0) {
+			return nil, badRequest("strategic_metadata: a key must be 1 to %d bytes without NUL characters, not %q", MaxStrategicKeyBytes, abbreviate([]byte(key)))
 		}
 		var mv client.MetadataValue
 		if err := json.Unmarshal(v, &mv); err != nil {
-			return nil, badRequest("strategic_metadata.%s: must be an integer (int64) or a string, not %s", key, abbreviate(v))
+			return nil, badRequest("%s: must be an integer (int64) or a string, not %s", strategicField(key), abbreviate(v))
 		}
-		if mv.IsString() && strings.ContainsRune(mv.Str(), 0) {
-			return nil, badRequest("strategic_metadata.%s: must not contain NUL characters (\\u0000)", key)
+		if mv.IsString() {
+			if err := checkText(strategicField(key), nil, mv.Str(), MaxStrategicValueBytes); err != nil {
+				return nil, err
+			}
 		}
 		values[key] = mv
 	}
 	return json.Marshal(values)
+}
+
+// plainName matches a field name that can start an error message as it is.
+var plainName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
+
+// unknownField says that a body has a field of that name it should not have, naming the
+// field first when its name allows it.
+func unknownField(name string) string {
+	if plainName.MatchString(name) {
+		return name + ": unknown field"
+	}
+	return "body: unknown field " + strconv.Quote(abbreviate([]byte(name)))
+}
+
+// strategicField names the strategic metadata value of key in an error message:
+// strategic_metadata.mode, or strategic_metadata["a key"] when the key is no plain name.
+func strategicField(key string) string {
+	if plainName.MatchString(key) {
+		return "strategic_metadata." + key
+	}
+	return "strategic_metadata[" + strconv.Quote(abbreviate([]byte(key))) + "]"
 }
 
 func isNull(raw json.RawMessage) bool {

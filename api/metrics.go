@@ -55,7 +55,8 @@ func newMetrics(stats func() queuer.Stats) *metrics {
 	return m
 }
 
-// middleware times every request under its route pattern (not its path, which holds ids).
+// middleware times every request under its route pattern (not its path, which holds ids)
+// and its method, one of a fixed set: the labels are bounded whatever clients send.
 func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -68,9 +69,19 @@ func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.requests.WithLabelValues(route, c.Request().Method, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
+		m.requests.WithLabelValues(route, methodLabel(c.Request().Method), strconv.Itoa(status)).Observe(time.Since(start).Seconds())
 		return err
 	}
+}
+
+// methodLabel bounds the method label: a client may send any method name, and each would
+// be a new series.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return method
+	}
+	return "other"
 }
 
 func (m *metrics) handler() http.Handler {

@@ -60,7 +60,7 @@ func (s *server) readJSONSubmission(r *http.Request) (queuer.NewSubmission, queu
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		return queuer.NewSubmission{}, nil, badRequest("body: must be a JSON object (%s)", jsonProblem(err))
 	}
-	sub, err := parseHeader(fields, true)
+	sub, err := parseHeader(fields, true, s.maxChunks())
 	if err != nil {
 		return sub, nil, err
 	}
@@ -69,6 +69,12 @@ func (s *server) readJSONSubmission(r *http.Request) (queuer.NewSubmission, queu
 		if err := json.Unmarshal(raw, &list); err != nil {
 			return sub, nil, badChunks(raw)
 		}
+		if textProblem(raw) != "" {
+			return sub, nil, badChunkText(raw)
+		}
+	}
+	if int64(len(list)) > s.maxChunks() {
+		return sub, nil, badRequest("chunks: %d chunks is over the %d-chunk limit of a submission (OPSQ_MAX_SUBMISSION_CHUNKS)", len(list), s.maxChunks())
 	}
 	for i, ch := range list {
 		if ch == nil {
@@ -94,6 +100,26 @@ func badChunks(raw json.RawMessage) error {
 		}
 	}
 	return badRequest("chunks: must be an array of strings")
+}
+
+// badChunkText finds which element of a "chunks" array holds text that is not UTF-8 (which
+// decoding would replace with U+FFFD).
+func badChunkText(raw json.RawMessage) error {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return badRequest("chunks: must be an array of strings")
+	}
+	for i, e := range elems {
+		if p := textProblem(e); p != "" {
+			return badRequest("chunks[%d]: %s", i, p)
+		}
+	}
+	return badRequest("chunks: not valid UTF-8")
+}
+
+// maxChunks is the most chunks a submission may have.
+func (s *server) maxChunks() int64 {
+	return min(s.cfg.MaxSubmissionChunks, maxChunkIndexCount)
 }
 
 // jsonProblem describes a JSON syntax error with its byte offset.
@@ -129,8 +155,9 @@ func (c *sliceChunks) Next() ([]byte, error) {
 // the chunk lines that follow.
 func (s *server) readNDJSONHeader(r *http.Request) (queuer.NewSubmission, queuer.Chunks, error) {
 	lines := &ndjsonChunks{
-		r:        bufio.NewReaderSize(r.Body, 1<<20),
-		maxChunk: s.cfg.MaxChunkBytes,
+		r:         bufio.NewReaderSize(r.Body, 1<<20),
+		maxChunk:  s.cfg.MaxChunkBytes,
+		maxChunks: s.maxChunks(),
 		// A chunk of n bytes takes up to 6n+2 bytes as a JSON string (\u escapes).
 		maxLine: 6*s.cfg.MaxChunkBytes + 2,
 	}
@@ -145,7 +172,7 @@ func (s *server) readNDJSONHeader(r *http.Request) (queuer.NewSubmission, queuer
 	if err := json.Unmarshal(header, &fields); err != nil || fields == nil {
 		return queuer.NewSubmission{}, nil, badRequest("line 1: the header must be a JSON object (%s)", jsonProblem(err))
 	}
-	sub, err := parseHeader(fields, false)
+	sub, err := parseHeader(fields, false, s.maxChunks())
 	if err != nil || sub.Prefix == "" {
 		return sub, lines, err
 	}
@@ -161,13 +188,14 @@ func (s *server) readNDJSONHeader(r *http.Request) (queuer.NewSubmission, queuer
 
 // ndjsonChunks decodes one chunk per line, each a JSON string. Empty lines are skipped.
 type ndjsonChunks struct {
-	r        *bufio.Reader
-	line     int // lines read, the header included
-	chunk    int // chunks returned
-	maxChunk int
-	maxLine  int
-	buf      []byte
-	decoded  []byte
+	r         *bufio.Reader
+	line      int // lines read, the header included
+	chunk     int // chunks returned
+	maxChunk  int
+	maxChunks int64 // chunks a submission may have
+	maxLine   int
+	buf       []byte
+	decoded   []byte
 }
 
 // readLine returns the next line without its end ("\n" or "\r\n"), or io.EOF.
@@ -209,6 +237,9 @@ func (n *ndjsonChunks) Next() ([]byte, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
+		if int64(n.chunk) >= n.maxChunks {
+			return nil, badRequest("line %d (chunk %d): over the %d-chunk limit of a submission (OPSQ_MAX_SUBMISSION_CHUNKS)", n.line, n.chunk, n.maxChunks)
+		}
 		content, err := n.decode(line)
 		if err != nil {
 			return nil, err
@@ -233,6 +264,9 @@ func (n *ndjsonChunks) decode(line []byte) ([]byte, error) {
 	var s *string
 	if err := json.Unmarshal(line, &s); err != nil || s == nil {
 		return nil, badRequest("line %d (chunk %d): must be a JSON string (%s)", n.line, n.chunk, jsonProblem(err))
+	}
+	if p := textProblem(line); p != "" {
+		return nil, badRequest("line %d (chunk %d): %s", n.line, n.chunk, p)
 	}
 	n.decoded = append(n.decoded[:0], *s...)
 	return n.decoded, nil

@@ -14,12 +14,13 @@ import (
 const holdsCollectSchedule = "@every 30s"
 
 // takeSlots takes, in one transaction, a global max_simultaneous slot of every limited
-// value of candidate c for reservation tok; all or none. A chunk whose submission lacks a
+// value of candidate c for reservation tok; all or none. It returns the rule whose value
+// had no slot left, or nil when every slot was taken. A chunk whose submission lacks a
 // limited key is not limited by it.
-func (q *Queuer) takeSlots(ctx context.Context, tok string, c candidate, generation int64, limits []rule) (bool, error) {
-	taken := true
+func (q *Queuer) takeSlots(ctx context.Context, tok string, c candidate, generation int64, limits []rule) (*rule, error) {
+	var refused *rule
 	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-		for _, l := range limits {
+		for i, l := range limits {
 			v, ok := c.info.values[l.key]
 			if !ok {
 				continue
@@ -33,19 +34,19 @@ func (q *Queuer) takeSlots(ctx context.Context, tok string, c candidate, generat
 				return err
 			}
 			if !got {
-				taken = false
+				refused = &limits[i]
 				return errSlotRefused // roll back the slots taken for other keys
 			}
 		}
 		return nil
 	})
 	if err == errSlotRefused {
-		return false, nil
+		return refused, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("taking max_simultaneous slots: %w", err)
+		return nil, fmt.Errorf("taking max_simultaneous slots: %w", err)
 	}
-	return taken, nil
+	return nil, nil
 }
 
 var errSlotRefused = fmt.Errorf("max_simultaneous slot refused")

@@ -9,16 +9,26 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"opsq/claims"
+	"opsq/client"
+	"opsq/reserver"
 	opsqsql "opsq/sql"
 )
 
-// submissionInfo is what a consumer gets with each chunk of a submission, cached.
+// submissionInfo is what a consumer gets with each chunk of a submission, cached. Its
+// strategic metadata is decoded once here, for every chunk of the submission to share.
 type submissionInfo struct {
-	metadata   string
-	strategic  json.RawMessage
-	values     map[string]string // strategic metadata, key -> canonical JSON value
+	metadata  string
+	strategic json.RawMessage
+	// decoded is the strategic metadata as the api answers it; read-only, shared.
+	decoded map[string]client.MetadataValue
+	values  map[string]string // strategic metadata, key -> canonical JSON value
+	// pairs is values prepared for the reserver, outside its lock.
+	pairs      *reserver.Pairs
 	prefix     *string
 	maxRetries int32
+	// bytes is what each chunk of the submission adds to a reserve answer besides its
+	// input: its metadata and strategic metadata.
+	bytes int
 }
 
 // infoCache holds the submissionInfo of in-progress submissions. Entries go when the
@@ -78,9 +88,17 @@ func (q *Queuer) submissionInfos(ctx context.Context, cands []candidate) (map[in
 			return fmt.Errorf("strategic metadata of %d: %w", id, err)
 		}
 		in.values = make(map[string]string, len(values))
+		in.decoded = make(map[string]client.MetadataValue, len(values))
 		for k, v := range values {
 			in.values[k] = string(v)
+			var mv client.MetadataValue
+			if err := json.Unmarshal(v, &mv); err != nil {
+				return fmt.Errorf("strategic metadata %s of %d: %w", k, id, err)
+			}
+			in.decoded[k] = mv
 		}
+		in.pairs = reserver.NewPairs(in.values)
+		in.bytes = len(in.metadata) + len(in.strategic)
 		out[id] = &in
 		return nil
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"opsq/client"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 	"opsq/strategy"
@@ -22,6 +23,10 @@ type ReserveRequest struct {
 	Lease    time.Duration
 	Wait     time.Duration
 	Consumer string
+	// MaxBytes bounds the answer: it stops adding chunks once they hold this many bytes of
+	// input, metadata and strategic metadata; it always holds at least one chunk. 0: no
+	// bound.
+	MaxBytes int
 	// Forwarded marks a request another instance forwarded here: it is answered from this
 	// instance's shards only, at once, so that forwarding never loops.
 	Forwarded bool
@@ -36,8 +41,11 @@ type Chunk struct {
 	Prefix            *string
 	Metadata          string
 	StrategicMetadata json.RawMessage
-	Retries           int32
-	ExpiresAt         time.Time
+	// StrategicValues is StrategicMetadata decoded, once per submission and shared by its
+	// chunks: read-only. Nil when the chunk came from another instance.
+	StrategicValues map[string]client.MetadataValue
+	Retries         int32
+	ExpiresAt       time.Time
 }
 
 // Bounds of one reserve request.
@@ -92,9 +100,11 @@ type candidate struct {
 	shard   int
 	retries int32
 	input   []byte
-	order   int   // random_order
-	negPrio int64 // custom_priority: the negated priority
-	info    *submissionInfo
+	// inputBytes is len(input), kept when a deferred copy drops the input.
+	inputBytes int
+	order      int   // random_order
+	negPrio    int64 // custom_priority: the negated priority
+	info       *submissionInfo
 }
 
 // run is one reserve request against this instance's shards: the strategy tree walked
@@ -107,6 +117,13 @@ type run struct {
 	expires    time.Time
 	out        []Chunk
 	scanned    int
+	// bytes is what out holds of input and metadata; bytesFull is set once the next chunk
+	// would take it past req.MaxBytes.
+	bytes     int
+	bytesFull bool
+	// fullValues are the max_simultaneous values refused a slot in this request: further
+	// candidates of them are skipped without asking the database again.
+	fullValues map[valuePair]bool
 	// exhaustive is false once any scan stopped before the end of its order, or skipped a
 	// chunk for a strategy's reason: only an exhaustive empty run proves the shards empty.
 	exhaustive bool
@@ -150,7 +167,14 @@ func (q *Queuer) reserveLocal(ctx context.Context, req ReserveRequest) ([]Chunk,
 	return r.out, nil
 }
 
-func (r *run) full() bool { return len(r.out) >= r.req.Max || r.scanned >= scanRowsMax }
+func (r *run) full() bool { return r.answerFull() || r.scanned >= scanRowsMax }
+
+// answerFull reports whether the answer may take no more chunks: req.Max of them, or
+// req.MaxBytes.
+func (r *run) answerFull() bool { return len(r.out) >= r.req.Max || r.bytesFull }
+
+// valuePair is one strategic metadata key and canonical value.
+type valuePair struct{ key, value string }
 
 // node runs one node of the strategy tree.
 func (r *run) node(ctx context.Context, n strategy.Node, f frame) error {
@@ -180,17 +204,19 @@ func (r *run) node(ctx context.Context, n strategy.Node, f frame) error {
 		if err := r.node(ctx, *n.Then, f); err != nil {
 			return err
 		}
-		// Soft: with nothing unsaturated left, hand out the saturated ones after all.
+		// Soft: with nothing unsaturated left, hand out the saturated ones after all. The
+		// deferred copies hold no input: the inputs of those taken are read again.
 		f.distinct, f.deferred = f.distinct[:len(f.distinct)-1], nil
+		from := len(r.out)
 		for _, c := range deferred {
-			if len(r.out) >= r.req.Max {
+			if r.answerFull() {
 				break
 			}
 			if _, err := r.take(ctx, c, f); err != nil {
 				return err
 			}
 		}
-		return nil
+		return r.reread(ctx, from)
 	default:
 		return r.leaf(ctx, n.Kind, f)
 	}
@@ -345,6 +371,7 @@ func (r *run) fetch(ctx context.Context, query string, args pgx.NamedArgs, seen 
 	n := 0
 	_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order, &c.negPrio}, func() error {
 		n++
+		c.inputBytes = len(c.input)
 		if seen(c) && !r.taken(c.key) {
 			batch = append(batch, c)
 		}
@@ -373,13 +400,15 @@ func (r *run) takeBatch(ctx context.Context, batch []candidate, f frame) error {
 		return err
 	}
 	for _, c := range batch {
-		if len(r.out) >= r.req.Max {
+		if r.answerFull() {
 			return nil
 		}
 		if c.info = infos[c.key.SubmissionID]; c.info == nil {
 			continue // the submission finished since the scan
 		}
 		if f.deferred != nil && r.saturated(c, f.distinct) {
+			// Keep the key, not the input: up to scanRowsMax rows may be deferred.
+			c.input = nil
 			*f.deferred = append(*f.deferred, c)
 			r.exhaustive = false
 			continue
@@ -407,11 +436,19 @@ func (r *run) saturated(c candidate, rules []rule) bool {
 // take reserves one candidate: in the reserver, then the global slots of max_simultaneous.
 // It reports false when the candidate could not be taken.
 func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
+	size := c.inputBytes + c.info.bytes
+	if len(r.out) > 0 && r.req.MaxBytes > 0 && r.bytes+size > r.req.MaxBytes {
+		r.bytesFull = true // the answer is as large as it may be
+		return false, nil
+	}
+	if r.valueFull(c, f.limits) {
+		return false, nil
+	}
 	gen := r.generation[c.shard]
 	tok := newToken(c.key, c.shard, gen, c.retries).signed(r.q.keys).String()
 	if !r.q.reserver.Reserve(reserver.Reservation{
 		Token: tok, Key: c.key, Shard: c.shard, Generation: gen, Retries: c.retries,
-		Consumer: r.req.Consumer, ExpiresAt: r.expires, Values: c.info.values,
+		Consumer: r.req.Consumer, ExpiresAt: r.expires, Values: c.info.values, Pairs: c.info.pairs,
 	}) {
 		return false, nil // another request took it meanwhile
 	}
@@ -424,23 +461,91 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 		return false, nil
 	}
 	if len(f.limits) > 0 {
-		ok, err := r.q.takeSlots(ctx, tok, c, gen, f.limits)
-		if err != nil || !ok {
+		refused, err := r.q.takeSlots(ctx, tok, c, gen, f.limits)
+		if err != nil || refused != nil {
 			r.q.reserver.Release(tok)
+			if refused != nil {
+				if r.fullValues == nil {
+					r.fullValues = map[valuePair]bool{}
+				}
+				r.fullValues[valuePair{refused.key, c.info.values[refused.key]}] = true
+			}
 			return false, err
 		}
 	}
 	ch := Chunk{
 		Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex,
 		Prefix: c.info.prefix, Metadata: c.info.metadata, StrategicMetadata: c.info.strategic,
-		Retries: c.retries, ExpiresAt: r.expires,
+		StrategicValues: c.info.decoded, Retries: c.retries, ExpiresAt: r.expires,
 	}
 	if c.info.prefix == nil {
 		ch.Input = c.input
 	}
 	r.out = append(r.out, ch)
+	r.bytes += size
 	r.q.count.reserved.Add(1)
 	return true, nil
+}
+
+// valueFull reports whether a max_simultaneous value of c was refused a slot earlier in
+// this request. The memory is bounded by the candidates a request reads (scanRowsMax).
+func (r *run) valueFull(c candidate, limits []rule) bool {
+	if len(r.fullValues) == 0 {
+		return false
+	}
+	for _, l := range limits {
+		if v, ok := c.info.values[l.key]; ok && r.fullValues[valuePair{l.key, v}] {
+			return true
+		}
+	}
+	return false
+}
+
+// reread reads the inputs of the deferred chunks taken into r.out[from:], whose deferred
+// copies dropped them. A chunk that is gone since the scan (finished) is given back.
+func (r *run) reread(ctx context.Context, from int) error {
+	var ids []int64
+	var indexes, shards []int32
+	for _, ch := range r.out[from:] {
+		if ch.Prefix == nil {
+			shard := ShardOf(ch.SubmissionID, int(ch.ChunkIndex), r.q.shardCount)
+			ids, indexes, shards = append(ids, ch.SubmissionID), append(indexes, ch.ChunkIndex), append(shards, int32(shard))
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := r.q.pool.Query(ctx, opsqsql.ChunkInputs, pgx.NamedArgs{"submission_ids": ids, "chunk_indexes": indexes, "shards": shards})
+	if err != nil {
+		return fmt.Errorf("reading deferred inputs: %w", err)
+	}
+	inputs := make(map[reserver.Key][]byte, len(ids))
+	var k reserver.Key
+	var input []byte
+	if _, err := pgx.ForEachRow(rows, []any{&k.SubmissionID, &k.ChunkIndex, &input}, func() error {
+		inputs[k] = append([]byte{}, input...)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("reading deferred inputs: %w", err)
+	}
+	kept := r.out[:from]
+	var gone []Chunk
+	for _, ch := range r.out[from:] {
+		if ch.Prefix == nil {
+			in, ok := inputs[reserver.Key{SubmissionID: ch.SubmissionID, ChunkIndex: ch.ChunkIndex}]
+			if !ok {
+				gone = append(gone, ch)
+				continue
+			}
+			ch.Input = in
+		}
+		kept = append(kept, ch)
+	}
+	r.out = kept
+	if len(gone) > 0 {
+		r.q.undo(gone)
+	}
+	return nil
 }
 
 // undo releases chunks reserved by a request that then failed.

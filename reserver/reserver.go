@@ -54,6 +54,10 @@ type Reservation struct {
 	// not modify it after Reserve, and must treat the Values of every
 	// returned Reservation as read-only.
 	Values map[string]string
+	// Pairs, if not nil, is Values prepared with NewPairs (the two must agree), shared by
+	// the reservations of one submission; when nil, Reserve prepares it from Values
+	// before it takes its lock.
+	Pairs *Pairs
 }
 
 // Config configures a Reserver. The zero value is ready to use.
@@ -133,8 +137,12 @@ func New(cfg Config) *Reserver {
 // Reserve records res and reports whether it did. It returns false, and
 // changes nothing, when res.Key is already reserved or res.Token is already
 // in use. Reserve keeps res.Values without copying it (see
-// [Reservation.Values]).
+// [Reservation.Values]). Under its lock it does no work per metadata key beyond one count
+// per pair of res.Pairs, prepared outside the lock.
 func (r *Reserver) Reserve(res Reservation) bool {
+	if res.Pairs == nil && len(res.Values) > 0 {
+		res.Pairs = NewPairs(res.Values)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.mu.byKey[res.Key]; ok {
@@ -154,8 +162,10 @@ func (r *Reserver) Reserve(res Reservation) bool {
 		r.mu.byShard[res.Shard] = l
 	}
 	l.pushBack(e)
-	for k, v := range res.Values {
-		r.mu.byValue[valuePair{k, v}]++
+	if res.Pairs != nil {
+		for _, p := range res.Pairs.list {
+			r.mu.byValue[p]++
+		}
 	}
 	return true
 }
@@ -320,8 +330,10 @@ func (r *Reserver) removeLocked(e *entry) {
 	if l.n == 0 {
 		delete(r.mu.byShard, e.res.Shard)
 	}
-	for k, v := range e.res.Values {
-		p := valuePair{k, v}
+	if e.res.Pairs == nil {
+		return
+	}
+	for _, p := range e.res.Pairs.list {
 		if n := r.mu.byValue[p] - 1; n > 0 {
 			r.mu.byValue[p] = n
 		} else {

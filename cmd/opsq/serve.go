@@ -44,6 +44,10 @@ type serveConfig struct {
 	maxIngests       int
 	maxResultStreams int
 	bodyIdleTimeout  time.Duration
+
+	// Bounds of what a client sends and gets (DESIGN.md §3 "Bounded by design").
+	maxSubmissionChunks int
+	maxReserveBytes     byteSize
 }
 
 // Defaults of the HTTP server's own timeouts.
@@ -64,6 +68,8 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envInt(fs, &cfg.shardCount, "shard-count", "OPSQ_SHARD_COUNT", migrations.ShardCountDefault, "number of shards, used only when the database is first migrated"),
 		envBytes(fs, &cfg.maxBody, "max-body", "OPSQ_MAX_BODY", api.MaxBodyDefault, "largest JSON request body in bytes (NDJSON has no total limit)"),
 		envBytes(fs, &cfg.maxChunkBytes, "max-chunk-bytes", "OPSQ_MAX_CHUNK_BYTES", api.MaxChunkBytesDefault, "largest chunk in bytes"),
+		envInt(fs, &cfg.maxSubmissionChunks, "max-submission-chunks", "OPSQ_MAX_SUBMISSION_CHUNKS", api.MaxSubmissionChunksDefault, "most chunks in one submission"),
+		envBytes(fs, &cfg.maxReserveBytes, "max-reserve-bytes", "OPSQ_MAX_RESERVE_BYTES", api.MaxReserveBytesDefault, "a reserve answer stops adding chunks once it holds this many bytes of input and metadata (it always holds one)"),
 		envDuration(fs, &cfg.shutdownGrace, "shutdown-grace", "OPSQ_SHUTDOWN_GRACE", 60*time.Second, "how long SIGTERM waits for requests in flight"),
 		envInt(fs, &cfg.maxIngests, "max-ingests", "OPSQ_MAX_INGESTS", 0, "submissions served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
 		envInt(fs, &cfg.maxResultStreams, "max-result-streams", "OPSQ_MAX_RESULT_STREAMS", 0, "results streams served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
@@ -157,6 +163,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Ready: func(ctx context.Context) error {
 			return errors.Join(q.Ready(ctx), migrations.CheckCurrent(ctx, pool))
 		},
+
+		MaxSubmissionChunks: int64(cfg.maxSubmissionChunks),
+		MaxReserveBytes:     int(cfg.maxReserveBytes),
 	})
 	// No ReadTimeout or WriteTimeout: they would bound whole requests, and long polls,
 	// NDJSON uploads and results streams may take long. The API bounds each read of a body
