@@ -3,6 +3,7 @@ package queuer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"opsq/claims"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 	"opsq/strategy"
@@ -422,6 +424,13 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	if l, ok := r.q.claims.Lease(c.shard); !ok || l.Generation != gen || l.Draining {
 		r.q.reserver.Release(tok) // the shard was lost meanwhile: not ours to hand out
 		return false, nil
+	}
+	if err := r.q.claims.Publish(ctx, c.shard, gen); err != nil {
+		r.q.reserver.Release(tok) // its in-flight count may read 0: not safe to hand out
+		if errors.Is(err, claims.ErrShardLost) {
+			return false, nil
+		}
+		return false, err
 	}
 	if len(f.limits) > 0 {
 		ok, err := r.q.takeSlots(ctx, tok, c, gen, f.limits)
