@@ -38,6 +38,7 @@ type serveConfig struct {
 	maxChunkBytes byteSize
 	logLevel      string
 	shutdownGrace time.Duration
+	maxWaiters    int
 }
 
 func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
@@ -52,6 +53,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envInt(fs, &cfg.shardCount, "shard-count", "OPSQ_SHARD_COUNT", migrations.ShardCountDefault, "number of shards, used only when the database is first migrated"),
 		envBytes(fs, &cfg.maxBody, "max-body", "OPSQ_MAX_BODY", api.MaxBodyDefault, "largest JSON request body in bytes (NDJSON has no total limit)"),
 		envBytes(fs, &cfg.maxChunkBytes, "max-chunk-bytes", "OPSQ_MAX_CHUNK_BYTES", api.MaxChunkBytesDefault, "largest chunk in bytes"),
+		envInt(fs, &cfg.maxWaiters, "max-waiters", "OPSQ_MAX_WAITERS", queuer.MaxWaitersDefault, "most requests waiting on this instance (reserves with a wait and status waits together); beyond, 503 with Retry-After"),
 		envDuration(fs, &cfg.shutdownGrace, "shutdown-grace", "OPSQ_SHUTDOWN_GRACE", 60*time.Second, "how long SIGTERM waits for requests in flight"),
 	)
 }
@@ -98,9 +100,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer pool.Close()
 
 	q, err := queuer.New(queuer.Config{
-		Pool:     pool,
-		Logger:   log,
-		Instance: claims.Instance{ID: cfg.instanceID, AdvertiseURL: cfg.advertiseURL, Version: version()},
+		Pool:       pool,
+		Logger:     log,
+		Instance:   claims.Instance{ID: cfg.instanceID, AdvertiseURL: cfg.advertiseURL, Version: version()},
+		MaxWaiters: cfg.maxWaiters,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,78 @@
+package queuer
+
+import (
+	"context"
+	"time"
+)
+
+// Reserve reserves up to req.Max chunks: from this instance's shards; when they have none,
+// from another instance that has some (forwarding); when nobody has any, it waits up to
+// req.Wait for work to appear. It waits in the instance's queue of waiters (signal),
+// holding no database connection, and is woken by NOTIFY and local releases as one of as
+// many waiters as the new work can serve, not by polling. When Config.MaxWaiters requests
+// already wait here, a reserve that would wait returns ErrTooManyWaiters.
+func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
+	var w *waiter
+	var deadline <-chan time.Time
+	if req.Wait > 0 && !req.Forwarded {
+		var err error
+		if w, err = q.work.join(); err != nil { // before looking, so that no wake-up is missed
+			return nil, err
+		}
+		defer q.work.leave(w)
+		t := time.NewTimer(req.Wait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	woken := false
+	for {
+		chunks, err := q.reserveLocal(ctx, req)
+		if err == nil && len(chunks) > 0 && ctx.Err() != nil {
+			// The consumer went away: give the chunks back rather than let their leases run
+			// out and count an attempt each.
+			q.undo(chunks)
+			return nil, ctx.Err()
+		}
+		if err != nil || len(chunks) > 0 || req.Forwarded {
+			return chunks, err
+		}
+		if chunks, err = q.forward(ctx, req); err != nil || len(chunks) > 0 {
+			return chunks, err
+		}
+		if deadline == nil {
+			return []Chunk{}, nil
+		}
+		if woken && !q.ownShardsEmpty() {
+			// Woken for work this request could not take (its strategy, or the scan bound):
+			// the next waiter may take it.
+			q.work.pass(w)
+		}
+		q.work.parked.Add(1)
+		select {
+		case <-w.ch:
+			q.work.parked.Add(-1)
+			q.work.rejoin(w)
+			woken = true
+		case <-deadline:
+			q.work.parked.Add(-1)
+			return []Chunk{}, nil
+		case <-ctx.Done():
+			q.work.parked.Add(-1)
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// ownShardsEmpty reports whether the last full scan of every reservable shard of this
+// instance found no free chunk, and no new work was announced on it since.
+func (q *Queuer) ownShardsEmpty() bool {
+	leases := q.claims.Reservable()
+	q.avail.mu.Lock()
+	defer q.avail.mu.Unlock()
+	for _, l := range leases {
+		if !q.avail.mu.empty[l.Shard] {
+			return false
+		}
+	}
+	return true
+}
