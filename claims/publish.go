@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,7 +28,9 @@ var ErrShardLost = errors.New("claims: shard lost")
 // then reports the new reservation). Otherwise it publishes max(Report, 1), fenced by
 // generation, in a SERIALIZABLE transaction; it returns ErrShardLost when the shard is not
 // held under generation (and the shard stops being reservable until a renewal says
-// otherwise). Safe for concurrent use; it waits for a renewal that is in progress.
+// otherwise). It publishes the other held shards whose count is 0 and that have
+// reservations in the same transaction. Safe for concurrent use; it waits for a renewal
+// that is in progress.
 func (m *Manager) Publish(ctx context.Context, shard int, generation int64) error {
 	m.mu.Lock()
 	l, ok := m.mu.leases[shard]
@@ -45,28 +48,46 @@ func (m *Manager) Publish(ctx context.Context, shard int, generation int64) erro
 
 	m.publishMu.Lock()
 	defer m.publishMu.Unlock()
+	// Every held shard whose last published count is 0 and that has reservations now is
+	// published at once: the first reservations on many shards (a burst of new work) cost
+	// one transaction, not one each.
 	m.mu.Lock()
 	l, ok = m.mu.leases[shard]
 	lost, published := !ok || l.generation != generation, ok && l.inflight > 0
+	var todo []heldShard
+	if !lost && !published {
+		for s, l := range m.mu.leases {
+			if l.inflight == 0 {
+				todo = append(todo, heldShard{shard: s, generation: l.generation})
+			}
+		}
+	}
 	m.mu.Unlock()
 	if lost {
 		return fmt.Errorf("publishing the in-flight count of shard %d: %w", shard, ErrShardLost)
 	}
 	if published {
-		return nil // a renewal that ran meanwhile published a non-zero count
+		return nil // a renewal or a Publish that ran meanwhile published a non-zero count
 	}
-	inflight, _ := m.cfg.Report(shard)
-	inflight = max(inflight, 1)
-	var found bool
+	shards, generations, counts := make([]int32, 0, len(todo)), make([]int64, 0, len(todo)), make([]int32, 0, len(todo))
+	for _, h := range todo {
+		n, _ := m.cfg.Report(h.shard)
+		if h.shard == shard {
+			n = max(n, 1)
+		}
+		if n > 0 {
+			shards, generations, counts = append(shards, int32(h.shard)), append(generations, h.generation), append(counts, int32(n))
+		}
+	}
+	var written []int
 	err := retrySerializable(ctx, m.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, opsqsql.ClaimsPublish, pgx.NamedArgs{
-			"shard": shard, "instance": m.cfg.Instance.ID, "generation": generation, "inflight": inflight,
+			"instance": m.cfg.Instance.ID, "shards": shards, "generations": generations, "inflight": counts,
 		})
 		if err != nil {
 			return err
 		}
-		n, err := pgx.CollectRows(rows, pgx.RowTo[int])
-		found = len(n) > 0
+		written, err = pgx.CollectRows(rows, pgx.RowTo[int])
 		return err
 	})
 	if err != nil {
@@ -74,15 +95,19 @@ func (m *Manager) Publish(ctx context.Context, shard int, generation int64) erro
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	l, ok = m.mu.leases[shard]
-	if !found {
-		if ok && l.generation == generation {
+	for i, s := range shards {
+		l, ok := m.mu.leases[int(s)]
+		if !ok || l.generation != generations[i] {
+			continue
+		}
+		if slices.Contains(written, int(s)) {
+			l.inflight = max(l.inflight, int(counts[i]))
+		} else {
 			l.deadline = time.Time{} // not ours: serve nothing from it until a renewal decides
 		}
-		return fmt.Errorf("publishing the in-flight count of shard %d: %w", shard, ErrShardLost)
 	}
-	if ok && l.generation == generation {
-		l.inflight = max(l.inflight, inflight)
+	if !slices.Contains(written, shard) {
+		return fmt.Errorf("publishing the in-flight count of shard %d: %w", shard, ErrShardLost)
 	}
 	return nil
 }
