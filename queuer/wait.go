@@ -26,21 +26,15 @@ func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 	}
 	woken := false
 	for {
-		chunks, err := q.reserveLocal(ctx, req)
-		if err == nil && len(chunks) > 0 && ctx.Err() != nil {
-			// The consumer went away: give the chunks back rather than let their leases run
-			// out and count an attempt each.
-			q.undo(chunks)
-			return nil, ctx.Err()
+		var chunks []Chunk
+		var err error
+		if w == nil {
+			chunks, err = q.look(ctx, req)
+		} else {
+			chunks, err = q.lookAside(ctx, req)
 		}
-		if err != nil || len(chunks) > 0 || req.Forwarded {
+		if err != nil || len(chunks) > 0 || deadline == nil {
 			return chunks, err
-		}
-		if chunks, err = q.forward(ctx, req); err != nil || len(chunks) > 0 {
-			return chunks, err
-		}
-		if deadline == nil {
-			return []Chunk{}, nil
 		}
 		if woken && !q.ownShardsEmpty() {
 			// Woken for work this request could not take (its strategy, or the scan bound):
@@ -61,6 +55,42 @@ func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// look reserves from this instance's shards, then, for a request not forwarded here, from
+// another instance. It returns no chunks ([]) when neither had any.
+func (q *Queuer) look(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
+	chunks, err := q.reserveLocal(ctx, req)
+	if err == nil && len(chunks) > 0 && ctx.Err() != nil {
+		// The consumer went away: give the chunks back rather than let their leases run
+		// out and count an attempt each.
+		q.undo(chunks)
+		return nil, ctx.Err()
+	}
+	if err != nil || len(chunks) > 0 || req.Forwarded {
+		return chunks, err
+	}
+	if chunks, err = q.forward(ctx, req); err != nil || len(chunks) > 0 {
+		return chunks, err
+	}
+	return []Chunk{}, nil
+}
+
+// lookAside is look on a goroutine of its own, for a request that may wait: the stack a
+// scan grows (the driver's calls run deep) is given back when that goroutine ends,
+// instead of staying with the waiting request, which parks on a shallow stack.
+func (q *Queuer) lookAside(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
+	type result struct {
+		chunks []Chunk
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		chunks, err := q.look(ctx, req)
+		done <- result{chunks, err}
+	}()
+	r := <-done
+	return r.chunks, r.err
 }
 
 // ownShardsEmpty reports whether the last full scan of every reservable shard of this

@@ -27,9 +27,10 @@ const (
 	workloadLatency  = "latency"
 	workloadDistinct = "distinct"
 	workloadRSS      = "rss"
+	workloadParked   = "parked"
 )
 
-var benchWorkloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS}
+var benchWorkloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked}
 
 // benchConfig is what the flags of "opsq bench" ask for.
 type benchConfig struct {
@@ -51,6 +52,9 @@ type benchConfig struct {
 	distinctSubmissions int64
 	distinctValues      int64
 	distinctHeld        int
+
+	parkedConsumers int
+	parkedProducers int
 }
 
 // Defaults of the flags of "opsq bench"; the sizes are those of DESIGN.md §6, except the
@@ -99,6 +103,8 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.Var((*countFlag)(&cfg.distinctSubmissions), "distinct-submissions", "distinct: `N` single-chunk submissions in the backlog")
 	fs.Var((*countFlag)(&cfg.distinctValues), "distinct-values", "distinct: `N` values of company_id over the submissions (submission i has i % N)")
 	fs.IntVar(&cfg.distinctHeld, "distinct-held", benchDistinctHeldDefault, "distinct: `N` reservations held, each saturating its value, while the reserves are timed; fewer than --distinct-values")
+	fs.IntVar(&cfg.parkedConsumers, "parked-consumers", benchParkedConsumersDefault, "parked: `N` consumers parked (reserve max 1, wait 60s) before as many chunks arrive")
+	fs.IntVar(&cfg.parkedProducers, "parked-producers", benchParkedProducersDefault, "parked: `N` producers waiting on their one-chunk submissions (status ?wait=60s) while they are completed")
 	fs.Var((*countFlag)(&cfg.rssReservations), "rss-reservations", "rss: `N` live reservations held by instance 0 when its memory is read")
 	fs.Float64Var(&cfg.riverRate, "river-rate", 0, "burndown: the target `rate`, jobs/s of River's own bench burn-down on the same PostgreSQL (0: not compared)")
 	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of a table")
@@ -121,6 +127,10 @@ workloads:
             --distinct-held reservations, then times --samples reserves (max 1, prefer_distinct
             max 1, then random): percentiles, and how many gave a saturated value
   rss       instance 0 holds --rss-reservations reservations: its resident memory
+  parked    --parked-consumers consumers long-poll, then as many chunks arrive: how long until
+            all are served, and the instances' memory per parked consumer; then
+            --parked-producers producers wait on their submissions while they are completed:
+            how long after its last completion each is told
 
 flags:`)
 		printFlagDefaults(fs)
@@ -168,6 +178,8 @@ flags:`)
 	case cfg.distinctHeld < 0 || int64(cfg.distinctHeld) >= cfg.distinctValues:
 		return cfg, usageError("--distinct-held %d: want 0 to %d, fewer than --distinct-values, so that unsaturated values remain",
 			cfg.distinctHeld, cfg.distinctValues-1)
+	case cfg.parkedConsumers < 1 || cfg.parkedProducers < 1:
+		return cfg, usageError("--parked-consumers %d, --parked-producers %d: want 1 or more", cfg.parkedConsumers, cfg.parkedProducers)
 	case cfg.rssReservations < 1:
 		return cfg, usageError("--rss-reservations %d: want 1 or more", cfg.rssReservations)
 	case cfg.riverRate < 0:
@@ -318,6 +330,7 @@ func (r *benchRun) runWorkloads(ctx context.Context) error {
 		workloadLatency:  r.latency,
 		workloadDistinct: r.distinct,
 		workloadRSS:      r.rss,
+		workloadParked:   r.parked,
 	}
 	for _, w := range r.cfg.workloads {
 		if err := run[w](ctx); err != nil {
