@@ -169,4 +169,3 @@ func TestWaitersDefaultBound(t *testing.T) {
 		t.Errorf("reserve %d with a wait: err = %v; want admitted", MaxWaitersDefault, err)
 	}
 }
-
