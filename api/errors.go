@@ -71,6 +71,9 @@ func toError(err error, c echo.Context) *Error {
 		return &Error{Status: http.StatusConflict, Code: "already_finished", Message: "the submission is already finished (completed, failed or cancelled)"}
 	case errors.Is(err, queuer.ErrNotCompleted):
 		return &Error{Status: http.StatusConflict, Code: "not_completed", Message: "results exist only for completed submissions; wait with GET /v1/submissions/{id}?wait=60s"}
+	case errors.Is(err, queuer.ErrTooManyWaiters):
+		c.Response().Header().Set("Retry-After", "1")
+		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_waiters", Message: "too many requests wait on this instance (OPSQ_MAX_WAITERS); retry later or elsewhere"}
 	case errors.Is(err, context.Canceled):
 		return &Error{Status: 499, Code: "client_closed_request", Message: "the client went away"}
 	case queuer.IsUnavailable(err):

@@ -78,7 +78,10 @@ func (m *Manager) cycle(ctx context.Context) (err error) {
 		}
 	}
 
-	// Renew, and read what balancing needs, in one serializable transaction.
+	// Renew, and read what balancing needs, in one serializable transaction. The counts are
+	// reported, written and applied under publishMu, so that a Publish between the report
+	// and the write cannot be overwritten with the stale count.
+	m.lockRenewal()
 	for i := range held {
 		held[i].inflight, held[i].available = m.cfg.Report(held[i].shard)
 	}
@@ -104,9 +107,12 @@ func (m *Manager) cycle(ctx context.Context) (err error) {
 			Scan(&live, &enabled)
 	})
 	if err != nil {
+		m.unlockRenewal()
 		return fmt.Errorf("renewing %d shards: %w", len(held), err)
 	}
-	if lost := m.applyRenewal(held, renewed, renewStart.Add(settings.SoftExpiry)); len(lost) > 0 {
+	lost := m.applyRenewal(held, renewed, renewStart.Add(settings.SoftExpiry))
+	m.unlockRenewal()
+	if len(lost) > 0 {
 		m.log.WarnContext(ctx, "shards lost: taken by another instance or an operator", slog.Any("shards", lost))
 		m.notifyLost(lost)
 	}

@@ -110,6 +110,10 @@ type Manager struct {
 	interval atomic.Int64
 	// cycleMu serializes cycles and the final release of Stop.
 	cycleMu sync.Mutex
+	// publishMu is held by a cycle from its Report calls until the renewal's counts are
+	// applied, and by Publish while it writes, so that a renewal never overwrites a
+	// published count with a stale 0 (see Publish).
+	publishMu sync.Mutex
 
 	mu struct {
 		sync.Mutex
@@ -131,6 +135,9 @@ type Manager struct {
 		cycled chan struct{}
 		// paused, when not nil, holds cycles until it is closed (test hook).
 		paused chan struct{}
+		// renewing: a cycle holds publishMu, between its Report calls and the renewal's
+		// counts applied.
+		renewing bool
 	}
 	// stopping is closed when Stop begins; it releases a paused cycle.
 	stopping chan struct{}

@@ -49,7 +49,7 @@ func (q *Queuer) expire(ctx context.Context, r reserver.Reservation) {
 	q.count.expired.Add(1)
 	q.releaseSlots(ctx, []string{r.Token})
 	q.reserver.Release(r.Token)
-	q.work.broadcast() // the chunk is free (or failed) now, not when failAttempt woke them
+	q.work.wake(1) // the chunk is free (or failed) now, not when failAttempt's NOTIFY woke one
 	q.log.Debug("reservation expired", slog.Int64("submission_id", r.Key.SubmissionID),
 		slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.String("consumer", r.Consumer), slog.String("status", status))
 }

@@ -91,26 +91,39 @@ func (q *Queuer) available(shard int) bool {
 	return !q.avail.mu.empty[shard]
 }
 
-// onWork handles a NOTIFY of new or released chunks on shards ("all" or "3,17").
+// onWork handles a NOTIFY of new or released chunks (workPayload): "all:N" (N chunks over
+// every shard), "3,17" (a chunk on each shard named), or "all" (anything may have
+// changed). It wakes as many waiting reserves as there are new chunks, wherever they are:
+// a waiter here takes those of this instance's shards and forwards for the others'.
 func (q *Queuer) onWork(payload string) {
 	now := time.Now()
+	n := -1 // all
 	q.avail.mu.Lock()
-	if payload == "all" {
+	if rest, ok := strings.CutPrefix(payload, "all"); ok {
+		if c, err := strconv.Atoi(strings.TrimPrefix(rest, ":")); err == nil && c >= 0 {
+			n = c
+		}
 		clear(q.avail.mu.empty)
 		for s := range q.shardCount {
 			q.avail.mu.hints[s] = now
 		}
 	} else {
+		n = 0
 		for _, f := range strings.Split(payload, ",") {
 			if s, err := strconv.Atoi(f); err == nil {
 				delete(q.avail.mu.empty, s)
 				q.avail.mu.hints[s] = now
+				n++
 			}
 		}
 	}
 	q.avail.mu.Unlock()
 	q.hints.clearNewWork()
-	q.work.broadcast()
+	if n < 0 {
+		q.work.broadcast()
+	} else {
+		q.work.wake(n)
+	}
 }
 
 // forward reserves on other instances for a request this one has nothing for.

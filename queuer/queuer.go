@@ -39,6 +39,10 @@ type Config struct {
 	Logger *slog.Logger
 	// RetentionSchedule is the cron schedule of the retention job. Defaults to "@every 1m".
 	RetentionSchedule string
+	// MaxWaiters bounds the requests that wait on this instance: reserves with a wait and
+	// status waits together; beyond it they get ErrTooManyWaiters. Defaults to 20 000
+	// (MaxWaitersDefault).
+	MaxWaiters int
 }
 
 // Queuer is one instance's engine. It is safe for concurrent use. Its goroutines (the
@@ -90,7 +94,7 @@ func New(cfg Config) (*Queuer, error) {
 	cfg.RetentionSchedule = cmp.Or(cfg.RetentionSchedule, RetentionScheduleDefault)
 	q := &Queuer{
 		cfg: cfg, pool: cfg.Pool, log: cfg.Logger, ids: newIDGenerator(),
-		reserver: reserver.New(reserver.Config{}), finished: newWaiters(), work: newSignal(),
+		reserver: reserver.New(reserver.Config{}), finished: newWaiters(), work: newSignal(cfg.MaxWaiters),
 		avail: newAvailability(), infos: newInfoCache(), tombs: newTombstones(), hints: newHints(),
 		completions: make(chan *completeJob, 1024),
 	}

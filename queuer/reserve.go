@@ -3,6 +3,7 @@ package queuer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"opsq/claims"
 	"opsq/client"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
@@ -55,44 +57,6 @@ const (
 	scanRowsMax = 20_000
 	batchMax    = 1_000
 )
-
-// Reserve reserves up to req.Max chunks: from this instance's shards; when they have none,
-// from another instance that has some (forwarding); when nobody has any, it waits up to
-// req.Wait for work to appear (woken by NOTIFY and local releases, not by polling).
-func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
-	var deadline <-chan time.Time
-	if req.Wait > 0 && !req.Forwarded {
-		t := time.NewTimer(req.Wait)
-		defer t.Stop()
-		deadline = t.C
-	}
-	for {
-		woken := q.work.next() // taken before looking, so that no wake-up is missed
-		chunks, err := q.reserveLocal(ctx, req)
-		if err == nil && len(chunks) > 0 && ctx.Err() != nil {
-			// The consumer went away: give the chunks back rather than let their leases run
-			// out and count an attempt each.
-			q.undo(chunks)
-			return nil, ctx.Err()
-		}
-		if err != nil || len(chunks) > 0 || req.Forwarded {
-			return chunks, err
-		}
-		if chunks, err = q.forward(ctx, req); err != nil || len(chunks) > 0 {
-			return chunks, err
-		}
-		if deadline == nil {
-			return []Chunk{}, nil
-		}
-		select {
-		case <-woken:
-		case <-deadline:
-			return []Chunk{}, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
 
 // candidate is one row of a reserve scan.
 type candidate struct {
@@ -459,6 +423,13 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	if l, ok := r.q.claims.Lease(c.shard); !ok || l.Generation != gen || l.Draining {
 		r.q.reserver.Release(tok) // the shard was lost meanwhile: not ours to hand out
 		return false, nil
+	}
+	if err := r.q.claims.Publish(ctx, c.shard, gen); err != nil {
+		r.q.reserver.Release(tok) // its in-flight count may read 0: not safe to hand out
+		if errors.Is(err, claims.ErrShardLost) {
+			return false, nil
+		}
+		return false, err
 	}
 	if len(f.limits) > 0 {
 		refused, err := r.q.takeSlots(ctx, tok, c, gen, f.limits)

@@ -61,8 +61,13 @@ func (q *Queuer) Status(ctx context.Context, id int64) (Status, error) {
 
 // WaitFinished returns the submission's state once it is finished, or when wait has passed,
 // whichever comes first. It is woken by the NOTIFY that finishing a submission sends, not
-// by polling.
+// by polling. When Config.MaxWaiters requests already wait here, it returns
+// ErrTooManyWaiters.
 func (q *Queuer) WaitFinished(ctx context.Context, id int64, wait time.Duration) (Status, error) {
+	if err := q.work.admit(); err != nil {
+		return Status{}, err
+	}
+	defer q.work.done()
 	woken, unregister := q.finished.add(id)
 	defer unregister()
 	timer := time.NewTimer(wait)

@@ -125,11 +125,12 @@ func (q *Queuer) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (
 	return Created{ID: id, ChunksTotal: src.n}, nil
 }
 
-// workPayload names the shards that n new chunks of submission id went to: "all", or a
-// list such as "3,17".
+// workPayload names the shards that n new chunks of submission id went to, so that each
+// instance wakes as many waiters as they can serve (onWork): "all:n" when they cover every
+// shard, else a list such as "3,17".
 func workPayload(id, n int64, shards int) string {
 	if n >= int64(shards) {
-		return "all"
+		return "all:" + strconv.FormatInt(n, 10)
 	}
 	var b strings.Builder
 	for i := range n {

@@ -25,3 +25,6 @@ var ClaimsDrainInstance string
 
 //go:embed claims_cluster.sql
 var ClaimsCluster string
+
+//go:embed claims_publish.sql
+var ClaimsPublish string

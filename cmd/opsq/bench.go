@@ -28,9 +28,10 @@ const (
 	workloadDistinct = "distinct"
 	workloadRSS      = "rss"
 	workloadAbuse    = "abuse"
+	workloadParked   = "parked"
 )
 
-var benchWorkloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadAbuse}
+var benchWorkloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadAbuse}
 
 // benchConfig is what the flags of "opsq bench" ask for.
 type benchConfig struct {
@@ -53,12 +54,14 @@ type benchConfig struct {
 	distinctValues      int64
 	distinctHeld        int
 
-	abuseDuration  time.Duration
-	abuseStalls    int
-	abuseForged    int
-	abuseMethods   int
-	abuseBigChunks int
-	abuseKeys      int
+	abuseDuration   time.Duration
+	abuseStalls     int
+	abuseForged     int
+	abuseMethods    int
+	abuseBigChunks  int
+	abuseKeys       int
+	parkedConsumers int
+	parkedProducers int
 }
 
 // Defaults of the flags of "opsq bench"; the sizes are those of DESIGN.md §6, except the
@@ -113,6 +116,8 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.Var((*countFlag)(&cfg.distinctSubmissions), "distinct-submissions", "distinct: `N` single-chunk submissions in the backlog")
 	fs.Var((*countFlag)(&cfg.distinctValues), "distinct-values", "distinct: `N` values of company_id over the submissions (submission i has i % N)")
 	fs.IntVar(&cfg.distinctHeld, "distinct-held", benchDistinctHeldDefault, "distinct: `N` reservations held, each saturating its value, while the reserves are timed; fewer than --distinct-values")
+	fs.IntVar(&cfg.parkedConsumers, "parked-consumers", benchParkedConsumersDefault, "parked: `N` consumers parked (reserve max 1, wait 60s) before as many chunks arrive")
+	fs.IntVar(&cfg.parkedProducers, "parked-producers", benchParkedProducersDefault, "parked: `N` producers waiting on their one-chunk submissions (status ?wait=60s) while they are completed")
 	fs.Var((*countFlag)(&cfg.rssReservations), "rss-reservations", "rss: `N` live reservations held by instance 0 when its memory is read")
 	fs.Float64Var(&cfg.riverRate, "river-rate", 0, "burndown: the target `rate`, jobs/s of River's own bench burn-down on the same PostgreSQL (0: not compared)")
 	fs.DurationVar(&cfg.abuseDuration, "abuse-duration", benchAbuseDurationDefault, "abuse: how long the attacks last (the stalled requests are held that long) while the burn-down goes on")
@@ -147,6 +152,10 @@ workloads:
             chunks) for --abuse-duration while a burn-down goes on: peak RSS, oldest
             renewal, 5xx answers, burn-down chunks completed other than once, the answers
             to each hostile request (not in the default list: run it with --workload abuse)
+  parked    --parked-consumers consumers long-poll, then as many chunks arrive: how long until
+            all are served, and the instances' memory per parked consumer; then
+            --parked-producers producers wait on their submissions while they are completed:
+            how long after its last completion each is told
 
 flags:`)
 		printFlagDefaults(fs)
@@ -194,6 +203,8 @@ flags:`)
 	case cfg.distinctHeld < 0 || int64(cfg.distinctHeld) >= cfg.distinctValues:
 		return cfg, usageError("--distinct-held %d: want 0 to %d, fewer than --distinct-values, so that unsaturated values remain",
 			cfg.distinctHeld, cfg.distinctValues-1)
+	case cfg.parkedConsumers < 1 || cfg.parkedProducers < 1:
+		return cfg, usageError("--parked-consumers %d, --parked-producers %d: want 1 or more", cfg.parkedConsumers, cfg.parkedProducers)
 	case cfg.rssReservations < 1:
 		return cfg, usageError("--rss-reservations %d: want 1 or more", cfg.rssReservations)
 	case cfg.riverRate < 0:
@@ -357,6 +368,7 @@ func (r *benchRun) runWorkloads(ctx context.Context) error {
 		workloadDistinct: r.distinct,
 		workloadRSS:      r.rss,
 		workloadAbuse:    r.abuse,
+		workloadParked:   r.parked,
 	}
 	for _, w := range r.cfg.workloads {
 		if err := run[w](ctx); err != nil {

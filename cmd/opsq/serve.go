@@ -48,6 +48,7 @@ type serveConfig struct {
 	// Bounds of what a client sends and gets (DESIGN.md §3 "Bounded by design").
 	maxSubmissionChunks int
 	maxReserveBytes     byteSize
+	maxWaiters          int
 }
 
 // Defaults of the HTTP server's own timeouts.
@@ -70,6 +71,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envBytes(fs, &cfg.maxChunkBytes, "max-chunk-bytes", "OPSQ_MAX_CHUNK_BYTES", api.MaxChunkBytesDefault, "largest chunk in bytes"),
 		envInt(fs, &cfg.maxSubmissionChunks, "max-submission-chunks", "OPSQ_MAX_SUBMISSION_CHUNKS", api.MaxSubmissionChunksDefault, "most chunks in one submission"),
 		envBytes(fs, &cfg.maxReserveBytes, "max-reserve-bytes", "OPSQ_MAX_RESERVE_BYTES", api.MaxReserveBytesDefault, "a reserve answer stops adding chunks once it holds this many bytes of input and metadata (it always holds one)"),
+		envInt(fs, &cfg.maxWaiters, "max-waiters", "OPSQ_MAX_WAITERS", queuer.MaxWaitersDefault, "most requests waiting on this instance (reserves with a wait and status waits together); beyond, 503 with Retry-After"),
 		envDuration(fs, &cfg.shutdownGrace, "shutdown-grace", "OPSQ_SHUTDOWN_GRACE", 60*time.Second, "how long SIGTERM waits for requests in flight"),
 		envInt(fs, &cfg.maxIngests, "max-ingests", "OPSQ_MAX_INGESTS", 0, "submissions served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
 		envInt(fs, &cfg.maxResultStreams, "max-result-streams", "OPSQ_MAX_RESULT_STREAMS", 0, "results streams served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
@@ -137,9 +139,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer ln.Close() // Serve closes it too; this is for the returns before Serve
 	q, err := queuer.New(queuer.Config{
-		Pool:     pool,
-		Logger:   log,
-		Instance: claims.Instance{ID: cfg.instanceID, AdvertiseURL: cfg.advertiseURL, Version: version()},
+		Pool:       pool,
+		Logger:     log,
+		Instance:   claims.Instance{ID: cfg.instanceID, AdvertiseURL: cfg.advertiseURL, Version: version()},
+		MaxWaiters: cfg.maxWaiters,
 	})
 	if err != nil {
 		return err

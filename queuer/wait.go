@@ -1,0 +1,131 @@
+package queuer
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// A woken waiter that found nothing looks again up to relookMax times, about relookAfter
+// apart (jittered), until it is woken again.
+const (
+	relookMax   = 3
+	relookAfter = 500 * time.Millisecond
+)
+
+// Reserve reserves up to req.Max chunks: from this instance's shards; when they have none,
+// from another instance that has some (forwarding); when nobody has any, it waits up to
+// req.Wait for work to appear. It waits in the instance's queue of waiters (signal),
+// holding no database connection, and is woken by NOTIFY and local releases as one of as
+// many waiters as the new work can serve, not by polling. When Config.MaxWaiters requests
+// already wait here, a reserve that would wait returns ErrTooManyWaiters.
+func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
+	var w *waiter
+	var deadline <-chan time.Time
+	if req.Wait > 0 && !req.Forwarded {
+		var err error
+		if w, err = q.work.join(); err != nil { // before looking, so that no wake-up is missed
+			return nil, err
+		}
+		defer q.work.leave(w)
+		t := time.NewTimer(req.Wait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	woken, relooks := false, 0
+	for {
+		var chunks []Chunk
+		var err error
+		if w == nil {
+			chunks, err = q.look(ctx, req)
+		} else {
+			chunks, err = q.lookAside(ctx, req)
+		}
+		if err != nil || len(chunks) > 0 || deadline == nil {
+			return chunks, err
+		}
+		if woken && !q.ownShardsEmpty() {
+			// Woken for work this request could not take (its strategy, or the scan bound):
+			// the next waiter may take it.
+			q.work.pass(w)
+		}
+		// A waiter woken for work it then did not find looks again a few times, a little
+		// later: a safety net (bounded: relookMax looks per wake-up) for work it raced
+		// with, so that no chunk stays unserved while this waiter sleeps on.
+		var relook <-chan time.Time
+		var relookTimer *time.Timer
+		if woken && relooks < relookMax {
+			relookTimer = time.NewTimer(relookAfter/2 + rand.N(relookAfter))
+			relook = relookTimer.C
+		}
+		q.work.parked.Add(1)
+		select {
+		case <-w.ch:
+			q.work.parked.Add(-1)
+			q.work.rejoin(w)
+			woken, relooks = true, 0
+		case <-relook:
+			q.work.parked.Add(-1)
+			relooks++
+		case <-deadline:
+			q.work.parked.Add(-1)
+			return []Chunk{}, nil
+		case <-ctx.Done():
+			q.work.parked.Add(-1)
+			return nil, ctx.Err()
+		}
+		if relookTimer != nil {
+			relookTimer.Stop()
+		}
+	}
+}
+
+// look reserves from this instance's shards, then, for a request not forwarded here, from
+// another instance. It returns no chunks ([]) when neither had any.
+func (q *Queuer) look(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
+	chunks, err := q.reserveLocal(ctx, req)
+	if err == nil && len(chunks) > 0 && ctx.Err() != nil {
+		// The consumer went away: give the chunks back rather than let their leases run
+		// out and count an attempt each.
+		q.undo(chunks)
+		return nil, ctx.Err()
+	}
+	if err != nil || len(chunks) > 0 || req.Forwarded {
+		return chunks, err
+	}
+	if chunks, err = q.forward(ctx, req); err != nil || len(chunks) > 0 {
+		return chunks, err
+	}
+	return []Chunk{}, nil
+}
+
+// lookAside is look on a goroutine of its own, for a request that may wait: the stack a
+// scan grows (the driver's calls run deep) is given back when that goroutine ends,
+// instead of staying with the waiting request, which parks on a shallow stack.
+func (q *Queuer) lookAside(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
+	type result struct {
+		chunks []Chunk
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		chunks, err := q.look(ctx, req)
+		done <- result{chunks, err}
+	}()
+	r := <-done
+	return r.chunks, r.err
+}
+
+// ownShardsEmpty reports whether the last full scan of every reservable shard of this
+// instance found no free chunk, and no new work was announced on it since.
+func (q *Queuer) ownShardsEmpty() bool {
+	leases := q.claims.Reservable()
+	q.avail.mu.Lock()
+	defer q.avail.mu.Unlock()
+	for _, l := range leases {
+		if !q.avail.mu.empty[l.Shard] {
+			return false
+		}
+	}
+	return true
+}
