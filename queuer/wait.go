@@ -2,15 +2,7 @@ package queuer
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
-)
-
-// A woken waiter that found nothing looks again up to relookMax times, about relookAfter
-// apart (jittered), until it is woken again.
-const (
-	relookMax   = 3
-	relookAfter = 500 * time.Millisecond
 )
 
 // Reserve reserves up to req.Max chunks: from this instance's shards; when they have none,
@@ -32,7 +24,7 @@ func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 		defer t.Stop()
 		deadline = t.C
 	}
-	woken, relooks := false, 0
+	woken := false
 	for {
 		var chunks []Chunk
 		var err error
@@ -49,33 +41,18 @@ func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 			// the next waiter may take it.
 			q.work.pass(w)
 		}
-		// A waiter woken for work it then did not find looks again a few times, a little
-		// later: a safety net (bounded: relookMax looks per wake-up) for work it raced
-		// with, so that no chunk stays unserved while this waiter sleeps on.
-		var relook <-chan time.Time
-		var relookTimer *time.Timer
-		if woken && relooks < relookMax {
-			relookTimer = time.NewTimer(relookAfter/2 + rand.N(relookAfter))
-			relook = relookTimer.C
-		}
 		q.work.parked.Add(1)
 		select {
 		case <-w.ch:
 			q.work.parked.Add(-1)
 			q.work.rejoin(w)
-			woken, relooks = true, 0
-		case <-relook:
-			q.work.parked.Add(-1)
-			relooks++
+			woken = true
 		case <-deadline:
 			q.work.parked.Add(-1)
 			return []Chunk{}, nil
 		case <-ctx.Done():
 			q.work.parked.Add(-1)
 			return nil, ctx.Err()
-		}
-		if relookTimer != nil {
-			relookTimer.Stop()
 		}
 	}
 }

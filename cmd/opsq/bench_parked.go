@@ -39,8 +39,8 @@ const parkedWait = 60 * time.Second
 // sent: each parked reserve looks for work once before it waits.
 const parkedSettle = 3 * time.Second
 
-// raiseFileLimit raises this process's limit of open files to at least n, as far as the
-// hard limit allows (one connection per parked request), and returns the limit.
+// raiseFileLimit raises this process's limit of open files to the hard limit when it is
+// below n (one connection per parked request), and returns the limit.
 func raiseFileLimit(n uint64) (uint64, error) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
@@ -49,7 +49,7 @@ func raiseFileLimit(n uint64) (uint64, error) {
 	if lim.Cur >= n {
 		return lim.Cur, nil
 	}
-	lim.Cur = min(max(n, lim.Cur), lim.Max)
+	lim.Cur = lim.Max // the instances inherit it: each holds its consumers' connections and its forwards
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return 0, err
 	}
