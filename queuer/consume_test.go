@@ -221,7 +221,9 @@ func TestExtend(t *testing.T) {
 	t.Parallel()
 	q, _ := setup(t)
 	submitN(t, q, 1, NewSubmission{})
-	c := reserveN(t, q, ReserveRequest{Lease: 300 * time.Millisecond})
+	// A lease of 10 s: short beside the minute it is extended to, long enough that it does
+	// not run out before the extend on a loaded machine (300 ms did, under stress -c 2).
+	c := reserveN(t, q, ReserveRequest{Lease: 10 * time.Second})
 	res, err := q.Extend(t.Context(), []string{c[0].Token, "junk"}, time.Minute, false)
 	if err != nil {
 		t.Fatal(err)
