@@ -813,8 +813,13 @@ func (a *abuseRun) stall(ctx context.Context, request func(addr string) []byte, 
 				res.cut++
 				res.slowest = max(res.slowest, time.Since(start))
 			}
-			if code, err := strconv.Atoi(outcome); err == nil && code >= 500 {
+			switch code, err := strconv.Atoi(outcome); {
+			case err == nil && code == http.StatusServiceUnavailable:
+				a.counter.add(route+" (Retry-After)", code) // a limit refused it, as designed
+			case err == nil && code >= 500:
 				a.counter.add(route, code)
+			case strings.HasSuffix(outcome, " without Retry-After"):
+				a.counter.add(route, http.StatusServiceUnavailable)
 			}
 		})
 	}
@@ -837,32 +842,27 @@ func (a *abuseRun) stallOne(ctx context.Context, addr string, request []byte, fu
 	ended := make(chan string, 1)
 	go func() {
 		br := bufio.NewReaderSize(conn, 1<<10)
-		if full < 0 {
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				ended <- "closed"
-				return
-			}
-			resp.Body.Close()
-			ended <- strconv.Itoa(resp.StatusCode)
-			return
-		}
-		// A reader: read the status line, then nothing until ctx ends (the server's writes
-		// block once the socket buffers are full); then read on for a moment: the end of
-		// the stream before all of it came means the server cut it, data still coming
-		// means it was held.
-		status, err := br.ReadString('\n')
+		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			ended <- "closed"
 			return
 		}
-		if f := strings.Fields(status); len(f) >= 2 && f[1] != "200" {
-			ended <- f[1]
+		if full < 0 || resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			outcome := strconv.Itoa(resp.StatusCode)
+			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+				outcome += " without Retry-After"
+			}
+			ended <- outcome
 			return
 		}
+		// A reader: read the headers, then nothing until ctx ends (the server's writes
+		// block once the socket buffers are full); then read on for a moment: the end of
+		// the stream before all of it came means the server cut it, data still coming
+		// means it was held.
 		<-ctx.Done()
 		_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
-		n, err := io.Copy(io.Discard, br)
+		n, err := io.Copy(io.Discard, resp.Body)
 		var netErr net.Error
 		switch {
 		case errors.As(err, &netErr) && netErr.Timeout():
