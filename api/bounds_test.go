@@ -7,11 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/claims"
 	"opsq/client"
@@ -316,33 +312,12 @@ func TestPreferDistinctDeferredInputs(t *testing.T) {
 	}
 }
 
-// holdsTakeCounter counts the max_simultaneous slot queries a pool runs.
-type holdsTakeCounter struct{ n atomic.Int64 }
-
-func (c *holdsTakeCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	if data.SQL == opsqsql.HoldsTake {
-		c.n.Add(1)
-	}
-	return ctx
-}
-
-func (c *holdsTakeCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
 // TestMaxSimultaneousRemembersFullValues: once a value is refused a slot, a request asks
 // no more for it. One empty reserve used to open a transaction per candidate.
 func TestMaxSimultaneousRemembersFullValues(t *testing.T) {
 	t.Parallel()
-	counter := &holdsTakeCounter{}
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	counter := &pgtest.Statements{}
+	pool := pgtest.NewTracedPool(t, counter)
 	q, err := queuer.New(queuer.Config{Pool: pool,
 		Instance: claims.Instance{ID: fmt.Sprintf("api-test-%d", instanceSeq.Add(1)), AdvertiseURL: "http://127.0.0.1:1"}})
 	if err != nil {
@@ -372,11 +347,11 @@ func TestMaxSimultaneousRemembersFullValues(t *testing.T) {
 	if got := reserve(10); len(got) != 1 {
 		t.Fatalf("first reserve: %d chunks; want 1 (the one slot of company 1)", len(got))
 	}
-	before := counter.n.Load()
+	before := counter.Count(opsqsql.HoldsTake)
 	if got := reserve(10); len(got) != 0 {
 		t.Fatalf("second reserve: %d chunks; want none", len(got))
 	}
-	if n := counter.n.Load() - before; n > 1 {
+	if n := counter.Count(opsqsql.HoldsTake) - before; n > 1 {
 		t.Errorf("an empty reserve asked for a slot of the full value %d times; want at most once", n)
 	}
 }

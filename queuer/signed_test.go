@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -305,31 +304,6 @@ func TestStaleCompletionReleasesTheHold(t *testing.T) {
 	}
 }
 
-// statementCounter counts the statements that start with given texts.
-type statementCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for prefix := range c.counts {
-		if strings.HasPrefix(d.SQL, prefix) {
-			c.counts[prefix]++
-		}
-	}
-	return ctx
-}
-
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (c *statementCounter) get(prefix string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.counts[prefix]
-}
-
 func firstLine(s string) string { return s[:strings.IndexByte(s, '\n')] }
 
 // TestStaleCompletionsReadTheirStatesInOneQuery: a flush of many valid tokens that complete
@@ -338,17 +312,8 @@ func firstLine(s string) string { return s[:strings.IndexByte(s, '\n')] }
 func TestStaleCompletionsReadTheirStatesInOneQuery(t *testing.T) {
 	t.Parallel()
 	one, many := firstLine(opsqsql.ChunkState), firstLine(opsqsql.ChunkStates)
-	counter := &statementCounter{counts: map[string]int{one: 0, many: 0}}
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	counter := &pgtest.Statements{}
+	pool := pgtest.NewTracedPool(t, counter)
 	q := startQueuer(t, pool)
 	submitN(t, q, 3, NewSubmission{})
 	done := reserveN(t, q, ReserveRequest{Max: 2})
@@ -379,10 +344,10 @@ func TestStaleCompletionsReadTheirStatesInOneQuery(t *testing.T) {
 			t.Fatalf("completion %d: %s; want %s", i, s, want)
 		}
 	}
-	if n := counter.get(one); n != 0 {
+	if n := counter.Count(one); n != 0 {
 		t.Errorf("the flush read %d chunk states one by one; want none", n)
 	}
-	if n := counter.get(many); n != 1 {
+	if n := counter.Count(many); n != 1 {
 		t.Errorf("the flush read the chunk states of its stale tokens with %d queries; want 1", n)
 	}
 	t.Logf("%d stale completions answered in %v", len(items), took)

@@ -9,23 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"opsq/claims"
 	"opsq/migrations/pgtest"
 	"opsq/strategy"
 )
-
-// queryCounter counts the statements a pool runs.
-type queryCounter struct{ n atomic.Int64 }
-
-func (c *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // waitParked waits until n reserves are parked in q's queue of waiters.
 func waitParked(t *testing.T, q *Queuer, n int) {
@@ -44,17 +31,8 @@ func waitParked(t *testing.T, q *Queuer, n int) {
 // (Before, every NOTIFY woke every waiter: 200 scans per submission.)
 func TestWaitersWakeOnlyWhatNewWorkServes(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &queryCounter{}
-	cfg.ConnConfig.Tracer = counter // the candidate pool copies it
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	counter := &pgtest.Statements{}
+	pool := pgtest.NewTracedPool(t, counter) // the candidate pool copies its tracer
 	q := startQueuer(t, pool)
 
 	const parked, submissions = 200, 5
@@ -78,7 +56,7 @@ func TestWaitersWakeOnlyWhatNewWorkServes(t *testing.T) {
 	defer cancel()
 	waitParked(t, q, parked)
 
-	before, wokeBefore := counter.n.Load(), q.work.woke.Load()
+	before, wokeBefore := counter.Total(), q.work.woke.Load()
 	for range submissions {
 		submitN(t, q, 1, NewSubmission{})
 	}
@@ -89,7 +67,7 @@ func TestWaitersWakeOnlyWhatNewWorkServes(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	queries, woke := counter.n.Load()-before, q.work.woke.Load()-wokeBefore
+	queries, woke := counter.Total()-before, q.work.woke.Load()-wokeBefore
 	t.Logf("%d parked reserves, %d one-chunk submissions: %d wake-ups, %d statements (submissions included)", parked, submissions, woke, queries)
 	if woke > 2*submissions {
 		t.Errorf("%d waiters woken for %d new chunks; want at most %d", woke, submissions, 2*submissions)
