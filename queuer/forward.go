@@ -126,8 +126,10 @@ func (q *Queuer) onWork(payload string) {
 	}
 }
 
-// forward reserves on other instances for a request this one has nothing for.
-func (q *Queuer) forward(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
+// forward reserves on other instances for a request this one has nothing for. failed
+// reports that a peer it asked gave no answer (an error, a timeout): that peer may have
+// work, and no wake-up will say so, so a waiting request must look again (Reserve).
+func (q *Queuer) forward(ctx context.Context, req ReserveRequest) (chunks []Chunk, failed bool, err error) {
 	urls := q.forwardTargets(ctx)
 	for i, url := range urls {
 		if i == forwardTries {
@@ -136,18 +138,19 @@ func (q *Queuer) forward(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 		chunks, err := q.peer(url).Reserve(ctx, toWireRequest(req))
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return nil, false, ctx.Err()
 			}
 			q.log.Debug("forwarding a reserve", slog.String("peer", url), slog.Any("error", err))
+			failed = true
 			continue
 		}
 		if len(chunks) > 0 {
 			q.count.forwarded.Add(1)
-			return fromWire(chunks), nil
+			return fromWire(chunks), false, nil
 		}
 		q.forgetHints(url) // it had nothing: the hints about it are stale
 	}
-	return nil, nil
+	return nil, failed, nil
 }
 
 // forwardTargets lists the URLs of other instances that may have work: hinted ones first,
