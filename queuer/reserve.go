@@ -122,6 +122,7 @@ func (q *Queuer) reserveLocal(ctx context.Context, req ReserveRequest) ([]Chunk,
 		r.shards[i] = int32(l.Shard)
 		r.generation[l.Shard] = l.Generation
 	}
+	since := q.announced() // before the scan reads anything
 	epoch := q.tombs.begin()
 	defer q.tombs.end(epoch)
 	if err := r.node(ctx, req.Strategy, frame{}); err != nil {
@@ -129,7 +130,7 @@ func (q *Queuer) reserveLocal(ctx context.Context, req ReserveRequest) ([]Chunk,
 		return nil, err
 	}
 	if len(r.out) == 0 && r.exhaustive {
-		q.markUnavailable(leases) // every order was read to its end: nothing free here
+		q.markUnavailable(leases, since) // every order was read to its end: nothing free here
 	}
 	return r.out, nil
 }

@@ -3,17 +3,21 @@ package queuer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/client"
+	"opsq/migrations/pgtest"
 	"opsq/strategy"
 )
 
@@ -125,4 +129,87 @@ func TestWaiterLooksAgainAfterFailedForward(t *testing.T) {
 		t.Errorf("a waiting reserve whose first forward failed got the peer's chunk after %s; want well within its %s wait", took, wait)
 	}
 	t.Logf("the peer's chunk after %s, %d forwards", took.Round(time.Millisecond), calls.Load())
+}
+
+// holdCandidates holds the end of the first candidate query (its rows read) once armed,
+// until released.
+type holdCandidates struct {
+	armed    atomic.Bool
+	held     chan struct{} // closed when a query is held
+	release  chan struct{}
+	heldOnce sync.Once
+}
+
+func (h *holdCandidates) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if h.armed.Load() && strings.Contains(d.SQL, "FROM opsq.chunks c") {
+		return context.WithValue(ctx, holdCandidates{}, true)
+	}
+	return ctx
+}
+
+func (h *holdCandidates) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if ctx.Value(holdCandidates{}) == nil {
+		return
+	}
+	first := false
+	h.heldOnce.Do(func() { first = true })
+	if first {
+		close(h.held)
+		<-h.release
+	}
+}
+
+// TestStaleEmptyScanKeepsShardsAvailable: a scan that read its (empty) candidates before
+// new work was announced, and ends after, must not mark the shards empty: they would be
+// published as empty, and the other instances' waiters, once the NOTIFY's hints are stale,
+// would have nowhere to forward to while the chunks stay free here. Before, it did (the
+// bench's last parked consumers: a join-time look held up by thousands of others ended
+// after the chunks arrived).
+func TestStaleEmptyScanKeepsShardsAvailable(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := &holdCandidates{held: make(chan struct{}), release: make(chan struct{})}
+	cfg.ConnConfig.Tracer = hold // the candidate pool copies it
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	q := startQueuer(t, pool)
+
+	hold.armed.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		// oldest_first: one ordered query, whose empty answer ends the scan.
+		chunks, err := q.reserveLocal(t.Context(), ReserveRequest{Max: 1, Lease: time.Minute, Strategy: strategy.Node{Kind: strategy.OldestFirst}})
+		if err == nil && len(chunks) > 0 {
+			err = errors.New("the scan held before the submission found a chunk")
+		}
+		done <- err
+	}()
+	select {
+	case <-hold.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no candidate query within 30s")
+	}
+	before := q.announced()
+	id := submitN(t, q, 1, NewSubmission{})
+	shard := ShardOf(id, 0, q.shardCount)
+	deadline := time.Now().Add(10 * time.Second)
+	for q.announced() == before { // the submission's NOTIFY has come back
+		if time.Now().After(deadline) {
+			t.Fatal("the submission's NOTIFY not handled within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(hold.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !q.available(shard) {
+		t.Fatalf("shard %d, with a free chunk, is marked empty by a scan that read it before the chunk came", shard)
+	}
 }

@@ -2,6 +2,7 @@ package queuer
 
 import (
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 )
@@ -65,6 +66,10 @@ func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 			// will announce (its chunks are not new), so look again a little later.
 			t := time.NewTimer(forwardRetryDelay/2 + rand.N(forwardRetryDelay))
 			again, stop = t.C, t.Stop
+		}
+		if q.log.Enabled(ctx, slog.LevelDebug) {
+			q.log.Debug("reserve parks", slog.String("consumer", req.Consumer), slog.Bool("woken", woken),
+				slog.Bool("retry", retry), slog.Bool("own_empty", q.ownShardsEmpty()))
 		}
 		q.work.parked.Add(1)
 		select {
