@@ -52,11 +52,14 @@ const (
 type availability struct {
 	mu struct {
 		sync.Mutex
-		empty map[int]bool      // own shards whose last full scan found no free chunk
-		hints map[int]time.Time // shards with recent NOTIFYs of new or released chunks
-		peers []peer            // other instances' published available shards
-		read  time.Time         // when peers was read
-		urls  map[int]string    // shard -> owner URL, from the last read
+		empty map[int]bool // own shards whose last full scan found no free chunk
+		// announced counts the announcements of work on own shards (markAvailable, onWork):
+		// a scan that began before the last one does not mark shards empty.
+		announced uint64
+		hints     map[int]time.Time // shards with recent NOTIFYs of new or released chunks
+		peers     []peer            // other instances' published available shards
+		read      time.Time         // when peers was read
+		urls      map[int]string    // shard -> owner URL, from the last read
 	}
 	// peerHTTP sends the requests forwarded to other instances: one per Queuer, so that
 	// they share its connections.
@@ -82,6 +85,14 @@ func (q *Queuer) markAvailable(shard int) {
 	q.avail.mu.Lock()
 	defer q.avail.mu.Unlock()
 	delete(q.avail.mu.empty, shard)
+	q.avail.mu.announced++
+}
+
+// announced returns the count of announcements of work, for markUnavailable.
+func (q *Queuer) announced() uint64 {
+	q.avail.mu.Lock()
+	defer q.avail.mu.Unlock()
+	return q.avail.mu.announced
 }
 
 // available reports whether an own shard may have free chunks, for the renewal report.
@@ -99,6 +110,7 @@ func (q *Queuer) onWork(payload string) {
 	now := time.Now()
 	n := -1 // all
 	q.avail.mu.Lock()
+	q.avail.mu.announced++
 	if rest, ok := strings.CutPrefix(payload, "all"); ok {
 		if c, err := strconv.Atoi(strings.TrimPrefix(rest, ":")); err == nil && c >= 0 {
 			n = c
@@ -126,8 +138,10 @@ func (q *Queuer) onWork(payload string) {
 	}
 }
 
-// forward reserves on other instances for a request this one has nothing for.
-func (q *Queuer) forward(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
+// forward reserves on other instances for a request this one has nothing for. failed
+// reports that a peer it asked gave no answer (an error, a timeout): that peer may have
+// work, and no wake-up will say so, so a waiting request must look again (Reserve).
+func (q *Queuer) forward(ctx context.Context, req ReserveRequest) (chunks []Chunk, failed bool, err error) {
 	urls := q.forwardTargets(ctx)
 	for i, url := range urls {
 		if i == forwardTries {
@@ -136,18 +150,21 @@ func (q *Queuer) forward(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 		chunks, err := q.peer(url).Reserve(ctx, toWireRequest(req))
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return nil, false, ctx.Err()
 			}
 			q.log.Debug("forwarding a reserve", slog.String("peer", url), slog.Any("error", err))
+			failed = true
 			continue
 		}
 		if len(chunks) > 0 {
 			q.count.forwarded.Add(1)
-			return fromWire(chunks), nil
+			return fromWire(chunks), false, nil
 		}
 		q.forgetHints(url) // it had nothing: the hints about it are stale
 	}
-	return nil, nil
+	q.log.Debug("forwarded reserve found nothing", slog.String("consumer", req.Consumer),
+		slog.Int("targets", len(urls)), slog.Bool("failed", failed))
+	return nil, failed, nil
 }
 
 // forwardTargets lists the URLs of other instances that may have work: hinted ones first,

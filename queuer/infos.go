@@ -127,11 +127,16 @@ func containsID(ids []int64, id int64) bool {
 	return false
 }
 
-// markUnavailable notes that these shards had no free chunk at the last full scan; the
-// owner publishes it at renewal, for other instances' forwarding.
-func (q *Queuer) markUnavailable(leases []claims.Lease) {
+// markUnavailable notes that these shards had no free chunk at the last full scan, one
+// that began when q.announced() returned since: when work was announced after that (the
+// scan may have missed it), it notes nothing. The owner publishes it at renewal, for
+// other instances' forwarding.
+func (q *Queuer) markUnavailable(leases []claims.Lease, since uint64) {
 	q.avail.mu.Lock()
 	defer q.avail.mu.Unlock()
+	if q.avail.mu.announced != since {
+		return
+	}
 	for _, l := range leases {
 		q.avail.mu.empty[l.Shard] = true
 	}

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -119,6 +122,7 @@ func (q *Queuer) reserveLocal(ctx context.Context, req ReserveRequest) ([]Chunk,
 		r.shards[i] = int32(l.Shard)
 		r.generation[l.Shard] = l.Generation
 	}
+	since := q.announced() // before the scan reads anything
 	epoch := q.tombs.begin()
 	defer q.tombs.end(epoch)
 	if err := r.node(ctx, req.Strategy, frame{}); err != nil {
@@ -126,7 +130,7 @@ func (q *Queuer) reserveLocal(ctx context.Context, req ReserveRequest) ([]Chunk,
 		return nil, err
 	}
 	if len(r.out) == 0 && r.exhaustive {
-		q.markUnavailable(leases) // every order was read to its end: nothing free here
+		q.markUnavailable(leases, since) // every order was read to its end: nothing free here
 	}
 	return r.out, nil
 }
@@ -425,23 +429,28 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 		return false, nil
 	}
 	if err := r.q.claims.Publish(ctx, c.shard, gen); err != nil {
-		r.q.reserver.Release(tok) // its in-flight count may read 0: not safe to hand out
 		if errors.Is(err, claims.ErrShardLost) {
+			r.q.reserver.Release(tok) // not ours to hand out
 			return false, nil
 		}
+		// Its in-flight count may read 0: not safe to hand out. Given back like a failed
+		// reserve's chunks: a waiter that saw it reserved may have parked.
+		r.q.undo([]Chunk{{Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}})
 		return false, err
 	}
 	if len(f.limits) > 0 {
 		refused, err := r.q.takeSlots(ctx, tok, c, gen, f.limits)
-		if err != nil || refused != nil {
-			r.q.reserver.Release(tok)
-			if refused != nil {
-				if r.fullValues == nil {
-					r.fullValues = map[valuePair]bool{}
-				}
-				r.fullValues[valuePair{refused.key, c.info.values[refused.key]}] = true
-			}
+		if err != nil {
+			r.q.undo([]Chunk{{Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}})
 			return false, err
+		}
+		if refused != nil {
+			r.q.reserver.Release(tok)
+			if r.fullValues == nil {
+				r.fullValues = map[valuePair]bool{}
+			}
+			r.fullValues[valuePair{refused.key, c.info.values[refused.key]}] = true
+			return false, nil
 		}
 	}
 	ch := Chunk{
@@ -519,15 +528,58 @@ func (r *run) reread(ctx context.Context, from int) error {
 	return nil
 }
 
-// undo releases chunks reserved by a request that then failed.
+// undo releases chunks reserved by a request that then failed, and announces them like
+// new work: a reserve that looked while they were reserved may have found nothing and
+// parked, here or on another instance (which forwards here), and nothing else would wake it.
 func (q *Queuer) undo(out []Chunk) {
+	if len(out) == 0 {
+		return
+	}
 	q.hints.clear()
 	var tokens []string
+	shards := make([]int, 0, len(out))
 	for _, c := range out {
 		q.reserver.Release(c.Token)
 		tokens = append(tokens, c.Token)
+		shards = append(shards, ShardOf(c.SubmissionID, int(c.ChunkIndex), q.shardCount))
 	}
-	q.releaseSlots(context.Background(), tokens)
+	ctx, cancel := context.WithTimeout(context.Background(), undoNotifyTimeout)
+	defer cancel()
+	q.releaseSlots(ctx, tokens)
+	for _, s := range shards {
+		q.markAvailable(s)
+	}
+	q.work.wake(len(out)) // the waiters here at once; the NOTIFY wakes those elsewhere
+	if err := q.notifyUndone(ctx, shards); err != nil {
+		q.log.Warn("announcing chunks given back", slog.Int("chunks", len(out)), slog.Any("error", err))
+	}
+}
+
+// undoNotifyTimeout bounds the statements of an undo, which runs whether or not the
+// request that reserved is still there.
+const undoNotifyTimeout = 5 * time.Second
+
+// notifyUndone sends a NOTIFY of work naming the shard of each chunk given back (a shard
+// named twice counts two chunks), in payloads under notifyPayloadMax.
+func (q *Queuer) notifyUndone(ctx context.Context, shards []int) error {
+	var b strings.Builder
+	for _, s := range shards {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(s))
+		if b.Len() > notifyPayloadMax {
+			if _, err := q.pool.Exec(ctx, "SELECT pg_notify($1, $2)", ChannelWork, b.String()); err != nil {
+				return err
+			}
+			b.Reset()
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	_, err := q.pool.Exec(ctx, "SELECT pg_notify($1, $2)", ChannelWork, b.String())
+	return err
 }
 
 // scan is the keyset position of a leaf's scan: each batch starts after the last row seen.
