@@ -2,6 +2,7 @@ package queuer
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -24,11 +25,21 @@ const forwardRetryDelay = time.Second
 func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
 	if req.Forwarded {
 		// Give up, and give the chunks back, before the forwarder does: an answer it no
-		// longer reads holds its chunks until their lease runs out.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, forwardedReserveBudget)
+		// longer reads holds its chunks until their lease runs out. Running out of that
+		// budget is an empty answer ("nothing here in time"), not a fault.
+		budget, cancel := context.WithTimeout(ctx, forwardedReserveBudget)
 		defer cancel()
+		chunks, err := q.reserve(budget, req)
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return []Chunk{}, nil
+		}
+		return chunks, err
 	}
+	return q.reserve(ctx, req)
+}
+
+// reserve is Reserve within ctx.
+func (q *Queuer) reserve(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
 	var w *waiter
 	var deadline <-chan time.Time
 	if req.Wait > 0 && !req.Forwarded {
