@@ -60,6 +60,7 @@ type Queuer struct {
 	listener   *listener
 	finished   *waiters
 	work       *signal // new or released work, acquired shards
+	shared     *shared // the reserves sharing a run
 	avail      *availability
 	infos      *infoCache
 	tombs      *tombstones
@@ -94,7 +95,7 @@ func New(cfg Config) (*Queuer, error) {
 	cfg.RetentionSchedule = cmp.Or(cfg.RetentionSchedule, RetentionScheduleDefault)
 	q := &Queuer{
 		cfg: cfg, pool: cfg.Pool, log: cfg.Logger, ids: newIDGenerator(),
-		reserver: reserver.New(reserver.Config{}), finished: newWaiters(), work: newSignal(cfg.MaxWaiters),
+		reserver: reserver.New(reserver.Config{}), finished: newWaiters(), work: newSignal(cfg.MaxWaiters), shared: newShared(),
 		avail: newAvailability(), infos: newInfoCache(), tombs: newTombstones(), hints: newHints(),
 		completions: make(chan *completeJob, 1024),
 	}

@@ -74,21 +74,28 @@ type candidate struct {
 	info       *submissionInfo
 }
 
-// run is one reserve request against this instance's shards: the strategy tree walked
-// node by node, each leaf a streaming scan of candidates.
+// run is one scan of this instance's shards for one or more reserve requests of the same
+// strategy and lease (see shared.go): the strategy tree walked node by node, each leaf a
+// streaming scan of candidates. The chunks it takes go to the requests in order: the first
+// until it is full (its Max, or its MaxBytes), then the next.
 type run struct {
 	q          *Queuer
-	req        ReserveRequest
+	strategy   strategy.Node
+	asks       []ReserveRequest
 	shards     []int32
 	generation map[int]int64
 	expires    time.Time
 	out        []Chunk
-	scanned    int
-	// bytes is what out holds of input and metadata; bytesFull is set once the next chunk
-	// would take it past req.MaxBytes.
-	bytes     int
-	bytesFull bool
-	// fullValues are the max_simultaneous values refused a slot in this request: further
+	// want is how many chunks the requests ask for together.
+	want    int
+	scanned int
+	// ask is the request being filled, with out[from:]; ends[i] is where the chunks of
+	// request i end in out, for the requests filled already.
+	ask, from int
+	ends      []int
+	// bytes is what out[from:] holds of input and metadata.
+	bytes int
+	// fullValues are the max_simultaneous values refused a slot in this run: further
 	// candidates of them are skipped without asking the database again.
 	fullValues map[valuePair]bool
 	// exhaustive is false once any scan stopped before the end of its order, or skipped a
@@ -109,14 +116,32 @@ type rule struct {
 	max int
 }
 
-// reserveLocal reserves from this instance's reservable shards.
+// reserveLocal reserves from this instance's reservable shards for one request.
 func (q *Queuer) reserveLocal(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
+	out, err := q.reserveFor(ctx, []ReserveRequest{req})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// reserveFor reserves from this instance's reservable shards for asks, which share
+// asks[0]'s strategy and lease, in one run: out[i] is what asks[i] gets (never nil).
+func (q *Queuer) reserveFor(ctx context.Context, asks []ReserveRequest) ([][]Chunk, error) {
 	leases := q.claims.Reservable()
 	if len(leases) == 0 {
-		return []Chunk{}, nil
+		out := make([][]Chunk, len(asks))
+		for i := range out {
+			out[i] = []Chunk{}
+		}
+		return out, nil
 	}
-	r := &run{q: q, req: req, generation: make(map[int]int64, len(leases)),
-		expires: time.Now().Add(req.Lease), out: make([]Chunk, 0, req.Max), exhaustive: true}
+	r := &run{q: q, strategy: asks[0].Strategy, asks: asks, generation: make(map[int]int64, len(leases)),
+		expires: time.Now().Add(asks[0].Lease), exhaustive: true}
+	for _, a := range asks {
+		r.want += a.Max
+	}
+	r.out = make([]Chunk, 0, min(r.want, batchMax))
 	r.shards = make([]int32, len(leases))
 	for i, l := range leases {
 		r.shards[i] = int32(l.Shard)
@@ -125,21 +150,56 @@ func (q *Queuer) reserveLocal(ctx context.Context, req ReserveRequest) ([]Chunk,
 	since := q.announced() // before the scan reads anything
 	epoch := q.tombs.begin()
 	defer q.tombs.end(epoch)
-	if err := r.node(ctx, req.Strategy, frame{}); err != nil {
+	if err := r.node(ctx, r.strategy, frame{}); err != nil {
 		q.undo(r.out)
 		return nil, err
 	}
 	if len(r.out) == 0 && r.exhaustive {
 		q.markUnavailable(leases, since) // every order was read to its end: nothing free here
 	}
-	return r.out, nil
+	return r.answers(), nil
+}
+
+// answers cuts out into the chunks of each request.
+func (r *run) answers() [][]Chunk {
+	out := make([][]Chunk, len(r.asks))
+	from := 0
+	for i := range out {
+		to := len(r.out)
+		if i < len(r.ends) {
+			to = r.ends[i]
+		}
+		out[i] = r.out[from:to:to]
+		from = to
+	}
+	return out
 }
 
 func (r *run) full() bool { return r.answerFull() || r.scanned >= scanRowsMax }
 
-// answerFull reports whether the answer may take no more chunks: req.Max of them, or
-// req.MaxBytes.
-func (r *run) answerFull() bool { return len(r.out) >= r.req.Max || r.bytesFull }
+// answerFull reports whether the requests may take no more chunks: each has its Max, or
+// its MaxBytes.
+func (r *run) answerFull() bool { return r.ask >= len(r.asks) }
+
+// next moves on to the next request: the one being filled is full.
+func (r *run) next() {
+	r.ends = append(r.ends, len(r.out))
+	r.ask, r.from, r.bytes = r.ask+1, len(r.out), 0
+}
+
+// room reports whether a request has room for a chunk of size bytes, moving on from the
+// one being filled when the chunk would take it past its MaxBytes (a request always has
+// room for one chunk).
+func (r *run) room(size int) bool {
+	for r.ask < len(r.asks) {
+		a := r.asks[r.ask]
+		if len(r.out) == r.from || a.MaxBytes <= 0 || r.bytes+size <= a.MaxBytes {
+			return true
+		}
+		r.next()
+	}
+	return false
+}
 
 // valuePair is one strategic metadata key and canonical value.
 type valuePair struct{ key, value string }
@@ -222,7 +282,7 @@ func (r *run) submissions(ctx context.Context, kind strategy.Kind, ids []int64, 
 	query, fargs := strategy.SubmissionQuery(f.filters, r.shards)
 	for _, id := range ids {
 		after := int32(-1)
-		limit := min(r.req.Max-len(r.out)+4, batchMax)
+		limit := min(r.want-len(r.out)+4, batchMax)
 		for !r.full() {
 			args := pgx.NamedArgs{"only_submission": id, "after_chunk": after, "limit": limit}
 			for k, v := range fargs {
@@ -244,7 +304,7 @@ func (r *run) submissions(ctx context.Context, kind strategy.Kind, ids []int64, 
 			limit = min(limit*2, batchMax)
 		}
 		if r.full() {
-			if len(r.out) < r.req.Max {
+			if len(r.out) < r.want {
 				r.exhaustive = false
 			}
 			return nil
@@ -285,7 +345,7 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 			s.resumeAt(p)
 		}
 	}
-	limit := min(r.req.Max-len(r.out)+4, batchMax)
+	limit := min(r.want-len(r.out)+4, batchMax)
 	lead, leadRun := true, 0 // the run of reserved chunks the scan starts with
 	var leadEnd position
 	for !r.full() {
@@ -405,9 +465,8 @@ func (r *run) saturated(c candidate, rules []rule) bool {
 // It reports false when the candidate could not be taken.
 func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	size := c.inputBytes + c.info.bytes
-	if len(r.out) > 0 && r.req.MaxBytes > 0 && r.bytes+size > r.req.MaxBytes {
-		r.bytesFull = true // the answer is as large as it may be
-		return false, nil
+	if !r.room(size) {
+		return false, nil // every answer is as large as it may be
 	}
 	if r.valueFull(c, f.limits) {
 		return false, nil
@@ -416,7 +475,7 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	tok := newToken(c.key, c.shard, gen, c.retries).signed(r.q.keys).String()
 	if !r.q.reserver.Reserve(reserver.Reservation{
 		Token: tok, Key: c.key, Shard: c.shard, Generation: gen, Retries: c.retries,
-		Consumer: r.req.Consumer, ExpiresAt: r.expires, Values: c.info.values, Pairs: c.info.pairs,
+		Consumer: r.asks[r.ask].Consumer, ExpiresAt: r.expires, Values: c.info.values, Pairs: c.info.pairs,
 	}) {
 		return false, nil // another request took it meanwhile
 	}
@@ -463,6 +522,9 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	}
 	r.out = append(r.out, ch)
 	r.bytes += size
+	if len(r.out)-r.from >= r.asks[r.ask].Max {
+		r.next()
+	}
 	r.q.count.reserved.Add(1)
 	return true, nil
 }

@@ -106,7 +106,7 @@ func (q *Queuer) reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 // another instance. It returns no chunks ([]) when neither had any; retry reports that an
 // instance it forwarded to gave no answer, so that one may still have some.
 func (q *Queuer) look(ctx context.Context, req ReserveRequest) (chunks []Chunk, retry bool, err error) {
-	chunks, err = q.reserveLocal(ctx, req)
+	chunks, err = q.reserveShared(ctx, req)
 	if err == nil && len(chunks) > 0 && ctx.Err() != nil {
 		// The consumer went away: give the chunks back rather than let their leases run
 		// out and count an attempt each.

@@ -1,0 +1,98 @@
+package queuer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"opsq/migrations/pgtest"
+	"opsq/reserver"
+	"opsq/strategy"
+)
+
+// TestParkedReservesShareRuns: 400 parked reserves (max 1), then 400 chunks arrive: every
+// reserve gets exactly one chunk, no chunk goes to two, and the reserves share their scans
+// (before, each woken reserve ran its own: 400 runs and at least as many candidate queries).
+func TestParkedReservesShareRuns(t *testing.T) {
+	t.Parallel()
+	counter := &pgtest.Statements{}
+	pool := pgtest.NewTracedPool(t, counter)
+	q := startQueuer(t, pool)
+
+	const n = 400
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var wg sync.WaitGroup
+	got := make([][]Chunk, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			got[i], errs[i] = q.Reserve(ctx, ReserveRequest{Max: 1, Lease: time.Minute, Wait: time.Minute,
+				Strategy: strategy.Default, Consumer: fmt.Sprintf("c%d", i)})
+		})
+	}
+	waitParked(t, q, n)
+	before := counter.Count("SELECT c.submission_id")
+	submitN(t, q, n, NewSubmission{})
+	wg.Wait()
+	scans := counter.Count("SELECT c.submission_id") - before
+
+	seen := map[reserver.Key]int{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("reserve %d: %v", i, errs[i])
+		}
+		if len(got[i]) != 1 {
+			t.Fatalf("reserve %d got %d chunks; want 1 each of the %d", i, len(got[i]), n)
+		}
+		k := reserver.Key{SubmissionID: got[i][0].SubmissionID, ChunkIndex: got[i][0].ChunkIndex}
+		if j, ok := seen[k]; ok {
+			t.Fatalf("chunk %v went to reserves %d and %d", k, j, i)
+		}
+		seen[k] = i
+		if r, ok := q.reserver.Get(got[i][0].Token); !ok || r.Consumer != fmt.Sprintf("c%d", i) {
+			t.Errorf("reserve %d: the reservation of its chunk names consumer %q; want c%d", i, r.Consumer, i)
+		}
+	}
+	t.Logf("%d parked reserves served by %d candidate queries", n, scans)
+	if scans > n/4 {
+		t.Errorf("%d candidate queries for %d woken reserves; want at most %d (shared runs)", scans, n, n/4)
+	}
+}
+
+// TestSharedRunDealsInOrder: one run for three requests fills them in order, each up to its
+// Max, and one whose MaxBytes is reached passes the next chunk to the next request.
+func TestSharedRunDealsInOrder(t *testing.T) {
+	t.Parallel()
+	q, _ := setup(t)
+	submitN(t, q, 20, NewSubmission{})
+	// Each of the first chunks holds 7 bytes of input ("chunk-3") and a few of strategic
+	// metadata ("{}"): two fit in 20 bytes, three do not.
+	asks := []ReserveRequest{
+		{Max: 3, Lease: time.Minute, Strategy: strategy.Node{Kind: strategy.OldestFirst}, Consumer: "a"},
+		{Max: 5, Lease: time.Minute, Strategy: strategy.Node{Kind: strategy.OldestFirst}, Consumer: "b", MaxBytes: 20},
+		{Max: 4, Lease: time.Minute, Strategy: strategy.Node{Kind: strategy.OldestFirst}, Consumer: "c"},
+	}
+	out, err := q.reserveFor(t.Context(), asks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int{3, 2, 4}
+	next := int32(0)
+	for i, chunks := range out {
+		if len(chunks) != want[i] {
+			t.Fatalf("request %d got %d chunks; want %d", i, len(chunks), want[i])
+		}
+		for _, c := range chunks {
+			if c.ChunkIndex != next {
+				t.Errorf("request %d got chunk %d; want %d (oldest first, dealt in order)", i, c.ChunkIndex, next)
+			}
+			next++
+			if r, ok := q.reserver.Get(c.Token); !ok || r.Consumer != asks[i].Consumer {
+				t.Errorf("chunk %d is reserved for %q; want %q", c.ChunkIndex, r.Consumer, asks[i].Consumer)
+			}
+		}
+	}
+}
