@@ -54,9 +54,9 @@ type Config struct {
 	// of a JSON or NDJSON body; 0 or less is the default. Defaults to 100 000 000
 	// (MaxSubmissionChunksDefault).
 	MaxSubmissionChunks int64
-	// MaxReserveBytes bounds a reserve answer: it stops adding chunks once it holds this
-	// many bytes of input and metadata, and always holds at least one chunk; 0 or less is
-	// the default. Defaults to 16 MiB (MaxReserveBytesDefault).
+	// MaxReserveBytes bounds a reserve answer: it stops adding chunks once it is this many
+	// bytes of JSON, and always holds at least one chunk; 0 or less is the default.
+	// Defaults to 16 MiB (MaxReserveBytesDefault), which is also its most.
 	MaxReserveBytes int
 }
 

@@ -28,8 +28,9 @@ const (
 	// MaxConsumerBytes bounds the consumer name of a reserve, in bytes.
 	MaxConsumerBytes = 256
 	// MaxReserveBytesDefault is the default of Config.MaxReserveBytes
-	// (OPSQ_MAX_RESERVE_BYTES): a reserve answer stops adding chunks once it holds this
-	// many bytes of input and metadata; it always holds at least one chunk.
+	// (OPSQ_MAX_RESERVE_BYTES), and its most: a reserve answer stops adding chunks once it
+	// is this many bytes of JSON; it always holds at least one chunk. It is the most an
+	// instance reads of an answer to a reserve it forwarded, so it is not raised.
 	MaxReserveBytesDefault = 16 << 20
 )
 

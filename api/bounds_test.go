@@ -255,18 +255,34 @@ func TestReserveAnswerBounded(t *testing.T) {
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
 		t.Fatalf("reserve: %d %.200s", r.Status, r.Body)
 	}
-	perChunk := 1024 + 60<<10 + len(`{"company_id":7}`)
-	if want := limit / perChunk; len(got.Chunks) != want {
-		t.Errorf("%d chunks of %d bytes each under a %d-byte bound; want %d", len(got.Chunks), perChunk, limit, want)
+	// The bound is on the answer as sent: it holds, and it is filled (one more chunk of the
+	// same size would pass it).
+	if len(r.Body) > limit {
+		t.Errorf("answer of %d bytes (%d chunks); want at most %d", len(r.Body), len(got.Chunks), limit)
 	}
-	// The answer itself: the bound, plus a little JSON around each chunk.
-	if max := limit + 1024*len(got.Chunks); len(r.Body) > max {
-		t.Errorf("answer of %d bytes; want at most %d", len(r.Body), max)
+	if per := len(r.Body) / len(got.Chunks); len(r.Body)+per <= limit {
+		t.Errorf("answer of %d bytes (%d chunks of about %d): room for another under the %d-byte bound", len(r.Body), len(got.Chunks), per, limit)
 	}
 	for i, ch := range got.Chunks {
 		if ch.Input == nil || *ch.Input != chunks[i] || ch.StrategicMetadata["company_id"] != client.Int(7) {
 			t.Fatalf("chunk %d: wrong input or strategic metadata", i)
 		}
+	}
+
+	// Text that JSON escapes (a control character takes 6 bytes): the bound still holds
+	// for the answer as sent.
+	escaped := make([]string, 100)
+	for i := range escaped {
+		escaped[i] = strings.Repeat("\x01", 4<<10)
+	}
+	body2, _ := json.Marshal(map[string]any{"chunks": escaped, "strategic_metadata": map[string]any{"company_id": 8}})
+	mustSubmit(t, e, string(body2), 100)
+	r = httpCall(t, http.MethodPost, e.URL+"/v1/reserve", "application/json", strings.NewReader(`{"max": 2000, "strategy": {"select_only": {"key": "company_id", "value": 8, "then": "oldest_first"}}}`))
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil || len(got.Chunks) == 0 {
+		t.Fatalf("reserve of escaped chunks: %d %.200s", r.Status, r.Body)
+	}
+	if len(r.Body) > limit {
+		t.Errorf("answer of %d bytes (%d chunks of 4 KiB of control characters); want at most %d", len(r.Body), len(got.Chunks), limit)
 	}
 
 	// A chunk larger than the bound on its own still comes, alone.

@@ -26,8 +26,9 @@ type submissionInfo struct {
 	pairs      *reserver.Pairs
 	prefix     *string
 	maxRetries int32
-	// bytes is what each chunk of the submission adds to a reserve answer besides its
-	// input: its metadata and strategic metadata.
+	// bytes is what each chunk of the submission takes in a reserve answer besides its
+	// input: its metadata, strategic metadata and prefix, and the fields of every chunk
+	// (see answer.go).
 	bytes int
 }
 
@@ -98,7 +99,10 @@ func (q *Queuer) submissionInfos(ctx context.Context, cands []candidate) (map[in
 			in.decoded[k] = mv
 		}
 		in.pairs = reserver.NewPairs(in.values)
-		in.bytes = len(in.metadata) + len(in.strategic)
+		in.bytes = answerChunkOverhead + jsonStringLen([]byte(in.metadata)) + jsonStringLen(in.strategic)
+		if in.prefix != nil {
+			in.bytes += jsonStringLen([]byte(*in.prefix))
+		}
 		out[id] = &in
 		return nil
 	})

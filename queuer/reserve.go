@@ -67,7 +67,8 @@ type candidate struct {
 	shard   int
 	retries int32
 	input   []byte
-	// inputBytes is len(input), kept when a deferred copy drops the input.
+	// inputBytes is what input takes in an answer (jsonStringLen), kept when a deferred
+	// copy drops the input.
 	inputBytes int
 	order      int   // random_order
 	negPrio    int64 // custom_priority: the negated priority
@@ -399,7 +400,7 @@ func (r *run) fetch(ctx context.Context, query string, args pgx.NamedArgs, seen 
 	n := 0
 	_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order, &c.negPrio}, func() error {
 		n++
-		c.inputBytes = len(c.input)
+		c.inputBytes = jsonStringLen(c.input)
 		if seen(c) && !r.taken(c.key) {
 			batch = append(batch, c)
 		}

@@ -69,10 +69,10 @@ func TestSharedRunDealsInOrder(t *testing.T) {
 	q, _ := setup(t)
 	submitN(t, q, 20, NewSubmission{})
 	// Each of the first chunks holds 7 bytes of input ("chunk-3") and a few of strategic
-	// metadata ("{}"): two fit in 20 bytes, three do not.
+	// metadata ("{}") besides answerChunkOverhead: two fit, three do not.
 	asks := []ReserveRequest{
 		{Max: 3, Lease: time.Minute, Strategy: strategy.Node{Kind: strategy.OldestFirst}, Consumer: "a"},
-		{Max: 5, Lease: time.Minute, Strategy: strategy.Node{Kind: strategy.OldestFirst}, Consumer: "b", MaxBytes: 20},
+		{Max: 5, Lease: time.Minute, Strategy: strategy.Node{Kind: strategy.OldestFirst}, Consumer: "b", MaxBytes: 2*answerChunkOverhead + 100},
 		{Max: 4, Lease: time.Minute, Strategy: strategy.Node{Kind: strategy.OldestFirst}, Consumer: "c"},
 	}
 	out, err := q.reserveFor(t.Context(), asks)

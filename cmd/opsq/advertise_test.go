@@ -30,3 +30,24 @@ func TestServeRefusesRelativeAdvertiseURL(t *testing.T) {
 		t.Errorf("opsq serve --advertise-url opsq-1:3999: got %v; want the advertise URL refused", err)
 	}
 }
+
+// TestServeRefusesAnswerBoundsThatCannotBeForwarded: an instance reads at most 16 MiB of a
+// forwarded reserve's answer, so the reserve bound may not be raised past it, and one chunk
+// written as JSON must fit in an answer. The checks run at start, before the database.
+func TestServeRefusesAnswerBoundsThatCannotBeForwarded(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-reserve-bytes", "33554432"}, "OPSQ_MAX_RESERVE_BYTES"},
+		{[]string{"--max-chunk-bytes", "4194304"}, "OPSQ_MAX_CHUNK_BYTES"},
+		{[]string{"--max-reserve-bytes", "4194304"}, "OPSQ_MAX_CHUNK_BYTES"}, // the default 1 MiB chunk no longer fits
+	} {
+		var stderr strings.Builder
+		err := runServe(t.Context(), append(c.args, "--database-url", "postgres://nowhere.invalid/x"), &stderr, &stderr)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("opsq serve %s: got %v; want an error naming %s", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envBytes(fs, &cfg.maxBody, "max-body", "OPSQ_MAX_BODY", api.MaxBodyDefault, "largest JSON request body in bytes (NDJSON has no total limit)"),
 		envBytes(fs, &cfg.maxChunkBytes, "max-chunk-bytes", "OPSQ_MAX_CHUNK_BYTES", api.MaxChunkBytesDefault, "largest chunk in bytes"),
 		envInt(fs, &cfg.maxSubmissionChunks, "max-submission-chunks", "OPSQ_MAX_SUBMISSION_CHUNKS", api.MaxSubmissionChunksDefault, "most chunks in one submission"),
-		envBytes(fs, &cfg.maxReserveBytes, "max-reserve-bytes", "OPSQ_MAX_RESERVE_BYTES", api.MaxReserveBytesDefault, "a reserve answer stops adding chunks once it holds this many bytes of input and metadata (it always holds one)"),
+		envBytes(fs, &cfg.maxReserveBytes, "max-reserve-bytes", "OPSQ_MAX_RESERVE_BYTES", api.MaxReserveBytesDefault, "a reserve answer stops adding chunks once it is this many bytes of JSON (it always holds one); at most 16 MiB"),
 		envInt(fs, &cfg.maxWaiters, "max-waiters", "OPSQ_MAX_WAITERS", queuer.MaxWaitersDefault, "most requests waiting on this instance (reserves with a wait and status waits together); beyond, 503 with Retry-After"),
 		envDuration(fs, &cfg.shutdownGrace, "shutdown-grace", "OPSQ_SHUTDOWN_GRACE", 60*time.Second, "how long SIGTERM waits for requests in flight"),
 		envInt(fs, &cfg.maxIngests, "max-ingests", "OPSQ_MAX_INGESTS", 0, "submissions served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
@@ -100,6 +100,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--max-result-streams (OPSQ_MAX_RESULT_STREAMS) = %d: must be 0 (a quarter of the pool) or more", cfg.maxResultStreams)
 	case cfg.bodyIdleTimeout <= 0:
 		return fmt.Errorf("--body-idle-timeout (OPSQ_BODY_IDLE_TIMEOUT) = %s: must be positive", cfg.bodyIdleTimeout)
+	case cfg.maxReserveBytes < 1 || cfg.maxReserveBytes > api.MaxReserveBytesDefault:
+		// An instance reads at most that much of an answer it forwarded a reserve for.
+		return fmt.Errorf("--max-reserve-bytes (OPSQ_MAX_RESERVE_BYTES) = %d: must be between 1 and %d (16 MiB, what an instance reads of a forwarded answer)", cfg.maxReserveBytes, api.MaxReserveBytesDefault)
+	case 6*cfg.maxChunkBytes+1<<20 > cfg.maxReserveBytes:
+		// A chunk written as JSON takes up to 6 times its bytes (\u escapes), and its
+		// metadata up to 1 MiB more: every single chunk must fit in an answer, or it could
+		// not be forwarded from one instance to another.
+		return fmt.Errorf("--max-chunk-bytes (OPSQ_MAX_CHUNK_BYTES) = %d: one chunk written as JSON (up to 6 times its bytes, plus 1 MiB of metadata) must fit in a reserve answer of %d bytes (OPSQ_MAX_RESERVE_BYTES): use at most %d, or put large chunks in object storage", cfg.maxChunkBytes, cfg.maxReserveBytes, (cfg.maxReserveBytes-1<<20)/6)
 	}
 	log, err := newLogger(cfg.logLevel, stderr)
 	if err != nil {
