@@ -703,9 +703,10 @@ func changeOneChar(t string) string {
 	}
 }
 
-// handBuiltToken builds a token for a burn-down chunk in today's layout (version 1,
-// submission id, chunk index, shard, generation, retries, a random nonce), as an attacker
-// who read the source would.
+// handBuiltToken builds a token for a burn-down chunk in today's layout (version 2:
+// submission id, chunk index, shard, generation, retries, a random nonce, the id of the
+// first cluster key, then a MAC), as an attacker who read the source but does not have the
+// cluster secret would: the MAC is random.
 func (a *abuseRun) handBuiltToken(generation map[int]int64) string {
 	id, total := a.ledger.randomSubmission()
 	if total == 0 {
@@ -713,14 +714,18 @@ func (a *abuseRun) handBuiltToken(generation map[int]int64) string {
 	}
 	idx := mrand.IntN(int(total))
 	shard := queuer.ShardOf(id, idx, max(a.shards, 1))
-	b := make([]byte, 35)
-	b[0] = 1
-	binary.BigEndian.PutUint64(b[1:9], uint64(id))
-	binary.BigEndian.PutUint32(b[9:13], uint32(idx))
-	binary.BigEndian.PutUint16(b[13:15], uint16(shard))
-	binary.BigEndian.PutUint64(b[15:23], uint64(generation[shard]))
-	_, _ = rand.Read(b[27:35])
-	return base64.RawURLEncoding.EncodeToString(b)
+	b := make([]byte, 0, 39+queuer.MACLen)
+	b = append(b, 2)
+	b = binary.BigEndian.AppendUint64(b, uint64(id))
+	b = binary.BigEndian.AppendUint32(b, uint32(idx))
+	b = binary.BigEndian.AppendUint16(b, uint16(shard))
+	b = binary.BigEndian.AppendUint64(b, uint64(generation[shard]))
+	b = binary.BigEndian.AppendUint32(b, 0) // retries
+	b = binary.BigEndian.AppendUint64(b, mrand.Uint64())
+	b = binary.BigEndian.AppendUint32(b, 1) // the key id of the migration's key
+	mac := make([]byte, queuer.MACLen)
+	_, _ = rand.Read(mac)
+	return base64.RawURLEncoding.EncodeToString(append(b, mac...))
 }
 
 // inventMethods sends --abuse-methods requests with invented HTTP methods, and measures
