@@ -63,7 +63,7 @@ func (q *Queuer) Extend(ctx context.Context, tokens []string, lease time.Duratio
 // goneStatus answers for a token without a live reservation: already_finished when its
 // chunk is finished, unknown when nobody knows it, else lost.
 func (q *Queuer) goneStatus(ctx context.Context, t token) (string, error) {
-	state, _, err := q.readChunk(ctx, t)
+	state, _, err := readChunk(ctx, q.pool, t)
 	switch {
 	case err != nil:
 		return "", err

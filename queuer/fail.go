@@ -87,7 +87,7 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 			return client.StatusRetrying, nil
 		}
 	}
-	state, p, err := q.readChunk(ctx, t)
+	state, p, err := readChunk(ctx, q.pool, t)
 	if err != nil {
 		return "", err
 	}
@@ -116,7 +116,7 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 		return "", fmt.Errorf("failing chunk: %w", err)
 	}
 	if !failed {
-		return q.chunkState(ctx, t)
+		return chunkState(ctx, q.pool, t)
 	}
 	q.count.failedAttempts.Add(1)
 	q.reserver.DropSubmission(t.key.SubmissionID)

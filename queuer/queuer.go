@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/robfig/cron/v3"
 
 	"opsq/claims"
 	"opsq/reserver"
@@ -46,8 +45,8 @@ type Config struct {
 }
 
 // Queuer is one instance's engine. It is safe for concurrent use. Its goroutines (the
-// claims loop, the NOTIFY listener, the completer, the expiry loop and the cron jobs) live
-// from Start until Stop.
+// claims loop, the NOTIFY listener, the keyring's refresh, the completer, the expiry loop
+// and the cron jobs: its services) live from Start until Stop.
 type Queuer struct {
 	cfg        Config
 	pool       *pgxpool.Pool
@@ -67,19 +66,19 @@ type Queuer struct {
 	hints      *hints
 	keys       *Keyring // signs and verifies tokens
 
+	completer *completer
+	expirer   *expirer
+	jobs      *cronJobs
+
 	draining atomic.Bool
 	count    counters
-
-	completions   chan *completeJob
-	completerDone chan struct{}
-	expiryDone    chan struct{}
 
 	mu struct {
 		sync.Mutex
 		started bool
 		stopped bool
-		cancel  context.CancelFunc
-		cron    *cron.Cron
+		// services are the parts started, in order; Stop stops them in reverse.
+		services []service
 	}
 }
 
@@ -97,9 +96,14 @@ func New(cfg Config) (*Queuer, error) {
 		cfg: cfg, pool: cfg.Pool, log: cfg.Logger, ids: newIDGenerator(),
 		reserver: reserver.New(reserver.Config{}), finished: newWaiters(), work: newSignal(cfg.MaxWaiters), shared: newShared(),
 		avail: newAvailability(), infos: newInfoCache(), tombs: newTombstones(), hints: newHints(),
-		completions: make(chan *completeJob, 1024),
 	}
 	q.keys = NewKeyring(cfg.Pool, cfg.Logger)
+	q.completer = newCompleter(cfg.Pool, q.reserver, q.tombs, q.readToken)
+	q.expirer = newExpirer(q.reserver, q.expire)
+	q.jobs = &cronJobs{jobs: []cronJob{
+		{what: fmt.Sprintf("retention %q", cfg.RetentionSchedule), schedule: cfg.RetentionSchedule, run: q.runRetention},
+		{what: "the collection of max_simultaneous holds", schedule: holdsCollectSchedule, run: q.collectHolds},
+	}}
 	manager, err := claims.New(claims.Config{
 		Pool:     cfg.Pool,
 		Instance: cfg.Instance,
@@ -144,36 +148,14 @@ func (q *Queuer) Start(ctx context.Context) error {
 	if q.scans, err = pgxpool.NewWithConfig(ctx, scanCfg); err != nil {
 		return fmt.Errorf("connecting the candidate pool: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	// The listener first, so that no NOTIFY about shards acquired below is missed.
-	if err := q.listener.Start(runCtx); err != nil {
-		cancel()
+	// The listener first, so that no NOTIFY about shards acquired by the claims manager is
+	// missed; the cron jobs last. Stop stops them in reverse.
+	services := []service{q.listener, q.keys, q.completer, q.expirer, q.claims, q.jobs}
+	if err := startAll(ctx, services); err != nil {
+		q.scans.Close()
 		return err
 	}
-	if err := q.claims.Start(ctx); err != nil {
-		cancel()
-		q.listener.Stop()
-		return err
-	}
-	c := cron.New(cron.WithLocation(time.UTC), cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
-	if _, err := c.AddFunc(q.cfg.RetentionSchedule, func() { q.runRetention(runCtx) }); err != nil {
-		cancel()
-		q.listener.Stop()
-		q.claims.Stop()
-		return fmt.Errorf("scheduling retention %q: %w", q.cfg.RetentionSchedule, err)
-	}
-	if _, err := c.AddFunc(holdsCollectSchedule, func() { q.collectHolds(runCtx) }); err != nil {
-		cancel()
-		q.listener.Stop()
-		q.claims.Stop()
-		return fmt.Errorf("scheduling the collection of max_simultaneous holds: %w", err)
-	}
-	c.Start()
-	q.completerDone, q.expiryDone = make(chan struct{}), make(chan struct{})
-	go q.runCompleter(runCtx)
-	go q.runExpiry(runCtx)
-	q.keys.Start(runCtx)
-	q.mu.started, q.mu.cancel, q.mu.cron = true, cancel, c
+	q.mu.started, q.mu.services = true, services
 	return nil
 }
 
@@ -198,13 +180,7 @@ func (q *Queuer) Stop() {
 		return
 	}
 	q.mu.stopped = true
-	<-q.mu.cron.Stop().Done()
-	q.claims.Stop()
-	q.mu.cancel()
-	<-q.completerDone
-	<-q.expiryDone
-	q.keys.Stop()
-	q.listener.Stop()
+	stopAll(q.mu.services)
 	q.scans.Close()
 	q.finished.wakeAll()
 	q.work.broadcast()

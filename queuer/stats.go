@@ -17,7 +17,7 @@ type Stats struct {
 
 // counters are the monotonic counters of Stats.
 type counters struct {
-	reserved, completed, failedAttempts, expired, forwarded, chunksIngested atomic.Int64
+	reserved, failedAttempts, expired, forwarded, chunksIngested atomic.Int64
 }
 
 // Stats returns the instance's counters.
@@ -33,7 +33,7 @@ func (q *Queuer) Stats() Stats {
 		ShardsOwned:      owned,
 		ShardsReservable: len(q.claims.Reservable()),
 		Reserved:         q.count.reserved.Load(),
-		Completed:        q.count.completed.Load(),
+		Completed:        q.completer.completed.Load(),
 		FailedAttempts:   q.count.failedAttempts.Load(),
 		Expired:          q.count.expired.Load(),
 		Forwarded:        q.count.forwarded.Load(),
