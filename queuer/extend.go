@@ -87,7 +87,7 @@ func (q *Queuer) extendRemote(ctx context.Context, shard int, tokens []string, i
 		for j, i := range idx {
 			batch[j] = tokens[i]
 		}
-		results, err = q.peer(url).Extend(ctx, lease.String(), batch...)
+		results, err = q.router.peer(url).Extend(ctx, lease.String(), batch...)
 		if err != nil {
 			q.log.Warn("forwarding extend to the shard's owner", slog.Int("shard", shard), slog.String("owner", url), slog.Any("error", err))
 		}

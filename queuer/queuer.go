@@ -60,7 +60,7 @@ type Queuer struct {
 	finished   *waiters
 	work       *signal // new or released work, acquired shards
 	shared     *shared // the reserves sharing a run
-	avail      *availability
+	router     *router
 	infos      *infoCache
 	tombs      *tombstones
 	hints      *hints
@@ -95,7 +95,7 @@ func New(cfg Config) (*Queuer, error) {
 	q := &Queuer{
 		cfg: cfg, pool: cfg.Pool, log: cfg.Logger, ids: newIDGenerator(),
 		reserver: reserver.New(reserver.Config{}), finished: newWaiters(), work: newSignal(cfg.MaxWaiters), shared: newShared(),
-		avail: newAvailability(), infos: newInfoCache(), tombs: newTombstones(), hints: newHints(),
+		router: newRouter(cfg.Pool, cfg.Instance.ID, cfg.Logger), infos: newInfoCache(cfg.Pool), tombs: newTombstones(), hints: newHints(),
 	}
 	q.keys = NewKeyring(cfg.Pool, cfg.Logger)
 	q.completer = newCompleter(cfg.Pool, q.reserver, q.tombs, q.readToken)
@@ -109,7 +109,7 @@ func New(cfg Config) (*Queuer, error) {
 		Instance: cfg.Instance,
 		Logger:   cfg.Logger,
 		Report: func(shard int) (int, bool) {
-			return q.reserver.InflightShard(shard), q.available(shard)
+			return q.reserver.InflightShard(shard), q.router.available(shard)
 		},
 		OnLost:     q.onLost,
 		OnAcquired: q.onAcquired,
@@ -119,6 +119,7 @@ func New(cfg Config) (*Queuer, error) {
 		return nil, err
 	}
 	q.claims = manager
+	q.router.claims = manager
 	q.listener = newListener(cfg.Pool, cfg.Logger, q.onNotification, ChannelFinished, ChannelWork, ChannelReleased, ChannelClusterKeys)
 	return q, nil
 }
@@ -231,6 +232,26 @@ func (q *Queuer) onAcquired(shards []int) {
 		q.markAvailable(s)
 	}
 	q.work.broadcast()
+}
+
+// markAvailable notes that an own shard may have free chunks again (acquired, or a chunk
+// of it released): the resume hints may skip them, and the router tells other instances.
+func (q *Queuer) markAvailable(shard int) {
+	q.hints.clear()
+	q.router.markAvailable(shard)
+}
+
+// onWork handles a NOTIFY of new or released chunks (workPayload): the router notes where
+// they are, and as many waiting reserves wake as there are new chunks, wherever they are:
+// a waiter here takes those of this instance's shards and forwards for the others'.
+func (q *Queuer) onWork(payload string) {
+	n := q.router.noteWork(payload, q.shardCount)
+	q.hints.clearNewWork()
+	if n < 0 {
+		q.work.broadcast()
+	} else {
+		q.work.wake(n)
+	}
 }
 
 // onNotification dispatches the listener's notifications.

@@ -152,7 +152,7 @@ func (q *Queuer) reserveFor(ctx context.Context, asks []ReserveRequest) ([][]Chu
 		r.shards[i] = int32(l.Shard)
 		r.generation[l.Shard] = l.Generation
 	}
-	since := q.announced() // before the scan reads anything
+	since := q.router.announced() // before the scan reads anything
 	epoch := q.tombs.begin()
 	defer q.tombs.end(epoch)
 	if err := r.node(ctx, r.strategy, frame{}); err != nil {
@@ -160,7 +160,7 @@ func (q *Queuer) reserveFor(ctx context.Context, asks []ReserveRequest) ([][]Chu
 		return nil, err
 	}
 	if len(r.out) == 0 && r.exhaustive {
-		q.markUnavailable(leases, since) // every order was read to its end: nothing free here
+		q.router.markUnavailable(leases, since) // every order was read to its end: nothing free here
 	}
 	return r.answers(), nil
 }
@@ -428,7 +428,7 @@ func (r *run) takeBatch(ctx context.Context, batch []candidate, f frame) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	infos, err := r.q.submissionInfos(ctx, batch)
+	infos, err := r.q.infos.get(ctx, batch)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ type Stats struct {
 
 // counters are the monotonic counters of Stats.
 type counters struct {
-	reserved, failedAttempts, expired, forwarded, chunksIngested atomic.Int64
+	reserved, failedAttempts, expired, chunksIngested atomic.Int64
 }
 
 // Stats returns the instance's counters.
@@ -36,7 +36,7 @@ func (q *Queuer) Stats() Stats {
 		Completed:        q.completer.completed.Load(),
 		FailedAttempts:   q.count.failedAttempts.Load(),
 		Expired:          q.count.expired.Load(),
-		Forwarded:        q.count.forwarded.Load(),
+		Forwarded:        q.router.forwarded.Load(),
 		ChunksIngested:   q.count.chunksIngested.Load(),
 	}
 }
