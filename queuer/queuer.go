@@ -57,7 +57,6 @@ type Queuer struct {
 	claims     *claims.Manager
 	reserver   *reserver.Reserver
 	listener   *listener
-	finished   *waiters
 	work       *signal // new or released work, acquired shards
 	shared     *shared // the reserves sharing a run
 	router     *router
@@ -66,6 +65,7 @@ type Queuer struct {
 	hints      *hints
 	keys       *Keyring // signs and verifies tokens
 
+	subs      *submissions
 	completer *completer
 	expirer   *expirer
 	jobs      *cronJobs
@@ -94,14 +94,15 @@ func New(cfg Config) (*Queuer, error) {
 	cfg.RetentionSchedule = cmp.Or(cfg.RetentionSchedule, RetentionScheduleDefault)
 	q := &Queuer{
 		cfg: cfg, pool: cfg.Pool, log: cfg.Logger, ids: newIDGenerator(),
-		reserver: reserver.New(reserver.Config{}), finished: newWaiters(), work: newSignal(cfg.MaxWaiters), shared: newShared(),
+		reserver: reserver.New(reserver.Config{}), work: newSignal(cfg.MaxWaiters), shared: newShared(),
 		router: newRouter(cfg.Pool, cfg.Instance.ID, cfg.Logger), infos: newInfoCache(cfg.Pool), tombs: newTombstones(), hints: newHints(),
 	}
 	q.keys = NewKeyring(cfg.Pool, cfg.Logger)
+	q.subs = newSubmissions(cfg.Pool, cfg.Logger, q.ids, q.work)
 	q.completer = newCompleter(cfg.Pool, q.reserver, q.tombs, q.readToken)
 	q.expirer = newExpirer(q.reserver, q.expire)
 	q.jobs = &cronJobs{jobs: []cronJob{
-		{what: fmt.Sprintf("retention %q", cfg.RetentionSchedule), schedule: cfg.RetentionSchedule, run: q.runRetention},
+		{what: fmt.Sprintf("retention %q", cfg.RetentionSchedule), schedule: cfg.RetentionSchedule, run: q.subs.runRetention},
 		{what: "the collection of max_simultaneous holds", schedule: holdsCollectSchedule, run: q.collectHolds},
 	}}
 	manager, err := claims.New(claims.Config{
@@ -136,6 +137,7 @@ func (q *Queuer) Start(ctx context.Context) error {
 		return err
 	}
 	q.shardCount = settings.ShardCount
+	q.subs.shardCount = settings.ShardCount
 	if err := q.keys.Load(ctx); err != nil {
 		return err
 	}
@@ -183,7 +185,7 @@ func (q *Queuer) Stop() {
 	q.mu.stopped = true
 	stopAll(q.mu.services)
 	q.scans.Close()
-	q.finished.wakeAll()
+	q.subs.finished.wakeAll()
 	q.work.broadcast()
 }
 
@@ -258,12 +260,12 @@ func (q *Queuer) onWork(payload string) {
 func (q *Queuer) onNotification(channel, payload string) {
 	switch channel {
 	case "": // the listener reconnected: anything may have been missed
-		q.finished.wakeAll()
+		q.subs.finished.wakeAll()
 		q.onWork("all")
 		q.keys.Refresh()
 	case ChannelFinished:
 		if id, err := strconv.ParseInt(payload, 10, 64); err == nil {
-			q.finished.wake(id)
+			q.subs.finished.wake(id)
 			q.infos.forget(id)
 		}
 	case ChannelWork:

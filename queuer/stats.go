@@ -17,7 +17,7 @@ type Stats struct {
 
 // counters are the monotonic counters of Stats.
 type counters struct {
-	reserved, failedAttempts, expired, chunksIngested atomic.Int64
+	reserved, failedAttempts, expired atomic.Int64
 }
 
 // Stats returns the instance's counters.
@@ -37,6 +37,6 @@ func (q *Queuer) Stats() Stats {
 		FailedAttempts:   q.count.failedAttempts.Load(),
 		Expired:          q.count.expired.Load(),
 		Forwarded:        q.router.forwarded.Load(),
-		ChunksIngested:   q.count.chunksIngested.Load(),
+		ChunksIngested:   q.subs.ingested.Load(),
 	}
 }
