@@ -49,7 +49,9 @@ type Created struct {
 
 // Notification channels.
 const (
-	// ChannelWork carries the id of a submission whose chunks became reservable.
+	// ChannelWork announces chunks that became reservable and names their shards
+	// (workPayload): "all:N" for N chunks over every shard, "3,17" for a chunk on each
+	// shard named, "all" for anything may have changed.
 	ChannelWork = "opsq_work"
 	// ChannelFinished carries the id of a submission that reached a final state.
 	ChannelFinished = "opsq_finished"
