@@ -81,7 +81,7 @@ func (q *Queuer) expire(ctx context.Context, r reserver.Reservation) {
 		return // still held: TakeExpired returns it again after expiryRetry
 	}
 	q.count.expired.Add(1)
-	q.releaseSlots(ctx, []string{r.Token})
+	q.holds.release(ctx, []string{r.Token})
 	q.reserver.Release(r.Token)
 	q.work.wake(1) // the chunk is free (or failed) now, not when failAttempt's NOTIFY woke one
 	q.log.Debug("reservation expired", slog.Int64("submission_id", r.Key.SubmissionID),

@@ -82,7 +82,7 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 			q.count.failedAttempts.Add(1)
 			q.afterRetry(t, tok)
 			if tok != "" { // an expired lease (no tok): expire releases its slots
-				q.releaseSlots(ctx, []string{tok})
+				q.holds.release(ctx, []string{tok})
 			}
 			return client.StatusRetrying, nil
 		}

@@ -64,6 +64,7 @@ type Queuer struct {
 	tombs      *tombstones
 	hints      *hints
 	keys       *Keyring // signs and verifies tokens
+	holds      *holds
 
 	subs      *submissions
 	completer *completer
@@ -98,12 +99,13 @@ func New(cfg Config) (*Queuer, error) {
 		router: newRouter(cfg.Pool, cfg.Instance.ID, cfg.Logger), infos: newInfoCache(cfg.Pool), tombs: newTombstones(), hints: newHints(),
 	}
 	q.keys = NewKeyring(cfg.Pool, cfg.Logger)
+	q.holds = &holds{pool: cfg.Pool, log: cfg.Logger}
 	q.subs = newSubmissions(cfg.Pool, cfg.Logger, q.ids, q.work)
 	q.completer = newCompleter(cfg.Pool, q.reserver, q.tombs, q.readToken)
 	q.expirer = newExpirer(q.reserver, q.expire)
 	q.jobs = &cronJobs{jobs: []cronJob{
 		{what: fmt.Sprintf("retention %q", cfg.RetentionSchedule), schedule: cfg.RetentionSchedule, run: q.subs.runRetention},
-		{what: "the collection of max_simultaneous holds", schedule: holdsCollectSchedule, run: q.collectHolds},
+		{what: "the collection of max_simultaneous holds", schedule: holdsCollectSchedule, run: q.holds.collect},
 	}}
 	manager, err := claims.New(claims.Config{
 		Pool:     cfg.Pool,

@@ -503,7 +503,7 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 		return false, err
 	}
 	if len(f.limits) > 0 {
-		refused, err := r.q.takeSlots(ctx, tok, c, gen, f.limits)
+		refused, err := r.q.holds.take(ctx, tok, c, gen, f.limits)
 		if err != nil {
 			r.q.undo([]Chunk{{Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}})
 			return false, err
@@ -612,7 +612,7 @@ func (q *Queuer) undo(out []Chunk) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), undoNotifyTimeout)
 	defer cancel()
-	q.releaseSlots(ctx, tokens)
+	q.holds.release(ctx, tokens)
 	for _, s := range shards {
 		q.markAvailable(s)
 	}
