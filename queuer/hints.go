@@ -21,7 +21,9 @@ import (
 // hintMinRun is the shortest run of reserved chunks worth a hint.
 const hintMinRun = 64
 
-// hints holds the resume hints. Safe for concurrent use.
+// hints owns the resume hints of ordered scans: for each leaf, filters and shards
+// (hintKey), the position after the run of reserved chunks its last scan began with. Safe
+// for concurrent use.
 type hints struct {
 	mu     sync.Mutex
 	byScan map[string]strategy.Position

@@ -100,7 +100,8 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 	}
 }
 
-// waiters wakes the goroutines waiting on a key. Safe for concurrent use.
+// waiters owns the channels of the goroutines waiting on a key (WaitFinished: a
+// submission id), and wakes them. Safe for concurrent use.
 type waiters struct {
 	mu struct {
 		sync.Mutex

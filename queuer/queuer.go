@@ -3,6 +3,13 @@
 // reserver: reserving writes nothing), records completions and failures, forwards
 // consumers to instances that have work, wakes long-polls by LISTEN/NOTIFY, and runs the
 // periodic jobs (robfig/cron/v3).
+//
+// The Queuer is a façade over parts that each own their state: submissions (the submission
+// rows), completer (the completions waiting to be written), router (where work is, and
+// forwarding), holds (the max_simultaneous slots), expirer (leases that ran out), cronJobs
+// (the periodic jobs), Keyring (the cluster keys) and listener (the LISTEN connection).
+// Those with goroutines share one lifecycle shape, service: Queuer.Start starts them in
+// order and Queuer.Stop stops them in reverse.
 package queuer
 
 import (
@@ -44,9 +51,14 @@ type Config struct {
 	MaxWaiters int
 }
 
-// Queuer is one instance's engine. It is safe for concurrent use. Its goroutines (the
-// claims loop, the NOTIFY listener, the keyring's refresh, the completer, the expiry loop
-// and the cron jobs: its services) live from Start until Stop.
+// Queuer is one instance's engine: a façade that starts its parts and hands each request
+// to the part that owns it. It owns the reserve path (the reservations, the runs that fill
+// them and the queue of reserves waiting for work) and the dispatch of notifications and
+// claim changes to the parts; the submissions store, the completer, the router, the
+// expirer, the cron jobs, the holds, the keyring and the listener own the rest. It is safe
+// for concurrent use. Its services' goroutines (the claims loop, the NOTIFY listener, the
+// keyring's refresh, the completer, the expiry loop and the cron jobs) live from Start
+// until Stop.
 type Queuer struct {
 	cfg        Config
 	pool       *pgxpool.Pool
@@ -55,19 +67,22 @@ type Queuer struct {
 	ids        *idGenerator
 	shardCount int
 	claims     *claims.Manager
-	reserver   *reserver.Reserver
-	listener   *listener
-	work       *signal // new or released work, acquired shards
-	shared     *shared // the reserves sharing a run
-	router     *router
-	infos      *infoCache
-	tombs      *tombstones
-	hints      *hints
-	keys       *Keyring // signs and verifies tokens
-	holds      *holds
 
+	// The reserve path.
+	reserver *reserver.Reserver
+	work     *signal // new or released work, acquired shards
+	shared   *shared // the reserves sharing a run
+	infos    *infoCache
+	tombs    *tombstones
+	hints    *hints // resume hints of ordered scans
+
+	// The parts.
 	subs      *submissions
 	completer *completer
+	router    *router // where work is; forwarding
+	holds     *holds
+	keys      *Keyring // signs and verifies tokens
+	listener  *listener
 	expirer   *expirer
 	jobs      *cronJobs
 

@@ -43,6 +43,8 @@ type router struct {
 	}
 }
 
+// peer is another instance as the last read of the instances has it: its URL, and the
+// shards it published as having free chunks.
 type peer struct {
 	id, url string
 	shards  []int32

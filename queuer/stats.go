@@ -15,7 +15,8 @@ type Stats struct {
 	ChunksIngested   int64
 }
 
-// counters are the monotonic counters of Stats.
+// counters are the monotonic counters of Stats that the reserve path keeps; the
+// completer, the router and the submissions store keep their own.
 type counters struct {
 	reserved, failedAttempts, expired atomic.Int64
 }
