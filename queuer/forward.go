@@ -18,12 +18,12 @@ import (
 
 // Forwarding: a consumer never waits while reservable work exists anywhere in the cluster.
 // An instance with nothing for a request forwards it to instances whose shards have work:
-// those named by recent NOTIFYs of new or released chunks (leads), then those whose
+// those named by recent NOTIFYs of new or released chunks (tips), then those whose
 // owners published available shards at their last renewal.
 
 const (
-	// leadTTL is how long a NOTIFY about work on another instance's shard is believed.
-	leadTTL = 5 * time.Second
+	// tipTTL is how long a NOTIFY about work on another instance's shard is believed.
+	tipTTL = 5 * time.Second
 	// peersTTL is how long the published availability of other instances is cached.
 	peersTTL = time.Second
 	// forwardTries bounds the instances one request is forwarded to.
@@ -68,14 +68,14 @@ func (r *router) forward(ctx context.Context, req ReserveRequest) (chunks []Chun
 			r.forwarded.Add(1)
 			return fromWire(chunks), false, nil
 		}
-		r.forgetLeads(url) // it had nothing: the leads to it are stale
+		r.forgetTips(url) // it had nothing: the tips to it are stale
 	}
 	r.log.Debug("forwarded reserve found nothing", slog.String("consumer", req.Consumer),
 		slog.Int("targets", len(urls)), slog.Bool("failed", failed))
 	return nil, failed, nil
 }
 
-// forwardTargets lists the URLs of other instances that may have work: those leads point
+// forwardTargets lists the URLs of other instances that may have work: those the tips point
 // to first, then published ones, each in random order.
 func (r *router) forwardTargets(ctx context.Context) []string {
 	r.refreshPeers(ctx)
@@ -87,15 +87,15 @@ func (r *router) forwardTargets(ctx context.Context) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen := map[string]bool{}
-	var led, published []string
-	for s, at := range r.mu.leads {
-		if now.Sub(at) > leadTTL {
-			delete(r.mu.leads, s)
+	var tipped, published []string
+	for s, at := range r.mu.tips {
+		if now.Sub(at) > tipTTL {
+			delete(r.mu.tips, s)
 			continue
 		}
 		if url, ok := r.mu.urls[s]; ok && !own[s] && !seen[url] {
 			seen[url] = true
-			led = append(led, url)
+			tipped = append(tipped, url)
 		}
 	}
 	for _, p := range r.mu.peers {
@@ -104,9 +104,9 @@ func (r *router) forwardTargets(ctx context.Context) []string {
 			published = append(published, p.url)
 		}
 	}
-	rand.Shuffle(len(led), func(i, j int) { led[i], led[j] = led[j], led[i] })
+	rand.Shuffle(len(tipped), func(i, j int) { tipped[i], tipped[j] = tipped[j], tipped[i] })
 	rand.Shuffle(len(published), func(i, j int) { published[i], published[j] = published[j], published[i] })
-	return append(led, published...)
+	return append(tipped, published...)
 }
 
 // refreshPeers rereads the other instances' shards and availability, at most every
@@ -146,13 +146,13 @@ func (r *router) refreshPeers(ctx context.Context) {
 	r.mu.Unlock()
 }
 
-// forgetLeads drops the leads to the shards of url.
-func (r *router) forgetLeads(url string) {
+// forgetTips drops the tips to the shards of url.
+func (r *router) forgetTips(url string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for s := range r.mu.leads {
+	for s := range r.mu.tips {
 		if r.mu.urls[s] == url {
-			delete(r.mu.leads, s)
+			delete(r.mu.tips, s)
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // router owns what this instance knows of where reservable chunks are — which of its own
-// shards the last full scan found empty, the leads (recent NOTIFYs of work on any shard),
+// shards the last full scan found empty, the tips (recent NOTIFYs of work on any shard),
 // the other instances' published shards — and the HTTP client that forwards reserves and
 // extends to them (forward.go). It is safe for concurrent use and has no goroutine of its
 // own.
@@ -36,7 +36,7 @@ type router struct {
 		// announced counts the announcements of work on own shards (markAvailable,
 		// noteWork): a scan that began before the last one does not mark shards empty.
 		announced uint64
-		leads     map[int]time.Time // shards with recent NOTIFYs of new or released chunks
+		tips      map[int]time.Time // shards with recent NOTIFYs of new or released chunks
 		peers     []peer            // other instances' published available shards
 		read      time.Time         // when peers was read
 		urls      map[int]string    // shard -> owner URL, from the last read
@@ -53,7 +53,7 @@ type peer struct {
 func newRouter(pool *pgxpool.Pool, instance string, log *slog.Logger) *router {
 	r := &router{pool: pool, instance: instance, log: log, peerHTTP: newPeerHTTPClient()}
 	r.mu.empty = map[int]bool{}
-	r.mu.leads = map[int]time.Time{}
+	r.mu.tips = map[int]time.Time{}
 	return r
 }
 
@@ -112,7 +112,7 @@ func (r *router) ownShardsEmpty() bool {
 // noteWork records a NOTIFY of new or released chunks (workPayload) over shardCount
 // shards: "all:N" (N chunks over every shard), "3,17" (a chunk on each shard named), or
 // "all" (anything may have changed). Each shard named may have free chunks again, and is
-// a lead for forwarding. It returns how many chunks the NOTIFY announces, -1 for any
+// a tip for forwarding. It returns how many chunks the NOTIFY announces, -1 for any
 // number.
 func (r *router) noteWork(payload string, shardCount int) int {
 	now := time.Now()
@@ -126,7 +126,7 @@ func (r *router) noteWork(payload string, shardCount int) int {
 		}
 		clear(r.mu.empty)
 		for s := range shardCount {
-			r.mu.leads[s] = now
+			r.mu.tips[s] = now
 		}
 		return n
 	}
@@ -134,7 +134,7 @@ func (r *router) noteWork(payload string, shardCount int) int {
 	for _, f := range strings.Split(payload, ",") {
 		if s, err := strconv.Atoi(f); err == nil {
 			delete(r.mu.empty, s)
-			r.mu.leads[s] = now
+			r.mu.tips[s] = now
 			n++
 		}
 	}

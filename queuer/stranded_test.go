@@ -161,7 +161,7 @@ func (h *holdCandidates) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.T
 
 // TestStaleEmptyScanKeepsShardsAvailable: a scan that read its (empty) candidates before
 // new work was announced, and ends after, must not mark the shards empty: they would be
-// published as empty, and the other instances' waiters, once the NOTIFY's hints are stale,
+// published as empty, and the other instances' waiters, once the NOTIFY's tips are stale,
 // would have nowhere to forward to while the chunks stay free here. Before, it did (the
 // bench's last parked consumers: a join-time look held up by thousands of others ended
 // after the chunks arrived).
