@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/client"
 	"opsq/reserver"
@@ -39,15 +41,62 @@ type completeJob struct {
 	done   chan struct{}
 }
 
+// Complete records completions (see completer.Complete).
+func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]string, error) {
+	return q.completer.Complete(ctx, items)
+}
+
+// completer owns the completions waiting to be written (its queue) and the goroutine that
+// writes them: every request's completions that wait when it is free go into one
+// transaction (up to completeBatchMax), so that concurrent consumers share each commit
+// (River's jobcompleter). Its goroutine lives from Start until Stop. Complete is safe for
+// concurrent use.
+type completer struct {
+	pool      *pgxpool.Pool
+	reserver  *reserver.Reserver
+	tombs     *tombstones
+	readToken func(string) (token, bool)
+
+	jobs      chan *completeJob
+	completed atomic.Int64 // chunks completed here, for Stats
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+var _ service = (*completer)(nil)
+
+func newCompleter(pool *pgxpool.Pool, r *reserver.Reserver, tombs *tombstones, readToken func(string) (token, bool)) *completer {
+	return &completer{pool: pool, reserver: r, tombs: tombs, readToken: readToken, jobs: make(chan *completeJob, 1024)}
+}
+
+// Start starts the goroutine that writes completions.
+func (c *completer) Start(ctx context.Context) error {
+	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	c.done = make(chan struct{})
+	go c.run(ctx)
+	return nil
+}
+
+// Stop ends the goroutine; the completions it has not taken stay unwritten, and their
+// requests end with their own contexts. Safe twice and before Start.
+func (c *completer) Stop() {
+	if c.cancel == nil {
+		return
+	}
+	c.cancel()
+	<-c.done
+}
+
 // Complete records completions: the first completion of a chunk wins, repeats are harmless.
 // Completions from concurrent requests are written together, one statement per flush (the
 // completer), and completing a submission's last chunk completes the submission. The
 // result statuses are in the order of items.
-func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]string, error) {
+func (c *completer) Complete(ctx context.Context, items []Completion) ([]string, error) {
 	job := &completeJob{items: items, tokens: make([]token, len(items)), status: make([]string, len(items)), done: make(chan struct{})}
 	valid := 0
 	for i, it := range items {
-		t, ok := q.readToken(it.Token)
+		t, ok := c.readToken(it.Token)
 		if !ok {
 			job.status[i] = client.StatusUnknown
 			continue
@@ -59,7 +108,7 @@ func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]string, er
 		return job.status, nil
 	}
 	select {
-	case q.completions <- job:
+	case c.jobs <- job:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -71,31 +120,30 @@ func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]string, er
 	}
 }
 
-// runCompleter writes completions until ctx ends: it takes every job waiting, up to
-// completeBatchMax completions, and writes them in one transaction, so that concurrent
-// consumers share each commit.
-func (q *Queuer) runCompleter(ctx context.Context) {
-	defer close(q.completerDone)
+// run writes completions until ctx ends: it takes every job waiting, up to
+// completeBatchMax completions, and writes them in one transaction.
+func (c *completer) run(ctx context.Context) {
+	defer close(c.done)
 	for {
 		var jobs []*completeJob
 		select {
 		case <-ctx.Done():
 			return
-		case j := <-q.completions:
+		case j := <-c.jobs:
 			jobs = append(jobs, j)
 		}
 		n := len(jobs[0].items)
 	more:
 		for n < completeBatchMax {
 			select {
-			case j := <-q.completions:
+			case j := <-c.jobs:
 				jobs = append(jobs, j)
 				n += len(j.items)
 			default:
 				break more
 			}
 		}
-		err := q.flushCompletions(ctx, jobs)
+		err := c.flush(ctx, jobs)
 		for _, j := range jobs {
 			j.err = err
 			close(j.done)
@@ -103,9 +151,8 @@ func (q *Queuer) runCompleter(ctx context.Context) {
 	}
 }
 
-// flushCompletions writes the jobs' completions in one transaction and fills in their
-// statuses.
-func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) error {
+// flush writes the jobs' completions in one transaction and fills in their statuses.
+func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 	type ref struct{ job, item int }
 	first := map[reserver.Key]ref{} // the first completion of each chunk in the batch
 	var sids []int64
@@ -136,7 +183,7 @@ func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) erro
 	completed := map[reserver.Key]bool{}
 	err := withRetry(ctx, func() error {
 		clear(completed)
-		return pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 			// A batch touches a few chunks by primary key: when the partitions are small
 			// (or their statistics stale) the planner would rather read every partition.
 			if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off"); err != nil {
@@ -172,7 +219,7 @@ func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) erro
 					}
 				}
 			}
-			return q.notifyReleased(ctx, tx, completed)
+			return c.notifyReleased(ctx, tx, completed)
 		})
 	})
 	if err != nil {
@@ -181,10 +228,10 @@ func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) erro
 	var stale []ref // completions that completed nothing
 	for k, r := range first {
 		if completed[k] {
-			q.count.completed.Add(1)
+			c.completed.Add(1)
 			jobs[r.job].status[r.item] = client.StatusCompleted
-			q.tombs.add(k)
-			q.reserver.ReleaseKey(k)
+			c.tombs.add(k)
+			c.reserver.ReleaseKey(k)
 			continue
 		}
 		stale = append(stale, r)
@@ -196,7 +243,7 @@ func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) erro
 	for i, r := range stale {
 		staleTokens[i] = jobs[r.job].tokens[r.item]
 	}
-	known, err := q.chunksKnown(ctx, staleTokens)
+	known, err := c.chunksKnown(ctx, staleTokens)
 	if err != nil {
 		return err
 	}
@@ -212,14 +259,14 @@ func (q *Queuer) flushCompletions(ctx context.Context, jobs []*completeJob) erro
 // chunksKnown tells, in one statement, which chunks of tokens opsq knows (pending or
 // finished): the completions of those that completed nothing are already_finished, the
 // others unknown (see chunkState).
-func (q *Queuer) chunksKnown(ctx context.Context, tokens []token) ([]bool, error) {
+func (c *completer) chunksKnown(ctx context.Context, tokens []token) ([]bool, error) {
 	shards := make([]int32, len(tokens))
 	sids := make([]int64, len(tokens))
 	idxs := make([]int32, len(tokens))
 	for i, t := range tokens {
 		shards[i], sids[i], idxs[i] = int32(t.shard), t.key.SubmissionID, t.key.ChunkIndex
 	}
-	rows, err := q.pool.Query(ctx, opsqsql.ChunkStates, pgx.NamedArgs{
+	rows, err := c.pool.Query(ctx, opsqsql.ChunkStates, pgx.NamedArgs{
 		"shards": shards, "submission_ids": sids, "chunk_indexes": idxs,
 	})
 	if err != nil {
@@ -243,10 +290,10 @@ func (q *Queuer) chunksKnown(ctx context.Context, tokens []token) ([]bool, error
 
 // notifyReleased tells every instance that these chunks are finished, so that the one
 // holding their reservations drops them (this one does it itself after the commit).
-func (q *Queuer) notifyReleased(ctx context.Context, tx pgx.Tx, keys map[reserver.Key]bool) error {
+func (c *completer) notifyReleased(ctx context.Context, tx pgx.Tx, keys map[reserver.Key]bool) error {
 	var b strings.Builder
 	for k := range keys {
-		if q.reserver.IsReserved(k) {
+		if c.reserver.IsReserved(k) {
 			continue // ours: released after the commit
 		}
 		if b.Len() > 0 {
@@ -269,8 +316,8 @@ func (q *Queuer) notifyReleased(ctx context.Context, tx pgx.Tx, keys map[reserve
 // chunkState tells why a completion or failure of t did nothing: the chunk is finished
 // (completed, failed, or its submission finished), or this attempt at it is over (an
 // expired lease was counted, or another token of the chunk was used), or nobody knows it.
-func (q *Queuer) chunkState(ctx context.Context, t token) (string, error) {
-	state, _, err := q.readChunk(ctx, t)
+func chunkState(ctx context.Context, pool *pgxpool.Pool, t token) (string, error) {
+	state, _, err := readChunk(ctx, pool, t)
 	if err != nil {
 		return "", err
 	}
@@ -286,10 +333,10 @@ type pendingChunk struct {
 }
 
 // readChunk returns "pending" (with its counts), "finished", or "" for an unknown chunk.
-func (q *Queuer) readChunk(ctx context.Context, t token) (string, pendingChunk, error) {
+func readChunk(ctx context.Context, pool *pgxpool.Pool, t token) (string, pendingChunk, error) {
 	var state string
 	var p pendingChunk
-	err := q.pool.QueryRow(ctx, opsqsql.ChunkState, pgx.NamedArgs{
+	err := pool.QueryRow(ctx, opsqsql.ChunkState, pgx.NamedArgs{
 		"shard": t.shard, "submission_id": t.key.SubmissionID, "chunk_index": t.key.ChunkIndex,
 	}).Scan(&state, &p.retries, &p.maxRetries)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -14,11 +14,44 @@ const expiryTick = 250 * time.Millisecond
 // expiryRetry is when the expiry of a reservation whose recording failed is tried again.
 const expiryRetry = 5 * time.Second
 
-// runExpiry releases the reservations whose lease ran out, until ctx ends. Each counts as a
-// failed attempt ("reservation expired"), written only while this instance still holds
-// the claim the reservation was made under; a chunk whose attempts are spent fails.
-func (q *Queuer) runExpiry(ctx context.Context) {
-	defer close(q.expiryDone)
+// expirer owns the loop that releases the reservations whose lease ran out: every
+// expiryTick it takes them from the reserver (TakeExpired) and hands each to expire. Each
+// chunk stays held while its expiry is recorded, so that no reserve hands it out again at
+// the attempt being counted; a failed recording is retried after expiryRetry. Its
+// goroutine lives from Start until Stop; Start and Stop are for one goroutine at a time.
+type expirer struct {
+	reserver *reserver.Reserver
+	expire   func(context.Context, reserver.Reservation)
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+var _ service = (*expirer)(nil)
+
+func newExpirer(r *reserver.Reserver, expire func(context.Context, reserver.Reservation)) *expirer {
+	return &expirer{reserver: r, expire: expire}
+}
+
+// Start starts the loop.
+func (e *expirer) Start(ctx context.Context) error {
+	ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	e.done = make(chan struct{})
+	go e.run(ctx)
+	return nil
+}
+
+// Stop ends the loop and waits for it. Safe twice and before Start.
+func (e *expirer) Stop() {
+	if e.cancel == nil {
+		return
+	}
+	e.cancel()
+	<-e.done
+}
+
+func (e *expirer) run(ctx context.Context) {
+	defer close(e.done)
 	tick := time.NewTicker(expiryTick)
 	defer tick.Stop()
 	for {
@@ -27,15 +60,16 @@ func (q *Queuer) runExpiry(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		// Each chunk stays held while its expiry is recorded, so that no reserve hands it
-		// out again at the attempt being counted; a failed recording is retried later.
 		now := time.Now()
-		for _, r := range q.reserver.TakeExpired(now, now.Add(expiryRetry)) {
-			q.expire(ctx, r)
+		for _, r := range e.reserver.TakeExpired(now, now.Add(expiryRetry)) {
+			e.expire(ctx, r)
 		}
 	}
 }
 
+// expire records that r's lease ran out: a failed attempt ("reservation expired"), written
+// only while this instance still holds the claim the reservation was made under; a chunk
+// whose attempts are spent fails.
 func (q *Queuer) expire(ctx context.Context, r reserver.Reservation) {
 	t := token{key: r.Key, shard: r.Shard, generation: r.Generation, retries: r.Retries}
 	status, err := q.failAttempt(ctx, t, "", errReservationExpired, true, &fence{claimant: q.cfg.Instance.ID, generation: r.Generation})
@@ -47,7 +81,7 @@ func (q *Queuer) expire(ctx context.Context, r reserver.Reservation) {
 		return // still held: TakeExpired returns it again after expiryRetry
 	}
 	q.count.expired.Add(1)
-	q.releaseSlots(ctx, []string{r.Token})
+	q.holds.release(ctx, []string{r.Token})
 	q.reserver.Release(r.Token)
 	q.work.wake(1) // the chunk is free (or failed) now, not when failAttempt's NOTIFY woke one
 	q.log.Debug("reservation expired", slog.Int64("submission_id", r.Key.SubmissionID),

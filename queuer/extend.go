@@ -63,7 +63,7 @@ func (q *Queuer) Extend(ctx context.Context, tokens []string, lease time.Duratio
 // goneStatus answers for a token without a live reservation: already_finished when its
 // chunk is finished, unknown when nobody knows it, else lost.
 func (q *Queuer) goneStatus(ctx context.Context, t token) (string, error) {
-	state, _, err := q.readChunk(ctx, t)
+	state, _, err := readChunk(ctx, q.pool, t)
 	switch {
 	case err != nil:
 		return "", err
@@ -87,7 +87,7 @@ func (q *Queuer) extendRemote(ctx context.Context, shard int, tokens []string, i
 		for j, i := range idx {
 			batch[j] = tokens[i]
 		}
-		results, err = q.peer(url).Extend(ctx, lease.String(), batch...)
+		results, err = q.router.peer(url).Extend(ctx, lease.String(), batch...)
 		if err != nil {
 			q.log.Warn("forwarding extend to the shard's owner", slog.Int("shard", shard), slog.String("owner", url), slog.Any("error", err))
 		}

@@ -82,12 +82,12 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 			q.count.failedAttempts.Add(1)
 			q.afterRetry(t, tok)
 			if tok != "" { // an expired lease (no tok): expire releases its slots
-				q.releaseSlots(ctx, []string{tok})
+				q.holds.release(ctx, []string{tok})
 			}
 			return client.StatusRetrying, nil
 		}
 	}
-	state, p, err := q.readChunk(ctx, t)
+	state, p, err := readChunk(ctx, q.pool, t)
 	if err != nil {
 		return "", err
 	}
@@ -116,7 +116,7 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 		return "", fmt.Errorf("failing chunk: %w", err)
 	}
 	if !failed {
-		return q.chunkState(ctx, t)
+		return chunkState(ctx, q.pool, t)
 	}
 	q.count.failedAttempts.Add(1)
 	q.reserver.DropSubmission(t.key.SubmissionID)

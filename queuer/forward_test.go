@@ -22,11 +22,11 @@ import (
 // forwardTo makes q's next reserves with nothing local forward to url alone, as if url
 // were another instance that published an available shard.
 func forwardTo(q *Queuer, url string) {
-	q.avail.mu.Lock()
-	defer q.avail.mu.Unlock()
-	q.avail.mu.peers = []peer{{id: "fake-peer", url: url, shards: []int32{0}}}
-	q.avail.mu.urls = map[int]string{}
-	q.avail.mu.read = time.Now().Add(time.Hour) // not reread during the test
+	q.router.mu.Lock()
+	defer q.router.mu.Unlock()
+	q.router.mu.peers = []peer{{id: "fake-peer", url: url, shards: []int32{0}}}
+	q.router.mu.urls = map[int]string{}
+	q.router.mu.read = time.Now().Add(time.Hour) // not reread during the test
 }
 
 // reserveForwarded reserves with an empty backlog, so that the request is forwarded, and
@@ -60,7 +60,7 @@ func TestPeerFollowsNoRedirect(t *testing.T) {
 		redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, target.URL+r.URL.Path, code)
 		}))
-		_, err := q.peer(redirector.URL).Reserve(t.Context(), client.ReserveRequest{Max: 1})
+		_, err := q.router.peer(redirector.URL).Reserve(t.Context(), client.ReserveRequest{Max: 1})
 		var apiErr *client.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != code {
 			t.Errorf("forwarding to a peer that redirects with %d: got %v; want the %d as an error", code, err, code)
@@ -92,7 +92,7 @@ func TestPeerThatNeverAnswers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*bound)
 	defer cancel()
 	start := time.Now()
-	_, err := q.peer(silent.URL).Extend(ctx, "1m", "some-token")
+	_, err := q.router.peer(silent.URL).Extend(ctx, "1m", "some-token")
 	if took := time.Since(start); err == nil || took > bound {
 		t.Errorf("extend forwarded to a peer that never answers: %v after %s; want an error within %s", err, took.Round(time.Millisecond), bound)
 	}
@@ -124,7 +124,7 @@ func TestPeerAnswerTooLarge(t *testing.T) {
 	}))
 	defer huge.Close()
 
-	_, err := q.peer(huge.URL).Reserve(t.Context(), client.ReserveRequest{Max: 1})
+	_, err := q.router.peer(huge.URL).Reserve(t.Context(), client.ReserveRequest{Max: 1})
 	if !errors.Is(err, client.ErrResponseTooLarge) {
 		t.Errorf("forwarding to a peer that answers 100 MB: got %v; want client.ErrResponseTooLarge", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 
-	"opsq/reserver"
 	"opsq/strategy"
 )
 
@@ -22,36 +21,15 @@ import (
 // hintMinRun is the shortest run of reserved chunks worth a hint.
 const hintMinRun = 64
 
-// position is where a scan is in a leaf's order.
-type position struct {
-	prio int64 // custom_priority: the negated priority
-	key  reserver.Key
-}
-
-// before reports whether a comes before b in kind's order.
-func before(kind strategy.Kind, a, b position) bool {
-	switch kind {
-	case strategy.NewestFirst:
-		return a.key.SubmissionID > b.key.SubmissionID ||
-			(a.key.SubmissionID == b.key.SubmissionID && a.key.ChunkIndex > b.key.ChunkIndex)
-	case strategy.CustomPriority:
-		if a.prio != b.prio {
-			return a.prio < b.prio
-		}
-		fallthrough
-	default:
-		return a.key.SubmissionID < b.key.SubmissionID ||
-			(a.key.SubmissionID == b.key.SubmissionID && a.key.ChunkIndex < b.key.ChunkIndex)
-	}
-}
-
-// hints holds the resume hints. Safe for concurrent use.
+// hints owns the resume hints of ordered scans: for each leaf, filters and shards
+// (hintKey), the position after the run of reserved chunks its last scan began with. Safe
+// for concurrent use.
 type hints struct {
 	mu     sync.Mutex
-	byScan map[string]position
+	byScan map[string]strategy.Position
 }
 
-func newHints() *hints { return &hints{byScan: map[string]position{}} }
+func newHints() *hints { return &hints{byScan: map[string]strategy.Position{}} }
 
 // hintKey names a scan: its leaf, filters and shards.
 func hintKey(kind strategy.Kind, filters []strategy.Filter, shards []int32) string {
@@ -64,14 +42,14 @@ func hintKey(kind strategy.Kind, filters []strategy.Filter, shards []int32) stri
 	return b.String()
 }
 
-func (h *hints) get(key string) (position, bool) {
+func (h *hints) get(key string) (strategy.Position, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	p, ok := h.byScan[key]
 	return p, ok
 }
 
-func (h *hints) set(key string, p position) {
+func (h *hints) set(key string, p strategy.Position) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.byScan[key] = p

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	opsqsql "opsq/sql"
 )
@@ -13,13 +14,21 @@ import (
 // holdsCollectSchedule is how often holds that stopped counting are deleted.
 const holdsCollectSchedule = "@every 30s"
 
-// takeSlots takes, in one transaction, a global max_simultaneous slot of every limited
+// holds owns this instance's access to the global max_simultaneous slots (opsq.holds):
+// it takes them for a reservation, frees those of finished reservations, and collects
+// those that stopped counting (a cron job). Safe for concurrent use; no goroutine.
+type holds struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+}
+
+// take takes, in one transaction, a global max_simultaneous slot of every limited
 // value of candidate c for reservation tok; all or none. It returns the rule whose value
 // had no slot left, or nil when every slot was taken. A chunk whose submission lacks a
 // limited key is not limited by it.
-func (q *Queuer) takeSlots(ctx context.Context, tok string, c candidate, generation int64, limits []rule) (*rule, error) {
+func (h *holds) take(ctx context.Context, tok string, c candidate, generation int64, limits []rule) (*rule, error) {
 	var refused *rule
-	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
 		for i, l := range limits {
 			v, ok := c.info.values[l.key]
 			if !ok {
@@ -51,20 +60,20 @@ func (q *Queuer) takeSlots(ctx context.Context, tok string, c candidate, generat
 
 var errSlotRefused = fmt.Errorf("max_simultaneous slot refused")
 
-// releaseSlots frees the max_simultaneous slots of finished reservations. A failure only
+// release frees the max_simultaneous slots of finished reservations. A failure only
 // delays the slots until the collect job frees them.
-func (q *Queuer) releaseSlots(ctx context.Context, tokens []string) {
+func (h *holds) release(ctx context.Context, tokens []string) {
 	if len(tokens) == 0 {
 		return
 	}
-	if _, err := q.pool.Exec(ctx, opsqsql.HoldsRelease, pgx.NamedArgs{"tokens": tokens}); err != nil && ctx.Err() == nil {
-		q.log.Warn("freeing max_simultaneous slots", slog.Any("error", err))
+	if _, err := h.pool.Exec(ctx, opsqsql.HoldsRelease, pgx.NamedArgs{"tokens": tokens}); err != nil && ctx.Err() == nil {
+		h.log.Warn("freeing max_simultaneous slots", slog.Any("error", err))
 	}
 }
 
-// collectHolds deletes the holds that stopped counting (cron).
-func (q *Queuer) collectHolds(ctx context.Context) {
-	if _, err := q.pool.Exec(ctx, opsqsql.HoldsCollect); err != nil && ctx.Err() == nil {
-		q.log.Warn("collecting max_simultaneous holds", slog.Any("error", err))
+// collect deletes the holds that stopped counting (cron).
+func (h *holds) collect(ctx context.Context) {
+	if _, err := h.pool.Exec(ctx, opsqsql.HoldsCollect); err != nil && ctx.Err() == nil {
+		h.log.Warn("collecting max_simultaneous holds", slog.Any("error", err))
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/claims"
 	"opsq/client"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
@@ -32,10 +32,12 @@ type submissionInfo struct {
 	bytes int
 }
 
-// infoCache holds the submissionInfo of in-progress submissions. Entries go when the
-// submission finishes (NOTIFY); the whole cache is dropped when it grows past its bound.
+// infoCache owns the submissionInfo of in-progress submissions, read from the database
+// on a miss. Entries go when the submission finishes (NOTIFY); the whole cache is dropped
+// when it grows past its bound. Safe for concurrent use.
 type infoCache struct {
-	mu struct {
+	pool *pgxpool.Pool
+	mu   struct {
 		sync.Mutex
 		byID map[int64]*submissionInfo
 	}
@@ -43,39 +45,40 @@ type infoCache struct {
 
 const infoCacheMax = 100_000
 
-func newInfoCache() *infoCache {
-	c := &infoCache{}
+func newInfoCache(pool *pgxpool.Pool) *infoCache {
+	c := &infoCache{pool: pool}
 	c.mu.byID = map[int64]*submissionInfo{}
 	return c
 }
 
+// forget drops the info of a submission that finished.
 func (c *infoCache) forget(id int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.mu.byID, id)
 }
 
-// submissionInfos returns the infos of the candidates' submissions that are in progress.
-func (q *Queuer) submissionInfos(ctx context.Context, cands []candidate) (map[int64]*submissionInfo, error) {
+// get returns the infos of the candidates' submissions that are in progress.
+func (c *infoCache) get(ctx context.Context, cands []candidate) (map[int64]*submissionInfo, error) {
 	out := make(map[int64]*submissionInfo, 4)
 	var missing []int64
-	q.infos.mu.Lock()
-	for _, c := range cands {
-		id := c.key.SubmissionID
+	c.mu.Lock()
+	for _, cand := range cands {
+		id := cand.key.SubmissionID
 		if _, ok := out[id]; ok {
 			continue
 		}
-		if info, ok := q.infos.mu.byID[id]; ok {
+		if info, ok := c.mu.byID[id]; ok {
 			out[id] = info
 		} else if !containsID(missing, id) {
 			missing = append(missing, id)
 		}
 	}
-	q.infos.mu.Unlock()
+	c.mu.Unlock()
 	if len(missing) == 0 {
 		return out, nil
 	}
-	rows, err := q.pool.Query(ctx, opsqsql.SubmissionInfo, pgx.NamedArgs{"ids": missing})
+	rows, err := c.pool.Query(ctx, opsqsql.SubmissionInfo, pgx.NamedArgs{"ids": missing})
 	if err != nil {
 		return nil, fmt.Errorf("reading submissions: %w", err)
 	}
@@ -109,16 +112,16 @@ func (q *Queuer) submissionInfos(ctx context.Context, cands []candidate) (map[in
 	if err != nil {
 		return nil, fmt.Errorf("reading submissions: %w", err)
 	}
-	q.infos.mu.Lock()
-	if len(q.infos.mu.byID) > infoCacheMax {
-		q.infos.mu.byID = map[int64]*submissionInfo{}
+	c.mu.Lock()
+	if len(c.mu.byID) > infoCacheMax {
+		c.mu.byID = map[int64]*submissionInfo{}
 	}
 	for _, id := range missing {
 		if info, ok := out[id]; ok {
-			q.infos.mu.byID[id] = info
+			c.mu.byID[id] = info
 		}
 	}
-	q.infos.mu.Unlock()
+	c.mu.Unlock()
 	return out, nil
 }
 
@@ -129,19 +132,4 @@ func containsID(ids []int64, id int64) bool {
 		}
 	}
 	return false
-}
-
-// markUnavailable notes that these shards had no free chunk at the last full scan, one
-// that began when q.announced() returned since: when work was announced after that (the
-// scan may have missed it), it notes nothing. The owner publishes it at renewal, for
-// other instances' forwarding.
-func (q *Queuer) markUnavailable(leases []claims.Lease, since uint64) {
-	q.avail.mu.Lock()
-	defer q.avail.mu.Unlock()
-	if q.avail.mu.announced != since {
-		return
-	}
-	for _, l := range leases {
-		q.avail.mu.empty[l.Shard] = true
-	}
 }

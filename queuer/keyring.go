@@ -76,13 +76,15 @@ type clusterKey struct {
 
 // Keyring holds the cluster keys (opsq.cluster_keys): it signs with the newest key that is
 // KeyActivation old and verifies with any key still valid (see KeyOverlap). Load reads the
-// keys; Start keeps them fresh (every KeyRefreshInterval, and soon after Refresh) from Start
-// until its context ends, and Stop waits for that goroutine. It is safe for concurrent use.
+// keys; Start keeps them fresh (every KeyRefreshInterval, and soon after Refresh) on a
+// goroutine that lives from Start until Stop. It is safe for concurrent use.
 type Keyring struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 	wake chan struct{}
-	done chan struct{}
+
+	cancel context.CancelFunc
+	done   chan struct{}
 
 	mu struct {
 		sync.RWMutex
@@ -131,9 +133,12 @@ func (k *Keyring) Load(ctx context.Context) error {
 	return nil
 }
 
-// Start reloads the keys every KeyRefreshInterval, and soon after each Refresh, until ctx
-// ends. A failed reload keeps the keys held and is logged.
-func (k *Keyring) Start(ctx context.Context) {
+var _ service = (*Keyring)(nil)
+
+// Start reloads the keys every KeyRefreshInterval, and soon after each Refresh, until
+// Stop. A failed reload keeps the keys held and is logged.
+func (k *Keyring) Start(ctx context.Context) error {
+	ctx, k.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	k.done = make(chan struct{})
 	go func() {
 		defer close(k.done)
@@ -151,14 +156,16 @@ func (k *Keyring) Start(ctx context.Context) {
 			}
 		}
 	}()
+	return nil
 }
 
-// Stop waits for the goroutine of Start, whose context must have ended. Safe twice and
-// before Start.
+// Stop ends the goroutine of Start and waits for it. Safe twice and before Start.
 func (k *Keyring) Stop() {
-	if k.done != nil {
-		<-k.done
+	if k.cancel == nil {
+		return
 	}
+	k.cancel()
+	<-k.done
 }
 
 // Refresh asks the goroutine of Start to reload the keys now (a rotation was announced).

@@ -28,18 +28,19 @@ func newListener(pool *pgxpool.Pool, log *slog.Logger, handle func(channel, payl
 	return &listener{pool: pool, log: log, handle: handle, channels: channels}
 }
 
+var _ service = (*listener)(nil)
+
 // Start connects and listens; it returns once the first LISTEN is in place, so that no
-// notification sent after Start returns is missed.
+// notification sent after Start returns is missed. ctx bounds the first connection only.
 func (l *listener) Start(ctx context.Context) error {
-	ctx, l.cancel = context.WithCancel(ctx)
-	l.done = make(chan struct{})
 	conn, err := l.connect(ctx)
 	if err != nil {
-		l.cancel()
-		close(l.done)
 		return err
 	}
-	go l.run(ctx, conn)
+	var runCtx context.Context
+	runCtx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	l.done = make(chan struct{})
+	go l.run(runCtx, conn)
 	return nil
 }
 
@@ -99,7 +100,8 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 	}
 }
 
-// waiters wakes the goroutines waiting on a key. Safe for concurrent use.
+// waiters owns the channels of the goroutines waiting on a key (WaitFinished: a
+// submission id), and wakes them. Safe for concurrent use.
 type waiters struct {
 	mu struct {
 		sync.Mutex

@@ -3,6 +3,13 @@
 // reserver: reserving writes nothing), records completions and failures, forwards
 // consumers to instances that have work, wakes long-polls by LISTEN/NOTIFY, and runs the
 // periodic jobs (robfig/cron/v3).
+//
+// The Queuer is a façade over parts that each own their state: submissions (the submission
+// rows), completer (the completions waiting to be written), router (where work is, and
+// forwarding), holds (the max_simultaneous slots), expirer (leases that ran out), cronJobs
+// (the periodic jobs), Keyring (the cluster keys) and listener (the LISTEN connection).
+// Those with goroutines share one lifecycle shape, service: Queuer.Start starts them in
+// order and Queuer.Stop stops them in reverse.
 package queuer
 
 import (
@@ -18,7 +25,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/robfig/cron/v3"
 
 	"opsq/claims"
 	"opsq/reserver"
@@ -45,9 +51,14 @@ type Config struct {
 	MaxWaiters int
 }
 
-// Queuer is one instance's engine. It is safe for concurrent use. Its goroutines (the
-// claims loop, the NOTIFY listener, the completer, the expiry loop and the cron jobs) live
-// from Start until Stop.
+// Queuer is one instance's engine: a façade that starts its parts and hands each request
+// to the part that owns it. It owns the reserve path (the reservations, the runs that fill
+// them and the queue of reserves waiting for work) and the dispatch of notifications and
+// claim changes to the parts; the submissions store, the completer, the router, the
+// expirer, the cron jobs, the holds, the keyring and the listener own the rest. It is safe
+// for concurrent use. Its services' goroutines (the claims loop, the NOTIFY listener, the
+// keyring's refresh, the completer, the expiry loop and the cron jobs) live from Start
+// until Stop.
 type Queuer struct {
 	cfg        Config
 	pool       *pgxpool.Pool
@@ -56,30 +67,34 @@ type Queuer struct {
 	ids        *idGenerator
 	shardCount int
 	claims     *claims.Manager
-	reserver   *reserver.Reserver
-	listener   *listener
-	finished   *waiters
-	work       *signal // new or released work, acquired shards
-	shared     *shared // the reserves sharing a run
-	avail      *availability
-	infos      *infoCache
-	tombs      *tombstones
-	hints      *hints
-	keys       *Keyring // signs and verifies tokens
+
+	// The reserve path.
+	reserver *reserver.Reserver
+	work     *signal // new or released work, acquired shards
+	shared   *shared // the reserves sharing a run
+	infos    *infoCache
+	tombs    *tombstones
+	hints    *hints // resume hints of ordered scans
+
+	// The parts.
+	subs      *submissions
+	completer *completer
+	router    *router // where work is; forwarding
+	holds     *holds
+	keys      *Keyring // signs and verifies tokens
+	listener  *listener
+	expirer   *expirer
+	jobs      *cronJobs
 
 	draining atomic.Bool
 	count    counters
-
-	completions   chan *completeJob
-	completerDone chan struct{}
-	expiryDone    chan struct{}
 
 	mu struct {
 		sync.Mutex
 		started bool
 		stopped bool
-		cancel  context.CancelFunc
-		cron    *cron.Cron
+		// services are the parts started, in order; Stop stops them in reverse.
+		services []service
 	}
 }
 
@@ -95,17 +110,24 @@ func New(cfg Config) (*Queuer, error) {
 	cfg.RetentionSchedule = cmp.Or(cfg.RetentionSchedule, RetentionScheduleDefault)
 	q := &Queuer{
 		cfg: cfg, pool: cfg.Pool, log: cfg.Logger, ids: newIDGenerator(),
-		reserver: reserver.New(reserver.Config{}), finished: newWaiters(), work: newSignal(cfg.MaxWaiters), shared: newShared(),
-		avail: newAvailability(), infos: newInfoCache(), tombs: newTombstones(), hints: newHints(),
-		completions: make(chan *completeJob, 1024),
+		reserver: reserver.New(reserver.Config{}), work: newSignal(cfg.MaxWaiters), shared: newShared(),
+		router: newRouter(cfg.Pool, cfg.Instance.ID, cfg.Logger), infos: newInfoCache(cfg.Pool), tombs: newTombstones(), hints: newHints(),
 	}
 	q.keys = NewKeyring(cfg.Pool, cfg.Logger)
+	q.holds = &holds{pool: cfg.Pool, log: cfg.Logger}
+	q.subs = newSubmissions(cfg.Pool, cfg.Logger, q.ids, q.work)
+	q.completer = newCompleter(cfg.Pool, q.reserver, q.tombs, q.readToken)
+	q.expirer = newExpirer(q.reserver, q.expire)
+	q.jobs = &cronJobs{jobs: []cronJob{
+		{what: fmt.Sprintf("retention %q", cfg.RetentionSchedule), schedule: cfg.RetentionSchedule, run: q.subs.runRetention},
+		{what: "the collection of max_simultaneous holds", schedule: holdsCollectSchedule, run: q.holds.collect},
+	}}
 	manager, err := claims.New(claims.Config{
 		Pool:     cfg.Pool,
 		Instance: cfg.Instance,
 		Logger:   cfg.Logger,
 		Report: func(shard int) (int, bool) {
-			return q.reserver.InflightShard(shard), q.available(shard)
+			return q.reserver.InflightShard(shard), q.router.available(shard)
 		},
 		OnLost:     q.onLost,
 		OnAcquired: q.onAcquired,
@@ -115,6 +137,7 @@ func New(cfg Config) (*Queuer, error) {
 		return nil, err
 	}
 	q.claims = manager
+	q.router.claims = manager
 	q.listener = newListener(cfg.Pool, cfg.Logger, q.onNotification, ChannelFinished, ChannelWork, ChannelReleased, ChannelClusterKeys)
 	return q, nil
 }
@@ -131,6 +154,7 @@ func (q *Queuer) Start(ctx context.Context) error {
 		return err
 	}
 	q.shardCount = settings.ShardCount
+	q.subs.shardCount = settings.ShardCount
 	if err := q.keys.Load(ctx); err != nil {
 		return err
 	}
@@ -144,36 +168,14 @@ func (q *Queuer) Start(ctx context.Context) error {
 	if q.scans, err = pgxpool.NewWithConfig(ctx, scanCfg); err != nil {
 		return fmt.Errorf("connecting the candidate pool: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	// The listener first, so that no NOTIFY about shards acquired below is missed.
-	if err := q.listener.Start(runCtx); err != nil {
-		cancel()
+	// The listener first, so that no NOTIFY about shards acquired by the claims manager is
+	// missed; the cron jobs last. Stop stops them in reverse.
+	services := []service{q.listener, q.keys, q.completer, q.expirer, q.claims, q.jobs}
+	if err := startAll(ctx, services); err != nil {
+		q.scans.Close()
 		return err
 	}
-	if err := q.claims.Start(ctx); err != nil {
-		cancel()
-		q.listener.Stop()
-		return err
-	}
-	c := cron.New(cron.WithLocation(time.UTC), cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
-	if _, err := c.AddFunc(q.cfg.RetentionSchedule, func() { q.runRetention(runCtx) }); err != nil {
-		cancel()
-		q.listener.Stop()
-		q.claims.Stop()
-		return fmt.Errorf("scheduling retention %q: %w", q.cfg.RetentionSchedule, err)
-	}
-	if _, err := c.AddFunc(holdsCollectSchedule, func() { q.collectHolds(runCtx) }); err != nil {
-		cancel()
-		q.listener.Stop()
-		q.claims.Stop()
-		return fmt.Errorf("scheduling the collection of max_simultaneous holds: %w", err)
-	}
-	c.Start()
-	q.completerDone, q.expiryDone = make(chan struct{}), make(chan struct{})
-	go q.runCompleter(runCtx)
-	go q.runExpiry(runCtx)
-	q.keys.Start(runCtx)
-	q.mu.started, q.mu.cancel, q.mu.cron = true, cancel, c
+	q.mu.started, q.mu.services = true, services
 	return nil
 }
 
@@ -198,15 +200,9 @@ func (q *Queuer) Stop() {
 		return
 	}
 	q.mu.stopped = true
-	<-q.mu.cron.Stop().Done()
-	q.claims.Stop()
-	q.mu.cancel()
-	<-q.completerDone
-	<-q.expiryDone
-	q.keys.Stop()
-	q.listener.Stop()
+	stopAll(q.mu.services)
 	q.scans.Close()
-	q.finished.wakeAll()
+	q.subs.finished.wakeAll()
 	q.work.broadcast()
 }
 
@@ -257,16 +253,36 @@ func (q *Queuer) onAcquired(shards []int) {
 	q.work.broadcast()
 }
 
+// markAvailable notes that an own shard may have free chunks again (acquired, or a chunk
+// of it released): the resume hints may skip them, and the router tells other instances.
+func (q *Queuer) markAvailable(shard int) {
+	q.hints.clear()
+	q.router.markAvailable(shard)
+}
+
+// onWork handles a NOTIFY of new or released chunks (workPayload): the router notes where
+// they are, and as many waiting reserves wake as there are new chunks, wherever they are:
+// a waiter here takes those of this instance's shards and forwards for the others'.
+func (q *Queuer) onWork(payload string) {
+	n := q.router.noteWork(payload, q.shardCount)
+	q.hints.clearNewWork()
+	if n < 0 {
+		q.work.broadcast()
+	} else {
+		q.work.wake(n)
+	}
+}
+
 // onNotification dispatches the listener's notifications.
 func (q *Queuer) onNotification(channel, payload string) {
 	switch channel {
 	case "": // the listener reconnected: anything may have been missed
-		q.finished.wakeAll()
+		q.subs.finished.wakeAll()
 		q.onWork("all")
 		q.keys.Refresh()
 	case ChannelFinished:
 		if id, err := strconv.ParseInt(payload, 10, 64); err == nil {
-			q.finished.wake(id)
+			q.subs.finished.wake(id)
 			q.infos.forget(id)
 		}
 	case ChannelWork:

@@ -75,6 +75,11 @@ type candidate struct {
 	info       *submissionInfo
 }
 
+// position is where c is in its leaf's order.
+func (c candidate) position() strategy.Position {
+	return strategy.Position{Priority: c.negPrio, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}
+}
+
 // run is one scan of this instance's shards for one or more reserve requests of the same
 // strategy and lease (see shared.go): the strategy tree walked node by node, each leaf a
 // streaming scan of candidates. The chunks it takes go to the requests in order: the first
@@ -148,7 +153,7 @@ func (q *Queuer) reserveFor(ctx context.Context, asks []ReserveRequest) ([][]Chu
 		r.shards[i] = int32(l.Shard)
 		r.generation[l.Shard] = l.Generation
 	}
-	since := q.announced() // before the scan reads anything
+	since := q.router.announced() // before the scan reads anything
 	epoch := q.tombs.begin()
 	defer q.tombs.end(epoch)
 	if err := r.node(ctx, r.strategy, frame{}); err != nil {
@@ -156,7 +161,7 @@ func (q *Queuer) reserveFor(ctx context.Context, asks []ReserveRequest) ([][]Chu
 		return nil, err
 	}
 	if len(r.out) == 0 && r.exhaustive {
-		q.markUnavailable(leases, since) // every order was read to its end: nothing free here
+		q.router.markUnavailable(leases, since) // every order was read to its end: nothing free here
 	}
 	return r.answers(), nil
 }
@@ -338,31 +343,31 @@ func (r *run) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
 // may, until the request is full or the order is read to its end.
 func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shards []int32) error {
 	query, fargs := strategy.CandidateQuery(kind, f.filters, shards)
-	s := newScan(kind)
+	s := strategy.NewCursor(kind)
 	var hk string
 	if kind != strategy.Random {
 		hk = hintKey(kind, f.filters, shards)
 		if p, ok := r.q.hints.get(hk); ok {
-			s.resumeAt(p)
+			s.ResumeAt(p)
 		}
 	}
 	limit := min(r.want-len(r.out)+4, batchMax)
 	lead, leadRun := true, 0 // the run of reserved chunks the scan starts with
-	var leadEnd position
+	var leadEnd strategy.Position
 	for !r.full() {
-		args := s.args(limit)
+		args := s.Args(limit)
 		for k, v := range fargs {
 			args[k] = v
 		}
 		n, batch, err := r.fetch(ctx, query, args, func(c candidate) bool {
-			if s.passedHint(c) {
+			if s.PassedResume(c.position()) {
 				return false // wrapped around to where the scan began
 			}
-			s.saw(c)
+			s.Saw(c.position(), c.order)
 			if r.taken(c.key) {
-				if lead && !s.second {
+				if lead && !s.Wrapped() {
 					leadRun++
-					leadEnd = position{prio: c.negPrio, key: c.key}
+					leadEnd = c.position()
 				}
 			} else {
 				lead = false
@@ -378,7 +383,7 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 		if err := r.takeBatch(ctx, batch, f); err != nil {
 			return err
 		}
-		if s.done || (n < limit && !s.exhausted()) {
+		if s.Done() || (n < limit && !s.Exhausted()) {
 			return nil // read to the end of its order
 		}
 		limit = min(limit*2, batchMax)
@@ -424,7 +429,7 @@ func (r *run) takeBatch(ctx context.Context, batch []candidate, f frame) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	infos, err := r.q.submissionInfos(ctx, batch)
+	infos, err := r.q.infos.get(ctx, batch)
 	if err != nil {
 		return err
 	}
@@ -499,7 +504,7 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 		return false, err
 	}
 	if len(f.limits) > 0 {
-		refused, err := r.q.takeSlots(ctx, tok, c, gen, f.limits)
+		refused, err := r.q.holds.take(ctx, tok, c, gen, f.limits)
 		if err != nil {
 			r.q.undo([]Chunk{{Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}})
 			return false, err
@@ -608,7 +613,7 @@ func (q *Queuer) undo(out []Chunk) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), undoNotifyTimeout)
 	defer cancel()
-	q.releaseSlots(ctx, tokens)
+	q.holds.release(ctx, tokens)
 	for _, s := range shards {
 		q.markAvailable(s)
 	}
@@ -643,95 +648,4 @@ func (q *Queuer) notifyUndone(ctx context.Context, shards []int) error {
 	}
 	_, err := q.pool.Exec(ctx, "SELECT pg_notify($1, $2)", ChannelWork, b.String())
 	return err
-}
-
-// scan is the keyset position of a leaf's scan: each batch starts after the last row seen.
-type scan struct {
-	kind strategy.Kind
-	// random: the deck is cut at offset; the first range is [offset, 65536), the second
-	// [0, offset).
-	offset, before int
-	// ordered leaves resumed at a hint: the first range runs from the hint to the end, the
-	// second from the beginning to the hint.
-	hint          *position
-	second        bool
-	done          bool
-	afterOrder    int
-	afterPriority int64
-	afterKey      reserver.Key
-}
-
-func newScan(kind strategy.Kind) *scan {
-	s := &scan{kind: kind}
-	s.start()
-	if kind == strategy.Random {
-		s.offset = rand.N(1 << 16)
-		s.afterOrder, s.before = s.offset, 1<<16
-	}
-	return s
-}
-
-// start puts the scan at the beginning of its order.
-func (s *scan) start() {
-	switch s.kind {
-	case strategy.NewestFirst:
-		s.afterKey = reserver.Key{SubmissionID: 1<<63 - 1, ChunkIndex: 1<<31 - 1}
-	case strategy.CustomPriority:
-		s.afterPriority = -(1<<63 - 1)
-		s.afterKey = reserver.Key{SubmissionID: 0, ChunkIndex: -1}
-	default:
-		s.afterKey = reserver.Key{}
-	}
-}
-
-// resumeAt starts an ordered scan after p, to wrap around to it at the end.
-func (s *scan) resumeAt(p position) {
-	s.hint = &p
-	s.afterKey, s.afterPriority = p.key, p.prio
-}
-
-// passedHint reports whether a row of the wrapped-around range is at or past the hint,
-// where the scan began: then the order has been read whole.
-func (s *scan) passedHint(c candidate) bool {
-	if s.done {
-		return true
-	}
-	if !s.second || s.hint == nil || before(s.kind, position{prio: c.negPrio, key: c.key}, *s.hint) {
-		return false
-	}
-	s.done = true
-	return true
-}
-
-func (s *scan) args(limit int) pgx.NamedArgs {
-	return pgx.NamedArgs{
-		"limit": limit, "after_submission": s.afterKey.SubmissionID, "after_chunk": s.afterKey.ChunkIndex,
-		"after_order": s.afterOrder, "before_order": s.before, "after_priority": s.afterPriority,
-	}
-}
-
-// saw records the last row read.
-func (s *scan) saw(c candidate) {
-	s.afterKey, s.afterOrder, s.afterPriority = c.key, c.order, c.negPrio
-}
-
-// exhausted is called when a batch came back short: the current range has no more rows.
-// It reports whether another range follows: the second half of the random deck, or the
-// beginning of an ordered scan that was resumed at a hint.
-func (s *scan) exhausted() bool {
-	if s.second {
-		return false
-	}
-	switch {
-	case s.kind == strategy.Random && s.offset > 0:
-		s.second = true
-		s.afterOrder, s.before = -1, s.offset
-		s.afterKey = reserver.Key{}
-		return true
-	case s.kind != strategy.Random && s.hint != nil:
-		s.second = true
-		s.start()
-		return true
-	}
-	return false
 }

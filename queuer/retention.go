@@ -22,15 +22,15 @@ const (
 // setting, with their chunk rows, strategic metadata and idempotency keys, in small
 // batches. It returns how many submissions it deleted. Several instances may run it at
 // once; they only share the work.
-func (q *Queuer) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
-	settings, err := claims.LoadSettings(ctx, q.pool)
+func (s *submissions) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
+	settings, err := claims.LoadSettings(ctx, s.pool)
 	if err != nil {
 		return 0, err
 	}
 	cutoff := now.Add(-settings.Retention)
 	deleted := 0
 	for {
-		rows, err := q.pool.Query(ctx, opsqsql.RetentionExpired, pgx.NamedArgs{"cutoff": cutoff, "limit": retentionSubmissionBatch})
+		rows, err := s.pool.Query(ctx, opsqsql.RetentionExpired, pgx.NamedArgs{"cutoff": cutoff, "limit": retentionSubmissionBatch})
 		if err != nil {
 			return deleted, fmt.Errorf("finding expired submissions: %w", err)
 		}
@@ -39,7 +39,7 @@ func (q *Queuer) DeleteExpired(ctx context.Context, now time.Time) (int, error) 
 			return deleted, fmt.Errorf("finding expired submissions: %w", err)
 		}
 		for _, id := range ids {
-			if err := q.deleteSubmission(ctx, id); err != nil {
+			if err := s.deleteSubmission(ctx, id); err != nil {
 				return deleted, err
 			}
 			deleted++
@@ -52,10 +52,10 @@ func (q *Queuer) DeleteExpired(ctx context.Context, now time.Time) (int, error) 
 
 // deleteSubmission deletes one finished submission: its chunk rows batch by batch, then
 // the submission itself.
-func (q *Queuer) deleteSubmission(ctx context.Context, id int64) error {
+func (s *submissions) deleteSubmission(ctx context.Context, id int64) error {
 	for {
 		var n int64
-		err := q.pool.QueryRow(ctx, opsqsql.RetentionDeleteChunks, pgx.NamedArgs{"submission_id": id, "batch": retentionChunkBatch}).Scan(&n)
+		err := s.pool.QueryRow(ctx, opsqsql.RetentionDeleteChunks, pgx.NamedArgs{"submission_id": id, "batch": retentionChunkBatch}).Scan(&n)
 		if err != nil {
 			return fmt.Errorf("deleting chunks of expired submission %d: %w", id, err)
 		}
@@ -63,18 +63,18 @@ func (q *Queuer) deleteSubmission(ctx context.Context, id int64) error {
 			break
 		}
 	}
-	if _, err := q.pool.Exec(ctx, opsqsql.RetentionDeleteSubmission, pgx.NamedArgs{"submission_id": id}); err != nil {
+	if _, err := s.pool.Exec(ctx, opsqsql.RetentionDeleteSubmission, pgx.NamedArgs{"submission_id": id}); err != nil {
 		return fmt.Errorf("deleting expired submission %d: %w", id, err)
 	}
 	return nil
 }
 
-func (q *Queuer) runRetention(ctx context.Context) {
-	n, err := q.DeleteExpired(ctx, time.Now())
+func (s *submissions) runRetention(ctx context.Context) {
+	n, err := s.DeleteExpired(ctx, time.Now())
 	switch {
 	case err != nil && ctx.Err() == nil:
-		q.log.Warn("retention", slog.Any("error", err))
+		s.log.Warn("retention", slog.Any("error", err))
 	case n > 0:
-		q.log.Info("retention deleted expired submissions", slog.Int("submissions", n))
+		s.log.Info("retention deleted expired submissions", slog.Int("submissions", n))
 	}
 }

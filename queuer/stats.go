@@ -15,9 +15,10 @@ type Stats struct {
 	ChunksIngested   int64
 }
 
-// counters are the monotonic counters of Stats.
+// counters are the monotonic counters of Stats that the reserve path keeps; the
+// completer, the router and the submissions store keep their own.
 type counters struct {
-	reserved, completed, failedAttempts, expired, forwarded, chunksIngested atomic.Int64
+	reserved, failedAttempts, expired atomic.Int64
 }
 
 // Stats returns the instance's counters.
@@ -33,10 +34,10 @@ func (q *Queuer) Stats() Stats {
 		ShardsOwned:      owned,
 		ShardsReservable: len(q.claims.Reservable()),
 		Reserved:         q.count.reserved.Load(),
-		Completed:        q.count.completed.Load(),
+		Completed:        q.completer.completed.Load(),
 		FailedAttempts:   q.count.failedAttempts.Load(),
 		Expired:          q.count.expired.Load(),
-		Forwarded:        q.count.forwarded.Load(),
-		ChunksIngested:   q.count.chunksIngested.Load(),
+		Forwarded:        q.router.forwarded.Load(),
+		ChunksIngested:   q.subs.ingested.Load(),
 	}
 }

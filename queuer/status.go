@@ -44,8 +44,8 @@ type Status struct {
 func (s Status) Finished() bool { return s.State != client.StateInProgress }
 
 // Status returns the submission's state, or ErrNotFound.
-func (q *Queuer) Status(ctx context.Context, id int64) (Status, error) {
-	rows, err := q.pool.Query(ctx, opsqsql.SubmissionStatus, pgx.NamedArgs{"id": id})
+func (s *submissions) Status(ctx context.Context, id int64) (Status, error) {
+	rows, err := s.pool.Query(ctx, opsqsql.SubmissionStatus, pgx.NamedArgs{"id": id})
 	if err != nil {
 		return Status{}, fmt.Errorf("reading submission %d: %w", id, err)
 	}
@@ -63,27 +63,27 @@ func (q *Queuer) Status(ctx context.Context, id int64) (Status, error) {
 // whichever comes first. It is woken by the NOTIFY that finishing a submission sends, not
 // by polling. When Config.MaxWaiters requests already wait here, it returns
 // ErrTooManyWaiters.
-func (q *Queuer) WaitFinished(ctx context.Context, id int64, wait time.Duration) (Status, error) {
-	if err := q.work.admit(); err != nil {
+func (s *submissions) WaitFinished(ctx context.Context, id int64, wait time.Duration) (Status, error) {
+	if err := s.admission.admit(); err != nil {
 		return Status{}, err
 	}
-	defer q.work.done()
-	woken, unregister := q.finished.add(id)
+	defer s.admission.done()
+	woken, unregister := s.finished.add(id)
 	defer unregister()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
 		// Look after registering, so that a NOTIFY between the look and the wait wakes us.
-		st, err := q.Status(ctx, id)
+		st, err := s.Status(ctx, id)
 		if err != nil || st.Finished() {
 			return st, err
 		}
 		select {
 		case <-woken:
 			unregister()
-			woken, unregister = q.finished.add(id)
+			woken, unregister = s.finished.add(id)
 		case <-timer.C:
-			return q.Status(ctx, id)
+			return s.Status(ctx, id)
 		case <-ctx.Done():
 			return Status{}, ctx.Err()
 		}
@@ -102,7 +102,7 @@ type ListOptions struct {
 }
 
 // List returns one page of submissions and whether more follow.
-func (q *Queuer) List(ctx context.Context, opts ListOptions) ([]Status, bool, error) {
+func (s *submissions) List(ctx context.Context, opts ListOptions) ([]Status, bool, error) {
 	args := pgx.NamedArgs{"limit": opts.Limit + 1, "state": nil, "after": nil}
 	if opts.State != "" {
 		args["state"] = opts.State
@@ -115,7 +115,7 @@ func (q *Queuer) List(ctx context.Context, opts ListOptions) ([]Status, bool, er
 		query = opsqsql.SubmissionListByMetadata
 		args["key"], args["value"] = opts.Key, string(opts.Value)
 	}
-	rows, err := q.pool.Query(ctx, query, args)
+	rows, err := s.pool.Query(ctx, query, args)
 	if err != nil {
 		return nil, false, fmt.Errorf("listing submissions: %w", err)
 	}
@@ -133,8 +133,8 @@ func (q *Queuer) List(ctx context.Context, opts ListOptions) ([]Status, bool, er
 // Cancel moves an in-progress submission to submissions_cancelled and deletes its
 // reservable chunks, in one transaction. It returns ErrFinished for a submission that is
 // already finished and ErrNotFound for an unknown one.
-func (q *Queuer) Cancel(ctx context.Context, id int64) (Status, error) {
-	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+func (s *submissions) Cancel(ctx context.Context, id int64) (Status, error) {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var moved int64
 		err := tx.QueryRow(ctx, opsqsql.SubmissionCancel, pgx.NamedArgs{"id": id}).Scan(&moved)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -149,7 +149,7 @@ func (q *Queuer) Cancel(ctx context.Context, id int64) (Status, error) {
 		return notifyDropped(ctx, tx, id)
 	})
 	if errors.Is(err, errNotInProgress) {
-		if _, err := q.Status(ctx, id); err != nil {
+		if _, err := s.Status(ctx, id); err != nil {
 			return Status{}, err
 		}
 		return Status{}, ErrFinished
@@ -157,7 +157,7 @@ func (q *Queuer) Cancel(ctx context.Context, id int64) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("cancelling submission %d: %w", id, err)
 	}
-	return q.Status(ctx, id)
+	return s.Status(ctx, id)
 }
 
 var errNotInProgress = errors.New("submission not in progress")
@@ -165,15 +165,15 @@ var errNotInProgress = errors.New("submission not in progress")
 // Results calls fn with each chunk's output of a completed submission, in chunk order,
 // streaming from the database. It returns ErrNotCompleted for a submission in any other
 // state, before calling fn.
-func (q *Queuer) Results(ctx context.Context, id int64, fn func(chunkIndex int64, output []byte) error) error {
-	st, err := q.Status(ctx, id)
+func (s *submissions) Results(ctx context.Context, id int64, fn func(chunkIndex int64, output []byte) error) error {
+	st, err := s.Status(ctx, id)
 	if err != nil {
 		return err
 	}
 	if st.State != client.StateCompleted {
 		return ErrNotCompleted
 	}
-	rows, err := q.pool.Query(ctx, opsqsql.ResultsStream, pgx.NamedArgs{"submission_id": id})
+	rows, err := s.pool.Query(ctx, opsqsql.ResultsStream, pgx.NamedArgs{"submission_id": id})
 	if err != nil {
 		return fmt.Errorf("reading results of %d: %w", id, err)
 	}

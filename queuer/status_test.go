@@ -88,7 +88,7 @@ func TestWaitFinishedIsWokenByNotify(t *testing.T) {
 		errs <- err
 	}()
 	// Cancel only once the waiter is registered, so that the NOTIFY is what wakes it.
-	for !q.finished.has(id) {
+	for !q.subs.finished.has(id) {
 		if ctx.Err() != nil {
 			t.Fatal("the waiter never registered")
 		}

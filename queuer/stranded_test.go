@@ -161,7 +161,7 @@ func (h *holdCandidates) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.T
 
 // TestStaleEmptyScanKeepsShardsAvailable: a scan that read its (empty) candidates before
 // new work was announced, and ends after, must not mark the shards empty: they would be
-// published as empty, and the other instances' waiters, once the NOTIFY's hints are stale,
+// published as empty, and the other instances' waiters, once the NOTIFY's tips are stale,
 // would have nowhere to forward to while the chunks stay free here. Before, it did (the
 // bench's last parked consumers: a join-time look held up by thousands of others ended
 // after the chunks arrived).
@@ -195,11 +195,11 @@ func TestStaleEmptyScanKeepsShardsAvailable(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no candidate query within 30s")
 	}
-	before := q.announced()
+	before := q.router.announced()
 	id := submitN(t, q, 1, NewSubmission{})
 	shard := ShardOf(id, 0, q.shardCount)
 	deadline := time.Now().Add(10 * time.Second)
-	for q.announced() == before { // the submission's NOTIFY has come back
+	for q.router.announced() == before { // the submission's NOTIFY has come back
 		if time.Now().After(deadline) {
 			t.Fatal("the submission's NOTIFY not handled within 10s")
 		}
@@ -209,7 +209,7 @@ func TestStaleEmptyScanKeepsShardsAvailable(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if !q.available(shard) {
+	if !q.router.available(shard) {
 		t.Fatalf("shard %d, with a free chunk, is marked empty by a scan that read it before the chunk came", shard)
 	}
 }

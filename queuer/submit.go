@@ -49,7 +49,9 @@ type Created struct {
 
 // Notification channels.
 const (
-	// ChannelWork carries the id of a submission whose chunks became reservable.
+	// ChannelWork announces chunks that became reservable and names their shards
+	// (workPayload): "all:N" for N chunks over every shard, "3,17" for a chunk on each
+	// shard named, "all" for anything may have changed.
 	ChannelWork = "opsq_work"
 	// ChannelFinished carries the id of a submission that reached a final state.
 	ChannelFinished = "opsq_finished"
@@ -58,12 +60,12 @@ const (
 // Submit inserts a submission and its chunks in one transaction: either all of it exists
 // afterwards or none of it does. The chunks are streamed into PostgreSQL with COPY, so
 // memory stays flat whatever their number. chunks is ignored in object-storage mode.
-func (q *Queuer) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (Created, error) {
-	id, err := q.ids.next()
+func (s *submissions) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (Created, error) {
+	id, err := s.ids.next()
 	if err != nil {
 		return Created{}, err
 	}
-	tx, err := q.pool.Begin(ctx)
+	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return Created{}, fmt.Errorf("inserting submission: %w", err)
 	}
@@ -79,7 +81,7 @@ func (q *Queuer) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (
 		}
 	}
 
-	src := &chunkRows{id: id, shards: q.shardCount, chunks: chunks, row: make([]any, 5)}
+	src := &chunkRows{id: id, shards: s.shardCount, chunks: chunks, row: make([]any, 5)}
 	if sub.Prefix != "" {
 		src.chunks, src.count = nil, sub.ChunkCount
 	}
@@ -103,7 +105,7 @@ func (q *Queuer) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (
 		"id": id, "chunks_total": src.n, "priority": sub.Priority, "max_retries": sub.MaxRetries,
 		"metadata": sub.Metadata, "strategic_metadata": string(metadata), "prefix": prefix,
 	}
-	insert, channel, payload := opsqsql.SubmissionInsert, ChannelWork, workPayload(id, src.n, q.shardCount)
+	insert, channel, payload := opsqsql.SubmissionInsert, ChannelWork, workPayload(id, src.n, s.shardCount)
 	if src.n == 0 {
 		insert, channel, payload = opsqsql.SubmissionInsertCompleted, ChannelFinished, strconv.FormatInt(id, 10)
 	}
@@ -121,7 +123,7 @@ func (q *Queuer) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (
 	if err := tx.Commit(ctx); err != nil {
 		return Created{}, fmt.Errorf("committing submission: %w", err)
 	}
-	q.count.chunksIngested.Add(src.n)
+	s.ingested.Add(src.n)
 	return Created{ID: id, ChunksTotal: src.n}, nil
 }
 

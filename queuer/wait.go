@@ -65,7 +65,7 @@ func (q *Queuer) reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 		if err != nil || len(chunks) > 0 || deadline == nil {
 			return chunks, err
 		}
-		if woken && !q.ownShardsEmpty() {
+		if woken && !q.router.ownShardsEmpty() {
 			// Woken for work this request could not take (its strategy, or the scan bound):
 			// the next waiter may take it.
 			q.work.pass(w)
@@ -80,7 +80,7 @@ func (q *Queuer) reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 		}
 		if q.log.Enabled(ctx, slog.LevelDebug) {
 			q.log.Debug("reserve parks", slog.String("consumer", req.Consumer), slog.Bool("woken", woken),
-				slog.Bool("retry", retry), slog.Bool("own_empty", q.ownShardsEmpty()))
+				slog.Bool("retry", retry), slog.Bool("own_empty", q.router.ownShardsEmpty()))
 		}
 		q.work.parked.Add(1)
 		select {
@@ -116,7 +116,7 @@ func (q *Queuer) look(ctx context.Context, req ReserveRequest) (chunks []Chunk, 
 	if err != nil || len(chunks) > 0 || req.Forwarded {
 		return chunks, false, err
 	}
-	if chunks, retry, err = q.forward(ctx, req); err != nil || len(chunks) > 0 {
+	if chunks, retry, err = q.router.forward(ctx, req); err != nil || len(chunks) > 0 {
 		return chunks, false, err
 	}
 	return []Chunk{}, retry, nil
@@ -138,18 +138,4 @@ func (q *Queuer) lookAside(ctx context.Context, req ReserveRequest) ([]Chunk, bo
 	}()
 	r := <-done
 	return r.chunks, r.retry, r.err
-}
-
-// ownShardsEmpty reports whether the last full scan of every reservable shard of this
-// instance found no free chunk, and no new work was announced on it since.
-func (q *Queuer) ownShardsEmpty() bool {
-	leases := q.claims.Reservable()
-	q.avail.mu.Lock()
-	defer q.avail.mu.Unlock()
-	for _, l := range leases {
-		if !q.avail.mu.empty[l.Shard] {
-			return false
-		}
-	}
-	return true
 }

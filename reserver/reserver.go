@@ -10,8 +10,7 @@
 // and nothing here talks to PostgreSQL, starts goroutines or reads the clock.
 // The queuer decides what to reserve, records completions and failures
 // (including expired leases, which count as a failed attempt) in the
-// database, and runs the expiry loop with [Reserver.NextExpiry] and
-// [Reserver.Expire].
+// database, and runs the expiry loop, which polls [Reserver.TakeExpired].
 package reserver
 
 import (
@@ -80,8 +79,8 @@ func (c Config) Validate() error {
 //
 // It is safe for concurrent use; every method holds one mutex for a short,
 // bounded time. It starts no goroutines and so has no Start or Stop: the
-// queuer's expiry loop sleeps until [Reserver.NextExpiry] and then calls
-// [Reserver.Expire].
+// queuer's expiry loop calls [Reserver.TakeExpired] every tick, and calls
+// Release once it has recorded each expiry.
 //
 // Costs, with n live reservations: Reserve, Release, ReleaseKey and Extend are
 // O(log n); Get, IsReserved, NextExpiry, the in-flight counts and Len are

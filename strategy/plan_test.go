@@ -1,4 +1,4 @@
-package queuer
+package strategy_test
 
 import (
 	"encoding/json"
@@ -10,8 +10,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"opsq/migrations/pgtest"
 	"opsq/strategy"
 )
+
+func TestMain(m *testing.M) {
+	pgtest.Main(m)
+}
 
 // loadBacklog fills the database with submissions × perSubmission chunks straight through
 // SQL (quicker than the API for a plan test) and ANALYZEs it: strategic metadata
@@ -48,7 +53,7 @@ var forbiddenPlanNodes = []string{"Sort", "Incremental Sort", "Hash", "Hash Join
 // every leaf of every strategy is a stream: no sort, hash, materialization or bitmap scan.
 func TestCandidateQueriesStream(t *testing.T) {
 	t.Parallel()
-	pool := newPool(t)
+	pool := pgtest.NewPool(t)
 	loadBacklog(t, pool, 2000, 100)
 	shards := make([]int32, 0, 22)
 	for s := int32(0); s < 64; s += 3 {
@@ -72,7 +77,7 @@ func TestCandidateQueriesStream(t *testing.T) {
 			tree := strategy.MustParseText(text)
 			for _, leaf := range leaves(tree, nil) {
 				query, fargs := strategy.CandidateQuery(leaf.kind, leaf.filters, shards)
-				args := newScan(leaf.kind).args(14)
+				args := pgx.NamedArgs(strategy.NewCursor(leaf.kind).Args(14))
 				for k, v := range fargs {
 					args[k] = v
 				}
@@ -154,7 +159,7 @@ func literal(t *testing.T, a any) string {
 // chunks, which is cheap, so only the generic plan is held to streaming.
 func TestSubmissionQueryStreams(t *testing.T) {
 	t.Parallel()
-	pool := newPool(t)
+	pool := pgtest.NewPool(t)
 	loadBacklog(t, pool, 2000, 100)
 	shards := []int32{0, 3, 6, 9, 12, 15, 18, 21}
 	for _, filters := range [][]strategy.Filter{nil, {{Key: "mode", Value: []byte(`"preview"`)}}} {
@@ -224,10 +229,4 @@ func indentPlan(plan []byte) string {
 		s = s[:4000] + "\n…"
 	}
 	return strings.TrimSpace(fmt.Sprint(s))
-}
-
-func newPool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	_, pool := setup(t)
-	return pool
 }

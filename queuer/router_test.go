@@ -1,0 +1,67 @@
+package queuer
+
+import (
+	"testing"
+
+	"opsq/claims"
+)
+
+func TestRouterNoteWork(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		payload  string
+		want     int
+		wantTips []int
+	}{
+		{"all:5", 5, []int{0, 1, 2, 3}},
+		{"all", -1, []int{0, 1, 2, 3}},
+		{"3,1,3", 3, []int{1, 3}},
+		{"nonsense", 0, nil},
+	} {
+		t.Run(c.payload, func(t *testing.T) {
+			t.Parallel()
+			r := newRouter(nil, "me", nil)
+			r.markUnavailable([]claims.Lease{{Shard: 1}, {Shard: 2}}, r.announced())
+			before := r.announced()
+			if got := r.noteWork(c.payload, 4); got != c.want {
+				t.Errorf("noteWork(%q) = %d chunks; want %d", c.payload, got, c.want)
+			}
+			if r.announced() == before {
+				t.Errorf("noteWork(%q) did not count an announcement", c.payload)
+			}
+			for _, s := range c.wantTips {
+				if _, ok := r.mu.tips[s]; !ok {
+					t.Errorf("noteWork(%q): no tip for shard %d; want one", c.payload, s)
+				}
+				if !r.available(s) {
+					t.Errorf("noteWork(%q): shard %d still marked empty; want available", c.payload, s)
+				}
+			}
+			if len(r.mu.tips) != len(c.wantTips) {
+				t.Errorf("noteWork(%q): %d tips; want %d", c.payload, len(r.mu.tips), len(c.wantTips))
+			}
+		})
+	}
+}
+
+// TestRouterStaleScanMarksNothing: a scan that began before an announcement of work does
+// not mark shards empty; one that began after does, until work is announced on them.
+func TestRouterStaleScanMarksNothing(t *testing.T) {
+	t.Parallel()
+	r := newRouter(nil, "me", nil)
+	leases := []claims.Lease{{Shard: 7}}
+	since := r.announced()
+	r.markAvailable(9) // work announced while the scan ran
+	r.markUnavailable(leases, since)
+	if !r.available(7) {
+		t.Fatal("a scan that began before an announcement marked shard 7 empty; want it left available")
+	}
+	r.markUnavailable(leases, r.announced())
+	if r.available(7) {
+		t.Fatal("a scan with no announcement since marked nothing; want shard 7 empty")
+	}
+	r.markAvailable(7)
+	if !r.available(7) {
+		t.Fatal("markAvailable(7) left shard 7 empty")
+	}
+}
