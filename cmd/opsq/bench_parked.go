@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,8 +37,8 @@ const (
 // parkedWait is the wait of a parked consumer's reserve and of a producer's status wait.
 const parkedWait = 60 * time.Second
 
-// parkedSettle is how long the workload lets the instances settle once every request is
-// sent: each parked reserve looks for work once before it waits.
+// parkedSettle is how long the producers' half lets the instances settle once every status
+// wait is sent.
 const parkedSettle = 3 * time.Second
 
 // raiseFileLimit raises this process's limit of open files to the hard limit when it is
@@ -147,7 +149,19 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	settle(ctx, parkedSettle)
+	// Sample the memory once every reserve has looked for work and parked: until the
+	// instances go quiet, some are still looking (on deeper stacks, queued for a database
+	// connection), and their cost is not a parked consumer's.
+	quietStart := time.Now()
+	quiet, err := r.waitQuiet(ctx, parkedQuietDeadline)
+	if err != nil {
+		return err
+	}
+	sampled := fmt.Sprintf("sampled once the instances went quiet, %s after the last reserve was sent", formatDuration(time.Since(quietStart)))
+	if !quiet {
+		sampled = fmt.Sprintf("the instances did not go quiet (under %s of CPU a second) within %s: sampled then", parkedQuietCPU, parkedQuietDeadline)
+		r.say("parked: %s", sampled)
+	}
 	after, err := r.instancesRSS()
 	if err != nil {
 		return err
@@ -235,7 +249,7 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 		measured("parked.served_p50", "served, p50", inMillis(st.P50), unitMillis),
 		measured("parked.served_p99", "served, p99", inMillis(st.P99), unitMillis),
 		measured("parked.cost_kb", "instance memory per parked consumer (worst instance)", worst, "KB").
-			want("<=", parkedCostTargetKB).note("RSS delta / parked consumers, per instance: %s KB", strings.Join(costs, ", ")),
+			want("<=", parkedCostTargetKB).note("RSS delta / parked consumers, per instance: %s KB; %s", strings.Join(costs, ", "), sampled),
 	)
 	r.say("parked: %s consumers served, the last %s after the submission began (p50 %s, p99 %s); %.1f KB per parked consumer",
 		groupDigits(int64(len(waits))), formatDuration(st.Max), formatDuration(st.P50), formatDuration(st.P99), worst)
@@ -420,6 +434,55 @@ func (r *benchRun) waitingProducers(ctx context.Context) error {
 	return nil
 }
 
+// parkedQuietCPU is the CPU time, per second, under which an instance counts as quiet: its
+// reserves have all looked for work once and parked.
+const parkedQuietCPU = 30 * time.Millisecond
+
+// parkedQuietDeadline bounds the wait for the instances to go quiet, well inside parkedWait.
+const parkedQuietDeadline = 30 * time.Second
+
+// waitQuiet waits until every instance used less than parkedQuietCPU over one second, or
+// until deadline; it reports whether they went quiet.
+func (r *benchRun) waitQuiet(ctx context.Context, deadline time.Duration) (bool, error) {
+	end := time.Now().Add(deadline)
+	last, err := r.instancesCPU()
+	if err != nil {
+		return false, err
+	}
+	for time.Now().Before(end) {
+		settle(ctx, time.Second)
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		now, err := r.instancesCPU()
+		if err != nil {
+			return false, err
+		}
+		quiet := true
+		for i := range now {
+			quiet = quiet && now[i]-last[i] < parkedQuietCPU
+		}
+		if quiet {
+			return true, nil
+		}
+		last = now
+	}
+	return false, nil
+}
+
+// instancesCPU returns the CPU time each instance used so far (user and system).
+func (r *benchRun) instancesCPU() ([]time.Duration, error) {
+	out := make([]time.Duration, len(r.env.instances))
+	for i, inst := range r.env.instances {
+		d, err := procCPU(inst.cmd.Process.Pid)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
 // settle waits d, or until ctx ends.
 func settle(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
@@ -428,4 +491,38 @@ func settle(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat: USER_HZ, 100 on Linux.
+const userHZ = 100
+
+// procCPU returns the CPU time process pid used so far, user and system, from
+// /proc/<pid>/stat.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the CPU time of process %d: %w", pid, err)
+	}
+	return parseProcStat(string(b))
+}
+
+// parseProcStat returns the user and system CPU time of the text of /proc/<pid>/stat.
+func parseProcStat(stat string) (time.Duration, error) {
+	i := strings.LastIndexByte(stat, ')') // the command name, before it, may hold spaces
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected /proc/<pid>/stat %q", stat)
+	}
+	f := strings.Fields(stat[i+1:]) // f[0] is field 3 (state): utime is field 14, stime 15
+	if len(f) < 13 {
+		return 0, fmt.Errorf("unexpected /proc/<pid>/stat %q", stat)
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected /proc/<pid>/stat %q", stat)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
 }
