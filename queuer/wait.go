@@ -29,42 +29,62 @@ func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 		// budget is an empty answer ("nothing here in time"), not a fault.
 		budget, cancel := context.WithTimeout(ctx, forwardedReserveBudget)
 		defer cancel()
-		chunks, err := q.reserve(budget, req)
+		chunks, _, err := q.look(budget, req)
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			return []Chunk{}, nil
 		}
 		return chunks, err
 	}
-	return q.reserve(ctx, req)
+	chunks, p, err := q.ReserveOrPark(ctx, req)
+	if p == nil {
+		return chunks, err
+	}
+	return p.Wait(ctx)
 }
 
-// reserve is Reserve within ctx.
-func (q *Queuer) reserve(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
-	var w *waiter
-	var deadline <-chan time.Time
-	if req.Wait > 0 && !req.Forwarded {
-		var err error
-		if w, err = q.work.join(); err != nil { // before looking, so that no wake-up is missed
-			return nil, err
-		}
-		defer q.work.leave(w)
-		t := time.NewTimer(req.Wait)
-		defer t.Stop()
-		deadline = t.C
+// Parked is a reserve that found no work and waits for some (Queuer.ReserveOrPark). It
+// holds its place among the instance's waiters until Wait returns: call Wait exactly once.
+// Its waiting takes no goroutine of its own beyond the one calling Wait.
+type Parked struct {
+	q        *Queuer
+	req      ReserveRequest
+	w        *waiter
+	deadline time.Time
+	retry    bool // an instance it forwarded to gave no answer: look again soon
+}
+
+// ReserveOrPark is Reserve up to the moment it would wait: it looks for work once (here,
+// then elsewhere); when it finds none and req.Wait is positive, it returns a Parked,
+// admitted among the waiters (or ErrTooManyWaiters), whose Wait does the rest. This lets a
+// caller hand the waiting to a cheaper place than the request's own goroutine.
+func (q *Queuer) ReserveOrPark(ctx context.Context, req ReserveRequest) ([]Chunk, *Parked, error) {
+	if req.Wait <= 0 || req.Forwarded {
+		chunks, _, err := q.look(ctx, req)
+		return chunks, nil, err
 	}
-	woken := false
+	w, err := q.work.join() // before looking, so that no wake-up is missed
+	if err != nil {
+		return nil, nil, err
+	}
+	p := &Parked{q: q, req: req, w: w, deadline: time.Now().Add(req.Wait)}
+	chunks, retry, err := q.lookAside(ctx, req)
+	if err != nil || len(chunks) > 0 {
+		q.work.leave(w)
+		return chunks, nil, err
+	}
+	p.retry = retry
+	return nil, p, nil
+}
+
+// Wait waits for work until the reserve's wait runs out or ctx ends, looking again each
+// time it is woken, and returns what it reserved ([] when the wait ran out).
+func (p *Parked) Wait(ctx context.Context) ([]Chunk, error) {
+	q, req, w := p.q, p.req, p.w
+	defer q.work.leave(w)
+	deadline := time.NewTimer(time.Until(p.deadline))
+	defer deadline.Stop()
+	woken, retry := false, p.retry
 	for {
-		var chunks []Chunk
-		var retry bool
-		var err error
-		if w == nil {
-			chunks, _, err = q.look(ctx, req)
-		} else {
-			chunks, retry, err = q.lookAside(ctx, req)
-		}
-		if err != nil || len(chunks) > 0 || deadline == nil {
-			return chunks, err
-		}
 		if woken && !q.router.ownShardsEmpty() {
 			// Woken for work this request could not take (its strategy, or the scan bound):
 			// the next waiter may take it.
@@ -91,7 +111,7 @@ func (q *Queuer) reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 		case <-again:
 			q.work.parked.Add(-1)
 			q.work.rejoin(w)
-		case <-deadline:
+		case <-deadline.C:
 			q.work.parked.Add(-1)
 			return []Chunk{}, nil
 		case <-ctx.Done():
@@ -99,8 +119,17 @@ func (q *Queuer) reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 			return nil, ctx.Err()
 		}
 		stop()
+		chunks, r, err := q.lookAside(ctx, req)
+		if err != nil || len(chunks) > 0 {
+			return chunks, err
+		}
+		retry = r
 	}
 }
+
+// GiveBack releases chunks a reserve took but could not deliver (its consumer went away
+// before the answer was written), and announces them like new work.
+func (p *Parked) GiveBack(chunks []Chunk) { p.q.undo(chunks) }
 
 // look reserves from this instance's shards, then, for a request not forwarded here, from
 // another instance. It returns no chunks ([]) when neither had any; retry reports that an
