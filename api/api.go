@@ -61,13 +61,14 @@ type Config struct {
 }
 
 type server struct {
-	cfg Config
-	q   *queuer.Queuer
-	log *slog.Logger
+	cfg     Config
+	q       *queuer.Queuer
+	log     *slog.Logger
+	parking *parking
 }
 
 // New returns the HTTP handler of the API.
-func New(cfg Config) http.Handler {
+func New(cfg Config) *Handler {
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.MaxBody = cmp.Or(cfg.MaxBody, MaxBodyDefault)
 	cfg.MaxChunkBytes = cmp.Or(cfg.MaxChunkBytes, MaxChunkBytesDefault)
@@ -80,7 +81,7 @@ func New(cfg Config) http.Handler {
 	if cfg.Ready == nil {
 		cfg.Ready = cfg.Queuer.Ready
 	}
-	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger}
+	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger, parking: newParking()}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -107,7 +108,7 @@ func New(cfg Config) http.Handler {
 	v1.POST("/fail", s.fail)
 	v1.POST("/extend", s.extend)
 	v1.GET("/cluster", s.cluster)
-	return e
+	return &Handler{Handler: e, parking: s.parking}
 }
 
 func (s *server) readyz(c echo.Context) error {

@@ -37,10 +37,22 @@ func (s *server) reserve(c echo.Context) error {
 		return err
 	}
 	req.Forwarded = c.Request().Header.Get(client.ForwardedHeader) != ""
-	chunks, err := s.q.Reserve(c.Request().Context(), req)
+	ctx := c.Request().Context()
+	chunks, parked, err := s.q.ReserveOrPark(ctx, req)
+	if parked != nil {
+		if s.park(c, parked) {
+			return nil // answered on the connection when the wait is over (park.go)
+		}
+		chunks, err = parked.Wait(ctx)
+	}
 	if err != nil {
 		return err
 	}
+	return c.JSON(http.StatusOK, reservedAnswer(chunks))
+}
+
+// reservedAnswer is the body of a reserve's answer.
+func reservedAnswer(chunks []queuer.Chunk) client.Reserved {
 	out := client.Reserved{Chunks: make([]client.ReservedChunk, len(chunks))}
 	for i, ch := range chunks {
 		rc := client.ReservedChunk{
@@ -58,7 +70,7 @@ func (s *server) reserve(c echo.Context) error {
 		}
 		out.Chunks[i] = rc
 	}
-	return c.JSON(http.StatusOK, out)
+	return out
 }
 
 // parseReserve validates the body of a reserve and returns the request (Forwarded unset).

@@ -56,6 +56,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	}
 }
 
+// toError maps err to its answer. c may be nil (an answer written outside echo, park.go).
 func toError(err error, c echo.Context) *Error {
 	var e *Error
 	var he *echo.HTTPError
@@ -72,14 +73,14 @@ func toError(err error, c echo.Context) *Error {
 	case errors.Is(err, queuer.ErrNotCompleted):
 		return &Error{Status: http.StatusConflict, Code: "not_completed", Message: "results exist only for completed submissions; wait with GET /v1/submissions/{id}?wait=60s"}
 	case errors.Is(err, queuer.ErrTooManyWaiters):
-		c.Response().Header().Set("Retry-After", "1")
-		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_waiters", Message: "too many requests wait on this instance (OPSQ_MAX_WAITERS); retry later or elsewhere"}
+		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_waiters", RetryAfter: time.Second,
+			Message: "too many requests wait on this instance (OPSQ_MAX_WAITERS); retry later or elsewhere"}
 	case errors.Is(err, context.Canceled):
 		return &Error{Status: 499, Code: "client_closed_request", Message: "the client went away"}
 	case queuer.IsUnavailable(err):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: RetryAfterDefault,
 			Message: "the database cannot be reached right now; retry later"}
-	case errors.As(err, &he):
+	case c != nil && errors.As(err, &he):
 		switch he.Code {
 		case http.StatusNotFound:
 			return &Error{Status: he.Code, Code: "not_found", Message: fmt.Sprintf("no route %s %s", c.Request().Method, c.Request().URL.Path)}

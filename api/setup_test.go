@@ -1,10 +1,12 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
@@ -26,6 +28,7 @@ type env struct {
 	Q     *queuer.Queuer
 	Pool  *pgxpool.Pool
 	Limit Config // the limits the server runs with
+	H     *Handler
 }
 
 // setup starts an API server on a fresh database, with cfg's limits (zero: the defaults).
@@ -45,7 +48,13 @@ func setup(t *testing.T, cfg Config) *env {
 	}
 	t.Cleanup(q.Stop)
 	cfg.Queuer = q
-	srv := httptest.NewServer(New(cfg))
+	h := New(cfg)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{URL: srv.URL, Q: q, Pool: pool, Limit: cfg}
+	t.Cleanup(func() { // before srv.Close: the reserves parked on hijacked connections end
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		defer cancel()
+		_ = h.Shutdown(ctx)
+	})
+	return &env{URL: srv.URL, Q: q, Pool: pool, Limit: cfg, H: h}
 }

@@ -211,6 +211,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		log.Warn("requests still in flight at the end of the grace period", slog.Any("error", err))
 	}
+	if err := handler.Shutdown(shutdownCtx); err != nil {
+		log.Warn("parked reserves answered with no chunks at the end of the grace period", slog.Any("error", err))
+	}
 	log.Info("stopped")
 	return nil
 }

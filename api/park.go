@@ -1,0 +1,156 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"opsq/client"
+	"opsq/queuer"
+)
+
+// A reserve that finds no work and may wait is parked: the API takes the connection over
+// from net/http (hijacks it), so that net/http's buffers (10.5 KB) and the handler's
+// goroutine (an 8 KB stack) go while it waits. A parked reserve holds its waiter, the
+// goroutine in queuer.Parked.Wait and one that notices the client leaving: under 20 KB
+// (DESIGN.md §6). Its answer is written on the connection with "Connection: close", so the
+// consumer's next request opens a new connection: a cost paid only after a wait, never
+// while work flows. The request metrics count a parked reserve when it parks (status 200).
+
+// parking is the reserves parked by one Handler.
+type parking struct {
+	ctx    context.Context // ends every parked reserve (Handler.Shutdown)
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	now    atomic.Int64 // reserves parked now
+	closed atomic.Bool
+}
+
+func newParking() *parking {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &parking{ctx: ctx, cancel: cancel}
+}
+
+// Handler is the HTTP handler of the API. The reserves it parks outlive their request:
+// Shutdown waits for them.
+type Handler struct {
+	http.Handler
+	parking *parking
+}
+
+// Parked reports how many reserves are parked on hijacked connections now.
+func (h *Handler) Parked() int64 { return h.parking.now.Load() }
+
+// Shutdown waits until every parked reserve has answered; when ctx ends first, it ends
+// them, each answered with no chunks (the consumer asks again, elsewhere). Call it after
+// http.Server.Shutdown, so that no reserve parks meanwhile.
+func (h *Handler) Shutdown(ctx context.Context) error {
+	p := h.parking
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	p.closed.Store(true)
+	p.cancel()
+	<-done // each ends at once: its wait is cancelled, its answer has a write deadline
+	return ctx.Err()
+}
+
+// parkedWriteTimeout bounds the writing of a parked reserve's answer.
+const parkedWriteTimeout = 30 * time.Second
+
+// park takes c's connection over and answers p on it once p is done. It reports false when
+// the connection cannot be taken over (HTTP/2, or a writer that does not allow it): then
+// the caller waits on the request's goroutine, as before.
+func (s *server) park(c echo.Context, p *queuer.Parked) bool {
+	if c.Request().ProtoMajor != 1 || s.parking.closed.Load() {
+		return false
+	}
+	conn, _, err := http.NewResponseController(c.Response().Writer).Hijack()
+	if err != nil {
+		return false
+	}
+	// The server's deadlines stay on a hijacked connection: the wait has its own bound.
+	_ = conn.SetDeadline(time.Time{})
+	ctx, cancel := context.WithCancel(s.parking.ctx)
+	s.parking.wg.Add(1)
+	s.parking.now.Add(1)
+	go func() {
+		// Notice the client leaving: a read ends with an error when it closes the
+		// connection (bytes it sends meanwhile are a request this connection will not
+		// serve, since the answer closes it).
+		var buf [64]byte
+		for {
+			if _, err := conn.Read(buf[:]); err != nil {
+				cancel()
+				return
+			}
+		}
+	}()
+	go func() {
+		defer s.parking.wg.Done()
+		defer s.parking.now.Add(-1)
+		defer conn.Close()
+		defer cancel()
+		chunks, err := p.Wait(ctx)
+		if err != nil && s.parking.closed.Load() && errors.Is(err, context.Canceled) {
+			chunks, err = []queuer.Chunk{}, nil // shutting down: no chunks here
+		} else if err != nil && errors.Is(err, context.Canceled) {
+			return // the client went away
+		}
+		if werr := s.writeParked(conn, chunks, err); werr != nil && len(chunks) > 0 {
+			p.GiveBack(chunks) // not delivered: free again at once, not when the lease runs out
+		}
+	}()
+	return true
+}
+
+// writeParked writes a parked reserve's answer on its connection: the chunks, or err in
+// the one error shape.
+func (s *server) writeParked(conn net.Conn, chunks []queuer.Chunk, err error) error {
+	header := http.Header{}
+	header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	status, body := http.StatusOK, any(reservedAnswer(chunks))
+	if err != nil {
+		e := toError(err, nil)
+		if e.Status >= 500 && e.Status != http.StatusServiceUnavailable {
+			s.log.Error("request failed", slog.String("method", http.MethodPost), slog.String("path", "/v1/reserve"), slog.Any("error", err))
+		}
+		if e.RetryAfter > 0 {
+			header.Set("Retry-After", strconv.Itoa(int(max(e.RetryAfter.Round(time.Second), time.Second)/time.Second)))
+		}
+		status, body = e.Status, client.ErrorBody{Error: client.ErrorDetail{Code: e.Code, Message: e.Message}}
+	}
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(body); err != nil {
+		return err
+	}
+	resp := &http.Response{
+		StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: header, Close: true,
+		ContentLength: int64(b.Len()), Body: io.NopCloser(&b),
+	}
+	var out bytes.Buffer
+	if err := resp.Write(&out); err != nil {
+		return err
+	}
+	_ = conn.SetWriteDeadline(time.Now().Add(parkedWriteTimeout))
+	_, err = conn.Write(out.Bytes())
+	return err
+}

@@ -1,0 +1,114 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"opsq/client"
+)
+
+// waitFor polls cond until it holds, or fails the test after 30 s with what.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// reserveAsync sends a reserve on a connection of its own and returns its answer on a
+// channel.
+func reserveAsync(ctx context.Context, url, body string) <-chan *http.Response {
+	out := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/reserve", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+		if err != nil {
+			out <- nil
+			return
+		}
+		out <- resp
+	}()
+	return out
+}
+
+// TestParkedReserveAnsweredOnItsConnection: a reserve that waits is parked off net/http
+// (its connection taken over); when work arrives it gets its chunk in the usual answer,
+// with "Connection: close", and nothing stays parked.
+func TestParkedReserveAnsweredOnItsConnection(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	answer := reserveAsync(t.Context(), e.URL, `{"max": 1, "wait": "30s", "consumer": "parked"}`)
+	waitFor(t, "the reserve parks", func() bool { return e.H.Parked() == 1 })
+
+	mustSubmit(t, e, `{"chunks": ["only"]}`, 1)
+	resp := <-answer
+	if resp == nil {
+		t.Fatal("the parked reserve got no answer")
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var got client.Reserved
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &got) != nil || len(got.Chunks) != 1 || got.Chunks[0].Input == nil || *got.Chunks[0].Input != "only" {
+		t.Fatalf("parked reserve: %d %s; want 200 and the chunk", resp.StatusCode, body)
+	}
+	if !resp.Close || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("parked answer: Close %v, Content-Type %q; want the connection closed and JSON", resp.Close, resp.Header.Get("Content-Type"))
+	}
+	waitFor(t, "nothing parked after the answer", func() bool { return e.H.Parked() == 0 })
+}
+
+// TestParkedReserveClientLeaves: a consumer that leaves while parked stops waiting at once,
+// and work that arrives afterwards is not taken for it.
+func TestParkedReserveClientLeaves(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	answer := reserveAsync(ctx, e.URL, `{"max": 1, "wait": "60s"}`)
+	waitFor(t, "the reserve parks", func() bool { return e.H.Parked() == 1 })
+	cancel() // the client closes its connection
+	<-answer
+	waitFor(t, "the parked reserve ends when its client leaves", func() bool { return e.H.Parked() == 0 })
+
+	mustSubmit(t, e, `{"chunks": ["for whoever asks"]}`, 1)
+	r := httpCall(t, http.MethodPost, e.URL+"/v1/reserve", "application/json", strings.NewReader(`{"max": 1}`))
+	var got client.Reserved
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil || len(got.Chunks) != 1 {
+		t.Fatalf("reserve after the parked consumer left: %d %s; want the chunk (not held for the consumer that left)", r.Status, r.Body)
+	}
+}
+
+// TestShutdownAnswersParkedReserves: at the end of the grace period a parked reserve is
+// answered with no chunks rather than cut off.
+func TestShutdownAnswersParkedReserves(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	answer := reserveAsync(t.Context(), e.URL, `{"max": 1, "wait": "60s"}`)
+	waitFor(t, "the reserve parks", func() bool { return e.H.Parked() == 1 })
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if err := e.H.Shutdown(ctx); err == nil {
+		t.Error("Shutdown with a reserve parked for 60s returned nil before its grace ran out; want the context's error")
+	}
+	resp := <-answer
+	if resp == nil {
+		t.Fatal("the parked reserve got no answer at shutdown")
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != `{"chunks":[]}` {
+		t.Errorf("parked reserve at shutdown: %d %s; want 200 and no chunks", resp.StatusCode, body)
+	}
+	if e.H.Parked() != 0 {
+		t.Errorf("%d reserves still parked after Shutdown", e.H.Parked())
+	}
+}
