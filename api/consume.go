@@ -164,7 +164,7 @@ func (s *server) fail(c echo.Context) error {
 }
 
 // tokenResults pairs the tokens of a request with their statuses, in request order.
-func tokenResults(n int, token func(i int) string, status []string) client.TokenResults {
+func tokenResults(n int, token func(i int) string, status []client.TokenStatus) client.TokenResults {
 	out := client.TokenResults{Results: make([]client.TokenResult, n)}
 	for i, st := range status {
 		out.Results[i] = client.TokenResult{Token: token(i), Status: st}

@@ -92,7 +92,7 @@ func (s *server) cancel(c echo.Context) error {
 
 func (s *server) list(c echo.Context) error {
 	opts := queuer.ListOptions{Limit: listLimitDefault}
-	switch state := c.QueryParam("state"); state {
+	switch state := client.State(c.QueryParam("state")); state {
 	case "", client.StateInProgress, client.StateCompleted, client.StateFailed, client.StateCancelled:
 		opts.State = state
 	default:

@@ -683,7 +683,7 @@ func (a *abuseRun) forgeTokens(ctx context.Context) {
 			continue
 		}
 		for _, res := range results {
-			a.answered(name, res.Status)
+			a.answered(name, string(res.Status))
 		}
 		_ = sleep(ctx, 20*time.Millisecond)
 	}
@@ -995,7 +995,7 @@ func (a *abuseRun) report(ctx context.Context, uploads, readers stallResults, fi
 			want("==", 0).note("%s", note))
 	}
 	for _, name := range names { // forged tokens, invented methods
-		want := map[string]string{"forged tokens": client.StatusUnknown, "invented HTTP methods": "405"}[name]
+		want := map[string]string{"forged tokens": string(client.StatusUnknown), "invented HTTP methods": "405"}[name]
 		other := 0
 		for status, n := range answers[name] {
 			if status != want {
@@ -1196,7 +1196,7 @@ func (l *abuseLedger) recentToken() string {
 	return l.mu.recent[mrand.IntN(len(l.mu.recent))]
 }
 
-func (l *abuseLedger) answered(ch client.ReservedChunk, status string) {
+func (l *abuseLedger) answered(ch client.ReservedChunk, status client.TokenStatus) {
 	if status != client.StatusCompleted {
 		return
 	}
@@ -1231,7 +1231,7 @@ func (l *abuseLedger) check(ctx context.Context, db *pgxpool.Pool) (abuseLedgerS
 	if err != nil {
 		return st, err
 	}
-	var state string
+	var state client.State
 	var n int
 	if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error {
 		switch state {

@@ -692,7 +692,7 @@ func (l *ledger) deliver(ch client.ReservedChunk, via, consumer string) chunkKey
 }
 
 // answered records the answer to a completion.
-func (l *ledger) answered(k chunkKey, token, status string) {
+func (l *ledger) answered(k chunkKey, token string, status client.TokenStatus) {
 	switch status {
 	case client.StatusCompleted:
 		l.done.Add(1)

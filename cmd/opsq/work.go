@@ -380,7 +380,7 @@ func (w *worker) extend(ch client.ReservedChunk) string {
 	case results[0].Status == client.StatusExtended:
 		return ""
 	}
-	return "extending the lease answered " + results[0].Status
+	return "extending the lease answered " + string(results[0].Status)
 }
 
 // report completes or fails ch, retrying while the server cannot be reached and the lease
@@ -416,7 +416,7 @@ func (w *worker) report(ch client.ReservedChunk, output, failure string) {
 }
 
 // reported counts the server's answer to a completion or failure.
-func (w *worker) reported(ch client.ReservedChunk, status, failure string) {
+func (w *worker) reported(ch client.ReservedChunk, status client.TokenStatus, failure string) {
 	switch status {
 	case client.StatusCompleted:
 		w.done.Add(1)
