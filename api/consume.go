@@ -206,14 +206,6 @@ func (s *server) extend(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-func (s *server) cluster(c echo.Context) error {
-	cl, err := s.q.Cluster(c.Request().Context())
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, cl)
-}
-
 // decodeBody decodes a JSON object body of at most MaxBody bytes into v, refusing unknown
 // fields; an empty body is an empty object.
 func (s *server) decodeBody(c echo.Context, v any) error {

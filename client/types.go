@@ -262,7 +262,8 @@ type TokenResults struct {
 	Results []TokenResult `json:"results"`
 }
 
-// Cluster is the answer to GET /v1/cluster.
+// Cluster is the answer to GET /v1/cluster: the one wire shape of who holds which shard
+// (the server builds it from the claims package's own view, which has no JSON of its own).
 type Cluster struct {
 	ShardCount int               `json:"shard_count"`
 	Instances  []ClusterInstance `json:"instances"`
@@ -281,11 +282,23 @@ type ClusterInstance struct {
 	Shards       []ClusterShard `json:"shards"`
 }
 
+// ClaimState is the state of a claimed shard in GET /v1/cluster.
+type ClaimState string
+
+// Claim states.
+const (
+	// ClaimActive: the owner reserves from the shard.
+	ClaimActive ClaimState = "active"
+	// ClaimDraining: the owner reserves nothing more from the shard and releases it once
+	// nothing of it is in flight.
+	ClaimDraining ClaimState = "draining"
+)
+
 // ClusterShard is one claimed shard in GET /v1/cluster.
 type ClusterShard struct {
 	Shard         int        `json:"shard"`
 	Generation    int64      `json:"generation"`
-	State         string     `json:"state"` // active or draining
+	State         ClaimState `json:"state"`
 	Inflight      int        `json:"inflight"`
 	Available     bool       `json:"available"`
 	SoftExpiresAt *time.Time `json:"soft_expires_at"`
