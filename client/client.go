@@ -191,7 +191,8 @@ type ListOptions struct {
 	// Key and Value select submissions whose strategic metadata has Key = Value; give both
 	// or neither.
 	Key, Value string
-	// Limit is the page size, at most 1000. Defaults to the server's default (100).
+	// Limit is the page size, at most MaxListLimit. Defaults to the server's default
+	// (ListLimitDefault).
 	Limit int
 	// After is the NextAfter of the previous page, or "" for the first page.
 	After string

@@ -210,8 +210,8 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fs.usageError("unknown --state %q: want one of %s", opts.State, stateNames())
 	case (opts.Key == "") != (opts.Value == ""):
 		return fs.usageError("--key and --value go together")
-	case opts.Limit < 0 || opts.Limit > 1000:
-		return fs.usageError("--limit %d: want 1 to 1000", opts.Limit)
+	case opts.Limit < 0 || opts.Limit > client.MaxListLimit:
+		return fs.usageError("--limit %d: want 1 to %d", opts.Limit, client.MaxListLimit)
 	}
 	l, err := client.New(fs.url).List(ctx, opts)
 	if err != nil {
