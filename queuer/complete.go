@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -201,7 +202,7 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 			var fin bool
 			_, err = pgx.ForEachRow(rows, []any{&k.SubmissionID, &k.ChunkIndex, &shard, &fin}, func() error {
 				completed[k] = true
-				if fin && !containsID(finished, k.SubmissionID) {
+				if fin && !slices.Contains(finished, k.SubmissionID) {
 					finished = append(finished, k.SubmissionID)
 				}
 				return nil

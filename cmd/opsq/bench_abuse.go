@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -593,7 +594,7 @@ func (a *abuseRun) hostileInputs(ctx context.Context, tokens []string) {
 			return
 		}
 		inst := a.r.env.instances[i%len(a.r.env.instances)]
-		timeout := cmpOrDuration(hr.timeout, abuseRequestTimeout)
+		timeout := cmp.Or(hr.timeout, abuseRequestTimeout)
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		req, _ := http.NewRequestWithContext(rctx, hr.method, inst.url+hr.path, bytes.NewReader(hr.body))
 		req.Header.Set("Content-Type", hr.ctype)
@@ -626,13 +627,6 @@ func (a *abuseRun) hostileInputs(ctx context.Context, tokens []string) {
 		resp.Body.Close()
 		cancel()
 	}
-}
-
-func cmpOrDuration(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // forgeTokens sends --abuse-forged forged tokens, half to complete and half to fail with
