@@ -110,7 +110,9 @@ type ErrorDetail struct {
 	Message string `json:"message"`
 }
 
-// MetadataValue is a strategic metadata value: an int64 or a string.
+// MetadataValue is a strategic metadata value: an int64 or a string, where 42 and "42"
+// are different values; the zero value is the integer 0. It is opsq's one type for such a
+// value: submissions and reserved chunks carry it, and a strategy's select_only keeps one.
 type MetadataValue struct {
 	isString bool
 	i        int64
