@@ -54,7 +54,10 @@ func checkValue(v client.MetadataValue, path string) error {
 // valueMessage is the error message of a bad value, in both forms.
 const valueMessage = "must be an integer or a string"
 
-// parseJSONValue reads a value's JSON form.
+// parseJSONValue reads a value's JSON form. It accepts what client.MetadataValue's
+// UnmarshalJSON accepts, but is written apart because its errors are a strategy's: they
+// name the node's path, say why an integer is refused (out of the int64 range), and check
+// a string value as the submissions API does (see checkValue).
 func parseJSONValue(raw json.RawMessage, path string) (client.MetadataValue, error) {
 	if raw[0] == '"' {
 		var s string
