@@ -353,7 +353,7 @@ func TestMaxSimultaneousRemembersFullValues(t *testing.T) {
 	}
 	reserve := func(max int) []queuer.Chunk {
 		t.Helper()
-		got, err := q.Reserve(t.Context(), queuer.ReserveRequest{Max: max, Lease: leaseDefault,
+		got, err := q.Reserve(t.Context(), queuer.ReserveRequest{Max: max, Lease: client.LeaseDefault,
 			Strategy: strategy.MustParseText(`max_simultaneous(company_id, 1, oldest_first)`)})
 		if err != nil {
 			t.Fatal(err)

@@ -18,15 +18,6 @@ import (
 	"opsq/strategy"
 )
 
-// Bounds and defaults of the consumer API (DESIGN.md §3).
-const (
-	reserveMaxLimit = 10_000
-	leaseDefault    = 5 * time.Minute
-	leaseMin        = time.Second
-	leaseMax        = 24 * time.Hour
-	itemsMax        = 10_000
-)
-
 func (s *server) reserve(c echo.Context) error {
 	body, err := s.readBody(c)
 	if err != nil {
@@ -89,10 +80,10 @@ func (s *server) parseReserve(raw []byte) (queuer.ReserveRequest, error) {
 	if err != nil {
 		return queuer.ReserveRequest{}, err
 	}
-	req := queuer.ReserveRequest{Max: 1, Lease: leaseDefault, Consumer: consumer, MaxBytes: s.cfg.MaxReserveBytes}
+	req := queuer.ReserveRequest{Max: 1, Lease: client.LeaseDefault, Consumer: consumer, MaxBytes: s.cfg.MaxReserveBytes}
 	if body.Max != nil {
-		if *body.Max < 1 || *body.Max > reserveMaxLimit {
-			return req, badRequest("max: must be between 1 and %d", reserveMaxLimit)
+		if *body.Max < 1 || *body.Max > client.MaxReserveChunks {
+			return req, badRequest("max: must be between 1 and %d", client.MaxReserveChunks)
 		}
 		req.Max = *body.Max
 	}
@@ -100,12 +91,12 @@ func (s *server) parseReserve(raw []byte) (queuer.ReserveRequest, error) {
 		return req, badRequest("%s", err)
 	}
 	if body.Lease != nil {
-		if req.Lease, err = parseDuration(*body.Lease, "lease", leaseMin, leaseMax); err != nil {
+		if req.Lease, err = parseDuration(*body.Lease, "lease", client.MinLease, client.MaxLease); err != nil {
 			return req, err
 		}
 	}
 	if body.Wait != nil {
-		if req.Wait, err = parseDuration(*body.Wait, "wait", 0, maxWait); err != nil {
+		if req.Wait, err = parseDuration(*body.Wait, "wait", 0, client.MaxWait); err != nil {
 			return req, err
 		}
 	}
@@ -122,8 +113,8 @@ func (s *server) complete(c echo.Context) error {
 	if err := s.decodeBody(c, &body); err != nil {
 		return err
 	}
-	if len(body.Completions) > itemsMax {
-		return badRequest("completions: at most %d per request", itemsMax)
+	if len(body.Completions) > client.MaxRequestItems {
+		return badRequest("completions: at most %d per request", client.MaxRequestItems)
 	}
 	items := make([]queuer.Completion, len(body.Completions))
 	for i, it := range body.Completions {
@@ -154,8 +145,8 @@ func (s *server) fail(c echo.Context) error {
 	if err := s.decodeBody(c, &body); err != nil {
 		return err
 	}
-	if len(body.Failures) > itemsMax {
-		return badRequest("failures: at most %d per request", itemsMax)
+	if len(body.Failures) > client.MaxRequestItems {
+		return badRequest("failures: at most %d per request", client.MaxRequestItems)
 	}
 	items := make([]queuer.Failure, len(body.Failures))
 	for i, it := range body.Failures {
@@ -176,7 +167,7 @@ func (s *server) fail(c echo.Context) error {
 }
 
 // tokenResults pairs the tokens of a request with their statuses, in request order.
-func tokenResults(n int, token func(i int) string, status []string) client.TokenResults {
+func tokenResults(n int, token func(i int) string, status []client.TokenStatus) client.TokenResults {
 	out := client.TokenResults{Results: make([]client.TokenResult, n)}
 	for i, st := range status {
 		out.Results[i] = client.TokenResult{Token: token(i), Status: st}
@@ -192,13 +183,13 @@ func (s *server) extend(c echo.Context) error {
 	if err := s.decodeBody(c, &body); err != nil {
 		return err
 	}
-	if len(body.Tokens) > itemsMax {
-		return badRequest("tokens: at most %d per request", itemsMax)
+	if len(body.Tokens) > client.MaxRequestItems {
+		return badRequest("tokens: at most %d per request", client.MaxRequestItems)
 	}
-	lease := leaseDefault
+	lease := client.LeaseDefault
 	if body.Lease != nil {
 		var err error
-		if lease, err = parseDuration(*body.Lease, "lease", leaseMin, leaseMax); err != nil {
+		if lease, err = parseDuration(*body.Lease, "lease", client.MinLease, client.MaxLease); err != nil {
 			return err
 		}
 	}
@@ -216,14 +207,6 @@ func (s *server) extend(c echo.Context) error {
 		}
 	}
 	return c.JSON(http.StatusOK, out)
-}
-
-func (s *server) cluster(c echo.Context) error {
-	cl, err := s.q.Cluster(c.Request().Context())
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, cl)
 }
 
 // decodeBody decodes a JSON object body of at most MaxBody bytes into v, refusing unknown

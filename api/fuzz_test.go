@@ -12,6 +12,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"opsq/client"
 	"opsq/queuer"
 )
 
@@ -288,7 +289,7 @@ func FuzzReserveBody(f *testing.F) {
 			checkRefusal(t, body, err)
 			return
 		}
-		if req.Max < 1 || req.Max > reserveMaxLimit || req.Lease < leaseMin || req.Lease > leaseMax || req.Wait < 0 || req.Wait > maxWait {
+		if req.Max < 1 || req.Max > client.MaxReserveChunks || req.Lease < client.MinLease || req.Lease > client.MaxLease || req.Wait < 0 || req.Wait > client.MaxWait {
 			t.Fatalf("%q: accepted %+v; out of bounds", body, req)
 		}
 		checkAcceptedText(t, "consumer", req.Consumer, MaxConsumerBytes)

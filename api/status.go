@@ -15,13 +15,6 @@ import (
 	"opsq/queuer"
 )
 
-// Bounds of the lookup parameters.
-const (
-	maxWait          = 60 * time.Second
-	listLimitDefault = 100
-	listLimitMax     = 1000
-)
-
 func (s *server) status(c echo.Context) error {
 	id, err := parseID(c.Param("id"), "id")
 	if err != nil {
@@ -91,8 +84,8 @@ func (s *server) cancel(c echo.Context) error {
 }
 
 func (s *server) list(c echo.Context) error {
-	opts := queuer.ListOptions{Limit: listLimitDefault}
-	switch state := c.QueryParam("state"); state {
+	opts := queuer.ListOptions{Limit: client.ListLimitDefault}
+	switch state := client.State(c.QueryParam("state")); state {
 	case "", client.StateInProgress, client.StateCompleted, client.StateFailed, client.StateCancelled:
 		opts.State = state
 	default:
@@ -116,8 +109,8 @@ func (s *server) list(c echo.Context) error {
 	}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > listLimitMax {
-			return badRequest("limit: must be an integer between 1 and %d", listLimitMax)
+		if err != nil || n < 1 || n > client.MaxListLimit {
+			return badRequest("limit: must be an integer between 1 and %d", client.MaxListLimit)
 		}
 		opts.Limit = n
 	}
@@ -173,8 +166,8 @@ func parseWait(v string) (time.Duration, error) {
 		return 0, nil
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 || d > maxWait {
-		return 0, badRequest("wait: must be a duration between 0s and %s, such as \"30s\"", maxWait)
+	if err != nil || d < 0 || d > client.MaxWait {
+		return 0, badRequest("wait: must be a duration between 0s and %s, such as \"30s\"", client.MaxWait)
 	}
 	return d, nil
 }

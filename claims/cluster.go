@@ -10,51 +10,48 @@ import (
 	opsqsql "opsq/sql"
 )
 
-// Claim states in Cluster.
-const (
-	StateActive   = "active"
-	StateDraining = "draining"
-)
-
-// Cluster is who holds which shard, for GET /v1/cluster. Lists are never nil, so that they
-// encode as [].
+// Cluster is who holds which shard, as the claims table and the instances table say. It
+// is claims' own view, without a wire format: api turns it into client.Cluster, the JSON of
+// GET /v1/cluster (claims does not depend on the HTTP client). Lists are never nil.
 type Cluster struct {
-	ShardCount int `json:"shard_count"`
+	ShardCount int
 	// Instances: every registered instance, with or without shards, and every claimant no
 	// longer registered (stopped or forgotten) whose claims have not been taken yet; ordered
 	// by id.
-	Instances []ClusterInstance `json:"instances"`
+	Instances []ClusterInstance
 	// Unclaimed: the enabled shards nobody holds.
-	Unclaimed []int `json:"unclaimed"`
+	Unclaimed []int
 	// Disabled: the shards an operator disabled (sql/admin/disable_shard.sql).
-	Disabled []int `json:"disabled"`
+	Disabled []int
 }
 
 // ClusterInstance is one instance of Cluster.
 type ClusterInstance struct {
-	ID           string `json:"id"`
-	AdvertiseURL string `json:"advertise_url"`
+	ID           string
+	AdvertiseURL string
 	// StartedAt and HeartbeatAt are nil for a claimant no longer registered.
-	StartedAt   *time.Time `json:"started_at"`
-	HeartbeatAt *time.Time `json:"heartbeat_at"`
+	StartedAt   *time.Time
+	HeartbeatAt *time.Time
 	// Live: the heartbeat is younger than instance_heartbeat_timeout.
-	Live bool `json:"live"`
+	Live bool
 	// Draining: drained by an operator (sql/admin/drain_instance.sql) or shutting down.
-	Draining bool    `json:"draining"`
-	Shards   []Claim `json:"shards"`
+	Draining bool
+	Shards   []Claim
 }
 
 // Claim is a shard held by an instance, as of its last renewal.
 type Claim struct {
-	Shard      int    `json:"shard"`
-	Generation int64  `json:"generation"`
-	State      string `json:"state"` // StateActive or StateDraining
+	Shard      int
+	Generation int64
+	// Draining: the owner drains the shard (it reserves nothing more from it, and releases
+	// it once nothing of it is in flight); else the shard is active.
+	Draining bool
 	// Inflight is the owner's count of live reservations on the shard.
-	Inflight int `json:"inflight"`
+	Inflight int
 	// Available: the owner knows of reservable chunks on the shard.
-	Available     bool      `json:"available"`
-	SoftExpiresAt time.Time `json:"soft_expires_at"`
-	HardExpiresAt time.Time `json:"hard_expires_at"`
+	Available     bool
+	SoftExpiresAt time.Time
+	HardExpiresAt time.Time
 }
 
 // clusterRow is a row of claims_cluster.sql.
@@ -108,10 +105,7 @@ func LoadCluster(ctx context.Context, db Querier) (Cluster, error) {
 			continue
 		}
 		in := &c.Instances[len(c.Instances)-1]
-		claim := Claim{Shard: *r.Shard, Generation: *r.Generation, State: StateActive, Inflight: *r.Inflight, Available: *r.Available}
-		if *r.Draining {
-			claim.State = StateDraining
-		}
+		claim := Claim{Shard: *r.Shard, Generation: *r.Generation, Draining: *r.Draining, Inflight: *r.Inflight, Available: *r.Available}
 		if r.SoftExpiresAt != nil {
 			claim.SoftExpiresAt = *r.SoftExpiresAt
 		}

@@ -187,11 +187,12 @@ func (c *Client) Cancel(ctx context.Context, id string) (Status, error) {
 // submissions in any state.
 type ListOptions struct {
 	// State is one of the State* constants, or "" for any state.
-	State string
+	State State
 	// Key and Value select submissions whose strategic metadata has Key = Value; give both
 	// or neither.
 	Key, Value string
-	// Limit is the page size, at most 1000. Defaults to the server's default (100).
+	// Limit is the page size, at most MaxListLimit. Defaults to the server's default
+	// (ListLimitDefault).
 	Limit int
 	// After is the NextAfter of the previous page, or "" for the first page.
 	After string
@@ -200,7 +201,7 @@ type ListOptions struct {
 // List returns one page of submissions, newest first.
 func (c *Client) List(ctx context.Context, opts ListOptions) (StatusList, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"state": opts.State, "key": opts.Key, "value": opts.Value, "after": opts.After} {
+	for k, v := range map[string]string{"state": string(opts.State), "key": opts.Key, "value": opts.Value, "after": opts.After} {
 		if v != "" {
 			q.Set(k, v)
 		}

@@ -9,13 +9,25 @@ import (
 // The JSON shapes of the REST API v1 (DESIGN.md §3). The server encodes its answers with
 // these types too, so the wire format is written down once, here.
 
+// State is the state of a submission: where its row is (DESIGN.md §1). The engine reads it
+// from the opsq.submission_status view, the server answers it, and clients branch on it.
+type State string
+
 // Submission states.
 const (
-	StateInProgress = "in_progress"
-	StateCompleted  = "completed"
-	StateFailed     = "failed"
-	StateCancelled  = "cancelled"
+	StateInProgress State = "in_progress"
+	StateCompleted  State = "completed"
+	StateFailed     State = "failed"
+	StateCancelled  State = "cancelled"
 )
+
+// States returns every submission state, in the order of a submission's life.
+func States() []State {
+	return []State{StateInProgress, StateCompleted, StateFailed, StateCancelled}
+}
+
+// Finished reports whether s is a final state.
+func (s State) Finished() bool { return s != StateInProgress }
 
 // SubmissionHeader is everything a submission carries but its chunks: the body of a JSON
 // submission without "chunks", or the first line of an NDJSON submission.
@@ -53,7 +65,7 @@ type Created struct {
 // Status is the state of one submission.
 type Status struct {
 	ID                string                   `json:"id"`
-	State             string                   `json:"state"`
+	State             State                    `json:"state"`
 	ChunksTotal       int64                    `json:"chunks_total"`
 	ChunksDone        int64                    `json:"chunks_done"`
 	ChunksFailed      int64                    `json:"chunks_failed"`
@@ -67,7 +79,7 @@ type Status struct {
 }
 
 // Finished reports whether the submission has reached a final state.
-func (s Status) Finished() bool { return s.State != StateInProgress }
+func (s Status) Finished() bool { return s.State.Finished() }
 
 // Failure says why a submission failed.
 type Failure struct {
@@ -98,7 +110,9 @@ type ErrorDetail struct {
 	Message string `json:"message"`
 }
 
-// MetadataValue is a strategic metadata value: an int64 or a string.
+// MetadataValue is a strategic metadata value: an int64 or a string, where 42 and "42"
+// are different values; the zero value is the integer 0. It is opsq's one type for such a
+// value: submissions and reserved chunks carry it, and a strategy's select_only keeps one.
 type MetadataValue struct {
 	isString bool
 	i        int64
@@ -162,15 +176,21 @@ func (v *MetadataValue) UnmarshalJSON(b []byte) error {
 // from the receiving instance's own shards only.
 const ForwardedHeader = "Opsq-Forwarded"
 
-// Result statuses of complete, fail and extend.
+// TokenStatus is the outcome for one token of complete, fail or extend: what the engine
+// decided for the item and what the server answers for it.
+type TokenStatus string
+
+// Token statuses: complete answers completed, already_finished or unknown; fail answers
+// retrying, failed, already_finished or unknown; extend answers extended, lost,
+// already_finished or unknown.
 const (
-	StatusCompleted       = "completed"
-	StatusRetrying        = "retrying"
-	StatusFailed          = "failed"
-	StatusExtended        = "extended"
-	StatusLost            = "lost"
-	StatusAlreadyFinished = "already_finished"
-	StatusUnknown         = "unknown"
+	StatusCompleted       TokenStatus = "completed"
+	StatusRetrying        TokenStatus = "retrying"
+	StatusFailed          TokenStatus = "failed"
+	StatusExtended        TokenStatus = "extended"
+	StatusLost            TokenStatus = "lost"
+	StatusAlreadyFinished TokenStatus = "already_finished"
+	StatusUnknown         TokenStatus = "unknown"
 )
 
 // ReserveRequest is the body of POST /v1/reserve. Zero fields take the server's defaults:
@@ -234,9 +254,9 @@ type ExtendRequest struct {
 
 // TokenResult is the outcome for one token of complete, fail or extend.
 type TokenResult struct {
-	Token     string     `json:"token"`
-	Status    string     `json:"status"`
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	Token     string      `json:"token"`
+	Status    TokenStatus `json:"status"`
+	ExpiresAt *time.Time  `json:"expires_at,omitempty"`
 }
 
 // TokenResults is the answer to complete, fail and extend, in request order.
@@ -244,7 +264,8 @@ type TokenResults struct {
 	Results []TokenResult `json:"results"`
 }
 
-// Cluster is the answer to GET /v1/cluster.
+// Cluster is the answer to GET /v1/cluster: the one wire shape of who holds which shard
+// (the server builds it from the claims package's own view, which has no JSON of its own).
 type Cluster struct {
 	ShardCount int               `json:"shard_count"`
 	Instances  []ClusterInstance `json:"instances"`
@@ -263,11 +284,23 @@ type ClusterInstance struct {
 	Shards       []ClusterShard `json:"shards"`
 }
 
+// ClaimState is the state of a claimed shard in GET /v1/cluster.
+type ClaimState string
+
+// Claim states.
+const (
+	// ClaimActive: the owner reserves from the shard.
+	ClaimActive ClaimState = "active"
+	// ClaimDraining: the owner reserves nothing more from the shard and releases it once
+	// nothing of it is in flight.
+	ClaimDraining ClaimState = "draining"
+)
+
 // ClusterShard is one claimed shard in GET /v1/cluster.
 type ClusterShard struct {
 	Shard         int        `json:"shard"`
 	Generation    int64      `json:"generation"`
-	State         string     `json:"state"` // active or draining
+	State         ClaimState `json:"state"`
 	Inflight      int        `json:"inflight"`
 	Available     bool       `json:"available"`
 	SoftExpiresAt *time.Time `json:"soft_expires_at"`

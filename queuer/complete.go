@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -36,13 +37,13 @@ const completeBatchMax = 1000
 type completeJob struct {
 	items  []Completion
 	tokens []token
-	status []string
+	status []client.TokenStatus
 	err    error
 	done   chan struct{}
 }
 
 // Complete records completions (see completer.Complete).
-func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]string, error) {
+func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]client.TokenStatus, error) {
 	return q.completer.Complete(ctx, items)
 }
 
@@ -92,8 +93,8 @@ func (c *completer) Stop() {
 // Completions from concurrent requests are written together, one statement per flush (the
 // completer), and completing a submission's last chunk completes the submission. The
 // result statuses are in the order of items.
-func (c *completer) Complete(ctx context.Context, items []Completion) ([]string, error) {
-	job := &completeJob{items: items, tokens: make([]token, len(items)), status: make([]string, len(items)), done: make(chan struct{})}
+func (c *completer) Complete(ctx context.Context, items []Completion) ([]client.TokenStatus, error) {
+	job := &completeJob{items: items, tokens: make([]token, len(items)), status: make([]client.TokenStatus, len(items)), done: make(chan struct{})}
 	valid := 0
 	for i, it := range items {
 		t, ok := c.readToken(it.Token)
@@ -201,7 +202,7 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 			var fin bool
 			_, err = pgx.ForEachRow(rows, []any{&k.SubmissionID, &k.ChunkIndex, &shard, &fin}, func() error {
 				completed[k] = true
-				if fin && !containsID(finished, k.SubmissionID) {
+				if fin && !slices.Contains(finished, k.SubmissionID) {
 					finished = append(finished, k.SubmissionID)
 				}
 				return nil
@@ -258,7 +259,7 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 
 // chunksKnown tells, in one statement, which chunks of tokens opsq knows (pending or
 // finished): the completions of those that completed nothing are already_finished, the
-// others unknown (see chunkState).
+// others unknown (see staleStatus).
 func (c *completer) chunksKnown(ctx context.Context, tokens []token) ([]bool, error) {
 	shards := make([]int32, len(tokens))
 	sids := make([]int64, len(tokens))
@@ -313,15 +314,15 @@ func (c *completer) notifyReleased(ctx context.Context, tx pgx.Tx, keys map[rese
 	return notify(ctx, tx, ChannelReleased, b.String())
 }
 
-// chunkState tells why a completion or failure of t did nothing: the chunk is finished
+// staleStatus tells why a completion or failure of t did nothing: the chunk is finished
 // (completed, failed, or its submission finished), or this attempt at it is over (an
 // expired lease was counted, or another token of the chunk was used), or nobody knows it.
-func chunkState(ctx context.Context, pool *pgxpool.Pool, t token) (string, error) {
+func staleStatus(ctx context.Context, pool *pgxpool.Pool, t token) (client.TokenStatus, error) {
 	state, _, err := readChunk(ctx, pool, t)
 	if err != nil {
 		return "", err
 	}
-	if state == "" {
+	if state == chunkUnknown {
 		return client.StatusUnknown, nil
 	}
 	return client.StatusAlreadyFinished, nil
@@ -332,18 +333,29 @@ type pendingChunk struct {
 	retries, maxRetries int32
 }
 
-// readChunk returns "pending" (with its counts), "finished", or "" for an unknown chunk.
-func readChunk(ctx context.Context, pool *pgxpool.Pool, t token) (string, pendingChunk, error) {
-	var state string
+// chunkState is where chunk_state.sql finds a chunk. It is the engine's own word, never
+// sent on the wire: consumers hear a client.TokenStatus.
+type chunkState string
+
+// Chunk states; the SQL writes the first two.
+const (
+	chunkPending  chunkState = "pending"  // reservable, with its retries and limit
+	chunkFinished chunkState = "finished" // completed, failed, or its submission finished
+	chunkUnknown  chunkState = ""         // no such chunk (never existed, or deleted)
+)
+
+// readChunk returns chunkPending (with its counts), chunkFinished, or chunkUnknown.
+func readChunk(ctx context.Context, pool *pgxpool.Pool, t token) (chunkState, pendingChunk, error) {
+	var state chunkState
 	var p pendingChunk
 	err := pool.QueryRow(ctx, opsqsql.ChunkState, pgx.NamedArgs{
 		"shard": t.shard, "submission_id": t.key.SubmissionID, "chunk_index": t.key.ChunkIndex,
 	}).Scan(&state, &p.retries, &p.maxRetries)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", p, nil
+		return chunkUnknown, p, nil
 	}
 	if err != nil {
-		return "", p, fmt.Errorf("reading chunk state: %w", err)
+		return chunkUnknown, p, fmt.Errorf("reading chunk state: %w", err)
 	}
 	return state, p, nil
 }

@@ -85,5 +85,5 @@ func (q *Queuer) expire(ctx context.Context, r reserver.Reservation) {
 	q.reserver.Release(r.Token)
 	q.work.wake(1) // the chunk is free (or failed) now, not when failAttempt's NOTIFY woke one
 	q.log.Debug("reservation expired", slog.Int64("submission_id", r.Key.SubmissionID),
-		slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.String("consumer", r.Consumer), slog.String("status", status))
+		slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.String("consumer", r.Consumer), slog.String("status", string(status)))
 }

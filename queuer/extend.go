@@ -15,7 +15,7 @@ import (
 
 // Extended is the outcome of extending one token.
 type Extended struct {
-	Status    string
+	Status    client.TokenStatus
 	ExpiresAt *time.Time
 }
 
@@ -62,14 +62,14 @@ func (q *Queuer) Extend(ctx context.Context, tokens []string, lease time.Duratio
 
 // goneStatus answers for a token without a live reservation: already_finished when its
 // chunk is finished, unknown when nobody knows it, else lost.
-func (q *Queuer) goneStatus(ctx context.Context, t token) (string, error) {
+func (q *Queuer) goneStatus(ctx context.Context, t token) (client.TokenStatus, error) {
 	state, _, err := readChunk(ctx, q.pool, t)
 	switch {
 	case err != nil:
 		return "", err
-	case state == "finished":
+	case state == chunkFinished:
 		return client.StatusAlreadyFinished, nil
-	case state == "":
+	case state == chunkUnknown:
 		return client.StatusUnknown, nil
 	}
 	return client.StatusLost, nil

@@ -26,8 +26,8 @@ const errReservationExpired = "reservation expired"
 
 // Fail records failed attempts, wherever their reservations are held. The statuses are
 // in the order of items.
-func (q *Queuer) Fail(ctx context.Context, items []Failure) ([]string, error) {
-	status := make([]string, len(items))
+func (q *Queuer) Fail(ctx context.Context, items []Failure) ([]client.TokenStatus, error) {
+	status := make([]client.TokenStatus, len(items))
 	for i, it := range items {
 		t, ok := q.readToken(it.Token)
 		if !ok {
@@ -53,7 +53,7 @@ type fence struct {
 // remain (and retry is asked), else fails it and its submission. A consumer's failure
 // passes its token string, whose reservation is then dropped wherever it is held; the
 // owner's release of an expired lease passes the fence instead (the reservation is gone).
-func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retry bool, f *fence) (string, error) {
+func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retry bool, f *fence) (client.TokenStatus, error) {
 	args := pgx.NamedArgs{
 		"shard": t.shard, "submission_id": t.key.SubmissionID, "chunk_index": t.key.ChunkIndex,
 		"retries": t.retries, "error": msg, "claimant": nil, "generation": nil,
@@ -92,9 +92,9 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 		return "", err
 	}
 	switch {
-	case state == "":
+	case state == chunkUnknown:
 		return client.StatusUnknown, nil
-	case state == "finished" || p.retries != t.retries:
+	case state == chunkFinished || p.retries != t.retries:
 		return client.StatusAlreadyFinished, nil // finished, or this attempt was counted already
 	case retry && p.retries < p.maxRetries:
 		return client.StatusAlreadyFinished, nil // the fence refused: the shard changed owner
@@ -116,7 +116,7 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 		return "", fmt.Errorf("failing chunk: %w", err)
 	}
 	if !failed {
-		return chunkState(ctx, q.pool, t)
+		return staleStatus(ctx, q.pool, t)
 	}
 	q.count.failedAttempts.Add(1)
 	q.reserver.DropSubmission(t.key.SubmissionID)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -70,7 +71,7 @@ func (c *infoCache) get(ctx context.Context, cands []candidate) (map[int64]*subm
 		}
 		if info, ok := c.mu.byID[id]; ok {
 			out[id] = info
-		} else if !containsID(missing, id) {
+		} else if !slices.Contains(missing, id) {
 			missing = append(missing, id)
 		}
 	}
@@ -123,13 +124,4 @@ func (c *infoCache) get(ctx context.Context, cands []candidate) (map[int64]*subm
 	}
 	c.mu.Unlock()
 	return out, nil
-}
-
-func containsID(ids []int64, id int64) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }

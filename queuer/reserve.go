@@ -219,14 +219,15 @@ func (r *run) node(ctx context.Context, n strategy.Node, f frame) error {
 		}
 		return r.node(ctx, *n.Fallback, f)
 	case strategy.SelectOnly:
-		ids, err := r.q.matching(ctx, n.Key, n.Value.JSON())
+		filter := n.Filter()
+		ids, err := r.q.matching(ctx, filter.Key, filter.Value)
 		if err != nil || len(ids) == 0 {
 			return err // nothing in progress has that value: nothing to scan for
 		}
 		if len(ids) <= fewSubmissions && n.Then.Kind.Leaf() {
 			return r.submissions(ctx, n.Then.Kind, ids, f)
 		}
-		f.filters = append(append([]strategy.Filter(nil), f.filters...), strategy.Filter{Key: n.Key, Value: n.Value.JSON()})
+		f.filters = append(append([]strategy.Filter(nil), f.filters...), filter)
 		return r.node(ctx, *n.Then, f)
 	case strategy.MaxSimultaneous:
 		f.limits = append(append([]rule(nil), f.limits...), rule{n.Key, n.Max})

@@ -49,7 +49,7 @@ func actOnAll(t *testing.T, q *Queuer, tokens []string) {
 		comps[i] = Completion{Token: tok, Output: []byte("forged")}
 		fails[i] = Failure{Token: tok, Error: "forged"}
 	}
-	check := func(what string, statuses []string, err error) {
+	check := func(what string, statuses []client.TokenStatus, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
@@ -70,7 +70,7 @@ func actOnAll(t *testing.T, q *Queuer, tokens []string) {
 	st, err = q.Fail(ctx, fails)
 	check("fail with retry true", st, err)
 	ext, err := q.Extend(ctx, tokens, time.Hour, false)
-	st = make([]string, len(ext))
+	st = make([]client.TokenStatus, len(ext))
 	for i, e := range ext {
 		st[i] = e.Status
 	}
@@ -428,9 +428,9 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 }
 
 // mustStatus checks the one status of a complete or fail.
-func mustStatus(t *testing.T, what, want string) func([]string, error) {
+func mustStatus(t *testing.T, what string, want client.TokenStatus) func([]client.TokenStatus, error) {
 	t.Helper()
-	return func(st []string, err error) {
+	return func(st []client.TokenStatus, err error) {
 		t.Helper()
 		if err != nil || len(st) != 1 || st[0] != want {
 			t.Fatalf("%s: %v, %v; want %s", what, st, err, want)

@@ -26,7 +26,7 @@ var (
 // Status is the state of one submission, as the opsq.submission_status view has it.
 type Status struct {
 	ID                int64           `db:"id"`
-	State             string          `db:"state"`
+	State             client.State    `db:"state"`
 	ChunksTotal       int64           `db:"chunks_total"`
 	ChunksDone        int64           `db:"chunks_done"`
 	ChunksFailed      int64           `db:"chunks_failed"`
@@ -41,7 +41,7 @@ type Status struct {
 }
 
 // Finished reports whether the submission is in a final state.
-func (s Status) Finished() bool { return s.State != client.StateInProgress }
+func (s Status) Finished() bool { return s.State.Finished() }
 
 // Status returns the submission's state, or ErrNotFound.
 func (s *submissions) Status(ctx context.Context, id int64) (Status, error) {
@@ -92,7 +92,7 @@ func (s *submissions) WaitFinished(ctx context.Context, id int64, wait time.Dura
 
 // ListOptions selects a page of submissions, newest first.
 type ListOptions struct {
-	State string // "" for any state
+	State client.State // "" for any state
 	// Key and Value, both set, select submissions whose strategic metadata has key = value;
 	// Value is JSON (an integer or a string).
 	Key   string

@@ -12,6 +12,11 @@ type Filter struct {
 	Value []byte
 }
 
+// Filter is the filter of a select_only node: its key, and its value's canonical JSON text.
+func (n Node) Filter() Filter {
+	return Filter{Key: n.Key, Value: valueJSON(n.Value)}
+}
+
 // CandidateQuery returns the SQL that reads one batch of a leaf's candidates over the
 // instance's shards, restricted by filters, and the arguments of the filters. The query
 // streams: a Merge Append of one ordered index scan per shard (random, oldest_first,

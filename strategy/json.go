@@ -282,7 +282,7 @@ func (n Node) appendJSON(b []byte) []byte {
 		case "key":
 			b = append(b, jsonString(n.Key)...)
 		case "value":
-			b = append(b, n.Value.JSON()...)
+			b = append(b, valueJSON(n.Value)...)
 		case "max":
 			b = strconv.AppendInt(b, int64(n.Max), 10)
 		case "then":

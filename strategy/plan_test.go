@@ -186,7 +186,7 @@ func leaves(n strategy.Node, filters []strategy.Filter) []leafQuery {
 	case strategy.OrElse:
 		return append(leaves(*n.First, filters), leaves(*n.Fallback, filters)...)
 	case strategy.SelectOnly:
-		return leaves(*n.Then, append(append([]strategy.Filter(nil), filters...), strategy.Filter{Key: n.Key, Value: n.Value.JSON()}))
+		return leaves(*n.Then, append(append([]strategy.Filter(nil), filters...), n.Filter()))
 	case strategy.PreferDistinct, strategy.MaxSimultaneous:
 		return leaves(*n.Then, filters)
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"opsq/client"
 )
 
 // The text form, for the CLI and the docs:
@@ -109,7 +111,7 @@ func (n Node) writeText(b *strings.Builder) {
 	case SelectOnly:
 		b.WriteString(textKey(n.Key))
 		b.WriteByte('=')
-		b.WriteString(n.Value.String())
+		b.WriteString(valueText(n.Value))
 	case PreferDistinct, MaxSimultaneous:
 		b.WriteString(textKey(n.Key))
 		b.WriteString(", ")
@@ -386,25 +388,25 @@ func (p *textParser) key(path string) (string, error) {
 	return tok.text, p.located(checkKey(path, tok.text), tok)
 }
 
-func (p *textParser) value(path string) (Value, error) {
+func (p *textParser) value(path string) (client.MetadataValue, error) {
 	tok, err := p.next(path)
 	if err != nil {
-		return Value{}, err
+		return client.MetadataValue{}, err
 	}
 	switch {
 	case tok.kind == tokString:
-		v := StringValue(tok.text)
-		return v, p.located(v.check(path), tok)
+		v := client.String(tok.text)
+		return v, p.located(checkValue(v, path), tok)
 	case tok.kind == tokWord && isInteger(tok.text):
 		i, err := strconv.ParseInt(tok.text, 10, 64)
 		if err != nil {
-			return Value{}, p.errorf(path, tok, "%s is out of the int64 range; quote it to keep the string %s", abbreviate([]byte(tok.text)), quote(tok.text))
+			return client.MetadataValue{}, p.errorf(path, tok, "%s is out of the int64 range; quote it to keep the string %s", abbreviate([]byte(tok.text)), quote(tok.text))
 		}
-		return IntValue(i), nil
+		return client.Int(i), nil
 	case tok.kind == tokWord:
-		return StringValue(tok.text), nil
+		return client.String(tok.text), nil
 	}
-	return Value{}, p.errorf(path, tok, "%s, got %s", valueMessage, tok)
+	return client.MetadataValue{}, p.errorf(path, tok, "%s, got %s", valueMessage, tok)
 }
 
 func (p *textParser) max(path string) (int, error) {

@@ -7,63 +7,45 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"opsq/client"
 )
 
-// Value is the value select_only keeps: an int64 or a string, as in strategic metadata,
-// where 42 and "42" are different values. The zero Value is the integer 0.
-type Value struct {
-	isString bool
-	i        int64
-	s        string
-}
+// The value select_only keeps is a client.MetadataValue: an int64 or a string, as in
+// strategic metadata, where 42 and "42" are different values (the zero value is the
+// integer 0). It is the wire's type, so that the value a strategy names and the values a
+// submission carries are one type; what is strategy's own is written here: the canonical
+// JSON text a filter binds, the text form, and the check of a string value.
 
-// IntValue returns an integer value.
-func IntValue(i int64) Value { return Value{i: i} }
-
-// StringValue returns a string value.
-func StringValue(s string) Value { return Value{isString: true, s: s} }
-
-// IsString reports whether the value is a string.
-func (v Value) IsString() bool { return v.isString }
-
-// Int64 returns the integer value (0 for a string).
-func (v Value) Int64() int64 { return v.i }
-
-// Str returns the string value ("" for an integer).
-func (v Value) Str() string { return v.s }
-
-// JSON is the value's canonical JSON text, such as 42 or "preview": what a submission's
-// strategic_metadata holds for it.
-func (v Value) JSON() []byte {
-	if v.isString {
-		return jsonString(v.s)
+// valueJSON is v's canonical JSON text, such as 42 or "preview", with <, > and & left as
+// they are: what a submission's strategic_metadata holds for it.
+func valueJSON(v client.MetadataValue) []byte {
+	if v.IsString() {
+		return jsonString(v.Str())
 	}
-	return strconv.AppendInt(nil, v.i, 10)
+	return strconv.AppendInt(nil, v.Int64(), 10)
 }
 
-// MarshalJSON writes JSON().
-func (v Value) MarshalJSON() ([]byte, error) { return v.JSON(), nil }
-
-// String is the value in the text form: 42, preview, or "42" (a string that would
-// otherwise read as an integer, or that has characters other than a word's).
-func (v Value) String() string {
+// valueText is v in the text form: 42, preview, or "42" (a string that would otherwise
+// read as an integer, or that has characters other than a word's).
+func valueText(v client.MetadataValue) string {
 	switch {
-	case !v.isString:
-		return strconv.FormatInt(v.i, 10)
-	case isWord(v.s) && !isInteger(v.s):
-		return v.s
+	case !v.IsString():
+		return strconv.FormatInt(v.Int64(), 10)
+	case isWord(v.Str()) && !isInteger(v.Str()):
+		return v.Str()
 	}
-	return string(jsonString(v.s))
+	return string(jsonString(v.Str()))
 }
 
-// check checks a string value as the submissions API checks strategic metadata.
-func (v Value) check(path string) error {
+// checkValue checks a string value as the submissions API checks strategic metadata.
+func checkValue(v client.MetadataValue, path string) error {
 	switch {
-	case !v.isString:
+	case !v.IsString():
 		return nil
-	case strings.ContainsRune(v.s, 0):
+	case strings.ContainsRune(v.Str(), 0):
 		return errorf(path, "must not contain NUL characters (\\u0000)")
-	case !utf8.ValidString(v.s):
+	case !utf8.ValidString(v.Str()):
 		return errorf(path, "must be valid UTF-8")
 	}
 	return nil
@@ -72,28 +54,31 @@ func (v Value) check(path string) error {
 // valueMessage is the error message of a bad value, in both forms.
 const valueMessage = "must be an integer or a string"
 
-// parseJSONValue reads a value's JSON form.
-func parseJSONValue(raw json.RawMessage, path string) (Value, error) {
+// parseJSONValue reads a value's JSON form. It accepts what client.MetadataValue's
+// UnmarshalJSON accepts, but is written apart because its errors are a strategy's: they
+// name the node's path, say why an integer is refused (out of the int64 range), and check
+// a string value as the submissions API does (see checkValue).
+func parseJSONValue(raw json.RawMessage, path string) (client.MetadataValue, error) {
 	if raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return Value{}, errorf(path, "%s", valueMessage)
+			return client.MetadataValue{}, errorf(path, "%s", valueMessage)
 		}
-		v := StringValue(s)
-		return v, v.check(path)
+		v := client.String(s)
+		return v, checkValue(v, path)
 	}
 	var num json.Number
 	if err := json.Unmarshal(raw, &num); err != nil {
-		return Value{}, errorf(path, "%s, not %s", valueMessage, abbreviate(raw))
+		return client.MetadataValue{}, errorf(path, "%s, not %s", valueMessage, abbreviate(raw))
 	}
 	i, err := strconv.ParseInt(string(num), 10, 64)
 	switch {
 	case errors.Is(err, strconv.ErrRange):
-		return Value{}, errorf(path, "%s; %s is out of the int64 range", valueMessage, abbreviate(raw))
+		return client.MetadataValue{}, errorf(path, "%s; %s is out of the int64 range", valueMessage, abbreviate(raw))
 	case err != nil:
-		return Value{}, errorf(path, "%s, not %s", valueMessage, abbreviate(raw))
+		return client.MetadataValue{}, errorf(path, "%s, not %s", valueMessage, abbreviate(raw))
 	}
-	return IntValue(i), nil
+	return client.Int(i), nil
 }
 
 // jsonString is s as a JSON string, with <, > and & left as they are.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"opsq/client"
 	"opsq/strategy"
 )
 
@@ -194,8 +195,8 @@ flags:`)
 		return cfg, usageError("--burndown-chunks %d: want 1 or more", cfg.burndownChunks)
 	case cfg.consumers < 1 || cfg.consumers > 4096:
 		return cfg, usageError("--consumers %d: want 1 to 4096", cfg.consumers)
-	case cfg.max < 1 || cfg.max > 10_000:
-		return cfg, usageError("--max %d: want 1 to 10000", cfg.max)
+	case cfg.max < 1 || cfg.max > client.MaxReserveChunks:
+		return cfg, usageError("--max %d: want 1 to %d", cfg.max, client.MaxReserveChunks)
 	case cfg.samples < 1:
 		return cfg, usageError("--samples %d: want 1 or more", cfg.samples)
 	case cfg.distinctValues > cfg.distinctSubmissions:

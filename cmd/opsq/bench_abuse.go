@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -593,7 +594,7 @@ func (a *abuseRun) hostileInputs(ctx context.Context, tokens []string) {
 			return
 		}
 		inst := a.r.env.instances[i%len(a.r.env.instances)]
-		timeout := cmpOrDuration(hr.timeout, abuseRequestTimeout)
+		timeout := cmp.Or(hr.timeout, abuseRequestTimeout)
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		req, _ := http.NewRequestWithContext(rctx, hr.method, inst.url+hr.path, bytes.NewReader(hr.body))
 		req.Header.Set("Content-Type", hr.ctype)
@@ -626,13 +627,6 @@ func (a *abuseRun) hostileInputs(ctx context.Context, tokens []string) {
 		resp.Body.Close()
 		cancel()
 	}
-}
-
-func cmpOrDuration(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // forgeTokens sends --abuse-forged forged tokens, half to complete and half to fail with
@@ -683,7 +677,7 @@ func (a *abuseRun) forgeTokens(ctx context.Context) {
 			continue
 		}
 		for _, res := range results {
-			a.answered(name, res.Status)
+			a.answered(name, string(res.Status))
 		}
 		_ = sleep(ctx, 20*time.Millisecond)
 	}
@@ -995,7 +989,7 @@ func (a *abuseRun) report(ctx context.Context, uploads, readers stallResults, fi
 			want("==", 0).note("%s", note))
 	}
 	for _, name := range names { // forged tokens, invented methods
-		want := map[string]string{"forged tokens": client.StatusUnknown, "invented HTTP methods": "405"}[name]
+		want := map[string]string{"forged tokens": string(client.StatusUnknown), "invented HTTP methods": "405"}[name]
 		other := 0
 		for status, n := range answers[name] {
 			if status != want {
@@ -1196,7 +1190,7 @@ func (l *abuseLedger) recentToken() string {
 	return l.mu.recent[mrand.IntN(len(l.mu.recent))]
 }
 
-func (l *abuseLedger) answered(ch client.ReservedChunk, status string) {
+func (l *abuseLedger) answered(ch client.ReservedChunk, status client.TokenStatus) {
 	if status != client.StatusCompleted {
 		return
 	}
@@ -1231,7 +1225,7 @@ func (l *abuseLedger) check(ctx context.Context, db *pgxpool.Pool) (abuseLedgerS
 	if err != nil {
 		return st, err
 	}
-	var state string
+	var state client.State
 	var n int
 	if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error {
 		switch state {

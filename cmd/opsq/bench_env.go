@@ -263,7 +263,7 @@ func allHoldShards(cl client.Cluster, instances []*benchInstance) bool {
 	held := map[string]bool{}
 	for _, ci := range cl.Instances {
 		for _, s := range ci.Shards {
-			if s.State != "active" {
+			if s.State != client.ClaimActive {
 				return false
 			}
 		}

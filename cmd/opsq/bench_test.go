@@ -396,7 +396,7 @@ func TestParseProcStatus(t *testing.T) {
 func TestAllHoldShards(t *testing.T) {
 	t.Parallel()
 	insts := []*benchInstance{{id: "a"}, {id: "b"}}
-	shards := func(state string, n int) []client.ClusterShard {
+	shards := func(state client.ClaimState, n int) []client.ClusterShard {
 		out := make([]client.ClusterShard, n)
 		for i := range out {
 			out[i] = client.ClusterShard{Shard: i, State: state, Inflight: 2}

@@ -51,7 +51,7 @@ func formatClaims(w io.Writer, cl client.Cluster, now time.Time) error {
 		for i, s := range in.Shards {
 			shards[i] = s.Shard
 			inflight += s.Inflight
-			if s.State == "draining" {
+			if s.State == client.ClaimDraining {
 				draining++
 			}
 		}

@@ -34,7 +34,7 @@ func TestCompactRanges(t *testing.T) {
 func TestFormatClaims(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	shards := func(state string, inflight int, ns ...int) []client.ClusterShard {
+	shards := func(state client.ClaimState, inflight int, ns ...int) []client.ClusterShard {
 		var out []client.ClusterShard
 		for _, n := range ns {
 			out = append(out, client.ClusterShard{Shard: n, State: state, Inflight: inflight})

@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -692,7 +693,7 @@ func (l *ledger) deliver(ch client.ReservedChunk, via, consumer string) chunkKey
 }
 
 // answered records the answer to a completion.
-func (l *ledger) answered(k chunkKey, token, status string) {
+func (l *ledger) answered(k chunkKey, token string, status client.TokenStatus) {
 	switch status {
 	case client.StatusCompleted:
 		l.done.Add(1)
@@ -947,9 +948,9 @@ type consumers struct {
 // counted and retried; a completion is retried until it is answered, since a repeated
 // completion is harmless. Stop them with stop (also called at cleanup).
 func runConsumers(t *testing.T, hc *http.Client, l *ledger, cfg consumerConfig) *consumers {
-	cfg.max = cmpOr(cfg.max, 5)
-	cfg.lease = cmpOr(cfg.lease, "10s")
-	cfg.wait = cmpOr(cfg.wait, "1s")
+	cfg.max = cmp.Or(cfg.max, 5)
+	cfg.lease = cmp.Or(cfg.lease, "10s")
+	cfg.wait = cmp.Or(cfg.wait, "1s")
 	ctx, cancel := context.WithCancel(context.Background())
 	cs := &consumers{cancel: cancel}
 	for i := range cfg.n {
@@ -1029,14 +1030,6 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // jitter returns a random duration in [lo, hi).

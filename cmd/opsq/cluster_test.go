@@ -264,7 +264,7 @@ func checkTakeover(t *testing.T, before, after map[int]claimRow) {
 }
 
 // completeOld completes chunks with their old tokens and checks each answer.
-func completeOld(ctx context.Context, t *testing.T, c *client.Client, l *ledger, chunks []client.ReservedChunk, want string) {
+func completeOld(ctx context.Context, t *testing.T, c *client.Client, l *ledger, chunks []client.ReservedChunk, want client.TokenStatus) {
 	t.Helper()
 	if len(chunks) == 0 {
 		return

@@ -183,13 +183,19 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// states are the submission states, as --state accepts them.
-var states = []string{client.StateInProgress, client.StateCompleted, client.StateFailed, client.StateCancelled}
+// stateNames lists the submission states, as --state accepts them.
+func stateNames() string {
+	var names []string
+	for _, s := range client.States() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}
 
 func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newClientFlags("list", "", "List submissions, newest first, by state and by strategic metadata.", stderr)
 	var opts client.ListOptions
-	fs.StringVar(&opts.State, "state", "", "only submissions in this `state`: "+strings.Join(states, ", "))
+	state := fs.String("state", "", "only submissions in this `state`: "+stateNames())
 	fs.StringVar(&opts.Key, "key", "", "only submissions whose strategic metadata has this `key` (with --value)")
 	fs.StringVar(&opts.Value, "value", "", "the `value` of --key")
 	fs.IntVar(&opts.Limit, "limit", 0, "at most `N` submissions, up to 1000 (default: the server's, 100)")
@@ -198,13 +204,14 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
+	opts.State = client.State(*state)
 	switch {
-	case opts.State != "" && !slices.Contains(states, opts.State):
-		return fs.usageError("unknown --state %q: want one of %s", opts.State, strings.Join(states, ", "))
+	case opts.State != "" && !slices.Contains(client.States(), opts.State):
+		return fs.usageError("unknown --state %q: want one of %s", opts.State, stateNames())
 	case (opts.Key == "") != (opts.Value == ""):
 		return fs.usageError("--key and --value go together")
-	case opts.Limit < 0 || opts.Limit > 1000:
-		return fs.usageError("--limit %d: want 1 to 1000", opts.Limit)
+	case opts.Limit < 0 || opts.Limit > client.MaxListLimit:
+		return fs.usageError("--limit %d: want 1 to %d", opts.Limit, client.MaxListLimit)
 	}
 	l, err := client.New(fs.url).List(ctx, opts)
 	if err != nil {

@@ -25,16 +25,14 @@ import (
 
 // This file is "opsq work": a consumer that runs a command once per reserved chunk.
 
-// Defaults and bounds of "opsq work". The bounds are the server's (DESIGN.md §3), checked
-// here too so that a typo is a usage error rather than a 400 at the first reserve.
+// Defaults and bounds of "opsq work". The bounds are the server's (client's bounds.go),
+// checked here too so that a typo is a usage error rather than a 400 at the first reserve.
 const (
-	workLeaseDefault     = 5 * time.Minute
+	workLeaseDefault     = client.LeaseDefault
 	workWaitDefault      = 20 * time.Second
 	workMaxOutputDefault = 1 << 20
-	workLeaseMin         = time.Second
-	workLeaseMax         = 24 * time.Hour
-	workWaitMax          = 60 * time.Second
-	workConcurrencyMax   = 10_000
+	// workConcurrencyMax: a worker reserves up to its free slots at once.
+	workConcurrencyMax = client.MaxReserveChunks
 
 	// stderrTailMax is how much of the end of a failed command's stderr becomes the error.
 	stderrTailMax = 4 << 10
@@ -100,10 +98,10 @@ Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 	switch {
 	case o.concurrency < 1 || o.concurrency > workConcurrencyMax:
 		return o, fs.usageError("--concurrency %d: want 1 to %d", o.concurrency, workConcurrencyMax)
-	case o.lease < workLeaseMin || o.lease > workLeaseMax:
-		return o, fs.usageError("--lease %s: want %s to %s", o.lease, workLeaseMin, workLeaseMax)
-	case o.wait < 0 || o.wait > workWaitMax:
-		return o, fs.usageError("--wait %s: want 0 to %s", o.wait, workWaitMax)
+	case o.lease < client.MinLease || o.lease > client.MaxLease:
+		return o, fs.usageError("--lease %s: want %s to %s", o.lease, client.MinLease, client.MaxLease)
+	case o.wait < 0 || o.wait > client.MaxWait:
+		return o, fs.usageError("--wait %s: want 0 to %s", o.wait, client.MaxWait)
 	}
 	if _, err := exec.LookPath(o.command[0]); err != nil {
 		// Caught here, since a worker whose every command fails to start would burn the
@@ -380,7 +378,7 @@ func (w *worker) extend(ch client.ReservedChunk) string {
 	case results[0].Status == client.StatusExtended:
 		return ""
 	}
-	return "extending the lease answered " + results[0].Status
+	return "extending the lease answered " + string(results[0].Status)
 }
 
 // report completes or fails ch, retrying while the server cannot be reached and the lease
@@ -416,7 +414,7 @@ func (w *worker) report(ch client.ReservedChunk, output, failure string) {
 }
 
 // reported counts the server's answer to a completion or failure.
-func (w *worker) reported(ch client.ReservedChunk, status, failure string) {
+func (w *worker) reported(ch client.ReservedChunk, status client.TokenStatus, failure string) {
 	switch status {
 	case client.StatusCompleted:
 		w.done.Add(1)
