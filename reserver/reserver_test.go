@@ -233,7 +233,7 @@ func TestReserveAgainAfterRemoval(t *testing.T) {
 			res, _ := r.ReleaseKey(Key{SubmissionID: 1, ChunkIndex: 0})
 			return []Reservation{res}
 		}},
-		{name: "Expire", remove: func(r *Reserver) []Reservation { return r.Expire(at(10)) }},
+		{name: "TakeExpired and Release", remove: func(r *Reserver) []Reservation { return expire(r, at(10)) }},
 		{name: "DropShard", remove: func(r *Reserver) []Reservation { return r.DropShard(3) }},
 	}
 	for _, tt := range tests {
@@ -322,6 +322,27 @@ func TestGet(t *testing.T) {
 }
 
 // equalReservation reports whether a and b hold the same values.
+// expire does what the queuer's expiry loop does when it records an expiry: it takes
+// the reservations whose lease ran out by now, and releases them. It returns them,
+// earliest first.
+func expire(r *Reserver, now time.Time) []Reservation {
+	taken := r.TakeExpired(now, now.Add(time.Hour))
+	for _, res := range taken {
+		r.Release(res.Token)
+	}
+	return taken
+}
+
+// earliestExpiry is the expiry at the top of r's heap; false when r holds nothing.
+func earliestExpiry(r *Reserver) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.mu.expiry) == 0 {
+		return time.Time{}, false
+	}
+	return r.mu.expiry[0].expiresAt, true
+}
+
 func equalReservation(a, b Reservation) bool {
 	return a.Token == b.Token && a.Key == b.Key && a.Shard == b.Shard &&
 		a.Generation == b.Generation && a.Retries == b.Retries && a.Consumer == b.Consumer &&
@@ -364,8 +385,8 @@ func TestRelease(t *testing.T) {
 			if got := r.InflightShards(); !maps.Equal(got, tt.wantShards) {
 				t.Fatalf("InflightShards() = %v; want %v", got, tt.wantShards)
 			}
-			if got, _ := r.NextExpiry(); !got.Equal(tt.wantNext) {
-				t.Fatalf("NextExpiry() = %v; want %v", got, tt.wantNext)
+			if got, _ := earliestExpiry(r); !got.Equal(tt.wantNext) {
+				t.Fatalf("earliest expiry %v; want %v", got, tt.wantNext)
 			}
 		})
 	}
@@ -414,7 +435,7 @@ func TestExtend(t *testing.T) {
 		to         int
 		wantOK     bool
 		wantNext   time.Time
-		wantExpire []string // Expire(at(25))
+		wantExpire []string // expire(r, at(25))
 	}{
 		{name: "later", token: "a", to: 40, wantOK: true, wantNext: at(20), wantExpire: []string{"c"}},
 		{name: "earlier", token: "b", to: 5, wantOK: true, wantNext: at(5), wantExpire: []string{"b", "a", "c"}},
@@ -438,11 +459,11 @@ func TestExtend(t *testing.T) {
 				t.Fatalf("Get(%q).ExpiresAt = %v; want %v", tt.token, got.ExpiresAt, at(tt.to))
 			}
 			checkInvariants(t, r)
-			if got, _ := r.NextExpiry(); !got.Equal(tt.wantNext) {
-				t.Fatalf("NextExpiry() = %v; want %v", got, tt.wantNext)
+			if got, _ := earliestExpiry(r); !got.Equal(tt.wantNext) {
+				t.Fatalf("earliest expiry %v; want %v", got, tt.wantNext)
 			}
-			if got := tokens(r.Expire(at(25))); !slices.Equal(got, tt.wantExpire) {
-				t.Fatalf("Expire(t0+25s) = %q; want %q", got, tt.wantExpire)
+			if got := tokens(expire(r, at(25))); !slices.Equal(got, tt.wantExpire) {
+				t.Fatalf("expire(r, t0+25s) = %q; want %q", got, tt.wantExpire)
 			}
 			checkInvariants(t, r)
 		})
@@ -494,7 +515,9 @@ func TestDropShard(t *testing.T) {
 	}
 }
 
-func TestExpire(t *testing.T) {
+// TestTakeExpired: TakeExpired returns the reservations due, earliest first (ties in
+// reservation order), and holds them until they are released.
+func TestTakeExpired(t *testing.T) {
 	t.Parallel()
 	// Reserved in this order; the expiry is the number after the token.
 	all := []Reservation{
@@ -522,26 +545,37 @@ func TestExpire(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			r := setup(t, all...)
-			got := r.Expire(tt.now)
+			got := r.TakeExpired(tt.now, tt.now.Add(time.Hour))
 			if !slices.Equal(tokens(got), tt.want) {
-				t.Fatalf("Expire(%v) = %q; want %q", tt.now, tokens(got), tt.want)
+				t.Fatalf("TakeExpired(%v) = %q; want %q", tt.now, tokens(got), tt.want)
+			}
+			checkInvariants(t, r)
+			if got := r.Len(); got != len(all) {
+				t.Fatalf("Len() before Release = %d; want %d (taken reservations stay held)", got, len(all))
+			}
+			for _, res := range got {
+				if _, ok := r.Release(res.Token); !ok {
+					t.Fatalf("Release(%q) of a taken reservation = false; want true", res.Token)
+				}
 			}
 			checkInvariants(t, r)
 			if got := r.Len(); got != len(all)-len(tt.want) {
 				t.Fatalf("Len() = %d; want %d", got, len(all)-len(tt.want))
 			}
-			next, ok := r.NextExpiry()
+			next, ok := earliestExpiry(r)
 			if ok != !tt.wantNext.IsZero() || !next.Equal(tt.wantNext) {
-				t.Fatalf("NextExpiry() = %v, %t; want %v", next, ok, tt.wantNext)
+				t.Fatalf("earliest expiry %v, %t; want %v", next, ok, tt.wantNext)
 			}
-			if again := r.Expire(tt.now); again != nil {
-				t.Fatalf("second Expire(%v) = %q; want nil", tt.now, tokens(again))
+			if again := r.TakeExpired(tt.now, tt.now.Add(time.Hour)); again != nil {
+				t.Fatalf("second TakeExpired(%v) = %q; want nil", tt.now, tokens(again))
 			}
 		})
 	}
 }
 
-func TestNextExpiry(t *testing.T) {
+// TestEarliestExpiry: the top of the expiry heap, which the next TakeExpired starts
+// from, is the earliest expiry of the live reservations.
+func TestEarliestExpiry(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
@@ -576,9 +610,9 @@ func TestNextExpiry(t *testing.T) {
 			t.Parallel()
 			r := New(Config{})
 			tt.ops(r)
-			got, ok := r.NextExpiry()
+			got, ok := earliestExpiry(r)
 			if ok != tt.wantOK || !got.Equal(tt.want) {
-				t.Fatalf("NextExpiry() = %v, %t; want %v, %t", got, ok, tt.want, tt.wantOK)
+				t.Fatalf("earliest expiry %v, %t; want %v, %t", got, ok, tt.want, tt.wantOK)
 			}
 		})
 	}
@@ -627,7 +661,7 @@ func TestInflight(t *testing.T) {
 				r.Reserve(mk("d", 3, 0, 2, 40, "company_id", "43"))
 				r.Reserve(mk("e", 3, 1, 3, 50, "company_id", "44"))
 				r.Reserve(mk("f", 3, 2, 3, 60, "company_id", "44"))
-				r.Expire(at(10))        // a
+				expire(r, at(10))       // a
 				r.Release("c")          // c
 				r.ReleaseKey(Key{3, 0}) // d
 				r.DropShard(3)          // e, f
@@ -697,7 +731,7 @@ func TestValuesCountsDoNotGrow(t *testing.T) {
 			r.Release(res.Token)
 		}
 	}
-	r.Expire(at(1_000_000))
+	expire(r, at(1_000_000))
 	r.mu.Lock()
 	shards, values := len(r.mu.byShard), len(r.mu.byValue)
 	r.mu.Unlock()
@@ -724,7 +758,7 @@ func TestSharedValues(t *testing.T) {
 		t.Fatalf("InflightValue(company_id, 42) = %d; want 100", got)
 	}
 	r.DropShard(0)
-	r.Expire(at(49))
+	expire(r, at(49))
 	checkInvariants(t, r)
 	if got := r.InflightValue("mode", `"preview"`); got != r.Len() {
 		t.Fatalf("InflightValue(mode, preview) = %d; want Len() = %d", got, r.Len())
@@ -754,7 +788,7 @@ func TestConcurrent(t *testing.T) {
 					Token:     fmt.Sprintf("w%d-%d", w, i),
 					Key:       key,
 					Shard:     i % 8,
-					ExpiresAt: at(i + chunks), // after every Expire below
+					ExpiresAt: at(i + chunks), // after every TakeExpired below
 					Values:    map[string]string{"company_id": fmt.Sprint(i % 7)},
 				}
 				if !r.Reserve(res) {
@@ -768,7 +802,6 @@ func TestConcurrent(t *testing.T) {
 				r.InflightShard(i % 8)
 				r.InflightShards()
 				r.InflightValue("company_id", fmt.Sprint(i%7))
-				r.NextExpiry()
 				r.Len()
 				if _, ok := r.Extend(res.Token, at(i+2*chunks)); !ok {
 					t.Errorf("Extend(%q) of a live reservation = false", res.Token)
@@ -777,7 +810,7 @@ func TestConcurrent(t *testing.T) {
 					t.Errorf("Get(%q) of a live reservation = false", res.Token)
 				}
 				if w%4 == 0 {
-					r.Expire(at(i % 100)) // due for none: all expire after t0+chunks
+					expire(r, at(i%100)) // due for none: all expire after t0+chunks
 				}
 			}
 		})
@@ -804,7 +837,7 @@ func TestConcurrent(t *testing.T) {
 				case 1:
 					r.DropShard(i % 8)
 				case 2:
-					r.Expire(at(i + chunks))
+					expire(r, at(i+chunks))
 				case 3:
 					r.ReleaseKey(key)
 				}
@@ -812,7 +845,7 @@ func TestConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	r.Expire(at(10 * chunks))
+	expire(r, at(10*chunks))
 	checkInvariants(t, r)
 	if got := r.Len(); got != 0 {
 		t.Fatalf("Len() = %d after removing everything; want 0", got)
