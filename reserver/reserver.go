@@ -83,10 +83,10 @@ func (c Config) Validate() error {
 // Release once it has recorded each expiry.
 //
 // Costs, with n live reservations: Reserve, Release, ReleaseKey and Extend are
-// O(log n); Get, IsReserved, NextExpiry, the in-flight counts and Len are
-// O(1) (InflightShards copies one entry per shard with reservations);
-// DropShard is O(m log n) for the shard's m reservations; Expire is
-// O(k log n) for the k reservations it returns.
+// O(log n); Get, IsReserved, the in-flight counts and Len are O(1)
+// (InflightShards copies one entry per shard with reservations); DropShard is
+// O(m log n) for the shard's m reservations; TakeExpired is O(k log n) for the
+// k reservations it returns; DropSubmission is O(n).
 type Reserver struct {
 	mu struct {
 		sync.Mutex
@@ -250,36 +250,6 @@ func (r *Reserver) DropShard(shard int) []Reservation {
 		r.removeLocked(e) // unlinks e; deletes l from byShard with the last one
 	}
 	return out
-}
-
-// Expire removes and returns every reservation whose ExpiresAt is at or
-// before now, earliest first (reservations with equal expiry times in the
-// order they were made). It returns nil if none is due.
-func (r *Reserver) Expire(now time.Time) []Reservation {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []Reservation
-	for len(r.mu.expiry) > 0 {
-		it := r.mu.expiry[0]
-		if it.expiresAt.After(now) {
-			break
-		}
-		e := it.e
-		out = append(out, e.res)
-		r.removeLocked(e)
-	}
-	return out
-}
-
-// NextExpiry returns the earliest ExpiresAt of the live reservations, for the
-// expiry loop's timer. It returns false if there are none.
-func (r *Reserver) NextExpiry() (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.mu.expiry) == 0 {
-		return time.Time{}, false
-	}
-	return r.mu.expiry[0].expiresAt, true
 }
 
 // InflightShard returns the number of live reservations on the shard.
