@@ -83,8 +83,7 @@ func (c Config) Validate() error {
 // Release once it has recorded each expiry.
 //
 // Costs, with n live reservations: Reserve, Release, ReleaseKey and Extend are
-// O(log n); Get, IsReserved, the in-flight counts and Len are O(1)
-// (InflightShards copies one entry per shard with reservations); DropShard is
+// O(log n); Get, IsReserved, the in-flight counts and Len are O(1); DropShard is
 // O(m log n) for the shard's m reservations; TakeExpired is O(k log n) for the
 // k reservations it returns; DropSubmission is O(n).
 type Reserver struct {
@@ -260,18 +259,6 @@ func (r *Reserver) InflightShard(shard int) int {
 		return l.n
 	}
 	return 0
-}
-
-// InflightShards returns a new map of shard -> number of live reservations,
-// holding only the shards that have some.
-func (r *Reserver) InflightShards() map[int]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make(map[int]int, len(r.mu.byShard))
-	for shard, l := range r.mu.byShard {
-		out[shard] = l.n
-	}
-	return out
 }
 
 // InflightValue returns the number of live reservations whose Values[key] is
