@@ -201,7 +201,7 @@ func TestConcurrentProducers(t *testing.T) {
 				if c.ID <= last {
 					t.Errorf("producer %d: id %d after %d; want ids ordered by time", p, c.ID, last)
 				}
-				if at := IDTime(c.ID); at.Before(before) || at.After(after) {
+				if at := idTime(c.ID); at.Before(before) || at.After(after) {
 					t.Errorf("producer %d: id %d says %s; want between %s and %s", p, c.ID, at, before, after)
 				}
 				last = c.ID
