@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"opsq/claims"
 	"opsq/client"
 	"opsq/migrations/pgtest"
 	"opsq/queuer"
+	"opsq/queuer/queuertest"
 	opsqsql "opsq/sql"
 	"opsq/strategy"
 )
@@ -334,15 +334,7 @@ func TestMaxSimultaneousRemembersFullValues(t *testing.T) {
 	t.Parallel()
 	counter := &pgtest.Statements{}
 	pool := pgtest.NewTracedPool(t, counter)
-	q, err := queuer.New(queuer.Config{Pool: pool,
-		Instance: claims.Instance{ID: fmt.Sprintf("api-test-%d", instanceSeq.Add(1)), AdvertiseURL: "http://127.0.0.1:1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(q.Stop)
+	q := queuertest.Start(t, queuer.Config{Pool: pool})
 	chunks := make([]string, 200)
 	for i := range chunks {
 		chunks[i] = "c"
