@@ -194,13 +194,9 @@ func TestRotationKeepsLiveTokensValid(t *testing.T) {
 		}
 	}
 	rotate(t, pool)
-	deadline := time.Now().Add(KeyRefreshInterval / 3)
-	for !q.keys.Verify(2, []byte("m"), macUnder(t, pool, 2, []byte("m"))) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%v after the rotation the instance does not verify key 2; want it to (on the NOTIFY)", KeyRefreshInterval/3)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	pgtest.Eventually(t, KeyRefreshInterval/3, "the instance verifies key 2 after the rotation (on the NOTIFY)", func() bool {
+		return q.keys.Verify(2, []byte("m"), macUnder(t, pool, 2, []byte("m")))
+	})
 	// Key 2 verifies at once, but signs only once every instance has loaded it.
 	if c := reserveN(t, q, ReserveRequest{Max: 1})[0]; keyOf(c) != 1 {
 		t.Fatalf("just after the rotation, a token signed with key %d; want 1 (key 2 is not %v old)", keyOf(c), KeyActivation)
@@ -376,13 +372,10 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 			mustStatus(t, "fail", client.StatusFailed)(q.Fail(t.Context(), []Failure{{Token: c.Token}}))
 		}},
 		{"expired", time.Second, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
-			deadline := time.Now().Add(20 * time.Second)
-			for _, held := q.reserver.Get(c.Token); held; _, held = q.reserver.Get(c.Token) {
-				if time.Now().After(deadline) {
-					t.Fatal("the reservation did not expire within 20 s of its 1 s lease")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			pgtest.Eventually(t, 20*time.Second, "the reservation of a 1 s lease expires", func() bool {
+				_, held := q.reserver.Get(c.Token)
+				return !held
+			})
 		}},
 		{"cancelled", 0, func(t *testing.T, q *Queuer, id int64, _ Chunk) {
 			if _, err := q.Cancel(t.Context(), id); err != nil {

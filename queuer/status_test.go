@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/client"
+	"opsq/migrations/pgtest"
 )
 
 // complete finishes a submission the way the consumer API will: every chunk moves to
@@ -88,12 +89,7 @@ func TestWaitFinishedIsWokenByNotify(t *testing.T) {
 		errs <- err
 	}()
 	// Cancel only once the waiter is registered, so that the NOTIFY is what wakes it.
-	for !q.subs.finished.has(id) {
-		if ctx.Err() != nil {
-			t.Fatal("the waiter never registered")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	pgtest.Eventually(t, 10*time.Second, "the waiter registers", func() bool { return q.subs.finished.has(id) })
 	if _, err := other.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}

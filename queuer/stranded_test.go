@@ -208,13 +208,9 @@ func TestStaleEmptyScanKeepsShardsAvailable(t *testing.T) {
 	before := q.router.announced()
 	id := submitN(t, q, 1, NewSubmission{})
 	shard := ShardOf(id, 0, q.shardCount)
-	deadline := time.Now().Add(10 * time.Second)
-	for q.router.announced() == before { // the submission's NOTIFY has come back
-		if time.Now().After(deadline) {
-			t.Fatal("the submission's NOTIFY not handled within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	pgtest.Eventually(t, 10*time.Second, "the submission's NOTIFY handled", func() bool {
+		return q.router.announced() != before // the submission's NOTIFY has come back
+	})
 	close(hold.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"opsq/migrations/pgtest"
 	"opsq/strategy"
 )
 
@@ -145,22 +146,14 @@ func TestMaxSimultaneousAcrossInstances(t *testing.T) {
 		submitN(t, q1, perCompany, sm(fmt.Sprintf(`{"company_id": %d}`, c)))
 	}
 	// Wait for the shards to be split, so that every instance serves.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		n := 0
+	pgtest.Eventually(t, 20*time.Second, "the instances split the shards", func() bool {
 		for _, q := range instances {
-			if len(q.claims.Reservable()) > 0 {
-				n++
+			if len(q.claims.Reservable()) == 0 {
+				return false
 			}
 		}
-		if n == len(instances) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the instances did not split the shards")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return true
+	})
 	var mu sync.Mutex
 	held := map[string]int{}
 	peak := 0
