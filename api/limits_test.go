@@ -158,7 +158,7 @@ func TestIngestLimit(t *testing.T) {
 		}
 		return ""
 	})
-	if n := rowCount(t, e.Pool, "SELECT count(*) FROM opsq.submission_status WHERE metadata = 'stalled'"); n != 0 {
+	if n := pgtest.Count(t, e.Pool, "SELECT count(*) FROM opsq.submission_status WHERE metadata = 'stalled'"); n != 0 {
 		t.Errorf("%d submissions of the broken upload; want 0", n)
 	}
 }
@@ -170,7 +170,7 @@ func TestResultsStalledReaderCut(t *testing.T) {
 	const idle = time.Second
 	e := setup(t, Config{MaxResultStreams: 1, LimitWait: 200 * time.Millisecond, BodyIdleTimeout: idle})
 	id := mustSubmit(t, e, `{"chunks": [`+strings.Repeat(`"c",`, 319)+`"c"]}`, 320)
-	completeViaSQL(t, e.Pool, id)
+	pgtest.CompleteSubmission(t, e.Pool, mustInt64(t, id))
 	// 320 outputs of 64 KiB: 20 MiB, far more than the socket buffers hold.
 	if _, err := e.Pool.Exec(t.Context(), `UPDATE opsq.chunks_completed SET output = convert_to(repeat('x', 65536), 'UTF8')
 		WHERE submission_id = $1`, mustInt64(t, id)); err != nil {

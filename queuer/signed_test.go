@@ -270,7 +270,7 @@ func TestStaleCompletionReleasesTheHold(t *testing.T) {
 	q, pool := setup(t)
 	submitN(t, q, 2, sm(`{"company_id": 1}`))
 	const tree = "max_simultaneous(company_id, 1, oldest_first)"
-	holds := func() int64 { return count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds") }
+	holds := func() int64 { return pgtest.Count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds") }
 	first := reserveText(t, q, tree, 1)[0]
 	if n := holds(); n != 1 {
 		t.Fatalf("%d holds after a reserve; want 1", n)
@@ -405,11 +405,11 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 			if len(c) != 1 || c[0].SubmissionID != id {
 				t.Fatalf("reserve gave %+v; want a chunk of %d", c, id)
 			}
-			if n := count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 1 {
+			if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 1 {
 				t.Fatalf("%d holds after the reserve; want 1", n)
 			}
 			tc.end(t, q, id, c[0])
-			if n := count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 0 {
+			if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 0 {
 				t.Fatalf("%d holds after the reservation ended; want 0", n)
 			}
 			got := reserveN(t, q, ReserveRequest{Max: 1, Strategy: strategy.MustParseText(tree)})

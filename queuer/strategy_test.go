@@ -206,7 +206,7 @@ func TestMaxSimultaneousAcrossInstances(t *testing.T) {
 	if peak < 3 {
 		t.Errorf("at most %d chunks of one company were ever held at once; the limit 3 was never reached, so the test proves little", peak)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 0 {
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 0 {
 		t.Errorf("%d max_simultaneous holds left after every chunk completed; want 0", n)
 	}
 }

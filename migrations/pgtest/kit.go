@@ -88,3 +88,32 @@ func SetTimings(t testing.TB, pool *pgxpool.Pool, tm Timings) {
 		t.Fatalf("pgtest: setting the timings %+v: %v", tm, err)
 	}
 }
+
+// Count runs a query that returns one number, such as a count(*), and returns it.
+func Count(t testing.TB, pool *pgxpool.Pool, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// CompleteSubmission finishes submission id behind the engine's back, the way completing
+// every chunk would leave it: every chunk moves to chunks_completed with output "out-<i>",
+// the submission to submissions_completed. For tests of what reads finished submissions
+// (status, results, retention) without consuming them.
+func CompleteSubmission(t testing.TB, pool *pgxpool.Pool, id int64) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `
+WITH c AS (DELETE FROM opsq.chunks WHERE submission_id = $1 RETURNING submission_id, chunk_index),
+     i AS (INSERT INTO opsq.chunks_completed (submission_id, chunk_index, output)
+           SELECT submission_id, chunk_index, convert_to('out-' || chunk_index, 'UTF8') FROM c),
+     s AS (DELETE FROM opsq.submissions WHERE id = $1 RETURNING *)
+INSERT INTO opsq.submissions_completed
+      (id, chunks_total, chunks_done, priority, max_retries, metadata, strategic_metadata, prefix, created_at)
+SELECT id, chunks_total, chunks_total, priority, max_retries, metadata, strategic_metadata, prefix, created_at FROM s`, id)
+	if err != nil {
+		t.Fatalf("pgtest: completing submission %d: %v", id, err)
+	}
+}
