@@ -9,6 +9,7 @@ package queuertest
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 
@@ -27,7 +28,8 @@ var instanceSeq atomic.Int64
 
 // Start starts a queuer with cfg and stops it when the test ends. A nil cfg.Pool gets a
 // fresh database (pgtest.NewPool), an empty cfg.Instance.ID a name unique in the test
-// binary, an empty cfg.Instance.AdvertiseURL AdvertiseURL. The claim timings are those of
+// binary, an empty cfg.Instance.AdvertiseURL AdvertiseURL, a nil cfg.Logger one that
+// writes warnings and errors to the test's output (pgtest.Logger). The claim timings are those of
 // the database: set them with pgtest.SetTimings before Start.
 func Start(t testing.TB, cfg queuer.Config) *queuer.Queuer {
 	t.Helper()
@@ -39,6 +41,9 @@ func Start(t testing.TB, cfg queuer.Config) *queuer.Queuer {
 	}
 	if cfg.Instance.AdvertiseURL == "" {
 		cfg.Instance.AdvertiseURL = AdvertiseURL
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = pgtest.Logger(t, slog.LevelWarn)
 	}
 	q, err := queuer.New(cfg)
 	if err != nil {
