@@ -25,10 +25,10 @@ func TestDeleteExpired(t *testing.T) {
 	running := submitN(t, q, 10, sm)
 
 	// Nothing is past the 24 h retention yet.
-	if n, err := q.DeleteExpired(ctx, time.Now()); err != nil || n != 0 {
+	if n, err := q.subs.DeleteExpired(ctx, time.Now()); err != nil || n != 0 {
 		t.Fatalf("DeleteExpired now = %d, %v; want 0", n, err)
 	}
-	n, err := q.DeleteExpired(ctx, time.Now().Add(25*time.Hour))
+	n, err := q.subs.DeleteExpired(ctx, time.Now().Add(25*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

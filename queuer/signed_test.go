@@ -17,7 +17,6 @@ import (
 	"opsq/migrations/pgtest"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
-	"opsq/strategy"
 )
 
 // chunkRow is what the database holds of a pending chunk.
@@ -108,7 +107,7 @@ func TestForgedTokensAreUnknown(t *testing.T) {
 	id := submitN(t, q, 2, NewSubmission{MaxRetries: &maxRetries})
 	c := reserveN(t, q, ReserveRequest{Max: 1})[0]
 	forged := oneCharacterChanges(c.Token)
-	forged = append(forged, handMadeTokens(id, 2, q.ShardCount())...)
+	forged = append(forged, handMadeTokens(id, 2, q.shardCount)...)
 	actOnAll(t, q, forged)
 
 	if r := readChunkRow(t, pool, id, c.ChunkIndex); !r.pending || r.retries != 0 {
@@ -152,7 +151,7 @@ func copyRows(t *testing.T, from, to *pgxpool.Pool, table, where string, arg any
 func TestTokenFromAnotherDatabaseIsUnknown(t *testing.T) {
 	t.Parallel()
 	qa, poolA := setup(t)
-	poolB := poolOf(t, pgtest.NewDBWithShards(t, 2*qa.ShardCount())) // migrated apart: its own secret
+	poolB := poolOf(t, pgtest.NewDBWithShards(t, 2*qa.shardCount)) // migrated apart: its own secret
 	id := submitN(t, qa, 1, NewSubmission{})
 	if copyRows(t, poolA, poolB, "opsq.submissions", "id = $1", id) != 1 ||
 		copyRows(t, poolA, poolB, "opsq.chunks", "submission_id = $1", id) != 1 {
@@ -323,7 +322,7 @@ func TestStaleCompletionsReadTheirStatesInOneQuery(t *testing.T) {
 	const gone = 10_000
 	for range gone { // signed, but of chunks nobody knows (a deleted submission's, say)
 		k := reserver.Key{SubmissionID: rand.Int64N(1<<62) + 1, ChunkIndex: rand.Int32N(1000)}
-		items = append(items, Completion{Token: newToken(k, rand.IntN(q.ShardCount()), 1, 0).signed(q.keys).String()})
+		items = append(items, Completion{Token: newToken(k, rand.IntN(q.shardCount), 1, 0).signed(q.keys).String()})
 	}
 	start := time.Now()
 	st, err := q.Complete(t.Context(), items)
@@ -401,7 +400,7 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 			id := submitN(t, q, 2, sub)
 			other := submitN(t, q, 1, sm(`{"company_id": 1}`)) // to show the slot is free
 			lease := cmp.Or(tc.lease, time.Minute)
-			c := reserveN(t, q, ReserveRequest{Max: 1, Lease: lease, Strategy: strategy.MustParseText(tree)})
+			c := reserveN(t, q, ReserveRequest{Max: 1, Lease: lease, Strategy: parseStrategy(t, tree)})
 			if len(c) != 1 || c[0].SubmissionID != id {
 				t.Fatalf("reserve gave %+v; want a chunk of %d", c, id)
 			}
@@ -412,7 +411,7 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 			if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 0 {
 				t.Fatalf("%d holds after the reservation ended; want 0", n)
 			}
-			got := reserveN(t, q, ReserveRequest{Max: 1, Strategy: strategy.MustParseText(tree)})
+			got := reserveN(t, q, ReserveRequest{Max: 1, Strategy: parseStrategy(t, tree)})
 			if len(got) != 1 {
 				t.Fatalf("after the reservation ended, a reserve of company 1 gave %d chunks; want 1 (its slot free; %d waits)", len(got), other)
 			}

@@ -2,6 +2,13 @@ package queuer
 
 import "testing"
 
+// has reports whether key has waiters in w.
+func (w *waiters) has(key int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.mu.byKey[key]) > 0
+}
+
 // closed reports whether ch is closed, without waiting.
 func closed(ch <-chan struct{}) bool {
 	select {
