@@ -15,7 +15,6 @@ package reserver
 
 import (
 	"container/heap"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -67,14 +66,6 @@ type Config struct {
 	InitialCapacity int
 }
 
-// Validate reports whether the configuration is usable.
-func (c Config) Validate() error {
-	if c.InitialCapacity < 0 {
-		return fmt.Errorf("reserver: InitialCapacity must be >= 0, got %d", c.InitialCapacity)
-	}
-	return nil
-}
-
 // Reserver holds the live reservations of one instance.
 //
 // It is safe for concurrent use; every method holds one mutex for a short,
@@ -119,8 +110,7 @@ type valuePair struct {
 	key, value string
 }
 
-// New returns an empty Reserver. A negative InitialCapacity is treated as 0;
-// use [Config.Validate] to reject it.
+// New returns an empty Reserver. A negative InitialCapacity is treated as 0.
 func New(cfg Config) *Reserver {
 	n := max(cfg.InitialCapacity, 0)
 	r := &Reserver{}
