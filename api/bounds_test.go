@@ -14,7 +14,6 @@ import (
 	"opsq/queuer"
 	"opsq/queuer/queuertest"
 	opsqsql "opsq/sql"
-	"opsq/strategy"
 )
 
 // Tests of DESIGN.md §3 "Bounded by design": every field a client sends has a bound, a
@@ -346,7 +345,7 @@ func TestMaxSimultaneousRemembersFullValues(t *testing.T) {
 	reserve := func(max int) []queuer.Chunk {
 		t.Helper()
 		got, err := q.Reserve(t.Context(), queuer.ReserveRequest{Max: max, Lease: leaseDefault,
-			Strategy: strategy.MustParseText(`max_simultaneous(company_id, 1, oldest_first)`)})
+			Strategy: queuertest.Strategy(t, `max_simultaneous(company_id, 1, oldest_first)`)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,9 +16,20 @@ import (
 
 func sm(s string) NewSubmission { return NewSubmission{StrategicMetadata: json.RawMessage(s)} }
 
+// parseStrategy parses a strategy's text form, failing the test if it does not parse
+// (queuertest.Strategy, for queuer's own tests).
+func parseStrategy(t *testing.T, text string) strategy.Node {
+	t.Helper()
+	n, err := strategy.ParseText(text)
+	if err != nil {
+		t.Fatalf("strategy %q: %v", text, err)
+	}
+	return n
+}
+
 func reserveText(t *testing.T, q *Queuer, text string, max int) []Chunk {
 	t.Helper()
-	return reserveN(t, q, ReserveRequest{Max: max, Strategy: strategy.MustParseText(text)})
+	return reserveN(t, q, ReserveRequest{Max: max, Strategy: parseStrategy(t, text)})
 }
 
 func TestCustomPriority(t *testing.T) {
@@ -158,7 +169,7 @@ func TestMaxSimultaneousAcrossInstances(t *testing.T) {
 	held := map[string]int{}
 	peak := 0
 	var done atomic.Int64
-	tree := strategy.MustParseText("max_simultaneous(company_id, 3, random)")
+	tree := parseStrategy(t, "max_simultaneous(company_id, 3, random)")
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -68,7 +68,7 @@ func TestCandidateQueriesStream(t *testing.T) {
 		"or_else(select_only(mode=preview, custom_priority), prefer_distinct(company_id, 1, oldest_first))",
 	} {
 		t.Run(text, func(t *testing.T) {
-			tree := strategy.MustParseText(text)
+			tree := queuertest.Strategy(t, text)
 			for _, leaf := range leaves(tree, nil) {
 				query, fargs := strategy.CandidateQuery(leaf.kind, leaf.filters, shards)
 				args := pgx.NamedArgs(strategy.NewCursor(leaf.kind).Args(14))

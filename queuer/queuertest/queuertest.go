@@ -18,6 +18,7 @@ import (
 
 	"opsq/migrations/pgtest"
 	"opsq/queuer"
+	"opsq/strategy"
 )
 
 // AdvertiseURL is the address a test queuer advertises to its peers: nothing listens
@@ -54,6 +55,16 @@ func Start(t testing.TB, cfg queuer.Config) *queuer.Queuer {
 	}
 	t.Cleanup(q.Stop)
 	return q
+}
+
+// Strategy parses a strategy's text form, failing the test if it does not parse.
+func Strategy(t testing.TB, text string) strategy.Node {
+	t.Helper()
+	n, err := strategy.ParseText(text)
+	if err != nil {
+		t.Fatalf("queuertest: strategy %q: %v", text, err)
+	}
+	return n
 }
 
 // Submission is one submission of a backlog: its chunks all hold Input.

@@ -10,7 +10,6 @@ import (
 	"opsq/migrations/pgtest"
 	"opsq/queuer"
 	"opsq/queuer/queuertest"
-	"opsq/strategy"
 )
 
 func TestMain(m *testing.M) {
@@ -41,7 +40,7 @@ func TestLoadBacklogIsWhatTheEngineReserves(t *testing.T) {
 		got := map[int32]bool{}
 		pgtest.WaitFor(t, 30*time.Second, tc.strategy+" reserves submission "+fmt.Sprint(tc.sub), func() string {
 			chunks, err := q.Reserve(t.Context(), queuer.ReserveRequest{Max: 100, Lease: time.Hour, Wait: 100 * time.Millisecond,
-				Strategy: strategy.MustParseText(tc.strategy)})
+				Strategy: queuertest.Strategy(t, tc.strategy)})
 			if err != nil {
 				t.Fatalf("Reserve(%s): %v", tc.strategy, err)
 			}
