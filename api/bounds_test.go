@@ -9,12 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"opsq/claims"
 	"opsq/client"
 	"opsq/migrations/pgtest"
 	"opsq/queuer"
+	"opsq/queuer/queuertest"
 	opsqsql "opsq/sql"
-	"opsq/strategy"
 )
 
 // Tests of DESIGN.md §3 "Bounded by design": every field a client sends has a bound, a
@@ -117,7 +116,7 @@ func TestSubmitBoundsAccepted(t *testing.T) {
 	if row := inProgressRow(t, e, id); row.Metadata != metadata {
 		t.Errorf("metadata of %d bytes stored; want %d", len(row.Metadata), len(metadata))
 	}
-	if n := rowCount(t, e.Pool, "SELECT count(*) FROM opsq.strategic_metadata WHERE submission_id = $1::bigint", id); n != MaxStrategicKeys {
+	if n := pgtest.Count(t, e.Pool, "SELECT count(*) FROM opsq.strategic_metadata WHERE submission_id = $1::bigint", id); n != MaxStrategicKeys {
 		t.Errorf("%d strategic metadata rows; want %d", n, MaxStrategicKeys)
 	}
 
@@ -334,15 +333,7 @@ func TestMaxSimultaneousRemembersFullValues(t *testing.T) {
 	t.Parallel()
 	counter := &pgtest.Statements{}
 	pool := pgtest.NewTracedPool(t, counter)
-	q, err := queuer.New(queuer.Config{Pool: pool,
-		Instance: claims.Instance{ID: fmt.Sprintf("api-test-%d", instanceSeq.Add(1)), AdvertiseURL: "http://127.0.0.1:1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(q.Stop)
+	q := queuertest.Start(t, queuer.Config{Pool: pool})
 	chunks := make([]string, 200)
 	for i := range chunks {
 		chunks[i] = "c"
@@ -354,7 +345,7 @@ func TestMaxSimultaneousRemembersFullValues(t *testing.T) {
 	reserve := func(max int) []queuer.Chunk {
 		t.Helper()
 		got, err := q.Reserve(t.Context(), queuer.ReserveRequest{Max: max, Lease: client.LeaseDefault,
-			Strategy: strategy.MustParseText(`max_simultaneous(company_id, 1, oldest_first)`)})
+			Strategy: queuertest.Strategy(t, `max_simultaneous(company_id, 1, oldest_first)`)})
 		if err != nil {
 			t.Fatal(err)
 		}

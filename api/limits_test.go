@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 
+	"opsq/migrations/pgtest"
 	"opsq/queuer"
 )
 
@@ -133,7 +134,7 @@ func TestIngestLimit(t *testing.T) {
 		httpChunk(`{"metadata": "stalled"}`+"\n"+`"c"`+"\n"), 0)
 
 	var r reply
-	pollFor(t, 10*time.Second, "a submission beyond the limit to be refused", func() string {
+	pgtest.WaitFor(t, 10*time.Second, "a submission beyond the limit to be refused", func() string {
 		r = postSubmission(t, e, "application/json", `{"chunks": ["a"]}`)
 		if r.Status != http.StatusServiceUnavailable {
 			return fmt.Sprintf("status %d", r.Status)
@@ -150,14 +151,14 @@ func TestIngestLimit(t *testing.T) {
 	}
 
 	stalled.Close() // the upload ends (broken), its slot is freed
-	pollFor(t, 10*time.Second, "a submission to go through once the slot is free", func() string {
+	pgtest.WaitFor(t, 10*time.Second, "a submission to go through once the slot is free", func() string {
 		r := postSubmission(t, e, "application/json", `{"chunks": ["a"]}`)
 		if r.Status != http.StatusCreated {
 			return fmt.Sprintf("status %d %s", r.Status, r.Body)
 		}
 		return ""
 	})
-	if n := rowCount(t, e.Pool, "SELECT count(*) FROM opsq.submission_status WHERE metadata = 'stalled'"); n != 0 {
+	if n := pgtest.Count(t, e.Pool, "SELECT count(*) FROM opsq.submission_status WHERE metadata = 'stalled'"); n != 0 {
 		t.Errorf("%d submissions of the broken upload; want 0", n)
 	}
 }
@@ -169,7 +170,7 @@ func TestResultsStalledReaderCut(t *testing.T) {
 	const idle = time.Second
 	e := setup(t, Config{MaxResultStreams: 1, LimitWait: 200 * time.Millisecond, BodyIdleTimeout: idle})
 	id := mustSubmit(t, e, `{"chunks": [`+strings.Repeat(`"c",`, 319)+`"c"]}`, 320)
-	completeViaSQL(t, e.Pool, id)
+	pgtest.CompleteSubmission(t, e.Pool, mustInt64(t, id))
 	// 320 outputs of 64 KiB: 20 MiB, far more than the socket buffers hold.
 	if _, err := e.Pool.Exec(t.Context(), `UPDATE opsq.chunks_completed SET output = convert_to(repeat('x', 65536), 'UTF8')
 		WHERE submission_id = $1`, mustInt64(t, id)); err != nil {
@@ -186,14 +187,14 @@ func TestResultsStalledReaderCut(t *testing.T) {
 	if _, err := io.ReadFull(stalled, line); err != nil || string(line) != "HTTP/1.1 200" {
 		t.Fatalf("the stalled reader's answer begins %q (%v); want HTTP/1.1 200", line, err)
 	}
-	pollFor(t, 10*time.Second, "a second reader to be refused while the first holds the slot", func() string {
+	pgtest.WaitFor(t, 10*time.Second, "a second reader to be refused while the first holds the slot", func() string {
 		if r := getPath(t, e, path); r.Status != http.StatusServiceUnavailable {
 			return fmt.Sprintf("status %d", r.Status)
 		}
 		return ""
 	})
 	var r reply
-	pollFor(t, idle+15*time.Second, "the stalled reader to be cut and a new reader served", func() string {
+	pgtest.WaitFor(t, idle+15*time.Second, "the stalled reader to be cut and a new reader served", func() string {
 		if r = getPath(t, e, path); r.Status != http.StatusOK {
 			return fmt.Sprintf("status %d", r.Status)
 		}
@@ -251,21 +252,5 @@ func TestUnavailableIs503(t *testing.T) {
 				t.Errorf("Retry-After %q; want %q", got, wantRetry)
 			}
 		})
-	}
-}
-
-// pollFor polls check until it returns "" or timeout passes.
-func pollFor(t *testing.T, timeout time.Duration, what string, check func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		why := check()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting %s for %s: %s", timeout, what, why)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"opsq/migrations/pgtest"
 )
 
 // Helpers of the producer API tests: plain net/http, so that status codes, headers and
@@ -197,16 +199,6 @@ func jsonEqual(a, b []byte) bool {
 	return bytes.Equal(ca.Bytes(), cb.Bytes())
 }
 
-// rowCount runs a count(*) query.
-func rowCount(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int64 {
-	t.Helper()
-	var n int64
-	if err := pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
 // storedChunks returns the inline contents of a submission's reservable chunks, in chunk
 // order.
 func storedChunks(t *testing.T, pool *pgxpool.Pool, id string) [][]byte {
@@ -259,7 +251,7 @@ func expectNothingStored(t *testing.T, e *env) {
 	t.Helper()
 	dirty := false
 	for _, table := range []string{"opsq.chunks", "opsq.submission_status", "opsq.strategic_metadata", "opsq.idempotency_keys"} {
-		if n := rowCount(t, e.Pool, "SELECT count(*) FROM "+table); n != 0 {
+		if n := pgtest.Count(t, e.Pool, "SELECT count(*) FROM "+table); n != 0 {
 			t.Errorf("%d rows in %s; want 0 (nothing may be left of a refused submission)", n, table)
 			dirty = true
 		}
@@ -279,24 +271,6 @@ func expectHealthy(t *testing.T, e *env) {
 	t.Helper()
 	if r := getPath(t, e, "/healthz"); r.Status != http.StatusOK {
 		t.Fatalf("GET /healthz: status %d; want 200", r.Status)
-	}
-}
-
-// completeViaSQL finishes a submission the way the consumer API will: every chunk moves to
-// chunks_completed with output "out-<i>", the submission to submissions_completed. (The
-// SQL of complete in queuer/status_test.go.)
-func completeViaSQL(t *testing.T, pool *pgxpool.Pool, id string) {
-	t.Helper()
-	_, err := pool.Exec(context.Background(), `
-WITH c AS (DELETE FROM opsq.chunks WHERE submission_id = $1 RETURNING submission_id, chunk_index),
-     i AS (INSERT INTO opsq.chunks_completed (submission_id, chunk_index, output)
-           SELECT submission_id, chunk_index, convert_to('out-' || chunk_index, 'UTF8') FROM c),
-     s AS (DELETE FROM opsq.submissions WHERE id = $1 RETURNING *)
-INSERT INTO opsq.submissions_completed
-      (id, chunks_total, chunks_done, priority, max_retries, metadata, strategic_metadata, prefix, created_at)
-SELECT id, chunks_total, chunks_total, priority, max_retries, metadata, strategic_metadata, prefix, created_at FROM s`, mustInt64(t, id))
-	if err != nil {
-		t.Fatalf("completing submission %s: %v", id, err)
 	}
 }
 

@@ -2,25 +2,21 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"opsq/claims"
 	"opsq/migrations/pgtest"
 	"opsq/queuer"
+	"opsq/queuer/queuertest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(pgtest.Wrap(m))
 }
-
-var instanceSeq atomic.Int64
 
 // env is one API server on a fresh database.
 type env struct {
@@ -36,17 +32,7 @@ type env struct {
 func setup(t *testing.T, cfg Config) *env {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	q, err := queuer.New(queuer.Config{
-		Pool:     pool,
-		Instance: claims.Instance{ID: fmt.Sprintf("api-test-%d", instanceSeq.Add(1)), AdvertiseURL: "http://127.0.0.1:1"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(q.Stop)
+	q := queuertest.Start(t, queuer.Config{Pool: pool})
 	cfg.Queuer = q
 	h := New(cfg)
 	srv := httptest.NewServer(h)

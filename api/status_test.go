@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"opsq/migrations/pgtest"
 )
 
 func TestStatusShape(t *testing.T) {
@@ -68,7 +70,7 @@ func TestStatusShape(t *testing.T) {
 	}
 
 	// Once finished, finished_at is a time too.
-	completeViaSQL(t, e.Pool, id)
+	pgtest.CompleteSubmission(t, e.Pool, mustInt64(t, id))
 	st = statusOf(t, e, id)
 	expectField(t, st, "state", `"completed"`)
 	expectField(t, st, "chunks_done", "2")
@@ -212,7 +214,7 @@ func TestCancel(t *testing.T) {
 		t.Errorf("finished_at null after cancel; want a time")
 	}
 	expectField(t, statusOf(t, e, id), "state", `"cancelled"`)
-	if n := rowCount(t, e.Pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1::bigint", id); n != 0 {
+	if n := pgtest.Count(t, e.Pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1::bigint", id); n != 0 {
 		t.Errorf("%d reservable chunks left after cancel; want 0", n)
 	}
 
@@ -265,7 +267,7 @@ func TestResults(t *testing.T) {
 			chunks[i] = fmt.Sprintf("%q", fmt.Sprint("in-", i))
 		}
 		id := mustSubmit(t, e, `{"chunks": [`+strings.Join(chunks, ",")+`]}`, n)
-		completeViaSQL(t, e.Pool, id)
+		pgtest.CompleteSubmission(t, e.Pool, mustInt64(t, id))
 		// One output that JSON must escape, and HTML-ish text that it need not.
 		if _, err := e.Pool.Exec(t.Context(),
 			"UPDATE opsq.chunks_completed SET output = convert_to(E'<b>&\"q\"\\\\ é\\n', 'UTF8') WHERE submission_id = $1 AND chunk_index = 7",

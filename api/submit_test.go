@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"opsq/migrations/pgtest"
 )
 
 // submissionRow is the in-progress row of a submission.
@@ -104,7 +106,7 @@ func TestSubmitJSONDefaults(t *testing.T) {
 	expectField(t, st, "strategic_metadata", `{}`)
 	expectField(t, st, "metadata", `""`)
 	expectField(t, st, "priority", "0")
-	if n := rowCount(t, e.Pool, "SELECT count(*) FROM opsq.strategic_metadata"); n != 0 {
+	if n := pgtest.Count(t, e.Pool, "SELECT count(*) FROM opsq.strategic_metadata"); n != 0 {
 		t.Errorf("%d strategic metadata rows; want 0", n)
 	}
 
@@ -125,10 +127,10 @@ func TestSubmitObjectStorage(t *testing.T) {
 	e := setup(t, Config{})
 	id := mustSubmit(t, e, `{"prefix": "s3://bucket/run-7/", "chunk_count": 5, "metadata": "m", "priority": 3}`, 5)
 
-	if n := rowCount(t, e.Pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1::bigint AND input IS NULL", id); n != 5 {
+	if n := pgtest.Count(t, e.Pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1::bigint AND input IS NULL", id); n != 5 {
 		t.Errorf("%d chunk rows without content; want 5", n)
 	}
-	if n := rowCount(t, e.Pool, "SELECT count(DISTINCT chunk_index) FROM opsq.chunks WHERE submission_id = $1::bigint AND chunk_index BETWEEN 0 AND 4", id); n != 5 {
+	if n := pgtest.Count(t, e.Pool, "SELECT count(DISTINCT chunk_index) FROM opsq.chunks WHERE submission_id = $1::bigint AND chunk_index BETWEEN 0 AND 4", id); n != 5 {
 		t.Errorf("%d distinct chunk indexes in 0..4; want 5", n)
 	}
 	row := inProgressRow(t, e, id)
@@ -167,7 +169,7 @@ func TestSubmitZeroChunksIsCompletedAtOnce(t *testing.T) {
 			if string(st["finished_at"]) == "null" || st["finished_at"] == nil {
 				t.Errorf("finished_at %s; want a time", st["finished_at"])
 			}
-			if n := rowCount(t, e.Pool, "SELECT count(*) FROM opsq.submissions WHERE id = $1::bigint", id); n != 0 {
+			if n := pgtest.Count(t, e.Pool, "SELECT count(*) FROM opsq.submissions WHERE id = $1::bigint", id); n != 0 {
 				t.Errorf("%d in-progress rows; want 0", n)
 			}
 		})
@@ -200,7 +202,7 @@ func TestSubmitIdempotencyKey(t *testing.T) {
 		"SELECT count(*) FROM opsq.strategic_metadata": 1,
 		"SELECT count(*) FROM opsq.idempotency_keys":   1,
 	} {
-		if n := rowCount(t, e.Pool, query); n != want {
+		if n := pgtest.Count(t, e.Pool, query); n != want {
 			t.Errorf("%s: %d; want %d after the repeats", query, n, want)
 		}
 	}
@@ -247,7 +249,7 @@ func TestSubmitIdempotencyKeyConcurrent(t *testing.T) {
 	if created != 1 || len(ids) != 1 {
 		t.Errorf("%d answers 201 and %d distinct ids; want 1 and 1", created, len(ids))
 	}
-	if got := rowCount(t, e.Pool, "SELECT count(*) FROM opsq.chunks"); got != 3 {
+	if got := pgtest.Count(t, e.Pool, "SELECT count(*) FROM opsq.chunks"); got != 3 {
 		t.Errorf("%d chunk rows; want 3", got)
 	}
 }
@@ -335,13 +337,13 @@ func TestSubmitNDJSONHeaderStored(t *testing.T) {
 	if got := strategicRows(t, e, id); !slices.Equal(got, want) {
 		t.Errorf("opsq.strategic_metadata rows %q; want %q", got, want)
 	}
-	if n := rowCount(t, e.Pool, "SELECT count(*) FROM opsq.idempotency_keys WHERE key = 'nd-1' AND submission_id = $1::bigint", id); n != 1 {
+	if n := pgtest.Count(t, e.Pool, "SELECT count(*) FROM opsq.idempotency_keys WHERE key = 'nd-1' AND submission_id = $1::bigint", id); n != 1 {
 		t.Errorf("%d idempotency key rows; want 1", n)
 	}
 
 	// Object-storage mode from an NDJSON header.
 	id = expectCreated(t, postSubmission(t, e, "application/x-ndjson", `{"prefix": "s3://b/", "chunk_count": 3}`+"\n"), http.StatusCreated, 3)
-	if n := rowCount(t, e.Pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1::bigint AND input IS NULL", id); n != 3 {
+	if n := pgtest.Count(t, e.Pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1::bigint AND input IS NULL", id); n != 3 {
 		t.Errorf("%d chunk rows without content; want 3", n)
 	}
 }

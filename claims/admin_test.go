@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"opsq/migrations/pgtest"
 	opsqsql "opsq/sql"
 )
 
@@ -228,10 +229,10 @@ func TestAdminClaimsOverview(t *testing.T) {
 	f.runRecipe("claims_overview.sql", nil) // runs on an empty cluster
 	a, b := f.start("a"), f.start("b")
 	a.setInflight(a.shards()[0], 3)
-	waitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
+	pgtest.WaitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
 	waitCycles(t, a.Manager, 2)
 	f.runRecipe("disable_shard.sql", map[string]string{"shard": "5"})
-	waitFor(t, 5*time.Second, "the disabled shard is released", func() string {
+	pgtest.WaitFor(t, 5*time.Second, "the disabled shard is released", func() string {
 		if c := f.claims()[5]; c.Claimant != nil {
 			return "shard 5 claimed by " + *c.Claimant
 		}
@@ -269,22 +270,22 @@ func TestAdminForceRelease(t *testing.T) {
 	t.Parallel()
 	f := setup(t, fast)
 	a, b := f.start("a"), f.start("b")
-	waitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
+	pgtest.WaitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
 	victim := a.Reservable()[0]
 
 	released := time.Now()
 	f.runRecipe("force_release_shard.sql", map[string]string{"shard": fmt.Sprint(victim.Shard)})
-	took := waitFor(t, 5*time.Second, "the old owner notices the force-release", func() string {
+	took := pgtest.WaitFor(t, 5*time.Second, "the old owner notices the force-release", func() string {
 		if lost, _ := a.lostSince(released); !slices.Contains(lost, victim.Shard) {
 			return fmt.Sprintf("shard %d not reported lost", victim.Shard)
 		}
 		return ""
 	})
-	t.Logf("force-release noticed by the old owner after %s (renew interval %s)", took, fast.renew)
-	if took > 2*fast.renew+50*time.Millisecond {
-		t.Errorf("force-release noticed after %s; want within two renew intervals (%s)", took, 2*fast.renew)
+	t.Logf("force-release noticed by the old owner after %s (renew interval %s)", took, fast.Renew)
+	if took > 2*fast.Renew+50*time.Millisecond {
+		t.Errorf("force-release noticed after %s; want within two renew intervals (%s)", took, 2*fast.Renew)
 	}
-	waitFor(t, 5*time.Second, "someone takes the shard again with a higher generation", func() string {
+	pgtest.WaitFor(t, 5*time.Second, "someone takes the shard again with a higher generation", func() string {
 		c := f.claims()[victim.Shard]
 		if c.Claimant == nil || c.Generation < victim.Generation+2 {
 			return fmt.Sprintf("shard %d: claimant %v, generation %d", victim.Shard, c.Claimant, c.Generation)
@@ -294,7 +295,7 @@ func TestAdminForceRelease(t *testing.T) {
 	if l, ok := a.Lease(victim.Shard); ok && l.Generation <= victim.Generation+1 {
 		t.Errorf("old owner's Lease(%d) = generation %d; want the shard lost (was %d)", victim.Shard, l.Generation, victim.Generation)
 	}
-	waitFor(t, 5*time.Second, "2 managers split 64 shards again", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
+	pgtest.WaitFor(t, 5*time.Second, "2 managers split 64 shards again", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
 }
 
 func TestAdminDrainInstance(t *testing.T) {
@@ -302,12 +303,12 @@ func TestAdminDrainInstance(t *testing.T) {
 	f := setup(t, fast)
 	a, b := f.start("a"), f.start("b")
 	ms := []*manager{a, b}
-	waitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced(ms, 64, 32, 32) })
+	pgtest.WaitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced(ms, 64, 32, 32) })
 
 	s := startSampler(a, b)
 	drained := time.Now()
 	f.runRecipe("drain_instance.sql", map[string]string{"instance": a.id})
-	took := waitFor(t, 5*time.Second, "a drained instance gives all its shards away", func() string { return balanced(ms, 64, 0, 64) + balanced([]*manager{b}, 64, 64, 64) })
+	took := pgtest.WaitFor(t, 5*time.Second, "a drained instance gives all its shards away", func() string { return balanced(ms, 64, 0, 64) + balanced([]*manager{b}, 64, 64, 64) })
 	t.Logf("drained instance: all shards moved in %s", took)
 	if lost, _ := a.lostSince(drained); len(lost) != 32 {
 		t.Errorf("drained instance reported %d shards lost; want 32", len(lost))
@@ -318,7 +319,7 @@ func TestAdminDrainInstance(t *testing.T) {
 	}
 
 	f.runRecipe("undrain_instance.sql", map[string]string{"instance": a.id})
-	took = waitFor(t, 5*time.Second, "an undrained instance takes its share again", func() string { return balanced(ms, 64, 32, 32) })
+	took = pgtest.WaitFor(t, 5*time.Second, "an undrained instance takes its share again", func() string { return balanced(ms, 64, 32, 32) })
 	t.Logf("undrained instance: balanced again in %s", took)
 	s.finish(t)
 }
@@ -328,12 +329,12 @@ func TestAdminDisableShard(t *testing.T) {
 	f := setup(t, fast)
 	a, b := f.start("a"), f.start("b")
 	ms := []*manager{a, b}
-	waitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced(ms, 64, 32, 32) })
+	pgtest.WaitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced(ms, 64, 32, 32) })
 	victim := a.Reservable()[0].Shard
 
 	disabled := time.Now()
 	f.runRecipe("disable_shard.sql", map[string]string{"shard": fmt.Sprint(victim)})
-	waitFor(t, 5*time.Second, "the owner of a disabled shard drops it", func() string {
+	pgtest.WaitFor(t, 5*time.Second, "the owner of a disabled shard drops it", func() string {
 		if lost, _ := a.lostSince(disabled); !slices.Contains(lost, victim) {
 			return fmt.Sprintf("shard %d not reported lost", victim)
 		}
@@ -354,7 +355,7 @@ func TestAdminDisableShard(t *testing.T) {
 	}
 
 	f.runRecipe("enable_shard.sql", map[string]string{"shard": fmt.Sprint(victim)})
-	took := waitFor(t, 5*time.Second, "an enabled shard is claimed again", func() string { return balanced(ms, 64, 32, 32) })
+	took := pgtest.WaitFor(t, 5*time.Second, "an enabled shard is claimed again", func() string { return balanced(ms, 64, 32, 32) })
 	t.Logf("enabled shard claimed after %s", took)
 }
 
@@ -365,7 +366,7 @@ func TestDisabledWithoutReleaseIsDropped(t *testing.T) {
 	a := f.start("a")
 	disabled := time.Now()
 	f.exec("UPDATE opsq.shard_claims SET disabled = true WHERE shard = 7")
-	waitFor(t, 5*time.Second, "the owner drops a disabled shard", func() string {
+	pgtest.WaitFor(t, 5*time.Second, "the owner drops a disabled shard", func() string {
 		if lost, _ := a.lostSince(disabled); !slices.Contains(lost, 7) {
 			return "shard 7 not reported lost"
 		}
@@ -383,17 +384,17 @@ func TestAdminSetTimings(t *testing.T) {
 	t.Parallel()
 	f := setup(t, fast)
 	a, b := f.start("a"), f.start("b")
-	waitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
+	pgtest.WaitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
 
-	want := timings{renew: 50 * time.Millisecond, soft: 1500 * time.Millisecond, hard: 4 * time.Second, heartbeat: 1200 * time.Millisecond, drain: 3 * time.Second}
+	want := timings{Renew: 50 * time.Millisecond, Soft: 1500 * time.Millisecond, Hard: 4 * time.Second, Heartbeat: 1200 * time.Millisecond, Drain: 3 * time.Second}
 	f.runRecipe("set_timings.sql", map[string]string{
 		"renew_interval": "50ms", "soft_expiry": "1.5s", "hard_expiry": "4s", "heartbeat_timeout": "1200ms", "drain_timeout": "3s",
 	})
 	changed := time.Now()
-	took := waitFor(t, 5*time.Second, "running managers pick up new timings", func() string {
+	took := pgtest.WaitFor(t, 5*time.Second, "running managers pick up new timings", func() string {
 		for _, m := range []*manager{a, b} {
 			s := m.Settings()
-			got := timings{s.RenewInterval, s.SoftExpiry, s.HardExpiry, s.HeartbeatTimeout, s.DrainTimeout}
+			got := timings{Renew: s.RenewInterval, Soft: s.SoftExpiry, Hard: s.HardExpiry, Heartbeat: s.HeartbeatTimeout, Drain: s.DrainTimeout}
 			if got != want {
 				return fmt.Sprintf("%s has %+v", m.id, got)
 			}
@@ -408,16 +409,16 @@ func TestAdminSetTimings(t *testing.T) {
 			t.Errorf("shard %d last renewed at %s, before the change", s, c.RenewedAt)
 			continue
 		}
-		if soft, hard := c.SoftExpiresAt.Sub(*c.RenewedAt), c.HardExpiresAt.Sub(*c.RenewedAt); soft != want.soft || hard != want.hard {
-			t.Errorf("shard %d renewed with soft expiry %s and hard expiry %s; want %s and %s", s, soft, hard, want.soft, want.hard)
+		if soft, hard := c.SoftExpiresAt.Sub(*c.RenewedAt), c.HardExpiresAt.Sub(*c.RenewedAt); soft != want.Soft || hard != want.Hard {
+			t.Errorf("shard %d renewed with soft expiry %s and hard expiry %s; want %s and %s", s, soft, hard, want.Soft, want.Hard)
 		}
 	}
 
 	// The renew interval applies too: about 20 cycles a second now.
 	start := time.Now()
 	waitCycles(t, a.Manager, 10)
-	if took := time.Since(start); took > 10*fast.renew {
-		t.Errorf("10 cycles took %s; want about %s at the new renew interval", took, 10*want.renew)
+	if took := time.Since(start); took > 10*fast.Renew {
+		t.Errorf("10 cycles took %s; want about %s at the new renew interval", took, 10*want.Renew)
 	}
 
 	// Values that do not parse are refused by the database.
@@ -427,8 +428,8 @@ func TestAdminSetTimings(t *testing.T) {
 	// Values that break the protocol are ignored by the managers, which keep the last good ones.
 	f.exec("UPDATE opsq.settings SET value = '2s' WHERE key = 'claim_renew_interval'")
 	waitCycles(t, a.Manager, 3)
-	if got := a.Settings().RenewInterval; got != want.renew {
-		t.Errorf("renew interval after setting it above the soft expiry = %s; want the last good %s", got, want.renew)
+	if got := a.Settings().RenewInterval; got != want.Renew {
+		t.Errorf("renew interval after setting it above the soft expiry = %s; want the last good %s", got, want.Renew)
 	}
 	if err := a.Running(); err != nil {
 		t.Errorf("Running() with ignored settings = %v; want nil", err)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"opsq/migrations/pgtest"
 )
 
 func TestLoadCluster(t *testing.T) {
@@ -26,11 +28,11 @@ func TestLoadCluster(t *testing.T) {
 	a, b := f.start("a"), f.start("b")
 	a.setInflight(a.shards()[0], 4)
 	busy := a.shards()[0]
-	waitFor(t, 10*time.Second, "2 managers split 63 shards", func() string { return balanced([]*manager{a, b}, 63, 31, 32) })
+	pgtest.WaitFor(t, 10*time.Second, "2 managers split 63 shards", func() string { return balanced([]*manager{a, b}, 63, 31, 32) })
 	waitCycles(t, a.Manager, 2)
 	f.runRecipe("drain_instance.sql", map[string]string{"instance": b.id})
 	var c Cluster
-	waitFor(t, 5*time.Second, "b drains and a takes its shards", func() string {
+	pgtest.WaitFor(t, 5*time.Second, "b drains and a takes its shards", func() string {
 		if c, err = LoadCluster(t.Context(), f.pool); err != nil {
 			t.Fatal(err)
 		}

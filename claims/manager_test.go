@@ -7,13 +7,15 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"opsq/migrations/pgtest"
 )
 
 func TestManagerSplitsShardsAndRebalances(t *testing.T) {
 	t.Parallel()
 	f := setup(t, fast)
 	ms := []*manager{f.start("a"), f.start("b"), f.start("c")}
-	took := waitFor(t, 10*time.Second, "3 managers split 64 shards 20 to 22 each", func() string { return balanced(ms, 64, 20, 22) })
+	took := pgtest.WaitFor(t, 10*time.Second, "3 managers split 64 shards 20 to 22 each", func() string { return balanced(ms, 64, 20, 22) })
 	t.Logf("3 managers balanced %s after the third started", took)
 	for _, m := range ms {
 		if err := m.Running(); err != nil {
@@ -25,16 +27,16 @@ func TestManagerSplitsShardsAndRebalances(t *testing.T) {
 	d := f.start("d")
 	s.add(d)
 	ms = append(ms, d)
-	took = waitFor(t, 10*time.Second, "4 managers hold 16±1 shards each", func() string { return balanced(ms, 64, 15, 17) })
-	t.Logf("a fourth manager joined: balanced at 16±1 after %s (renew interval %s)", took, fast.renew)
-	took = waitFor(t, 10*time.Second, "4 managers hold 16 shards each", func() string { return balanced(ms, 64, 16, 16) })
+	took = pgtest.WaitFor(t, 10*time.Second, "4 managers hold 16±1 shards each", func() string { return balanced(ms, 64, 15, 17) })
+	t.Logf("a fourth manager joined: balanced at 16±1 after %s (renew interval %s)", took, fast.Renew)
+	took = pgtest.WaitFor(t, 10*time.Second, "4 managers hold 16 shards each", func() string { return balanced(ms, 64, 16, 16) })
 	t.Logf("exactly 16 each after %s", took)
 
 	// Graceful stop of one: the others take its shards.
 	stopped := time.Now()
 	ms[0].Stop()
 	rest := ms[1:]
-	took = waitFor(t, 10*time.Second, "3 managers hold 20 to 22 shards after one stopped", func() string { return balanced(rest, 64, 20, 22) })
+	took = pgtest.WaitFor(t, 10*time.Second, "3 managers hold 20 to 22 shards after one stopped", func() string { return balanced(rest, 64, 20, 22) })
 	t.Logf("a manager stopped gracefully: its shards moved in %s", took)
 	s.finish(t)
 	if lost, _ := ms[0].lostSince(stopped); len(lost) != 16 {
@@ -66,7 +68,7 @@ func TestManagerAbandonedShardsExpire(t *testing.T) {
 	t.Parallel()
 	f := setup(t, fast)
 	ms := []*manager{f.start("a"), f.start("b"), f.start("c")}
-	waitFor(t, 10*time.Second, "3 managers split 64 shards", func() string { return balanced(ms, 64, 20, 22) })
+	pgtest.WaitFor(t, 10*time.Second, "3 managers split 64 shards", func() string { return balanced(ms, 64, 20, 22) })
 
 	dead := ms[0]
 	for _, s := range dead.shards() {
@@ -89,7 +91,7 @@ func TestManagerAbandonedShardsExpire(t *testing.T) {
 		t.Fatalf("the killed manager held %d idle and %d busy shards; want some of each", len(idle), len(busy))
 	}
 	start := time.Now()
-	took := waitFor(t, 10*time.Second, "the idle shards of a killed manager move", func() string {
+	took := pgtest.WaitFor(t, 10*time.Second, "the idle shards of a killed manager move", func() string {
 		claims := f.claims()
 		for _, s := range idle {
 			if c := claims[s]; c.Claimant == nil || *c.Claimant == dead.id {
@@ -98,9 +100,9 @@ func TestManagerAbandonedShardsExpire(t *testing.T) {
 		}
 		return ""
 	})
-	t.Logf("idle shards of a killed manager moved after %s (soft expiry %s, heartbeat timeout %s)", took, fast.soft, fast.heartbeat)
-	took = waitFor(t, 10*time.Second, "every shard of a killed manager moves", func() string { return balanced(ms[1:], 64, 32, 32) })
-	t.Logf("busy shards of a killed manager moved after %s (hard expiry %s)", time.Since(start), fast.hard)
+	t.Logf("idle shards of a killed manager moved after %s (soft expiry %s, heartbeat timeout %s)", took, fast.Soft, fast.Heartbeat)
+	took = pgtest.WaitFor(t, 10*time.Second, "every shard of a killed manager moves", func() string { return balanced(ms[1:], 64, 32, 32) })
+	t.Logf("busy shards of a killed manager moved after %s (hard expiry %s)", time.Since(start), fast.Hard)
 	_ = took
 
 	after := f.claims()
@@ -131,7 +133,7 @@ func TestManagerPausedPastExpiry(t *testing.T) {
 	f := setup(t, fast)
 	a, b := f.start("a"), f.start("b")
 	ms := []*manager{a, b}
-	waitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced(ms, 64, 32, 32) })
+	pgtest.WaitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced(ms, 64, 32, 32) })
 	a.setDefaultInflight(1)
 	waitCycles(t, a.Manager, 2)
 
@@ -139,15 +141,15 @@ func TestManagerPausedPastExpiry(t *testing.T) {
 	paused := time.Now()
 	held := a.Reservable()
 	before := f.claims()
-	took := waitFor(t, 5*time.Second, "a paused manager stops serving at its soft deadline", func() string {
+	took := pgtest.WaitFor(t, 5*time.Second, "a paused manager stops serving at its soft deadline", func() string {
 		if n := len(a.Reservable()); n > 0 {
 			return fmt.Sprintf("%d shards still reservable", n)
 		}
 		return ""
 	})
-	t.Logf("paused manager: Reservable() empty %s after the pause (soft expiry %s)", took, fast.soft)
-	if took < fast.soft-2*fast.renew {
-		t.Errorf("Reservable() emptied %s after the pause; want no earlier than the soft expiry %s after the last renewal", took, fast.soft)
+	t.Logf("paused manager: Reservable() empty %s after the pause (soft expiry %s)", took, fast.Soft)
+	if took < fast.Soft-2*fast.Renew {
+		t.Errorf("Reservable() emptied %s after the pause; want no earlier than the soft expiry %s after the last renewal", took, fast.Soft)
 	}
 	if err := a.Running(); err == nil {
 		t.Errorf("Running() of a paused manager past its soft expiry = nil; want an error")
@@ -156,13 +158,13 @@ func TestManagerPausedPastExpiry(t *testing.T) {
 		t.Errorf("Lease(%d) of a paused manager past its deadline = true; want false", held[0].Shard)
 	}
 
-	waitFor(t, 10*time.Second, "b takes the paused manager's shards", func() string {
+	pgtest.WaitFor(t, 10*time.Second, "b takes the paused manager's shards", func() string {
 		if n := len(b.shards()); n != 64 {
 			return fmt.Sprintf("b holds %d shards", n)
 		}
 		return ""
 	})
-	t.Logf("b took the paused manager's shards %s after the pause (hard expiry %s)", time.Since(paused), fast.hard)
+	t.Logf("b took the paused manager's shards %s after the pause (hard expiry %s)", time.Since(paused), fast.Hard)
 	after := f.claims()
 	for _, l := range held {
 		if at, hard := after[l.Shard].AcquiredAt, before[l.Shard].HardExpiresAt; at.Before(*hard) {
@@ -172,7 +174,7 @@ func TestManagerPausedPastExpiry(t *testing.T) {
 
 	resumed := time.Now()
 	a.resume()
-	waitFor(t, 5*time.Second, "the resumed manager sees its shards lost", func() string {
+	pgtest.WaitFor(t, 5*time.Second, "the resumed manager sees its shards lost", func() string {
 		lost, _ := a.lostSince(resumed)
 		if len(lost) < len(held) {
 			return fmt.Sprintf("%d of %d shards reported lost", len(lost), len(held))
@@ -184,7 +186,7 @@ func TestManagerPausedPastExpiry(t *testing.T) {
 			t.Errorf("after resuming, Lease(%d) = generation %d; want the shard lost (held under %d before)", l.Shard, now.Generation, l.Generation)
 		}
 	}
-	took = waitFor(t, 10*time.Second, "2 managers rebalance after the resume", func() string { return balanced(ms, 64, 32, 32) })
+	took = pgtest.WaitFor(t, 10*time.Second, "2 managers rebalance after the resume", func() string { return balanced(ms, 64, 32, 32) })
 	t.Logf("rebalanced %s after the resume", took)
 }
 
@@ -192,7 +194,7 @@ func TestManagerDrain(t *testing.T) {
 	t.Parallel()
 	f := setup(t, fast)
 	a, b := f.start("a"), f.start("b")
-	waitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
+	pgtest.WaitFor(t, 10*time.Second, "2 managers split 64 shards", func() string { return balanced([]*manager{a, b}, 64, 32, 32) })
 	busy := a.shards()[:3]
 	for _, s := range busy {
 		a.setInflight(s, 2)
@@ -201,13 +203,13 @@ func TestManagerDrain(t *testing.T) {
 
 	drained := make(chan error, 1)
 	go func() { drained <- a.Drain(context.Background()) }()
-	waitFor(t, time.Second, "Drain stops reserving at once", func() string {
+	pgtest.WaitFor(t, time.Second, "Drain stops reserving at once", func() string {
 		if n := len(a.Reservable()); n > 0 {
 			return fmt.Sprintf("%d shards reservable", n)
 		}
 		return ""
 	})
-	took := waitFor(t, 5*time.Second, "the idle shards of a draining manager move", func() string {
+	took := pgtest.WaitFor(t, 5*time.Second, "the idle shards of a draining manager move", func() string {
 		if n := len(b.shards()); n != 61 {
 			return fmt.Sprintf("b holds %d shards; want 61", n)
 		}
@@ -236,7 +238,7 @@ func TestManagerDrain(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Drain did not return after the last reservations ended")
 	}
-	waitFor(t, 5*time.Second, "b holds every shard", func() string { return balanced([]*manager{b}, 64, 64, 64) })
+	pgtest.WaitFor(t, 5*time.Second, "b holds every shard", func() string { return balanced([]*manager{b}, 64, 64, 64) })
 	var draining bool
 	if err := f.pool.QueryRow(t.Context(), "SELECT draining FROM opsq.instances WHERE id = $1", a.id).Scan(&draining); err != nil || !draining {
 		t.Errorf("opsq.instances.draining of a drained instance = %v, %v; want true", draining, err)
@@ -244,7 +246,7 @@ func TestManagerDrain(t *testing.T) {
 
 	// A Drain bounded by a context returns its error while shards are in flight.
 	c := f.start("c")
-	waitFor(t, 10*time.Second, "b and c split 64 shards", func() string { return balanced([]*manager{b, c}, 64, 32, 32) })
+	pgtest.WaitFor(t, 10*time.Second, "b and c split 64 shards", func() string { return balanced([]*manager{b, c}, 64, 32, 32) })
 	c.setDefaultInflight(1)
 	waitCycles(t, c.Manager, 1)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
@@ -266,9 +268,9 @@ func TestManagerDrainTimeout(t *testing.T) {
 		t.Fatalf("Drain() = %v; want nil after the drain timeout", err)
 	}
 	took := time.Since(start)
-	t.Logf("Drain with reservations in flight returned after %s (drain_timeout %s)", took, fast.drain)
-	if took < fast.drain {
-		t.Errorf("Drain returned after %s; want no earlier than drain_timeout %s", took, fast.drain)
+	t.Logf("Drain with reservations in flight returned after %s (drain_timeout %s)", took, fast.Drain)
+	if took < fast.Drain {
+		t.Errorf("Drain returned after %s; want no earlier than drain_timeout %s", took, fast.Drain)
 	}
 }
 
@@ -286,22 +288,22 @@ func TestManagerDatabaseUnreachable(t *testing.T) {
 	if n := len(a.Reservable()); n != 64 {
 		t.Errorf("right after the database went away, %d shards reservable; want 64 until the soft deadline", n)
 	}
-	took := waitFor(t, 5*time.Second, "shards stop being reservable", func() string {
+	took := pgtest.WaitFor(t, 5*time.Second, "shards stop being reservable", func() string {
 		if n := len(a.Reservable()); n > 0 {
 			return fmt.Sprintf("%d shards reservable", n)
 		}
 		return ""
 	})
-	t.Logf("database unreachable: Reservable() emptied %s after the cut (soft expiry %s)", took, fast.soft)
-	if took < fast.soft-2*fast.renew {
-		t.Errorf("Reservable() emptied %s after the cut; want about the soft expiry %s", took, fast.soft)
+	t.Logf("database unreachable: Reservable() emptied %s after the cut (soft expiry %s)", took, fast.Soft)
+	if took < fast.Soft-2*fast.Renew {
+		t.Errorf("Reservable() emptied %s after the cut; want about the soft expiry %s", took, fast.Soft)
 	}
 	if err := a.Running(); err == nil {
 		t.Error("Running() = nil with the database unreachable past the soft expiry; want an error")
 	}
 
 	ctl.restore()
-	took = waitFor(t, 10*time.Second, "shards reservable again after the database came back", func() string {
+	took = pgtest.WaitFor(t, 10*time.Second, "shards reservable again after the database came back", func() string {
 		if n := len(a.Reservable()); n != 64 {
 			return fmt.Sprintf("%d shards reservable", n)
 		}
@@ -338,7 +340,7 @@ func TestManagerStartStop(t *testing.T) {
 	m.mu.Lock()
 	node := m.mu.node
 	m.mu.Unlock()
-	if got := m.Settings(); got.RenewInterval != fast.renew || got.SoftExpiry != fast.soft {
+	if got := m.Settings(); got.RenewInterval != fast.Renew || got.SoftExpiry != fast.Soft {
 		t.Errorf("Settings() = %+v; want the test's timings", got)
 	}
 	m.Stop()

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"opsq/migrations/pgtest"
 )
 
 // inflightOf reads shard's published in-flight count.
@@ -26,7 +28,7 @@ func TestPublishFenced(t *testing.T) {
 	t.Parallel()
 	f := setup(t, fast)
 	a := f.start("a")
-	waitFor(t, 10*time.Second, "a holds the 64 shards", func() string {
+	pgtest.WaitFor(t, 10*time.Second, "a holds the 64 shards", func() string {
 		if n := len(a.shards()); n != 64 {
 			return fmt.Sprintf("a holds %d shards", n)
 		}
@@ -82,7 +84,7 @@ func TestPublishStopsSoftTakeover(t *testing.T) {
 	t.Parallel()
 	f := setup(t, fast)
 	a := f.start("a")
-	waitFor(t, 10*time.Second, "a holds the 64 shards", func() string {
+	pgtest.WaitFor(t, 10*time.Second, "a holds the 64 shards", func() string {
 		if n := len(a.shards()); n != 64 {
 			return fmt.Sprintf("a holds %d shards", n)
 		}
@@ -103,7 +105,7 @@ func TestPublishStopsSoftTakeover(t *testing.T) {
 	defer a.resume()
 
 	b := f.start("b")
-	waitFor(t, 15*time.Second, "b takes the 63 shards with nothing in flight", func() string {
+	pgtest.WaitFor(t, 15*time.Second, "b takes the 63 shards with nothing in flight", func() string {
 		if n := len(b.shards()); n < 63 {
 			return fmt.Sprintf("b holds %d shards", n)
 		}
@@ -129,7 +131,7 @@ func TestPublishStopsSoftTakeover(t *testing.T) {
 func TestPublishNotOverwrittenByRenewal(t *testing.T) {
 	t.Parallel()
 	// A renew interval long enough that no second renewal runs while the test looks.
-	f := setup(t, timings{renew: time.Second, soft: 4 * time.Second, hard: 8 * time.Second, heartbeat: 4 * time.Second, drain: 2 * time.Second})
+	f := setup(t, timings{Renew: time.Second, Soft: 4 * time.Second, Hard: 8 * time.Second, Heartbeat: 4 * time.Second, Drain: 2 * time.Second})
 	var mu sync.Mutex
 	counts := map[int]int{}
 	block := -1                      // the shard whose next Report blocks
@@ -150,7 +152,7 @@ func TestPublishNotOverwrittenByRenewal(t *testing.T) {
 	}
 	m, err := New(Config{
 		Pool: f.pool, Instance: Instance{ID: "race", AdvertiseURL: "http://race.invalid", Version: "test"},
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), Report: report,
+		Logger: pgtest.Logger(t, slog.LevelWarn), Report: report,
 	})
 	if err != nil {
 		t.Fatal(err)

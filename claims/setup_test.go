@@ -24,16 +24,14 @@ func TestMain(m *testing.M) {
 }
 
 // timings are the claim settings of a test, much shorter than the defaults.
-type timings struct {
-	renew, soft, hard, heartbeat, drain time.Duration
-}
+type timings = pgtest.Timings
 
 var fast = timings{
-	renew:     100 * time.Millisecond,
-	soft:      time.Second,
-	hard:      3 * time.Second,
-	heartbeat: time.Second,
-	drain:     2 * time.Second,
+	Renew:     100 * time.Millisecond,
+	Soft:      time.Second,
+	Hard:      3 * time.Second,
+	Heartbeat: time.Second,
+	Drain:     2 * time.Second,
 }
 
 // fixture is one test's database with the claim timings set.
@@ -65,11 +63,7 @@ func setup(t *testing.T, tm timings) *fixture {
 
 func (f *fixture) setTimings(tm timings) {
 	f.t.Helper()
-	f.exec(`UPDATE opsq.settings AS s SET value = v.value
-		FROM (VALUES ('claim_renew_interval', $1::text), ('claim_soft_expiry', $2), ('claim_hard_expiry', $3),
-		             ('instance_heartbeat_timeout', $4), ('drain_timeout', $5)) AS v (key, value)
-		WHERE s.key = v.key`,
-		tm.renew.String(), tm.soft.String(), tm.hard.String(), tm.heartbeat.String(), tm.drain.String())
+	pgtest.SetTimings(f.t, f.pool, tm)
 }
 
 func (f *fixture) exec(sql string, args ...any) {
@@ -183,7 +177,7 @@ func (f *fixture) newManager(name string) *manager {
 	m, err := New(Config{
 		Pool:     f.pool,
 		Instance: Instance{ID: tm.id, AdvertiseURL: "http://" + tm.id + ".invalid", Version: "test"},
-		Logger:   slog.New(slog.NewTextHandler(f.t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})).With("m", tm.id),
+		Logger:   pgtest.Logger(f.t, slog.LevelInfo).With("m", tm.id),
 		Report:   tm.report,
 		OnLost: func(shards []int) {
 			tm.mu.Lock()
@@ -217,23 +211,6 @@ func (f *fixture) start(name string) *manager {
 		f.t.Fatalf("starting %s: %v", tm.id, err)
 	}
 	return tm
-}
-
-// waitFor polls cond until it holds or timeout passes; cond returns why it does not hold.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() string) time.Duration {
-	t.Helper()
-	start := time.Now()
-	deadline := start.Add(timeout)
-	for {
-		why := cond()
-		if why == "" {
-			return time.Since(start)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %s", what, timeout, why)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // waitCycles waits until m has ended n more cycles.

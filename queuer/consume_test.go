@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"opsq/client"
+	"opsq/migrations/pgtest"
 	"opsq/strategy"
 )
 
@@ -67,7 +68,7 @@ func TestReserveCompleteWholeSubmission(t *testing.T) {
 	if st.State != client.StateCompleted || st.ChunksDone != 300 {
 		t.Fatalf("after completing every chunk: %s with %d done; want completed with 300", st.State, st.ChunksDone)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM opsq.chunks_completed WHERE submission_id = $1", id); n != 300 {
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_completed WHERE submission_id = $1", id); n != 300 {
 		t.Fatalf("%d completed chunk rows; want 300", n)
 	}
 	if q.reserver.Len() != 0 {
@@ -139,7 +140,7 @@ func TestFailRetriesThenFailsTheSubmission(t *testing.T) {
 	if st.State != client.StateFailed || st.Error == nil || *st.Error != "boom" || st.FailedChunkIndex == nil || int32(*st.FailedChunkIndex) != target {
 		t.Fatalf("status %+v; want failed at chunk %d with error boom", st, target)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM opsq.chunks_failed WHERE submission_id = $1 AND skipped", id); n != 2 {
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_failed WHERE submission_id = $1 AND skipped", id); n != 2 {
 		t.Fatalf("%d skipped chunks; want the other 2", n)
 	}
 	if q.reserver.Len() != 0 {
@@ -288,7 +289,7 @@ func TestConcurrentConsumersHandOutEachChunkOnce(t *testing.T) {
 	if len(delivered) != total || dups != 0 {
 		t.Fatalf("%d chunks delivered, %d duplicates; want %d and 0", len(delivered), dups, total)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM opsq.submissions_completed"); n != 3 {
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.submissions_completed"); n != 3 {
 		t.Fatalf("%d submissions completed; want 3", n)
 	}
 }

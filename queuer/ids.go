@@ -82,8 +82,3 @@ func (g *idGenerator) next() (int64, error) {
 		return g.mu.lastMillis<<(nodeBits+sequenceBits) | int64(g.mu.node)<<sequenceBits | g.mu.sequence, nil
 	}
 }
-
-// IDTime returns the creation time encoded in a snowflake id.
-func IDTime(id int64) time.Time {
-	return IDEpoch.Add(time.Duration(id>>(nodeBits+sequenceBits)) * time.Millisecond)
-}

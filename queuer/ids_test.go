@@ -6,6 +6,11 @@ import (
 	"time"
 )
 
+// idTime returns the creation time encoded in a snowflake id.
+func idTime(id int64) time.Time {
+	return IDEpoch.Add(time.Duration(id>>(nodeBits+sequenceBits)) * time.Millisecond)
+}
+
 func TestIDGenerator(t *testing.T) {
 	t.Parallel()
 	g := newIDGenerator()
@@ -31,8 +36,8 @@ func TestIDGenerator(t *testing.T) {
 			t.Fatalf("id %d carries node %d; want 513", id, node)
 		}
 	}
-	if d := time.Since(IDTime(last)); d < 0 || d > time.Second {
-		t.Errorf("IDTime of the last id is %s ago; want within a second", d)
+	if d := time.Since(idTime(last)); d < 0 || d > time.Second {
+		t.Errorf("idTime of the last id is %s ago; want within a second", d)
 	}
 }
 

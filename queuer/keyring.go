@@ -48,7 +48,7 @@ const KeyOverlap = 24*time.Hour + KeyActivation + time.Minute
 // the NOTIFY of a rotation.
 const KeyRefreshInterval = 30 * time.Second
 
-// MACLen is the length of a MAC made by Keyring.Sign: HMAC-SHA256 truncated to 16 bytes.
+// MACLen is the length of a MAC made under a cluster key: HMAC-SHA256 truncated to 16 bytes.
 const MACLen = 16
 
 // keySecretMin is the shortest secret a key may have.
@@ -174,14 +174,6 @@ func (k *Keyring) Refresh() {
 	case k.wake <- struct{}{}:
 	default: // a reload is pending already
 	}
-}
-
-// Sign returns the id of the signing key (the newest that is KeyActivation old, see
-// KeyOverlap) and the MAC (MACLen bytes) of msg under it. A caller signing several kinds of message starts each msg with its own label, so that a
-// MAC made for one kind never verifies as another.
-func (k *Keyring) Sign(msg []byte) (keyID int, mac []byte) {
-	key := k.signingKey()
-	return key.id, macOf(key.secret, msg)
 }
 
 // signingKey is the newest key that is KeyActivation old or, when none is, the oldest.

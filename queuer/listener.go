@@ -139,13 +139,6 @@ func (w *waiters) add(key int64) (<-chan struct{}, func()) {
 	}
 }
 
-// has reports whether key has waiters.
-func (w *waiters) has(key int64) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.mu.byKey[key]) > 0
-}
-
 // wake closes the channels of key's waiters.
 func (w *waiters) wake(key int64) {
 	w.mu.Lock()

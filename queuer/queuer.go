@@ -206,9 +206,6 @@ func (q *Queuer) Stop() {
 	q.work.broadcast()
 }
 
-// ShardCount is the number of shards of the database.
-func (q *Queuer) ShardCount() int { return q.shardCount }
-
 // Ready reports whether the instance can serve: the database answers, the claims loop
 // runs, and the instance holds a confirmed node id.
 func (q *Queuer) Ready(ctx context.Context) error {

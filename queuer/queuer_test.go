@@ -1,8 +1,8 @@
 package queuer
 
 import (
-	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 
@@ -26,11 +26,15 @@ func setup(t *testing.T) (*Queuer, *pgxpool.Pool) {
 	return startQueuer(t, pool), pool
 }
 
+// startQueuer starts a Queuer on pool, stopped when the test ends. It is
+// queuertest.Start for queuer's own tests, which cannot import queuertest (it imports
+// queuer).
 func startQueuer(t *testing.T, pool *pgxpool.Pool) *Queuer {
 	t.Helper()
 	q, err := New(Config{
 		Pool:     pool,
 		Instance: claims.Instance{ID: fmt.Sprintf("test-%d", instanceSeq.Add(1)), AdvertiseURL: "http://127.0.0.1:1"},
+		Logger:   pgtest.Logger(t, slog.LevelWarn),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -40,14 +44,4 @@ func startQueuer(t *testing.T, pool *pgxpool.Pool) *Queuer {
 	}
 	t.Cleanup(q.Stop)
 	return q
-}
-
-// count returns the result of a count(*) query.
-func count(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int64 {
-	t.Helper()
-	var n int64
-	if err := pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
 }

@@ -122,15 +122,6 @@ type rule struct {
 	max int
 }
 
-// reserveLocal reserves from this instance's reservable shards for one request.
-func (q *Queuer) reserveLocal(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
-	out, err := q.reserveFor(ctx, []ReserveRequest{req})
-	if err != nil {
-		return nil, err
-	}
-	return out[0], nil
-}
-
 // reserveFor reserves from this instance's reservable shards for asks, which share
 // asks[0]'s strategy and lease, in one run: out[i] is what asks[i] gets (never nil).
 func (q *Queuer) reserveFor(ctx context.Context, asks []ReserveRequest) ([][]Chunk, error) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"opsq/client"
+	"opsq/migrations/pgtest"
 )
 
 func TestDeleteExpired(t *testing.T) {
@@ -14,7 +15,7 @@ func TestDeleteExpired(t *testing.T) {
 	ctx := t.Context()
 	sm := NewSubmission{StrategicMetadata: json.RawMessage(`{"k": 1}`)}
 	done := submitN(t, q, 12000, sm) // more than one deletion batch of chunk rows
-	complete(t, pool, done)
+	pgtest.CompleteSubmission(t, pool, done)
 	sm.IdempotencyKey = "cancel-me"
 	cancelled := submitN(t, q, 10, sm)
 	if _, err := q.Cancel(ctx, cancelled); err != nil {
@@ -24,10 +25,10 @@ func TestDeleteExpired(t *testing.T) {
 	running := submitN(t, q, 10, sm)
 
 	// Nothing is past the 24 h retention yet.
-	if n, err := q.DeleteExpired(ctx, time.Now()); err != nil || n != 0 {
+	if n, err := q.subs.DeleteExpired(ctx, time.Now()); err != nil || n != 0 {
 		t.Fatalf("DeleteExpired now = %d, %v; want 0", n, err)
 	}
-	n, err := q.DeleteExpired(ctx, time.Now().Add(25*time.Hour))
+	n, err := q.subs.DeleteExpired(ctx, time.Now().Add(25*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,23 +36,23 @@ func TestDeleteExpired(t *testing.T) {
 		t.Fatalf("DeleteExpired 25 h later deleted %d submissions; want 2", n)
 	}
 	for _, id := range []int64{done, cancelled} {
-		if c := count(t, pool, "SELECT count(*) FROM opsq.submission_status WHERE id = $1", id); c != 0 {
+		if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.submission_status WHERE id = $1", id); c != 0 {
 			t.Errorf("submission %d still there", id)
 		}
-		if c := count(t, pool, "SELECT count(*) FROM opsq.strategic_metadata WHERE submission_id = $1", id); c != 0 {
+		if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.strategic_metadata WHERE submission_id = $1", id); c != 0 {
 			t.Errorf("strategic metadata of %d still there", id)
 		}
 	}
-	if c := count(t, pool, "SELECT count(*) FROM opsq.chunks_completed"); c != 0 {
+	if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_completed"); c != 0 {
 		t.Errorf("%d completed chunk rows left; want 0", c)
 	}
-	if c := count(t, pool, "SELECT count(*) FROM opsq.idempotency_keys"); c != 0 {
+	if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.idempotency_keys"); c != 0 {
 		t.Errorf("%d idempotency keys left; want 0", c)
 	}
 	if st, err := q.Status(ctx, running); err != nil || st.State != client.StateInProgress {
 		t.Errorf("in-progress submission after retention: %v, %v; want untouched", st.State, err)
 	}
-	if c := count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", running); c != 10 {
+	if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", running); c != 10 {
 		t.Errorf("in-progress submission has %d chunks after retention; want 10", c)
 	}
 }

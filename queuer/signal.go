@@ -151,13 +151,6 @@ func (s *signal) pass(w *waiter) {
 	s.pushBackLocked(w)
 }
 
-// len returns the number of queued waiters.
-func (s *signal) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mu.n
-}
-
 func (s *signal) wakeLocked(n int, epoch uint64) {
 	for ; n > 0 && s.mu.head != nil; n-- {
 		w := s.mu.head

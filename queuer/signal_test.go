@@ -6,6 +6,13 @@ import (
 )
 
 // woken reports whether w holds a wake-up, and takes it.
+// len returns the number of queued waiters.
+func (s *signal) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.n
+}
+
 func woken(w *waiter) bool {
 	select {
 	case <-w.ch:

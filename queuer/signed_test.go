@@ -17,7 +17,6 @@ import (
 	"opsq/migrations/pgtest"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
-	"opsq/strategy"
 )
 
 // chunkRow is what the database holds of a pending chunk.
@@ -108,7 +107,7 @@ func TestForgedTokensAreUnknown(t *testing.T) {
 	id := submitN(t, q, 2, NewSubmission{MaxRetries: &maxRetries})
 	c := reserveN(t, q, ReserveRequest{Max: 1})[0]
 	forged := oneCharacterChanges(c.Token)
-	forged = append(forged, handMadeTokens(id, 2, q.ShardCount())...)
+	forged = append(forged, handMadeTokens(id, 2, q.shardCount)...)
 	actOnAll(t, q, forged)
 
 	if r := readChunkRow(t, pool, id, c.ChunkIndex); !r.pending || r.retries != 0 {
@@ -152,7 +151,7 @@ func copyRows(t *testing.T, from, to *pgxpool.Pool, table, where string, arg any
 func TestTokenFromAnotherDatabaseIsUnknown(t *testing.T) {
 	t.Parallel()
 	qa, poolA := setup(t)
-	poolB := poolOf(t, pgtest.NewDBWithShards(t, 2*qa.ShardCount())) // migrated apart: its own secret
+	poolB := poolOf(t, pgtest.NewDBWithShards(t, 2*qa.shardCount)) // migrated apart: its own secret
 	id := submitN(t, qa, 1, NewSubmission{})
 	if copyRows(t, poolA, poolB, "opsq.submissions", "id = $1", id) != 1 ||
 		copyRows(t, poolA, poolB, "opsq.chunks", "submission_id = $1", id) != 1 {
@@ -194,13 +193,9 @@ func TestRotationKeepsLiveTokensValid(t *testing.T) {
 		}
 	}
 	rotate(t, pool)
-	deadline := time.Now().Add(KeyRefreshInterval / 3)
-	for !q.keys.Verify(2, []byte("m"), macUnder(t, pool, 2, []byte("m"))) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%v after the rotation the instance does not verify key 2; want it to (on the NOTIFY)", KeyRefreshInterval/3)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	pgtest.Eventually(t, KeyRefreshInterval/3, "the instance verifies key 2 after the rotation (on the NOTIFY)", func() bool {
+		return q.keys.Verify(2, []byte("m"), macUnder(t, pool, 2, []byte("m")))
+	})
 	// Key 2 verifies at once, but signs only once every instance has loaded it.
 	if c := reserveN(t, q, ReserveRequest{Max: 1})[0]; keyOf(c) != 1 {
 		t.Fatalf("just after the rotation, a token signed with key %d; want 1 (key 2 is not %v old)", keyOf(c), KeyActivation)
@@ -281,7 +276,7 @@ func TestStaleCompletionReleasesTheHold(t *testing.T) {
 	q, pool := setup(t)
 	submitN(t, q, 2, sm(`{"company_id": 1}`))
 	const tree = "max_simultaneous(company_id, 1, oldest_first)"
-	holds := func() int64 { return count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds") }
+	holds := func() int64 { return pgtest.Count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds") }
 	first := reserveText(t, q, tree, 1)[0]
 	if n := holds(); n != 1 {
 		t.Fatalf("%d holds after a reserve; want 1", n)
@@ -334,7 +329,7 @@ func TestStaleCompletionsReadTheirStatesInOneQuery(t *testing.T) {
 	const gone = 10_000
 	for range gone { // signed, but of chunks nobody knows (a deleted submission's, say)
 		k := reserver.Key{SubmissionID: rand.Int64N(1<<62) + 1, ChunkIndex: rand.Int32N(1000)}
-		items = append(items, Completion{Token: newToken(k, rand.IntN(q.ShardCount()), 1, 0).signed(q.keys).String()})
+		items = append(items, Completion{Token: newToken(k, rand.IntN(q.shardCount), 1, 0).signed(q.keys).String()})
 	}
 	start := time.Now()
 	st, err := q.Complete(t.Context(), items)
@@ -383,13 +378,10 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 			mustStatus(t, "fail", client.StatusFailed)(q.Fail(t.Context(), []Failure{{Token: c.Token}}))
 		}},
 		{"expired", time.Second, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
-			deadline := time.Now().Add(20 * time.Second)
-			for _, held := q.reserver.Get(c.Token); held; _, held = q.reserver.Get(c.Token) {
-				if time.Now().After(deadline) {
-					t.Fatal("the reservation did not expire within 20 s of its 1 s lease")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			pgtest.Eventually(t, 20*time.Second, "the reservation of a 1 s lease expires", func() bool {
+				_, held := q.reserver.Get(c.Token)
+				return !held
+			})
 		}},
 		{"cancelled", 0, func(t *testing.T, q *Queuer, id int64, _ Chunk) {
 			if _, err := q.Cancel(t.Context(), id); err != nil {
@@ -415,18 +407,18 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 			id := submitN(t, q, 2, sub)
 			other := submitN(t, q, 1, sm(`{"company_id": 1}`)) // to show the slot is free
 			lease := cmp.Or(tc.lease, time.Minute)
-			c := reserveN(t, q, ReserveRequest{Max: 1, Lease: lease, Strategy: strategy.MustParseText(tree)})
+			c := reserveN(t, q, ReserveRequest{Max: 1, Lease: lease, Strategy: parseStrategy(t, tree)})
 			if len(c) != 1 || c[0].SubmissionID != id {
 				t.Fatalf("reserve gave %+v; want a chunk of %d", c, id)
 			}
-			if n := count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 1 {
+			if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 1 {
 				t.Fatalf("%d holds after the reserve; want 1", n)
 			}
 			tc.end(t, q, id, c[0])
-			if n := count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 0 {
+			if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 0 {
 				t.Fatalf("%d holds after the reservation ended; want 0", n)
 			}
-			got := reserveN(t, q, ReserveRequest{Max: 1, Strategy: strategy.MustParseText(tree)})
+			got := reserveN(t, q, ReserveRequest{Max: 1, Strategy: parseStrategy(t, tree)})
 			if len(got) != 1 {
 				t.Fatalf("after the reservation ended, a reserve of company 1 gave %d chunks; want 1 (its slot free; %d waits)", len(got), other)
 			}

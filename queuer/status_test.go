@@ -8,27 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"opsq/client"
+	"opsq/migrations/pgtest"
 )
-
-// complete finishes a submission the way the consumer API will: every chunk moves to
-// chunks_completed with output "out-<i>", the submission to submissions_completed.
-func complete(t *testing.T, pool *pgxpool.Pool, id int64) {
-	t.Helper()
-	_, err := pool.Exec(context.Background(), `
-WITH c AS (DELETE FROM opsq.chunks WHERE submission_id = $1 RETURNING submission_id, chunk_index),
-     i AS (INSERT INTO opsq.chunks_completed (submission_id, chunk_index, output)
-           SELECT submission_id, chunk_index, convert_to('out-' || chunk_index, 'UTF8') FROM c),
-     s AS (DELETE FROM opsq.submissions WHERE id = $1 RETURNING *)
-INSERT INTO opsq.submissions_completed
-      (id, chunks_total, chunks_done, priority, max_retries, metadata, strategic_metadata, prefix, created_at)
-SELECT id, chunks_total, chunks_total, priority, max_retries, metadata, strategic_metadata, prefix, created_at FROM s`, id)
-	if err != nil {
-		t.Fatalf("completing submission %d: %v", id, err)
-	}
-}
 
 func submitN(t *testing.T, q *Queuer, n int, sub NewSubmission) int64 {
 	t.Helper()
@@ -58,7 +40,7 @@ func TestCancel(t *testing.T) {
 	if st.State != client.StateCancelled || st.FinishedAt == nil {
 		t.Fatalf("after Cancel: %+v; want cancelled with finished_at", st)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", id); n != 0 {
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", id); n != 0 {
 		t.Errorf("%d chunks left reservable after cancel; want 0", n)
 	}
 	if _, err := q.Cancel(t.Context(), id); !errors.Is(err, ErrFinished) {
@@ -88,12 +70,7 @@ func TestWaitFinishedIsWokenByNotify(t *testing.T) {
 		errs <- err
 	}()
 	// Cancel only once the waiter is registered, so that the NOTIFY is what wakes it.
-	for !q.subs.finished.has(id) {
-		if ctx.Err() != nil {
-			t.Fatal("the waiter never registered")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	pgtest.Eventually(t, 20*time.Second, "the waiter registers", func() bool { return q.subs.finished.has(id) })
 	if _, err := other.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +103,7 @@ func TestResultsInChunkOrder(t *testing.T) {
 	if err := q.Results(t.Context(), id, func(int64, []byte) error { return nil }); !errors.Is(err, ErrNotCompleted) {
 		t.Fatalf("Results of an in-progress submission: err = %v; want ErrNotCompleted", err)
 	}
-	complete(t, pool, id)
+	pgtest.CompleteSubmission(t, pool, id)
 	next := int64(0)
 	err := q.Results(t.Context(), id, func(idx int64, output []byte) error {
 		if idx != next {
@@ -158,7 +135,7 @@ func TestListByStateAndMetadata(t *testing.T) {
 		}
 	}
 	stringID := submitN(t, q, 1, NewSubmission{StrategicMetadata: json.RawMessage(`{"company_id": "42"}`)})
-	complete(t, pool, company42[0])
+	pgtest.CompleteSubmission(t, pool, company42[0])
 
 	// Pages of 2, newest first, of company_id = 42 (the integer; the string "42" is another value).
 	var got []int64

@@ -41,7 +41,7 @@ func TestUndoWakesParkedReserve(t *testing.T) {
 
 	id := submitN(t, q, 1, NewSubmission{})
 	awaitNotification(t, listener.Conn(), "of the submission", func(p string) bool { return p == workPayload(id, 1, q.shardCount) })
-	taken, err := q.reserveLocal(t.Context(), ReserveRequest{Max: 1, Lease: time.Minute, Strategy: strategy.Default})
+	taken, err := reserveHere(t.Context(), q, ReserveRequest{Max: 1, Lease: time.Minute, Strategy: strategy.Default})
 	if err != nil || len(taken) != 1 {
 		t.Fatalf("reserving the only chunk: %d chunks, %v", len(taken), err)
 	}
@@ -77,6 +77,16 @@ func TestUndoWakesParkedReserve(t *testing.T) {
 
 // awaitNotification waits up to 10s for a NOTIFY on ChannelWork whose payload satisfies ok,
 // dropping the others.
+// reserveHere reserves for req from this instance's shards only, in a run of its own,
+// without waiting or forwarding.
+func reserveHere(ctx context.Context, q *Queuer, req ReserveRequest) ([]Chunk, error) {
+	out, err := q.reserveFor(ctx, []ReserveRequest{req})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
 func awaitNotification(t *testing.T, conn *pgx.Conn, what string, ok func(payload string) bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -184,7 +194,7 @@ func TestStaleEmptyScanKeepsShardsAvailable(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		// oldest_first: one ordered query, whose empty answer ends the scan.
-		chunks, err := q.reserveLocal(t.Context(), ReserveRequest{Max: 1, Lease: time.Minute, Strategy: strategy.Node{Kind: strategy.OldestFirst}})
+		chunks, err := reserveHere(t.Context(), q, ReserveRequest{Max: 1, Lease: time.Minute, Strategy: strategy.Node{Kind: strategy.OldestFirst}})
 		if err == nil && len(chunks) > 0 {
 			err = errors.New("the scan held before the submission found a chunk")
 		}
@@ -198,13 +208,9 @@ func TestStaleEmptyScanKeepsShardsAvailable(t *testing.T) {
 	before := q.router.announced()
 	id := submitN(t, q, 1, NewSubmission{})
 	shard := ShardOf(id, 0, q.shardCount)
-	deadline := time.Now().Add(10 * time.Second)
-	for q.router.announced() == before { // the submission's NOTIFY has come back
-		if time.Now().After(deadline) {
-			t.Fatal("the submission's NOTIFY not handled within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	pgtest.Eventually(t, 10*time.Second, "the submission's NOTIFY handled", func() bool {
+		return q.router.announced() != before // the submission's NOTIFY has come back
+	})
 	close(hold.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -10,14 +10,26 @@ import (
 	"testing"
 	"time"
 
+	"opsq/migrations/pgtest"
 	"opsq/strategy"
 )
 
 func sm(s string) NewSubmission { return NewSubmission{StrategicMetadata: json.RawMessage(s)} }
 
+// parseStrategy parses a strategy's text form, failing the test if it does not parse
+// (queuertest.Strategy, for queuer's own tests).
+func parseStrategy(t *testing.T, text string) strategy.Node {
+	t.Helper()
+	n, err := strategy.ParseText(text)
+	if err != nil {
+		t.Fatalf("strategy %q: %v", text, err)
+	}
+	return n
+}
+
 func reserveText(t *testing.T, q *Queuer, text string, max int) []Chunk {
 	t.Helper()
-	return reserveN(t, q, ReserveRequest{Max: max, Strategy: strategy.MustParseText(text)})
+	return reserveN(t, q, ReserveRequest{Max: max, Strategy: parseStrategy(t, text)})
 }
 
 func TestCustomPriority(t *testing.T) {
@@ -145,27 +157,19 @@ func TestMaxSimultaneousAcrossInstances(t *testing.T) {
 		submitN(t, q1, perCompany, sm(fmt.Sprintf(`{"company_id": %d}`, c)))
 	}
 	// Wait for the shards to be split, so that every instance serves.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		n := 0
+	pgtest.Eventually(t, 20*time.Second, "the instances split the shards", func() bool {
 		for _, q := range instances {
-			if len(q.claims.Reservable()) > 0 {
-				n++
+			if len(q.claims.Reservable()) == 0 {
+				return false
 			}
 		}
-		if n == len(instances) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the instances did not split the shards")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return true
+	})
 	var mu sync.Mutex
 	held := map[string]int{}
 	peak := 0
 	var done atomic.Int64
-	tree := strategy.MustParseText("max_simultaneous(company_id, 3, random)")
+	tree := parseStrategy(t, "max_simultaneous(company_id, 3, random)")
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -213,7 +217,7 @@ func TestMaxSimultaneousAcrossInstances(t *testing.T) {
 	if peak < 3 {
 		t.Errorf("at most %d chunks of one company were ever held at once; the limit 3 was never reached, so the test proves little", peak)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 0 {
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds"); n != 0 {
 		t.Errorf("%d max_simultaneous holds left after every chunk completed; want 0", n)
 	}
 }

@@ -56,9 +56,3 @@ func (q *Queuer) Cancel(ctx context.Context, id int64) (Status, error) { return 
 func (q *Queuer) Results(ctx context.Context, id int64, fn func(chunkIndex int64, output []byte) error) error {
 	return q.subs.Results(ctx, id, fn)
 }
-
-// DeleteExpired deletes the submissions whose retention ran out (see
-// submissions.DeleteExpired).
-func (q *Queuer) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
-	return q.subs.DeleteExpired(ctx, now)
-}

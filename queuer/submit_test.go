@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"opsq/client"
+	"opsq/migrations/pgtest"
 )
 
 // genChunks yields n chunks "chunk-<i>", failing with failAt's error at index failAt when
@@ -47,7 +48,7 @@ func TestSubmitInsertsChunksOnTheirShards(t *testing.T) {
 	if created.ChunksTotal != 1000 || created.Existing {
 		t.Fatalf("Submit = %+v; want 1000 new chunks", created)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", created.ID); n != 1000 {
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", created.ID); n != 1000 {
 		t.Fatalf("%d chunk rows; want 1000", n)
 	}
 	rows, err := pool.Query(ctx, "SELECT chunk_index, shard, random_order, input FROM opsq.chunks WHERE submission_id = $1", created.ID)
@@ -85,10 +86,10 @@ func TestSubmitInsertsChunksOnTheirShards(t *testing.T) {
 	if err := json.Unmarshal(st.StrategicMetadata, &sm); err != nil || sm["company_id"] != 42.0 || sm["mode"] != "preview" {
 		t.Errorf("strategic metadata = %s; want company_id 42 and mode preview", st.StrategicMetadata)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM opsq.strategic_metadata WHERE submission_id = $1", created.ID); n != 2 {
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.strategic_metadata WHERE submission_id = $1", created.ID); n != 2 {
 		t.Errorf("%d strategic metadata rows; want 2", n)
 	}
-	if n := count(t, pool, "SELECT max_retries FROM opsq.submissions WHERE id = $1", created.ID); n != 10 {
+	if n := pgtest.Count(t, pool, "SELECT max_retries FROM opsq.submissions WHERE id = $1", created.ID); n != 10 {
 		t.Errorf("max_retries = %d; want the default_max_retries setting, 10", n)
 	}
 }
@@ -101,7 +102,7 @@ func TestSubmitIsAtomic(t *testing.T) {
 		t.Fatalf("Submit with broken input at chunk 90000: err = %v; want the input's error", err)
 	}
 	for _, table := range []string{"opsq.chunks", "opsq.submission_status", "opsq.strategic_metadata", "opsq.idempotency_keys"} {
-		if n := count(t, pool, "SELECT count(*) FROM "+table); n != 0 {
+		if n := pgtest.Count(t, pool, "SELECT count(*) FROM "+table); n != 0 {
 			t.Errorf("%s has %d rows after a failed submission; want 0", table, n)
 		}
 	}
@@ -133,7 +134,7 @@ func TestSubmitObjectStorageMode(t *testing.T) {
 	if created.ChunksTotal != 500 {
 		t.Fatalf("ChunksTotal = %d; want 500", created.ChunksTotal)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1 AND input IS NULL", created.ID); n != 500 {
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1 AND input IS NULL", created.ID); n != 500 {
 		t.Fatalf("%d chunks without content; want 500", n)
 	}
 	st, err := q.Status(t.Context(), created.ID)
@@ -175,7 +176,7 @@ func TestSubmitIdempotencyKeyUnderConcurrency(t *testing.T) {
 	if fresh != 1 {
 		t.Errorf("%d producers created a submission; want exactly 1", fresh)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM opsq.chunks"); n != 2000 {
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks"); n != 2000 {
 		t.Errorf("%d chunk rows; want 2000 (one submission)", n)
 	}
 }
@@ -201,7 +202,7 @@ func TestConcurrentProducers(t *testing.T) {
 				if c.ID <= last {
 					t.Errorf("producer %d: id %d after %d; want ids ordered by time", p, c.ID, last)
 				}
-				if at := IDTime(c.ID); at.Before(before) || at.After(after) {
+				if at := idTime(c.ID); at.Before(before) || at.After(after) {
 					t.Errorf("producer %d: id %d says %s; want between %s and %s", p, c.ID, at, before, after)
 				}
 				last = c.ID
@@ -215,7 +216,7 @@ func TestConcurrentProducers(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := count(t, pool, "SELECT count(*) FROM opsq.submissions"); n != producers*each {
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.submissions"); n != producers*each {
 		t.Errorf("%d submissions; want %d", n, producers*each)
 	}
 }

@@ -170,3 +170,64 @@ func FuzzParseToken(f *testing.F) {
 		}
 	})
 }
+
+// TestNewTokenKeepsItsFieldsAndDrawsANonce: newToken keeps what it is given, and two
+// tokens of the same reservation differ by their nonce, so their texts differ.
+func TestNewTokenKeepsItsFieldsAndDrawsANonce(t *testing.T) {
+	t.Parallel()
+	keys := testKeyring(clusterKey{id: 3, secret: testSecret(3)})
+	key := reserver.Key{SubmissionID: 77, ChunkIndex: 5}
+	seen := map[string]bool{}
+	for range 100 {
+		tok := newToken(key, 12, 4, 1)
+		if tok.key != key || tok.shard != 12 || tok.generation != 4 || tok.retries != 1 {
+			t.Fatalf("newToken(%v, 12, 4, 1) = %+v; want those fields", key, tok)
+		}
+		text := tok.signed(keys).String()
+		if seen[text] {
+			t.Fatalf("newToken made %q twice; want a new nonce every time", text)
+		}
+		seen[text] = true
+	}
+}
+
+// TestTokenOfARetiredKeyIsRefused: a token signed by a key whose overlap has passed does
+// not verify, one signed by the previous key within the overlap does.
+func TestTokenOfARetiredKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	tok := sampleToken().signed(testKeyring(clusterKey{id: 1, secret: testSecret(1)}))
+	within := testKeyring(clusterKey{id: 1, secret: testSecret(1), until: time.Now().Add(time.Hour)}, clusterKey{id: 2, secret: testSecret(2)})
+	if !tok.verify(within) {
+		t.Error("a token of the previous key within its overlap does not verify; want it to")
+	}
+	past := testKeyring(clusterKey{id: 1, secret: testSecret(1), until: time.Now().Add(-time.Second)}, clusterKey{id: 2, secret: testSecret(2)})
+	if tok.verify(past) {
+		t.Error("a token of a key past its overlap verifies; want it refused")
+	}
+}
+
+// TestReadToken: a consumer's token is read only when it parses, verifies and names a
+// shard of this database.
+func TestReadToken(t *testing.T) {
+	t.Parallel()
+	keys := testKeyring(clusterKey{id: 1, secret: testSecret(1)})
+	q := &Queuer{shardCount: 64, keys: keys}
+	good := sampleToken().signed(keys)
+	if got, ok := q.readToken(good.String()); !ok || got != good {
+		t.Errorf("readToken(a signed token) = %+v, %t; want %+v, true", got, ok, good)
+	}
+	last := sampleToken()
+	last.shard = 63
+	if _, ok := q.readToken(last.signed(keys).String()); !ok {
+		t.Error("readToken(a token of the last shard) = false; want true")
+	}
+	for name, text := range map[string]string{
+		"malformed":             good.String()[1:],
+		"signed by another key": sampleToken().signed(testKeyring(clusterKey{id: 1, secret: testSecret(2)})).String(),
+		"a shard past the last": func() string { u := sampleToken(); u.shard = 64; return u.signed(keys).String() }(),
+	} {
+		if got, ok := q.readToken(text); ok || got != (token{}) {
+			t.Errorf("readToken(%s) = %+v, %t; want the zero token, false", name, got, ok)
+		}
+	}
+}

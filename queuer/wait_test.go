@@ -17,13 +17,12 @@ import (
 // waitParked waits until n reserves are parked in q's queue of waiters.
 func waitParked(t *testing.T, q *Queuer, n int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for q.work.parked.Load() != int64(n) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d reserves parked after 60s; want %d", q.work.parked.Load(), n)
+	pgtest.WaitFor(t, 60*time.Second, fmt.Sprintf("%d reserves parked", n), func() string {
+		if p := q.work.parked.Load(); p != int64(n) {
+			return fmt.Sprintf("%d parked", p)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // TestWaitersWakeOnlyWhatNewWorkServes: 200 parked reserves, then 5 one-chunk submissions:
@@ -60,13 +59,12 @@ func TestWaitersWakeOnlyWhatNewWorkServes(t *testing.T) {
 	for range submissions {
 		submitN(t, q, 1, NewSubmission{})
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for served.Load() < submissions || q.work.parked.Load() != parked-submissions {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d chunks served, %d reserves parked, 30s after the submissions", served.Load(), submissions, q.work.parked.Load())
+	pgtest.WaitFor(t, 30*time.Second, "every new chunk served", func() string {
+		if served.Load() < submissions || q.work.parked.Load() != parked-submissions {
+			return fmt.Sprintf("%d of %d chunks served, %d reserves parked", served.Load(), submissions, q.work.parked.Load())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return ""
+	})
 	queries, woke := counter.Total()-before, q.work.woke.Load()-wokeBefore
 	t.Logf("%d parked reserves, %d one-chunk submissions: %d wake-ups, %d statements (submissions included)", parked, submissions, woke, queries)
 	if woke > 2*submissions {

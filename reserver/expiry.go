@@ -12,7 +12,7 @@ import (
 //
 // Each item carries its own copy of the expiry time and sequence number, so
 // that comparisons read only the heap's contiguous slice instead of chasing a
-// pointer to each entry: this keeps Expire, Extend and Release fast at 100 000
+// pointer to each entry: this keeps TakeExpired, Extend and Release fast at 100 000
 // live reservations for 32 bytes more per reservation.
 type expiryHeap []expiryItem
 

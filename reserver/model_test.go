@@ -11,16 +11,19 @@ import (
 )
 
 // model is the simplest possible reserver: a map of live reservations, each
-// with the order it was made in. The randomized test compares the Reserver
-// with it after every operation.
+// with the order it was made in. The randomized test drives the Reserver with
+// the operations the queuer calls (Reserve, Release, ReleaseKey, Extend,
+// DropShard, DropSubmission, TakeExpired) and compares it with the model after
+// every one.
 type model struct {
 	live map[string]modelEntry // by token
 	seq  int
 }
 
 type modelEntry struct {
-	res Reservation
-	seq int
+	res     Reservation
+	seq     int
+	expired bool // returned by TakeExpired: held until released, not extendable
 }
 
 func (m *model) reserve(res Reservation) bool {
@@ -104,7 +107,7 @@ func runRandomOperations(t *testing.T, seed uint64, steps int) {
 
 	r := New(Config{InitialCapacity: rng.IntN(100)})
 	m := &model{live: make(map[string]modelEntry)}
-	now := 0 // seconds after t0; time only moves forward for Expire
+	now := 0 // seconds after t0; time only moves forward for TakeExpired
 
 	randomToken := func() string {
 		// Mostly a token of a live reservation, so Release and Extend hit.
@@ -164,6 +167,7 @@ func runRandomOperations(t *testing.T, seed uint64, steps int) {
 			to := at(now + rng.IntN(60) - 10) // earlier or later
 			op = fmt.Sprintf("Extend(%q, %v)", token, to)
 			e, wantOK := m.live[token]
+			wantOK = wantOK && !e.expired // a lease that ran out cannot be extended
 			got, ok := r.Extend(token, to)
 			if ok != wantOK {
 				t.Fatalf("seed %d step %d: %s ok = %t; want %t", seed, step, op, ok, wantOK)
@@ -184,16 +188,33 @@ func runRandomOperations(t *testing.T, seed uint64, steps int) {
 				t.Fatalf("seed %d step %d: %s = %q; want %q", seed, step, op, tokens(got), tokens(want))
 			}
 			m.removeAll(want)
-		default:
-			now += rng.IntN(10)
-			op = fmt.Sprintf("Expire(t0+%ds)", now)
-			due := at(now)
-			want := m.sorted(func(res Reservation) bool { return !res.ExpiresAt.After(due) })
-			got := r.Expire(due)
+		case p < 90:
+			sub := int64(rng.IntN(submissions + 1))
+			op = fmt.Sprintf("DropSubmission(%d)", sub)
+			want := m.sorted(func(res Reservation) bool { return res.Key.SubmissionID == sub })
+			got := r.DropSubmission(sub)
+			byToken := func(a, b Reservation) int { return cmp.Compare(a.Token, b.Token) }
+			slices.SortFunc(want, byToken) // DropSubmission's order is not defined
+			slices.SortFunc(got, byToken)
 			if !slices.EqualFunc(got, want, equalReservation) {
 				t.Fatalf("seed %d step %d: %s = %q; want %q", seed, step, op, tokens(got), tokens(want))
 			}
 			m.removeAll(want)
+		default:
+			now += rng.IntN(10)
+			retry := now + 1 + rng.IntN(20)
+			op = fmt.Sprintf("TakeExpired(t0+%ds, t0+%ds)", now, retry)
+			due := at(now)
+			want := m.sorted(func(res Reservation) bool { return !res.ExpiresAt.After(due) })
+			got := r.TakeExpired(due, at(retry))
+			if !slices.EqualFunc(got, want, equalReservation) {
+				t.Fatalf("seed %d step %d: %s = %q; want %q", seed, step, op, tokens(got), tokens(want))
+			}
+			for _, res := range want { // still held, due again at retry
+				e := m.live[res.Token]
+				e.res.ExpiresAt, e.expired = at(retry), true
+				m.live[res.Token] = e
+			}
 		}
 
 		// Compare every observable with the model.
@@ -213,8 +234,8 @@ func runRandomOperations(t *testing.T, seed uint64, steps int) {
 				wantNext = e.res.ExpiresAt
 			}
 		}
-		if got := r.InflightShards(); !maps.Equal(got, wantShards) {
-			t.Fatalf("seed %d step %d after %s: InflightShards() = %v; want %v", seed, step, op, got, wantShards)
+		if got := inflightShards(r); !maps.Equal(got, wantShards) {
+			t.Fatalf("seed %d step %d after %s: in-flight shards = %v; want %v", seed, step, op, got, wantShards)
 		}
 		for shard := range shards + 1 {
 			if got := r.InflightShard(shard); got != wantShards[shard] {
@@ -226,9 +247,9 @@ func runRandomOperations(t *testing.T, seed uint64, steps int) {
 				t.Fatalf("seed %d step %d after %s: InflightValue(%q, %q) = %d; want %d", seed, step, op, kv[0], kv[1], got, wantValues[kv])
 			}
 		}
-		next, ok := r.NextExpiry()
+		next, ok := earliestExpiry(r)
 		if ok != (len(m.live) > 0) || !next.Equal(wantNext) {
-			t.Fatalf("seed %d step %d after %s: NextExpiry() = %v, %t; want %v", seed, step, op, next, ok, wantNext)
+			t.Fatalf("seed %d step %d after %s: earliest expiry %v, %t; want %v", seed, step, op, next, ok, wantNext)
 		}
 		liveKeys := make(map[Key]bool, len(m.live))
 		for _, e := range m.live {

@@ -26,12 +26,12 @@ func TestSharedPairs(t *testing.T) {
 		t.Fatalf("InflightValue(company_id, 42) = %d; want 100", got)
 	}
 	r.DropShard(0)
-	r.Expire(at(49))
+	expire(r, at(49))
 	checkInvariants(t, r)
 	if got := r.InflightValue("mode", `"preview"`); got != r.Len() {
 		t.Fatalf("InflightValue(mode, preview) = %d; want Len() = %d", got, r.Len())
 	}
-	r.Expire(at(1_000))
+	expire(r, at(1_000))
 	r.mu.Lock()
 	left := len(r.mu.byValue)
 	r.mu.Unlock()

@@ -15,7 +15,6 @@ package reserver
 
 import (
 	"container/heap"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -67,14 +66,6 @@ type Config struct {
 	InitialCapacity int
 }
 
-// Validate reports whether the configuration is usable.
-func (c Config) Validate() error {
-	if c.InitialCapacity < 0 {
-		return fmt.Errorf("reserver: InitialCapacity must be >= 0, got %d", c.InitialCapacity)
-	}
-	return nil
-}
-
 // Reserver holds the live reservations of one instance.
 //
 // It is safe for concurrent use; every method holds one mutex for a short,
@@ -83,10 +74,9 @@ func (c Config) Validate() error {
 // Release once it has recorded each expiry.
 //
 // Costs, with n live reservations: Reserve, Release, ReleaseKey and Extend are
-// O(log n); Get, IsReserved, NextExpiry, the in-flight counts and Len are
-// O(1) (InflightShards copies one entry per shard with reservations);
-// DropShard is O(m log n) for the shard's m reservations; Expire is
-// O(k log n) for the k reservations it returns.
+// O(log n); Get, IsReserved, the in-flight counts and Len are O(1); DropShard is
+// O(m log n) for the shard's m reservations; TakeExpired is O(k log n) for the
+// k reservations it returns; DropSubmission is O(n).
 type Reserver struct {
 	mu struct {
 		sync.Mutex
@@ -120,8 +110,7 @@ type valuePair struct {
 	key, value string
 }
 
-// New returns an empty Reserver. A negative InitialCapacity is treated as 0;
-// use [Config.Validate] to reject it.
+// New returns an empty Reserver. A negative InitialCapacity is treated as 0.
 func New(cfg Config) *Reserver {
 	n := max(cfg.InitialCapacity, 0)
 	r := &Reserver{}
@@ -252,36 +241,6 @@ func (r *Reserver) DropShard(shard int) []Reservation {
 	return out
 }
 
-// Expire removes and returns every reservation whose ExpiresAt is at or
-// before now, earliest first (reservations with equal expiry times in the
-// order they were made). It returns nil if none is due.
-func (r *Reserver) Expire(now time.Time) []Reservation {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []Reservation
-	for len(r.mu.expiry) > 0 {
-		it := r.mu.expiry[0]
-		if it.expiresAt.After(now) {
-			break
-		}
-		e := it.e
-		out = append(out, e.res)
-		r.removeLocked(e)
-	}
-	return out
-}
-
-// NextExpiry returns the earliest ExpiresAt of the live reservations, for the
-// expiry loop's timer. It returns false if there are none.
-func (r *Reserver) NextExpiry() (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.mu.expiry) == 0 {
-		return time.Time{}, false
-	}
-	return r.mu.expiry[0].expiresAt, true
-}
-
 // InflightShard returns the number of live reservations on the shard.
 func (r *Reserver) InflightShard(shard int) int {
 	r.mu.Lock()
@@ -290,18 +249,6 @@ func (r *Reserver) InflightShard(shard int) int {
 		return l.n
 	}
 	return 0
-}
-
-// InflightShards returns a new map of shard -> number of live reservations,
-// holding only the shards that have some.
-func (r *Reserver) InflightShards() map[int]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make(map[int]int, len(r.mu.byShard))
-	for shard, l := range r.mu.byShard {
-		out[shard] = l.n
-	}
-	return out
 }
 
 // InflightValue returns the number of live reservations whose Values[key] is

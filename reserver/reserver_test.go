@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,28 +141,20 @@ func checkInvariants(t testing.TB, r *Reserver) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
+// TestNewAcceptsAnyConfig: a negative InitialCapacity counts as 0.
+func TestNewAcceptsAnyConfig(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
+		name string
+		cfg  Config
 	}{
 		{name: "zero", cfg: Config{}},
 		{name: "capacity", cfg: Config{InitialCapacity: 100_000}},
-		{name: "negative", cfg: Config{InitialCapacity: -1}, wantErr: "InitialCapacity must be >= 0"},
+		{name: "negative", cfg: Config{InitialCapacity: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := tt.cfg.Validate()
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Fatalf("Validate() = %v; want nil", err)
-			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-				t.Fatalf("Validate() = %v; want an error containing %q", err, tt.wantErr)
-			}
-			// New accepts any Config, even an invalid one.
 			r := New(tt.cfg)
 			if !r.Reserve(mk("a", 1, 0, 0, 10)) {
 				t.Fatalf("Reserve on New(%+v) = false; want true", tt.cfg)
@@ -233,7 +224,7 @@ func TestReserveAgainAfterRemoval(t *testing.T) {
 			res, _ := r.ReleaseKey(Key{SubmissionID: 1, ChunkIndex: 0})
 			return []Reservation{res}
 		}},
-		{name: "Expire", remove: func(r *Reserver) []Reservation { return r.Expire(at(10)) }},
+		{name: "TakeExpired and Release", remove: func(r *Reserver) []Reservation { return expire(r, at(10)) }},
 		{name: "DropShard", remove: func(r *Reserver) []Reservation { return r.DropShard(3) }},
 	}
 	for _, tt := range tests {
@@ -258,8 +249,8 @@ func TestReserveAgainAfterRemoval(t *testing.T) {
 				t.Fatal("Reserve of the same key and token after removal = false; want true")
 			}
 			checkInvariants(t, r)
-			if got := r.InflightShards(); !maps.Equal(got, map[int]int{5: 1}) {
-				t.Fatalf("InflightShards() = %v; want map[5:1]", got)
+			if got := inflightShards(r); !maps.Equal(got, map[int]int{5: 1}) {
+				t.Fatalf("in-flight shards = %v; want map[5:1]", got)
 			}
 			if got := r.InflightValue("company_id", "43"); got != 1 {
 				t.Fatalf("InflightValue(company_id, 43) = %d; want 1", got)
@@ -322,6 +313,39 @@ func TestGet(t *testing.T) {
 }
 
 // equalReservation reports whether a and b hold the same values.
+// expire does what the queuer's expiry loop does when it records an expiry: it takes
+// the reservations whose lease ran out by now, and releases them. It returns them,
+// earliest first.
+func expire(r *Reserver, now time.Time) []Reservation {
+	taken := r.TakeExpired(now, now.Add(time.Hour))
+	for _, res := range taken {
+		r.Release(res.Token)
+	}
+	return taken
+}
+
+// earliestExpiry is the expiry at the top of r's heap; false when r holds nothing.
+func earliestExpiry(r *Reserver) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.mu.expiry) == 0 {
+		return time.Time{}, false
+	}
+	return r.mu.expiry[0].expiresAt, true
+}
+
+// inflightShards returns shard -> number of live reservations, for the shards that
+// have some.
+func inflightShards(r *Reserver) map[int]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[int]int, len(r.mu.byShard))
+	for shard, l := range r.mu.byShard {
+		out[shard] = l.n
+	}
+	return out
+}
+
 func equalReservation(a, b Reservation) bool {
 	return a.Token == b.Token && a.Key == b.Key && a.Shard == b.Shard &&
 		a.Generation == b.Generation && a.Retries == b.Retries && a.Consumer == b.Consumer &&
@@ -361,11 +385,11 @@ func TestRelease(t *testing.T) {
 			if got := r.Len(); got != tt.wantLen {
 				t.Fatalf("Len() = %d; want %d", got, tt.wantLen)
 			}
-			if got := r.InflightShards(); !maps.Equal(got, tt.wantShards) {
-				t.Fatalf("InflightShards() = %v; want %v", got, tt.wantShards)
+			if got := inflightShards(r); !maps.Equal(got, tt.wantShards) {
+				t.Fatalf("in-flight shards = %v; want %v", got, tt.wantShards)
 			}
-			if got, _ := r.NextExpiry(); !got.Equal(tt.wantNext) {
-				t.Fatalf("NextExpiry() = %v; want %v", got, tt.wantNext)
+			if got, _ := earliestExpiry(r); !got.Equal(tt.wantNext) {
+				t.Fatalf("earliest expiry %v; want %v", got, tt.wantNext)
 			}
 		})
 	}
@@ -414,7 +438,7 @@ func TestExtend(t *testing.T) {
 		to         int
 		wantOK     bool
 		wantNext   time.Time
-		wantExpire []string // Expire(at(25))
+		wantExpire []string // expire(r, at(25))
 	}{
 		{name: "later", token: "a", to: 40, wantOK: true, wantNext: at(20), wantExpire: []string{"c"}},
 		{name: "earlier", token: "b", to: 5, wantOK: true, wantNext: at(5), wantExpire: []string{"b", "a", "c"}},
@@ -438,11 +462,11 @@ func TestExtend(t *testing.T) {
 				t.Fatalf("Get(%q).ExpiresAt = %v; want %v", tt.token, got.ExpiresAt, at(tt.to))
 			}
 			checkInvariants(t, r)
-			if got, _ := r.NextExpiry(); !got.Equal(tt.wantNext) {
-				t.Fatalf("NextExpiry() = %v; want %v", got, tt.wantNext)
+			if got, _ := earliestExpiry(r); !got.Equal(tt.wantNext) {
+				t.Fatalf("earliest expiry %v; want %v", got, tt.wantNext)
 			}
-			if got := tokens(r.Expire(at(25))); !slices.Equal(got, tt.wantExpire) {
-				t.Fatalf("Expire(t0+25s) = %q; want %q", got, tt.wantExpire)
+			if got := tokens(expire(r, at(25))); !slices.Equal(got, tt.wantExpire) {
+				t.Fatalf("expire(r, t0+25s) = %q; want %q", got, tt.wantExpire)
 			}
 			checkInvariants(t, r)
 		})
@@ -476,8 +500,8 @@ func TestDropShard(t *testing.T) {
 				t.Fatalf("DropShard(%d) = %q; want %q (in reservation order)", tt.shard, tokens(got), tt.want)
 			}
 			checkInvariants(t, r)
-			if got := r.InflightShards(); !maps.Equal(got, tt.wantShards) {
-				t.Fatalf("InflightShards() = %v; want %v", got, tt.wantShards)
+			if got := inflightShards(r); !maps.Equal(got, tt.wantShards) {
+				t.Fatalf("in-flight shards = %v; want %v", got, tt.wantShards)
 			}
 			if got := r.InflightShard(tt.shard); got != 0 {
 				t.Fatalf("InflightShard(%d) = %d; want 0", tt.shard, got)
@@ -494,7 +518,9 @@ func TestDropShard(t *testing.T) {
 	}
 }
 
-func TestExpire(t *testing.T) {
+// TestTakeExpired: TakeExpired returns the reservations due, earliest first (ties in
+// reservation order), and holds them until they are released.
+func TestTakeExpired(t *testing.T) {
 	t.Parallel()
 	// Reserved in this order; the expiry is the number after the token.
 	all := []Reservation{
@@ -522,26 +548,37 @@ func TestExpire(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			r := setup(t, all...)
-			got := r.Expire(tt.now)
+			got := r.TakeExpired(tt.now, tt.now.Add(time.Hour))
 			if !slices.Equal(tokens(got), tt.want) {
-				t.Fatalf("Expire(%v) = %q; want %q", tt.now, tokens(got), tt.want)
+				t.Fatalf("TakeExpired(%v) = %q; want %q", tt.now, tokens(got), tt.want)
+			}
+			checkInvariants(t, r)
+			if got := r.Len(); got != len(all) {
+				t.Fatalf("Len() before Release = %d; want %d (taken reservations stay held)", got, len(all))
+			}
+			for _, res := range got {
+				if _, ok := r.Release(res.Token); !ok {
+					t.Fatalf("Release(%q) of a taken reservation = false; want true", res.Token)
+				}
 			}
 			checkInvariants(t, r)
 			if got := r.Len(); got != len(all)-len(tt.want) {
 				t.Fatalf("Len() = %d; want %d", got, len(all)-len(tt.want))
 			}
-			next, ok := r.NextExpiry()
+			next, ok := earliestExpiry(r)
 			if ok != !tt.wantNext.IsZero() || !next.Equal(tt.wantNext) {
-				t.Fatalf("NextExpiry() = %v, %t; want %v", next, ok, tt.wantNext)
+				t.Fatalf("earliest expiry %v, %t; want %v", next, ok, tt.wantNext)
 			}
-			if again := r.Expire(tt.now); again != nil {
-				t.Fatalf("second Expire(%v) = %q; want nil", tt.now, tokens(again))
+			if again := r.TakeExpired(tt.now, tt.now.Add(time.Hour)); again != nil {
+				t.Fatalf("second TakeExpired(%v) = %q; want nil", tt.now, tokens(again))
 			}
 		})
 	}
 }
 
-func TestNextExpiry(t *testing.T) {
+// TestEarliestExpiry: the top of the expiry heap, which the next TakeExpired starts
+// from, is the earliest expiry of the live reservations.
+func TestEarliestExpiry(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
@@ -576,9 +613,9 @@ func TestNextExpiry(t *testing.T) {
 			t.Parallel()
 			r := New(Config{})
 			tt.ops(r)
-			got, ok := r.NextExpiry()
+			got, ok := earliestExpiry(r)
 			if ok != tt.wantOK || !got.Equal(tt.want) {
-				t.Fatalf("NextExpiry() = %v, %t; want %v, %t", got, ok, tt.want, tt.wantOK)
+				t.Fatalf("earliest expiry %v, %t; want %v, %t", got, ok, tt.want, tt.wantOK)
 			}
 		})
 	}
@@ -627,7 +664,7 @@ func TestInflight(t *testing.T) {
 				r.Reserve(mk("d", 3, 0, 2, 40, "company_id", "43"))
 				r.Reserve(mk("e", 3, 1, 3, 50, "company_id", "44"))
 				r.Reserve(mk("f", 3, 2, 3, 60, "company_id", "44"))
-				r.Expire(at(10))        // a
+				expire(r, at(10))       // a
 				r.Release("c")          // c
 				r.ReleaseKey(Key{3, 0}) // d
 				r.DropShard(3)          // e, f
@@ -648,8 +685,8 @@ func TestInflight(t *testing.T) {
 			r := New(Config{})
 			tt.ops(r)
 			checkInvariants(t, r)
-			if got := r.InflightShards(); !maps.Equal(got, tt.wantShards) {
-				t.Fatalf("InflightShards() = %v; want %v", got, tt.wantShards)
+			if got := inflightShards(r); !maps.Equal(got, tt.wantShards) {
+				t.Fatalf("in-flight shards = %v; want %v", got, tt.wantShards)
 			}
 			for shard := range 5 {
 				if got := r.InflightShard(shard); got != tt.wantShards[shard] {
@@ -672,17 +709,6 @@ func TestInflight(t *testing.T) {
 	}
 }
 
-func TestInflightShardsIsACopy(t *testing.T) {
-	t.Parallel()
-	r := setup(t, mk("a", 1, 0, 0, 10))
-	m := r.InflightShards()
-	m[0] = 100
-	m[9] = 1
-	if got := r.InflightShards(); !maps.Equal(got, map[int]int{0: 1}) {
-		t.Fatalf("InflightShards() after changing a returned map = %v; want map[0:1]", got)
-	}
-}
-
 // TestValuesCountsDoNotGrow checks that counts reaching 0 are deleted, so
 // many distinct values over time do not grow the reserver.
 func TestValuesCountsDoNotGrow(t *testing.T) {
@@ -697,7 +723,7 @@ func TestValuesCountsDoNotGrow(t *testing.T) {
 			r.Release(res.Token)
 		}
 	}
-	r.Expire(at(1_000_000))
+	expire(r, at(1_000_000))
 	r.mu.Lock()
 	shards, values := len(r.mu.byShard), len(r.mu.byValue)
 	r.mu.Unlock()
@@ -724,7 +750,7 @@ func TestSharedValues(t *testing.T) {
 		t.Fatalf("InflightValue(company_id, 42) = %d; want 100", got)
 	}
 	r.DropShard(0)
-	r.Expire(at(49))
+	expire(r, at(49))
 	checkInvariants(t, r)
 	if got := r.InflightValue("mode", `"preview"`); got != r.Len() {
 		t.Fatalf("InflightValue(mode, preview) = %d; want Len() = %d", got, r.Len())
@@ -754,7 +780,7 @@ func TestConcurrent(t *testing.T) {
 					Token:     fmt.Sprintf("w%d-%d", w, i),
 					Key:       key,
 					Shard:     i % 8,
-					ExpiresAt: at(i + chunks), // after every Expire below
+					ExpiresAt: at(i + chunks), // after every TakeExpired below
 					Values:    map[string]string{"company_id": fmt.Sprint(i % 7)},
 				}
 				if !r.Reserve(res) {
@@ -766,9 +792,8 @@ func TestConcurrent(t *testing.T) {
 				// Readers and writers on the shared state.
 				r.IsReserved(key)
 				r.InflightShard(i % 8)
-				r.InflightShards()
+				inflightShards(r)
 				r.InflightValue("company_id", fmt.Sprint(i%7))
-				r.NextExpiry()
 				r.Len()
 				if _, ok := r.Extend(res.Token, at(i+2*chunks)); !ok {
 					t.Errorf("Extend(%q) of a live reservation = false", res.Token)
@@ -777,7 +802,7 @@ func TestConcurrent(t *testing.T) {
 					t.Errorf("Get(%q) of a live reservation = false", res.Token)
 				}
 				if w%4 == 0 {
-					r.Expire(at(i % 100)) // due for none: all expire after t0+chunks
+					expire(r, at(i%100)) // due for none: all expire after t0+chunks
 				}
 			}
 		})
@@ -804,7 +829,7 @@ func TestConcurrent(t *testing.T) {
 				case 1:
 					r.DropShard(i % 8)
 				case 2:
-					r.Expire(at(i + chunks))
+					expire(r, at(i+chunks))
 				case 3:
 					r.ReleaseKey(key)
 				}
@@ -812,7 +837,7 @@ func TestConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	r.Expire(at(10 * chunks))
+	expire(r, at(10*chunks))
 	checkInvariants(t, r)
 	if got := r.Len(); got != 0 {
 		t.Fatalf("Len() = %d after removing everything; want 0", got)

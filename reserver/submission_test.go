@@ -29,7 +29,7 @@ func TestDropSubmission(t *testing.T) {
 		t.Fatalf("after the drop: %d live, %d in flight for company 42; want 5 and 5", r.Len(), r.InflightValue("company_id", "42"))
 	}
 	total := 0
-	for _, n := range r.InflightShards() {
+	for _, n := range inflightShards(r) {
 		total += n
 	}
 	if total != 5 {

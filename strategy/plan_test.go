@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/migrations/pgtest"
+	"opsq/queuer/queuertest"
 	"opsq/strategy"
 )
 
@@ -18,30 +19,23 @@ func TestMain(m *testing.M) {
 	pgtest.Main(m)
 }
 
-// loadBacklog fills the database with submissions × perSubmission chunks straight through
-// SQL (quicker than the API for a plan test) and ANALYZEs it: strategic metadata
-// company_id (50 values) and mode (preview for one in ten), priorities 0–9.
+// loadBacklog fills the database with submissions × perSubmission chunks (queuertest's
+// COPY, quicker than Submit for a plan test; shards and random_order as Submit computes
+// them) and ANALYZEs it: strategic metadata company_id (50 values) and mode (preview for
+// one in ten), priorities 0–9.
 func loadBacklog(t *testing.T, pool *pgxpool.Pool, submissions, perSubmission int) {
 	t.Helper()
-	ctx := t.Context()
-	for _, stmt := range []string{
-		`INSERT INTO opsq.submissions (id, chunks_total, priority, max_retries, strategic_metadata)
-		 SELECT s, @per, s % 10, 3,
-		        jsonb_build_object('company_id', s % 50, 'mode', CASE WHEN s % 10 = 0 THEN 'preview' ELSE 'full' END)
-		 FROM generate_series(1, @subs) AS s`,
-		`INSERT INTO opsq.strategic_metadata (key, value, submission_id)
-		 SELECT kv.key, kv.value, s.id FROM opsq.submissions s, jsonb_each(s.strategic_metadata) kv`,
-		`INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order, input)
-		 SELECT s, i, (s * 7 + i) % 64, ((s * 2654435761) % 65536 + i / 64) % 65536, 'x'::bytea
-		 FROM generate_series(1, @subs) AS s, generate_series(0, @per - 1) AS i`,
-		`ANALYZE opsq.chunks`,
-		`ANALYZE opsq.submissions`,
-		`ANALYZE opsq.strategic_metadata`,
-	} {
-		if _, err := pool.Exec(ctx, stmt, pgx.NamedArgs{"subs": submissions, "per": perSubmission}); err != nil {
-			t.Fatalf("loading the backlog: %v", err)
+	subs := make([]queuertest.Submission, submissions)
+	for i := range subs {
+		s := i + 1
+		mode := "full"
+		if s%10 == 0 {
+			mode = "preview"
 		}
+		subs[i] = queuertest.Submission{ID: int64(s), Chunks: perSubmission, Priority: s % 10, MaxRetries: 3,
+			StrategicMetadata: map[string]any{"company_id": s % 50, "mode": mode}, Input: []byte("x")}
 	}
+	queuertest.LoadBacklog(t, pool, subs)
 }
 
 // forbiddenPlanNodes are the plan nodes that read or hold the backlog before returning the
@@ -74,7 +68,7 @@ func TestCandidateQueriesStream(t *testing.T) {
 		"or_else(select_only(mode=preview, custom_priority), prefer_distinct(company_id, 1, oldest_first))",
 	} {
 		t.Run(text, func(t *testing.T) {
-			tree := strategy.MustParseText(text)
+			tree := queuertest.Strategy(t, text)
 			for _, leaf := range leaves(tree, nil) {
 				query, fargs := strategy.CandidateQuery(leaf.kind, leaf.filters, shards)
 				args := pgx.NamedArgs(strategy.NewCursor(leaf.kind).Args(14))

@@ -48,15 +48,6 @@ func ParseText(s string) (Node, error) {
 	return n, nil
 }
 
-// MustParseText is ParseText that panics on an error, for strategies written in code.
-func MustParseText(s string) Node {
-	n, err := ParseText(s)
-	if err != nil {
-		panic(err)
-	}
-	return n
-}
-
 // ParseAny reads the JSON form if s starts with " or { (after spaces), else the text form:
 // what a command-line flag accepts.
 func ParseAny(s string) (Node, error) {

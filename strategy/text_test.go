@@ -261,19 +261,6 @@ func TestFlagTextVar(t *testing.T) {
 	}
 }
 
-func TestMustParseText(t *testing.T) {
-	t.Parallel()
-	if got := MustParseText("select_only(m=1)"); !got.Equal(*selectOnly("m", client.Int(1), leaf(Random))) {
-		t.Fatalf("got %v; want select_only(m=1, random)", got)
-	}
-	defer func() {
-		if recover() == nil {
-			t.Fatalf("got no panic; want one for a bad strategy")
-		}
-	}()
-	MustParseText("or_else(random)")
-}
-
 // FuzzText checks that whatever ParseText accepts is valid and round-trips through both
 // forms; go test runs the seeds, go test -fuzz=FuzzText explores.
 func FuzzText(f *testing.F) {

@@ -14,6 +14,13 @@
 // or, to check for leaked goroutines after the server is gone:
 //
 //	func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Wrap(m)) }
+//
+// pgtest is also the half of the test kit that does not know the queuer, so that every
+// package's tests (queuer's own included) share it: WaitFor and Eventually poll a
+// condition with a deadline, Logger writes a component's log to the test's output,
+// SetTimings sets the cluster timings, Count and CompleteSubmission read and shape rows,
+// and Statements counts the queries a piece of work costs. The other half, which starts
+// queuers and loads backlogs, is opsq/queuer/queuertest.
 package pgtest
 
 import (

@@ -2,9 +2,11 @@ package pgtest_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -130,5 +132,61 @@ func TestNewDBParallel(t *testing.T) {
 				t.Errorf("creating a table in a fresh database: %v", err)
 			}
 		})
+	}
+}
+
+func TestSetTimingsWritesOnlyTheFieldsGiven(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	read := func() map[string]string {
+		rows, err := pool.Query(t.Context(), "SELECT key, value FROM opsq.settings")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for rows.Next() {
+			var k, v string
+			if err := rows.Scan(&k, &v); err != nil {
+				t.Fatal(err)
+			}
+			got[k] = v
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	before := read()
+	pgtest.SetTimings(t, pool, pgtest.Timings{Renew: 100 * time.Millisecond, Soft: time.Second, Hard: 3 * time.Second})
+	after := read()
+	for key, want := range map[string]string{
+		"claim_renew_interval":       "100ms",
+		"claim_soft_expiry":          "1s",
+		"claim_hard_expiry":          "3s",
+		"instance_heartbeat_timeout": before["instance_heartbeat_timeout"],
+		"drain_timeout":              before["drain_timeout"],
+	} {
+		if after[key] != want {
+			t.Errorf("%s = %q after SetTimings; want %q", key, after[key], want)
+		}
+	}
+}
+
+func TestWaitForReturnsOnceTheConditionHolds(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	took := pgtest.WaitFor(t, 10*time.Second, "a tenth of a second passes", func() string {
+		if d := time.Since(start); d < 100*time.Millisecond {
+			return fmt.Sprintf("only %s passed", d)
+		}
+		return ""
+	})
+	if took < 100*time.Millisecond || took > 5*time.Second {
+		t.Errorf("WaitFor took %s; want a little over 100ms", took)
+	}
+	calls := 0
+	pgtest.Eventually(t, 10*time.Second, "the third call", func() bool { calls++; return calls == 3 })
+	if calls != 3 {
+		t.Errorf("Eventually asked %d times; want it to stop at the first true (3)", calls)
 	}
 }

@@ -1,0 +1,131 @@
+// Package queuertest starts queuers and builds backlogs for the tests of the packages that
+// use queuer from outside (api, strategy's plan tests). It is the queuer half of the test
+// kit; the database half, which queuer's own tests use too (they cannot import this
+// package: it imports queuer), is migrations/pgtest.
+//
+// A package that uses it calls pgtest.Main or pgtest.Wrap from its TestMain.
+package queuertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"opsq/migrations/pgtest"
+	"opsq/queuer"
+	"opsq/strategy"
+)
+
+// AdvertiseURL is the address a test queuer advertises to its peers: nothing listens
+// there, so a forward to it fails at once.
+const AdvertiseURL = "http://127.0.0.1:1"
+
+var instanceSeq atomic.Int64
+
+// Start starts a queuer with cfg and stops it when the test ends. A nil cfg.Pool gets a
+// fresh database (pgtest.NewPool), an empty cfg.Instance.ID a name unique in the test
+// binary, an empty cfg.Instance.AdvertiseURL AdvertiseURL, a nil cfg.Logger one that
+// writes warnings and errors to the test's output (pgtest.Logger). The claim timings are those of
+// the database: set them with pgtest.SetTimings before Start.
+func Start(t testing.TB, cfg queuer.Config) *queuer.Queuer {
+	t.Helper()
+	if cfg.Pool == nil {
+		cfg.Pool = pgtest.NewPool(t)
+	}
+	if cfg.Instance.ID == "" {
+		cfg.Instance.ID = fmt.Sprintf("test-%d", instanceSeq.Add(1))
+	}
+	if cfg.Instance.AdvertiseURL == "" {
+		cfg.Instance.AdvertiseURL = AdvertiseURL
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = pgtest.Logger(t, slog.LevelWarn)
+	}
+	q, err := queuer.New(cfg)
+	if err != nil {
+		t.Fatalf("queuertest: %v", err)
+	}
+	if err := q.Start(t.Context()); err != nil {
+		t.Fatalf("queuertest: starting queuer %s: %v", cfg.Instance.ID, err)
+	}
+	t.Cleanup(q.Stop)
+	return q
+}
+
+// Strategy parses a strategy's text form, failing the test if it does not parse.
+func Strategy(t testing.TB, text string) strategy.Node {
+	t.Helper()
+	n, err := strategy.ParseText(text)
+	if err != nil {
+		t.Fatalf("queuertest: strategy %q: %v", text, err)
+	}
+	return n
+}
+
+// Submission is one submission of a backlog: its chunks all hold Input.
+type Submission struct {
+	ID                int64
+	Chunks            int
+	Priority          int
+	MaxRetries        int
+	StrategicMetadata map[string]any // a JSON object
+	Input             []byte
+}
+
+// LoadBacklog writes subs and their chunks straight into the tables (COPY, far quicker
+// than Submit for a backlog of hundreds of thousands of chunks), with each chunk's shard
+// and random_order from queuer.ShardOf and queuer.RandomOrder, as Submit computes them,
+// then ANALYZEs the tables. It writes no ids of its own: the ids in subs must not collide
+// with those the queuer makes (any below queuer's id epoch are safe).
+func LoadBacklog(t testing.TB, pool *pgxpool.Pool, subs []Submission) {
+	t.Helper()
+	ctx := t.Context()
+	var shardCount int
+	if err := pool.QueryRow(ctx, "SELECT value::int FROM opsq.settings WHERE key = 'shard_count'").Scan(&shardCount); err != nil {
+		t.Fatalf("queuertest: reading the shard count: %v", err)
+	}
+	var subRows, metaRows, chunkRows [][]any
+	for _, s := range subs {
+		if s.StrategicMetadata == nil {
+			s.StrategicMetadata = map[string]any{}
+		}
+		meta, err := json.Marshal(s.StrategicMetadata)
+		if err != nil {
+			t.Fatalf("queuertest: submission %d: %v", s.ID, err)
+		}
+		subRows = append(subRows, []any{s.ID, s.Chunks, s.Priority, s.MaxRetries, meta})
+		for k, v := range s.StrategicMetadata {
+			value, err := json.Marshal(v)
+			if err != nil {
+				t.Fatalf("queuertest: submission %d: %v", s.ID, err)
+			}
+			metaRows = append(metaRows, []any{k, value, s.ID})
+		}
+		for i := range s.Chunks {
+			chunkRows = append(chunkRows, []any{s.ID, i, queuer.ShardOf(s.ID, i, shardCount), queuer.RandomOrder(s.ID, i, shardCount), s.Input})
+		}
+	}
+	for _, c := range []struct {
+		table   string
+		columns []string
+		rows    [][]any
+	}{
+		{"submissions", []string{"id", "chunks_total", "priority", "max_retries", "strategic_metadata"}, subRows},
+		{"strategic_metadata", []string{"key", "value", "submission_id"}, metaRows},
+		{"chunks", []string{"submission_id", "chunk_index", "shard", "random_order", "input"}, chunkRows},
+	} {
+		if _, err := pool.CopyFrom(ctx, pgx.Identifier{"opsq", c.table}, c.columns, pgx.CopyFromRows(c.rows)); err != nil {
+			t.Fatalf("queuertest: loading opsq.%s: %v", c.table, err)
+		}
+	}
+	for _, table := range []string{"chunks", "submissions", "strategic_metadata"} {
+		if _, err := pool.Exec(ctx, "ANALYZE opsq."+table); err != nil {
+			t.Fatalf("queuertest: %v", err)
+		}
+	}
+}
