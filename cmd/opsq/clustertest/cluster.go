@@ -73,7 +73,9 @@ type Cluster struct {
 	seq   int
 }
 
-// Instance is one instance of a Cluster: its Process, and clients to it.
+// Instance is one instance of a Cluster: its Process, and clients to it. The Cluster owns
+// it (and kills it at cleanup); its methods fail the test the Cluster reports to. Safe for
+// concurrent use, but only the test's own goroutine may call the methods that can fail it.
 type Instance struct {
 	ID, URL string
 	Proc    *Process
