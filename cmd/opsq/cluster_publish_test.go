@@ -11,6 +11,7 @@ import (
 
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
+	"opsq/migrations/pgtest"
 	"opsq/queuer"
 )
 
@@ -21,8 +22,8 @@ import (
 // again. The owner publishes a non-zero count before it hands out the first chunk of such
 // a shard (claims.Manager.Publish); without that, the published 0 allowed the takeover.
 func TestClusterReservedAfterZeroRenewalNotTakenAtSoftExpiry(t *testing.T) {
-	c := clustertest.New(t, opsqBinary, 2)
-	insts := c.Running()
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	insts := c.StartN(2)
 	ctx := t.Context()
 	l := clustertest.NewLedger()
 	// A hard expiry far from the soft one, so that the window in which only the published

@@ -40,8 +40,8 @@ import (
 // consumers burn 5 000 chunks and the split becomes 16 each, without a chunk handed out
 // twice (DESIGN.md §4, Balancing).
 func TestClusterRebalanceUnderLoad(t *testing.T) {
-	c := clustertest.New(t, opsqBinary, 3)
-	insts := c.Running()
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	insts := c.StartN(3)
 	c.WaitSplitRange(5*time.Second, insts[0], insts, 20, 22)
 	ctx := t.Context()
 
@@ -85,8 +85,8 @@ func TestClusterRebalanceUnderLoad(t *testing.T) {
 // TestClusterSIGTERMHandsShardsOver: a SIGTERM'd instance drains and exits; its shards go
 // to the others; consumers never notice a lost chunk.
 func TestClusterSIGTERMHandsShardsOver(t *testing.T) {
-	c := clustertest.New(t, opsqBinary, 3)
-	insts := c.Running()
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	insts := c.StartN(3)
 	ctx := t.Context()
 
 	l := clustertest.NewLedger()
@@ -134,8 +134,8 @@ func TestClusterSIGTERMHandsShardsOver(t *testing.T) {
 // working on them), the others are taken after the soft expiry; then the lost
 // reservations come back and every chunk completes.
 func TestClusterSIGKILLWithReservationsInFlight(t *testing.T) {
-	c := clustertest.New(t, opsqBinary, 3)
-	insts := c.Running()
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	insts := c.StartN(3)
 	victim := insts[2]
 	ctx := t.Context()
 
@@ -303,8 +303,8 @@ func completeOld(ctx context.Context, t *testing.T, c *client.Client, l *cluster
 // reservations are; resumed, it hands out nothing from the shards it lost, its leases
 // answer "lost", and it rejoins the split.
 func TestClusterSIGSTOPPastSoftExpiry(t *testing.T) {
-	c := clustertest.New(t, opsqBinary, 3)
-	insts := c.Running()
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	insts := c.StartN(3)
 	ctx := t.Context()
 	l := clustertest.NewLedger()
 	clustertest.SubmitChunks(ctx, t, insts[0].Client, l, 4*clustertest.ShardCount) // a backlog on every shard
@@ -529,8 +529,8 @@ const (
 // 2 cores). 10 s is a dozen times the worst measured, and the hard expiry three times
 // that again.
 func TestClusterPausedInstanceDoesNotBlockOthers(t *testing.T) {
-	c := clustertest.New(t, opsqBinary, 3)
-	insts := c.Running()
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	insts := c.StartN(3)
 	victim, others := insts[2], insts[:2]
 	ctx := t.Context()
 
@@ -740,7 +740,7 @@ func TestClusterPostgresRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := clustertest.NewOn(t, opsqBinary, dbURL)
+	c := clustertest.New(t, opsqBinary, dbURL)
 	// Every answer the consumers and the producer get is counted: none may be a 500.
 	statuses := countStatuses(c.HTTP.Transport)
 	c.HTTP.Transport = statuses
@@ -828,8 +828,8 @@ func TestClusterPostgresRestart(t *testing.T) {
 // force_release_shard.sql) is noticed by the old owner within two renew intervals: it
 // stops serving the shard, and someone claims it again under a higher generation.
 func TestClusterForceReleaseNoticed(t *testing.T) {
-	c := clustertest.New(t, opsqBinary, 3)
-	insts := c.Running()
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	insts := c.StartN(3)
 	ctx := t.Context()
 	l := clustertest.NewLedger()
 	clustertest.SubmitChunks(ctx, t, insts[0].Client, l, 4*clustertest.ShardCount)
@@ -917,8 +917,8 @@ func TestClusterForceReleaseNoticed(t *testing.T) {
 // anywhere in the cluster).
 func TestClusterForwardingToLongPoll(t *testing.T) {
 	const limit = 2 * time.Second
-	c := clustertest.New(t, opsqBinary, 3)
-	insts := c.Running()
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	insts := c.StartN(3)
 	ctx := t.Context()
 	l := clustertest.NewLedger()
 
@@ -998,7 +998,7 @@ func TestClusterForwardingToLongPoll(t *testing.T) {
 // parameter of the database URL (?pool_max_conns=N); an instance that migrates at start
 // (the default) must accept such a URL too.
 func TestClusterServeMigratesWithPoolSizeInURL(t *testing.T) {
-	c := clustertest.NewOn(t, opsqBinary, pgtest.NewDB(t))
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
 	inst := c.SpawnWith(true, map[string]string{"pool_max_conns": "4"})
 	inst.WaitReady(30 * time.Second)
 }

@@ -16,6 +16,7 @@ import (
 
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
+	"opsq/migrations/pgtest"
 )
 
 // TestE2EHaproxy runs opsq as it is deployed (DESIGN.md §7, docker-compose.yml): three
@@ -26,8 +27,8 @@ func TestE2EHaproxy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("haproxy is not on the PATH: install haproxy (apt-get install haproxy); .ci/run installs it")
 	}
-	c := clustertest.New(t, opsqBinary, 3)
-	insts := c.Running()
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	insts := c.StartN(3)
 	lb := startHaproxy(t, bin, c, insts)
 	lbc := client.New(lb, client.WithHTTPClient(c.HTTP))
 	ctx := t.Context()

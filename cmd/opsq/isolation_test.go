@@ -164,7 +164,7 @@ func stalledReader(inst *clustertest.Instance, path string, tally *stallTally) {
 // a margin; nothing of the uploads is left in the database.
 func TestClusterStalledClients(t *testing.T) {
 	ctx := t.Context()
-	c := clustertest.NewOn(t, opsqBinary, pgtest.NewDB(t))
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
 	if _, err := c.Pool.Exec(ctx, `UPDATE opsq.settings AS s SET value = v.value
 		FROM (VALUES ('claim_renew_interval', $1::text), ('claim_soft_expiry', $2),
 		             ('claim_hard_expiry', $3), ('instance_heartbeat_timeout', $4)) AS v (key, value)
@@ -300,7 +300,7 @@ SELECT id, chunks_total, chunks_total, priority, max_retries, metadata, strategi
 // program (while every shard is free) or by another instance.
 func TestServeBusyPortClaimsNothing(t *testing.T) {
 	ctx := t.Context()
-	c := clustertest.NewOn(t, opsqBinary, pgtest.NewDB(t))
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
 
 	// tryServe runs an instance on listen and checks that it exits with the error, and
 	// that while it ran no claim and no instance row named it.

@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/client"
-	"opsq/migrations/pgtest"
 )
 
 // The cluster-wide timings of the tests (opsq.settings), fast so that expiries happen
@@ -87,18 +86,9 @@ type Instance struct {
 	c *Cluster
 }
 
-// New makes a fresh database with the test timings and starts n instances of bin on it,
-// the first of which migrates; it returns when all are ready and the shards are split
-// evenly among them.
-func New(t testing.TB, bin Binary, n int) *Cluster {
-	t.Helper()
-	c := NewOn(t, bin, pgtest.NewDB(t))
-	c.StartN(n)
-	return c
-}
-
-// NewOn is New without instances, on a migrated database.
-func NewOn(t testing.TB, bin Binary, dbURL string) *Cluster {
+// New returns a Cluster of bin on a migrated database (pgtest.NewDB makes a fresh one),
+// with the test timings set, and no instance yet: StartN starts them.
+func New(t testing.TB, bin Binary, dbURL string) *Cluster {
 	t.Helper()
 	pool, err := pgxpool.New(t.Context(), dbURL)
 	if err != nil {
