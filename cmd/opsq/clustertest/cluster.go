@@ -36,8 +36,8 @@ const (
 // in the test server's max_connections.
 const PoolMaxConns = 10
 
-// SetFastTimings writes the test timings into opsq.settings.
-func SetFastTimings(ctx context.Context, db *pgxpool.Pool) error {
+// setFastTimings writes the test timings into opsq.settings.
+func setFastTimings(ctx context.Context, db *pgxpool.Pool) error {
 	_, err := db.Exec(ctx, `UPDATE opsq.settings AS s SET value = v.value
 		FROM (VALUES ('claim_renew_interval', $1::text), ('claim_soft_expiry', $2),
 		             ('claim_hard_expiry', $3), ('instance_heartbeat_timeout', $4),
@@ -94,7 +94,7 @@ func New(t testing.TB, bin Binary, dbURL string) *Cluster {
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", dbURL, err)
 	}
-	if err := SetFastTimings(t.Context(), pool); err != nil {
+	if err := setFastTimings(t.Context(), pool); err != nil {
 		pool.Close()
 		t.Fatal(err)
 	}
@@ -112,9 +112,6 @@ func (c *Cluster) Within(t testing.TB) (restore func()) {
 	c.t = t
 	return func() { c.t = parent }
 }
-
-// T is the test the helpers report to.
-func (c *Cluster) T() testing.TB { return c.t }
 
 // StartN starts n instances (the first migrates if none runs yet) and waits until they
 // are ready and every shard is claimed by the running instances, evenly.
@@ -156,7 +153,7 @@ func (c *Cluster) SpawnWith(migrate bool, params map[string]string) *Instance {
 	id := fmt.Sprintf("opsq-%d", c.seq)
 	c.mu.Unlock()
 	params["application_name"] = id // finds its sessions in pg_stat_activity
-	dbURL, err := WithConnParams(c.DBURL, params)
+	dbURL, err := withConnParams(c.DBURL, params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +171,8 @@ func (c *Cluster) SpawnWith(migrate bool, params map[string]string) *Instance {
 	return inst
 }
 
-// WithConnParams adds query parameters to a PostgreSQL URL.
-func WithConnParams(dbURL string, params map[string]string) (string, error) {
+// withConnParams adds query parameters to a PostgreSQL URL.
+func withConnParams(dbURL string, params map[string]string) (string, error) {
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		return "", fmt.Errorf("parsing %s: %w", dbURL, err)
@@ -234,8 +231,8 @@ func URLs(insts ...*Instance) []string {
 	return out
 }
 
-// IDs returns the instances' ids.
-func IDs(insts []*Instance) []string {
+// ids returns the instances' ids.
+func ids(insts []*Instance) []string {
 	out := make([]string, len(insts))
 	for i, inst := range insts {
 		out[i] = inst.ID
@@ -258,7 +255,7 @@ func (inst *Instance) Readyz() (int, string) {
 	return inst.Proc.Readyz(context.Background(), inst.c.HTTP)
 }
 
-// Signal sends sig to the process and records whether it is paused.
+// Signal sends sig to the process (SIGSTOP pauses it, SIGCONT resumes it).
 func (inst *Instance) Signal(sig syscall.Signal) {
 	inst.c.t.Helper()
 	if err := inst.Proc.Signal(sig); err != nil {
@@ -294,9 +291,9 @@ func (inst *Instance) View(ctx context.Context) (client.Cluster, error) {
 	return inst.Client.Cluster(ctx)
 }
 
-// SplitState describes how the shards are split; "" when each of insts holds between lo
+// splitState describes how the shards are split; "" when each of insts holds between lo
 // and hi active shards (no draining ones), and together they hold all of them.
-func SplitState(cl client.Cluster, insts []*Instance, lo, hi int) string {
+func splitState(cl client.Cluster, insts []*Instance, lo, hi int) string {
 	want := map[string]bool{}
 	for _, inst := range insts {
 		want[inst.ID] = true
@@ -336,9 +333,9 @@ func SplitState(cl client.Cluster, insts []*Instance, lo, hi int) string {
 	return fmt.Sprintf("%s; unclaimed %v", strings.Join(parts, "; "), cl.Unclaimed)
 }
 
-// EvenSplit is the range of shards each of n instances holds when balanced: the target
+// evenSplit is the range of shards each of n instances holds when balanced: the target
 // ceil(S/n), and what is left for the others.
-func EvenSplit(n int) (lo, hi int) {
+func evenSplit(n int) (lo, hi int) {
 	hi = (ShardCount + n - 1) / n
 	return ShardCount - (n-1)*hi, hi
 }
@@ -346,20 +343,20 @@ func EvenSplit(n int) (lo, hi int) {
 // WaitSplit waits until insts share the shards evenly, as seen by the first of them.
 func (c *Cluster) WaitSplit(timeout time.Duration, insts ...*Instance) time.Duration {
 	c.t.Helper()
-	lo, hi := EvenSplit(len(insts))
+	lo, hi := evenSplit(len(insts))
 	return c.WaitSplitRange(timeout, insts[0], insts, lo, hi)
 }
 
 // WaitSplitRange waits until each of insts holds lo to hi shards, as seen by from.
 func (c *Cluster) WaitSplitRange(timeout time.Duration, from *Instance, insts []*Instance, lo, hi int) time.Duration {
 	c.t.Helper()
-	what := fmt.Sprintf("%s to see the shards split %d–%d over %v", from.ID, lo, hi, IDs(insts))
+	what := fmt.Sprintf("%s to see the shards split %d–%d over %v", from.ID, lo, hi, ids(insts))
 	return PollUntil(c.t, timeout, what, func() string {
 		cl, err := from.View(c.t.Context())
 		if err != nil {
 			return err.Error()
 		}
-		return SplitState(cl, insts, lo, hi)
+		return splitState(cl, insts, lo, hi)
 	})
 }
 

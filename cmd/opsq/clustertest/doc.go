@@ -7,8 +7,8 @@
 //
 //   - the process harness: [Binary], [HoldPort] and [Start] give a [Process] (one child
 //     on a port nobody else can take) that can be signalled (SIGKILL, SIGSTOP/SIGCONT,
-//     SIGTERM) and stopped; [Cluster] starts several on a fresh database with the fast
-//     [timings] of the tests and reports to a *testing.T;
+//     SIGTERM); [Cluster] starts several on one database with the fast timings of the
+//     tests ([RenewInterval] and the others) and reports to a testing.TB;
 //   - the claims readers: [ReadClaims], [Cluster.ClaimsOf], [Cluster.WatchTakeover],
 //     [TokenClaim];
 //   - the [Ledger], which records every delivery and completion answer and compares them

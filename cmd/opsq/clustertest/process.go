@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -64,7 +63,8 @@ type Spec struct {
 
 // Process is one "opsq serve" child listening on a held Port. It owns the process, its
 // log file and its port; one goroutine waits for the process and lives until it exits.
-// The port stays held after the exit, until Release. Safe for concurrent use.
+// The port stays held after the exit, until Release. Safe for concurrent use. To stop it
+// gracefully, send SIGTERM and wait for Exited; Kill ends it at once (paused or not).
 type Process struct {
 	ID      string
 	URL     string // http://127.0.0.1:port
@@ -74,7 +74,6 @@ type Process struct {
 	port    *Port
 	exited  chan struct{} // closed when the process has exited
 	waitErr error         // set before exited is closed
-	paused  atomic.Bool   // SIGSTOPped and not yet SIGCONTed
 }
 
 // Start starts an instance of b on a freshly held port, without waiting for it to be
@@ -137,16 +136,10 @@ func (p *Process) Err() error {
 	return p.waitErr
 }
 
-// Signal sends sig to the process and records whether it is paused (SIGSTOP, SIGCONT).
+// Signal sends sig to the process: SIGSTOP pauses it, SIGCONT resumes it.
 func (p *Process) Signal(sig syscall.Signal) error {
 	if err := syscall.Kill(p.Cmd.Process.Pid, sig); err != nil {
 		return fmt.Errorf("sending %v to %s: %w", sig, p.ID, err)
-	}
-	switch sig {
-	case syscall.SIGSTOP:
-		p.paused.Store(true)
-	case syscall.SIGCONT:
-		p.paused.Store(false)
 	}
 	return nil
 }
@@ -171,22 +164,6 @@ func (p *Process) Kill(timeout time.Duration) error {
 	}
 	_, err := p.WaitExit(timeout)
 	return err
-}
-
-// Stop resumes the process if paused, sends SIGTERM and waits up to grace for it to
-// exit; then it kills it. It reports whether SIGKILL was needed.
-func (p *Process) Stop(grace, killTimeout time.Duration) (killed bool, err error) {
-	if !p.Running() {
-		return false, nil
-	}
-	if p.paused.Load() {
-		_ = p.Signal(syscall.SIGCONT)
-	}
-	_ = p.Signal(syscall.SIGTERM)
-	if _, err := p.WaitExit(grace); err == nil {
-		return false, nil
-	}
-	return true, p.Kill(killTimeout)
 }
 
 // Release gives the port up; call it once the process has exited. Safe twice.
