@@ -1,7 +1,6 @@
 package clustertest
 
 import (
-	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -15,34 +14,13 @@ import (
 // instance listens, nor after the instance was killed (connecting then is refused rather
 // than answered by someone else). The instance can still listen on it: Go's listeners set
 // SO_REUSEADDR too, and Linux lets such sockets share a port as long as only one listens.
-// Close releases it. Safe for concurrent use.
+// Close releases it. Safe for concurrent use. Elsewhere (BSD semantics differ) the port
+// is only chosen free, not held: see port_other.go.
 type Port struct {
 	Num int // the port number
 
 	once sync.Once
-	fd   int
-}
-
-// HoldPort binds a fresh loopback port and holds it.
-func HoldPort() (*Port, error) {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		return nil, fmt.Errorf("holding a port: making a socket: %w", err)
-	}
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
-		syscall.Close(fd)
-		return nil, fmt.Errorf("holding a port: setting SO_REUSEADDR: %w", err)
-	}
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		syscall.Close(fd)
-		return nil, fmt.Errorf("holding a port: binding a loopback port: %w", err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		syscall.Close(fd)
-		return nil, fmt.Errorf("holding a port: reading its number: %w", err)
-	}
-	return &Port{Num: sa.(*syscall.SockaddrInet4).Port, fd: fd}, nil
+	fd   int // -1 when not held
 }
 
 // Addr is the port's address, "127.0.0.1:N".
@@ -50,5 +28,9 @@ func (p *Port) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa
 
 // Close releases the port; safe twice.
 func (p *Port) Close() {
-	p.once.Do(func() { syscall.Close(p.fd) })
+	p.once.Do(func() {
+		if p.fd >= 0 {
+			syscall.Close(p.fd)
+		}
+	})
 }
