@@ -55,8 +55,9 @@ func setFastTimings(ctx context.Context, db *pgxpool.Pool) error {
 // It owns the instances, their logs (in a temporary directory), the test's connection
 // pool and its HTTP client; at the test's cleanup it kills every instance, prints their
 // logs if the test failed (or OPSQ_TEST_SHOW_LOGS is set), and closes the pool. Its
-// helpers fail the test they report to (see Within). Starting instances is safe for
-// concurrent use; Within and Env are not.
+// methods that can fail the test they report to (see Within) must be called from that
+// test's goroutine; Running, Claims and Instance.Readyz, which return what they see, are
+// safe for concurrent use. Set Env before starting the instances it is for.
 type Cluster struct {
 	DBURL string
 	Pool  *pgxpool.Pool // the test's own connections, for checks
@@ -73,8 +74,8 @@ type Cluster struct {
 }
 
 // Instance is one instance of a Cluster: its Process, and clients to it. The Cluster owns
-// it (and kills it at cleanup); its methods fail the test the Cluster reports to. Safe for
-// concurrent use, but only the test's own goroutine may call the methods that can fail it.
+// it (and kills it at cleanup). Its methods that can fail the test the Cluster reports to
+// must be called from that test's goroutine; the others are safe for concurrent use.
 type Instance struct {
 	ID, URL string
 	Proc    *Process
