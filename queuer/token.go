@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"opsq/reserver"
 )
@@ -126,4 +127,14 @@ func (q *Queuer) readToken(s string) (token, bool) {
 		return token{}, false
 	}
 	return t, true
+}
+
+// TokenClaim returns the shard and the claim generation a token's text was issued under,
+// without verifying its MAC: for tests and tools that check fencing from outside.
+func TokenClaim(s string) (shard int, generation int64, err error) {
+	t, err := parseToken(s)
+	if err != nil {
+		return 0, 0, fmt.Errorf("token %q: %w", s, err)
+	}
+	return t.shard, t.generation, nil
 }

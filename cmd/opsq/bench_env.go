@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"opsq/client"
-	"opsq/migrations/pglocal"
+	"opsq/cmd/opsq/clustertest"
 )
 
 // How long the bench waits for its instances.
@@ -47,12 +47,12 @@ type benchEnv struct {
 	shardCount int
 }
 
-// benchInstance is one "opsq serve" child process.
+// benchInstance is one "opsq serve" child process, started by the kit of the
+// multi-instance tests.
 type benchInstance struct {
 	id, url, logPath string
 	cmd              *exec.Cmd
-	exitedCh         chan struct{} // closed once the process has exited
-	exitErr          error         // how it exited, once exitedCh is closed
+	proc             *clustertest.Process
 }
 
 // startBenchEnv creates the scratch database and starts the instances, or undoes what it
@@ -128,9 +128,9 @@ func scratchURL(base, db string) (string, error) {
 // startInstances starts the instances: the first one migrates the database, the others
 // start once it is ready. It returns when every instance holds shards.
 func (e *benchEnv) startInstances(ctx context.Context, cfg benchConfig) error {
-	exe, err := os.Executable()
+	exe, err := clustertest.Self()
 	if err != nil {
-		return fmt.Errorf("finding this binary, to start opsq serve: %w", err)
+		return err
 	}
 	dbURL, err := scratchURL(e.adminURL, e.dbName)
 	if err != nil {
@@ -158,50 +158,18 @@ func (e *benchEnv) startInstances(ctx context.Context, cfg benchConfig) error {
 	return e.waitBalanced(ctx)
 }
 
-// startInstance starts instance i on a free loopback port; only the first one migrates.
-func (e *benchEnv) startInstance(ctx context.Context, exe, dbURL string, i int) (*benchInstance, error) {
-	port, err := pglocal.FreePort()
+// startInstance starts instance i on a held loopback port; only the first one migrates.
+func (e *benchEnv) startInstance(ctx context.Context, exe clustertest.Binary, dbURL string, i int) (*benchInstance, error) {
+	p, err := clustertest.Start(exe, clustertest.Spec{
+		ID: fmt.Sprintf("bench-%d-%d", os.Getpid(), i), DBURL: dbURL, Migrate: i == 0,
+		LogPath: filepath.Join(e.logDir, fmt.Sprintf("instance-%d.log", i)), LogLevel: "warn",
+		Grace:    benchStopTimeout.String(),
+		ProcAttr: childProcAttr(), // its own process group: Ctrl-C is ours to handle
+	})
 	if err != nil {
 		return nil, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	inst := &benchInstance{
-		id:       fmt.Sprintf("bench-%d-%d", os.Getpid(), i),
-		url:      "http://" + addr,
-		logPath:  filepath.Join(e.logDir, fmt.Sprintf("instance-%d.log", i)),
-		exitedCh: make(chan struct{}),
-	}
-	logFile, err := os.Create(inst.logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logFile.Close() // the child has its own copy
-	inst.cmd = exec.Command(exe, "serve", "--log-level", "warn", "--migrate="+strconv.FormatBool(i == 0),
-		"--shutdown-grace", benchStopTimeout.String())
-	inst.cmd.Env = append(environWithout("OPSQ_"),
-		"OPSQ_DATABASE_URL="+dbURL, "OPSQ_LISTEN="+addr, "OPSQ_INSTANCE_ID="+inst.id, "OPSQ_ADVERTISE_URL="+inst.url)
-	inst.cmd.Stdout, inst.cmd.Stderr = logFile, logFile
-	inst.cmd.SysProcAttr = childProcAttr() // its own process group: Ctrl-C is ours to handle
-	if err := inst.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting opsq serve: %w", err)
-	}
-	go func() {
-		inst.exitErr = inst.cmd.Wait()
-		close(inst.exitedCh)
-	}()
-	return inst, nil
-}
-
-// environWithout returns this process's environment without the variables whose names
-// start with prefix.
-func environWithout(prefix string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, prefix) {
-			env = append(env, kv)
-		}
-	}
-	return env
+	return &benchInstance{id: p.ID, url: p.URL, logPath: p.LogPath, cmd: p.Cmd, proc: p}, nil
 }
 
 // waitReady waits until inst answers /readyz with 200.
@@ -219,8 +187,8 @@ func (e *benchEnv) waitReady(ctx context.Context, inst *benchInstance) error {
 			}
 		}
 		select {
-		case <-inst.exitedCh:
-			return fmt.Errorf("instance %s exited while starting (%v); its log: %s", inst.id, inst.exitErr, inst.logPath)
+		case <-inst.proc.Exited():
+			return fmt.Errorf("instance %s exited while starting (%v); its log: %s", inst.id, inst.proc.Err(), inst.logPath)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -308,8 +276,8 @@ func (e *benchEnv) exited() error {
 	var errs []error
 	for _, inst := range e.instances {
 		select {
-		case <-inst.exitedCh:
-			errs = append(errs, fmt.Errorf("instance %s exited (%v); its log: %s", inst.id, inst.exitErr, inst.logPath))
+		case <-inst.proc.Exited():
+			errs = append(errs, fmt.Errorf("instance %s exited (%v); its log: %s", inst.id, inst.proc.Err(), inst.logPath))
 		default:
 		}
 	}
@@ -322,13 +290,14 @@ func (e *benchEnv) close(failed bool) {
 	var wg sync.WaitGroup
 	for _, inst := range e.instances {
 		wg.Go(func() {
-			_ = inst.cmd.Process.Signal(syscall.SIGTERM)
+			defer inst.proc.Release()
+			_ = inst.proc.Signal(syscall.SIGTERM)
 			select {
-			case <-inst.exitedCh:
+			case <-inst.proc.Exited():
 			case <-time.After(benchStopTimeout):
 				fmt.Fprintf(e.stderr, "instance %s did not stop %s after SIGTERM: killing it\n", inst.id, benchStopTimeout)
-				_ = inst.cmd.Process.Kill()
-				<-inst.exitedCh
+				_ = inst.proc.Signal(syscall.SIGKILL)
+				<-inst.proc.Exited()
 			}
 		})
 	}

@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"opsq/client"
-	"opsq/migrations/pglocal"
+	"opsq/cmd/opsq/clustertest"
+	"opsq/migrations/pgtest"
 )
 
 // TestE2EHaproxy runs opsq as it is deployed (DESIGN.md §7, docker-compose.yml): three
@@ -26,14 +27,14 @@ func TestE2EHaproxy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("haproxy is not on the PATH: install haproxy (apt-get install haproxy); .ci/run installs it")
 	}
-	c := newProcCluster(t, 3)
-	insts := c.running()
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	insts := c.StartN(3)
 	lb := startHaproxy(t, bin, c, insts)
-	lbc := client.New(lb, client.WithHTTPClient(c.hc))
+	lbc := client.New(lb, client.WithHTTPClient(c.HTTP))
 	ctx := t.Context()
-	l := newLedger()
+	l := clustertest.NewLedger()
 
-	cs := runConsumers(t, c.hc, l, consumerConfig{n: 16, targets: newTargets(lb)})
+	cs := clustertest.RunConsumers(t, c.HTTP, l, clustertest.ConsumerConfig{N: 16, Targets: clustertest.NewTargets(lb)})
 	const producers, perProducer, chunks = 5, 10, 200
 	ids := make([]string, producers*perProducer)
 	errs := make(chan error, producers)
@@ -53,7 +54,7 @@ func TestE2EHaproxy(t *testing.T) {
 					errs <- fmt.Errorf("producer %d, submission %d: %w", p, j, err)
 					return
 				}
-				l.addSubmission(created.ID, chunks)
+				l.AddSubmission(created.ID, chunks)
 				ids[p*perProducer+j] = created.ID
 			}
 		}()
@@ -63,8 +64,8 @@ func TestE2EHaproxy(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	took := c.waitCompleted(120*time.Second, l)
-	cs.stop()
+	took := c.WaitCompleted(120*time.Second, l)
+	cs.Stop()
 	t.Logf("10 000 chunks in 50 submissions completed through haproxy %s after the first submission (%s after the last)",
 		time.Since(start).Round(time.Millisecond), took.Round(time.Millisecond))
 
@@ -77,24 +78,27 @@ func TestE2EHaproxy(t *testing.T) {
 			t.Errorf("submission %s: %s with %d of %d chunks done; want completed with all", id, st.State, st.ChunksDone, chunks)
 		}
 	}
-	st := l.check(t, ctx, c.pool)
-	if st.duplicates > 0 {
-		t.Errorf("%d chunks handed out more than once with healthy instances; want none", st.chunks)
+	st := l.Check(t, ctx, c.Pool)
+	if st.Duplicates > 0 {
+		t.Errorf("%d chunks handed out more than once with healthy instances; want none", st.Redelivered)
 	}
-	t.Logf("consumer request errors: %d", cs.errors.Load())
+	t.Logf("consumer request errors: %d", cs.Errors.Load())
 }
 
 // startHaproxy starts haproxy in front of insts (round robin, health-checked on /readyz,
 // timeouts long enough for long polls) and returns its URL once it answers.
-func startHaproxy(t *testing.T, bin string, c *procCluster, insts []*procInstance) string {
+func startHaproxy(t *testing.T, bin string, c *clustertest.Cluster, insts []*clustertest.Instance) string {
 	t.Helper()
-	port, err := pglocal.FreePort()
+	// Held until the end of the test, so that no other test's server takes it (haproxy
+	// binds it with SO_REUSEADDR, as opsq does: see clustertest.Port).
+	port, err := clustertest.HoldPort()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(port.Close)
 	var servers strings.Builder
 	for _, inst := range insts {
-		fmt.Fprintf(&servers, "    server %s %s check\n", inst.id, strings.TrimPrefix(inst.url, "http://"))
+		fmt.Fprintf(&servers, "    server %s %s check\n", inst.ID, strings.TrimPrefix(inst.URL, "http://"))
 	}
 	cfg := fmt.Sprintf(`global
     maxconn 2000
@@ -116,7 +120,7 @@ backend instances
     option httpchk GET /readyz
     http-check expect status 200
     default-server inter 500ms fall 2 rise 1
-%s`, port, servers.String())
+%s`, port.Num, servers.String())
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
@@ -147,18 +151,18 @@ backend instances
 		_ = cmd.Process.Kill()
 		<-exited
 		if t.Failed() {
-			t.Logf("---- haproxy log ----\n%s", tailFile(logPath, 100))
+			t.Logf("---- haproxy log ----\n%s", clustertest.Tail(logPath, 100))
 		}
 	})
 
-	lb := fmt.Sprintf("http://127.0.0.1:%d", port)
-	pollUntil(t, 20*time.Second, "haproxy to answer /readyz", func() string {
+	lb := "http://" + port.Addr()
+	clustertest.PollUntil(t, 20*time.Second, "haproxy to answer /readyz", func() string {
 		select {
 		case <-exited:
-			t.Fatalf("haproxy exited: %s", tailFile(logPath, 30))
+			t.Fatalf("haproxy exited: %s", clustertest.Tail(logPath, 30))
 		default:
 		}
-		resp, err := c.hc.Get(lb + "/readyz")
+		resp, err := c.HTTP.Get(lb + "/readyz")
 		if err != nil {
 			return err.Error()
 		}

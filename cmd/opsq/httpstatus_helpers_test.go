@@ -10,14 +10,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
-
-	"opsq/client"
 )
 
 // answerCounter is an http.RoundTripper that counts the status of every answer, by route
-// and status, and the 503s that came without Retry-After. Install it in a procCluster's
-// client (c.hc.Transport) to see what its consumers and producers were answered.
+// and status, and the 503s that came without Retry-After. Install it in a clustertest.Cluster's
+// client (c.HTTP.Transport) to see what its consumers and producers were answered.
 type answerCounter struct {
 	next http.RoundTripper
 	mu   sync.Mutex
@@ -84,26 +81,6 @@ func (s *answerCounter) String() string {
 	}
 	fmt.Fprintf(&b, "transport errors ×%d", s.transportError)
 	return b.String()
-}
-
-// runProducer submits a submission of n chunks every interval through tg until ctx ends,
-// recording in l those the answer confirms; refusals are counted by the client's
-// transport, not here. It returns when ctx ends.
-func runProducer(ctx context.Context, hc *http.Client, tg *targets, l *ledger, n int, interval time.Duration) {
-	chunks := make([]string, n)
-	for i := range chunks {
-		chunks[i] = fmt.Sprint(i)
-	}
-	for ctx.Err() == nil {
-		c := client.New(tg.pick(), client.WithHTTPClient(hc))
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		created, err := c.Submit(sctx, client.Submission{Chunks: chunks})
-		cancel()
-		if err == nil {
-			l.addSubmission(created.ID, created.ChunksTotal)
-		}
-		sleepCtx(ctx, interval)
-	}
 }
 
 // errorKind names a transport error briefly: the client's own cancellation or timeout, or

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"opsq/client"
+	"opsq/cmd/opsq/clustertest"
 	"opsq/migrations/pgtest"
 )
 
@@ -74,13 +75,13 @@ func (s *stallTally) problem(format string, args ...any) {
 
 // dialStalled connects to inst and sends req, with a small receive buffer so that a reader
 // that reads nothing stalls the server's writes soon.
-func dialStalled(inst *procInstance, req string) (net.Conn, error) {
+func dialStalled(inst *clustertest.Instance, req string) (net.Conn, error) {
 	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 		return errors.Join(err, serr)
 	}}
-	conn, err := d.Dial("tcp", strings.TrimPrefix(inst.url, "http://"))
+	conn, err := d.Dial("tcp", strings.TrimPrefix(inst.URL, "http://"))
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +94,7 @@ func dialStalled(inst *procInstance, req string) (net.Conn, error) {
 
 // stalledUpload sends an NDJSON submission's header and one chunk, then nothing, and
 // returns what ended it: "408", "503" or "closed". Anything else is a problem.
-func stalledUpload(inst *procInstance, tally *stallTally) {
+func stalledUpload(inst *clustertest.Instance, tally *stallTally) {
 	body := `{"metadata": "stalled-upload"}` + "\n" + `"chunk 0"` + "\n"
 	req := "POST /v1/submissions HTTP/1.1\r\nHost: test\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n" +
 		fmt.Sprintf("%x\r\n%s\r\n", len(body), body)
@@ -125,7 +126,7 @@ func stalledUpload(inst *procInstance, tally *stallTally) {
 // stalledReader asks for the results and reads nothing for longer than the idle timeout;
 // then it reads what is there: a 503, or a stream cut short ("cut"). A whole stream
 // means the reader was never cut.
-func stalledReader(inst *procInstance, path string, tally *stallTally) {
+func stalledReader(inst *clustertest.Instance, path string, tally *stallTally) {
 	conn, err := dialStalled(inst, "GET "+path+" HTTP/1.1\r\nHost: test\r\n\r\n")
 	if err != nil {
 		tally.problem("stalled reader: connecting: %v", err)
@@ -163,24 +164,24 @@ func stalledReader(inst *procInstance, path string, tally *stallTally) {
 // a margin; nothing of the uploads is left in the database.
 func TestClusterStalledClients(t *testing.T) {
 	ctx := t.Context()
-	c := newProcClusterOn(t, pgtest.NewDB(t))
-	if _, err := c.pool.Exec(ctx, `UPDATE opsq.settings AS s SET value = v.value
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	if _, err := c.Pool.Exec(ctx, `UPDATE opsq.settings AS s SET value = v.value
 		FROM (VALUES ('claim_renew_interval', $1::text), ('claim_soft_expiry', $2),
 		             ('claim_hard_expiry', $3), ('instance_heartbeat_timeout', $4)) AS v (key, value)
 		WHERE s.key = v.key`,
 		stallRenewInterval.String(), stallSoftExpiry.String(), stallHardExpiry.String(), stallHeartbeatTimeout.String()); err != nil {
 		t.Fatal(err)
 	}
-	c.env = append(c.env, "OPSQ_BODY_IDLE_TIMEOUT="+stallIdle.String())
-	insts := c.startN(2)
+	c.Env = append(c.Env, "OPSQ_BODY_IDLE_TIMEOUT="+stallIdle.String())
+	insts := c.StartN(2)
 	victim := insts[0]
 
 	// A completed submission with 20 MiB of results.
-	id, err := victim.client.Submit(ctx, client.Submission{Chunks: make([]string, stallResultChunks)})
+	id, err := victim.Client.Submit(ctx, client.Submission{Chunks: make([]string, stallResultChunks)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.pool.Exec(ctx, `
+	if _, err := c.Pool.Exec(ctx, `
 WITH c AS (DELETE FROM opsq.chunks WHERE submission_id = $1 RETURNING submission_id, chunk_index),
      i AS (INSERT INTO opsq.chunks_completed (submission_id, chunk_index, output)
            SELECT submission_id, chunk_index, convert_to(repeat('x', $2), 'UTF8') FROM c),
@@ -192,7 +193,7 @@ SELECT id, chunks_total, chunks_total, priority, max_retries, metadata, strategi
 		t.Fatalf("completing submission %s: %v", id.ID, err)
 	}
 	resultsPath := "/v1/submissions/" + id.ID + "/results"
-	before := c.claimsOf(ctx, victim)
+	before := c.ClaimsOf(ctx, victim)
 
 	tally := &stallTally{outcomes: map[string]int{}}
 	stop := time.Now().Add(stallDuration)
@@ -220,15 +221,15 @@ SELECT id, chunks_total, chunks_total, priority, max_retries, metadata, strategi
 	rc := &http.Client{Timeout: 5 * time.Second}
 	for time.Now().Before(stop) {
 		var renewal, heartbeat time.Duration
-		err := c.pool.QueryRow(ctx, `SELECT
+		err := c.Pool.QueryRow(ctx, `SELECT
 			coalesce((SELECT max(now() - renewed_at) FROM opsq.shard_claims WHERE claimant = $1), '0'),
-			coalesce((SELECT now() - heartbeat_at FROM opsq.instances WHERE id = $1), '1 hour')`, victim.id).
+			coalesce((SELECT now() - heartbeat_at FROM opsq.instances WHERE id = $1), '1 hour')`, victim.ID).
 			Scan(&renewal, &heartbeat)
 		if err != nil {
 			t.Fatalf("reading the victim's claims: %v", err)
 		}
 		worstRenewal, worstHeartbeat = max(worstRenewal, renewal), max(worstHeartbeat, heartbeat)
-		resp, err := rc.Get(victim.url + "/readyz")
+		resp, err := rc.Get(victim.URL + "/readyz")
 		switch {
 		case err != nil:
 			notReady = append(notReady, err.Error())
@@ -240,7 +241,7 @@ SELECT id, chunks_total, chunks_total, priority, max_retries, metadata, strategi
 			resp.Body.Close()
 		}
 		watched.Add(1)
-		sleepCtx(ctx, 200*time.Millisecond)
+		clustertest.SleepCtx(ctx, 200*time.Millisecond)
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -253,17 +254,17 @@ SELECT id, chunks_total, chunks_total, priority, max_retries, metadata, strategi
 	t.Logf("watched %d times: oldest renewal %s, oldest heartbeat %s; stalled requests ended: %v",
 		watched.Load(), worstRenewal.Round(time.Millisecond), worstHeartbeat.Round(time.Millisecond), tally.outcomes)
 	if worstRenewal >= stallSoftExpiry {
-		t.Errorf("a claim of %s went %s without a renewal; want under the soft expiry %s", victim.id, worstRenewal, stallSoftExpiry)
+		t.Errorf("a claim of %s went %s without a renewal; want under the soft expiry %s", victim.ID, worstRenewal, stallSoftExpiry)
 	}
 	if worstHeartbeat >= stallHeartbeatTimeout {
-		t.Errorf("the heartbeat of %s was %s old; want under the heartbeat timeout %s", victim.id, worstHeartbeat, stallHeartbeatTimeout)
+		t.Errorf("the heartbeat of %s was %s old; want under the heartbeat timeout %s", victim.ID, worstHeartbeat, stallHeartbeatTimeout)
 	}
 	for i, nr := range notReady {
 		if i == 5 {
 			t.Errorf("… and %d more", len(notReady)-5)
 			break
 		}
-		t.Errorf("/readyz of %s failed under stalled clients: %s", victim.id, nr)
+		t.Errorf("/readyz of %s failed under stalled clients: %s", victim.ID, nr)
 	}
 	for _, p := range tally.problems {
 		t.Error(p)
@@ -275,21 +276,21 @@ SELECT id, chunks_total, chunks_total, priority, max_retries, metadata, strategi
 		t.Error("no stalled results stream was cut; want those that got in cut by the idle timeout")
 	}
 	var left int
-	if err := c.pool.QueryRow(ctx, `SELECT count(*) FROM opsq.submission_status WHERE metadata = 'stalled-upload'`).Scan(&left); err != nil {
+	if err := c.Pool.QueryRow(ctx, `SELECT count(*) FROM opsq.submission_status WHERE metadata = 'stalled-upload'`).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	if left > 0 {
 		t.Errorf("%d submissions of stalled uploads in the database; want 0", left)
 	}
-	after := c.claimsOf(ctx, victim)
+	after := c.ClaimsOf(ctx, victim)
 	for shard, b := range before {
 		if a, ok := after[shard]; !ok || a.Generation != b.Generation {
-			t.Errorf("shard %d changed hands while %s was under stalled clients", shard, victim.id)
+			t.Errorf("shard %d changed hands while %s was under stalled clients", shard, victim.ID)
 		}
 	}
 	for _, inst := range insts {
-		for _, line := range inst.logLines("shards lost") {
-			t.Errorf("%s lost shards: %s", inst.id, line)
+		for _, line := range inst.LogLines("shards lost") {
+			t.Errorf("%s lost shards: %s", inst.ID, line)
 		}
 	}
 }
@@ -299,21 +300,19 @@ SELECT id, chunks_total, chunks_total, priority, max_retries, metadata, strategi
 // program (while every shard is free) or by another instance.
 func TestServeBusyPortClaimsNothing(t *testing.T) {
 	ctx := t.Context()
-	c := newProcClusterOn(t, pgtest.NewDB(t))
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
 
 	// tryServe runs an instance on listen and checks that it exits with the error, and
 	// that while it ran no claim and no instance row named it.
 	tryServe := func(t *testing.T, id, listen string) {
-		before, err := c.claims(ctx)
+		before, err := c.Claims(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(os.Args[0], "serve")
-		cmd.Env = append(envWithoutOpsq(), runMainEnv+"=1", "OPSQ_DATABASE_URL="+c.dbURL, "OPSQ_LISTEN="+listen,
+		cmd := opsqBinary.Command([]string{"serve"}, "OPSQ_DATABASE_URL="+c.DBURL, "OPSQ_LISTEN="+listen,
 			"OPSQ_ADVERTISE_URL=http://"+listen, "OPSQ_INSTANCE_ID="+id, "OPSQ_MIGRATE=false")
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +321,7 @@ func TestServeBusyPortClaimsNothing(t *testing.T) {
 		var seen []string
 		watch := func() {
 			var n int
-			err := c.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM opsq.shard_claims WHERE claimant = $1)
+			err := c.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM opsq.shard_claims WHERE claimant = $1)
 				+ (SELECT count(*) FROM opsq.instances WHERE id = $1)`, id).Scan(&n)
 			if err == nil && n > 0 {
 				seen = append(seen, fmt.Sprintf("%d claims or instance rows", n))
@@ -354,7 +353,7 @@ func TestServeBusyPortClaimsNothing(t *testing.T) {
 		if len(seen) > 0 {
 			t.Errorf("while it ran, %s held %s; want none", id, seen[0])
 		}
-		after, err := c.claims(ctx)
+		after, err := c.Claims(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -374,11 +373,11 @@ func TestServeBusyPortClaimsNothing(t *testing.T) {
 		tryServe(t, "opsq-busy-1", ln.Addr().String())
 	})
 	t.Run("port of another instance", func(t *testing.T) {
-		restore := c.within(t)
+		restore := c.Within(t)
 		defer restore()
-		first := c.startN(1)[0]
-		tryServe(t, "opsq-busy-2", strings.TrimPrefix(first.url, "http://"))
-		if code, body := first.readyz(); code != http.StatusOK {
+		first := c.StartN(1)[0]
+		tryServe(t, "opsq-busy-2", strings.TrimPrefix(first.URL, "http://"))
+		if code, body := first.Readyz(); code != http.StatusOK {
 			t.Errorf("/readyz of the first instance: %d %s; want 200", code, body)
 		}
 	})
