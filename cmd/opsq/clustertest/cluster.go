@@ -306,7 +306,7 @@ func splitState(cl client.Cluster, insts []*Instance, lo, hi int) string {
 	for _, ci := range cl.Instances {
 		active, draining := 0, 0
 		for _, s := range ci.Shards {
-			if s.State == "draining" {
+			if s.State == client.ClaimDraining {
 				draining++
 			} else {
 				active++
