@@ -63,7 +63,7 @@ func TestClusterEndpoint(t *testing.T) {
 		t.Fatalf("GET /v1/cluster: %d %s; want 200", r.Status, r.Body)
 	}
 	expectJSONType(t, r)
-	for _, key := range []string{`"shard_count":64`, `"instances":[{`, `"unclaimed":[`, `"disabled":[]`, `"id":"api-test-`,
+	for _, key := range []string{`"shard_count":64`, `"instances":[{`, `"unclaimed":[`, `"disabled":[]`, `"id":"test-`,
 		`"advertise_url":"http://127.0.0.1:1"`, `"live":true`, `"draining":false`, `"shards":[{`, `"state":"active"`, `"inflight":0`,
 		`"available":`, `"generation":`, `"soft_expires_at":"`, `"hard_expires_at":"`, `"heartbeat_at":"`, `"started_at":"`} {
 		if !strings.Contains(string(r.Body), key) {
