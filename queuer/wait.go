@@ -44,7 +44,8 @@ func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 
 // Parked is a reserve that found no work and waits for some (Queuer.ReserveOrPark). It
 // holds its place among the instance's waiters until Wait returns: call Wait exactly once.
-// Its waiting takes no goroutine of its own beyond the one calling Wait.
+// Its waiting takes no goroutine of its own beyond the one calling Wait, and that one's
+// stack stays shallow: the scans run on the goroutine of the shared run (shared.go).
 type Parked struct {
 	q        *Queuer
 	req      ReserveRequest
@@ -67,7 +68,7 @@ func (q *Queuer) ReserveOrPark(ctx context.Context, req ReserveRequest) ([]Chunk
 		return nil, nil, err
 	}
 	p := &Parked{q: q, req: req, w: w, deadline: time.Now().Add(req.Wait)}
-	chunks, retry, err := q.lookAside(ctx, req)
+	chunks, retry, err := q.look(ctx, req)
 	if err != nil || len(chunks) > 0 {
 		q.work.leave(w)
 		return chunks, nil, err
@@ -119,7 +120,7 @@ func (p *Parked) Wait(ctx context.Context) ([]Chunk, error) {
 			return nil, ctx.Err()
 		}
 		stop()
-		chunks, r, err := q.lookAside(ctx, req)
+		chunks, r, err := q.look(ctx, req)
 		if err != nil || len(chunks) > 0 {
 			return chunks, err
 		}
@@ -151,20 +152,3 @@ func (q *Queuer) look(ctx context.Context, req ReserveRequest) (chunks []Chunk, 
 	return []Chunk{}, retry, nil
 }
 
-// lookAside is look on a goroutine of its own, for a request that may wait: the stack a
-// scan grows (the driver's calls run deep) is given back when that goroutine ends,
-// instead of staying with the waiting request, which parks on a shallow stack.
-func (q *Queuer) lookAside(ctx context.Context, req ReserveRequest) ([]Chunk, bool, error) {
-	type result struct {
-		chunks []Chunk
-		retry  bool
-		err    error
-	}
-	done := make(chan result, 1)
-	go func() {
-		chunks, retry, err := q.look(ctx, req)
-		done <- result{chunks, retry, err}
-	}()
-	r := <-done
-	return r.chunks, r.retry, r.err
-}
