@@ -151,4 +151,3 @@ func (q *Queuer) look(ctx context.Context, req ReserveRequest) (chunks []Chunk, 
 	}
 	return []Chunk{}, retry, nil
 }
-
