@@ -182,7 +182,7 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 		}
 	}
 	completed := map[reserver.Key]bool{}
-	err := withRetry(ctx, func() error {
+	err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
 		clear(completed)
 		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 			// A batch touches a few chunks by primary key: when the partitions are small
