@@ -5,11 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,32 +124,31 @@ func (s *server) park(c echo.Context, p *queuer.Parked) bool {
 // writeParked writes a parked reserve's answer on its connection: the chunks, or err in
 // the one error shape.
 func (s *server) writeParked(conn net.Conn, chunks []queuer.Chunk, err error) error {
-	header := http.Header{}
-	header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	status, body := http.StatusOK, any(reservedAnswer(chunks))
+	status, body, retryAfter := http.StatusOK, any(reservedAnswer(chunks)), 0
 	if err != nil {
 		e := toError(err, nil)
 		if e.Status >= 500 && e.Status != http.StatusServiceUnavailable {
 			s.log.Error("request failed", slog.String("method", http.MethodPost), slog.String("path", "/v1/reserve"), slog.Any("error", err))
 		}
 		if e.RetryAfter > 0 {
-			header.Set("Retry-After", strconv.Itoa(int(max(e.RetryAfter.Round(time.Second), time.Second)/time.Second)))
+			retryAfter = int(max(e.RetryAfter.Round(time.Second), time.Second) / time.Second)
 		}
 		status, body = e.Status, client.ErrorBody{Error: client.ErrorDetail{Code: e.Code, Message: e.Message}}
 	}
-	var b bytes.Buffer
-	if err := json.NewEncoder(&b).Encode(body); err != nil {
+	// The body as echo writes it (encoding/json's Encoder: HTML escaped, a newline at the
+	// end), after a head written here: one buffer, one write.
+	var js bytes.Buffer
+	if err := json.NewEncoder(&js).Encode(body); err != nil {
 		return err
 	}
-	resp := &http.Response{
-		StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: header, Close: true,
-		ContentLength: int64(b.Len()), Body: io.NopCloser(&b),
+	out := make([]byte, 0, 160+js.Len())
+	out = fmt.Appendf(out, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n",
+		status, http.StatusText(status), js.Len())
+	if retryAfter > 0 {
+		out = fmt.Appendf(out, "Retry-After: %d\r\n", retryAfter)
 	}
-	var out bytes.Buffer
-	if err := resp.Write(&out); err != nil {
-		return err
-	}
+	out = append(append(out, "\r\n"...), js.Bytes()...)
 	_ = conn.SetWriteDeadline(time.Now().Add(parkedWriteTimeout))
-	_, err = conn.Write(out.Bytes())
+	_, err = conn.Write(out)
 	return err
 }
