@@ -43,17 +43,34 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			return
 		}
 		e := toError(err, c)
-		if e.Status >= 500 && e.Status != http.StatusServiceUnavailable {
-			log.ErrorContext(c.Request().Context(), "request failed",
-				slog.String("method", c.Request().Method), slog.String("path", c.Request().URL.Path), slog.Any("error", err))
+		e.log(c.Request().Context(), log, c.Request().Method, c.Request().URL.Path, err)
+		if ra := e.retryAfterHeader(); ra != "" {
+			c.Response().Header().Set("Retry-After", ra)
 		}
-		if e.RetryAfter > 0 {
-			c.Response().Header().Set("Retry-After", strconv.Itoa(int(max(e.RetryAfter.Round(time.Second), time.Second)/time.Second)))
-		}
-		if werr := c.JSON(e.Status, client.ErrorBody{Error: client.ErrorDetail{Code: e.Code, Message: e.Message}}); werr != nil {
+		if werr := c.JSON(e.Status, e.body()); werr != nil {
 			log.DebugContext(c.Request().Context(), "writing error answer", slog.Any("error", werr))
 		}
 	}
+}
+
+// log logs err, the cause of e, when e is a fault of this instance (a 5xx other than 503).
+func (e *Error) log(ctx context.Context, log *slog.Logger, method, path string, err error) {
+	if e.Status >= 500 && e.Status != http.StatusServiceUnavailable {
+		log.ErrorContext(ctx, "request failed", slog.String("method", method), slog.String("path", path), slog.Any("error", err))
+	}
+}
+
+// retryAfterHeader is e's Retry-After header, in whole seconds; "" when it has none.
+func (e *Error) retryAfterHeader() string {
+	if e.RetryAfter <= 0 {
+		return ""
+	}
+	return strconv.Itoa(int(max(e.RetryAfter.Round(time.Second), time.Second) / time.Second))
+}
+
+// body is e's answer body, the one error shape.
+func (e *Error) body() client.ErrorBody {
+	return client.ErrorBody{Error: client.ErrorDetail{Code: e.Code, Message: e.Message}}
 }
 
 // toError maps err to its answer. c may be nil (an answer written outside echo, park.go).

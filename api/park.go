@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"opsq/client"
 	"opsq/queuer"
 )
 
@@ -124,16 +122,11 @@ func (s *server) park(c echo.Context, p *queuer.Parked) bool {
 // writeParked writes a parked reserve's answer on its connection: the chunks, or err in
 // the one error shape.
 func (s *server) writeParked(conn net.Conn, chunks []queuer.Chunk, err error) error {
-	status, body, retryAfter := http.StatusOK, any(reservedAnswer(chunks)), 0
+	status, body, retryAfter := http.StatusOK, any(reservedAnswer(chunks)), ""
 	if err != nil {
 		e := toError(err, nil)
-		if e.Status >= 500 && e.Status != http.StatusServiceUnavailable {
-			s.log.Error("request failed", slog.String("method", http.MethodPost), slog.String("path", "/v1/reserve"), slog.Any("error", err))
-		}
-		if e.RetryAfter > 0 {
-			retryAfter = int(max(e.RetryAfter.Round(time.Second), time.Second) / time.Second)
-		}
-		status, body = e.Status, client.ErrorBody{Error: client.ErrorDetail{Code: e.Code, Message: e.Message}}
+		e.log(context.Background(), s.log, http.MethodPost, "/v1/reserve", err)
+		status, body, retryAfter = e.Status, e.body(), e.retryAfterHeader()
 	}
 	// The body as echo writes it (encoding/json's Encoder: HTML escaped, a newline at the
 	// end), after a head written here: one buffer, one write.
@@ -144,8 +137,8 @@ func (s *server) writeParked(conn net.Conn, chunks []queuer.Chunk, err error) er
 	out := make([]byte, 0, 160+js.Len())
 	out = fmt.Appendf(out, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n",
 		status, http.StatusText(status), js.Len())
-	if retryAfter > 0 {
-		out = fmt.Appendf(out, "Retry-After: %d\r\n", retryAfter)
+	if retryAfter != "" {
+		out = fmt.Appendf(out, "Retry-After: %s\r\n", retryAfter)
 	}
 	out = append(append(out, "\r\n"...), js.Bytes()...)
 	_ = conn.SetWriteDeadline(time.Now().Add(parkedWriteTimeout))
