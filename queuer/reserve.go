@@ -95,11 +95,10 @@ type run struct {
 	// want is how many chunks the requests ask for together.
 	want    int
 	scanned int
-	// ask is the request being filled, with out[from:]; ends[i] is where the chunks of
-	// request i end in out, for the requests filled already.
-	ask, from int
-	ends      []int
-	// bytes is what out[from:] holds of input and metadata.
+	// ends[i] is where the chunks of request i end in out, for the requests filled
+	// already; the one being filled is asks[len(ends)].
+	ends []int
+	// bytes is what the request being filled holds, as its answer writes it.
 	bytes int
 	// fullValues are the max_simultaneous values refused a slot in this run: further
 	// candidates of them are skipped without asking the database again.
@@ -176,21 +175,30 @@ func (r *run) full() bool { return r.answerFull() || r.scanned >= scanRowsMax }
 
 // answerFull reports whether the requests may take no more chunks: each has its Max, or
 // its MaxBytes.
-func (r *run) answerFull() bool { return r.ask >= len(r.asks) }
+func (r *run) answerFull() bool { return len(r.ends) >= len(r.asks) }
+
+// filling is the request being filled and how many chunks it holds.
+func (r *run) filling() (ReserveRequest, int) {
+	held := len(r.out)
+	if len(r.ends) > 0 {
+		held -= r.ends[len(r.ends)-1]
+	}
+	return r.asks[len(r.ends)], held
+}
 
 // next moves on to the next request: the one being filled is full.
 func (r *run) next() {
 	r.ends = append(r.ends, len(r.out))
-	r.ask, r.from, r.bytes = r.ask+1, len(r.out), 0
+	r.bytes = 0
 }
 
 // room reports whether a request has room for a chunk of size bytes, moving on from the
 // one being filled when the chunk would take it past its MaxBytes (a request always has
 // room for one chunk).
 func (r *run) room(size int) bool {
-	for r.ask < len(r.asks) {
-		a := r.asks[r.ask]
-		if len(r.out) == r.from || a.MaxBytes <= 0 || r.bytes+size <= a.MaxBytes {
+	for !r.answerFull() {
+		a, held := r.filling()
+		if held == 0 || a.MaxBytes <= 0 || r.bytes+size <= a.MaxBytes {
 			return true
 		}
 		r.next()
@@ -469,11 +477,12 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	if r.valueFull(c, f.limits) {
 		return false, nil
 	}
+	ask, _ := r.filling()
 	gen := r.generation[c.shard]
 	tok := newToken(c.key, c.shard, gen, c.retries).signed(r.q.keys).String()
 	if !r.q.reserver.Reserve(reserver.Reservation{
 		Token: tok, Key: c.key, Shard: c.shard, Generation: gen, Retries: c.retries,
-		Consumer: r.asks[r.ask].Consumer, ExpiresAt: r.expires, Values: c.info.values, Pairs: c.info.pairs,
+		Consumer: ask.Consumer, ExpiresAt: r.expires, Values: c.info.values, Pairs: c.info.pairs,
 	}) {
 		return false, nil // another request took it meanwhile
 	}
@@ -520,7 +529,7 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	}
 	r.out = append(r.out, ch)
 	r.bytes += size
-	if len(r.out)-r.from >= r.asks[r.ask].Max {
+	if _, held := r.filling(); held >= ask.Max {
 		r.next()
 	}
 	r.q.count.reserved.Add(1)
