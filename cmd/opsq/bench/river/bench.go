@@ -144,7 +144,7 @@ func benchmark(ctx context.Context, cfg config, stdin io.Reader, stdout, stderr 
 	if err := client.Stop(stopCtx); err != nil {
 		return fmt.Errorf("stopping the River client within %s: %w", stopTimeout, err)
 	}
-	return nil
+	return checkCompleted(stopCtx, pool, cfg.jobs)
 }
 
 // openPool connects to the database and checks that it answers. The pool keeps pgxpool's

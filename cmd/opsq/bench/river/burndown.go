@@ -93,9 +93,6 @@ func burnDown(ctx context.Context, client *river.Client[pgx5Tx], pool *pgxpool.P
 		}
 	}
 
-	if err := checkCompleted(waitCtx, pool, cfg.jobs); err != nil {
-		return 0, err
-	}
 	return lastEvent.Sub(start), nil
 }
 
@@ -116,9 +113,10 @@ func countLeft(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	return left, nil
 }
 
-// checkCompleted makes sure the table holds exactly the jobs inserted, all completed, so
-// that no figure is printed for work that was not done. It costs one scan of river_job
-// (a few tens of milliseconds at 300 000 jobs, far below 1 % of the burn-down).
+// checkCompleted makes sure the table holds exactly the jobs inserted, all completed. It
+// runs after the result line, so that its scan of river_job (40-200 ms at 300 000 jobs,
+// about 1 % of River's PostgreSQL CPU per job) stays out of the caller's readings; a
+// failure still makes the exit status non-zero, which tells the caller to drop the line.
 func checkCompleted(ctx context.Context, pool *pgxpool.Pool, jobs int) error {
 	var completed, total int
 	err := pool.QueryRow(ctx,

@@ -12,9 +12,10 @@
 //  3. it starts one client with -workers workers on the default queue, waits until every
 //     job is completed, prints one JSON line on stdout
 //     {"jobs":N,"seconds":S,"jobs_per_second":R,"river_version":"vX"},
-//     stops the client and exits 0.
+//     stops the client, checks in river_job that every job is completed and exits 0.
 //
-// Any error goes to stderr with a non-zero exit status.
+// Any error goes to stderr with a non-zero exit status, even after the result line: the
+// caller trusts the line only if the exit status is 0.
 package main
 
 import (
