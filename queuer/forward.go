@@ -3,6 +3,7 @@ package queuer
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
@@ -175,14 +176,18 @@ func (r *router) peer(url string) *client.Client {
 }
 
 // newPeerHTTPClient returns the HTTP client of the requests forwarded to other instances,
-// each signed with keys as forwarded by instance.
-func newPeerHTTPClient(keys *Keyring, instance string) *http.Client {
+// each signed with keys as forwarded by instance; tlsCfg (nil: the system's roots) is for
+// instances that serve HTTPS.
+func newPeerHTTPClient(keys *Keyring, instance string, tlsCfg *tls.Config) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil // instances talk to each other directly, never through HTTP_PROXY
 	t.DialContext = (&net.Dialer{Timeout: peerConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = peerConnectTimeout
 	t.ResponseHeaderTimeout = peerCallTimeout
 	t.MaxIdleConnsPerHost = 64 // many consumers may be forwarded to the same instance at once
+	if tlsCfg != nil {
+		t.TLSClientConfig = tlsCfg.Clone()
+	}
 	return &http.Client{
 		Transport: SigningTransport(keys, instance, t),
 		Timeout:   peerCallTimeout,

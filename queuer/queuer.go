@@ -15,6 +15,7 @@ package queuer
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,6 +50,9 @@ type Config struct {
 	// status waits together; beyond it they get ErrTooManyWaiters. Defaults to 20 000
 	// (MaxWaitersDefault).
 	MaxWaiters int
+	// PeerTLS is the TLS configuration of the calls to other instances (their https://
+	// advertise URLs); nil uses the system's roots.
+	PeerTLS *tls.Config
 }
 
 // Queuer is one instance's engine: a façade that starts its parts and hands each request
@@ -113,7 +117,7 @@ func New(cfg Config) (*Queuer, error) {
 		reserver: reserver.New(reserver.Config{}), work: newSignal(cfg.MaxWaiters), shared: newShared(),
 		keys: NewKeyring(cfg.Pool, cfg.Logger), infos: newInfoCache(cfg.Pool), tombs: newTombstones(), hints: newHints(),
 	}
-	q.router = newRouter(cfg.Pool, cfg.Instance.ID, q.keys, cfg.Logger)
+	q.router = newRouter(cfg.Pool, cfg.Instance.ID, q.keys, cfg.PeerTLS, cfg.Logger)
 	q.holds = &holds{pool: cfg.Pool, log: cfg.Logger}
 	q.subs = newSubmissions(cfg.Pool, cfg.Logger, q.ids, q.work)
 	q.completer = newCompleter(cfg.Pool, q.reserver, q.tombs, q.readToken)

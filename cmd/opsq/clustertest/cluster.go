@@ -65,6 +65,9 @@ type Cluster struct {
 	Pool  *pgxpool.Pool // the test's own connections, for checks
 	HTTP  *http.Client  // every request of the test goes through it
 	Env   []string      // added to the environment of the instances started from now on
+	// HTTPS: the instances started from now on serve TLS (Env names their OPSQ_TLS_
+	// files; HTTP's transport must trust their CA).
+	HTTPS bool
 	// local sends the requests of the Instances' Local clients: signed as forwarded with
 	// the cluster key, as an instance forwards them.
 	local *http.Client
@@ -169,7 +172,7 @@ func (c *Cluster) SpawnWith(migrate bool, params map[string]string) *Instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Start(c.bin, Spec{ID: id, DBURL: dbURL, Migrate: migrate, LogPath: filepath.Join(c.dir, id+".log"), Env: c.Env})
+	p, err := Start(c.bin, Spec{ID: id, DBURL: dbURL, Migrate: migrate, LogPath: filepath.Join(c.dir, id+".log"), Env: c.Env, HTTPS: c.HTTPS})
 	if err != nil {
 		t.Fatal(err)
 	}
