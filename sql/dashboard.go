@@ -1,0 +1,102 @@
+package sql
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+)
+
+// The dashboard (api/ui).
+
+//go:embed dashboard_overview.sql
+var DashboardOverview string
+
+//go:embed dashboard_retries.sql
+var DashboardRetries string
+
+// The operators' recipes the dashboard runs, as pgx statements: the same files an operator
+// runs with psql (admin/*.sql), their psql variables turned into named arguments, so that
+// the buttons of the dashboard and the recipes cannot drift apart.
+var (
+	AdminDrainInstance   = mustAdminStatement("drain_instance.sql")   // @instance
+	AdminUndrainInstance = mustAdminStatement("undrain_instance.sql") // @instance
+	AdminDisableShard    = mustAdminStatement("disable_shard.sql")    // @shard
+	AdminEnableShard     = mustAdminStatement("enable_shard.sql")     // @shard
+)
+
+func mustAdminStatement(name string) string {
+	s, err := AdminStatement(name)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// AdminStatement returns the recipe admin/name as a statement for pgx: its comments left
+// out, and its psql variables — :'name' (a quoted literal) and :name (the text itself) —
+// turned into named arguments @name, bound as values. Quoted strings and :: casts are
+// kept as they are.
+func AdminStatement(name string) (string, error) {
+	script, err := Admin.ReadFile("admin/" + name)
+	if err != nil {
+		return "", err
+	}
+	return psqlToNamed(string(script))
+}
+
+// psqlToNamed turns psql variables into pgx named arguments (see AdminStatement).
+func psqlToNamed(script string) (string, error) {
+	identChar := func(c byte) bool {
+		return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	var b strings.Builder
+	for i := 0; i < len(script); {
+		rest := script[i:]
+		switch {
+		case strings.HasPrefix(rest, "--"):
+			end := strings.IndexByte(rest, '\n')
+			if end < 0 {
+				end = len(rest) - 1
+			}
+			i += end + 1
+		case rest[0] == '\'':
+			end := 1
+			for end < len(rest) {
+				if rest[end] == '\'' {
+					if end+1 < len(rest) && rest[end+1] == '\'' {
+						end += 2
+						continue
+					}
+					break
+				}
+				end++
+			}
+			if end >= len(rest) {
+				return "", fmt.Errorf("unterminated quoted string")
+			}
+			b.WriteString(rest[:end+1])
+			i += end + 1
+		case strings.HasPrefix(rest, "::"):
+			b.WriteString("::")
+			i += 2
+		case strings.HasPrefix(rest, ":'"):
+			end := strings.IndexByte(rest[2:], '\'')
+			if end < 0 {
+				return "", fmt.Errorf("unterminated :'variable'")
+			}
+			b.WriteString("@" + rest[2:2+end])
+			i += 2 + end + 1
+		case rest[0] == ':' && len(rest) > 1 && identChar(rest[1]):
+			end := 1
+			for end < len(rest) && identChar(rest[end]) {
+				end++
+			}
+			b.WriteString("@" + rest[1:end])
+			i += end
+		default:
+			b.WriteByte(rest[0])
+			i++
+		}
+	}
+	return strings.TrimSpace(b.String()), nil
+}
