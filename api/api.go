@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"opsq/api/ui"
 	"opsq/queuer"
 )
 
@@ -104,10 +105,12 @@ func New(cfg Config) *Handler {
 	v1.GET("/submissions/:id/results", s.results, streams.middleware, writeIdle(cfg.BodyIdleTimeout))
 	v1.POST("/submissions/:id/cancel", s.cancel)
 	v1.POST("/reserve", s.reserve)
+	v1.POST("/reserve/preview", s.preview)
 	v1.POST("/complete", s.complete)
 	v1.POST("/fail", s.fail)
 	v1.POST("/extend", s.extend)
 	v1.GET("/cluster", s.cluster)
+	ui.Register(e, ui.Config{Queuer: cfg.Queuer, Logger: cfg.Logger}) // the dashboard, /ui/
 	return &Handler{Handler: e, parking: s.parking}
 }
 

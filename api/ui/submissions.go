@@ -1,0 +1,173 @@
+package ui
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"opsq/client"
+	"opsq/queuer"
+)
+
+// pageSize is the submissions on one page of the list.
+const pageSize = 50
+
+// submissionView is a submission as the pages show it.
+type submissionView struct {
+	ID         string
+	State      client.State
+	Total      int64
+	Done       int64
+	Failed     int64
+	Priority   int64
+	Age        string
+	Metadata   string
+	Strategic  string // the strategic metadata as JSON
+	Prefix     string
+	CreatedAt  string
+	FinishedAt string
+	Failure    *client.Failure
+	Retries    int64
+}
+
+func toView(st queuer.Status, now time.Time) submissionView {
+	v := submissionView{
+		ID: strconv.FormatInt(st.ID, 10), State: st.State, Total: st.ChunksTotal, Done: st.ChunksDone,
+		Failed: st.ChunksFailed, Priority: st.Priority, Age: ago(now.Sub(st.CreatedAt)), Metadata: st.Metadata,
+		Strategic: string(st.StrategicMetadata), CreatedAt: st.CreatedAt.UTC().Format(time.RFC3339),
+	}
+	if st.Prefix != nil {
+		v.Prefix = *st.Prefix
+	}
+	if st.FinishedAt != nil {
+		v.FinishedAt = st.FinishedAt.UTC().Format(time.RFC3339)
+	}
+	if st.State == client.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
+		v.Failure = &client.Failure{ChunkIndex: *st.FailedChunkIndex, Error: *st.Error}
+	}
+	return v
+}
+
+// listView is the submissions page.
+type listView struct {
+	State, Key, Value, After string
+	States                   []client.State
+	Rows                     []submissionView
+	Next                     string
+	Error                    string
+}
+
+func (d *dashboard) submissions(c echo.Context) error {
+	v := listView{State: c.QueryParam("state"), Key: c.QueryParam("key"), Value: c.QueryParam("value"),
+		After: c.QueryParam("after"), States: client.States()}
+	opts := queuer.ListOptions{Limit: pageSize}
+	if v.State != "" && !slices.Contains(v.States, client.State(v.State)) {
+		v.Error = "state: must be one of in_progress, completed, failed, cancelled"
+	}
+	opts.State = client.State(v.State)
+	if v.Key != "" {
+		if strings.ContainsRune(v.Key+v.Value, 0) || !utf8.ValidString(v.Key+v.Value) {
+			v.Error = "key and value: must be UTF-8 text without NUL characters"
+		}
+		opts.Key, opts.Value = v.Key, metadataValue(v.Value)
+	}
+	if v.After != "" {
+		id, err := strconv.ParseInt(v.After, 10, 64)
+		if err != nil || id <= 0 {
+			v.Error = "after: not a submission id"
+		}
+		opts.After = id
+	}
+	if v.Error == "" {
+		list, more, err := d.q.List(c.Request().Context(), opts)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		for _, st := range list {
+			v.Rows = append(v.Rows, toView(st, now))
+		}
+		if more {
+			v.Next = v.Rows[len(v.Rows)-1].ID
+		}
+	}
+	return d.render(c, http.StatusOK, "submissions", page{Title: "Submissions", Nav: "submissions", Live: "submissions", Data: v})
+}
+
+// metadataValue reads a value as GET /v1/submissions does: an integer when it is one, a
+// quoted JSON string as that string, else the text itself.
+func metadataValue(v string) json.RawMessage {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return json.RawMessage(strconv.FormatInt(n, 10))
+	}
+	var s string
+	if err := json.Unmarshal([]byte(v), &s); err == nil {
+		v = s
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func (d *dashboard) lookup(c echo.Context) (queuer.Status, error, bool) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return queuer.Status{}, d.fail(c, http.StatusBadRequest, "%q is not a submission id", c.Param("id")), false
+	}
+	st, err := d.q.Status(c.Request().Context(), id)
+	if notFound(err) {
+		return st, d.fail(c, http.StatusNotFound, "no submission %d (it may have been deleted after the retention period)", id), false
+	}
+	return st, err, err == nil
+}
+
+func (d *dashboard) submission(c echo.Context) error {
+	st, err, ok := d.lookup(c)
+	if !ok {
+		return err
+	}
+	v := toView(st, time.Now())
+	if v.Retries, err = d.q.Retries(c.Request().Context(), st.ID); err != nil {
+		return err
+	}
+	return d.render(c, http.StatusOK, "submission", page{Title: "Submission " + v.ID, Nav: "submissions", Live: "submission", Data: v})
+}
+
+// confirmView is the confirmation page of an action.
+type confirmView struct {
+	Question string
+	Action   string // where the form posts
+	Fields   map[string]string
+	Back     string
+}
+
+func (d *dashboard) confirmCancel(c echo.Context) error {
+	st, err, ok := d.lookup(c)
+	if !ok {
+		return err
+	}
+	id := strconv.FormatInt(st.ID, 10)
+	return d.render(c, http.StatusOK, "confirm", page{Title: "Cancel submission " + id, Nav: "submissions", Data: confirmView{
+		Question: "Cancel submission " + id + "? Its chunks not done yet are deleted; this cannot be undone.",
+		Action:   "/ui/submissions/" + id + "/cancel", Back: "/ui/submissions/" + id,
+	}})
+}
+
+func (d *dashboard) cancel(c echo.Context) error {
+	st, err, ok := d.lookup(c)
+	if !ok {
+		return err
+	}
+	if _, err := d.q.Cancel(c.Request().Context(), st.ID); err != nil {
+		if err == queuer.ErrFinished {
+			return d.fail(c, http.StatusConflict, "submission %d is already finished", st.ID)
+		}
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/ui/submissions/"+strconv.FormatInt(st.ID, 10))
+}

@@ -1,0 +1,168 @@
+// Package ui is opsq's web dashboard at /ui/ (DESIGN.md §3, Operations): pages rendered on
+// the server with html/template from files embedded in the binary, and a little plain
+// JavaScript that refreshes them from small JSON answers. Every instance serves it; what it
+// shows comes from the database (the cluster) and, for the completion rate, from samples
+// this instance takes while a page is open.
+package ui
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"opsq/queuer"
+)
+
+//go:embed templates/*.html static/*
+var files embed.FS
+
+// Config configures the dashboard.
+type Config struct {
+	// Queuer answers what the pages show. Required.
+	Queuer *queuer.Queuer
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// dashboard serves the pages. It is safe for concurrent use; it has no goroutine.
+type dashboard struct {
+	q     *queuer.Queuer
+	log   *slog.Logger
+	pages map[string]*template.Template
+	rate  *rateRing
+}
+
+// Register adds the dashboard's routes under /ui/ to e.
+func Register(e *echo.Echo, cfg Config) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	d := &dashboard{q: cfg.Queuer, log: cfg.Logger, pages: parsePages(), rate: newRateRing()}
+	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/ui/") })
+	g := e.Group("/ui", sameOrigin)
+	g.GET("/", d.overview)
+	g.GET("/overview.json", d.overviewJSON)
+	g.GET("/submissions", d.submissions)
+	g.GET("/submissions/:id", d.submission)
+	g.GET("/submissions/:id/cancel", d.confirmCancel)
+	g.POST("/submissions/:id/cancel", d.cancel)
+	g.GET("/cluster", d.cluster)
+	g.GET("/cluster.json", d.clusterJSON)
+	g.GET("/cluster/confirm", d.confirmAction)
+	g.POST("/cluster/action", d.action)
+	g.GET("/strategy", d.strategy)
+	static, _ := fs.Sub(files, "static")
+	g.GET("/static/*", echo.WrapHandler(http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))))
+}
+
+// sameOrigin refuses a POST sent from another site's page (a cross-site form): its Origin
+// header, when it has one, must name this host.
+func sameOrigin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.Method == http.MethodPost {
+			if o := r.Header.Get("Origin"); o != "" {
+				u, err := url.Parse(o)
+				if err != nil || u.Host != r.Host {
+					return c.String(http.StatusForbidden, "cross-origin request refused")
+				}
+			}
+		}
+		return next(c)
+	}
+}
+
+var funcs = template.FuncMap{
+	"age": func(t *time.Time) string {
+		if t == nil {
+			return "—"
+		}
+		return ago(time.Since(*t))
+	},
+	"pct": func(part, total int64) string {
+		if total <= 0 {
+			return "0"
+		}
+		return strconv.FormatFloat(100*float64(part)/float64(total), 'f', 2, 64)
+	},
+	"query": func(kv ...string) template.URL {
+		v := url.Values{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if kv[i+1] != "" {
+				v.Set(kv[i], kv[i+1])
+			}
+		}
+		return template.URL(v.Encode())
+	},
+}
+
+// parsePages parses each page with the layout: every page defines "content".
+func parsePages() map[string]*template.Template {
+	pages := map[string]*template.Template{}
+	for _, name := range []string{"overview", "submissions", "submission", "cluster", "confirm", "strategy", "error"} {
+		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html"))
+	}
+	return pages
+}
+
+// page is what the layout renders.
+type page struct {
+	Title string
+	Nav   string // the menu entry to mark
+	Live  string // the live-update routine of app.js, "" for none
+	Data  any
+}
+
+func (d *dashboard) render(c echo.Context, status int, name string, p page) error {
+	var b bytes.Buffer
+	if err := d.pages[name].Execute(&b, p); err != nil {
+		return fmt.Errorf("rendering %s: %w", name, err)
+	}
+	h := c.Response().Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:")
+	return c.HTMLBlob(status, b.Bytes())
+}
+
+// fail renders an error page; a failure of the database goes to the API's error handler.
+func (d *dashboard) fail(c echo.Context, status int, format string, args ...any) error {
+	return d.render(c, status, "error", page{Title: "Error", Data: fmt.Sprintf(format, args...)})
+}
+
+// notFound is err when it says the target does not exist, for fail.
+func notFound(err error) bool {
+	return errors.Is(err, queuer.ErrNotFound) || errors.Is(err, queuer.ErrNoSuchTarget)
+}
+
+// ago writes a duration as an age: "4s", "3m12s", "2h05m", "3d04h".
+func ago(d time.Duration) string {
+	d = max(d, 0)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+func trimmed(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
