@@ -1,0 +1,349 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"opsq/client"
+	"opsq/cmd/opsq/clustertest"
+	"opsq/migrations/pgtest"
+)
+
+// browserNames are the executables of a Chromium-based browser that chromedp can drive.
+var browserNames = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"}
+
+// findBrowser returns the browser to drive: $OPSQ_TEST_BROWSER, else the first of
+// browserNames on the PATH.
+func findBrowser(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("OPSQ_TEST_BROWSER"); p != "" {
+		return p
+	}
+	for _, name := range browserNames {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatalf("no browser to test the dashboard with: none of %s is on the PATH. Install Debian's chromium (apt-get install -y chromium; .ci/run does) or set OPSQ_TEST_BROWSER to a Chromium or Chrome executable", strings.Join(browserNames, ", "))
+	return ""
+}
+
+// browser is a headless Chromium tab that records every console error, uncaught exception
+// and failed request of the pages it loads.
+type browser struct {
+	ctx  context.Context
+	shot string // the screenshot folder
+	mu   sync.Mutex
+	bad  []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(findBrowser(t)), chromedp.NoSandbox, chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+	dir, err := os.MkdirTemp("", "opsq-ui-screenshots-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots of every page: %s", dir)
+	b := &browser{ctx: ctx, shot: dir}
+	chromedp.ListenTarget(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value))
+				}
+				b.problem("console error: %s", strings.Join(args, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			b.problem("uncaught exception: %s", ev.ExceptionDetails.Error())
+		case *network.EventLoadingFailed:
+			if !ev.Canceled {
+				b.problem("request failed: %s (%s)", ev.RequestID, ev.ErrorText)
+			}
+		case *network.EventResponseReceived:
+			if ev.Response.Status >= 400 {
+				b.problem("request answered %d: %s", ev.Response.Status, ev.Response.URL)
+			}
+		}
+	})
+	if err := chromedp.Run(ctx, network.Enable(), runtime.Enable()); err != nil {
+		t.Fatalf("starting the browser: %v", err)
+	}
+	return b
+}
+
+func (b *browser) problem(format string, args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bad = append(b.bad, fmt.Sprintf(format, args...))
+}
+
+// check fails the test with the problems seen since the last check.
+func (b *browser) check(t *testing.T, what string) {
+	t.Helper()
+	b.mu.Lock()
+	bad := b.bad
+	b.bad = nil
+	b.mu.Unlock()
+	for _, p := range bad {
+		t.Errorf("%s: %s", what, p)
+	}
+}
+
+// run runs actions with a deadline.
+func (b *browser) run(t *testing.T, what string, actions ...chromedp.Action) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// open loads url, waits until its script has refreshed it once from the server (pages
+// with live updates) and writes a screenshot named name.
+func (b *browser) open(t *testing.T, url, name string, live bool) {
+	t.Helper()
+	b.run(t, "opening "+url, chromedp.Navigate(url), chromedp.WaitReady("main", chromedp.ByQuery))
+	if live {
+		b.waitRefreshed(t)
+	}
+	b.screenshot(t, name)
+}
+
+// waitRefreshed waits until the page's script has refreshed it from the server again.
+func (b *browser) waitRefreshed(t *testing.T) {
+	t.Helper()
+	var before string
+	b.run(t, "reading the refresh mark", chromedp.Evaluate(`document.body.dataset.refreshed || ""`, &before))
+	b.poll(t, 30*time.Second, "the page to refresh itself", `document.body.dataset.refreshed || ""`, func(v string) bool { return v != "" && v != before })
+}
+
+func (b *browser) screenshot(t *testing.T, name string) {
+	t.Helper()
+	var png []byte
+	b.run(t, "screenshot "+name, chromedp.FullScreenshot(&png, 100))
+	if err := os.WriteFile(filepath.Join(b.shot, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// text returns the text of the element sel.
+func (b *browser) text(t *testing.T, sel string) string {
+	t.Helper()
+	var s string
+	b.run(t, "reading "+sel, chromedp.Text(sel, &s, chromedp.ByQuery))
+	return strings.TrimSpace(s)
+}
+
+// poll evaluates expr until ok accepts its value (a string), or fails after timeout.
+func (b *browser) poll(t *testing.T, timeout time.Duration, what, expr string, ok func(string) bool) string {
+	t.Helper()
+	var got string
+	clustertest.PollUntil(t, timeout, what, func() string {
+		if err := chromedp.Run(b.ctx, chromedp.Evaluate(expr, &got)); err != nil {
+			return err.Error()
+		}
+		if ok(got) {
+			return ""
+		}
+		return fmt.Sprintf("%s is %q", expr, got)
+	})
+	return got
+}
+
+// TestDashboard drives the dashboard (/ui/) in a real browser against 2 real instances:
+// each page loads without a console error or a failed request, shows what the API
+// answers, a progress bar moves while consumers work, and Cancel and Drain from the pages
+// do what they say. Screenshots of every page go to the folder named in the log.
+func TestDashboard(t *testing.T) {
+	b := newBrowser(t)
+	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	insts := c.StartN(2)
+	ctx := t.Context()
+	api := insts[0].Client
+	base := insts[0].URL
+
+	l := clustertest.NewLedger()
+	submit := func(n int, company int64, prio int64) string {
+		chunks := make([]string, n)
+		for i := range chunks {
+			chunks[i] = strconv.Itoa(i)
+		}
+		created, err := api.Submit(ctx, client.Submission{Chunks: chunks, SubmissionHeader: client.SubmissionHeader{
+			Metadata: "dashboard test", Priority: prio, StrategicMetadata: map[string]client.MetadataValue{"company_id": client.Int(company)}}})
+		if err != nil {
+			t.Fatalf("submitting: %v", err)
+		}
+		l.AddSubmission(created.ID, int64(n))
+		return created.ID
+	}
+	big := submit(400, 1, 0)
+	small := submit(60, 2, 5)
+	doomed := submit(100, 3, 0)
+
+	// Overview: the numbers are the API's, with nothing in flight.
+	b.open(t, base+"/ui/", "overview-idle", true)
+	page, err := api.List(ctx, client.ListOptions{State: client.StateInProgress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left int64
+	for _, s := range page.Submissions {
+		left += s.ChunksTotal - s.ChunksDone
+	}
+	if got, want := b.text(t, "#in-progress"), strconv.Itoa(len(page.Submissions)); got != want {
+		t.Errorf("overview: %s submissions in progress; the API lists %s", got, want)
+	}
+	if got, want := b.text(t, "#chunks-waiting"), strconv.FormatInt(left, 10); got != want {
+		t.Errorf("overview: %s chunks pending; the API's submissions leave %s", got, want)
+	}
+	if got := b.text(t, "#inflight"); got != "0" {
+		t.Errorf("overview: %s chunks in flight with no consumer; want 0", got)
+	}
+	if got := b.text(t, "#oldest-id"); got != big {
+		t.Errorf("overview: oldest submission %s; want %s", got, big)
+	}
+	if got := b.text(t, "#live-count"); got != "2" {
+		t.Errorf("overview: %s instances live; want 2", got)
+	}
+	b.check(t, "overview")
+
+	// Submissions: every row, and the filter by strategic metadata.
+	b.open(t, base+"/ui/submissions", "submissions", true)
+	var rows int
+	b.run(t, "counting rows", chromedp.Evaluate(`document.querySelectorAll("#submissions tr[data-id]").length`, &rows))
+	if rows != 3 {
+		t.Errorf("submissions page: %d rows; want 3", rows)
+	}
+	b.open(t, base+"/ui/submissions?key=company_id&value=2", "submissions-filtered", true)
+	var ids []string
+	b.run(t, "reading ids", chromedp.Evaluate(`[...document.querySelectorAll("#submissions tr[data-id]")].map(r => r.dataset.id)`, &ids))
+	if !slices.Equal(ids, []string{small}) {
+		t.Errorf("submissions with company_id = 2: %v; want [%s]", ids, small)
+	}
+	b.check(t, "submissions")
+
+	// Strategy preview: the page shows what POST /v1/reserve/preview answers.
+	const text = "select_only(company_id=2, oldest_first)"
+	b.open(t, base+"/ui/strategy?strategy="+strings.ReplaceAll(text, " ", "+")+"&max=5", "strategy", false)
+	want, err := api.Preview(ctx, client.ReserveRequest{Max: 5, Strategy: []byte(`{"select_only": {"key": "company_id", "value": 2, "then": "oldest_first"}}`)})
+	if err != nil {
+		t.Fatalf("POST /v1/reserve/preview: %v", err)
+	}
+	var shown []string
+	b.run(t, "reading the preview", chromedp.Evaluate(`[...document.querySelectorAll("#chunks tbody tr")].map(r => r.cells[1].textContent + "/" + r.cells[2].textContent)`, &shown))
+	var wantShown []string
+	for _, ch := range want {
+		wantShown = append(wantShown, fmt.Sprintf("%s/%d", ch.SubmissionID, ch.ChunkIndex))
+	}
+	if len(wantShown) != 5 || !slices.Equal(shown, wantShown) {
+		t.Errorf("strategy preview shows %v; POST /v1/reserve/preview answers %v (want 5 chunks of %s, in chunk order)", shown, wantShown, small)
+	}
+	b.open(t, base+"/ui/strategy?strategy=prefer_distinct(company_id)", "strategy-error", false)
+	if got := b.text(t, "#error-path"); !strings.HasPrefix(got, "strategy") {
+		t.Errorf("strategy error path: %q; want a path starting with strategy", got)
+	}
+	b.check(t, "strategy preview")
+
+	// Cancel from the detail page.
+	b.open(t, base+"/ui/submissions/"+doomed, "submission-before-cancel", true)
+	b.run(t, "cancelling", chromedp.Click("#cancel", chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery))
+	b.screenshot(t, "confirm-cancel")
+	b.run(t, "confirming", chromedp.Click("#confirm", chromedp.ByQuery), chromedp.WaitVisible("#submission", chromedp.ByQuery))
+	if got := b.text(t, "#state"); got != "cancelled" {
+		t.Errorf("after Cancel, the page says %q; want cancelled", got)
+	}
+	if st, err := api.Status(ctx, doomed, 0); err != nil || st.State != client.StateCancelled {
+		t.Errorf("after Cancel from the page, the API says %v (%v); want cancelled", st.State, err)
+	}
+	b.check(t, "cancel")
+
+	// A progress bar moves while consumers work.
+	b.open(t, base+"/ui/submissions/"+big, "submission", true)
+	start := b.poll(t, 5*time.Second, "the progress bar", `document.querySelector(".bar").dataset.done`, func(string) bool { return true })
+	tg := clustertest.NewTargets(clustertest.URLs(insts...)...)
+	cs := clustertest.RunConsumers(t, c.HTTP, l, clustertest.ConsumerConfig{N: 2, Targets: tg, Max: 2, Work: 200 * time.Millisecond})
+	moved := b.poll(t, 30*time.Second, "the progress bar to move", `document.querySelector(".bar").dataset.done`, func(v string) bool {
+		n, _ := strconv.Atoi(v)
+		s, _ := strconv.Atoi(start)
+		return n > s
+	})
+	b.screenshot(t, "submission-moving")
+	t.Logf("progress bar of %s: %s then %s chunks done", big, start, moved)
+	// The overview samples the completion rate every 5 s while it is open: wait for a line.
+	b.open(t, base+"/ui/", "overview-start", true)
+	b.poll(t, 60*time.Second, "the completion chart to draw a line", `document.getElementById("chart").getAttribute("points").split(" ").filter(Boolean).length + ""`,
+		func(v string) bool { n, _ := strconv.Atoi(v); return n >= 3 })
+	b.screenshot(t, "overview")
+	b.check(t, "progress")
+
+	// Cluster: the shard map is /v1/cluster's; Drain from the page drains.
+	b.open(t, base+"/ui/cluster", "cluster", true)
+	cl, err := api.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]string{}
+	for _, in := range cl.Instances {
+		for _, s := range in.Shards {
+			owners[strconv.Itoa(s.Shard)] = in.ID
+		}
+	}
+	var cells map[string]string
+	b.run(t, "reading the shard map", chromedp.Evaluate(`Object.fromEntries([...document.querySelectorAll(".shard")].map(a => [a.dataset.shard, a.dataset.owner]))`, &cells))
+	if len(cells) != cl.ShardCount {
+		t.Errorf("shard map: %d cells; want %d", len(cells), cl.ShardCount)
+	}
+	for s, owner := range owners {
+		if cells[s] != owner {
+			t.Errorf("shard map: shard %s owned by %q; /v1/cluster says %q", s, cells[s], owner)
+		}
+	}
+	victim := insts[1].ID
+	b.run(t, "draining", chromedp.Click(`#instances tr[data-id="`+victim+`"] a.button`, chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery))
+	b.screenshot(t, "confirm-drain")
+	b.run(t, "confirming", chromedp.Click("#confirm", chromedp.ByQuery), chromedp.WaitVisible("#shards", chromedp.ByQuery))
+	clustertest.PollUntil(t, 30*time.Second, "the drained instance to hand over its shards", func() string {
+		cl, err := api.Cluster(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		for _, in := range cl.Instances {
+			if in.ID == victim && (!in.Draining || len(in.Shards) > 0) {
+				return fmt.Sprintf("%s: draining %v, %d shards", victim, in.Draining, len(in.Shards))
+			}
+		}
+		return ""
+	})
+	b.poll(t, 30*time.Second, "the page to show every shard on the other instance", `[...document.querySelectorAll(".shard")].filter(a => a.dataset.owner === "`+insts[0].ID+`").length + ""`,
+		func(v string) bool { return v == strconv.Itoa(cl.ShardCount) })
+	b.screenshot(t, "cluster-drained")
+	b.check(t, "cluster")
+
+	cs.Stop()
+	b.open(t, base+"/ui/submissions/"+big, "submission-after", true)
+	b.check(t, "last look")
+}
