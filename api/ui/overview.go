@@ -99,6 +99,17 @@ func (r *rateRing) chart(now time.Time) (points string, top, latest float64) {
 	return strings.TrimSpace(b.String()), top, latest
 }
 
+// area closes the polyline points into the polygon under them.
+func area(points string) string {
+	if points == "" {
+		return ""
+	}
+	first, _, _ := strings.Cut(points, ",")
+	last := points[strings.LastIndexByte(points, ' ')+1:]
+	lastX, _, _ := strings.Cut(last, ",")
+	return fmt.Sprintf("%s %s,%d %s,%d", points, lastX, chartHeight, first, chartHeight)
+}
+
 // overviewView is what the overview page shows, and the JSON its script refreshes it from.
 type overviewView struct {
 	InProgress     int64          `json:"in_progress"`
@@ -110,6 +121,7 @@ type overviewView struct {
 	RateLatest     string         `json:"rate_latest"`
 	RateTop        string         `json:"rate_top"`
 	ChartPoints    string         `json:"chart_points"`
+	ChartArea      string         `json:"chart_area"`
 	Instances      []instanceView `json:"instances"`
 	Live           int            `json:"live"`
 	Draining       int            `json:"draining"`
@@ -147,7 +159,8 @@ func (d *dashboard) overviewData(ctx context.Context) (overviewView, error) {
 		v.OldestAge = ago(o.Now.Sub(*o.OldestCreatedAt))
 	}
 	points, top, latest := d.rate.chart(o.Now)
-	v.ChartPoints, v.RateTop, v.RateLatest = points, strconv.FormatFloat(top, 'f', 1, 64), strconv.FormatFloat(latest, 'f', 1, 64)
+	v.ChartPoints, v.ChartArea = points, area(points)
+	v.RateTop, v.RateLatest = strconv.FormatFloat(top, 'f', 1, 64), strconv.FormatFloat(latest, 'f', 1, 64)
 	v.Instances = instanceViews(cl, time.Now())
 	for _, in := range v.Instances {
 		switch in.State {

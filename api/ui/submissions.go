@@ -2,6 +2,7 @@ package ui
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -114,20 +115,22 @@ func metadataValue(v string) json.RawMessage {
 	return b
 }
 
-func (d *dashboard) lookup(c echo.Context) (queuer.Status, error, bool) {
+// lookup reads the submission the path names. With ok false, the answer is an error page
+// already written (err is what writing it returned) or err is the failure to answer.
+func (d *dashboard) lookup(c echo.Context) (st queuer.Status, ok bool, err error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return queuer.Status{}, d.fail(c, http.StatusBadRequest, "%q is not a submission id", c.Param("id")), false
+		return st, false, d.fail(c, http.StatusBadRequest, "%q is not a submission id", c.Param("id"))
 	}
-	st, err := d.q.Status(c.Request().Context(), id)
+	st, err = d.q.Status(c.Request().Context(), id)
 	if notFound(err) {
-		return st, d.fail(c, http.StatusNotFound, "no submission %d (it may have been deleted after the retention period)", id), false
+		return st, false, d.fail(c, http.StatusNotFound, "no submission %d (it may have been deleted after the retention period)", id)
 	}
-	return st, err, err == nil
+	return st, err == nil, err
 }
 
 func (d *dashboard) submission(c echo.Context) error {
-	st, err, ok := d.lookup(c)
+	st, ok, err := d.lookup(c)
 	if !ok {
 		return err
 	}
@@ -147,7 +150,7 @@ type confirmView struct {
 }
 
 func (d *dashboard) confirmCancel(c echo.Context) error {
-	st, err, ok := d.lookup(c)
+	st, ok, err := d.lookup(c)
 	if !ok {
 		return err
 	}
@@ -159,12 +162,12 @@ func (d *dashboard) confirmCancel(c echo.Context) error {
 }
 
 func (d *dashboard) cancel(c echo.Context) error {
-	st, err, ok := d.lookup(c)
+	st, ok, err := d.lookup(c)
 	if !ok {
 		return err
 	}
 	if _, err := d.q.Cancel(c.Request().Context(), st.ID); err != nil {
-		if err == queuer.ErrFinished {
+		if errors.Is(err, queuer.ErrFinished) {
 			return d.fail(c, http.StatusConflict, "submission %d is already finished", st.ID)
 		}
 		return err

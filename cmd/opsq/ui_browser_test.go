@@ -203,6 +203,21 @@ func TestDashboard(t *testing.T) {
 	big := submit(400, 1, 0)
 	small := submit(60, 2, 5)
 	doomed := submit(100, 3, 0)
+	// One submission fails: its one chunk, reserved by its company, fails for good.
+	zero := 0
+	failing, err := api.Submit(ctx, client.Submission{Chunks: []string{"x"}, SubmissionHeader: client.SubmissionHeader{
+		MaxRetries: &zero, StrategicMetadata: map[string]client.MetadataValue{"company_id": client.Int(9)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := api.Reserve(ctx, client.ReserveRequest{Strategy: []byte(`{"select_only": {"key": "company_id", "value": 9}}`)})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("reserving the chunk to fail: %v, %d chunks", err, len(got))
+	}
+	no := false
+	if _, err := api.Fail(ctx, client.ChunkFailure{Token: got[0].Token, Error: "boom", Retry: &no}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Overview: the numbers are the API's, with nothing in flight.
 	b.open(t, base+"/ui/", "overview-idle", true)
@@ -226,6 +241,13 @@ func TestDashboard(t *testing.T) {
 	if got := b.text(t, "#oldest-id"); got != big {
 		t.Errorf("overview: oldest submission %s; want %s", got, big)
 	}
+	failed, err := api.List(ctx, client.ListOptions{State: client.StateFailed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.text(t, "#failed-last-hour"), strconv.Itoa(len(failed.Submissions)); got != want || want != "1" {
+		t.Errorf("overview: %s submissions failed in the last hour; the API lists %s (want 1)", got, want)
+	}
 	if got := b.text(t, "#live-count"); got != "2" {
 		t.Errorf("overview: %s instances live; want 2", got)
 	}
@@ -235,8 +257,12 @@ func TestDashboard(t *testing.T) {
 	b.open(t, base+"/ui/submissions", "submissions", true)
 	var rows int
 	b.run(t, "counting rows", chromedp.Evaluate(`document.querySelectorAll("#submissions tr[data-id]").length`, &rows))
-	if rows != 3 {
-		t.Errorf("submissions page: %d rows; want 3", rows)
+	if rows != 4 {
+		t.Errorf("submissions page: %d rows; want 4", rows)
+	}
+	b.open(t, base+"/ui/submissions/"+failing.ID, "submission-failed", true)
+	if got := b.text(t, "#failure"); !strings.Contains(got, "boom") {
+		t.Errorf("failed submission's page shows failure %q; want the error boom", got)
 	}
 	b.open(t, base+"/ui/submissions?key=company_id&value=2", "submissions-filtered", true)
 	var ids []string

@@ -40,6 +40,7 @@ const live = {
       }
     }
     document.getElementById("chart").setAttribute("points", v.chart_points);
+    document.getElementById("chart-area").setAttribute("points", v.chart_area);
     const tbody = document.querySelector("#instances tbody");
     tbody.replaceChildren(...v.instances.map(function (i) {
       const tr = document.createElement("tr");
