@@ -2,10 +2,13 @@ package queuer
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
+	"opsq/client"
 	"opsq/reserver"
+	opsqsql "opsq/sql"
 )
 
 // expiryTick bounds how late an expired lease is released.
@@ -72,7 +75,13 @@ func (e *expirer) run(ctx context.Context) {
 // whose attempts are spent fails.
 func (q *Queuer) expire(ctx context.Context, r reserver.Reservation) {
 	t := token{key: r.Key, shard: r.Shard, generation: r.Generation, retries: r.Retries}
-	status, err := q.failAttempt(ctx, t, "", errReservationExpired, true, &fence{claimant: q.cfg.Instance.ID, generation: r.Generation})
+	status, err := q.failAttempt(ctx, t, "", errReservationExpired, true, &opsqsql.Fence{Claimant: q.cfg.Instance.ID, Generation: r.Generation})
+	var fenced *opsqsql.FenceError
+	if errors.As(err, &fenced) {
+		// The shard changed owner since the reservation: the new owner counts nothing for
+		// it, and the lease is over here all the same.
+		status, err = client.StatusLost, nil
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			q.log.Warn("recording an expired reservation; trying again later", slog.Int64("submission_id", r.Key.SubmissionID),
