@@ -24,6 +24,7 @@ const expiryRetry = 5 * time.Second
 // goroutine lives from Start until Stop; Start and Stop are for one goroutine at a time.
 type expirer struct {
 	reserver *reserver.Reserver
+	clock    Clock // when leases end
 	expire   func(context.Context, reserver.Reservation)
 
 	cancel context.CancelFunc
@@ -32,8 +33,8 @@ type expirer struct {
 
 var _ service = (*expirer)(nil)
 
-func newExpirer(r *reserver.Reserver, expire func(context.Context, reserver.Reservation)) *expirer {
-	return &expirer{reserver: r, expire: expire}
+func newExpirer(r *reserver.Reserver, clock Clock, expire func(context.Context, reserver.Reservation)) *expirer {
+	return &expirer{reserver: r, clock: clock, expire: expire}
 }
 
 // Start starts the loop.
@@ -63,7 +64,7 @@ func (e *expirer) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		now := time.Now()
+		now := e.clock.Now()
 		for _, r := range e.reserver.TakeExpired(now, now.Add(expiryRetry)) {
 			e.expire(ctx, r)
 		}

@@ -34,7 +34,7 @@ func (q *Queuer) Extend(ctx context.Context, tokens []string, lease time.Duratio
 		case owned && l.Generation != t.generation:
 			out[i].Status = client.StatusLost
 		case owned:
-			expires := time.Now().Add(lease)
+			expires := q.cfg.Clock.Now().Add(lease)
 			if _, ok := q.reserver.Extend(tok, expires); ok {
 				out[i] = Extended{Status: client.StatusExtended, ExpiresAt: &expires}
 			}

@@ -94,7 +94,7 @@ func (r *router) forwardTargets(ctx context.Context) []string {
 		_, found := slices.BinarySearchFunc(own, s, func(l claims.Lease, s int) int { return cmp.Compare(l.Shard, s) })
 		return found
 	}
-	now := time.Now()
+	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var tipped, published []string
@@ -121,7 +121,7 @@ func (r *router) forwardTargets(ctx context.Context) []string {
 // peersTTL.
 func (r *router) refreshPeers(ctx context.Context) {
 	r.mu.Lock()
-	fresh := time.Since(r.mu.read) < peersTTL
+	fresh := r.now().Sub(r.mu.read) < peersTTL
 	r.mu.Unlock()
 	if fresh {
 		return
@@ -143,7 +143,7 @@ func (r *router) refreshPeers(ctx context.Context) {
 		peers = append(peers, peer{id: p.ID, url: p.AdvertiseURL, shards: p.Available})
 	}
 	r.mu.Lock()
-	r.mu.peers, r.mu.urls, r.mu.read = peers, urls, time.Now()
+	r.mu.peers, r.mu.urls, r.mu.read = peers, urls, r.now()
 	r.mu.Unlock()
 }
 

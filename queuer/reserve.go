@@ -133,7 +133,7 @@ func (q *Queuer) reserveFor(ctx context.Context, asks []ReserveRequest) ([][]Chu
 		return out, nil
 	}
 	r := &run{q: q, strategy: asks[0].Strategy, asks: asks, generation: make(map[int]int64, len(leases)),
-		expires: time.Now().Add(asks[0].Lease), exhaustive: true}
+		expires: q.cfg.Clock.Now().Add(asks[0].Lease), exhaustive: true}
 	for _, a := range asks {
 		r.want += a.Max
 	}

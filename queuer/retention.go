@@ -64,7 +64,7 @@ func (s *submissions) deleteSubmission(ctx context.Context, id int64) error {
 }
 
 func (s *submissions) runRetention(ctx context.Context) {
-	n, err := s.DeleteExpired(ctx, time.Now())
+	n, err := s.DeleteExpired(ctx, s.clock.Now())
 	switch {
 	case err != nil && ctx.Err() == nil:
 		s.log.Warn("retention", slog.Any("error", err))
