@@ -82,13 +82,10 @@ func (m *Manager) Publish(ctx context.Context, shard int, generation int64) erro
 	}
 	var written []int
 	err := retrySerializable(ctx, m.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, opsqsql.ClaimsPublish, pgx.NamedArgs{
-			"instance": m.cfg.Instance.ID, "shards": shards, "generations": generations, "inflight": counts,
+		var err error
+		written, err = opsqsql.New(tx).ClaimsPublish(ctx, opsqsql.ClaimsPublishParams{
+			Instance: m.cfg.Instance.ID, Shards: shards, Generations: generations, Inflight: counts,
 		})
-		if err != nil {
-			return err
-		}
-		written, err = pgx.CollectRows(rows, pgx.RowTo[int])
 		return err
 	})
 	if err != nil {

@@ -185,12 +185,10 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 	err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
 		clear(completed)
 		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-			// A batch touches a few chunks by primary key: when the partitions are small
-			// (or their statistics stale) the planner would rather read every partition.
-			if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off"); err != nil {
+			db := opsqsql.New(tx)
+			if err := db.PlanByKey(ctx); err != nil {
 				return err
 			}
-			db := opsqsql.New(tx)
 			done, err := db.ChunksComplete(ctx, opsqsql.ChunksCompleteParams{
 				SubmissionIDs: sids, ChunkIndexes: idxs, Shards: shards, Outputs: outputs, Tokens: tokens,
 			})

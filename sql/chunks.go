@@ -143,6 +143,13 @@ func (q Queries) ChunkStates(ctx context.Context, p ChunkStatesParams) ([]bool, 
 	return known, nil
 }
 
+// PlanByKey makes the planner, for the rest of db's transaction, plan as statements that
+// touch a few chunks by primary key (ChunksComplete). It has no parameters.
+func (q Queries) PlanByKey(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, PlanByKey)
+	return err
+}
+
 // ChunksCompleteParams are chunks_complete.sql's: the chunks completed (the same index
 // in each of the first four) and every token used, repeats included.
 type ChunksCompleteParams struct {
@@ -245,9 +252,14 @@ func collectOne[T any](ctx context.Context, db DB, query string, args pgx.NamedA
 	return r, notFound(err)
 }
 
-// collect runs query and returns its rows, scanned by name into T.
+// collect runs query and returns its rows, scanned by name into T. args nil: the
+// statement has no parameters.
 func collect[T any](ctx context.Context, db DB, query string, args pgx.NamedArgs) ([]T, error) {
-	rows, err := db.Query(ctx, query, args)
+	var a []any
+	if args != nil {
+		a = []any{args}
+	}
+	rows, err := db.Query(ctx, query, a...)
 	if err != nil {
 		return nil, err
 	}
