@@ -45,7 +45,7 @@ func (q *Queuer) Fail(ctx context.Context, items []Failure) ([]client.TokenStatu
 // remain (and retry is asked), else fails it and its submission. A consumer's failure
 // passes its token string, whose reservation is then dropped wherever it is held; the
 // owner's release of an expired lease passes the fence instead (the reservation is gone),
-// and gets a *opsqsql.FenceError, naming the shard, when the shard is no longer held under
+// and gets a *sql.FenceError, naming the shard, when the shard is no longer held under
 // the reservation's claim: then nothing was written.
 func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retry bool, f *opsqsql.Fence) (client.TokenStatus, error) {
 	chunk := t.chunk()
