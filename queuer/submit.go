@@ -30,6 +30,9 @@ type NewSubmission struct {
 	// and opsq stores no content.
 	Prefix     string
 	ChunkCount int64
+	// CreatedByKey is the id of the API key that submits it (opsq.api_keys), 0 for none
+	// (OPSQ_AUTH=off): a producer key cancels only its own submissions.
+	CreatedByKey int64
 }
 
 // Chunks yields the contents of a submission's chunks in order. Next returns io.EOF after
@@ -104,6 +107,7 @@ func (s *submissions) Submit(ctx context.Context, sub NewSubmission, chunks Chun
 	args := pgx.NamedArgs{
 		"id": id, "chunks_total": src.n, "priority": sub.Priority, "max_retries": sub.MaxRetries,
 		"metadata": sub.Metadata, "strategic_metadata": string(metadata), "prefix": prefix,
+		"created_by_key": sub.CreatedByKey,
 	}
 	insert, channel, payload := opsqsql.SubmissionInsert, ChannelWork, workPayload(id, src.n, s.shardCount)
 	if src.n == 0 {

@@ -63,6 +63,10 @@ type Cluster struct {
 	Pool  *pgxpool.Pool // the test's own connections, for checks
 	HTTP  *http.Client  // every request of the test goes through it
 	Env   []string      // added to the environment of the instances started from now on
+	// Key is the API key the clients of the instances started from now on send: an admin
+	// key, for instances run with OPSQ_AUTH=required (in Env). "" sends none: the kit runs
+	// instances with OPSQ_AUTH=off unless Env says otherwise.
+	Key string
 
 	t   testing.TB
 	bin Binary
@@ -162,9 +166,13 @@ func (c *Cluster) SpawnWith(migrate bool, params map[string]string) *Instance {
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts := []client.Option{client.WithHTTPClient(c.HTTP)}
+	if c.Key != "" {
+		opts = append(opts, client.WithKey(c.Key))
+	}
 	inst := &Instance{ID: id, URL: p.URL, Proc: p, c: c,
-		Client: client.New(p.URL, client.WithHTTPClient(c.HTTP)),
-		Local:  client.New(p.URL, client.WithHTTPClient(c.HTTP), client.WithHeader(client.ForwardedHeader, "test")),
+		Client: client.New(p.URL, opts...),
+		Local:  client.New(p.URL, append(opts, client.WithHeader(client.ForwardedHeader, "test"))...),
 	}
 	c.mu.Lock()
 	c.insts = append(c.insts, inst)

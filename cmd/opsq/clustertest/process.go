@@ -49,13 +49,16 @@ func (b Binary) Command(args []string, env ...string) *exec.Cmd {
 
 // Spec describes one instance to Start.
 type Spec struct {
-	ID       string   // OPSQ_INSTANCE_ID. Required.
-	DBURL    string   // OPSQ_DATABASE_URL. Required.
-	Migrate  bool     // OPSQ_MIGRATE
-	LogPath  string   // the file its output goes to, created. Required.
-	LogLevel string   // OPSQ_LOG_LEVEL. Defaults to debug.
-	Grace    string   // OPSQ_SHUTDOWN_GRACE. Defaults to 10s.
-	Env      []string // more KEY=value, after the above
+	ID       string // OPSQ_INSTANCE_ID. Required.
+	DBURL    string // OPSQ_DATABASE_URL. Required.
+	Migrate  bool   // OPSQ_MIGRATE
+	LogPath  string // the file its output goes to, created. Required.
+	LogLevel string // OPSQ_LOG_LEVEL. Defaults to debug.
+	Grace    string // OPSQ_SHUTDOWN_GRACE. Defaults to 10s.
+	// Auth is OPSQ_AUTH. Defaults to off: the kit's clients send no API key. A test of the
+	// keys sets "required" and gives its clients keys.
+	Auth string
+	Env  []string // more KEY=value, after the above
 	// ProcAttr replaces the child's SysProcAttr. Defaults to being killed with this
 	// process (Linux).
 	ProcAttr *syscall.SysProcAttr
@@ -99,6 +102,7 @@ func Start(b Binary, s Spec) (*Process, error) {
 			"OPSQ_MIGRATE=" + strconv.FormatBool(s.Migrate),
 			"OPSQ_LOG_LEVEL=" + cmp.Or(s.LogLevel, "debug"),
 			"OPSQ_SHUTDOWN_GRACE=" + cmp.Or(s.Grace, "10s"),
+			"OPSQ_AUTH=" + cmp.Or(s.Auth, "off"),
 		}, s.Env...)...)
 	if s.ProcAttr != nil {
 		p.Cmd.SysProcAttr = s.ProcAttr
