@@ -130,7 +130,7 @@ func TestAuthMatrix(t *testing.T) {
 	id := a.submit(t, a.key["producer"])
 	const ok, denied = 0, http.StatusForbidden
 	type row struct {
-		method, path, body string
+		method, path, body                 string
 		producer, consumer, metrics, admin int
 	}
 	rows := []row{

@@ -195,4 +195,3 @@ func mustID(t *testing.T, s string) int64 {
 	}
 	return n
 }
-
