@@ -107,36 +107,55 @@ func CheckName(name string) error {
 // Create makes a key named name with role; it expires after expires (0: never). It returns
 // the row and the key, which is shown nowhere else.
 func Create(ctx context.Context, db DB, name string, role Role, expires time.Duration) (Key, string, error) {
-	if err := CheckName(name); err != nil {
+	key := Generate()
+	k, err := Add(ctx, db, name, role, expires, key)
+	if err != nil {
 		return Key{}, "", err
+	}
+	return k, key, nil
+}
+
+// MinKeyLen is the shortest key Add takes: Generate's keys are 48 characters.
+const MinKeyLen = 32
+
+// Add is Create with a key made elsewhere (an operator's bootstrap key, say), at least
+// MinKeyLen characters long.
+func Add(ctx context.Context, db DB, name string, role Role, expires time.Duration, key string) (Key, error) {
+	if err := CheckName(name); err != nil {
+		return Key{}, err
 	}
 	if _, err := ParseRole(string(role)); err != nil {
-		return Key{}, "", err
+		return Key{}, err
 	}
 	if expires < 0 {
-		return Key{}, "", fmt.Errorf("expiry %s: must be positive, or 0 for never", expires)
+		return Key{}, fmt.Errorf("expiry %s: must be positive, or 0 for never", expires)
+	}
+	if len(key) < MinKeyLen {
+		return Key{}, fmt.Errorf("the key is %d characters long; want at least %d (make one with: echo \"opsq_$(openssl rand -base64 32 | tr '+/' '-_' | tr -d '=')\")", len(key), MinKeyLen)
 	}
 	var expiresAt *time.Time
 	if expires > 0 {
 		t := time.Now().Add(expires)
 		expiresAt = &t
 	}
-	key := Generate()
 	sum := Hash(key)
 	rows, err := db.Query(ctx, opsqsql.APIKeyCreate, pgx.NamedArgs{
 		"name": name, "role": string(role), "sha256": sum[:], "expires_at": expiresAt,
 	})
 	if err != nil {
-		return Key{}, "", fmt.Errorf("creating API key %q: %w", name, err)
+		return Key{}, fmt.Errorf("creating API key %q: %w", name, err)
 	}
 	k, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Key])
 	if err != nil {
 		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
-			return Key{}, "", fmt.Errorf("%w: %q (revoked keys keep their names; choose another)", ErrExists, name)
+			if pgErr.ConstraintName == "api_keys_sha256_key" {
+				return Key{}, fmt.Errorf("creating API key %q: another key has the same secret", name)
+			}
+			return Key{}, fmt.Errorf("%w: %q (revoked keys keep their names; choose another)", ErrExists, name)
 		}
-		return Key{}, "", fmt.Errorf("creating API key %q: %w", name, err)
+		return Key{}, fmt.Errorf("creating API key %q: %w", name, err)
 	}
-	return k, key, nil
+	return k, nil
 }
 
 // List returns every key, revoked and expired ones included, by name.

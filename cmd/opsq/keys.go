@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -14,7 +15,7 @@ import (
 	"opsq/apikeys"
 )
 
-const keysUsage = `usage: opsq keys create --name NAME --role ROLE [--expires 90d]
+const keysUsage = `usage: opsq keys create --name NAME --role ROLE [--expires 90d] [--from-env VAR] [--if-missing]
        opsq keys list [--json]
        opsq keys revoke NAME
 
@@ -23,6 +24,10 @@ standard output, and only there: keep it, it cannot be shown again. Roles: produ
 (submit, status, results, list, cancel its own submissions), consumer (reserve, complete,
 fail, extend, status), admin (everything), metrics (GET /metrics). A revoked key is refused
 by every instance within a second. These commands talk to the database, not to an instance.
+
+create --from-env VAR takes the key from the environment variable VAR instead of making
+one, and prints nothing on standard output; with --if-missing it does nothing when a key of
+that name exists already. docker-compose.yml bootstraps its admin key so.
 
 flags:`
 
@@ -34,12 +39,15 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fs.PrintDefaults()
 	}
 	var dbURL, devDir, name, role, expires string
-	var asJSON bool
+	var fromEnv string
+	var asJSON, ifMissing bool
 	envString(fs, &dbURL, "database-url", "OPSQ_DATABASE_URL", "", "PostgreSQL URL")
 	envString(fs, &devDir, "dev-cluster", "OPSQ_DEV_CLUSTER", "", "use the local development cluster in this directory when no URL is set (make run's: .data/pg)")
 	fs.StringVar(&name, "name", "", "create: the key's name, unique (1-64 of A-Z a-z 0-9 . _ -)")
 	fs.StringVar(&role, "role", "", "create: producer, consumer, admin or metrics")
 	fs.StringVar(&expires, "expires", "never", "create: how long the key is valid, such as 90d, 12h or never")
+	fs.StringVar(&fromEnv, "from-env", "", "create: take the key from this environment `variable` (at least 32 characters) rather than make one")
+	fs.BoolVar(&ifMissing, "if-missing", false, "create: do nothing if a key of that name exists already")
 	fs.BoolVar(&asJSON, "json", false, "list: print JSON")
 	// Flags may come before or after the action and its argument.
 	var pos []string
@@ -76,6 +84,9 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if validFor, err = parseExpiry(expires); err != nil {
 			return usageError("--expires %q: %v", expires, err)
 		}
+		if fromEnv != "" && os.Getenv(fromEnv) == "" {
+			return fmt.Errorf("--from-env %s: the variable is not set or empty", fromEnv)
+		}
 	case action == "list" && len(pos) == 1:
 	case action == "revoke" && len(pos) == 2:
 	case action == "revoke":
@@ -99,9 +110,23 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer pool.Close()
 	switch action {
 	case "create":
-		k, key, err := apikeys.Create(ctx, pool, name, r, validFor)
+		var k apikeys.Key
+		var key string
+		if fromEnv != "" {
+			k, err = apikeys.Add(ctx, pool, name, r, validFor, os.Getenv(fromEnv))
+		} else {
+			k, key, err = apikeys.Create(ctx, pool, name, r, validFor)
+		}
+		if ifMissing && errors.Is(err, apikeys.ErrExists) {
+			fmt.Fprintf(stderr, "an API key named %q exists already; nothing done\n", name)
+			return nil
+		}
 		if err != nil {
 			return explainKeysError(err)
+		}
+		if fromEnv != "" {
+			fmt.Fprintf(stderr, "created API key %q (role %s, %s) from $%s\n", k.Name, k.Role, expiryText(k.ExpiresAt), fromEnv)
+			return nil
 		}
 		if _, err := fmt.Fprintln(stdout, key); err != nil {
 			return err

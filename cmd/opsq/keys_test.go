@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/migrations/pgtest"
@@ -36,8 +38,7 @@ func createKey(t *testing.T, dbURL, name, role string, more ...string) string {
 	return first
 }
 
-func TestKeysCommand(t *testing.T) {
-	t.Parallel()
+func TestKeysCommand(t *testing.T) { // not parallel: t.Setenv
 	dbURL := pgtest.NewDB(t)
 	key := createKey(t, dbURL, "ci", "producer", "--expires", "90d")
 	createKey(t, dbURL, "forever", "metrics")
@@ -52,6 +53,24 @@ func TestKeysCommand(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("opsq keys list:\n%s\nwant it to mention %q", out, want)
 		}
+	}
+	// The bootstrap of docker-compose.yml: a key from the environment, once.
+	boot := "opsq_" + strings.Repeat("b", 43)
+	t.Setenv("TEST_BOOTSTRAP_KEY", boot)
+	for range 2 {
+		out, errOut, err := keysCLI(t, dbURL, "create", "--name", "admin", "--role", "admin", "--from-env", "TEST_BOOTSTRAP_KEY", "--if-missing")
+		if err != nil || out != "" || strings.Contains(errOut, boot) {
+			t.Fatalf("opsq keys create --from-env --if-missing: %v; stdout %q, stderr %q; want nothing on stdout", err, out, errOut)
+		}
+	}
+	var n int
+	pool, err := pgxpool.New(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM opsq.api_keys WHERE name = 'admin' AND sha256 = sha256($1::bytea)", []byte(boot)).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d admin keys with the bootstrap key's hash, %v; want 1", n, err)
 	}
 	if _, _, err := keysCLI(t, dbURL, "create", "--name", "ci", "--role", "admin"); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("creating ci again: %v; want an error saying it exists", err)
