@@ -3,6 +3,7 @@ package queuer
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
@@ -166,24 +167,29 @@ func (r *router) forgetTips(url string) {
 	}
 }
 
-// peer returns a client for another instance that marks its requests as forwarded. It
-// has the bounds of DESIGN.md §8: peerConnectTimeout, peerCallTimeout, no redirect
-// followed (a redirect is an error), at most peerMaxAnswerBytes of an answer read.
+// peer returns a client for another instance whose requests are marked forwarded and
+// signed (forwardsig.go). It has the bounds of DESIGN.md §8: peerConnectTimeout,
+// peerCallTimeout, no redirect followed (a redirect is an error), at most
+// peerMaxAnswerBytes of an answer read.
 func (r *router) peer(url string) *client.Client {
-	return client.New(url, client.WithHTTPClient(r.peerHTTP), client.WithMaxResponseBytes(peerMaxAnswerBytes),
-		client.WithHeader(client.ForwardedHeader, r.instance))
+	return client.New(url, client.WithHTTPClient(r.peerHTTP), client.WithMaxResponseBytes(peerMaxAnswerBytes))
 }
 
-// newPeerHTTPClient returns the HTTP client of the requests forwarded to other instances.
-func newPeerHTTPClient() *http.Client {
+// newPeerHTTPClient returns the HTTP client of the requests forwarded to other instances,
+// each signed with keys as forwarded by instance; tlsCfg (nil: the system's roots) is for
+// instances that serve HTTPS.
+func newPeerHTTPClient(keys *Keyring, instance string, tlsCfg *tls.Config) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil // instances talk to each other directly, never through HTTP_PROXY
 	t.DialContext = (&net.Dialer{Timeout: peerConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = peerConnectTimeout
 	t.ResponseHeaderTimeout = peerCallTimeout
 	t.MaxIdleConnsPerHost = 64 // many consumers may be forwarded to the same instance at once
+	if tlsCfg != nil {
+		t.TLSClientConfig = tlsCfg.Clone()
+	}
 	return &http.Client{
-		Transport: t,
+		Transport: SigningTransport(keys, instance, t),
 		Timeout:   peerCallTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse // the 3xx answer itself is returned: an error

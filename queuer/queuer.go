@@ -15,6 +15,7 @@ package queuer
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,6 +50,9 @@ type Config struct {
 	// status waits together; beyond it they get ErrTooManyWaiters. Defaults to 20 000
 	// (MaxWaitersDefault).
 	MaxWaiters int
+	// PeerTLS is the TLS configuration of the calls to other instances (their https://
+	// advertise URLs); nil uses the system's roots.
+	PeerTLS *tls.Config
 }
 
 // Queuer is one instance's engine: a façade that starts its parts and hands each request
@@ -111,9 +115,9 @@ func New(cfg Config) (*Queuer, error) {
 	q := &Queuer{
 		cfg: cfg, pool: cfg.Pool, log: cfg.Logger, ids: newIDGenerator(),
 		reserver: reserver.New(reserver.Config{}), work: newSignal(cfg.MaxWaiters), shared: newShared(),
-		router: newRouter(cfg.Pool, cfg.Instance.ID, cfg.Logger), infos: newInfoCache(cfg.Pool), tombs: newTombstones(), hints: newHints(),
+		keys: NewKeyring(cfg.Pool, cfg.Logger), infos: newInfoCache(cfg.Pool), tombs: newTombstones(), hints: newHints(),
 	}
-	q.keys = NewKeyring(cfg.Pool, cfg.Logger)
+	q.router = newRouter(cfg.Pool, cfg.Instance.ID, q.keys, cfg.PeerTLS, cfg.Logger)
 	q.holds = &holds{pool: cfg.Pool, log: cfg.Logger}
 	q.subs = newSubmissions(cfg.Pool, cfg.Logger, q.ids, q.work)
 	q.completer = newCompleter(cfg.Pool, q.reserver, q.tombs, q.readToken)
@@ -204,6 +208,12 @@ func (q *Queuer) Stop() {
 	q.scans.Close()
 	q.subs.finished.wakeAll()
 	q.work.broadcast()
+}
+
+// VerifyForwarded checks the signature of a request that another instance says it
+// forwarded here (forwardsig.go): nil, or an error wrapping ErrForwardedSignature.
+func (q *Queuer) VerifyForwarded(method, uri, from string, body []byte, sig string) error {
+	return q.keys.VerifyForwarded(method, uri, from, body, sig, time.Now())
 }
 
 // Ready reports whether the instance can serve: the database answers, the claims loop

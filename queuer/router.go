@@ -1,6 +1,7 @@
 package queuer
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -50,8 +51,8 @@ type peer struct {
 	shards  []int32
 }
 
-func newRouter(pool *pgxpool.Pool, instance string, log *slog.Logger) *router {
-	r := &router{pool: pool, instance: instance, log: log, peerHTTP: newPeerHTTPClient()}
+func newRouter(pool *pgxpool.Pool, instance string, keys *Keyring, peerTLS *tls.Config, log *slog.Logger) *router {
+	r := &router{pool: pool, instance: instance, log: log, peerHTTP: newPeerHTTPClient(keys, instance, peerTLS)}
 	r.mu.empty = map[int]bool{}
 	r.mu.tips = map[int]time.Time{}
 	return r

@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/client"
+	"opsq/queuer"
 )
 
 // The cluster-wide timings of the tests (opsq.settings), fast so that expiries happen
@@ -67,6 +69,12 @@ type Cluster struct {
 	// key, for instances run with OPSQ_AUTH=required (in Env). "" sends none: the kit runs
 	// instances with OPSQ_AUTH=off unless Env says otherwise.
 	Key string
+	// HTTPS: the instances started from now on serve TLS (Env names their OPSQ_TLS_
+	// files; HTTP's transport must trust their CA).
+	HTTPS bool
+	// local sends the requests of the Instances' Local clients: signed as forwarded with
+	// the cluster key, as an instance forwards them.
+	local *http.Client
 
 	t   testing.TB
 	bin Binary
@@ -84,8 +92,8 @@ type Instance struct {
 	ID, URL string
 	Proc    *Process
 	Client  *client.Client
-	// Local answers reserves from this instance's own shards only: the forwarded header
-	// keeps it from forwarding to the others.
+	// Local answers reserves from this instance's own shards only: its requests are
+	// signed as forwarded by another instance, which keeps it from forwarding them on.
 	Local *client.Client
 
 	c *Cluster
@@ -103,9 +111,15 @@ func New(t testing.TB, bin Binary, dbURL string) *Cluster {
 		pool.Close()
 		t.Fatal(err)
 	}
+	keys := queuer.NewKeyring(pool, slog.New(slog.DiscardHandler))
+	if err := keys.Load(t.Context()); err != nil {
+		pool.Close()
+		t.Fatal(err)
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	c := &Cluster{DBURL: dbURL, Pool: pool, HTTP: &http.Client{Transport: tr}, t: t, bin: bin, dir: t.TempDir()}
+	c := &Cluster{DBURL: dbURL, Pool: pool, HTTP: &http.Client{Transport: tr}, t: t, bin: bin, dir: t.TempDir(),
+		local: &http.Client{Transport: queuer.SigningTransport(keys, "test", tr)}}
 	t.Cleanup(c.cleanup)
 	return c
 }
@@ -162,7 +176,7 @@ func (c *Cluster) SpawnWith(migrate bool, params map[string]string) *Instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Start(c.bin, Spec{ID: id, DBURL: dbURL, Migrate: migrate, LogPath: filepath.Join(c.dir, id+".log"), Env: c.Env})
+	p, err := Start(c.bin, Spec{ID: id, DBURL: dbURL, Migrate: migrate, LogPath: filepath.Join(c.dir, id+".log"), Env: c.Env, HTTPS: c.HTTPS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +186,7 @@ func (c *Cluster) SpawnWith(migrate bool, params map[string]string) *Instance {
 	}
 	inst := &Instance{ID: id, URL: p.URL, Proc: p, c: c,
 		Client: client.New(p.URL, opts...),
-		Local:  client.New(p.URL, append(opts, client.WithHeader(client.ForwardedHeader, "test"))...),
+		Local:  client.New(p.URL, append(opts, client.WithHTTPClient(c.local))...),
 	}
 	c.mu.Lock()
 	c.insts = append(c.insts, inst)

@@ -49,16 +49,19 @@ func (b Binary) Command(args []string, env ...string) *exec.Cmd {
 
 // Spec describes one instance to Start.
 type Spec struct {
-	ID       string // OPSQ_INSTANCE_ID. Required.
-	DBURL    string // OPSQ_DATABASE_URL. Required.
-	Migrate  bool   // OPSQ_MIGRATE
-	LogPath  string // the file its output goes to, created. Required.
-	LogLevel string // OPSQ_LOG_LEVEL. Defaults to debug.
-	Grace    string // OPSQ_SHUTDOWN_GRACE. Defaults to 10s.
+	ID       string   // OPSQ_INSTANCE_ID. Required.
+	DBURL    string   // OPSQ_DATABASE_URL. Required.
+	Migrate  bool     // OPSQ_MIGRATE
+	LogPath  string   // the file its output goes to, created. Required.
+	LogLevel string   // OPSQ_LOG_LEVEL. Defaults to debug.
+	Grace    string   // OPSQ_SHUTDOWN_GRACE. Defaults to 10s.
+	Env      []string // more KEY=value, after the above
+	// HTTPS: the instance serves TLS (Env names its OPSQ_TLS_ files); its URL and
+	// advertise URL are https://.
+	HTTPS bool
 	// Auth is OPSQ_AUTH. Defaults to off: the kit's clients send no API key. A test of the
 	// keys sets "required" and gives its clients keys.
 	Auth string
-	Env  []string // more KEY=value, after the above
 	// ProcAttr replaces the child's SysProcAttr. Defaults to being killed with this
 	// process (Linux).
 	ProcAttr *syscall.SysProcAttr
@@ -70,7 +73,7 @@ type Spec struct {
 // gracefully, send SIGTERM and wait for Exited; Kill ends it at once (paused or not).
 type Process struct {
 	ID      string
-	URL     string // http://127.0.0.1:port
+	URL     string // http://127.0.0.1:port, or https://
 	LogPath string
 	Cmd     *exec.Cmd // started; for its pid (Signal, Kill and Stop rather than Cmd.Process)
 
@@ -86,7 +89,11 @@ func Start(b Binary, s Spec) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Process{ID: s.ID, URL: "http://" + port.Addr(), LogPath: s.LogPath, port: port, exited: make(chan struct{})}
+	scheme := "http://"
+	if s.HTTPS {
+		scheme = "https://"
+	}
+	p := &Process{ID: s.ID, URL: scheme + port.Addr(), LogPath: s.LogPath, port: port, exited: make(chan struct{})}
 	logFile, err := os.Create(s.LogPath)
 	if err != nil {
 		port.Close()
