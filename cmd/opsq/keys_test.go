@@ -165,6 +165,10 @@ func TestClusterWithKeys(t *testing.T) {
 	if err := runStatus(ctx, []string{"--url", a.URL, "--key", keys["producer"], id}, &stdout, &stderr); err != nil || !strings.Contains(stdout.String(), "completed") {
 		t.Errorf("opsq status --key: %v, %q %q", err, stdout.String(), stderr.String())
 	}
+	stdout.Reset()
+	if err := runList(ctx, []string{"--url", a.URL, "--key", keys["producer"], "--meta", "company_id=42"}, &stdout, &stderr); err != nil {
+		t.Errorf("opsq list --key --meta: %v %q", err, stderr.String())
+	}
 	err = runStatus(ctx, []string{"--url", a.URL, id}, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "--key or OPSQ_KEY") {
 		t.Errorf("opsq status without a key: %v; want advice to give --key or OPSQ_KEY", err)

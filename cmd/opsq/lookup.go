@@ -218,8 +218,16 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newClientFlags("list", "", "List submissions, newest first, by state and by strategic metadata.", stderr)
 	var opts client.ListOptions
 	state := fs.String("state", "", "only submissions in this `state`: "+stateNames())
-	fs.StringVar(&opts.Key, "key", "", "only submissions whose strategic metadata has this `key` (with --value)")
-	fs.StringVar(&opts.Value, "value", "", "the `value` of --key")
+	// --meta rather than the API's key= and value=: --key is the API key, as in every
+	// client command.
+	fs.Func("meta", "only submissions whose strategic metadata has `key=value` (value=42: the integer 42; value='\"42\"': the string)", func(m string) error {
+		k, v, ok := strings.Cut(m, "=")
+		if !ok || k == "" || v == "" {
+			return fmt.Errorf("want key=value, such as company_id=42")
+		}
+		opts.Key, opts.Value = k, v
+		return nil
+	})
 	fs.IntVar(&opts.Limit, "limit", 0, "at most `N` submissions, up to 1000 (default: the server's, 100)")
 	fs.StringVar(&opts.After, "after", "", "the page after submission `ID` (as the previous page says)")
 	asJSON := fs.Bool("json", false, "print the JSON answer")
@@ -230,8 +238,6 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	switch {
 	case opts.State != "" && !slices.Contains(client.States(), opts.State):
 		return fs.usageError("unknown --state %q: want one of %s", opts.State, stateNames())
-	case (opts.Key == "") != (opts.Value == ""):
-		return fs.usageError("--key and --value go together")
 	case opts.Limit < 0 || opts.Limit > client.MaxListLimit:
 		return fs.usageError("--limit %d: want 1 to %d", opts.Limit, client.MaxListLimit)
 	}
