@@ -29,6 +29,9 @@ type NewSubmission struct {
 	// and opsq stores no content.
 	Prefix     string
 	ChunkCount int64
+	// CreatedByKey is the id of the API key that submits it (opsq.api_keys), 0 for none
+	// (OPSQ_AUTH=off): a producer key cancels only its own submissions.
+	CreatedByKey int64
 }
 
 // Chunks yields the contents of a submission's chunks in order. Next returns io.EOF after
@@ -104,6 +107,7 @@ func (s *submissions) Submit(ctx context.Context, sub NewSubmission, chunks Chun
 	p := opsqsql.SubmissionInsertParams{
 		ID: id, ChunksTotal: src.n, Priority: sub.Priority, MaxRetries: sub.MaxRetries,
 		Metadata: sub.Metadata, StrategicMetadata: string(metadata), Prefix: prefix,
+		CreatedByKey: sub.CreatedByKey,
 	}
 	insert, channel, payload := db.SubmissionInsert, ChannelWork, workPayload(id, src.n, s.shardCount)
 	if src.n == 0 {

@@ -49,12 +49,16 @@ type SubmissionInsertParams struct {
 	Metadata          string
 	StrategicMetadata string // a JSON object
 	Prefix            *string
+	// CreatedByKey is the id of the API key that made it (0: none, keys off); a producer
+	// key cancels only its own. A submission without chunks, complete at once, keeps none.
+	CreatedByKey int64
 }
 
 func (p SubmissionInsertParams) args() pgx.NamedArgs {
 	return pgx.NamedArgs{
 		"id": p.ID, "chunks_total": p.ChunksTotal, "priority": p.Priority, "max_retries": p.MaxRetries,
 		"metadata": p.Metadata, "strategic_metadata": p.StrategicMetadata, "prefix": p.Prefix,
+		"created_by_key": p.CreatedByKey,
 	}
 }
 
