@@ -25,9 +25,11 @@ import (
 //	GET  /v1/submissions/{id}/results       yes       -         -        yes
 //	POST /v1/submissions/{id}/cancel        own       -         -        yes
 //	POST /v1/reserve, complete, fail, extend -        yes       -        yes
+//	POST /v1/reserve/preview                -         yes       -        yes
 //	GET  /v1/cluster                        -         -         -        yes
 //	GET  /metrics                           -         -         yes      yes
 //	GET  /healthz, /readyz                  no key needed
+//	/ui/ (the dashboard)                    admin, kept in a cookie (api/ui/auth.go)
 //
 // "own": a producer key cancels only the submissions it created; admin cancels any. A
 // missing, unknown, expired or revoked key is 401, a key whose role may not call the route

@@ -5,6 +5,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"opsq/api/apikeys"
+	"opsq/migrations/pgtest"
 )
 
 // TestDashboardRoutes: every page of the dashboard renders, its JSON answers, and the
@@ -74,4 +78,75 @@ func TestDashboardRoutes(t *testing.T) {
 	if got := jsonString(t, statusOf(t, e, id)["state"]); got != "cancelled" {
 		t.Errorf("after cancel from the dashboard the state is %s; want cancelled", got)
 	}
+}
+
+// TestDashboardKeys: with keys on, the dashboard sends a browser without an admin key to
+// its login page, refuses other roles' keys, keeps an admin key in an HttpOnly,
+// SameSite=Strict cookie for /ui/ only, and stops taking it once revoked; the cookie is no
+// key for /v1/.
+func TestDashboardKeys(t *testing.T) {
+	t.Parallel()
+	a := setupAuth(t)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string, cookie *http.Cookie) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, a.URL+path, nil)
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	login := func(key string) *http.Response {
+		t.Helper()
+		resp, err := noRedirect.PostForm(a.URL+"/ui/login", url.Values{"key": {key}, "next": {"/ui/cluster"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+
+	if resp := get("/ui/cluster", nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login?next=%2Fui%2Fcluster" {
+		t.Errorf("GET /ui/cluster without a key: %d to %q; want 303 to the login page", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp := get("/ui/overview.json", nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /ui/overview.json without a key: %d; want 401", resp.StatusCode)
+	}
+	for _, path := range []string{"/ui/login", "/ui/static/style.css"} {
+		if resp := get(path, nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s without a key: %d; want 200", path, resp.StatusCode)
+		}
+	}
+	for _, key := range []string{a.key["consumer"], "not-a-key"} {
+		if resp := login(key); resp.StatusCode != http.StatusOK || len(resp.Cookies()) != 0 {
+			t.Errorf("login with a non-admin key: %d, cookies %v; want the form again and no cookie", resp.StatusCode, resp.Cookies())
+		}
+	}
+	resp := login(a.key["admin"])
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/cluster" || len(resp.Cookies()) != 1 {
+		t.Fatalf("login with the admin key: %d to %q, cookies %v; want 303 to /ui/cluster and one cookie", resp.StatusCode, resp.Header.Get("Location"), resp.Cookies())
+	}
+	ck := resp.Cookies()[0]
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/ui/" || ck.Value != a.key["admin"] {
+		t.Errorf("cookie %+v; want HttpOnly, SameSite=Strict, Path /ui/, holding the key", ck)
+	}
+	for _, path := range []string{"/ui/cluster", "/ui/overview.json", "/ui/submissions"} {
+		if resp := get(path, &http.Cookie{Name: ck.Name, Value: ck.Value}); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s with the cookie: %d; want 200", path, resp.StatusCode)
+		}
+	}
+	if resp := get("/v1/cluster", &http.Cookie{Name: ck.Name, Value: ck.Value}); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /v1/cluster with only the dashboard's cookie: %d; want 401 (the API takes keys in Authorization only)", resp.StatusCode)
+	}
+	if _, err := apikeys.Revoke(t.Context(), a.Pool, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 2*time.Second, "the revoked key refused by the dashboard", func() bool {
+		return get("/ui/cluster", &http.Cookie{Name: ck.Name, Value: ck.Value}).StatusCode == http.StatusSeeOther
+	})
 }

@@ -101,6 +101,63 @@ func (d *dashboard) submissions(c echo.Context) error {
 	return d.render(c, http.StatusOK, "submissions", page{Title: "Submissions", Nav: "submissions", Live: "submissions", Data: v})
 }
 
+// progressView is a submission's progress, for the pages' scripts.
+type progressView struct {
+	ID           string       `json:"id"`
+	State        client.State `json:"state"`
+	ChunksTotal  int64        `json:"chunks_total"`
+	ChunksDone   int64        `json:"chunks_done"`
+	ChunksFailed int64        `json:"chunks_failed"`
+	FinishedAt   string       `json:"finished_at"`
+}
+
+func toProgress(st queuer.Status) progressView {
+	v := toView(st, time.Now())
+	return progressView{ID: v.ID, State: v.State, ChunksTotal: v.Total, ChunksDone: v.Done, ChunksFailed: v.Failed, FinishedAt: v.FinishedAt}
+}
+
+// submissionsJSON answers the progress of the submissions of a page of the list (the same
+// query parameters).
+func (d *dashboard) submissionsJSON(c echo.Context) error {
+	opts := queuer.ListOptions{Limit: pageSize, State: client.State(c.QueryParam("state"))}
+	if !slices.Contains(append(client.States(), ""), opts.State) {
+		return c.JSON(http.StatusBadRequest, client.ErrorBody{Error: client.ErrorDetail{Code: "bad_request", Message: "state: must be one of in_progress, completed, failed, cancelled"}})
+	}
+	if key := c.QueryParam("key"); key != "" {
+		opts.Key, opts.Value = key, metadataValue(c.QueryParam("value"))
+	}
+	if after := c.QueryParam("after"); after != "" {
+		opts.After, _ = strconv.ParseInt(after, 10, 64)
+	}
+	list, _, err := d.q.List(c.Request().Context(), opts)
+	if err != nil {
+		return err
+	}
+	out := make([]progressView, len(list))
+	for i, st := range list {
+		out[i] = toProgress(st)
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, out)
+}
+
+// progress answers one submission's progress.
+func (d *dashboard) progress(c echo.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return c.JSON(http.StatusBadRequest, client.ErrorBody{Error: client.ErrorDetail{Code: "bad_request", Message: "id: not a submission id"}})
+	}
+	st, err := d.q.Status(c.Request().Context(), id)
+	if notFound(err) {
+		return c.JSON(http.StatusNotFound, client.ErrorBody{Error: client.ErrorDetail{Code: "not_found", Message: "id: no such submission"}})
+	}
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, toProgress(st))
+}
+
 // metadataValue reads a value as GET /v1/submissions does: an integer when it is one, a
 // quoted JSON string as that string, else the text itself.
 func metadataValue(v string) json.RawMessage {

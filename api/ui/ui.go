@@ -21,6 +21,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"opsq/api/apikeys"
 	"opsq/queuer"
 )
 
@@ -31,6 +32,10 @@ var files embed.FS
 type Config struct {
 	// Queuer answers what the pages show. Required.
 	Queuer *queuer.Queuer
+	// Keys, when set, makes the dashboard ask for an admin key once and keep it in an
+	// HttpOnly, SameSite=Strict cookie (auth.go); nil serves it without keys
+	// (OPSQ_AUTH=off), like the API.
+	Keys *apikeys.Set
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -38,6 +43,7 @@ type Config struct {
 // dashboard serves the pages. It is safe for concurrent use; it has no goroutine.
 type dashboard struct {
 	q     *queuer.Queuer
+	keys  *apikeys.Set
 	log   *slog.Logger
 	pages map[string]*template.Template
 	rate  *rateRing
@@ -48,13 +54,20 @@ func Register(e *echo.Echo, cfg Config) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	d := &dashboard{q: cfg.Queuer, log: cfg.Logger, pages: parsePages(), rate: newRateRing()}
+	d := &dashboard{q: cfg.Queuer, keys: cfg.Keys, log: cfg.Logger, pages: parsePages(), rate: newRateRing()}
 	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/ui/") })
-	g := e.Group("/ui", sameOrigin)
+	static, _ := fs.Sub(files, "static")
+	e.GET("/ui/static/*", echo.WrapHandler(http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))))
+	e.GET("/ui/login", d.loginPage)
+	e.POST("/ui/login", d.login, sameOrigin)
+	e.POST("/ui/logout", d.logout, sameOrigin)
+	g := e.Group("/ui", sameOrigin, d.authenticate)
 	g.GET("/", d.overview)
 	g.GET("/overview.json", d.overviewJSON)
 	g.GET("/submissions", d.submissions)
+	g.GET("/submissions.json", d.submissionsJSON)
 	g.GET("/submissions/:id", d.submission)
+	g.GET("/submissions/:id/progress", d.progress)
 	g.GET("/submissions/:id/cancel", d.confirmCancel)
 	g.POST("/submissions/:id/cancel", d.cancel)
 	g.GET("/cluster", d.cluster)
@@ -62,8 +75,6 @@ func Register(e *echo.Echo, cfg Config) {
 	g.GET("/cluster/confirm", d.confirmAction)
 	g.POST("/cluster/action", d.action)
 	g.GET("/strategy", d.strategy)
-	static, _ := fs.Sub(files, "static")
-	g.GET("/static/*", echo.WrapHandler(http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))))
 }
 
 // sameOrigin refuses a POST sent from another site's page (a cross-site form): its Origin
@@ -110,7 +121,7 @@ var funcs = template.FuncMap{
 // parsePages parses each page with the layout: every page defines "content".
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "submissions", "submission", "cluster", "confirm", "strategy", "error"} {
+	for _, name := range []string{"overview", "submissions", "submission", "cluster", "confirm", "strategy", "error", "login"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return pages
@@ -122,9 +133,11 @@ type page struct {
 	Nav   string // the menu entry to mark
 	Live  string // the live-update routine of app.js, "" for none
 	Data  any
+	Keys  bool // keys are on: the layout offers to log out
 }
 
 func (d *dashboard) render(c echo.Context, status int, name string, p page) error {
+	p.Keys = d.keys != nil && name != "login"
 	var b bytes.Buffer
 	if err := d.pages[name].Execute(&b, p); err != nil {
 		return fmt.Errorf("rendering %s: %w", name, err)

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,17 +175,62 @@ func (b *browser) poll(t *testing.T, timeout time.Duration, what, expr string, o
 	return got
 }
 
-// TestDashboard drives the dashboard (/ui/) in a real browser against 2 real instances:
-// each page loads without a console error or a failed request, shows what the API
-// answers, a progress bar moves while consumers work, and Cancel and Drain from the pages
-// do what they say. Screenshots of every page go to the folder named in the log.
+// bearer adds an API key to every request it sends.
+type bearer struct {
+	key  string
+	next http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return b.next.RoundTrip(r)
+}
+
+// TestDashboard drives the dashboard (/ui/) in a real browser against 2 real instances
+// that require API keys: it asks for an admin key once and keeps it in an HttpOnly,
+// SameSite=Strict cookie; each page loads without a console error or a failed request,
+// shows what the API answers, a progress bar moves while consumers work, and Cancel and
+// Drain from the pages do what they say. Screenshots of every page go to the folder named
+// in the log.
 func TestDashboard(t *testing.T) {
 	b := newBrowser(t)
-	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	dbURL := pgtest.NewDB(t)
+	admin, consumer := createKey(t, dbURL, "ui-admin", "admin"), createKey(t, dbURL, "ui-consumer", "consumer")
+	c := clustertest.New(t, opsqBinary, dbURL)
+	c.Env = append(c.Env, "OPSQ_AUTH=required")
+	c.Key = admin
 	insts := c.StartN(2)
 	ctx := t.Context()
 	api := insts[0].Client
 	base := insts[0].URL
+
+	// The key, asked for once: a consumer's key is refused, an admin key kept in a cookie
+	// that scripts cannot read.
+	b.run(t, "opening the dashboard", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible("#key", chromedp.ByQuery))
+	b.screenshot(t, "login")
+	b.run(t, "logging in with a consumer key", chromedp.SendKeys("#key", consumer, chromedp.ByQuery),
+		chromedp.Click("#login", chromedp.ByQuery), chromedp.WaitVisible("#error", chromedp.ByQuery))
+	if got := b.text(t, "#error"); !strings.Contains(got, "admin") {
+		t.Errorf("login with a consumer key says %q; want it to ask for an admin key", got)
+	}
+	b.run(t, "logging in with an admin key", chromedp.SendKeys("#key", admin, chromedp.ByQuery),
+		chromedp.Click("#login", chromedp.ByQuery), chromedp.WaitVisible("#in-progress", chromedp.ByQuery))
+	var cookies []*network.Cookie
+	b.run(t, "reading the cookies", chromedp.ActionFunc(func(ctx context.Context) error {
+		var err error
+		cookies, err = network.GetCookies().WithURLs([]string{base + "/ui/"}).Do(ctx)
+		return err
+	}))
+	if len(cookies) != 1 || !cookies[0].HTTPOnly || cookies[0].SameSite != network.CookieSameSiteStrict || cookies[0].Path != "/ui/" {
+		t.Errorf("cookies after the login: %+v; want one, HttpOnly, SameSite=Strict, for /ui/", cookies)
+	}
+	var visible string
+	b.run(t, "reading document.cookie", chromedp.Evaluate(`document.cookie`, &visible))
+	if strings.Contains(visible, admin) {
+		t.Errorf("document.cookie shows the key; want it out of scripts' reach")
+	}
+	b.check(t, "login")
 
 	l := clustertest.NewLedger()
 	submit := func(n int, company int64, prio int64) string {
@@ -311,7 +357,8 @@ func TestDashboard(t *testing.T) {
 	b.open(t, base+"/ui/submissions/"+big, "submission", true)
 	start := b.poll(t, 5*time.Second, "the progress bar", `document.querySelector(".bar").dataset.done`, func(string) bool { return true })
 	tg := clustertest.NewTargets(clustertest.URLs(insts...)...)
-	cs := clustertest.RunConsumers(t, c.HTTP, l, clustertest.ConsumerConfig{N: 2, Targets: tg, Max: 2, Work: 200 * time.Millisecond})
+	keyed := &http.Client{Transport: bearer{key: admin, next: c.HTTP.Transport}}
+	cs := clustertest.RunConsumers(t, keyed, l, clustertest.ConsumerConfig{N: 2, Targets: tg, Max: 2, Work: 200 * time.Millisecond})
 	moved := b.poll(t, 30*time.Second, "the progress bar to move", `document.querySelector(".bar").dataset.done`, func(v string) bool {
 		n, _ := strconv.Atoi(v)
 		s, _ := strconv.Atoi(start)

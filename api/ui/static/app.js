@@ -56,9 +56,8 @@ const live = {
     const q = new URLSearchParams(location.search);
     const params = new URLSearchParams();
     for (const k of ["state", "key", "value", "after"]) if (q.get(k)) params.set(k, q.get(k));
-    params.set("limit", "50");
-    const page = await getJSON("/v1/submissions?" + params);
-    const byID = new Map(page.submissions.map(function (s) { return [s.id, s]; }));
+    const list = await getJSON("/ui/submissions.json?" + params);
+    const byID = new Map(list.map(function (s) { return [s.id, s]; }));
     for (const tr of rows) {
       const s = byID.get(tr.dataset.id);
       if (!s) continue;
@@ -70,7 +69,7 @@ const live = {
 
   async submission() {
     const box = document.getElementById("submission");
-    const s = await getJSON("/v1/submissions/" + box.dataset.id);
+    const s = await getJSON("/ui/submissions/" + box.dataset.id + "/progress");
     setBar(box.querySelector(".bar"), s.chunks_done, s.chunks_failed, s.chunks_total);
     const st = document.getElementById("state");
     st.textContent = s.state; st.className = "state state-" + s.state;
