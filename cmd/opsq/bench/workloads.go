@@ -1,0 +1,584 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"opsq/client"
+	"opsq/cmd/opsq/clustertest"
+	"opsq/cmd/opsq/progress"
+	"opsq/strategy"
+)
+
+// The workloads of "opsq bench", one method of benchRun each, and what they share.
+
+// Targets of DESIGN.md §6.
+const (
+	ingestTargetChunks  = 1_000_000
+	ingestTargetSeconds = 5
+	latencyP50TargetMs  = 1
+	latencyP99TargetMs  = 5
+	latencyGrowthTarget = 2 // the larger backlog's percentiles over the smaller one's
+	rssTargetMB         = 300
+	burndownAim         = 1.5 // times River's rate
+	distinctP50TargetMs = 5   // prefer_distinct, 200 000 single-chunk submissions
+)
+
+// randomStrategy is the JSON form of the random strategy.
+var randomStrategy = json.RawMessage(`"random"`)
+
+// burndownStallTimeout: a burn-down in which no chunk is completed for this long has lost
+// chunks, or a server is stuck.
+const burndownStallTimeout = 60 * time.Second
+
+// ingest times one NDJSON submission of --ingest-chunks chunks, then cancels it so that
+// it is not in the next workloads' backlog.
+func (r *benchRun) ingest(ctx context.Context) error {
+	n := r.cfg.IngestChunks
+	created, took, err := r.submit(ctx, r.env.clients[0], n, "ingest")
+	if err != nil {
+		return err
+	}
+	defer r.discard(ctx, created.ID)
+	secs := measured("ingest.seconds", progress.GroupDigits(n)+" chunks, one NDJSON submission", took.Seconds(), unitSeconds)
+	if n == ingestTargetChunks {
+		secs = secs.want("<=", ingestTargetSeconds)
+	} else {
+		secs = secs.note("the target, ≤ %d s, is for %s chunks", ingestTargetSeconds, progress.GroupDigits(ingestTargetChunks))
+	}
+	// Below the design's size, the request's fixed costs weigh on the rate: no target.
+	rateRow := measured("ingest.rate", "rate", perSecond(n, took), unitRate)
+	if n >= ingestTargetChunks {
+		rateRow = rateRow.want(">=", ingestTargetChunks/ingestTargetSeconds).note("%s chunks in %d s", progress.GroupDigits(ingestTargetChunks), ingestTargetSeconds)
+	}
+	r.report.add(secs, rateRow)
+	r.say("ingest: %s", progress.Submitted(n, took))
+
+	r.line.Show("ingest: cancelling the submission")
+	took, err = r.cancel(ctx, created.ID)
+	if err != nil {
+		return err
+	}
+	r.report.add(measured("ingest.cancel_seconds", "cancel the submission", took.Seconds(), unitSeconds).
+		note("deletes its %s chunks; no target", progress.GroupDigits(n)))
+	r.say("ingest: cancelled the submission in %s", progress.Duration(took))
+	return nil
+}
+
+// burndown inserts --burndown-chunks chunks (untimed), then --consumers consumers reserve
+// and complete them until the submission is completed.
+func (r *benchRun) burndown(ctx context.Context) error {
+	n := r.cfg.BurndownChunks
+	created, _, err := r.submit(ctx, r.env.clients[0], n, "burndown backlog")
+	if err != nil {
+		return err
+	}
+	defer r.discard(ctx, created.ID)
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	b := &burndown{id: created.ID, total: n, deliveries: make([]atomic.Int32, n), finish: cancel}
+	b.start = time.Now()
+	var wg sync.WaitGroup
+	for i := range r.cfg.Consumers {
+		c := r.env.clients[i%len(r.env.clients)]
+		wg.Go(func() {
+			if err := b.consume(runCtx, c, r.cfg.Max, fmt.Sprintf("bench-consumer-%d", i)); err != nil {
+				cancel(err)
+			}
+		})
+	}
+	wg.Go(func() { b.watch(runCtx) })
+	stop := r.showProgress(b.describe)
+	wg.Wait()
+	stop()
+	if cause := context.Cause(runCtx); !errors.Is(cause, errBurndownDone) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return cause
+	}
+	took := b.end.Sub(b.start)
+
+	st, err := r.env.clients[0].Status(ctx, b.id, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("reading the submission's final state: %w", err)
+	}
+	if st.State != client.StateCompleted || st.ChunksDone != n {
+		r.broke("burndown: every chunk was completed, yet the submission is %s with %d of %d chunks done", st.State, st.ChunksDone, n)
+	}
+	twice, never := b.counts()
+	if twice > 0 {
+		r.broke("burndown: %d chunks handed out more than once (lease 5m, none expired)", twice)
+	}
+	if never > 0 {
+		r.broke("burndown: %d chunks never handed out, yet the submission finished", never)
+	}
+	if o := b.otherStatus.Load(); o > 0 {
+		r.broke("burndown: %d completions answered other than %q", o, client.StatusCompleted)
+	}
+
+	rateRow := measured("burndown.rate", fmt.Sprintf("%s chunks, %d consumers, max %d", progress.GroupDigits(n), r.cfg.Consumers, r.cfg.Max),
+		perSecond(n, took), unitRate)
+	if r.cfg.RiverRate > 0 {
+		rateRow = rateRow.want(">=", r.cfg.RiverRate).note("River's bench (--river-rate); the aim is %s chunks/s",
+			progress.GroupDigits(int64(r.cfg.RiverRate*burndownAim)))
+	} else {
+		rateRow = rateRow.note("target: River's bench burn-down on the same PostgreSQL (give it with --river-rate); aim 1.5×")
+	}
+	r.report.add(rateRow,
+		measured("burndown.seconds", "seconds, first reserve to submission completed", took.Seconds(), unitSeconds),
+		measured("burndown.handed_out_twice", "chunks handed out twice", float64(twice), unitCount).want("==", 0))
+	if f := b.foreign.Load(); f > 0 {
+		r.report.add(measured("burndown.other_chunks", "chunks of other submissions", float64(f), unitCount).note("left over from earlier workloads"))
+	}
+	r.say("burndown: %s chunks in %s (%s chunks/s), %d handed out twice", progress.GroupDigits(n), progress.Duration(took),
+		progress.GroupDigits(progress.RoundSignificant(perSecond(n, took), 3)), twice)
+	return nil
+}
+
+// errBurndownDone stops the consumers once every chunk is completed.
+var errBurndownDone = errors.New("every chunk completed")
+
+// burndown is the state of a running burn-down; its methods are safe for concurrent use.
+type burndown struct {
+	id         string
+	total      int64
+	deliveries []atomic.Int32 // times each chunk was handed out
+	finish     context.CancelCauseFunc
+	start      time.Time
+	end        time.Time // written once, by the consumer that completes the last chunk
+
+	done        atomic.Int64 // chunks completed
+	otherStatus atomic.Int64 // completions answered other than "completed"
+	foreign     atomic.Int64 // chunks of other submissions
+	twice       atomic.Int64 // chunks handed out more than once
+}
+
+// consume reserves and completes chunks until ctx ends.
+func (b *burndown) consume(ctx context.Context, c *client.Client, max int, name string) error {
+	req := client.ReserveRequest{Max: max, Strategy: randomStrategy, Lease: "5m", Wait: "1s", Consumer: name}
+	for {
+		chunks, err := c.Reserve(ctx, req)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reserving: %w", err)
+		}
+		if len(chunks) == 0 {
+			continue // the rest is reserved by other consumers
+		}
+		completions := make([]client.Completion, len(chunks))
+		for i, ch := range chunks {
+			b.delivered(ch)
+			completions[i] = client.Completion{Token: ch.Token, Output: "ok"}
+		}
+		results, err := c.Complete(ctx, completions...)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("completing: %w", err)
+		}
+		for i, res := range results {
+			switch {
+			case res.Status != client.StatusCompleted:
+				b.otherStatus.Add(1)
+			case chunks[i].SubmissionID == b.id && b.done.Add(1) == b.total:
+				b.end = time.Now()
+				b.finish(errBurndownDone)
+			}
+		}
+	}
+}
+
+// delivered counts a chunk handed out.
+func (b *burndown) delivered(ch client.ReservedChunk) {
+	if ch.SubmissionID != b.id || ch.ChunkIndex < 0 || ch.ChunkIndex >= b.total {
+		b.foreign.Add(1)
+		return
+	}
+	if b.deliveries[ch.ChunkIndex].Add(1) == 2 {
+		b.twice.Add(1)
+	}
+}
+
+// counts returns how many chunks were handed out more than once, and never.
+func (b *burndown) counts() (twice, never int64) {
+	for i := range b.deliveries {
+		switch d := b.deliveries[i].Load(); {
+		case d == 0:
+			never++
+		case d > 1:
+			twice++
+		}
+	}
+	return twice, never
+}
+
+// watch stops the burn-down when no chunk has been completed for burndownStallTimeout.
+func (b *burndown) watch(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last, since := int64(-1), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if d := b.done.Load(); d != last {
+			last, since = d, time.Now()
+		} else if time.Since(since) > burndownStallTimeout {
+			b.finish(fmt.Errorf("no chunk completed for %s, %s of %s done: chunks lost, or a server stuck",
+				burndownStallTimeout, progress.GroupDigits(d), progress.GroupDigits(b.total)))
+			return
+		}
+	}
+}
+
+// describe is the progress line of the burn-down.
+func (b *burndown) describe() string {
+	done := b.done.Load()
+	return fmt.Sprintf("burndown: %s / %s chunks done (%d%%), %s chunks/s, %d handed out twice", progress.GroupDigits(done), progress.GroupDigits(b.total),
+		progress.Percent(done, b.total), progress.GroupDigits(progress.RoundSignificant(perSecond(done, time.Since(b.start)), 3)), b.twice.Load())
+}
+
+// latencyMetadata is the strategic metadata of the latency backlog, so that the strategies
+// that filter or count by it have something to work on: select_only(mode=preview, …)
+// matches it, prefer_distinct and max_simultaneous count company_id.
+var latencyMetadata = map[string]client.MetadataValue{"company_id": client.Int(7), "mode": client.String("preview")}
+
+// latency measures the reserve round trip at each --backlogs size: a fresh backlog of
+// that size (the previous one cancelled), then one consumer, consumer 0, times --samples
+// sequential reserves of one chunk with each of --strategies, each reserve followed by an
+// untimed complete. The targets are the random strategy's (DESIGN.md §6).
+func (r *benchRun) latency(ctx context.Context) error {
+	c := r.env.clients[0]
+	var stats []latencyStats // random's, per backlog
+	prev := ""
+	for _, size := range r.cfg.Backlogs {
+		if prev != "" {
+			if _, err := r.cancel(ctx, prev); err != nil {
+				return err
+			}
+		}
+		label := "latency backlog " + progress.GroupDigits(size)
+		created, _, err := r.submitWith(ctx, c, size, label, latencyMetadata)
+		if err != nil {
+			return err
+		}
+		defer r.discard(ctx, created.ID)
+		prev = created.ID
+		for _, n := range r.cfg.Strategies {
+			js, err := json.Marshal(n)
+			if err != nil {
+				return err
+			}
+			req := client.ReserveRequest{Max: 1, Strategy: js, Lease: "5m", Consumer: "bench-latency"}
+			reserves, completes, err := r.timeReserves(ctx, c, req, label+", "+n.String(), nil)
+			if err != nil {
+				return fmt.Errorf("%s: %w", n, err)
+			}
+			st, ct := summarize(reserves), summarize(completes)
+			at, key := "backlog "+progress.GroupDigits(size)+", ", fmt.Sprintf("latency.%d.", size)
+			if n.Kind != strategy.Random || len(r.cfg.Strategies) > 1 {
+				at += n.String() + ", "
+				key += n.String() + "."
+			}
+			p50 := measured(key+"reserve_p50", at+"reserve p50", inMillis(st.P50), unitMillis)
+			p99 := measured(key+"reserve_p99", at+"reserve p99", inMillis(st.P99), unitMillis)
+			if n.Equal(strategy.Default) {
+				stats = append(stats, st)
+				p50, p99 = p50.want("<=", latencyP50TargetMs), p99.want("<=", latencyP99TargetMs)
+			}
+			r.report.add(p50,
+				measured(key+"reserve_p90", at+"reserve p90", inMillis(st.P90), unitMillis),
+				p99,
+				measured(key+"reserve_max", at+"reserve max", inMillis(st.Max), unitMillis),
+				measured(key+"complete_p50", at+"complete p50", inMillis(ct.P50), unitMillis).note("of the chunk just reserved; no target"),
+				measured(key+"complete_p99", at+"complete p99", inMillis(ct.P99), unitMillis).note("no target"),
+			)
+			r.say("%s, %s: reserve p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (%d samples); complete p50 %.2f ms, p99 %.2f ms", label, n,
+				inMillis(st.P50), inMillis(st.P90), inMillis(st.P99), inMillis(st.Max), st.N, inMillis(ct.P50), inMillis(ct.P99))
+		}
+	}
+	if _, err := r.cancel(ctx, prev); err != nil {
+		return err
+	}
+	if len(stats) < 2 || len(stats) != len(r.cfg.Backlogs) {
+		return nil
+	}
+	small, large := 0, 0
+	for i, size := range r.cfg.Backlogs {
+		if size < r.cfg.Backlogs[small] {
+			small = i
+		}
+		if size > r.cfg.Backlogs[large] {
+			large = i
+		}
+	}
+	growth := fmt.Sprintf("backlog %s over %s, ", progress.GroupDigits(r.cfg.Backlogs[large]), progress.GroupDigits(r.cfg.Backlogs[small]))
+	r.report.add(
+		measured("latency.growth_p50", growth+"p50", durationRatio(stats[large].P50, stats[small].P50), unitRatio).want("<=", latencyGrowthTarget),
+		measured("latency.growth_p99", growth+"p99", durationRatio(stats[large].P99, stats[small].P99), unitRatio).want("<=", latencyGrowthTarget),
+	)
+	return nil
+}
+
+// timeReserves times --samples reserves req (of one chunk), after latencyWarmup untimed
+// ones, and the complete that follows each (apart: the reserve's time does not include it).
+// seen, if not nil, is called with the chunk of each timed reserve, before its complete.
+func (r *benchRun) timeReserves(ctx context.Context, c *client.Client, req client.ReserveRequest, label string,
+	seen func(client.ReservedChunk)) (reserves, completes []time.Duration, err error) {
+	reserves = make([]time.Duration, 0, r.cfg.Samples)
+	completes = make([]time.Duration, 0, r.cfg.Samples)
+	var timed atomic.Int64
+	stop := r.showProgress(func() string {
+		return fmt.Sprintf("%s: %d / %d reserves timed", label, timed.Load(), r.cfg.Samples)
+	})
+	defer stop()
+	for i := range latencyWarmup + r.cfg.Samples {
+		start := time.Now()
+		chunks, err := c.Reserve(ctx, req)
+		took := time.Since(start)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reserving: %w", err)
+		}
+		if len(chunks) != 1 {
+			return nil, nil, fmt.Errorf("reserve %d gave %d chunks; want 1 (the backlog is not empty)", i+1, len(chunks))
+		}
+		if seen != nil && i >= latencyWarmup {
+			seen(chunks[0])
+		}
+		start = time.Now()
+		res, err := c.Complete(ctx, client.Completion{Token: chunks[0].Token, Output: "ok"})
+		if err != nil {
+			return nil, nil, fmt.Errorf("completing: %w", err)
+		}
+		if res[0].Status != client.StatusCompleted {
+			return nil, nil, fmt.Errorf("completing a chunk just reserved: status %q; want %q", res[0].Status, client.StatusCompleted)
+		}
+		if i >= latencyWarmup {
+			reserves, completes = append(reserves, took), append(completes, time.Since(start))
+			timed.Add(1)
+		}
+	}
+	return reserves, completes, nil
+}
+
+// rss reads the resident memory of instance 0 while it holds --rss-reservations live
+// reservations, all reserved from it alone.
+func (r *benchRun) rss(ctx context.Context) error {
+	inst, c := r.env.instances[0], r.env.clients[0]
+	want := r.cfg.RSSReservations
+	cl, err := c.Cluster(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the cluster: %w", err)
+	}
+	own, _ := shardsHeld(cl, inst.id)
+	if own == 0 {
+		return fmt.Errorf("instance %s holds no shard", inst.id)
+	}
+	// Every submission is spread over all shards: the backlog must give instance 0 enough
+	// chunks of its own, since a reserve it cannot serve from them is forwarded.
+	backlog := int64(math.Ceil(float64(want) * float64(cl.ShardCount) / float64(own) * 1.1))
+	// Inserted through the last instance, so that the ingest's buffers are not in instance 0's memory.
+	created, _, err := r.submit(ctx, r.env.clients[len(r.env.clients)-1], backlog, "rss backlog")
+	if err != nil {
+		return err
+	}
+	defer r.discard(ctx, created.ID) // and its reservations with it
+	pid := inst.cmd.Process.Pid
+	before, err := procStatusKB(pid, "VmRSS")
+	if err != nil {
+		return err
+	}
+
+	var reserved atomic.Int64
+	stop := r.showProgress(func() string {
+		return fmt.Sprintf("rss: %s / %s chunks reserved from instance 0", progress.GroupDigits(reserved.Load()), progress.GroupDigits(want))
+	})
+	for reserved.Load() < want {
+		req := client.ReserveRequest{Max: int(min(1000, want-reserved.Load())), Strategy: randomStrategy, Lease: "1h", Consumer: "bench-rss"}
+		chunks, err := c.Reserve(ctx, req)
+		if err != nil {
+			stop()
+			return fmt.Errorf("reserving: %w", err)
+		}
+		if len(chunks) == 0 {
+			// Measure what was reached, but fail the bench: work was there.
+			stop()
+			r.broke("rss: a reserve gave no chunk after %s reservations, with %s chunks of the backlog of %s still reservable",
+				progress.GroupDigits(reserved.Load()), progress.GroupDigits(backlog-reserved.Load()), progress.GroupDigits(backlog))
+			break
+		}
+		reserved.Add(int64(len(chunks)))
+	}
+	stop()
+	held, err := r.waitInflight(ctx, inst.id, reserved.Load())
+	if err != nil {
+		return err
+	}
+	after, err := procStatusKB(pid, "VmRSS")
+	if err != nil {
+		return err
+	}
+	peak, err := procStatusKB(pid, "VmHWM")
+	if err != nil {
+		return err
+	}
+	heldRow := measured("rss.reservations_held", "live reservations held by instance 0", float64(held), unitCount).
+		note("in-flight counts of its shards in /v1/cluster")
+	if held < reserved.Load() {
+		heldRow = heldRow.note("in /v1/cluster, of %s reserved through it: the rest were forwarded to other instances", progress.GroupDigits(reserved.Load()))
+	}
+	rssRow := measured("rss.vmrss_mb", fmt.Sprintf("VmRSS of instance 0 holding %s reservations", progress.GroupDigits(held)), kbToMB(after), unitMB).
+		want("<", rssTargetMB)
+	if held < want {
+		rssRow = rssRow.note("not the %s reservations the target is for", progress.GroupDigits(want))
+	}
+	r.report.add(
+		rssRow,
+		measured("rss.vmrss_before_mb", "VmRSS of instance 0 before reserving", kbToMB(before), unitMB),
+		measured("rss.vmhwm_mb", "VmHWM (peak RSS) of instance 0", kbToMB(peak), unitMB),
+		heldRow,
+	)
+	r.say("rss: instance 0 holds %s reservations: VmRSS %.1f MB (%.1f MB before), peak %.1f MB",
+		progress.GroupDigits(held), kbToMB(after), kbToMB(before), kbToMB(peak))
+	return nil
+}
+
+// waitInflight waits until /v1/cluster shows at least n chunks in flight on the shards of
+// instance id (the counts are written at each renewal), for up to 10 s, and returns the
+// last count seen.
+func (r *benchRun) waitInflight(ctx context.Context, id string, n int64) (int64, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cl, err := r.env.clients[0].Cluster(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("reading the cluster: %w", err)
+		}
+		_, inflight := shardsHeld(cl, id)
+		if int64(inflight) >= n || time.Now().After(deadline) {
+			return int64(inflight), nil
+		}
+		if err := clustertest.SleepCtx(ctx, 500*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// kbToMB converts kB (KiB, as /proc says) to MB (10^6 bytes, as DESIGN.md §6 says).
+func kbToMB(kb int64) float64 { return float64(kb) * 1024 / 1e6 }
+
+// perSecond returns n per second of d.
+func perSecond(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// submit inserts a submission of n generated chunks through c as one NDJSON body,
+// showing its progress, and returns it and how long it took.
+func (r *benchRun) submit(ctx context.Context, c *client.Client, n int64, label string) (client.Created, time.Duration, error) {
+	return r.submitWith(ctx, c, n, label, nil)
+}
+
+// submitWith is submit with strategic metadata on the submission.
+func (r *benchRun) submitWith(ctx context.Context, c *client.Client, n int64, label string, meta map[string]client.MetadataValue) (client.Created, time.Duration, error) {
+	gen := &chunkLines{n: n}
+	start := time.Now()
+	stop := r.showProgress(func() string {
+		sent, elapsed := gen.made.Load(), time.Since(start)
+		if sent == n {
+			return fmt.Sprintf("%s: %s chunks sent, waiting for the server to commit, %s", label, progress.GroupDigits(n), progress.Duration(elapsed))
+		}
+		return fmt.Sprintf("%s: sent %s / %s chunks (%d%%), %s chunks/s", label, progress.GroupDigits(sent), progress.GroupDigits(n),
+			progress.Percent(sent, n), progress.GroupDigits(progress.RoundSignificant(perSecond(sent, elapsed), 3)))
+	})
+	created, err := c.SubmitNDJSON(ctx, client.SubmissionHeader{Metadata: "opsq bench: " + label, StrategicMetadata: meta}, gen)
+	took := time.Since(start)
+	stop()
+	if err != nil {
+		return created, took, fmt.Errorf("submitting %s chunks: %w", progress.GroupDigits(n), err)
+	}
+	if created.ChunksTotal != n {
+		r.broke("%s: the server counted %d chunks of the %d sent", label, created.ChunksTotal, n)
+	}
+	return created, took, nil
+}
+
+// cancel cancels submission id, which takes it out of the backlog, and returns how long
+// it took. A submission finished already is fine.
+func (r *benchRun) cancel(ctx context.Context, id string) (time.Duration, error) {
+	start := time.Now()
+	_, err := r.env.clients[0].Cancel(ctx, id)
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict {
+		err = nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cancelling submission %s: %w", id, err)
+	}
+	return time.Since(start), nil
+}
+
+// discard cancels submission id if it is still in progress, even after Ctrl-C, so that a
+// workload that stopped early leaves no backlog to the next one and no reservation that
+// would hold up the instances' shutdown. Errors are ignored: the database is dropped anyway.
+func (r *benchRun) discard(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), benchDatabaseTimeout)
+	defer cancel()
+	_, _ = r.cancel(ctx, id)
+}
+
+// chunkLines generates the NDJSON chunk lines of a bench submission: n lines of about 40
+// bytes, "operation <i> of the opsq bench", as JSON strings. Read fills p with as many
+// lines as fit, since the HTTP transport sends each Read as one piece of the body. made
+// may be read from another goroutine.
+type chunkLines struct {
+	n    int64
+	made atomic.Int64 // lines generated so far
+	buf  []byte       // the last line generated
+	out  []byte       // what is left of buf to hand out
+}
+
+func (g *chunkLines) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if len(g.out) == 0 {
+			i := g.made.Load()
+			if i == g.n {
+				break
+			}
+			g.buf = appendChunkLine(g.buf[:0], i)
+			g.out = g.buf
+			g.made.Store(i + 1)
+		}
+		c := copy(p[n:], g.out)
+		g.out = g.out[c:]
+		n += c
+	}
+	if n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// appendChunkLine appends line i of a bench submission.
+func appendChunkLine(b []byte, i int64) []byte {
+	b = append(b, `"operation `...)
+	b = strconv.AppendInt(b, i, 10)
+	return append(b, " of the opsq bench\"\n"...)
+}
