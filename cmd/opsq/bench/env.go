@@ -48,6 +48,7 @@ type benchEnv struct {
 	// pool is the scratch database, for the engine's bulk insert and cancel, and for the
 	// workloads' reads; a few connections.
 	pool *pgxpool.Pool
+	cost *pgCost // what the server spends
 }
 
 // openPool opens e.pool, once the instances have migrated the scratch database.
@@ -64,7 +65,8 @@ func (e *benchEnv) openPool(ctx context.Context) error {
 	if e.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return fmt.Errorf("connecting to the scratch database %s: %w", e.dbName, err)
 	}
-	return nil
+	e.cost, err = newPGCost(ctx, e.pool)
+	return err
 }
 
 // benchInstance is one "opsq serve" child process, started by the kit of the
@@ -126,7 +128,25 @@ func (e *benchEnv) createDatabase(ctx context.Context) error {
 }
 
 // dropDatabase drops the scratch database, disconnecting whoever is still in it.
-func (e *benchEnv) dropDatabase() error {
+func (e *benchEnv) dropDatabase() error { return e.dropScratch(e.dbName) }
+
+// createScratch creates another scratch database, name, through adminURL.
+func (e *benchEnv) createScratch(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, benchDatabaseTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, e.adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("creating the scratch database %s on %s: %w", name, e.server, err)
+	}
+	return nil
+}
+
+// dropScratch drops scratch database name, disconnecting whoever is still in it.
+func (e *benchEnv) dropScratch(name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), benchDatabaseTimeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, e.adminURL)
@@ -134,7 +154,7 @@ func (e *benchEnv) dropDatabase() error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{e.dbName}.Sanitize()+" WITH (FORCE)")
+	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	return err
 }
 
@@ -319,43 +339,4 @@ func (e *benchEnv) close(failed bool) {
 	default:
 		os.RemoveAll(e.logDir)
 	}
-}
-
-// loadAverage returns the 1, 5 and 15 minute load averages, such as "4.92 3.25 1.99", or
-// "" where /proc/loadavg does not exist.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return ""
-	}
-	return strings.Join(f[:3], " ")
-}
-
-// procStatusKB returns a field in kB of /proc/<pid>/status, such as VmRSS.
-func procStatusKB(pid int, field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading the memory of process %d: %w", pid, err)
-	}
-	return parseProcStatus(string(b), field)
-}
-
-// parseProcStatus returns field, such as VmRSS, of the text of /proc/<pid>/status, in kB.
-func parseProcStatus(status, field string) (int64, error) {
-	for line := range strings.Lines(status) {
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || name != field {
-			continue
-		}
-		f := strings.Fields(value)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("%s: unexpected value %q", field, strings.TrimSpace(value))
-		}
-		return strconv.ParseInt(f[0], 10, 64)
-	}
-	return 0, fmt.Errorf("no %s in /proc/<pid>/status", field)
 }

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -486,38 +484,4 @@ func settle(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-// userHZ is the unit of the CPU times in /proc/<pid>/stat: USER_HZ, 100 on Linux.
-const userHZ = 100
-
-// procCPU returns the CPU time process pid used so far, user and system, from
-// /proc/<pid>/stat.
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading the CPU time of process %d: %w", pid, err)
-	}
-	return parseProcStat(string(b))
-}
-
-// parseProcStat returns the user and system CPU time of the text of /proc/<pid>/stat.
-func parseProcStat(stat string) (time.Duration, error) {
-	i := strings.LastIndexByte(stat, ')') // the command name, before it, may hold spaces
-	if i < 0 {
-		return 0, fmt.Errorf("unexpected /proc/<pid>/stat %q", stat)
-	}
-	f := strings.Fields(stat[i+1:]) // f[0] is field 3 (state): utime is field 14, stime 15
-	if len(f) < 13 {
-		return 0, fmt.Errorf("unexpected /proc/<pid>/stat %q", stat)
-	}
-	var ticks int64
-	for _, v := range f[11:13] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("unexpected /proc/<pid>/stat %q", stat)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / userHZ, nil
 }

@@ -42,6 +42,9 @@ const (
 	unitSeconds = "s"
 	unitMillis  = "ms"
 	unitRate    = "chunks/s"
+	unitJobRate = "jobs/s" // River's
+	unitMicros  = "µs"
+	unitBytes   = "bytes"
 	unitMB      = "MB"
 	unitRatio   = "×"
 	unitCount   = ""
@@ -207,6 +210,12 @@ func formatValue(v float64, unit string) string {
 		return fmt.Sprintf("%.2f ms", v)
 	case unitRate:
 		return progress.GroupDigits(progress.RoundSignificant(v, 3)) + " chunks/s"
+	case unitJobRate:
+		return progress.GroupDigits(progress.RoundSignificant(v, 3)) + " jobs/s"
+	case unitMicros:
+		return fmt.Sprintf("%.1f µs", v)
+	case unitBytes:
+		return fmt.Sprintf("%.0f bytes", v)
 	case unitMB:
 		return fmt.Sprintf("%.1f MB", v)
 	case unitRatio:

@@ -30,6 +30,8 @@ const (
 	latencyGrowthTarget = 2 // the larger backlog's percentiles over the smaller one's
 	rssTargetMB         = 300
 	burndownAim         = 1.5 // times River's rate
+	riverCPUTarget      = 0.5 // opsq's PostgreSQL CPU per chunk over River's per job, at most
+	riverWALTarget      = 0.2 // opsq's WAL per chunk over River's per job, at most
 	distinctP50TargetMs = 5   // prefer_distinct, 200 000 single-chunk submissions
 )
 
@@ -78,6 +80,14 @@ func (r *benchRun) ingest(ctx context.Context) error {
 // and complete them until the submission is completed.
 func (r *benchRun) burndown(ctx context.Context) error {
 	n := r.cfg.BurndownChunks
+	var river *riverResult
+	if r.cfg.River {
+		res, err := r.river(ctx, n)
+		if err != nil {
+			return fmt.Errorf("River: %w", err)
+		}
+		river = &res
+	}
 	created, _, err := r.submit(ctx, r.env.clients[0], n, "burndown backlog")
 	if err != nil {
 		return err
@@ -86,6 +96,10 @@ func (r *benchRun) burndown(ctx context.Context) error {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	b := &burndown{id: created.ID, total: n, deliveries: make([]atomic.Int32, n), finish: cancel}
+	before, err := r.env.cost.sample(ctx)
+	if err != nil {
+		return err
+	}
 	b.start = time.Now()
 	var wg sync.WaitGroup
 	for i := range r.cfg.Consumers {
@@ -107,6 +121,10 @@ func (r *benchRun) burndown(ctx context.Context) error {
 		return cause
 	}
 	took := b.end.Sub(b.start)
+	spent, err := r.env.cost.since(ctx, before)
+	if err != nil {
+		return err
+	}
 
 	st, err := r.env.clients[0].Status(ctx, b.id, 10*time.Second)
 	if err != nil {
@@ -128,21 +146,53 @@ func (r *benchRun) burndown(ctx context.Context) error {
 
 	rateRow := measured("burndown.rate", fmt.Sprintf("%s chunks, %d consumers, max %d", progress.GroupDigits(n), r.cfg.Consumers, r.cfg.Max),
 		perSecond(n, took), unitRate)
-	if r.cfg.RiverRate > 0 {
+	switch {
+	case river != nil:
+		rateRow = rateRow.want(">=", river.JobsPerSecond).note("River's burn-down in this run (--river); the aim is %s chunks/s",
+			progress.GroupDigits(int64(river.JobsPerSecond*burndownAim)))
+	case r.cfg.RiverRate > 0:
 		rateRow = rateRow.want(">=", r.cfg.RiverRate).note("River's bench (--river-rate); the aim is %s chunks/s",
 			progress.GroupDigits(int64(r.cfg.RiverRate*burndownAim)))
-	} else {
-		rateRow = rateRow.note("target: River's bench burn-down on the same PostgreSQL (give it with --river-rate); aim 1.5×")
+	default:
+		rateRow = rateRow.note("target: River's bench burn-down on the same PostgreSQL (measure it with --river); aim 1.5×")
 	}
-	r.report.add(rateRow,
+	cpuRow, walRow := r.costRows("burndown.pg_cpu_per_chunk", "burndown.wal_per_chunk", "chunk", spent, n)
+	r.report.add(rateRow, cpuRow, walRow,
 		measured("burndown.seconds", "seconds, first reserve to submission completed", took.Seconds(), unitSeconds),
 		measured("burndown.handed_out_twice", "chunks handed out twice", float64(twice), unitCount).want("==", 0))
 	if f := b.foreign.Load(); f > 0 {
 		r.report.add(measured("burndown.other_chunks", "chunks of other submissions", float64(f), unitCount).note("left over from earlier workloads"))
 	}
-	r.say("burndown: %s chunks in %s (%s chunks/s), %d handed out twice", progress.GroupDigits(n), progress.Duration(took),
-		progress.GroupDigits(progress.RoundSignificant(perSecond(n, took), 3)), twice)
+	if river != nil {
+		r.report.add(river.rows(perSecond(n, took), n, spent)...)
+	}
+	cpu, wal := spent.perItem(n)
+	r.say("burndown: %s chunks in %s (%s chunks/s), %d handed out twice; PostgreSQL %s, %.0f bytes of WAL per chunk", progress.GroupDigits(n), progress.Duration(took),
+		progress.GroupDigits(progress.RoundSignificant(perSecond(n, took), 3)), twice, r.describeCPU(cpu, "chunk"), wal)
 	return nil
+}
+
+// costRows are the rows of what PostgreSQL spent per item (a chunk, a job) over n items:
+// its CPU, when measured, and its WAL.
+func (r *benchRun) costRows(cpuKey, walKey, item string, spent pgSpent, n int64) (cpuRow, walRow benchRow) {
+	cpu, wal := spent.perItem(n)
+	cpuRow = measured(cpuKey, "PostgreSQL CPU per "+item, cpu, unitMicros).
+		note("%s of CPU of the server's processes (/proc) over %s %ss", progress.Duration(spent.cpu), progress.GroupDigits(n), item)
+	if !r.env.cost.cpuMeasured() {
+		cpuRow = measured(cpuKey, "PostgreSQL CPU per "+item, 0, unitMicros).note("not measured: %s", r.env.cost.notLocal)
+	}
+	walRow = measured(walKey, "WAL bytes per "+item, wal, unitBytes).
+		note("%s of WAL (pg_current_wal_insert_lsn) over %s %ss", progress.Bytes(spent.wal), progress.GroupDigits(n), item)
+	return cpuRow, walRow
+}
+
+// describeCPU writes PostgreSQL's CPU per item for the progress lines: "41.2 µs of CPU per
+// chunk", or "CPU not measured".
+func (r *benchRun) describeCPU(micros float64, item string) string {
+	if !r.env.cost.cpuMeasured() {
+		return "CPU not measured"
+	}
+	return fmt.Sprintf("%.1f µs of CPU per %s", micros, item)
 }
 
 // errBurndownDone stops the consumers once every chunk is completed.
