@@ -23,11 +23,15 @@ func (s *server) reserve(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	forwarded, err := s.forwarded(c, body)
+	if err != nil {
+		return err
+	}
 	req, err := s.parseReserve(body)
 	if err != nil {
 		return err
 	}
-	req.Forwarded = c.Request().Header.Get(client.ForwardedHeader) != ""
+	req.Forwarded = forwarded
 	ctx := c.Request().Context()
 	chunks, parked, err := s.q.ReserveOrPark(ctx, req)
 	if parked != nil {
@@ -180,7 +184,15 @@ func (s *server) extend(c echo.Context) error {
 		Tokens []string `json:"tokens"`
 		Lease  *string  `json:"lease"`
 	}
-	if err := s.decodeBody(c, &body); err != nil {
+	raw, err := s.readBody(c)
+	if err != nil {
+		return err
+	}
+	forwarded, err := s.forwarded(c, raw)
+	if err != nil {
+		return err
+	}
+	if err := decodeJSON(raw, &body); err != nil {
 		return err
 	}
 	if len(body.Tokens) > client.MaxRequestItems {
@@ -193,7 +205,6 @@ func (s *server) extend(c echo.Context) error {
 			return err
 		}
 	}
-	forwarded := c.Request().Header.Get(client.ForwardedHeader) != ""
 	results, err := s.q.Extend(c.Request().Context(), body.Tokens, lease, forwarded)
 	if err != nil {
 		return err
@@ -217,6 +228,23 @@ func (s *server) decodeBody(c echo.Context, v any) error {
 		return err
 	}
 	return decodeJSON(body, v)
+}
+
+// forwarded reports whether c is a request another instance of the cluster forwarded
+// here: marked with client.ForwardedHeader and signed with the cluster key
+// (queuer/forwardsig.go). One marked forwarded whose signature does not verify is refused
+// with 401 before anything is done with it. body is the request's whole body.
+func (s *server) forwarded(c echo.Context, body []byte) (bool, error) {
+	r := c.Request()
+	from := r.Header.Get(client.ForwardedHeader)
+	if from == "" {
+		return false, nil
+	}
+	if err := s.q.VerifyForwarded(r.Method, r.RequestURI, from, body, r.Header.Get(client.ForwardedSignatureHeader)); err != nil {
+		return false, &Error{Status: http.StatusUnauthorized, Code: "forwarded_signature",
+			Message: fmt.Sprintf("%v: only an instance of this cluster may forward a request; a client leaves the %s header out", err, client.ForwardedHeader)}
+	}
+	return true, nil
 }
 
 // readBody reads a JSON body of at most MaxBody bytes.

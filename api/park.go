@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,11 +20,12 @@ import (
 
 // A reserve that finds no work and may wait is parked: the API takes the connection over
 // from net/http (hijacks it), so that net/http's buffers (10.5 KB) and the handler's
-// goroutine (an 8 KB stack) go while it waits. A parked reserve holds its waiter, the
-// goroutine in queuer.Parked.Wait and one that notices the client leaving: under 20 KB
-// (DESIGN.md §6). Its answer is written on the connection with "Connection: close", so the
-// consumer's next request opens a new connection: a cost paid only after a wait, never
-// while work flows. The request metrics count a parked reserve when it parks (status 200).
+// goroutine (an 8 KB stack) go while it waits. A parked reserve holds its waiter and one
+// goroutine asleep in a read of its connection, which notices the client leaving and is
+// woken by moving the read deadline: about 10 KB (DESIGN.md §6 allows 20). Its answer is
+// written on the connection with "Connection: close", so the consumer's next request opens
+// a new connection: a cost paid only after a wait, never while work flows. The request
+// metrics count a parked reserve when it parks (status 200).
 
 // parking is the reserves parked by one Handler.
 type parking struct {
@@ -86,31 +88,33 @@ func (s *server) park(c echo.Context, p *queuer.Parked) bool {
 	}
 	// The server's deadlines stay on a hijacked connection: the wait has its own bound.
 	_ = conn.SetDeadline(time.Time{})
-	ctx, cancel := context.WithCancel(s.parking.ctx)
+	// echo pools this context when the handler returns, still pointing at net/http's
+	// response and request body, and through them at the connection's 10 KB of buffers:
+	// let go of them, so that they go with the next collection rather than sit in the pool.
+	c.Response().Writer = hijacked{}
+	c.Request().Body = http.NoBody
 	s.parking.wg.Add(1)
 	s.parking.now.Add(1)
-	go func() {
-		// Notice the client leaving: a read ends with an error when it closes the
-		// connection (bytes it sends meanwhile are a request this connection will not
-		// serve, since the answer closes it).
-		var buf [64]byte
-		for {
-			if _, err := conn.Read(buf[:]); err != nil {
-				cancel()
-				return
-			}
-		}
-	}()
 	go func() {
 		defer s.parking.wg.Done()
 		defer s.parking.now.Add(-1)
 		defer conn.Close()
-		defer cancel()
-		chunks, err := p.Wait(ctx)
-		if err != nil && s.parking.closed.Load() && errors.Is(err, context.Canceled) {
+		// One goroutine per parked reserve, asleep in a read of its connection: the read
+		// ends when the client leaves (an error), when a wake-up comes or the instance
+		// shuts down (each moves the read deadline to the past), or when the wait runs out
+		// (the deadline itself).
+		ctx := s.parking.ctx
+		p.OnWake(interruptRead(conn))
+		stop := context.AfterFunc(ctx, interruptRead(conn))
+		defer stop()
+		chunks, err := p.WaitWith(ctx, func(wake <-chan struct{}, until time.Time) (bool, error) {
+			return readUntil(ctx, conn, wake, until)
+		})
+		switch {
+		case errors.Is(err, errClientLeft):
+			return
+		case err != nil && s.parking.closed.Load() && errors.Is(err, context.Canceled):
 			chunks, err = []queuer.Chunk{}, nil // shutting down: no chunks here
-		} else if err != nil && errors.Is(err, context.Canceled) {
-			return // the client went away
 		}
 		if werr := s.writeParked(conn, chunks, err); werr != nil && len(chunks) > 0 {
 			p.GiveBack(chunks) // not delivered: free again at once, not when the lease runs out
@@ -118,6 +122,62 @@ func (s *server) park(c echo.Context, p *queuer.Parked) bool {
 	}()
 	return true
 }
+
+// errClientLeft ends the wait of a parked reserve whose client closed its connection.
+var errClientLeft = errors.New("the client closed the connection")
+
+// interruptRead returns a function that ends the current read on conn, and any read until
+// the next deadline is set.
+func interruptRead(conn net.Conn) func() {
+	return func() { _ = conn.SetReadDeadline(time.Unix(1, 0)) }
+}
+
+// readUntil is a parked reserve's queuer.Block: it sleeps in a read of conn until wake
+// holds a wake-up, until passes, ctx ends, or the client leaves (errClientLeft). Bytes the
+// client sends meanwhile are a request this connection will not serve (its answer closes
+// it), and are dropped.
+func readUntil(ctx context.Context, conn net.Conn, wake <-chan struct{}, until time.Time) (bool, error) {
+	// The deadline first, then the wake channel: a wake-up that comes after the check has
+	// moved the deadline to the past, so the read returns at once.
+	_ = conn.SetReadDeadline(until)
+	var buf [64]byte
+	for {
+		select {
+		case <-wake:
+			return true, nil
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		_, err := conn.Read(buf[:])
+		switch {
+		case err == nil:
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			if !time.Now().Before(until) {
+				select {
+				case <-wake:
+					return true, nil
+				default:
+					return false, nil
+				}
+			}
+			// Interrupted: a wake-up or the end of ctx, checked above. Else the deadline
+			// moved past for a wake-up already taken: sleep on.
+			_ = conn.SetReadDeadline(until)
+		default:
+			return false, errClientLeft
+		}
+	}
+}
+
+// hijacked is the response writer of a request whose connection was taken over: the
+// middlewares that run after the handler may still look at its header.
+type hijacked struct{}
+
+func (hijacked) Header() http.Header       { return http.Header{} }
+func (hijacked) Write([]byte) (int, error) { return 0, http.ErrHijacked }
+func (hijacked) WriteHeader(int)           {}
 
 // writeParked writes a parked reserve's answer on its connection: the chunks, or err in
 // the one error shape.

@@ -3,8 +3,11 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -111,4 +114,67 @@ func TestShutdownAnswersParkedReserves(t *testing.T) {
 	if e.H.Parked() != 0 {
 		t.Errorf("%d reserves still parked after Shutdown", e.H.Parked())
 	}
+}
+
+// TestParkedReserveWaitRunsOut: a parked reserve whose wait runs out with no work is
+// answered with no chunks, on its connection.
+func TestParkedReserveWaitRunsOut(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	start := time.Now()
+	answer := reserveAsync(t.Context(), e.URL, `{"max": 1, "wait": "1s"}`)
+	resp := <-answer
+	if resp == nil {
+		t.Fatal("the parked reserve got no answer when its wait ran out")
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != `{"chunks":[]}` || !resp.Close {
+		t.Errorf("parked reserve whose wait ran out: %d %s (close %v); want 200, no chunks, the connection closed", resp.StatusCode, body, resp.Close)
+	}
+	if waited := time.Since(start); waited < time.Second {
+		t.Errorf("answered after %s; want the whole 1s wait", waited)
+	}
+	waitFor(t, "nothing parked after the answer", func() bool { return e.H.Parked() == 0 })
+}
+
+// TestParkedReserveHoldsOneGoroutine: what a parked reserve costs the instance is one
+// goroutine asleep in a read of its connection (DESIGN.md §6, ≤ 20 KB a parked consumer).
+// The clients here are bare connections, so that every goroutine counted is the server's.
+func TestParkedReserveHoldsOneGoroutine(t *testing.T) {
+	// Not parallel: it counts the process's goroutines.
+	e := setup(t, Config{})
+	const n = 50
+	body := `{"max": 1, "wait": "60s"}`
+	req := fmt.Sprintf("POST /v1/reserve HTTP/1.1\r\nHost: opsq\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	addr := strings.TrimPrefix(e.URL, "http://")
+	waitFor(t, "the instance settles", func() bool { return e.H.Parked() == 0 })
+	before := runtime.NumGoroutine()
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	waitFor(t, "every reserve parks", func() bool { return e.H.Parked() == n })
+	// A handler's goroutine ends once its reserve is parked; give them a moment to go.
+	var extra int
+	for range 100 {
+		if extra = runtime.NumGoroutine() - before; extra <= n+n/2 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if extra > n+n/2 {
+		t.Errorf("%d parked reserves hold %d more goroutines; want about one each (two would be %d)", n, extra, 2*n)
+	}
+
+	mustSubmit(t, e, `{"chunks": ["a", "b"]}`, 2)
+	waitFor(t, "two parked reserves answered", func() bool { return e.H.Parked() == n-2 })
 }

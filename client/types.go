@@ -176,6 +176,10 @@ func (v *MetadataValue) UnmarshalJSON(b []byte) error {
 // from the receiving instance's own shards only.
 const ForwardedHeader = "Opsq-Forwarded"
 
+// ForwardedSignatureHeader carries the signature of a forwarded request, made with the
+// cluster key (DESIGN.md §8): a request marked forwarded without a valid one is refused.
+const ForwardedSignatureHeader = "Opsq-Forwarded-Signature"
+
 // TokenStatus is the outcome for one token of complete, fail or extend: what the engine
 // decided for the item and what the server answers for it.
 type TokenStatus string

@@ -1,17 +1,20 @@
 package queuer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"opsq/claims"
 	"opsq/client"
 	opsqsql "opsq/sql"
 )
@@ -76,31 +79,37 @@ func (r *router) forward(ctx context.Context, req ReserveRequest) (chunks []Chun
 }
 
 // forwardTargets lists the URLs of other instances that may have work: those the tips point
-// to first, then published ones, each in random order.
+// to first, then published ones, each in random order. Every reserve that finds nothing
+// here calls it, so it allocates little: no map, and this instance's shards only when
+// there are tips to check against them.
 func (r *router) forwardTargets(ctx context.Context) []string {
 	r.refreshPeers(ctx)
-	own := map[int]bool{}
-	for _, l := range r.claims.Reservable() {
-		own[l.Shard] = true
+	r.mu.Lock()
+	anyTips := len(r.mu.tips) > 0
+	r.mu.Unlock()
+	var own []claims.Lease // sorted by shard
+	if anyTips {
+		own = r.claims.Reservable()
+	}
+	isOwn := func(s int) bool {
+		_, found := slices.BinarySearchFunc(own, s, func(l claims.Lease, s int) int { return cmp.Compare(l.Shard, s) })
+		return found
 	}
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	seen := map[string]bool{}
 	var tipped, published []string
 	for s, at := range r.mu.tips {
 		if now.Sub(at) > tipTTL {
 			delete(r.mu.tips, s)
 			continue
 		}
-		if url, ok := r.mu.urls[s]; ok && !own[s] && !seen[url] {
-			seen[url] = true
+		if url, ok := r.mu.urls[s]; ok && !isOwn(s) && !slices.Contains(tipped, url) {
 			tipped = append(tipped, url)
 		}
 	}
 	for _, p := range r.mu.peers {
-		if !seen[p.url] && len(p.shards) > 0 {
-			seen[p.url] = true
+		if len(p.shards) > 0 && !slices.Contains(tipped, p.url) && !slices.Contains(published, p.url) {
 			published = append(published, p.url)
 		}
 	}
@@ -157,16 +166,17 @@ func (r *router) forgetTips(url string) {
 	}
 }
 
-// peer returns a client for another instance that marks its requests as forwarded. It
-// has the bounds of DESIGN.md §8: peerConnectTimeout, peerCallTimeout, no redirect
-// followed (a redirect is an error), at most peerMaxAnswerBytes of an answer read.
+// peer returns a client for another instance whose requests are marked forwarded and
+// signed (forwardsig.go). It has the bounds of DESIGN.md §8: peerConnectTimeout,
+// peerCallTimeout, no redirect followed (a redirect is an error), at most
+// peerMaxAnswerBytes of an answer read.
 func (r *router) peer(url string) *client.Client {
-	return client.New(url, client.WithHTTPClient(r.peerHTTP), client.WithMaxResponseBytes(peerMaxAnswerBytes),
-		client.WithHeader(client.ForwardedHeader, r.instance))
+	return client.New(url, client.WithHTTPClient(r.peerHTTP), client.WithMaxResponseBytes(peerMaxAnswerBytes))
 }
 
-// newPeerHTTPClient returns the HTTP client of the requests forwarded to other instances.
-func newPeerHTTPClient() *http.Client {
+// newPeerHTTPClient returns the HTTP client of the requests forwarded to other instances,
+// each signed with keys as forwarded by instance.
+func newPeerHTTPClient(keys *Keyring, instance string) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil // instances talk to each other directly, never through HTTP_PROXY
 	t.DialContext = (&net.Dialer{Timeout: peerConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
@@ -174,7 +184,7 @@ func newPeerHTTPClient() *http.Client {
 	t.ResponseHeaderTimeout = peerCallTimeout
 	t.MaxIdleConnsPerHost = 64 // many consumers may be forwarded to the same instance at once
 	return &http.Client{
-		Transport: t,
+		Transport: SigningTransport(keys, instance, t),
 		Timeout:   peerCallTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse // the 3xx answer itself is returned: an error

@@ -111,9 +111,9 @@ func New(cfg Config) (*Queuer, error) {
 	q := &Queuer{
 		cfg: cfg, pool: cfg.Pool, log: cfg.Logger, ids: newIDGenerator(),
 		reserver: reserver.New(reserver.Config{}), work: newSignal(cfg.MaxWaiters), shared: newShared(),
-		router: newRouter(cfg.Pool, cfg.Instance.ID, cfg.Logger), infos: newInfoCache(cfg.Pool), tombs: newTombstones(), hints: newHints(),
+		keys: NewKeyring(cfg.Pool, cfg.Logger), infos: newInfoCache(cfg.Pool), tombs: newTombstones(), hints: newHints(),
 	}
-	q.keys = NewKeyring(cfg.Pool, cfg.Logger)
+	q.router = newRouter(cfg.Pool, cfg.Instance.ID, q.keys, cfg.Logger)
 	q.holds = &holds{pool: cfg.Pool, log: cfg.Logger}
 	q.subs = newSubmissions(cfg.Pool, cfg.Logger, q.ids, q.work)
 	q.completer = newCompleter(cfg.Pool, q.reserver, q.tombs, q.readToken)
@@ -204,6 +204,12 @@ func (q *Queuer) Stop() {
 	q.scans.Close()
 	q.subs.finished.wakeAll()
 	q.work.broadcast()
+}
+
+// VerifyForwarded checks the signature of a request that another instance says it
+// forwarded here (forwardsig.go): nil, or an error wrapping ErrForwardedSignature.
+func (q *Queuer) VerifyForwarded(method, uri, from string, body []byte, sig string) error {
+	return q.keys.VerifyForwarded(method, uri, from, body, sig, time.Now())
 }
 
 // Ready reports whether the instance can serve: the database answers, the claims loop

@@ -50,8 +50,8 @@ type peer struct {
 	shards  []int32
 }
 
-func newRouter(pool *pgxpool.Pool, instance string, log *slog.Logger) *router {
-	r := &router{pool: pool, instance: instance, log: log, peerHTTP: newPeerHTTPClient()}
+func newRouter(pool *pgxpool.Pool, instance string, keys *Keyring, log *slog.Logger) *router {
+	r := &router{pool: pool, instance: instance, log: log, peerHTTP: newPeerHTTPClient(keys, instance)}
 	r.mu.empty = map[int]bool{}
 	r.mu.tips = map[int]time.Time{}
 	return r

@@ -46,6 +46,7 @@ type waiter struct {
 	queued     bool
 	epoch      uint64 // the epoch of the wake-up it got last
 	passed     uint64 // the epoch of the last wake-up it passed on
+	poke       func() // called after each wake-up it is given (Parked.OnWake), or nil
 }
 
 func newSignal(max int) *signal {
@@ -161,7 +162,17 @@ func (s *signal) wakeLocked(n int, epoch uint64) {
 		case w.ch <- struct{}{}:
 		default: // already holds one
 		}
+		if w.poke != nil {
+			w.poke()
+		}
 	}
+}
+
+// onWake sets the function called after each wake-up w is given.
+func (s *signal) onWake(w *waiter, poke func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.poke = poke
 }
 
 func (s *signal) pushBackLocked(w *waiter) {

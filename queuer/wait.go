@@ -43,9 +43,10 @@ func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 }
 
 // Parked is a reserve that found no work and waits for some (Queuer.ReserveOrPark). It
-// holds its place among the instance's waiters until Wait returns: call Wait exactly once.
-// Its waiting takes no goroutine of its own beyond the one calling Wait, and that one's
-// stack stays shallow: the scans run on the goroutine of the shared run (shared.go).
+// holds its place among the instance's waiters until Wait or WaitWith returns: call one of
+// them exactly once. Its waiting takes no goroutine of its own beyond the one calling
+// Wait, and that one's stack stays shallow: the scans run on the goroutine of the shared
+// run (shared.go).
 type Parked struct {
 	q        *Queuer
 	req      ReserveRequest
@@ -77,54 +78,76 @@ func (q *Queuer) ReserveOrPark(ctx context.Context, req ReserveRequest) ([]Chunk
 	return nil, p, nil
 }
 
+// Block is how a parked reserve's caller waits between two looks (Parked.WaitWith). It
+// returns true once it has received a wake-up from wake, false once until has passed, or
+// an error that ends the wait (WaitWith returns it). It may return false early; WaitWith
+// then waits again.
+type Block func(wake <-chan struct{}, until time.Time) (woken bool, err error)
+
 // Wait waits for work until the reserve's wait runs out or ctx ends, looking again each
 // time it is woken, and returns what it reserved ([] when the wait ran out).
 func (p *Parked) Wait(ctx context.Context) ([]Chunk, error) {
+	return p.WaitWith(ctx, func(wake <-chan struct{}, until time.Time) (bool, error) {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		select {
+		case <-wake:
+			return true, nil
+		case <-t.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	})
+}
+
+// OnWake has poke called each time a wake-up is delivered to p, right after it is: for a
+// Block that sleeps on something other than the wake channel (api parks a reserve in a
+// read of its connection, and pokes it with a read deadline). poke must not block; it
+// runs under the lock of the instance's waiters.
+func (p *Parked) OnWake(poke func()) { p.q.work.onWake(p.w, poke) }
+
+// WaitWith is Wait with the waiting between two looks done by block; ctx bounds the looks.
+func (p *Parked) WaitWith(ctx context.Context, block Block) ([]Chunk, error) {
 	q, req, w := p.q, p.req, p.w
 	defer q.work.leave(w)
-	deadline := time.NewTimer(time.Until(p.deadline))
-	defer deadline.Stop()
-	woken, retry := false, p.retry
+	retry := p.retry
 	for {
-		if woken && !q.router.ownShardsEmpty() {
-			// Woken for work this request could not take (its strategy, or the scan bound):
-			// the next waiter may take it.
-			q.work.pass(w)
-		}
-		var again <-chan time.Time
-		stop := func() bool { return false }
+		until := p.deadline
 		if retry {
 			// An instance forwarded to did not answer: it may have work that no wake-up
 			// will announce (its chunks are not new), so look again a little later.
-			t := time.NewTimer(forwardRetryDelay/2 + rand.N(forwardRetryDelay))
-			again, stop = t.C, t.Stop
+			if again := time.Now().Add(forwardRetryDelay/2 + rand.N(forwardRetryDelay)); again.Before(until) {
+				until = again
+			}
 		}
 		if q.log.Enabled(ctx, slog.LevelDebug) {
-			q.log.Debug("reserve parks", slog.String("consumer", req.Consumer), slog.Bool("woken", woken),
-				slog.Bool("retry", retry), slog.Bool("own_empty", q.router.ownShardsEmpty()))
+			q.log.Debug("reserve parks", slog.String("consumer", req.Consumer), slog.Bool("retry", retry),
+				slog.Bool("own_empty", q.router.ownShardsEmpty()))
 		}
 		q.work.parked.Add(1)
-		select {
-		case <-w.ch:
-			q.work.parked.Add(-1)
-			q.work.rejoin(w)
-			woken = true
-		case <-again:
-			q.work.parked.Add(-1)
-			q.work.rejoin(w)
-		case <-deadline.C:
-			q.work.parked.Add(-1)
-			return []Chunk{}, nil
-		case <-ctx.Done():
-			q.work.parked.Add(-1)
-			return nil, ctx.Err()
+		woken, err := block(w.ch, until)
+		q.work.parked.Add(-1)
+		if err != nil {
+			return nil, err
 		}
-		stop()
+		if !woken && !time.Now().Before(p.deadline) {
+			return []Chunk{}, nil
+		}
+		if !woken && time.Now().Before(until) {
+			continue // early: wait again
+		}
+		q.work.rejoin(w)
 		chunks, r, err := q.look(ctx, req)
 		if err != nil || len(chunks) > 0 {
 			return chunks, err
 		}
 		retry = r
+		if woken && !q.router.ownShardsEmpty() {
+			// Woken for work this request could not take (its strategy, or the scan bound):
+			// the next waiter may take it.
+			q.work.pass(w)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/client"
+	"opsq/queuer"
 )
 
 // The cluster-wide timings of the tests (opsq.settings), fast so that expiries happen
@@ -63,6 +65,9 @@ type Cluster struct {
 	Pool  *pgxpool.Pool // the test's own connections, for checks
 	HTTP  *http.Client  // every request of the test goes through it
 	Env   []string      // added to the environment of the instances started from now on
+	// local sends the requests of the Instances' Local clients: signed as forwarded with
+	// the cluster key, as an instance forwards them.
+	local *http.Client
 
 	t   testing.TB
 	bin Binary
@@ -80,8 +85,8 @@ type Instance struct {
 	ID, URL string
 	Proc    *Process
 	Client  *client.Client
-	// Local answers reserves from this instance's own shards only: the forwarded header
-	// keeps it from forwarding to the others.
+	// Local answers reserves from this instance's own shards only: its requests are
+	// signed as forwarded by another instance, which keeps it from forwarding them on.
 	Local *client.Client
 
 	c *Cluster
@@ -99,9 +104,15 @@ func New(t testing.TB, bin Binary, dbURL string) *Cluster {
 		pool.Close()
 		t.Fatal(err)
 	}
+	keys := queuer.NewKeyring(pool, slog.New(slog.DiscardHandler))
+	if err := keys.Load(t.Context()); err != nil {
+		pool.Close()
+		t.Fatal(err)
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	c := &Cluster{DBURL: dbURL, Pool: pool, HTTP: &http.Client{Transport: tr}, t: t, bin: bin, dir: t.TempDir()}
+	c := &Cluster{DBURL: dbURL, Pool: pool, HTTP: &http.Client{Transport: tr}, t: t, bin: bin, dir: t.TempDir(),
+		local: &http.Client{Transport: queuer.SigningTransport(keys, "test", tr)}}
 	t.Cleanup(c.cleanup)
 	return c
 }
@@ -164,7 +175,7 @@ func (c *Cluster) SpawnWith(migrate bool, params map[string]string) *Instance {
 	}
 	inst := &Instance{ID: id, URL: p.URL, Proc: p, c: c,
 		Client: client.New(p.URL, client.WithHTTPClient(c.HTTP)),
-		Local:  client.New(p.URL, client.WithHTTPClient(c.HTTP), client.WithHeader(client.ForwardedHeader, "test")),
+		Local:  client.New(p.URL, client.WithHTTPClient(c.local)),
 	}
 	c.mu.Lock()
 	c.insts = append(c.insts, inst)
