@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +85,86 @@ func TestBenchBurndownAndDistinctRun(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("report:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+}
+
+// TestBenchRiverRuns runs "opsq bench --workload burndown --river" in a tiny configuration
+// against the test server, with the River module of this source tree: River's three
+// figures and the ratios are in the report, and River's scratch database is dropped.
+func TestBenchRiverRuns(t *testing.T) {
+	t.Parallel()
+	bin := buildOpsq(t)
+	dbURL := pgtest.NewDB(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "bench", "--database-url", dbURL, "--workload", "burndown", "--river", "--json",
+		"--instances", "1", "--burndown-chunks", "2000", "--consumers", "8")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("opsq bench --river: %v\n%s", err, stderr.String())
+	}
+	var report struct {
+		Results []struct {
+			Key    string    `json:"key"`
+			Value  float64   `json:"value"`
+			Target *struct{} `json:"target"`
+			Note   string    `json:"note"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
+		t.Fatalf("the report is not JSON: %v\n%s", err, stdout.String())
+	}
+	got := map[string]int{}
+	for i, r := range report.Results {
+		got[r.Key] = i
+	}
+	local := os.Getenv(pgtest.EnvURL) == ""
+	for _, tt := range []struct {
+		key               string
+		positive, targets bool
+	}{
+		{"burndown.rate", true, true}, // its target is River's rate
+		{"burndown.river.rate", true, false},
+		{"burndown.river.pg_cpu_per_job", local, false},
+		{"burndown.river.wal_per_job", true, false},
+		{"burndown.river_rate_ratio", true, false},
+		{"burndown.river_cpu_ratio", local, true},
+		{"burndown.river_wal_ratio", true, true},
+	} {
+		i, ok := got[tt.key]
+		if !ok {
+			if tt.positive {
+				t.Errorf("the report has no %q", tt.key)
+			}
+			continue
+		}
+		r := report.Results[i]
+		if (tt.positive && r.Value <= 0) || (tt.targets != (r.Target != nil)) {
+			t.Errorf("%s = %v (target %v, %s); want a positive value, with a target: %v", tt.key, r.Value, r.Target != nil, r.Note, tt.targets)
+		}
+	}
+	// River's scratch database is gone.
+	pool := pgtest.NewPool(t)
+	river := fmt.Sprintf("opsq_bench_%d_river", cmd.Process.Pid)
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM pg_database WHERE datname = $1", river); n != 0 {
+		t.Errorf("River's scratch database %s is still there", river)
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+}
+
+func TestFindRiverDir(t *testing.T) {
+	t.Parallel()
+	dir, err := findRiverDir("")
+	if err != nil {
+		t.Fatalf("the River module of this source tree: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Errorf("findRiverDir = %s: %v", dir, err)
+	}
+	if _, err := findRiverDir(t.TempDir()); err == nil || !strings.Contains(err.Error(), "--river-dir") {
+		t.Errorf("findRiverDir of an empty directory: %v; want an error that says to give --river-dir", err)
 	}
 }
