@@ -109,6 +109,9 @@ func TestFormatValueAndTarget(t *testing.T) {
 		{181.23, unitMB, "181.2 MB", benchTarget{"<", 300}, "< 300 MB"},
 		{1.234, unitRatio, "1.23×", benchTarget{"<=", 2}, "≤ 2×"},
 		{1234, unitCount, "1 234", benchTarget{"==", 0}, "= 0"},
+		{15234.5, unitJobRate, "15 200 jobs/s", benchTarget{">=", 0}, "≥ 0 jobs/s"},
+		{41.26, unitMicros, "41.3 µs", benchTarget{"<=", 25}, "≤ 25 µs"},
+		{228.6, unitBytes, "229 bytes", benchTarget{"<=", 200}, "≤ 200 bytes"},
 	}
 	for _, tt := range tests {
 		if got := formatValue(tt.v, tt.unit); got != tt.wantValue {
