@@ -156,15 +156,33 @@ func bootTime() (time.Time, error) {
 // treeCPU returns the CPU time process pid and its children used so far: its own, that of
 // its children that have exited (it waited for them), and that of the live ones. A
 // PostgreSQL postmaster's children are every process of the server.
+//
+// A child that the process waits for while its children are being read would be counted
+// twice (read alive, then in its parent's total) or not at all: when the parent's total of
+// its waited-for children changes during the reading, it is read again.
 func treeCPU(pid int) (time.Duration, error) {
+	for range treeCPUAttempts - 1 {
+		if total, stable, err := readTreeCPU(pid); err != nil || stable {
+			return total, err
+		}
+	}
+	total, _, err := readTreeCPU(pid)
+	return total, err
+}
+
+// treeCPUAttempts bounds the readings of treeCPU; the last is taken as it is.
+const treeCPUAttempts = 20
+
+// readTreeCPU reads the CPU time of pid and its children once, and whether none of its
+// children was waited for meanwhile.
+func readTreeCPU(pid int) (total time.Duration, stable bool, err error) {
 	root, err := readStat(pid)
 	if err != nil {
-		return 0, fmt.Errorf("reading the CPU time of process %d: %w", pid, err)
+		return 0, false, fmt.Errorf("reading the CPU time of process %d: %w", pid, err)
 	}
-	total := root.cpu + root.children
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	for _, e := range entries {
 		child, err := strconv.Atoi(e.Name())
@@ -177,5 +195,9 @@ func treeCPU(pid int) (time.Duration, error) {
 		}
 		total += st.cpu + st.children
 	}
-	return total, nil
+	again, err := readStat(pid)
+	if err != nil {
+		return 0, false, fmt.Errorf("reading the CPU time of process %d: %w", pid, err)
+	}
+	return total + again.cpu + again.children, again.children == root.children, nil
 }
