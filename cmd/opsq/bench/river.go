@@ -150,7 +150,6 @@ func (r *benchRun) runRiver(ctx context.Context, bin, url string, n int64) (rive
 	cmd := exec.CommandContext(ctx, bin, "-database-url", url, "-jobs", strconv.FormatInt(n, 10), "-workers", strconv.Itoa(riverWorkers))
 	cmd.SysProcAttr = childProcAttr() // its own process group: Ctrl-C is ours to handle
 	cmd.Stderr = logFile
-	cmd.Env = os.Environ()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return riverResult{}, err
@@ -163,11 +162,15 @@ func (r *benchRun) runRiver(ctx context.Context, bin, url string, n int64) (rive
 		return riverResult{}, fmt.Errorf("starting River's burn-down: %w", err)
 	}
 	lines := make(chan string)
-	go func() {
+	go func() { // ends with River's stdout, or with this function (cancel)
 		defer close(lines)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			lines <- sc.Text()
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
 	failed := func(err error) (riverResult, error) {
