@@ -3,6 +3,7 @@ package queuer
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
@@ -11,8 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"opsq/claims"
 	"opsq/client"
@@ -95,7 +94,7 @@ func (r *router) forwardTargets(ctx context.Context) []string {
 		_, found := slices.BinarySearchFunc(own, s, func(l claims.Lease, s int) int { return cmp.Compare(l.Shard, s) })
 		return found
 	}
-	now := time.Now()
+	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var tipped, published []string
@@ -122,36 +121,29 @@ func (r *router) forwardTargets(ctx context.Context) []string {
 // peersTTL.
 func (r *router) refreshPeers(ctx context.Context) {
 	r.mu.Lock()
-	fresh := time.Since(r.mu.read) < peersTTL
+	fresh := r.now().Sub(r.mu.read) < peersTTL
 	r.mu.Unlock()
 	if fresh {
 		return
 	}
 	settings := r.claims.Settings()
-	rows, err := r.pool.Query(ctx, opsqsql.PeersWithWork, pgx.NamedArgs{
-		"me": r.instance, "heartbeat_timeout": settings.HeartbeatTimeout.String(),
+	rows, err := opsqsql.New(r.pool).PeersWithWork(ctx, opsqsql.PeersWithWorkParams{
+		Me: r.instance, HeartbeatTimeout: settings.HeartbeatTimeout.String(),
 	})
 	if err != nil {
 		r.log.Debug("reading peers", slog.Any("error", err))
 		return
 	}
-	var peers []peer
+	peers := make([]peer, 0, len(rows))
 	urls := map[int]string{}
-	var p peer
-	var owned []int32
-	_, err = pgx.ForEachRow(rows, []any{&p.id, &p.url, &owned, &p.shards}, func() error {
-		for _, s := range owned {
-			urls[int(s)] = p.url
+	for _, p := range rows {
+		for _, s := range p.Owned {
+			urls[int(s)] = p.AdvertiseURL
 		}
-		peers = append(peers, peer{id: p.id, url: p.url, shards: append([]int32(nil), p.shards...)})
-		return nil
-	})
-	if err != nil {
-		r.log.Debug("reading peers", slog.Any("error", err))
-		return
+		peers = append(peers, peer{id: p.ID, url: p.AdvertiseURL, shards: p.Available})
 	}
 	r.mu.Lock()
-	r.mu.peers, r.mu.urls, r.mu.read = peers, urls, time.Now()
+	r.mu.peers, r.mu.urls, r.mu.read = peers, urls, r.now()
 	r.mu.Unlock()
 }
 
@@ -175,14 +167,18 @@ func (r *router) peer(url string) *client.Client {
 }
 
 // newPeerHTTPClient returns the HTTP client of the requests forwarded to other instances,
-// each signed with keys as forwarded by instance.
-func newPeerHTTPClient(keys *Keyring, instance string) *http.Client {
+// each signed with keys as forwarded by instance; tlsCfg (nil: the system's roots) is for
+// instances that serve HTTPS.
+func newPeerHTTPClient(keys *Keyring, instance string, tlsCfg *tls.Config) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil // instances talk to each other directly, never through HTTP_PROXY
 	t.DialContext = (&net.Dialer{Timeout: peerConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = peerConnectTimeout
 	t.ResponseHeaderTimeout = peerCallTimeout
 	t.MaxIdleConnsPerHost = 64 // many consumers may be forwarded to the same instance at once
+	if tlsCfg != nil {
+		t.TLSClientConfig = tlsCfg.Clone()
+	}
 	return &http.Client{
 		Transport: SigningTransport(keys, instance, t),
 		Timeout:   peerCallTimeout,

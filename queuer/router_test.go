@@ -20,7 +20,7 @@ func TestRouterNoteWork(t *testing.T) {
 	} {
 		t.Run(c.payload, func(t *testing.T) {
 			t.Parallel()
-			r := newRouter(nil, "me", nil, nil)
+			r := newRouter(nil, "me", nil, nil, nil)
 			r.markUnavailable([]claims.Lease{{Shard: 1}, {Shard: 2}}, r.announced())
 			before := r.announced()
 			if got := r.noteWork(c.payload, 4); got != c.want {
@@ -48,7 +48,7 @@ func TestRouterNoteWork(t *testing.T) {
 // not mark shards empty; one that began after does, until work is announced on them.
 func TestRouterStaleScanMarksNothing(t *testing.T) {
 	t.Parallel()
-	r := newRouter(nil, "me", nil, nil)
+	r := newRouter(nil, "me", nil, nil, nil)
 	leases := []claims.Lease{{Shard: 7}}
 	since := r.announced()
 	r.markAvailable(9) // work announced while the scan ran

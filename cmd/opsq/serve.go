@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/api"
+	"opsq/api/apikeys"
 	"opsq/claims"
 	"opsq/migrations"
 	"opsq/queuer"
@@ -39,6 +40,7 @@ type serveConfig struct {
 	maxBody       byteSize
 	maxChunkBytes byteSize
 	logLevel      string
+	auth          string
 	shutdownGrace time.Duration
 	// Limits against slow and hostile clients (DESIGN.md §3, §8).
 	maxIngests       int
@@ -49,6 +51,8 @@ type serveConfig struct {
 	maxSubmissionChunks int
 	maxReserveBytes     byteSize
 	maxWaiters          int
+
+	tls tlsFiles // TLS (tls.go)
 }
 
 // Defaults of the HTTP server's own timeouts.
@@ -61,9 +65,13 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 	envString(fs, &cfg.databaseURL, "database-url", "OPSQ_DATABASE_URL", "", "PostgreSQL URL; pool size with ?pool_max_conns=N (default 32)")
 	envString(fs, &cfg.devCluster, "dev-cluster", "OPSQ_DEV_CLUSTER", "", "when no database URL is set, start or reuse a local development PostgreSQL cluster in this directory (make run uses .data/pg)")
 	envString(fs, &cfg.listen, "listen", "OPSQ_LISTEN", ":3999", "address to serve HTTP on")
-	envString(fs, &cfg.advertiseURL, "advertise-url", "OPSQ_ADVERTISE_URL", "", "URL other instances use to reach this one (default http://<hostname>:<port>)")
+	envString(fs, &cfg.advertiseURL, "advertise-url", "OPSQ_ADVERTISE_URL", "", "URL other instances use to reach this one (default http://<hostname>:<port>, https:// with --tls-cert)")
 	envString(fs, &cfg.instanceID, "instance-id", "OPSQ_INSTANCE_ID", "", "instance id (default: random, new at each start)")
 	envString(fs, &cfg.logLevel, "log-level", "OPSQ_LOG_LEVEL", "info", "debug, info, warn or error")
+	envString(fs, &cfg.auth, "auth", "OPSQ_AUTH", "required", `"required": every request but /healthz and /readyz needs an API key (opsq keys create); "off": none does (development only)`)
+	envString(fs, &cfg.tls.cert, "tls-cert", "OPSQ_TLS_CERT", "", "PEM certificate (chain) to serve HTTPS with, with --tls-key")
+	envString(fs, &cfg.tls.key, "tls-key", "OPSQ_TLS_KEY", "", "PEM private key of --tls-cert")
+	envString(fs, &cfg.tls.ca, "tls-ca", "OPSQ_TLS_CA", "", "PEM CA certificate(s) trusted when calling other instances (default: the system's roots)")
 	return errors.Join(
 		envBool(fs, &cfg.migrate, "migrate", "OPSQ_MIGRATE", true, "run database migrations at start"),
 		envInt(fs, &cfg.shardCount, "shard-count", "OPSQ_SHARD_COUNT", migrations.ShardCountDefault, "number of shards, used only when the database is first migrated"),
@@ -94,6 +102,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return parseError(err)
 	}
 	switch {
+	case cfg.auth != "required" && cfg.auth != "off":
+		return fmt.Errorf("--auth (OPSQ_AUTH) = %q: must be required or off", cfg.auth)
 	case cfg.maxIngests < 0:
 		return fmt.Errorf("--max-ingests (OPSQ_MAX_INGESTS) = %d: must be 0 (a quarter of the pool) or more", cfg.maxIngests)
 	case cfg.maxResultStreams < 0:
@@ -117,11 +127,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.instanceID = randomID()
 	}
 	if cfg.advertiseURL == "" {
-		if cfg.advertiseURL, err = defaultAdvertiseURL(cfg.listen); err != nil {
+		if cfg.advertiseURL, err = defaultAdvertiseURL(cfg.listen, cfg.tls.on()); err != nil {
 			return err
 		}
 	}
 	if err := checkAdvertiseURL(cfg.advertiseURL); err != nil {
+		return err
+	}
+	if err := cfg.tls.check(cfg.advertiseURL); err != nil {
+		return err
+	}
+	serverTLS, err := cfg.tls.server()
+	if err != nil {
+		return err
+	}
+	peerTLS, err := cfg.tls.peers()
+	if err != nil {
 		return err
 	}
 	dbURL, err := databaseURL(ctx, cfg.databaseURL, cfg.devCluster, log)
@@ -139,6 +160,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer pool.Close()
 
+	// The API keys are loaded before the address is bound: an instance serves no request
+	// it cannot check.
+	var keys *apikeys.Set
+	if cfg.auth == "required" {
+		keys = apikeys.NewSet(pool, log)
+		if err := keys.Start(ctx); err != nil {
+			return fmt.Errorf("loading the API keys: %w", err)
+		}
+		defer keys.Stop()
+	} else {
+		log.Warn("OPSQ_AUTH=off: serving without API keys; anyone who can reach this instance may submit, reserve, cancel and read everything. Use it for development only")
+	}
+
 	// Bind the address before claiming shards: an instance that cannot serve must not
 	// take shards from the others (DESIGN.md §4).
 	ln, err := net.Listen("tcp", cfg.listen)
@@ -151,6 +185,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Logger:     log,
 		Instance:   claims.Instance{ID: cfg.instanceID, AdvertiseURL: cfg.advertiseURL, Version: version()},
 		MaxWaiters: cfg.maxWaiters,
+		PeerTLS:    peerTLS,
 	})
 	if err != nil {
 		return err
@@ -165,6 +200,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	quarter := max(int(pool.Config().MaxConns)/4, 1)
 	handler := api.New(api.Config{
 		Queuer:           q,
+		Keys:             keys,
 		Logger:           log,
 		MaxBody:          int64(cfg.maxBody),
 		MaxChunkBytes:    int(cfg.maxChunkBytes),
@@ -186,9 +222,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	if serverTLS != nil {
+		srv.TLSConfig = serverTLS
+		serveHTTP1Only(srv)
+		go func() { served <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { served <- srv.Serve(ln) }()
+	}
 	log.Info("serving", slog.String("listen", ln.Addr().String()), slog.String("instance", cfg.instanceID),
-		slog.String("advertise_url", cfg.advertiseURL), slog.String("version", version()))
+		slog.String("advertise_url", cfg.advertiseURL), slog.String("version", version()), slog.String("auth", cfg.auth))
 
 	select {
 	case err := <-served:
@@ -257,7 +299,8 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-func defaultAdvertiseURL(listen string) (string, error) {
+// defaultAdvertiseURL is http(s)://<hostname>:<port of listen>.
+func defaultAdvertiseURL(listen string, https bool) (string, error) {
 	_, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return "", fmt.Errorf("listen address %q: %w", listen, err)
@@ -266,7 +309,11 @@ func defaultAdvertiseURL(listen string) (string, error) {
 	if err != nil {
 		host = "localhost"
 	}
-	return "http://" + net.JoinHostPort(host, port), nil
+	scheme := "http://"
+	if https {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, port), nil
 }
 
 // checkAdvertiseURL checks that other instances can use u as it is (DESIGN.md §8): an

@@ -65,6 +65,13 @@ type Cluster struct {
 	Pool  *pgxpool.Pool // the test's own connections, for checks
 	HTTP  *http.Client  // every request of the test goes through it
 	Env   []string      // added to the environment of the instances started from now on
+	// Key is the API key the clients of the instances started from now on send: an admin
+	// key, for instances run with OPSQ_AUTH=required (in Env). "" sends none: the kit runs
+	// instances with OPSQ_AUTH=off unless Env says otherwise.
+	Key string
+	// HTTPS: the instances started from now on serve TLS (Env names their OPSQ_TLS_
+	// files; HTTP's transport must trust their CA).
+	HTTPS bool
 	// local sends the requests of the Instances' Local clients: signed as forwarded with
 	// the cluster key, as an instance forwards them.
 	local *http.Client
@@ -169,13 +176,17 @@ func (c *Cluster) SpawnWith(migrate bool, params map[string]string) *Instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Start(c.bin, Spec{ID: id, DBURL: dbURL, Migrate: migrate, LogPath: filepath.Join(c.dir, id+".log"), Env: c.Env})
+	p, err := Start(c.bin, Spec{ID: id, DBURL: dbURL, Migrate: migrate, LogPath: filepath.Join(c.dir, id+".log"), Env: c.Env, HTTPS: c.HTTPS})
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts := []client.Option{client.WithHTTPClient(c.HTTP)}
+	if c.Key != "" {
+		opts = append(opts, client.WithKey(c.Key))
+	}
 	inst := &Instance{ID: id, URL: p.URL, Proc: p, c: c,
-		Client: client.New(p.URL, client.WithHTTPClient(c.HTTP)),
-		Local:  client.New(p.URL, client.WithHTTPClient(c.local)),
+		Client: client.New(p.URL, opts...),
+		Local:  client.New(p.URL, append(opts, client.WithHTTPClient(c.local))...),
 	}
 	c.mu.Lock()
 	c.insts = append(c.insts, inst)

@@ -56,6 +56,12 @@ type Spec struct {
 	LogLevel string   // OPSQ_LOG_LEVEL. Defaults to debug.
 	Grace    string   // OPSQ_SHUTDOWN_GRACE. Defaults to 10s.
 	Env      []string // more KEY=value, after the above
+	// HTTPS: the instance serves TLS (Env names its OPSQ_TLS_ files); its URL and
+	// advertise URL are https://.
+	HTTPS bool
+	// Auth is OPSQ_AUTH. Defaults to off: the kit's clients send no API key. A test of the
+	// keys sets "required" and gives its clients keys.
+	Auth string
 	// ProcAttr replaces the child's SysProcAttr. Defaults to being killed with this
 	// process (Linux).
 	ProcAttr *syscall.SysProcAttr
@@ -67,7 +73,7 @@ type Spec struct {
 // gracefully, send SIGTERM and wait for Exited; Kill ends it at once (paused or not).
 type Process struct {
 	ID      string
-	URL     string // http://127.0.0.1:port
+	URL     string // http://127.0.0.1:port, or https://
 	LogPath string
 	Cmd     *exec.Cmd // started; for its pid (Signal, Kill and Stop rather than Cmd.Process)
 
@@ -83,7 +89,11 @@ func Start(b Binary, s Spec) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Process{ID: s.ID, URL: "http://" + port.Addr(), LogPath: s.LogPath, port: port, exited: make(chan struct{})}
+	scheme := "http://"
+	if s.HTTPS {
+		scheme = "https://"
+	}
+	p := &Process{ID: s.ID, URL: scheme + port.Addr(), LogPath: s.LogPath, port: port, exited: make(chan struct{})}
 	logFile, err := os.Create(s.LogPath)
 	if err != nil {
 		port.Close()
@@ -99,6 +109,7 @@ func Start(b Binary, s Spec) (*Process, error) {
 			"OPSQ_MIGRATE=" + strconv.FormatBool(s.Migrate),
 			"OPSQ_LOG_LEVEL=" + cmp.Or(s.LogLevel, "debug"),
 			"OPSQ_SHUTDOWN_GRACE=" + cmp.Or(s.Grace, "10s"),
+			"OPSQ_AUTH=" + cmp.Or(s.Auth, "off"),
 		}, s.Env...)...)
 	if s.ProcAttr != nil {
 		p.Cmd.SysProcAttr = s.ProcAttr
