@@ -247,7 +247,7 @@ func runPsql(t *testing.T, dbURL, recipe string, vars ...string) (string, error)
 		}
 		bin = filepath.Join(dir, "psql")
 	}
-	args := []string{dbURL, "-X", "-v", "ON_ERROR_STOP=1", "-f", filepath.Join("..", "sql", "admin", recipe)}
+	args := []string{dbURL, "-X", "-v", "ON_ERROR_STOP=1", "-f", filepath.Join("..", "..", "sql", "admin", recipe)}
 	for _, v := range vars {
 		args = append(args, "-v", v)
 	}
