@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/robfig/cron/v3"
+
+	opsqsql "opsq/sql"
 )
 
 // errNotRunning is returned by Drain when the loop is not running.
@@ -258,7 +260,7 @@ func (m *Manager) Stop() {
 
 // poolConfig is Config.Pool's configuration for the Manager's own pool: PoolConns
 // connections, each with a statement timeout, a lock timeout and an idle-in-transaction
-// timeout, and a bounded connection attempt.
+// timeout, JIT off (sql.ConfigureSession), and a bounded connection attempt.
 func (m *Manager) poolConfig() *pgxpool.Config {
 	cfg := m.cfg.Pool.Config().Copy()
 	cfg.MaxConns, cfg.MinConns = int32(m.cfg.PoolConns), 0
@@ -269,6 +271,7 @@ func (m *Manager) poolConfig() *pgxpool.Config {
 	cc.RuntimeParams["statement_timeout"] = poolStatementTimeout
 	cc.RuntimeParams["lock_timeout"] = lockTimeout
 	cc.RuntimeParams["idle_in_transaction_session_timeout"] = idleInTxTimeout
+	opsqsql.ConfigureSession(cc) // JIT off, as on every connection of an instance
 	return cfg
 }
 

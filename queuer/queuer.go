@@ -29,6 +29,7 @@ import (
 
 	"opsq/claims"
 	"opsq/reserver"
+	opsqsql "opsq/sql"
 )
 
 // Defaults of Config.
@@ -38,7 +39,9 @@ const (
 
 // Config configures a Queuer.
 type Config struct {
-	// Pool is the database. Required.
+	// Pool is the database, for every statement but the candidate queries and the claims
+	// protocol, which run on pools of their own made from its configuration. Configure its
+	// connections with sql.ConfigureSession, as opsq serve does. Required.
 	Pool *pgxpool.Pool
 	// Instance names this process in opsq.instances. Instance.ID is required.
 	Instance claims.Instance
@@ -173,8 +176,11 @@ func (q *Queuer) Start(ctx context.Context) error {
 	// Candidate queries run on their own connections, which keep one generic plan per
 	// query text: a custom plan over tens of chunk partitions costs milliseconds to make,
 	// more than running it. Their plans stream whatever the arguments (the plan tests
-	// check the generic plans); other statements keep PostgreSQL's default planning.
+	// check the generic plans); other statements keep PostgreSQL's default planning. A
+	// generic plan's cost grows with the backlog, so JIT is off on them whatever the
+	// caller's pool says (sql.ConfigureSession says why).
 	scanCfg := q.pool.Config().Copy()
+	opsqsql.ConfigureSession(scanCfg.ConnConfig)
 	scanCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	scanCfg.MaxConns = max(q.pool.Config().MaxConns/2, 4)
 	if q.scans, err = pgxpool.NewWithConfig(ctx, scanCfg); err != nil {

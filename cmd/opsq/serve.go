@@ -25,6 +25,7 @@ import (
 	"opsq/claims"
 	"opsq/migrations"
 	"opsq/queuer"
+	opsqsql "opsq/sql"
 )
 
 // serveConfig is the configuration of "opsq serve"; every field has a flag and an OPSQ_*
@@ -280,6 +281,9 @@ func newPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = 32
 	}
+	// JIT off on every connection: it costs a reserve tens of milliseconds once the
+	// backlog's size pushes a plan's estimate past jit_above_cost (sql.ConfigureSession).
+	opsqsql.ConfigureSession(cfg.ConnConfig)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the database: %w", err)

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"testing"
+
+	"opsq/migrations/pgtest"
+)
+
+// TestNewPoolTurnsJITOff checks that the request pool of opsq serve runs with JIT off
+// (sql.ConfigureSession): the complete statement, the submissions' and the prefer_distinct
+// inputs' statements run on it, and some of their estimates grow with the backlog.
+func TestNewPoolTurnsJITOff(t *testing.T) {
+	t.Parallel()
+	pool, err := newPool(t.Context(), pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var jit string
+	if err := pool.QueryRow(t.Context(), "SHOW jit").Scan(&jit); err != nil {
+		t.Fatal(err)
+	}
+	if jit != "off" {
+		t.Errorf("jit = %s on the request pool's connections; want off", jit)
+	}
+}

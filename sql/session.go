@@ -1,0 +1,26 @@
+package sql
+
+import "github.com/jackc/pgx/v5"
+
+// ConfigureSession sets on cc the session parameters that every connection of an opsq
+// instance runs with; each pool an instance opens (the request pool of opsq serve, the
+// queuer's candidate pool, the claims manager's pool) is configured through it.
+//
+// jit = off. PostgreSQL decides to JIT-compile a statement from the planner's cost
+// estimate alone (jit_above_cost, 100 000 by default), and some estimates grow with the
+// backlog although the work does not: the cached generic plan of a candidate query cannot
+// see the value of LIMIT @limit and costs it at a tenth of the rows, so with 50 000 000
+// chunks the random candidate query passed the threshold, and every reserve compiled 89
+// functions — 38 ms of a 63 ms execution whose index scans took under 1 ms, a reserve 30×
+// slower than at 20 000 000 chunks (issue 10). No statement of opsq reads more than a batch
+// of rows through an index, so compiled expressions never pay for their compilation here:
+// JIT is off on every connection, not only on those where an estimate was seen to cross the
+// threshold. Tests keep it so: queuer's TestCandidateQueriesNotJIT (every candidate query
+// on the queuer's own connections, on a database where everything else is JIT-compiled),
+// claims' TestManagerPoolSession and opsq serve's TestNewPoolTurnsJITOff.
+func ConfigureSession(cc *pgx.ConnConfig) {
+	if cc.RuntimeParams == nil {
+		cc.RuntimeParams = map[string]string{}
+	}
+	cc.RuntimeParams["jit"] = "off"
+}
