@@ -12,10 +12,15 @@ import "github.com/jackc/pgx/v5"
 // see the value of LIMIT @limit and costs it at a tenth of the rows, so with 50 000 000
 // chunks the random candidate query passed the threshold, and every reserve compiled 89
 // functions — 38 ms of a 63 ms execution whose index scans took under 1 ms, a reserve 30×
-// slower than at 20 000 000 chunks (issue 10). No statement of opsq reads more than a batch
-// of rows through an index, so compiled expressions never pay for their compilation here:
-// JIT is off on every connection, not only on those where an estimate was seen to cross the
-// threshold. Tests keep it so: queuer's TestCandidateQueriesNotJIT (every candidate query
+// slower than at 20 000 000 chunks (issue 10). The ordered leaves over an instance's shards
+// and the per-submission scan pass the threshold near 20 000 000 chunks too, and a
+// select_only filter passes the inlining and optimization thresholds (500 000) at a few
+// million; the complete statement's estimate stays flat (README, Benchmarks, measured with
+// EXPLAIN at 6, 20 and 100 million chunks). The hot statements each read a batch of rows
+// through an index, so compiled expressions never pay for their compilation there, and the
+// few bulk ones (failing or cancelling a whole submission, retention) are rare: JIT is off
+// on every connection, not only on those where an estimate was seen to cross the
+// threshold (raising jit_above_cost would only move the cliff). Tests keep it so: queuer's TestCandidateQueriesNotJIT (every candidate query
 // on the queuer's own connections, on a database where everything else is JIT-compiled),
 // claims' TestManagerPoolSession and opsq serve's TestNewPoolTurnsJITOff.
 func ConfigureSession(cc *pgx.ConnConfig) {
