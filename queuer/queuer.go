@@ -92,7 +92,7 @@ type Queuer struct {
 	router    *router // where work is; forwarding
 	holds     *holds
 	keys      *Keyring // signs and verifies tokens
-	listener  *listener
+	listener  *opsqsql.Listener
 	expirer   *expirer
 	jobs      *cronJobs
 
@@ -153,7 +153,7 @@ func New(cfg Config) (*Queuer, error) {
 	}
 	q.claims = manager
 	q.router.claims = manager
-	q.listener = newListener(cfg.Pool, cfg.Logger, q.onNotification, ChannelFinished, ChannelWork, ChannelReleased, ChannelClusterKeys)
+	q.listener = opsqsql.NewListener(cfg.Pool, cfg.Logger, q.onNotification, ChannelFinished, ChannelWork, ChannelReleased, ChannelClusterKeys)
 	return q, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"opsq/reserver"
+	opsqsql "opsq/sql"
 )
 
 // fakeService records its Start and Stop calls in log.
@@ -57,7 +58,7 @@ func TestStartAllStopsThoseStartedWhenOneFails(t *testing.T) {
 func TestServicesStopBeforeStartAndTwice(t *testing.T) {
 	t.Parallel()
 	for name, s := range map[string]service{
-		"listener":  newListener(nil, nil, nil),
+		"listener":  opsqsql.NewListener(nil, nil, nil),
 		"keyring":   NewKeyring(nil, nil),
 		"completer": newCompleter(nil, nil, nil, nil),
 		"expirer":   newExpirer(nil, nil, nil),

@@ -63,8 +63,9 @@ type Set struct {
 	// loaded is called after each load (tests wait on it); nil for none.
 	loaded func()
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	listener *opsqsql.Listener // reloads on NOTIFY
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 
 	mu struct {
 		sync.RWMutex
@@ -83,18 +84,19 @@ func NewSet(pool *pgxpool.Pool, log *slog.Logger) *Set {
 // Start listens for changes, loads the keys, and keeps them fresh until Stop. ctx bounds
 // the first connection and load only.
 func (s *Set) Start(ctx context.Context) error {
-	conn, err := s.listen(ctx)
-	if err != nil {
+	// A reload on each change, and after the listener reconnects (one may have been
+	// missed meanwhile).
+	s.listener = opsqsql.NewListener(s.pool, s.log, func(string, string) { s.Refresh() }, Channel)
+	if err := s.listener.Start(ctx); err != nil {
 		return fmt.Errorf("listening for API key changes: %w", err)
 	}
 	if err := s.Load(ctx); err != nil {
-		conn.Close(context.Background())
+		s.listener.Stop()
 		return err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	s.wg.Add(2)
-	go s.runListen(runCtx, conn)
+	s.wg.Add(1)
 	go s.runRefresh(runCtx)
 	return nil
 }
@@ -106,6 +108,7 @@ func (s *Set) Stop() {
 	}
 	s.cancel()
 	s.wg.Wait()
+	s.listener.Stop()
 }
 
 // Load reads every key. On an error the keys held before stay.
@@ -187,52 +190,6 @@ func (s *Set) Check(key string) (Caller, error) {
 		}
 	}
 	return k.Caller, nil
-}
-
-// listen connects on a connection of its own and LISTENs on Channel.
-func (s *Set) listen(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
-		conn.Close(context.Background())
-		return nil, err
-	}
-	return conn, nil
-}
-
-// runListen asks for a reload on each notification, and after reconnecting (one may have
-// been missed meanwhile).
-func (s *Set) runListen(ctx context.Context, conn *pgx.Conn) {
-	defer s.wg.Done()
-	backoff := 100 * time.Millisecond
-	for {
-		for conn != nil {
-			_, err := conn.WaitForNotification(ctx)
-			if err != nil {
-				conn.Close(context.Background())
-				conn = nil
-				if ctx.Err() != nil {
-					return
-				}
-				s.log.Warn("API key listener lost its connection; reconnecting", slog.Any("error", err))
-				break
-			}
-			backoff = 100 * time.Millisecond
-			s.Refresh()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-		var err error
-		if conn, err = s.listen(ctx); err == nil {
-			s.Refresh()
-		}
-	}
 }
 
 // Refresh asks for a reload now.

@@ -1,20 +1,23 @@
-package queuer
+package sql
 
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// listener holds one connection that LISTENs on a fixed set of channels and hands every
+// The one LISTEN loop of an instance's parts (the queuer's notifications, the API keys'
+// changes): each part has its own Listener, so that one's channels and handling stay its
+// own, but the reconnecting is written once.
+
+// Listener holds one connection that LISTENs on a fixed set of channels and hands every
 // notification to handle. When the connection breaks it reconnects with backoff, and calls
 // handle with an empty channel name: notifications may have been missed, so whoever
 // waits on one should look again. Its goroutine lives from Start until Stop.
-type listener struct {
+type Listener struct {
 	pool     *pgxpool.Pool
 	log      *slog.Logger
 	handle   func(channel, payload string)
@@ -24,15 +27,15 @@ type listener struct {
 	done   chan struct{}
 }
 
-func newListener(pool *pgxpool.Pool, log *slog.Logger, handle func(channel, payload string), channels ...string) *listener {
-	return &listener{pool: pool, log: log, handle: handle, channels: channels}
+// NewListener returns a Listener of channels on a connection of its own, made from pool's
+// configuration (never one of the pool's: requests cannot delay a notification).
+func NewListener(pool *pgxpool.Pool, log *slog.Logger, handle func(channel, payload string), channels ...string) *Listener {
+	return &Listener{pool: pool, log: log, handle: handle, channels: channels}
 }
-
-var _ service = (*listener)(nil)
 
 // Start connects and listens; it returns once the first LISTEN is in place, so that no
 // notification sent after Start returns is missed. ctx bounds the first connection only.
-func (l *listener) Start(ctx context.Context) error {
+func (l *Listener) Start(ctx context.Context) error {
 	conn, err := l.connect(ctx)
 	if err != nil {
 		return err
@@ -45,7 +48,7 @@ func (l *listener) Start(ctx context.Context) error {
 }
 
 // Stop ends the goroutine and closes the connection. Safe twice and before Start.
-func (l *listener) Stop() {
+func (l *Listener) Stop() {
 	if l.cancel == nil {
 		return
 	}
@@ -53,7 +56,7 @@ func (l *listener) Stop() {
 	<-l.done
 }
 
-func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
+func (l *Listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, l.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return nil, err
@@ -67,7 +70,7 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
+func (l *Listener) run(ctx context.Context, conn *pgx.Conn) {
 	defer close(l.done)
 	backoff := 100 * time.Millisecond
 	for {
@@ -98,65 +101,4 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 		}
 		l.handle("", "") // something may have been missed while disconnected
 	}
-}
-
-// waiters owns the channels of the goroutines waiting on a key (WaitFinished: a
-// submission id), and wakes them. Safe for concurrent use.
-type waiters struct {
-	mu struct {
-		sync.Mutex
-		byKey map[int64]map[chan struct{}]struct{}
-	}
-}
-
-func newWaiters() *waiters {
-	w := &waiters{}
-	w.mu.byKey = map[int64]map[chan struct{}]struct{}{}
-	return w
-}
-
-// add registers a waiter on key; the channel is closed when key is woken. Call the
-// returned function to unregister.
-func (w *waiters) add(key int64) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	set := w.mu.byKey[key]
-	if set == nil {
-		set = map[chan struct{}]struct{}{}
-		w.mu.byKey[key] = set
-	}
-	set[ch] = struct{}{}
-	return ch, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if set, ok := w.mu.byKey[key]; ok {
-			delete(set, ch)
-			if len(set) == 0 {
-				delete(w.mu.byKey, key)
-			}
-		}
-	}
-}
-
-// wake closes the channels of key's waiters.
-func (w *waiters) wake(key int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for ch := range w.mu.byKey[key] {
-		close(ch)
-	}
-	delete(w.mu.byKey, key)
-}
-
-// wakeAll closes every waiter's channel.
-func (w *waiters) wakeAll() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, set := range w.mu.byKey {
-		for ch := range set {
-			close(ch)
-		}
-	}
-	w.mu.byKey = map[int64]map[chan struct{}]struct{}{}
 }
