@@ -108,6 +108,7 @@ func New(cfg Config) *Handler {
 	v1.POST("/fail", s.fail)
 	v1.POST("/extend", s.extend)
 	v1.GET("/cluster", s.cluster)
+	v1.GET("/openapi.json", openAPI)
 	return &Handler{Handler: e, parking: s.parking}
 }
 
