@@ -87,7 +87,7 @@ func New(cfg Config) *Handler {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
 	e.Use(middleware.Recover())
-	m := newMetrics(cfg.Queuer.Stats)
+	m := newMetrics(cfg.Queuer, s.parking.now.Load)
 	e.Use(m.middleware)
 	e.Use(bodyIdle(cfg.BodyIdleTimeout))
 	ingests := newLimiter("ingests", "OPSQ_MAX_INGESTS", cfg.MaxIngests, cfg.LimitWait)

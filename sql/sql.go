@@ -79,3 +79,8 @@ var RetentionDeleteChunks string
 
 //go:embed retention_delete_submission.sql
 var RetentionDeleteSubmission string
+
+// Metrics.
+
+//go:embed cluster_stats.sql
+var ClusterStats string
