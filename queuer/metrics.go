@@ -82,18 +82,22 @@ type ClusterStats struct {
 // clusterStatsCache holds the last ClusterStats. Its mutex is held while the database is
 // read, so that concurrent scrapes wait for one read instead of each making one.
 type clusterStatsCache struct {
-	mu   sync.Mutex
-	last ClusterStats
+	mu    sync.Mutex
+	last  ClusterStats
+	tried time.Time // the last read, successful or not
+	err   error     // its error
 }
 
-// ClusterStats returns the cluster's figures, read at most once per ClusterStatsTTL.
+// ClusterStats returns the cluster's figures, read at most once per ClusterStatsTTL, even
+// when the read fails (then the last figures read, if any, come with the error).
 func (q *Queuer) ClusterStats(ctx context.Context) (ClusterStats, error) {
 	c := &q.clusterStats
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if time.Since(c.last.At) < ClusterStatsTTL {
-		return c.last, nil
+	if time.Since(c.tried) < ClusterStatsTTL {
+		return c.last, c.err
 	}
+	c.tried = time.Now()
 	var s ClusterStats
 	var age float64
 	err := q.pool.QueryRow(ctx, opsqsql.ClusterStats, pgx.NamedArgs{
@@ -101,9 +105,10 @@ func (q *Queuer) ClusterStats(ctx context.Context) (ClusterStats, error) {
 	}).Scan(&s.SubmissionsInProgress, &s.ChunksPending, &age, &s.ChunksInflight,
 		&s.ShardsUnserved, &s.ShardsDisabled, &s.OwnerSwitches, &s.InstancesLive)
 	if err != nil {
-		return c.last, fmt.Errorf("reading the cluster's figures: %w", err)
+		c.err = fmt.Errorf("reading the cluster's figures: %w", err)
+		return c.last, c.err
 	}
 	s.OldestAge, s.At = time.Duration(age*float64(time.Second)), time.Now()
-	c.last = s
+	c.last, c.err = s, nil
 	return s, nil
 }
