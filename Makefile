@@ -11,9 +11,10 @@ GOFILES    = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not
 build:
 	$(GO) build -o $(BIN) ./cmd/opsq
 
-## run: serve on :3999, on OPSQ_DATABASE_URL if set, else on a local PostgreSQL under .data/
+## run: serve on :3999, on OPSQ_DATABASE_URL if set, else on a local PostgreSQL under .data/,
+## without API keys (OPSQ_AUTH=off) unless OPSQ_AUTH=required is set
 run: build
-	OPSQ_DEV_CLUSTER=$${OPSQ_DEV_CLUSTER:-$(DEV_DIR)} ./$(BIN) serve
+	OPSQ_DEV_CLUSTER=$${OPSQ_DEV_CLUSTER:-$(DEV_DIR)} OPSQ_AUTH=$${OPSQ_AUTH:-off} ./$(BIN) serve
 
 ## test: the whole suite against a real PostgreSQL (OPSQ_TEST_DATABASE_URL, else an
 ## ephemeral cluster from initdb/pg_ctl, else testcontainers-go)

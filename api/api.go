@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"opsq/api/apikeys"
 	"opsq/queuer"
 )
 
@@ -27,6 +28,9 @@ const (
 type Config struct {
 	// Queuer serves the requests. Required.
 	Queuer *queuer.Queuer
+	// Keys, when set, is the cache of the API keys every request but /healthz and /readyz
+	// must carry one of (auth.go); nil serves without keys (OPSQ_AUTH=off).
+	Keys *apikeys.Set
 	// Ready reports whether the instance can serve (GET /readyz). Defaults to Queuer.Ready.
 	Ready func(ctx context.Context) error
 	// Logger defaults to slog.Default().
@@ -92,23 +96,24 @@ func New(cfg Config) *Handler {
 	e.Use(bodyIdle(cfg.BodyIdleTimeout))
 	ingests := newLimiter("ingests", "OPSQ_MAX_INGESTS", cfg.MaxIngests, cfg.LimitWait)
 	streams := newLimiter("results streams", "OPSQ_MAX_RESULT_STREAMS", cfg.MaxResultStreams, cfg.LimitWait)
-	e.GET("/metrics", echo.WrapHandler(m.handler()))
+	e.GET("/metrics", echo.WrapHandler(m.handler()), s.authenticate(metricsRoles))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 
+	// The roles of each route: auth.go.
 	v1 := e.Group("/v1")
-	v1.POST("/submissions", s.submit, ingests.middleware)
-	v1.GET("/submissions", s.list)
-	v1.GET("/submissions/:id", s.status)
-	v1.GET("/submissions/:id/results", s.results, streams.middleware, writeIdle(cfg.BodyIdleTimeout))
-	v1.POST("/submissions/:id/cancel", s.cancel)
-	v1.POST("/reserve", s.reserve)
-	v1.POST("/complete", s.complete)
-	v1.POST("/fail", s.fail)
-	v1.POST("/extend", s.extend)
-	v1.GET("/cluster", s.cluster)
-	v1.GET("/openapi.json", openAPI)
+	v1.POST("/submissions", s.submit, s.authenticate(producerRoles), ingests.middleware)
+	v1.GET("/submissions", s.list, s.authenticate(producerRoles))
+	v1.GET("/submissions/:id", s.status, s.authenticate(readerRoles))
+	v1.GET("/submissions/:id/results", s.results, s.authenticate(producerRoles), streams.middleware, writeIdle(cfg.BodyIdleTimeout))
+	v1.POST("/submissions/:id/cancel", s.cancel, s.authenticate(producerRoles))
+	v1.POST("/reserve", s.reserve, s.authenticate(consumerRoles))
+	v1.POST("/complete", s.complete, s.authenticate(consumerRoles))
+	v1.POST("/fail", s.fail, s.authenticate(consumerRoles))
+	v1.POST("/extend", s.extend, s.authenticate(consumerRoles))
+	v1.GET("/cluster", s.cluster, s.authenticate(adminRoles))
+	v1.GET("/openapi.json", openAPI) // open to all, like /healthz: the API's description
 	return &Handler{Handler: e, parking: s.parking}
 }
 

@@ -93,6 +93,7 @@ func (s *server) park(c echo.Context, p *queuer.Parked) bool {
 	// let go of them, so that they go with the next collection rather than sit in the pool.
 	c.Response().Writer = hijacked{}
 	c.Request().Body = http.NoBody
+	fwd := forwardContext(s.parking.ctx, c) // a look may forward on the caller's key
 	s.parking.wg.Add(1)
 	s.parking.now.Add(1)
 	go func() {
@@ -103,7 +104,7 @@ func (s *server) park(c echo.Context, p *queuer.Parked) bool {
 		// ends when the client leaves (an error), when a wake-up comes or the instance
 		// shuts down (each moves the read deadline to the past), or when the wait runs out
 		// (the deadline itself).
-		ctx := s.parking.ctx
+		ctx := fwd
 		p.OnWake(interruptRead(conn))
 		stop := context.AfterFunc(ctx, interruptRead(conn))
 		defer stop()

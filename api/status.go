@@ -76,6 +76,9 @@ func (s *server) cancel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkCancel(c, id); err != nil {
+		return err
+	}
 	st, err := s.q.Cancel(c.Request().Context(), id)
 	if err != nil {
 		return err

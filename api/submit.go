@@ -35,6 +35,7 @@ func (s *server) submit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	sub.CreatedByKey = createdBy(c)
 	created, err := s.q.Submit(c.Request().Context(), sub, chunks)
 	if err != nil {
 		return err

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	opsqsql "opsq/sql"
 )
 
@@ -54,32 +52,9 @@ type Claim struct {
 	HardExpiresAt time.Time
 }
 
-// clusterRow is a row of claims_cluster.sql.
-type clusterRow struct {
-	ShardCount       int
-	Instance         *string
-	AdvertiseURL     string
-	StartedAt        *time.Time
-	HeartbeatAt      *time.Time
-	InstanceDraining bool
-	Live             bool
-	Shard            *int
-	Generation       *int64
-	Draining         *bool
-	Inflight         *int
-	Available        *bool
-	SoftExpiresAt    *time.Time
-	HardExpiresAt    *time.Time
-	Disabled         *bool
-}
-
 // LoadCluster reads the instances and the claims table, in one statement so that they agree.
 func LoadCluster(ctx context.Context, db Querier) (Cluster, error) {
-	rows, err := db.Query(ctx, opsqsql.ClaimsCluster)
-	if err != nil {
-		return Cluster{}, fmt.Errorf("reading claims: %w", err)
-	}
-	crows, err := pgx.CollectRows(rows, pgx.RowToStructByName[clusterRow])
+	crows, err := opsqsql.New(db).ClaimsCluster(ctx)
 	if err != nil {
 		return Cluster{}, fmt.Errorf("reading claims: %w", err)
 	}

@@ -73,7 +73,7 @@ func (m *Manager) cycle(ctx context.Context) (err error) {
 	held := m.snapshotLocked()
 	m.mu.Unlock()
 	if drainAll && !draining {
-		if _, err := m.pool.Exec(ctx, opsqsql.ClaimsDrainInstance, pgx.NamedArgs{"instance": m.cfg.Instance.ID}); err != nil {
+		if err := opsqsql.New(m.pool).ClaimsDrainInstance(ctx, opsqsql.ClaimsInstanceParams{Instance: m.cfg.Instance.ID}); err != nil {
 			return fmt.Errorf("marking instance draining: %w", err)
 		}
 	}
@@ -87,24 +87,22 @@ func (m *Manager) cycle(ctx context.Context) (err error) {
 	}
 	renewStart := time.Now()
 	var renewed []int
-	var live, enabled int
+	var balance opsqsql.ClaimsBalanceRow
 	err = retrySerializable(ctx, m.pool, func(tx pgx.Tx) error {
+		db := opsqsql.New(tx)
 		renewed = nil
 		if len(held) > 0 {
-			args := renewArgs(m.cfg.Instance.ID, held, settings)
-			rows, err := tx.Query(ctx, opsqsql.ClaimsRenew, args)
-			if err != nil {
+			var err error
+			if renewed, err = db.ClaimsRenew(ctx, renewParams(m.cfg.Instance.ID, held, settings)); err != nil {
 				return err
 			}
-			if renewed, err = pgx.CollectRows(rows, pgx.RowTo[int]); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, opsqsql.ClaimsReleaseDisabled, pgx.NamedArgs{"instance": m.cfg.Instance.ID}); err != nil {
+			if err := db.ClaimsReleaseDisabled(ctx, opsqsql.ClaimsInstanceParams{Instance: m.cfg.Instance.ID}); err != nil {
 				return err
 			}
 		}
-		return tx.QueryRow(ctx, opsqsql.ClaimsBalance, pgx.NamedArgs{"heartbeat_timeout": settings.HeartbeatTimeout}).
-			Scan(&live, &enabled)
+		var err error
+		balance, err = db.ClaimsBalance(ctx, opsqsql.ClaimsBalanceParams{HeartbeatTimeout: settings.HeartbeatTimeout})
+		return err
 	})
 	if err != nil {
 		m.unlockRenewal()
@@ -121,7 +119,7 @@ func (m *Manager) cycle(ctx context.Context) (err error) {
 	}
 
 	// Balance.
-	release, want := m.plan(target(enabled, live, draining || drainAll), renewStart, settings)
+	release, want := m.plan(target(balance.EnabledShards, balance.LiveInstances, draining || drainAll), renewStart, settings)
 	if len(release) > 0 {
 		released, err := m.release(ctx, release)
 		if err != nil {
@@ -175,7 +173,7 @@ func (m *Manager) heartbeat(ctx context.Context) (draining bool, err error) {
 	return draining, nil
 }
 
-func renewArgs(instance string, held []heldShard, s Settings) pgx.NamedArgs {
+func renewParams(instance string, held []heldShard, s Settings) opsqsql.ClaimsRenewParams {
 	n := len(held)
 	shards, generations, inflight := make([]int32, n), make([]int64, n), make([]int32, n)
 	available, draining := make([]bool, n), make([]bool, n)
@@ -183,10 +181,10 @@ func renewArgs(instance string, held []heldShard, s Settings) pgx.NamedArgs {
 		shards[i], generations[i], inflight[i] = int32(h.shard), h.generation, int32(h.inflight)
 		available[i], draining[i] = h.available, h.draining
 	}
-	return pgx.NamedArgs{
-		"instance": instance, "soft_expiry": s.SoftExpiry, "hard_expiry": s.HardExpiry,
-		"shards": shards, "generations": generations, "inflight": inflight,
-		"available": available, "draining": draining,
+	return opsqsql.ClaimsRenewParams{
+		Instance: instance, SoftExpiry: s.SoftExpiry, HardExpiry: s.HardExpiry,
+		Shards: shards, Generations: generations, Inflight: inflight,
+		Available: available, Draining: draining,
 	}
 }
 
@@ -267,13 +265,10 @@ func (m *Manager) release(ctx context.Context, hs []heldShard) ([]int, error) {
 	}
 	var released []int
 	err := retrySerializable(ctx, m.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, opsqsql.ClaimsRelease, pgx.NamedArgs{
-			"instance": m.cfg.Instance.ID, "shards": shards, "generations": generations,
+		var err error
+		released, err = opsqsql.New(tx).ClaimsRelease(ctx, opsqsql.ClaimsReleaseParams{
+			Instance: m.cfg.Instance.ID, Shards: shards, Generations: generations,
 		})
-		if err != nil {
-			return err
-		}
-		released, err = pgx.CollectRows(rows, pgx.RowTo[int])
 		return err
 	})
 	slices.Sort(released)
@@ -299,21 +294,13 @@ func (m *Manager) acquire(ctx context.Context, want int, s Settings) error {
 		held = append(held, int32(shard))
 	}
 	m.mu.Unlock()
-	type acquired struct {
-		Shard      int
-		Generation int64
-	}
 	began := time.Now()
-	var got []acquired
+	var got []opsqsql.ClaimsAcquireRow
 	err := retrySerializable(ctx, m.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, opsqsql.ClaimsAcquire, pgx.NamedArgs{
-			"instance": m.cfg.Instance.ID, "want": want, "held": held,
-			"soft_expiry": s.SoftExpiry, "hard_expiry": s.HardExpiry,
+		var err error
+		got, err = opsqsql.New(tx).ClaimsAcquire(ctx, opsqsql.ClaimsAcquireParams{
+			Instance: m.cfg.Instance.ID, Want: want, Held: held, SoftExpiry: s.SoftExpiry, HardExpiry: s.HardExpiry,
 		})
-		if err != nil {
-			return err
-		}
-		got, err = pgx.CollectRows(rows, pgx.RowToStructByName[acquired])
 		return err
 	})
 	if err != nil || len(got) == 0 {

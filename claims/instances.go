@@ -35,13 +35,13 @@ type Instance struct {
 func Register(ctx context.Context, pool *pgxpool.Pool, in Instance) (int, error) {
 	var node int
 	err := retrySerializable(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, opsqsql.InstanceForgetStale, pgx.NamedArgs{"stale": NodeReuseAfter.String()}); err != nil {
+		db := opsqsql.New(tx)
+		if err := db.InstanceForgetStale(ctx, opsqsql.InstanceForgetStaleParams{Stale: NodeReuseAfter.String()}); err != nil {
 			return err
 		}
-		err := tx.QueryRow(ctx, opsqsql.InstanceRegister, pgx.NamedArgs{
-			"id": in.ID, "advertise_url": in.AdvertiseURL, "version": in.Version,
-		}).Scan(&node)
-		if errors.Is(err, pgx.ErrNoRows) {
+		var err error
+		node, err = db.InstanceRegister(ctx, opsqsql.InstanceRegisterParams{ID: in.ID, AdvertiseURL: in.AdvertiseURL, Version: in.Version})
+		if errors.Is(err, opsqsql.ErrNotFound) {
 			return errors.New("all 1024 node ids are held by live instances")
 		}
 		return err
@@ -55,8 +55,8 @@ func Register(ctx context.Context, pool *pgxpool.Pool, in Instance) (int, error)
 // Heartbeat marks the instance alive and reports whether an operator asked it to drain.
 // It returns ErrForgotten when the instance's row is gone.
 func Heartbeat(ctx context.Context, db Querier, id string, node int) (draining bool, err error) {
-	err = db.QueryRow(ctx, opsqsql.InstanceHeartbeat, pgx.NamedArgs{"id": id, "node_id": node}).Scan(&draining)
-	if errors.Is(err, pgx.ErrNoRows) {
+	draining, err = opsqsql.New(db).InstanceHeartbeat(ctx, opsqsql.InstanceHeartbeatParams{ID: id, NodeID: node})
+	if errors.Is(err, opsqsql.ErrNotFound) {
 		return false, ErrForgotten
 	}
 	if err != nil {
@@ -67,7 +67,7 @@ func Heartbeat(ctx context.Context, db Querier, id string, node int) (draining b
 
 // Deregister removes the instance's row, freeing its node id at once.
 func Deregister(ctx context.Context, db Querier, id string) error {
-	if _, err := db.Exec(ctx, opsqsql.InstanceDeregister, pgx.NamedArgs{"id": id}); err != nil {
+	if err := opsqsql.New(db).InstanceDeregister(ctx, opsqsql.InstanceDeregisterParams{ID: id}); err != nil {
 		return fmt.Errorf("deregistering instance %s: %w", id, err)
 	}
 	return nil

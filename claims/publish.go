@@ -2,7 +2,6 @@ package claims
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -13,8 +12,10 @@ import (
 )
 
 // ErrShardLost is returned by Publish when the instance no longer holds the shard under
-// the generation given: another owner or an operator took it, or it was disabled.
-var ErrShardLost = errors.New("claims: shard lost")
+// the generation given: another owner or an operator took it, or it was disabled. It is
+// package sql's: every fenced write refused (a *sql.FenceError, which names the shard and
+// the generation, as Publish returns it) is ErrShardLost.
+var ErrShardLost = opsqsql.ErrShardLost
 
 // Publish makes sure that opsq.shard_claims shows a non-zero in-flight count for shard
 // before a reservation on it is handed out. The count is otherwise published only at
@@ -37,7 +38,7 @@ func (m *Manager) Publish(ctx context.Context, shard int, generation int64) erro
 	switch {
 	case !ok || l.generation != generation:
 		m.mu.Unlock()
-		return fmt.Errorf("publishing the in-flight count of shard %d: %w", shard, ErrShardLost)
+		return fmt.Errorf("publishing the in-flight count: %w", &opsqsql.FenceError{Shard: shard, Generation: generation})
 	case l.inflight > 0 && !m.mu.renewing:
 		// No renewal has read the counts since this reservation was counted, so the next
 		// one includes it; until then the published count is non-zero.
@@ -64,7 +65,7 @@ func (m *Manager) Publish(ctx context.Context, shard int, generation int64) erro
 	}
 	m.mu.Unlock()
 	if lost {
-		return fmt.Errorf("publishing the in-flight count of shard %d: %w", shard, ErrShardLost)
+		return fmt.Errorf("publishing the in-flight count: %w", &opsqsql.FenceError{Shard: shard, Generation: generation})
 	}
 	if published {
 		return nil // a renewal or a Publish that ran meanwhile published a non-zero count
@@ -81,13 +82,10 @@ func (m *Manager) Publish(ctx context.Context, shard int, generation int64) erro
 	}
 	var written []int
 	err := retrySerializable(ctx, m.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, opsqsql.ClaimsPublish, pgx.NamedArgs{
-			"instance": m.cfg.Instance.ID, "shards": shards, "generations": generations, "inflight": counts,
+		var err error
+		written, err = opsqsql.New(tx).ClaimsPublish(ctx, opsqsql.ClaimsPublishParams{
+			Instance: m.cfg.Instance.ID, Shards: shards, Generations: generations, Inflight: counts,
 		})
-		if err != nil {
-			return err
-		}
-		written, err = pgx.CollectRows(rows, pgx.RowTo[int])
 		return err
 	})
 	if err != nil {
@@ -107,7 +105,7 @@ func (m *Manager) Publish(ctx context.Context, shard int, generation int64) erro
 		}
 	}
 	if !slices.Contains(written, shard) {
-		return fmt.Errorf("publishing the in-flight count of shard %d: %w", shard, ErrShardLost)
+		return fmt.Errorf("publishing the in-flight count: %w", &opsqsql.FenceError{Shard: shard, Generation: generation})
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"opsq/migrations/pgtest"
+	opsqsql "opsq/sql"
 )
 
 // inflightOf reads shard's published in-flight count.
@@ -202,5 +203,22 @@ func TestPublishNotOverwrittenByRenewal(t *testing.T) {
 	}
 	if n := f.inflightOf(s.Shard); n < 1 {
 		t.Errorf("shard %d: inflight %d after Publish and the renewal that reported 0 before it; want at least 1", s.Shard, n)
+	}
+}
+
+// TestPublishRefusalNamesTheShard: Publish under a generation the shard is not held at
+// returns a *sql.FenceError naming the shard and that generation.
+func TestPublishRefusalNamesTheShard(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fast)
+	a := f.start("a")
+	const shard, generation = 5, 1 << 40 // never reached
+	err := a.Publish(t.Context(), shard, generation)
+	var fenced *opsqsql.FenceError
+	if !errors.As(err, &fenced) || fenced.Shard != shard || fenced.Generation != generation {
+		t.Fatalf("Publish(shard %d, generation %d) = %v; want a *sql.FenceError naming them", shard, generation, err)
+	}
+	if !errors.Is(err, ErrShardLost) {
+		t.Errorf("errors.Is(%v, ErrShardLost) = false; want true", err)
 	}
 }

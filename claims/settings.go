@@ -8,19 +8,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	opsqsql "opsq/sql"
 )
 
 // Querier is what the data functions of this package need: a pool, a connection or a
-// transaction.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// transaction (sql.DB, which the statements run on).
+type Querier = opsqsql.DB
 
 // Settings are the cluster-wide settings of opsq.settings, one source of truth for every
 // instance. Operators change them with SQL; instances re-read them.
@@ -38,18 +31,13 @@ type Settings struct {
 // LoadSettings reads opsq.settings. A value that does not parse is an error naming the key,
 // so that an operator's typo is reported instead of silently replaced by a default.
 func LoadSettings(ctx context.Context, db Querier) (Settings, error) {
-	rows, err := db.Query(ctx, opsqsql.SettingsLoad)
+	rows, err := opsqsql.New(db).SettingsLoad(ctx)
 	if err != nil {
 		return Settings{}, fmt.Errorf("reading opsq.settings: %w", err)
 	}
-	values := map[string]string{}
-	var k, v string
-	_, err = pgx.ForEachRow(rows, []any{&k, &v}, func() error {
-		values[k] = v
-		return nil
-	})
-	if err != nil {
-		return Settings{}, fmt.Errorf("reading opsq.settings: %w", err)
+	values := make(map[string]string, len(rows))
+	for _, r := range rows {
+		values[r.Key] = r.Value
 	}
 	var s Settings
 	p := settingsParser{values: values}

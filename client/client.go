@@ -5,6 +5,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,7 +38,8 @@ type Client struct {
 	http      *http.Client
 	userAgent string
 	header    http.Header
-	maxAnswer int64 // 0: no limit
+	key       string // sent as Authorization: Bearer; "" for none
+	maxAnswer int64  // 0: no limit
 }
 
 // Option configures a Client.
@@ -58,6 +60,28 @@ func WithHeader(key, value string) Option {
 		}
 		c.header.Add(key, value)
 	}
+}
+
+// WithKey makes the Client send key, an API key (opsq keys create), as
+// "Authorization: Bearer <key>" with every request. Without it, a request carries the key
+// of its context (ContextWithKey), if any.
+func WithKey(key string) Option { return func(c *Client) { c.key = key } }
+
+type keyContext struct{}
+
+// ContextWithKey returns ctx carrying key: a Client built without WithKey sends it with the
+// requests made with that context. An instance forwards a request on the caller's key so.
+func ContextWithKey(ctx context.Context, key string) context.Context {
+	if key == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, keyContext{}, key)
+}
+
+// KeyFromContext returns the key of ContextWithKey, or "".
+func KeyFromContext(ctx context.Context) string {
+	key, _ := ctx.Value(keyContext{}).(string)
+	return key
 }
 
 // WithMaxResponseBytes bounds the body of every answer the Client reads to n bytes (n > 0):
@@ -253,6 +277,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, cont
 	req.Header.Set("User-Agent", c.userAgent)
 	for k, v := range c.header {
 		req.Header[k] = v
+	}
+	if key := cmp.Or(c.key, KeyFromContext(ctx)); key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

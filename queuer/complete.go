@@ -185,33 +185,25 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 	err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
 		clear(completed)
 		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-			// A batch touches a few chunks by primary key: when the partitions are small
-			// (or their statistics stale) the planner would rather read every partition.
-			if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off"); err != nil {
+			db := opsqsql.New(tx)
+			if err := db.PlanByKey(ctx); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, opsqsql.ChunksComplete, pgx.NamedArgs{
-				"submission_ids": sids, "chunk_indexes": idxs, "shards": shards, "outputs": outputs, "tokens": tokens,
+			done, err := db.ChunksComplete(ctx, opsqsql.ChunksCompleteParams{
+				SubmissionIDs: sids, ChunkIndexes: idxs, Shards: shards, Outputs: outputs, Tokens: tokens,
 			})
 			if err != nil {
 				return err
 			}
 			var finished []int64
-			var k reserver.Key
-			var shard int
-			var fin bool
-			_, err = pgx.ForEachRow(rows, []any{&k.SubmissionID, &k.ChunkIndex, &shard, &fin}, func() error {
-				completed[k] = true
-				if fin && !slices.Contains(finished, k.SubmissionID) {
-					finished = append(finished, k.SubmissionID)
+			for _, d := range done {
+				completed[reserver.Key{SubmissionID: d.SubmissionID, ChunkIndex: d.ChunkIndex}] = true
+				if d.SubmissionFinished && !slices.Contains(finished, d.SubmissionID) {
+					finished = append(finished, d.SubmissionID)
 				}
-				return nil
-			})
-			if err != nil {
-				return err
 			}
 			if len(finished) > 0 {
-				if _, err := tx.Exec(ctx, opsqsql.SubmissionsFinishCompleted, pgx.NamedArgs{"ids": finished}); err != nil {
+				if err := db.SubmissionsFinishCompleted(ctx, opsqsql.SubmissionsFinishCompletedParams{IDs: finished}); err != nil {
 					return err
 				}
 				for _, id := range finished {
@@ -261,28 +253,11 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 // finished): the completions of those that completed nothing are already_finished, the
 // others unknown (see staleStatus).
 func (c *completer) chunksKnown(ctx context.Context, tokens []token) ([]bool, error) {
-	shards := make([]int32, len(tokens))
-	sids := make([]int64, len(tokens))
-	idxs := make([]int32, len(tokens))
+	chunks := make([]opsqsql.Chunk, len(tokens))
 	for i, t := range tokens {
-		shards[i], sids[i], idxs[i] = int32(t.shard), t.key.SubmissionID, t.key.ChunkIndex
+		chunks[i] = t.chunk()
 	}
-	rows, err := c.pool.Query(ctx, opsqsql.ChunkStates, pgx.NamedArgs{
-		"shards": shards, "submission_ids": sids, "chunk_indexes": idxs,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading chunk states: %w", err)
-	}
-	known := make([]bool, len(tokens))
-	var ord int64
-	var k bool
-	_, err = pgx.ForEachRow(rows, []any{&ord, &k}, func() error {
-		if ord < 1 || ord > int64(len(known)) {
-			return fmt.Errorf("chunk state of input %d of %d", ord, len(known))
-		}
-		known[ord-1] = k
-		return nil
-	})
+	known, err := opsqsql.New(c.pool).ChunkStates(ctx, opsqsql.ChunkStatesParams{Chunks: chunks})
 	if err != nil {
 		return nil, fmt.Errorf("reading chunk states: %w", err)
 	}
@@ -346,21 +321,17 @@ const (
 
 // readChunk returns chunkPending (with its counts), chunkFinished, or chunkUnknown.
 func readChunk(ctx context.Context, pool *pgxpool.Pool, t token) (chunkState, pendingChunk, error) {
-	var state chunkState
-	var p pendingChunk
-	err := pool.QueryRow(ctx, opsqsql.ChunkState, pgx.NamedArgs{
-		"shard": t.shard, "submission_id": t.key.SubmissionID, "chunk_index": t.key.ChunkIndex,
-	}).Scan(&state, &p.retries, &p.maxRetries)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return chunkUnknown, p, nil
+	r, err := opsqsql.New(pool).ChunkState(ctx, opsqsql.ChunkStateParams{Chunk: t.chunk()})
+	if errors.Is(err, opsqsql.ErrNotFound) {
+		return chunkUnknown, pendingChunk{}, nil
 	}
 	if err != nil {
-		return chunkUnknown, p, fmt.Errorf("reading chunk state: %w", err)
+		return chunkUnknown, pendingChunk{}, fmt.Errorf("reading chunk state: %w", err)
 	}
-	return state, p, nil
+	return chunkState(r.State), pendingChunk{retries: r.Retries, maxRetries: r.MaxRetries}, nil
 }
 
+// notify sends payload on channel at the commit of tx.
 func notify(ctx context.Context, tx pgx.Tx, channel, payload string) error {
-	_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", channel, payload)
-	return err
+	return opsqsql.New(tx).Notify(ctx, opsqsql.NotifyParams{Channel: channel, Payload: payload})
 }

@@ -167,7 +167,7 @@ func TestFailWithoutRetry(t *testing.T) {
 
 func TestExpiredLeaseCountsAnAttempt(t *testing.T) {
 	t.Parallel()
-	q, _ := setup(t)
+	q, _, clock := setupClock(t)
 	zero := 0
 	id := submitN(t, q, 1, NewSubmission{})
 	doomed := submitN(t, q, 1, NewSubmission{MaxRetries: &zero})
@@ -176,6 +176,7 @@ func TestExpiredLeaseCountsAnAttempt(t *testing.T) {
 		t.Fatalf("reserved %d chunks; want 2", len(chunks))
 	}
 	// The lease runs out: the chunk comes back with one more retry, the other fails.
+	clock.Add(time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	again, err := q.Reserve(ctx, ReserveRequest{Max: 1, Lease: time.Minute, Wait: 10 * time.Second, Strategy: strategy.Default})

@@ -1,59 +1,15 @@
 package queuer
 
-import (
-	"errors"
-	"io"
-	"net"
-	"strings"
-	"syscall"
-
-	"github.com/jackc/pgx/v5/pgconn"
-)
+import opsqsql "opsq/sql"
 
 // ErrUnavailable means the database cannot be reached now (it is down, restarting, or
 // refusing connections): the request may succeed if retried a little later. The API
-// answers 503 with Retry-After, never 500 (DESIGN.md §3). Code that finds an outage
-// without a driver error returns it; driver errors are recognized by IsUnavailable
-// wherever they come from, so that no call site has to translate them.
-var ErrUnavailable = errors.New("database unavailable")
+// answers 503 with Retry-After, never 500 (DESIGN.md §3). It is package sql's, where the
+// database's errors are translated once (sql/errors.go); the api reads it here, with
+// the engine's other errors.
+var ErrUnavailable = opsqsql.ErrUnavailable
 
-// IsUnavailable reports whether err means that the database cannot be reached now:
-// ErrUnavailable itself, a failed connection attempt (which is also how the pool reports
-// an acquire while the server is down), a connection that was closed or broke (end of
-// file, network errors), or a server error of SQLSTATE class 08 (connection exception),
-// 57P01 (admin_shutdown), 57P02 (crash_shutdown) or 57P03 (cannot_connect_now). A server
-// error of any other SQLSTATE is not, even inside a failed connection attempt (a wrong
-// password is not an outage). Context cancellations and deadlines are not either: they
-// are the caller's.
-func IsUnavailable(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, ErrUnavailable) {
-		return true
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return unavailableState(pgErr.Code)
-	}
-	var connectErr *pgconn.ConnectError
-	var netErr net.Error
-	switch {
-	case errors.As(err, &connectErr),
-		errors.Is(err, pgconn.ErrConnClosed),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.As(err, &netErr) && !netErr.Timeout():
-		return true
-	}
-	return false
-}
-
-// unavailableState reports whether a SQLSTATE says the server cannot serve now.
-func unavailableState(code string) bool {
-	switch code {
-	case "57P01", "57P02", "57P03":
-		return true
-	}
-	return strings.HasPrefix(code, "08")
-}
+// IsUnavailable reports whether err means that the database cannot be reached now: it is
+// sql.IsUnavailable, which recognizes driver errors wherever they come from, so that no
+// call site has to translate them.
+func IsUnavailable(err error) bool { return opsqsql.IsUnavailable(err) }

@@ -2,10 +2,13 @@ package queuer
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
+	"opsq/client"
 	"opsq/reserver"
+	opsqsql "opsq/sql"
 )
 
 // expiryTick bounds how late an expired lease is released.
@@ -21,6 +24,7 @@ const expiryRetry = 5 * time.Second
 // goroutine lives from Start until Stop; Start and Stop are for one goroutine at a time.
 type expirer struct {
 	reserver *reserver.Reserver
+	clock    Clock // when leases end
 	expire   func(context.Context, reserver.Reservation)
 
 	cancel context.CancelFunc
@@ -29,8 +33,8 @@ type expirer struct {
 
 var _ service = (*expirer)(nil)
 
-func newExpirer(r *reserver.Reserver, expire func(context.Context, reserver.Reservation)) *expirer {
-	return &expirer{reserver: r, expire: expire}
+func newExpirer(r *reserver.Reserver, clock Clock, expire func(context.Context, reserver.Reservation)) *expirer {
+	return &expirer{reserver: r, clock: clock, expire: expire}
 }
 
 // Start starts the loop.
@@ -60,7 +64,7 @@ func (e *expirer) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		now := time.Now()
+		now := e.clock.Now()
 		for _, r := range e.reserver.TakeExpired(now, now.Add(expiryRetry)) {
 			e.expire(ctx, r)
 		}
@@ -72,7 +76,13 @@ func (e *expirer) run(ctx context.Context) {
 // whose attempts are spent fails.
 func (q *Queuer) expire(ctx context.Context, r reserver.Reservation) {
 	t := token{key: r.Key, shard: r.Shard, generation: r.Generation, retries: r.Retries}
-	status, err := q.failAttempt(ctx, t, "", errReservationExpired, true, &fence{claimant: q.cfg.Instance.ID, generation: r.Generation})
+	status, err := q.failAttempt(ctx, t, "", errReservationExpired, true, &opsqsql.Fence{Claimant: q.cfg.Instance.ID, Generation: r.Generation})
+	var fenced *opsqsql.FenceError
+	if errors.As(err, &fenced) {
+		// The shard changed owner since the reservation: the new owner counts nothing for
+		// it, and the lease is over here all the same.
+		status, err = client.StatusLost, nil
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			q.log.Warn("recording an expired reservation; trying again later", slog.Int64("submission_id", r.Key.SubmissionID),

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"opsq/client"
 	opsqsql "opsq/sql"
 )
@@ -36,7 +34,7 @@ func (q *Queuer) Extend(ctx context.Context, tokens []string, lease time.Duratio
 		case owned && l.Generation != t.generation:
 			out[i].Status = client.StatusLost
 		case owned:
-			expires := time.Now().Add(lease)
+			expires := q.cfg.Clock.Now().Add(lease)
 			if _, ok := q.reserver.Extend(tok, expires); ok {
 				out[i] = Extended{Status: client.StatusExtended, ExpiresAt: &expires}
 			}
@@ -77,10 +75,8 @@ func (q *Queuer) goneStatus(ctx context.Context, t token) (client.TokenStatus, e
 
 // extendRemote forwards the tokens idx (all of shard) to the shard's owner.
 func (q *Queuer) extendRemote(ctx context.Context, shard int, tokens []string, idx []int, lease time.Duration, out []Extended) error {
-	var owner string
-	var generation int64
-	var url string
-	err := q.pool.QueryRow(ctx, opsqsql.ShardOwner, pgx.NamedArgs{"shard": shard}).Scan(&owner, &generation, &url)
+	owner, err := opsqsql.New(q.pool).ShardOwner(ctx, opsqsql.ShardOwnerParams{Shard: shard})
+	url := owner.AdvertiseURL
 	var results []client.TokenResult
 	if err == nil {
 		batch := make([]string, len(idx))
@@ -92,7 +88,7 @@ func (q *Queuer) extendRemote(ctx context.Context, shard int, tokens []string, i
 		if err != nil {
 			q.log.Warn("forwarding extend to the shard's owner", slog.Int("shard", shard), slog.String("owner", url), slog.Any("error", err))
 		}
-	} else if !errors.Is(err, pgx.ErrNoRows) {
+	} else if !errors.Is(err, opsqsql.ErrNotFound) {
 		return fmt.Errorf("looking up the owner of shard %d: %w", shard, err)
 	}
 	for j, i := range idx {

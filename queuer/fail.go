@@ -2,7 +2,6 @@ package queuer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -42,37 +41,22 @@ func (q *Queuer) Fail(ctx context.Context, items []Failure) ([]client.TokenStatu
 	return status, nil
 }
 
-// fence is the claim a reservation was made under; an owner releasing an expired lease
-// writes only while it still holds that claim.
-type fence struct {
-	claimant   string
-	generation int64
-}
-
 // failAttempt counts the failed attempt t at its chunk: it retries the chunk while attempts
 // remain (and retry is asked), else fails it and its submission. A consumer's failure
 // passes its token string, whose reservation is then dropped wherever it is held; the
-// owner's release of an expired lease passes the fence instead (the reservation is gone).
-func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retry bool, f *fence) (client.TokenStatus, error) {
-	args := pgx.NamedArgs{
-		"shard": t.shard, "submission_id": t.key.SubmissionID, "chunk_index": t.key.ChunkIndex,
-		"retries": t.retries, "error": msg, "claimant": nil, "generation": nil,
-	}
-	if f != nil {
-		args["claimant"], args["generation"] = f.claimant, f.generation
-	}
+// owner's release of an expired lease passes the fence instead (the reservation is gone),
+// and gets a *sql.FenceError, naming the shard, when the shard is no longer held under
+// the reservation's claim: then nothing was written.
+func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retry bool, f *opsqsql.Fence) (client.TokenStatus, error) {
+	chunk := t.chunk()
 	if retry {
 		retried := false
 		err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-			var r int32
-			err := tx.QueryRow(ctx, opsqsql.ChunkRetry, args).Scan(&r)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
+			var err error
+			retried, err = opsqsql.New(tx).ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk, Retries: t.retries, Fence: f})
+			if err != nil || !retried {
 				return err
 			}
-			retried = true
 			return q.notifyRetried(ctx, tx, t, tok)
 		})
 		if err != nil {
@@ -97,20 +81,16 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 	case state == chunkFinished || p.retries != t.retries:
 		return client.StatusAlreadyFinished, nil // finished, or this attempt was counted already
 	case retry && p.retries < p.maxRetries:
-		return client.StatusAlreadyFinished, nil // the fence refused: the shard changed owner
+		return client.StatusAlreadyFinished, nil // changed since the retry looked
 	}
 	failed := false
 	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-		var id int64
-		err := tx.QueryRow(ctx, opsqsql.ChunkFail, args).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
+		var err error
+		failed, err = opsqsql.New(tx).ChunkFail(ctx, opsqsql.ChunkFailParams{Chunk: chunk, Retries: t.retries, Error: msg, Fence: f})
+		if err != nil || !failed {
 			return err
 		}
-		failed = true
-		return notifyDropped(ctx, tx, id)
+		return notifyDropped(ctx, tx, t.key.SubmissionID)
 	})
 	if err != nil {
 		return "", fmt.Errorf("failing chunk: %w", err)

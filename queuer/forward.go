@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"opsq/claims"
 	"opsq/client"
 	opsqsql "opsq/sql"
@@ -99,7 +97,7 @@ func (r *router) forwardTargets(ctx context.Context) []string {
 		_, found := slices.BinarySearchFunc(own, s, func(l claims.Lease, s int) int { return cmp.Compare(l.Shard, s) })
 		return found
 	}
-	now := time.Now()
+	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var tipped, published []string
@@ -126,36 +124,29 @@ func (r *router) forwardTargets(ctx context.Context) []string {
 // peersTTL.
 func (r *router) refreshPeers(ctx context.Context) {
 	r.mu.Lock()
-	fresh := time.Since(r.mu.read) < peersTTL
+	fresh := r.now().Sub(r.mu.read) < peersTTL
 	r.mu.Unlock()
 	if fresh {
 		return
 	}
 	settings := r.claims.Settings()
-	rows, err := r.pool.Query(ctx, opsqsql.PeersWithWork, pgx.NamedArgs{
-		"me": r.instance, "heartbeat_timeout": settings.HeartbeatTimeout.String(),
+	rows, err := opsqsql.New(r.pool).PeersWithWork(ctx, opsqsql.PeersWithWorkParams{
+		Me: r.instance, HeartbeatTimeout: settings.HeartbeatTimeout.String(),
 	})
 	if err != nil {
 		r.log.Debug("reading peers", slog.Any("error", err))
 		return
 	}
-	var peers []peer
+	peers := make([]peer, 0, len(rows))
 	urls := map[int]string{}
-	var p peer
-	var owned []int32
-	_, err = pgx.ForEachRow(rows, []any{&p.id, &p.url, &owned, &p.shards}, func() error {
-		for _, s := range owned {
-			urls[int(s)] = p.url
+	for _, p := range rows {
+		for _, s := range p.Owned {
+			urls[int(s)] = p.AdvertiseURL
 		}
-		peers = append(peers, peer{id: p.id, url: p.url, shards: append([]int32(nil), p.shards...)})
-		return nil
-	})
-	if err != nil {
-		r.log.Debug("reading peers", slog.Any("error", err))
-		return
+		peers = append(peers, peer{id: p.ID, url: p.AdvertiseURL, shards: p.Available})
 	}
 	r.mu.Lock()
-	r.mu.peers, r.mu.urls, r.mu.read = peers, urls, time.Now()
+	r.mu.peers, r.mu.urls, r.mu.read = peers, urls, r.now()
 	r.mu.Unlock()
 }
 

@@ -83,7 +83,7 @@ func (k *Keyring) VerifyForwarded(method, uri, from string, body []byte, sig str
 		case "at":
 			at, err = strconv.ParseInt(v, 10, 64)
 		case "mac":
-			mac, err = base64.RawURLEncoding.DecodeString(v)
+			mac, err = base64.RawURLEncoding.Strict().DecodeString(v) // Strict: one MAC, one spelling
 		}
 		if err != nil {
 			return fail(fmt.Sprintf("%s: %v", name, err))

@@ -34,11 +34,10 @@ func (h *holds) take(ctx context.Context, tok string, c candidate, generation in
 			if !ok {
 				continue
 			}
-			var got bool
-			err := tx.QueryRow(ctx, opsqsql.HoldsTake, pgx.NamedArgs{
-				"token": tok, "key": l.key, "value": v, "submission_id": c.key.SubmissionID,
-				"chunk_index": c.key.ChunkIndex, "shard": c.shard, "generation": generation, "max": l.max,
-			}).Scan(&got)
+			got, err := opsqsql.New(tx).HoldsTake(ctx, opsqsql.HoldsTakeParams{
+				Token: tok, Key: l.key, Value: v, SubmissionID: c.key.SubmissionID,
+				ChunkIndex: c.key.ChunkIndex, Shard: c.shard, Generation: generation, Max: l.max,
+			})
 			if err != nil {
 				return err
 			}
@@ -66,14 +65,14 @@ func (h *holds) release(ctx context.Context, tokens []string) {
 	if len(tokens) == 0 {
 		return
 	}
-	if _, err := h.pool.Exec(ctx, opsqsql.HoldsRelease, pgx.NamedArgs{"tokens": tokens}); err != nil && ctx.Err() == nil {
+	if err := opsqsql.New(h.pool).HoldsRelease(ctx, opsqsql.HoldsReleaseParams{Tokens: tokens}); err != nil && ctx.Err() == nil {
 		h.log.Warn("freeing max_simultaneous slots", slog.Any("error", err))
 	}
 }
 
 // collect deletes the holds that stopped counting (cron).
 func (h *holds) collect(ctx context.Context) {
-	if _, err := h.pool.Exec(ctx, opsqsql.HoldsCollect); err != nil && ctx.Err() == nil {
+	if err := opsqsql.New(h.pool).HoldsCollect(ctx); err != nil && ctx.Err() == nil {
 		h.log.Warn("collecting max_simultaneous holds", slog.Any("error", err))
 	}
 }

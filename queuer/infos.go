@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/client"
@@ -79,15 +78,10 @@ func (c *infoCache) get(ctx context.Context, cands []candidate) (map[int64]*subm
 	if len(missing) == 0 {
 		return out, nil
 	}
-	rows, err := c.pool.Query(ctx, opsqsql.SubmissionInfo, pgx.NamedArgs{"ids": missing})
-	if err != nil {
-		return nil, fmt.Errorf("reading submissions: %w", err)
-	}
-	var id int64
-	var info submissionInfo
-	_, err = pgx.ForEachRow(rows, []any{&id, &info.metadata, &info.strategic, &info.prefix, &info.maxRetries}, func() error {
-		in := info
-		in.strategic = append(json.RawMessage(nil), info.strategic...)
+	err := opsqsql.New(c.pool).SubmissionInfo(ctx, opsqsql.SubmissionInfoParams{IDs: missing}, func(r opsqsql.SubmissionInfoRow) error {
+		id := r.ID
+		in := submissionInfo{metadata: r.Metadata, prefix: r.Prefix, maxRetries: r.MaxRetries}
+		in.strategic = append(json.RawMessage(nil), r.StrategicMetadata...)
 		var values map[string]json.RawMessage
 		if err := json.Unmarshal(in.strategic, &values); err != nil {
 			return fmt.Errorf("strategic metadata of %d: %w", id, err)

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	opsqsql "opsq/sql"
@@ -100,29 +99,21 @@ func NewKeyring(pool *pgxpool.Pool, log *slog.Logger) *Keyring {
 // Load reads the keys that still verify. It fails when there is none, or when one is too
 // short to be a secret; the keys held before stay then.
 func (k *Keyring) Load(ctx context.Context) error {
-	rows, err := k.pool.Query(ctx, opsqsql.ClusterKeysLoad, pgx.NamedArgs{"overlap_us": KeyOverlap.Microseconds()})
+	rows, err := opsqsql.New(k.pool).ClusterKeysLoad(ctx, opsqsql.ClusterKeysLoadParams{OverlapMicros: KeyOverlap.Microseconds()})
 	if err != nil {
 		return fmt.Errorf(`reading opsq.cluster_keys (is the schema current? "opsq migrate up"): %w`, err)
 	}
 	now := time.Now()
 	keys := map[int]clusterKey{}
-	var id int
-	var s []byte
-	var age int64
-	var left *int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &s, &age, &left}, func() error {
-		if len(s) < keySecretMin {
-			return fmt.Errorf("cluster key %d has a secret of %d bytes; want at least %d", id, len(s), keySecretMin)
+	for _, r := range rows {
+		if len(r.Secret) < keySecretMin {
+			return fmt.Errorf("reading opsq.cluster_keys: cluster key %d has a secret of %d bytes; want at least %d", r.ID, len(r.Secret), keySecretMin)
 		}
-		ck := clusterKey{id: id, secret: secret(s), signsFrom: now.Add(KeyActivation - time.Duration(age)*time.Microsecond)}
-		if left != nil {
-			ck.until = now.Add(time.Duration(*left) * time.Microsecond)
+		ck := clusterKey{id: r.ID, secret: secret(r.Secret), signsFrom: now.Add(KeyActivation - time.Duration(r.AgeMicros)*time.Microsecond)}
+		if r.LeftMicros != nil {
+			ck.until = now.Add(time.Duration(*r.LeftMicros) * time.Microsecond)
 		}
-		keys[id] = ck
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("reading opsq.cluster_keys: %w", err)
+		keys[r.ID] = ck
 	}
 	if len(keys) == 0 {
 		return errNoClusterKey

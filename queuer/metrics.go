@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"opsq/claims"
 	opsqsql "opsq/sql"
 )
@@ -98,17 +96,19 @@ func (q *Queuer) ClusterStats(ctx context.Context) (ClusterStats, error) {
 		return c.last, c.err
 	}
 	c.tried = time.Now()
-	var s ClusterStats
-	var age float64
-	err := q.pool.QueryRow(ctx, opsqsql.ClusterStats, pgx.NamedArgs{
-		"heartbeat_timeout": q.claims.Settings().HeartbeatTimeout,
-	}).Scan(&s.SubmissionsInProgress, &s.ChunksPending, &age, &s.ChunksInflight,
-		&s.ShardsUnserved, &s.ShardsDisabled, &s.OwnerSwitches, &s.InstancesLive)
+	r, err := opsqsql.New(q.pool).ClusterStats(ctx, opsqsql.ClusterStatsParams{
+		HeartbeatTimeout: q.claims.Settings().HeartbeatTimeout.String(),
+	})
 	if err != nil {
 		c.err = fmt.Errorf("reading the cluster's figures: %w", err)
 		return c.last, c.err
 	}
-	s.OldestAge, s.At = time.Duration(age*float64(time.Second)), time.Now()
+	s := ClusterStats{
+		SubmissionsInProgress: r.SubmissionsInProgress, ChunksPending: r.ChunksPending, ChunksInflight: r.ChunksInflight,
+		ShardsUnserved: r.ShardsUnserved, ShardsDisabled: r.ShardsDisabled, OwnerSwitches: r.OwnerSwitches,
+		InstancesLive: r.InstancesLive,
+	}
+	s.OldestAge, s.At = time.Duration(r.OldestAgeSeconds*float64(time.Second)), time.Now()
 	c.last, c.err = s, nil
 	return s, nil
 }

@@ -53,6 +53,9 @@ type Config struct {
 	// PeerTLS is the TLS configuration of the calls to other instances (their https://
 	// advertise URLs); nil uses the system's roots.
 	PeerTLS *tls.Config
+	// Clock tells the time of leases, retention and forwarding tips; tests move it by hand.
+	// Defaults to the system's clock.
+	Clock Clock
 }
 
 // Queuer is one instance's engine: a façade that starts its parts and hands each request
@@ -113,16 +116,21 @@ func New(cfg Config) (*Queuer, error) {
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.RetentionSchedule = cmp.Or(cfg.RetentionSchedule, RetentionScheduleDefault)
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
 	q := &Queuer{
 		cfg: cfg, pool: cfg.Pool, log: cfg.Logger, ids: newIDGenerator(),
 		reserver: reserver.New(reserver.Config{}), work: newSignal(cfg.MaxWaiters), shared: newShared(),
 		keys: NewKeyring(cfg.Pool, cfg.Logger), infos: newInfoCache(cfg.Pool), tombs: newTombstones(), hints: newHints(),
 	}
 	q.router = newRouter(cfg.Pool, cfg.Instance.ID, q.keys, cfg.PeerTLS, cfg.Logger)
+	q.router.clock = cfg.Clock
 	q.holds = &holds{pool: cfg.Pool, log: cfg.Logger}
 	q.subs = newSubmissions(cfg.Pool, cfg.Logger, q.ids, q.work)
+	q.subs.clock = cfg.Clock
 	q.completer = newCompleter(cfg.Pool, q.reserver, q.tombs, q.readToken)
-	q.expirer = newExpirer(q.reserver, q.expire)
+	q.expirer = newExpirer(q.reserver, cfg.Clock, q.expire)
 	q.jobs = &cronJobs{jobs: []cronJob{
 		{what: fmt.Sprintf("retention %q", cfg.RetentionSchedule), schedule: cfg.RetentionSchedule, run: q.subs.runRetention},
 		{what: "the collection of max_simultaneous holds", schedule: holdsCollectSchedule, run: q.holds.collect},

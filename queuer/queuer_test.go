@@ -26,16 +26,34 @@ func setup(t *testing.T) (*Queuer, *pgxpool.Pool) {
 	return startQueuer(t, pool), pool
 }
 
+// setupClock is setup with a clock the test moves by hand.
+func setupClock(t *testing.T) (*Queuer, *pgxpool.Pool, *pgtest.Clock) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	clock := pgtest.NewClock()
+	return startQueuerClock(t, pool, clock), pool, clock
+}
+
 // startQueuer starts a Queuer on pool, stopped when the test ends. It is
 // queuertest.Start for queuer's own tests, which cannot import queuertest (it imports
 // queuer).
 func startQueuer(t *testing.T, pool *pgxpool.Pool) *Queuer {
 	t.Helper()
-	q, err := New(Config{
+	return startQueuerClock(t, pool, nil)
+}
+
+// startQueuerClock is startQueuer with clock (nil: the system's).
+func startQueuerClock(t *testing.T, pool *pgxpool.Pool, clock Clock) *Queuer {
+	t.Helper()
+	cfg := Config{
 		Pool:     pool,
 		Instance: claims.Instance{ID: fmt.Sprintf("test-%d", instanceSeq.Add(1)), AdvertiseURL: "http://127.0.0.1:1"},
 		Logger:   pgtest.Logger(t, slog.LevelWarn),
-	})
+	}
+	if clock != nil {
+		cfg.Clock = clock
+	}
+	q, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

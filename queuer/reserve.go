@@ -133,7 +133,7 @@ func (q *Queuer) reserveFor(ctx context.Context, asks []ReserveRequest) ([][]Chu
 		return out, nil
 	}
 	r := &run{q: q, strategy: asks[0].Strategy, asks: asks, generation: make(map[int]int64, len(leases)),
-		expires: time.Now().Add(asks[0].Lease), exhaustive: true}
+		expires: q.cfg.Clock.Now().Add(asks[0].Lease), exhaustive: true}
 	for _, a := range asks {
 		r.want += a.Max
 	}
@@ -263,11 +263,7 @@ const fewSubmissions = 64
 // matching returns the in-progress submissions whose strategic metadata has key = value,
 // oldest first, up to fewSubmissions+1 of them.
 func (q *Queuer) matching(ctx context.Context, key string, value []byte) ([]int64, error) {
-	rows, err := q.pool.Query(ctx, opsqsql.SelectOnlyAny, pgx.NamedArgs{"key": key, "value": string(value), "limit": fewSubmissions + 1})
-	if err != nil {
-		return nil, fmt.Errorf("looking for submissions with %s = %s: %w", key, value, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	ids, err := opsqsql.New(q.pool).SelectOnlyAny(ctx, opsqsql.SelectOnlyAnyParams{Key: key, Value: string(value), Limit: fewSubmissions + 1})
 	if err != nil {
 		return nil, fmt.Errorf("looking for submissions with %s = %s: %w", key, value, err)
 	}
@@ -553,28 +549,22 @@ func (r *run) valueFull(c candidate, limits []rule) bool {
 // reread reads the inputs of the deferred chunks taken into r.out[from:], whose deferred
 // copies dropped them. A chunk that is gone since the scan (finished) is given back.
 func (r *run) reread(ctx context.Context, from int) error {
-	var ids []int64
-	var indexes, shards []int32
+	var chunks []opsqsql.Chunk
 	for _, ch := range r.out[from:] {
 		if ch.Prefix == nil {
 			shard := ShardOf(ch.SubmissionID, int(ch.ChunkIndex), r.q.shardCount)
-			ids, indexes, shards = append(ids, ch.SubmissionID), append(indexes, ch.ChunkIndex), append(shards, int32(shard))
+			chunks = append(chunks, opsqsql.Chunk{Shard: shard, SubmissionID: ch.SubmissionID, ChunkIndex: ch.ChunkIndex})
 		}
 	}
-	if len(ids) == 0 {
+	if len(chunks) == 0 {
 		return nil
 	}
-	rows, err := r.q.pool.Query(ctx, opsqsql.ChunkInputs, pgx.NamedArgs{"submission_ids": ids, "chunk_indexes": indexes, "shards": shards})
+	inputs := make(map[reserver.Key][]byte, len(chunks))
+	err := opsqsql.New(r.q.pool).ChunkInputs(ctx, opsqsql.ChunkInputsParams{Chunks: chunks}, func(c opsqsql.ChunkInputsRow) error {
+		inputs[reserver.Key{SubmissionID: c.SubmissionID, ChunkIndex: c.ChunkIndex}] = append([]byte{}, c.Input...)
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("reading deferred inputs: %w", err)
-	}
-	inputs := make(map[reserver.Key][]byte, len(ids))
-	var k reserver.Key
-	var input []byte
-	if _, err := pgx.ForEachRow(rows, []any{&k.SubmissionID, &k.ChunkIndex, &input}, func() error {
-		inputs[k] = append([]byte{}, input...)
-		return nil
-	}); err != nil {
 		return fmt.Errorf("reading deferred inputs: %w", err)
 	}
 	kept := r.out[:from]
@@ -638,7 +628,7 @@ func (q *Queuer) notifyUndone(ctx context.Context, shards []int) error {
 		}
 		b.WriteString(strconv.Itoa(s))
 		if b.Len() > notifyPayloadMax {
-			if _, err := q.pool.Exec(ctx, "SELECT pg_notify($1, $2)", ChannelWork, b.String()); err != nil {
+			if err := opsqsql.New(q.pool).Notify(ctx, opsqsql.NotifyParams{Channel: ChannelWork, Payload: b.String()}); err != nil {
 				return err
 			}
 			b.Reset()
@@ -647,6 +637,5 @@ func (q *Queuer) notifyUndone(ctx context.Context, shards []int) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	_, err := q.pool.Exec(ctx, "SELECT pg_notify($1, $2)", ChannelWork, b.String())
-	return err
+	return opsqsql.New(q.pool).Notify(ctx, opsqsql.NotifyParams{Channel: ChannelWork, Payload: b.String()})
 }

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"opsq/claims"
 	opsqsql "opsq/sql"
 )
@@ -30,11 +28,7 @@ func (s *submissions) DeleteExpired(ctx context.Context, now time.Time) (int, er
 	cutoff := now.Add(-settings.Retention)
 	deleted := 0
 	for {
-		rows, err := s.pool.Query(ctx, opsqsql.RetentionExpired, pgx.NamedArgs{"cutoff": cutoff, "limit": retentionSubmissionBatch})
-		if err != nil {
-			return deleted, fmt.Errorf("finding expired submissions: %w", err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		ids, err := opsqsql.New(s.pool).RetentionExpired(ctx, opsqsql.RetentionExpiredParams{Cutoff: cutoff, Limit: retentionSubmissionBatch})
 		if err != nil {
 			return deleted, fmt.Errorf("finding expired submissions: %w", err)
 		}
@@ -53,9 +47,9 @@ func (s *submissions) DeleteExpired(ctx context.Context, now time.Time) (int, er
 // deleteSubmission deletes one finished submission: its chunk rows batch by batch, then
 // the submission itself.
 func (s *submissions) deleteSubmission(ctx context.Context, id int64) error {
+	db := opsqsql.New(s.pool)
 	for {
-		var n int64
-		err := s.pool.QueryRow(ctx, opsqsql.RetentionDeleteChunks, pgx.NamedArgs{"submission_id": id, "batch": retentionChunkBatch}).Scan(&n)
+		n, err := db.RetentionDeleteChunks(ctx, opsqsql.RetentionDeleteChunksParams{SubmissionID: id, Batch: retentionChunkBatch})
 		if err != nil {
 			return fmt.Errorf("deleting chunks of expired submission %d: %w", id, err)
 		}
@@ -63,14 +57,14 @@ func (s *submissions) deleteSubmission(ctx context.Context, id int64) error {
 			break
 		}
 	}
-	if _, err := s.pool.Exec(ctx, opsqsql.RetentionDeleteSubmission, pgx.NamedArgs{"submission_id": id}); err != nil {
+	if err := db.RetentionDeleteSubmission(ctx, opsqsql.RetentionDeleteSubmissionParams{SubmissionID: id}); err != nil {
 		return fmt.Errorf("deleting expired submission %d: %w", id, err)
 	}
 	return nil
 }
 
 func (s *submissions) runRetention(ctx context.Context) {
-	n, err := s.DeleteExpired(ctx, time.Now())
+	n, err := s.DeleteExpired(ctx, s.clock.Now())
 	switch {
 	case err != nil && ctx.Err() == nil:
 		s.log.Warn("retention", slog.Any("error", err))

@@ -2,6 +2,7 @@ package queuer
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -54,5 +55,23 @@ func TestDeleteExpired(t *testing.T) {
 	}
 	if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", running); c != 10 {
 		t.Errorf("in-progress submission has %d chunks after retention; want 10", c)
+	}
+}
+
+// TestRetentionJobCutsAtTheClock: the retention job deletes what finished before its
+// clock's time minus the retention, and nothing sooner.
+func TestRetentionJobCutsAtTheClock(t *testing.T) {
+	t.Parallel()
+	q, pool, clock := setupClock(t)
+	id := submitN(t, q, 3, NewSubmission{})
+	pgtest.CompleteSubmission(t, pool, id)
+	q.subs.runRetention(t.Context())
+	if _, err := q.Status(t.Context(), id); err != nil {
+		t.Fatalf("Status of a submission finished just now, after the retention job: %v; want it kept", err)
+	}
+	clock.Add(25 * time.Hour)
+	q.subs.runRetention(t.Context())
+	if _, err := q.Status(t.Context(), id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Status 25 h later, after the retention job: %v; want ErrNotFound", err)
 	}
 }

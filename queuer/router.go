@@ -24,6 +24,9 @@ type router struct {
 	pool     *pgxpool.Pool
 	instance string // this instance's id, sent with every forwarded request
 	log      *slog.Logger
+	// clock tells the ages of tips and of the peers read (now); set once, before the
+	// queuer starts. nil is the system's.
+	clock Clock
 	// claims tells which shards are this instance's; set once, before the queuer starts.
 	claims *claims.Manager
 	// peerHTTP sends the requests forwarded to other instances: one per Queuer, so that
@@ -57,6 +60,14 @@ func newRouter(pool *pgxpool.Pool, instance string, keys *Keyring, peerTLS *tls.
 	r.mu.empty = map[int]bool{}
 	r.mu.tips = map[int]time.Time{}
 	return r
+}
+
+// now is the time on the router's clock.
+func (r *router) now() time.Time {
+	if r.clock == nil {
+		return time.Now()
+	}
+	return r.clock.Now()
 }
 
 // markAvailable notes that an own shard may have free chunks again: acquired, or a chunk
@@ -117,7 +128,7 @@ func (r *router) ownShardsEmpty() bool {
 // a tip for forwarding. It returns how many chunks the NOTIFY announces, -1 for any
 // number.
 func (r *router) noteWork(payload string, shardCount int) int {
-	now := time.Now()
+	now := r.now()
 	n := -1 // all
 	r.mu.Lock()
 	defer r.mu.Unlock()

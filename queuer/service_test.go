@@ -60,7 +60,7 @@ func TestServicesStopBeforeStartAndTwice(t *testing.T) {
 		"listener":  newListener(nil, nil, nil),
 		"keyring":   NewKeyring(nil, nil),
 		"completer": newCompleter(nil, nil, nil, nil),
-		"expirer":   newExpirer(nil, nil),
+		"expirer":   newExpirer(nil, nil, nil),
 		"cron jobs": &cronJobs{},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -77,7 +77,7 @@ func TestServicesStopEndsTheirGoroutines(t *testing.T) {
 	for name, s := range map[string]service{
 		"keyring":   NewKeyring(nil, nil),
 		"completer": newCompleter(nil, nil, nil, nil),
-		"expirer":   newExpirer(reserver.New(reserver.Config{}), nil),
+		"expirer":   newExpirer(reserver.New(reserver.Config{}), systemClock{}, nil),
 		"cron jobs": &cronJobs{jobs: []cronJob{{what: "nothing", schedule: "@every 1h", run: func(context.Context) {}}}},
 	} {
 		t.Run(name, func(t *testing.T) {

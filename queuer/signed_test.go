@@ -378,6 +378,7 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 			mustStatus(t, "fail", client.StatusFailed)(q.Fail(t.Context(), []Failure{{Token: c.Token}}))
 		}},
 		{"expired", time.Second, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
+			q.cfg.Clock.(*pgtest.Clock).Add(2 * time.Second)
 			pgtest.Eventually(t, 20*time.Second, "the reservation of a 1 s lease expires", func() bool {
 				_, held := q.reserver.Get(c.Token)
 				return !held
@@ -397,7 +398,7 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			q, pool := setup(t)
+			q, pool, _ := setupClock(t)
 			zero := 0
 			sub := sm(`{"company_id": 1}`)
 			sub.MaxRetries = &zero

@@ -25,19 +25,19 @@ var (
 
 // Status is the state of one submission, as the opsq.submission_status view has it.
 type Status struct {
-	ID                int64           `db:"id"`
-	State             client.State    `db:"state"`
-	ChunksTotal       int64           `db:"chunks_total"`
-	ChunksDone        int64           `db:"chunks_done"`
-	ChunksFailed      int64           `db:"chunks_failed"`
-	Priority          int64           `db:"priority"`
-	Metadata          string          `db:"metadata"`
-	StrategicMetadata json.RawMessage `db:"strategic_metadata"`
-	Prefix            *string         `db:"prefix"`
-	CreatedAt         time.Time       `db:"created_at"`
-	FinishedAt        *time.Time      `db:"finished_at"`
-	FailedChunkIndex  *int64          `db:"failed_chunk_index"`
-	Error             *string         `db:"error"`
+	ID                int64
+	State             client.State
+	ChunksTotal       int64
+	ChunksDone        int64
+	ChunksFailed      int64
+	Priority          int64
+	Metadata          string
+	StrategicMetadata json.RawMessage
+	Prefix            *string
+	CreatedAt         time.Time
+	FinishedAt        *time.Time
+	FailedChunkIndex  *int64
+	Error             *string
 }
 
 // Finished reports whether the submission is in a final state.
@@ -45,18 +45,24 @@ func (s Status) Finished() bool { return s.State.Finished() }
 
 // Status returns the submission's state, or ErrNotFound.
 func (s *submissions) Status(ctx context.Context, id int64) (Status, error) {
-	rows, err := s.pool.Query(ctx, opsqsql.SubmissionStatus, pgx.NamedArgs{"id": id})
-	if err != nil {
-		return Status{}, fmt.Errorf("reading submission %d: %w", id, err)
-	}
-	st, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Status])
-	if errors.Is(err, pgx.ErrNoRows) {
+	r, err := opsqsql.New(s.pool).SubmissionStatus(ctx, opsqsql.SubmissionStatusParams{ID: id})
+	if errors.Is(err, opsqsql.ErrNotFound) {
 		return Status{}, ErrNotFound
 	}
 	if err != nil {
 		return Status{}, fmt.Errorf("reading submission %d: %w", id, err)
 	}
-	return st, nil
+	return statusOf(r), nil
+}
+
+// statusOf is the Status of a row of the opsq.submission_status view.
+func statusOf(r opsqsql.SubmissionStatusRow) Status {
+	return Status{
+		ID: r.ID, State: client.State(r.State), ChunksTotal: r.ChunksTotal, ChunksDone: r.ChunksDone,
+		ChunksFailed: r.ChunksFailed, Priority: r.Priority, Metadata: r.Metadata,
+		StrategicMetadata: r.StrategicMetadata, Prefix: r.Prefix, CreatedAt: r.CreatedAt,
+		FinishedAt: r.FinishedAt, FailedChunkIndex: r.FailedChunkIndex, Error: r.Error,
+	}
 }
 
 // WaitFinished returns the submission's state once it is finished, or when wait has passed,
@@ -103,29 +109,28 @@ type ListOptions struct {
 
 // List returns one page of submissions and whether more follow.
 func (s *submissions) List(ctx context.Context, opts ListOptions) ([]Status, bool, error) {
-	args := pgx.NamedArgs{"limit": opts.Limit + 1, "state": nil, "after": nil}
+	p := opsqsql.SubmissionListParams{Limit: opts.Limit + 1}
 	if opts.State != "" {
-		args["state"] = opts.State
+		state := string(opts.State)
+		p.State = &state
 	}
 	if opts.After != 0 {
-		args["after"] = opts.After
+		p.After = &opts.After
 	}
-	query := opsqsql.SubmissionList
 	if opts.Key != "" {
-		query = opsqsql.SubmissionListByMetadata
-		args["key"], args["value"] = opts.Key, string(opts.Value)
+		p.Key, p.Value = opts.Key, string(opts.Value)
 	}
-	rows, err := s.pool.Query(ctx, query, args)
+	rows, err := opsqsql.New(s.pool).SubmissionList(ctx, p)
 	if err != nil {
 		return nil, false, fmt.Errorf("listing submissions: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[Status])
-	if err != nil {
-		return nil, false, fmt.Errorf("listing submissions: %w", err)
-	}
-	more := len(list) > opts.Limit
+	more := len(rows) > opts.Limit
 	if more {
-		list = list[:opts.Limit]
+		rows = rows[:opts.Limit]
+	}
+	list := make([]Status, len(rows))
+	for i, r := range rows {
+		list[i] = statusOf(r)
 	}
 	return list, more, nil
 }
@@ -135,20 +140,16 @@ func (s *submissions) List(ctx context.Context, opts ListOptions) ([]Status, boo
 // already finished and ErrNotFound for an unknown one.
 func (s *submissions) Cancel(ctx context.Context, id int64) (Status, error) {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var moved int64
-		err := tx.QueryRow(ctx, opsqsql.SubmissionCancel, pgx.NamedArgs{"id": id}).Scan(&moved)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return errNotInProgress
-		}
-		if err != nil {
+		db := opsqsql.New(tx)
+		if err := db.SubmissionCancel(ctx, opsqsql.SubmissionCancelParams{ID: id}); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, opsqsql.ChunksDeleteSubmission, pgx.NamedArgs{"submission_id": id}); err != nil {
+		if err := db.ChunksDeleteSubmission(ctx, opsqsql.ChunksDeleteSubmissionParams{SubmissionID: id}); err != nil {
 			return err
 		}
 		return notifyDropped(ctx, tx, id)
 	})
-	if errors.Is(err, errNotInProgress) {
+	if errors.Is(err, opsqsql.ErrNotFound) { // none in progress
 		if _, err := s.Status(ctx, id); err != nil {
 			return Status{}, err
 		}
@@ -159,8 +160,6 @@ func (s *submissions) Cancel(ctx context.Context, id int64) (Status, error) {
 	}
 	return s.Status(ctx, id)
 }
-
-var errNotInProgress = errors.New("submission not in progress")
 
 // Results calls fn with each chunk's output of a completed submission, in chunk order,
 // streaming from the database. It returns ErrNotCompleted for a submission in any other
@@ -173,13 +172,9 @@ func (s *submissions) Results(ctx context.Context, id int64, fn func(chunkIndex 
 	if st.State != client.StateCompleted {
 		return ErrNotCompleted
 	}
-	rows, err := s.pool.Query(ctx, opsqsql.ResultsStream, pgx.NamedArgs{"submission_id": id})
-	if err != nil {
-		return fmt.Errorf("reading results of %d: %w", id, err)
-	}
-	var idx int64
-	var output []byte
-	_, err = pgx.ForEachRow(rows, []any{&idx, &output}, func() error { return fn(idx, output) })
+	err = opsqsql.New(s.pool).ResultsStream(ctx, opsqsql.ResultsStreamParams{SubmissionID: id}, func(r opsqsql.ResultsStreamRow) error {
+		return fn(r.ChunkIndex, r.Output)
+	})
 	if err != nil {
 		return fmt.Errorf("reading results of %d: %w", id, err)
 	}

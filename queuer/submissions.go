@@ -14,9 +14,10 @@ import (
 // results, and deletes the expired ones (retention, run by the cron jobs), with the waiters
 // of WaitFinished. It is safe for concurrent use and has no goroutine of its own.
 type submissions struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
-	ids  *idGenerator
+	pool  *pgxpool.Pool
+	log   *slog.Logger
+	clock Clock // where retention cuts
+	ids   *idGenerator
 	// shardCount is the number of shards; set once, when the queuer starts.
 	shardCount int
 	// admission bounds the requests that wait on this instance (Config.MaxWaiters):

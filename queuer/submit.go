@@ -3,7 +3,6 @@ package queuer
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -30,6 +29,9 @@ type NewSubmission struct {
 	// and opsq stores no content.
 	Prefix     string
 	ChunkCount int64
+	// CreatedByKey is the id of the API key that submits it (opsq.api_keys), 0 for none
+	// (OPSQ_AUTH=off): a producer key cancels only its own submissions.
+	CreatedByKey int64
 }
 
 // Chunks yields the contents of a submission's chunks in order. Next returns io.EOF after
@@ -101,19 +103,21 @@ func (s *submissions) Submit(ctx context.Context, sub NewSubmission, chunks Chun
 	if sub.Prefix != "" {
 		prefix = &sub.Prefix
 	}
-	args := pgx.NamedArgs{
-		"id": id, "chunks_total": src.n, "priority": sub.Priority, "max_retries": sub.MaxRetries,
-		"metadata": sub.Metadata, "strategic_metadata": string(metadata), "prefix": prefix,
+	db := opsqsql.New(tx)
+	p := opsqsql.SubmissionInsertParams{
+		ID: id, ChunksTotal: src.n, Priority: sub.Priority, MaxRetries: sub.MaxRetries,
+		Metadata: sub.Metadata, StrategicMetadata: string(metadata), Prefix: prefix,
+		CreatedByKey: sub.CreatedByKey,
 	}
-	insert, channel, payload := opsqsql.SubmissionInsert, ChannelWork, workPayload(id, src.n, s.shardCount)
+	insert, channel, payload := db.SubmissionInsert, ChannelWork, workPayload(id, src.n, s.shardCount)
 	if src.n == 0 {
-		insert, channel, payload = opsqsql.SubmissionInsertCompleted, ChannelFinished, strconv.FormatInt(id, 10)
+		insert, channel, payload = db.SubmissionInsertCompleted, ChannelFinished, strconv.FormatInt(id, 10)
 	}
-	if _, err := tx.Exec(ctx, insert, args); err != nil {
+	if err := insert(ctx, p); err != nil {
 		return Created{}, fmt.Errorf("inserting submission: %w", err)
 	}
-	if _, err := tx.Exec(ctx, opsqsql.StrategicMetadataInsert, pgx.NamedArgs{
-		"submission_id": id, "strategic_metadata": string(metadata),
+	if err := db.StrategicMetadataInsert(ctx, opsqsql.StrategicMetadataInsertParams{
+		SubmissionID: id, StrategicMetadata: string(metadata),
 	}); err != nil {
 		return Created{}, fmt.Errorf("inserting strategic metadata: %w", err)
 	}
@@ -147,14 +151,16 @@ func workPayload(id, n int64, shards int) string {
 // claimIdempotencyKey takes key for submission id, or finds the submission that holds it.
 // A concurrent transaction holding the same key makes this wait for it to finish.
 func claimIdempotencyKey(ctx context.Context, tx pgx.Tx, key string, id int64) (existing int64, found bool, err error) {
-	err = tx.QueryRow(ctx, opsqsql.IdempotencyClaim, pgx.NamedArgs{"key": key, "submission_id": id}).Scan(&existing)
-	if err == nil {
-		return 0, false, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	db := opsqsql.New(tx)
+	claimed, err := db.IdempotencyClaim(ctx, opsqsql.IdempotencyClaimParams{Key: key, SubmissionID: id})
+	if err != nil {
 		return 0, false, fmt.Errorf("claiming idempotency key: %w", err)
 	}
-	if err := tx.QueryRow(ctx, opsqsql.IdempotencyLookup, pgx.NamedArgs{"key": key}).Scan(&existing); err != nil {
+	if claimed {
+		return 0, false, nil
+	}
+	existing, err = db.IdempotencyLookup(ctx, opsqsql.IdempotencyLookupParams{Key: key})
+	if err != nil {
 		return 0, false, fmt.Errorf("looking up idempotency key: %w", err)
 	}
 	return existing, true, nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"opsq/reserver"
+	opsqsql "opsq/sql"
 )
 
 // A token names one reservation: the chunk, the shard and the claim generation it was
@@ -53,6 +54,11 @@ func newToken(key reserver.Key, shard int, generation int64, retries int32) toke
 }
 
 // signedBytes are the bytes the MAC covers.
+// chunk names t's chunk to the statements.
+func (t token) chunk() opsqsql.Chunk {
+	return opsqsql.Chunk{Shard: t.shard, SubmissionID: t.key.SubmissionID, ChunkIndex: t.key.ChunkIndex}
+}
+
 func (t token) signedBytes() []byte {
 	b := make([]byte, 0, tokenLen)
 	b = append(b, tokenVersion)

@@ -1,6 +1,12 @@
 package sql
 
-import _ "embed"
+import (
+	"context"
+	_ "embed"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // Claims (package claims): renewal, balancing, acquisition and release of shards, and the
 // cluster view of GET /v1/cluster.
@@ -28,3 +34,150 @@ var ClaimsCluster string
 
 //go:embed claims_publish.sql
 var ClaimsPublish string
+
+// ClaimsInstanceParams name the instance of the claims statements that take only it:
+// claims_drain_instance.sql and claims_release_disabled.sql.
+type ClaimsInstanceParams struct {
+	Instance string
+}
+
+// ClaimsDrainInstance marks the instance draining, as an operator would.
+func (q Queries) ClaimsDrainInstance(ctx context.Context, p ClaimsInstanceParams) error {
+	_, err := q.db.Exec(ctx, ClaimsDrainInstance, pgx.NamedArgs{"instance": p.Instance})
+	return err
+}
+
+// ClaimsReleaseDisabled releases the disabled shards the instance holds.
+func (q Queries) ClaimsReleaseDisabled(ctx context.Context, p ClaimsInstanceParams) error {
+	_, err := q.db.Exec(ctx, ClaimsReleaseDisabled, pgx.NamedArgs{"instance": p.Instance})
+	return err
+}
+
+// ClaimsRenewParams are claims_renew.sql's: the instance, the expiries, and per shard
+// held (the same index in each slice) its generation, the owner's count of live
+// reservations, whether it knows of reservable chunks there, and whether it drains it.
+type ClaimsRenewParams struct {
+	Instance    string
+	SoftExpiry  time.Duration
+	HardExpiry  time.Duration
+	Shards      []int32
+	Generations []int64
+	Inflight    []int32
+	Available   []bool
+	Draining    []bool
+}
+
+// ClaimsRenew renews the shards held, fenced by their generations, and returns those it
+// renewed: the others are lost.
+func (q Queries) ClaimsRenew(ctx context.Context, p ClaimsRenewParams) ([]int, error) {
+	return collectInts(ctx, q.db, ClaimsRenew, pgx.NamedArgs{
+		"instance": p.Instance, "soft_expiry": p.SoftExpiry, "hard_expiry": p.HardExpiry,
+		"shards": p.Shards, "generations": p.Generations, "inflight": p.Inflight,
+		"available": p.Available, "draining": p.Draining,
+	})
+}
+
+// ClaimsBalanceParams are claims_balance.sql's.
+type ClaimsBalanceParams struct {
+	HeartbeatTimeout time.Duration // instances silent longer are not live
+}
+
+// ClaimsBalanceRow is what balancing needs: the live instances that do not drain, and the
+// enabled shards.
+type ClaimsBalanceRow struct {
+	LiveInstances int `db:"live_instances"`
+	EnabledShards int `db:"enabled_shards"`
+}
+
+// ClaimsBalance reads what balancing needs.
+func (q Queries) ClaimsBalance(ctx context.Context, p ClaimsBalanceParams) (ClaimsBalanceRow, error) {
+	return collectOne[ClaimsBalanceRow](ctx, q.db, ClaimsBalance, pgx.NamedArgs{"heartbeat_timeout": p.HeartbeatTimeout})
+}
+
+// ClaimsAcquireParams are claims_acquire.sql's.
+type ClaimsAcquireParams struct {
+	Instance   string
+	Want       int     // shards taken at most
+	Held       []int32 // shards the instance holds already
+	SoftExpiry time.Duration
+	HardExpiry time.Duration
+}
+
+// ClaimsAcquireRow is a shard acquired, under its new generation.
+type ClaimsAcquireRow struct {
+	Shard      int   `db:"shard"`
+	Generation int64 `db:"generation"`
+}
+
+// ClaimsAcquire takes up to p.Want free or expired shards.
+func (q Queries) ClaimsAcquire(ctx context.Context, p ClaimsAcquireParams) ([]ClaimsAcquireRow, error) {
+	return collect[ClaimsAcquireRow](ctx, q.db, ClaimsAcquire, pgx.NamedArgs{
+		"instance": p.Instance, "want": p.Want, "held": p.Held, "soft_expiry": p.SoftExpiry, "hard_expiry": p.HardExpiry,
+	})
+}
+
+// ClaimsReleaseParams are claims_release.sql's: the shards (and, at the same index, the
+// generation each is held under) that the instance gives back.
+type ClaimsReleaseParams struct {
+	Instance    string
+	Shards      []int32
+	Generations []int64
+}
+
+// ClaimsRelease releases the shards, fenced by their generations, and returns those it
+// released: the others were no longer held.
+func (q Queries) ClaimsRelease(ctx context.Context, p ClaimsReleaseParams) ([]int, error) {
+	return collectInts(ctx, q.db, ClaimsRelease, pgx.NamedArgs{"instance": p.Instance, "shards": p.Shards, "generations": p.Generations})
+}
+
+// ClaimsPublishParams are claims_publish.sql's: per shard (the same index in each slice)
+// the generation it is held under and its count of live reservations.
+type ClaimsPublishParams struct {
+	Instance    string
+	Shards      []int32
+	Generations []int64
+	Inflight    []int32
+}
+
+// ClaimsPublish publishes the counts, fenced by the generations, and returns the shards
+// it wrote.
+func (q Queries) ClaimsPublish(ctx context.Context, p ClaimsPublishParams) ([]int, error) {
+	return collectInts(ctx, q.db, ClaimsPublish, pgx.NamedArgs{
+		"instance": p.Instance, "shards": p.Shards, "generations": p.Generations, "inflight": p.Inflight,
+	})
+}
+
+// ClaimsClusterRow is a row of claims_cluster.sql: an instance with one of its shards, an
+// instance without shards (Shard nil), or a shard without an instance (Instance nil).
+type ClaimsClusterRow struct {
+	ShardCount       int        `db:"shard_count"`
+	Instance         *string    `db:"instance"`
+	AdvertiseURL     string     `db:"advertise_url"`
+	StartedAt        *time.Time `db:"started_at"`
+	HeartbeatAt      *time.Time `db:"heartbeat_at"`
+	InstanceDraining bool       `db:"instance_draining"`
+	Live             bool       `db:"live"`
+	Shard            *int       `db:"shard"`
+	Generation       *int64     `db:"generation"`
+	Draining         *bool      `db:"draining"`
+	Inflight         *int       `db:"inflight"`
+	Available        *bool      `db:"available"`
+	SoftExpiresAt    *time.Time `db:"soft_expires_at"`
+	HardExpiresAt    *time.Time `db:"hard_expires_at"`
+	Disabled         *bool      `db:"disabled"`
+}
+
+// ClaimsCluster reads the instances and the claims table in one statement, so that they
+// agree; ordered by instance (those without one last), then shard. It has no parameters.
+func (q Queries) ClaimsCluster(ctx context.Context) ([]ClaimsClusterRow, error) {
+	return collect[ClaimsClusterRow](ctx, q.db, ClaimsCluster, nil)
+}
+
+// collectInts runs query and returns its one int column.
+func collectInts(ctx context.Context, db DB, query string, args pgx.NamedArgs) ([]int, error) {
+	rows, err := db.Query(ctx, query, args)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int])
+}

@@ -8,6 +8,9 @@ import _ "embed"
 //go:embed submission_info.sql
 var SubmissionInfo string
 
+//go:embed plan_by_key.sql
+var PlanByKey string
+
 //go:embed chunks_complete.sql
 var ChunksComplete string
 

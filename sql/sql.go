@@ -1,9 +1,18 @@
 // Package sql holds the static SQL that opsq runs, one statement per file, named after what
-// it does, and the operators' recipes under admin/. The Go code refers to the statements by
-// the variables below.
+// it does, and the operators' recipes under admin/, and is the one way of the engine to the
+// database: Queries (db.go) runs each statement with its own parameter struct (…Params)
+// and, where it returns rows, its own row struct (…Row); the database's errors are
+// translated once (errors.go: ErrNotFound, *FenceError, IsUnavailable); Retry runs a
+// transaction again under a named policy (retry.go). The variables below hold the
+// statements' text.
 package sql
 
 import _ "embed"
+
+// Notifications.
+
+//go:embed notify.sql
+var Notify string
 
 // Settings.
 
@@ -79,8 +88,3 @@ var RetentionDeleteChunks string
 
 //go:embed retention_delete_submission.sql
 var RetentionDeleteSubmission string
-
-// Metrics.
-
-//go:embed cluster_stats.sql
-var ClusterStats string

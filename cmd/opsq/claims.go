@@ -21,7 +21,7 @@ nobody holds.`, stderr)
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
-	cl, err := client.New(fs.url).Cluster(ctx)
+	cl, err := fs.client().Cluster(ctx)
 	if err != nil {
 		return explainConsumerAPI(err, fs.url)
 	}

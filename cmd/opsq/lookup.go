@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -29,6 +30,18 @@ const urlDefault = "http://localhost:3999"
 type clientFlags struct {
 	*flag.FlagSet
 	url string
+	key string
+}
+
+// client returns a client of --url that sends --key.
+func (cf *clientFlags) client() *client.Client { return newClient(cf.url, cf.key) }
+
+// newClient returns a client of url that sends key, if any, as Authorization: Bearer.
+func newClient(url, key string) *client.Client {
+	if key == "" {
+		return client.New(url)
+	}
+	return client.New(url, client.WithKey(key))
 }
 
 // newClientFlags returns the flag set of command name, whose usage line ends with args
@@ -38,6 +51,11 @@ func newClientFlags(name, args, about string, stderr io.Writer) *clientFlags {
 	fs.SetOutput(stderr)
 	cf := &clientFlags{FlagSet: fs}
 	envString(fs, &cf.url, "url", "OPSQ_URL", urlDefault, "`URL` of opsq: an instance or a load balancer")
+	cf.key = os.Getenv("OPSQ_KEY") // not shown as the flag's default: -h must not print it
+	fs.Func("key", "API `key` sent as Authorization: Bearer (OPSQ_KEY); \"opsq keys create\" makes one", func(v string) error {
+		cf.key = v
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: %s\n\n%s\n\nflags:\n", strings.TrimSpace("opsq "+name+" [flags] "+args), about)
 		fs.PrintDefaults()
@@ -118,6 +136,10 @@ func advice(e *client.Error, baseURL, conflict string) string {
 		return "a load balancer in front of opsq found no instance to answer (restarting?): retry in a moment"
 	case strings.HasPrefix(e.Code, "http_") && e.StatusCode != http.StatusServiceUnavailable:
 		return fmt.Sprintf("that is not an answer of opsq: is --url (%s) the address of opsq?", baseURL)
+	case e.StatusCode == http.StatusUnauthorized:
+		return `give an API key with --key or OPSQ_KEY ("opsq keys create" makes one; "opsq keys list" shows which are revoked or expired)`
+	case e.StatusCode == http.StatusForbidden:
+		return `use a key of a role that may do this ("opsq keys list" shows the roles)`
 	case e.StatusCode == http.StatusNotFound:
 		return `check the submission id ("opsq list" shows recent submissions)`
 	case e.StatusCode == http.StatusConflict && conflict != "":
@@ -147,7 +169,7 @@ order: {"chunk_index": 0, "output": "..."}.`, stderr)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	var werr error // the first error writing to stdout
-	err = client.New(fs.url).Results(ctx, id, func(r client.Result) error {
+	err = fs.client().Results(ctx, id, func(r client.Result) error {
 		if *outputOnly {
 			_, werr = w.WriteString(r.Output)
 			if werr == nil {
@@ -175,7 +197,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	id := pos[0]
-	s, err := client.New(fs.url).Cancel(ctx, id)
+	s, err := fs.client().Cancel(ctx, id)
 	if err != nil {
 		return explain(err, fs.url, fmt.Sprintf(`it has already finished: "opsq status %s" shows how`, id))
 	}
@@ -196,8 +218,16 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newClientFlags("list", "", "List submissions, newest first, by state and by strategic metadata.", stderr)
 	var opts client.ListOptions
 	state := fs.String("state", "", "only submissions in this `state`: "+stateNames())
-	fs.StringVar(&opts.Key, "key", "", "only submissions whose strategic metadata has this `key` (with --value)")
-	fs.StringVar(&opts.Value, "value", "", "the `value` of --key")
+	// --meta rather than the API's key= and value=: --key is the API key, as in every
+	// client command.
+	fs.Func("meta", "only submissions whose strategic metadata has `key=value` (value=42: the integer 42; value='\"42\"': the string)", func(m string) error {
+		k, v, ok := strings.Cut(m, "=")
+		if !ok || k == "" || v == "" {
+			return fmt.Errorf("want key=value, such as company_id=42")
+		}
+		opts.Key, opts.Value = k, v
+		return nil
+	})
 	fs.IntVar(&opts.Limit, "limit", 0, "at most `N` submissions, up to 1000 (default: the server's, 100)")
 	fs.StringVar(&opts.After, "after", "", "the page after submission `ID` (as the previous page says)")
 	asJSON := fs.Bool("json", false, "print the JSON answer")
@@ -208,12 +238,10 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	switch {
 	case opts.State != "" && !slices.Contains(client.States(), opts.State):
 		return fs.usageError("unknown --state %q: want one of %s", opts.State, stateNames())
-	case (opts.Key == "") != (opts.Value == ""):
-		return fs.usageError("--key and --value go together")
 	case opts.Limit < 0 || opts.Limit > client.MaxListLimit:
 		return fs.usageError("--limit %d: want 1 to %d", opts.Limit, client.MaxListLimit)
 	}
-	l, err := client.New(fs.url).List(ctx, opts)
+	l, err := fs.client().List(ctx, opts)
 	if err != nil {
 		return explain(err, fs.url, "")
 	}

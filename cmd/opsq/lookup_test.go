@@ -132,7 +132,7 @@ func TestExplainAnswers(t *testing.T) {
 
 func TestListArgs(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--state", "done"}, {"--key", "k"}, {"--value", "v"}, {"--limit", "1001"}, {"extra"}} {
+	for _, args := range [][]string{{"--state", "done"}, {"--meta", "k"}, {"--meta", "=v"}, {"--value", "v"}, {"--limit", "1001"}, {"extra"}} {
 		if err := runList(context.Background(), args, &strings.Builder{}, &strings.Builder{}); !errors.Is(err, errUsage) {
 			t.Errorf("list %q: got %v; want a usage error", args, err)
 		}

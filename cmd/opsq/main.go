@@ -30,6 +30,7 @@ var commands = []command{
 	{"bench", "measure opsq end to end against the design's targets", runBench},
 	{"work", "consume chunks: run a command once per reserved chunk", runWork},
 	{"claims", "show the cluster: instances, their shards, unclaimed shards", runClaims},
+	{"keys", "create, list and revoke API keys (create|list|revoke)", runKeys},
 }
 
 func main() {

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/api"
+	"opsq/api/apikeys"
 	"opsq/claims"
 	"opsq/migrations"
 	"opsq/queuer"
@@ -39,6 +40,7 @@ type serveConfig struct {
 	maxBody       byteSize
 	maxChunkBytes byteSize
 	logLevel      string
+	auth          string
 	shutdownGrace time.Duration
 	// Limits against slow and hostile clients (DESIGN.md §3, §8).
 	maxIngests       int
@@ -66,6 +68,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 	envString(fs, &cfg.advertiseURL, "advertise-url", "OPSQ_ADVERTISE_URL", "", "URL other instances use to reach this one (default http://<hostname>:<port>, https:// with --tls-cert)")
 	envString(fs, &cfg.instanceID, "instance-id", "OPSQ_INSTANCE_ID", "", "instance id (default: random, new at each start)")
 	envString(fs, &cfg.logLevel, "log-level", "OPSQ_LOG_LEVEL", "info", "debug, info, warn or error")
+	envString(fs, &cfg.auth, "auth", "OPSQ_AUTH", "required", `"required": every request but /healthz and /readyz needs an API key (opsq keys create); "off": none does (development only)`)
 	envString(fs, &cfg.tls.cert, "tls-cert", "OPSQ_TLS_CERT", "", "PEM certificate (chain) to serve HTTPS with, with --tls-key")
 	envString(fs, &cfg.tls.key, "tls-key", "OPSQ_TLS_KEY", "", "PEM private key of --tls-cert")
 	envString(fs, &cfg.tls.ca, "tls-ca", "OPSQ_TLS_CA", "", "PEM CA certificate(s) trusted when calling other instances (default: the system's roots)")
@@ -99,6 +102,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return parseError(err)
 	}
 	switch {
+	case cfg.auth != "required" && cfg.auth != "off":
+		return fmt.Errorf("--auth (OPSQ_AUTH) = %q: must be required or off", cfg.auth)
 	case cfg.maxIngests < 0:
 		return fmt.Errorf("--max-ingests (OPSQ_MAX_INGESTS) = %d: must be 0 (a quarter of the pool) or more", cfg.maxIngests)
 	case cfg.maxResultStreams < 0:
@@ -155,6 +160,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer pool.Close()
 
+	// The API keys are loaded before the address is bound: an instance serves no request
+	// it cannot check.
+	var keys *apikeys.Set
+	if cfg.auth == "required" {
+		keys = apikeys.NewSet(pool, log)
+		if err := keys.Start(ctx); err != nil {
+			return fmt.Errorf("loading the API keys: %w", err)
+		}
+		defer keys.Stop()
+	} else {
+		log.Warn("OPSQ_AUTH=off: serving without API keys; anyone who can reach this instance may submit, reserve, cancel and read everything. Use it for development only")
+	}
+
 	// Bind the address before claiming shards: an instance that cannot serve must not
 	// take shards from the others (DESIGN.md §4).
 	ln, err := net.Listen("tcp", cfg.listen)
@@ -182,6 +200,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	quarter := max(int(pool.Config().MaxConns)/4, 1)
 	handler := api.New(api.Config{
 		Queuer:           q,
+		Keys:             keys,
 		Logger:           log,
 		MaxBody:          int64(cfg.maxBody),
 		MaxChunkBytes:    int(cfg.maxChunkBytes),
@@ -211,7 +230,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		go func() { served <- srv.Serve(ln) }()
 	}
 	log.Info("serving", slog.String("listen", ln.Addr().String()), slog.String("instance", cfg.instanceID),
-		slog.String("advertise_url", cfg.advertiseURL), slog.String("version", version()))
+		slog.String("advertise_url", cfg.advertiseURL), slog.String("version", version()), slog.String("auth", cfg.auth))
 
 	select {
 	case err := <-served:

@@ -25,7 +25,7 @@ exit with status 1 if it failed or was cancelled.`, stderr)
 		return err
 	}
 	id := pos[0]
-	c := client.New(fs.url)
+	c := fs.client()
 	var s client.Status
 	if *wait {
 		s, err = waitFinished(ctx, c, id, newLiveLine(stderr))

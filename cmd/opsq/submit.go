@@ -17,6 +17,7 @@ import (
 // submitOptions is what the flags and arguments of "opsq submit" ask for.
 type submitOptions struct {
 	url    string
+	key    string
 	header client.SubmissionHeader
 	ndjson bool   // the input is NDJSON chunk lines already
 	wait   bool   // wait until the submission finishes
@@ -65,7 +66,7 @@ PREFIX+index in object storage, which the consumers read themselves.`, stderr)
 	if err != nil {
 		return o, err
 	}
-	o.url = fs.url
+	o.url, o.key = fs.url, fs.key
 	if len(pos) == 1 {
 		o.input = pos[0]
 	}
@@ -97,7 +98,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	c := client.New(o.url)
+	c := newClient(o.url, o.key)
 	line := newLiveLine(stderr)
 	start := time.Now()
 	var created client.Created

@@ -52,6 +52,7 @@ const (
 // workOptions is what the flags and arguments of "opsq work" ask for.
 type workOptions struct {
 	url         string
+	key         string
 	command     []string
 	concurrency int
 	strategy    json.RawMessage // nil: the server's default
@@ -91,7 +92,7 @@ Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 	if err != nil {
 		return o, err
 	}
-	o.url, o.command, o.maxOutput = fs.url, pos, int64(maxOutput)
+	o.url, o.key, o.command, o.maxOutput = fs.url, fs.key, pos, int64(maxOutput)
 	if o.strategy, err = strategyJSON(*strategyFlag); err != nil {
 		return o, fs.usageError("invalid --strategy: %v", err)
 	}
@@ -138,7 +139,7 @@ func runWork(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	return newWorker(o, client.New(o.url), stderr).run(ctx)
+	return newWorker(o, newClient(o.url, o.key), stderr).run(ctx)
 }
 
 // worker reserves chunks and runs a command for each. Its goroutines live for the duration

@@ -19,7 +19,8 @@
 // package's tests (queuer's own included) share it: WaitFor and Eventually poll a
 // condition with a deadline, Logger writes a component's log to the test's output,
 // SetTimings sets the cluster timings, Count and CompleteSubmission read and shape rows,
-// and Statements counts the queries a piece of work costs. The other half, which starts
+// Statements counts the queries a piece of work costs, and Clock is a time the test moves
+// by hand (queuer.Config.Clock). The other half, which starts
 // queuers and loads backlogs, is opsq/queuer/queuertest.
 package pgtest
 

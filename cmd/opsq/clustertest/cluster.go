@@ -65,6 +65,10 @@ type Cluster struct {
 	Pool  *pgxpool.Pool // the test's own connections, for checks
 	HTTP  *http.Client  // every request of the test goes through it
 	Env   []string      // added to the environment of the instances started from now on
+	// Key is the API key the clients of the instances started from now on send: an admin
+	// key, for instances run with OPSQ_AUTH=required (in Env). "" sends none: the kit runs
+	// instances with OPSQ_AUTH=off unless Env says otherwise.
+	Key string
 	// HTTPS: the instances started from now on serve TLS (Env names their OPSQ_TLS_
 	// files; HTTP's transport must trust their CA).
 	HTTPS bool
@@ -176,9 +180,13 @@ func (c *Cluster) SpawnWith(migrate bool, params map[string]string) *Instance {
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts := []client.Option{client.WithHTTPClient(c.HTTP)}
+	if c.Key != "" {
+		opts = append(opts, client.WithKey(c.Key))
+	}
 	inst := &Instance{ID: id, URL: p.URL, Proc: p, c: c,
-		Client: client.New(p.URL, client.WithHTTPClient(c.HTTP)),
-		Local:  client.New(p.URL, client.WithHTTPClient(c.local)),
+		Client: client.New(p.URL, opts...),
+		Local:  client.New(p.URL, append(opts, client.WithHTTPClient(c.local))...),
 	}
 	c.mu.Lock()
 	c.insts = append(c.insts, inst)

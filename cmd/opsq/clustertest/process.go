@@ -59,6 +59,9 @@ type Spec struct {
 	// HTTPS: the instance serves TLS (Env names its OPSQ_TLS_ files); its URL and
 	// advertise URL are https://.
 	HTTPS bool
+	// Auth is OPSQ_AUTH. Defaults to off: the kit's clients send no API key. A test of the
+	// keys sets "required" and gives its clients keys.
+	Auth string
 	// ProcAttr replaces the child's SysProcAttr. Defaults to being killed with this
 	// process (Linux).
 	ProcAttr *syscall.SysProcAttr
@@ -106,6 +109,7 @@ func Start(b Binary, s Spec) (*Process, error) {
 			"OPSQ_MIGRATE=" + strconv.FormatBool(s.Migrate),
 			"OPSQ_LOG_LEVEL=" + cmp.Or(s.LogLevel, "debug"),
 			"OPSQ_SHUTDOWN_GRACE=" + cmp.Or(s.Grace, "10s"),
+			"OPSQ_AUTH=" + cmp.Or(s.Auth, "off"),
 		}, s.Env...)...)
 	if s.ProcAttr != nil {
 		p.Cmd.SysProcAttr = s.ProcAttr

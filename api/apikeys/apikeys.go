@@ -1,0 +1,189 @@
+// Package apikeys is opsq's API keys (DESIGN.md §8): the table opsq.api_keys, making,
+// listing and revoking keys, and Set, the cache of the keys an instance checks requests
+// against without a database round trip.
+//
+// A key is "opsq_" followed by 43 characters of base64url (32 random bytes). The table keeps
+// its SHA-256, never the key: a key is shown once, when it is made.
+package apikeys
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	opsqsql "opsq/sql"
+)
+
+// Role is what a key may do.
+type Role string
+
+// The roles (DESIGN.md §8; api/auth.go has the routes of each).
+const (
+	// Producer submits, reads statuses and results, lists, and cancels the submissions it
+	// created.
+	Producer Role = "producer"
+	// Consumer reserves, completes, fails and extends, and reads statuses.
+	Consumer Role = "consumer"
+	// Admin may call everything, /v1/cluster included, and cancel any submission.
+	Admin Role = "admin"
+	// Metrics may read GET /metrics only.
+	Metrics Role = "metrics"
+)
+
+// Roles lists every role.
+var Roles = []Role{Producer, Consumer, Admin, Metrics}
+
+// ParseRole returns the role named s.
+func ParseRole(s string) (Role, error) {
+	for _, r := range Roles {
+		if string(r) == s {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("role %q: want producer, consumer, admin or metrics", s)
+}
+
+// Prefix starts every key opsq makes, so that a key is recognisable (in a secret scanner,
+// say). Keys made with psql should have it too; an instance accepts any key whose hash it
+// holds.
+const Prefix = "opsq_"
+
+// secretBytes is how many random bytes a key holds.
+const secretBytes = 32
+
+// Generate returns a new key: Prefix and 32 random bytes in base64url, without padding.
+func Generate() string {
+	b := make([]byte, secretBytes)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return Prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Hash is the SHA-256 of key, what the table holds.
+func Hash(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+// Key is one row of opsq.api_keys, without its hash.
+type Key struct {
+	ID         int64      `db:"id" json:"id"`
+	Name       string     `db:"name" json:"name"`
+	Role       Role       `db:"role" json:"role"`
+	CreatedAt  time.Time  `db:"created_at" json:"created_at"`
+	ExpiresAt  *time.Time `db:"expires_at" json:"expires_at"`
+	RevokedAt  *time.Time `db:"revoked_at" json:"revoked_at"`
+	LastUsedAt *time.Time `db:"last_used_at" json:"last_used_at"`
+}
+
+// DB is what the functions of this package run their statements on: a *pgxpool.Pool, a
+// *pgx.Conn or a pgx.Tx.
+type DB interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+var (
+	// ErrExists: a key of that name exists already (revoked or not: names are never reused).
+	ErrExists = errors.New("apikeys: a key of that name exists already")
+	// ErrNotFound: no key of that name.
+	ErrNotFound = errors.New("apikeys: no key of that name")
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// CheckName reports whether name can name a key: 1 to 64 letters, digits, '.', '_' or '-'.
+func CheckName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("key name %q: want 1 to 64 letters, digits, '.', '_' or '-'", name)
+	}
+	return nil
+}
+
+// Create makes a key named name with role; it expires after expires (0: never). It returns
+// the row and the key, which is shown nowhere else.
+func Create(ctx context.Context, db DB, name string, role Role, expires time.Duration) (Key, string, error) {
+	key := Generate()
+	k, err := Add(ctx, db, name, role, expires, key)
+	if err != nil {
+		return Key{}, "", err
+	}
+	return k, key, nil
+}
+
+// MinKeyLen is the shortest key Add takes: Generate's keys are 48 characters.
+const MinKeyLen = 32
+
+// Add is Create with a key made elsewhere (an operator's bootstrap key, say), at least
+// MinKeyLen characters long.
+func Add(ctx context.Context, db DB, name string, role Role, expires time.Duration, key string) (Key, error) {
+	if err := CheckName(name); err != nil {
+		return Key{}, err
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return Key{}, err
+	}
+	if expires < 0 {
+		return Key{}, fmt.Errorf("expiry %s: must be positive, or 0 for never", expires)
+	}
+	if len(key) < MinKeyLen {
+		return Key{}, fmt.Errorf("the key is %d characters long; want at least %d (make one with: echo \"opsq_$(openssl rand -base64 32 | tr '+/' '-_' | tr -d '=')\")", len(key), MinKeyLen)
+	}
+	var expiresAt *time.Time
+	if expires > 0 {
+		t := time.Now().Add(expires)
+		expiresAt = &t
+	}
+	sum := Hash(key)
+	rows, err := db.Query(ctx, opsqsql.APIKeyCreate, pgx.NamedArgs{
+		"name": name, "role": string(role), "sha256": sum[:], "expires_at": expiresAt,
+	})
+	if err != nil {
+		return Key{}, fmt.Errorf("creating API key %q: %w", name, err)
+	}
+	k, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Key])
+	if err != nil {
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
+			if pgErr.ConstraintName == "api_keys_sha256_key" {
+				return Key{}, fmt.Errorf("creating API key %q: another key has the same secret", name)
+			}
+			return Key{}, fmt.Errorf("%w: %q (revoked keys keep their names; choose another)", ErrExists, name)
+		}
+		return Key{}, fmt.Errorf("creating API key %q: %w", name, err)
+	}
+	return k, nil
+}
+
+// List returns every key, revoked and expired ones included, by name.
+func List(ctx context.Context, db DB) ([]Key, error) {
+	rows, err := db.Query(ctx, opsqsql.APIKeysList)
+	if err != nil {
+		return nil, fmt.Errorf("listing API keys: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowToStructByName[Key])
+	if err != nil {
+		return nil, fmt.Errorf("listing API keys: %w", err)
+	}
+	return keys, nil
+}
+
+// Revoke revokes the key named name: every instance refuses it within a second. Revoking a
+// revoked key changes nothing.
+func Revoke(ctx context.Context, db DB, name string) (Key, error) {
+	rows, err := db.Query(ctx, opsqsql.APIKeyRevoke, pgx.NamedArgs{"name": name})
+	if err != nil {
+		return Key{}, fmt.Errorf("revoking API key %q: %w", name, err)
+	}
+	k, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Key])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("revoking API key %q: %w", name, err)
+	}
+	return k, nil
+}

@@ -1,0 +1,294 @@
+package apikeys
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	opsqsql "opsq/sql"
+)
+
+// Channel is notified by the trigger on opsq.api_keys whenever a key is made, revoked,
+// deleted or changed (not when it is used).
+const Channel = "opsq_api_keys"
+
+// RefreshInterval is how often a Set reloads the keys, in case it missed a NOTIFY.
+const RefreshInterval = 30 * time.Second
+
+// TouchInterval is how often, at most, an instance records that a key was used
+// (opsq.api_keys.last_used_at).
+const TouchInterval = time.Minute
+
+// Why a key is refused: Check wraps one of these.
+var (
+	ErrUnknown = errors.New("unknown API key")
+	ErrRevoked = errors.New("revoked API key")
+	ErrExpired = errors.New("expired API key")
+)
+
+// Caller is the key a request was made with.
+type Caller struct {
+	ID   int64
+	Name string
+	Role Role
+}
+
+// cached is a key as a Set holds it.
+type cached struct {
+	Caller
+	sum     [32]byte
+	expires time.Time // zero: never
+	revoked bool
+	touched *atomic.Int64 // unix nanoseconds of the last touch by this instance
+}
+
+// Set is an instance's cache of opsq.api_keys: Check costs no database round trip. Start
+// loads the keys and keeps them fresh on two goroutines that live until Stop: one LISTENs
+// on Channel on a connection of its own (reloading at once on each NOTIFY, so that a
+// revocation takes effect within a second), the other reloads every RefreshInterval and
+// records when keys were used. It is safe for concurrent use.
+type Set struct {
+	pool  *pgxpool.Pool
+	log   *slog.Logger
+	wake  chan struct{}
+	touch chan int64
+	// loaded is called after each load (tests wait on it); nil for none.
+	loaded func()
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu struct {
+		sync.RWMutex
+		keys    []cached
+		touched map[int64]*atomic.Int64 // by key id, kept across reloads
+	}
+}
+
+// NewSet returns an empty set reading from pool; Start it before use.
+func NewSet(pool *pgxpool.Pool, log *slog.Logger) *Set {
+	s := &Set{pool: pool, log: log, wake: make(chan struct{}, 1), touch: make(chan int64, 256)}
+	s.mu.touched = map[int64]*atomic.Int64{}
+	return s
+}
+
+// Start listens for changes, loads the keys, and keeps them fresh until Stop. ctx bounds
+// the first connection and load only.
+func (s *Set) Start(ctx context.Context) error {
+	conn, err := s.listen(ctx)
+	if err != nil {
+		return fmt.Errorf("listening for API key changes: %w", err)
+	}
+	if err := s.Load(ctx); err != nil {
+		conn.Close(context.Background())
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	s.wg.Add(2)
+	go s.runListen(runCtx, conn)
+	go s.runRefresh(runCtx)
+	return nil
+}
+
+// Stop ends the goroutines and closes the LISTEN connection. Safe twice and before Start.
+func (s *Set) Stop() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	s.wg.Wait()
+}
+
+// Load reads every key. On an error the keys held before stay.
+func (s *Set) Load(ctx context.Context) error {
+	rows, err := s.pool.Query(ctx, opsqsql.APIKeysLoad)
+	if err != nil {
+		return fmt.Errorf(`reading opsq.api_keys (is the schema current? "opsq migrate up"): %w`, err)
+	}
+	var keys []cached
+	var c cached
+	var role string
+	var sum []byte
+	var expires *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&c.ID, &c.Name, &role, &sum, &expires, &c.revoked}, func() error {
+		if len(sum) != len(c.sum) {
+			return fmt.Errorf("API key %q has a %d-byte hash; want 32", c.Name, len(sum))
+		}
+		k := c
+		k.Role = Role(role)
+		copy(k.sum[:], sum)
+		if expires != nil {
+			k.expires = *expires
+		}
+		keys = append(keys, k)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading opsq.api_keys: %w", err)
+	}
+	s.mu.Lock()
+	touched := make(map[int64]*atomic.Int64, len(keys))
+	for i := range keys {
+		t := s.mu.touched[keys[i].ID]
+		if t == nil {
+			t = new(atomic.Int64)
+		}
+		touched[keys[i].ID], keys[i].touched = t, t
+	}
+	s.mu.keys, s.mu.touched = keys, touched
+	s.mu.Unlock()
+	if s.loaded != nil {
+		s.loaded()
+	}
+	return nil
+}
+
+// Check returns the caller whose key is key, or an error wrapping ErrUnknown, ErrRevoked
+// or ErrExpired. It compares the key's hash with every key's in constant time, and reads
+// no database.
+func (s *Set) Check(key string) (Caller, error) {
+	sum := Hash(key)
+	s.mu.RLock()
+	match := -1
+	for i := range s.mu.keys {
+		// No early exit: the time taken does not depend on which key matches.
+		if subtle.ConstantTimeCompare(sum[:], s.mu.keys[i].sum[:]) == 1 {
+			match = i
+		}
+	}
+	var k cached
+	if match >= 0 {
+		k = s.mu.keys[match]
+	}
+	s.mu.RUnlock()
+	now := time.Now()
+	switch {
+	case match < 0:
+		return Caller{}, ErrUnknown
+	case k.revoked:
+		return Caller{}, fmt.Errorf("%w (%q)", ErrRevoked, k.Name)
+	case !k.expires.IsZero() && !now.Before(k.expires):
+		return Caller{}, fmt.Errorf("%w (%q expired at %s)", ErrExpired, k.Name, k.expires.UTC().Format(time.RFC3339))
+	}
+	if last := k.touched.Load(); now.UnixNano()-last >= int64(TouchInterval) && k.touched.CompareAndSwap(last, now.UnixNano()) {
+		select {
+		case s.touch <- k.ID:
+		default: // the writer is behind: this use goes unrecorded, the next one will not
+			k.touched.Store(last)
+		}
+	}
+	return k.Caller, nil
+}
+
+// listen connects on a connection of its own and LISTENs on Channel.
+func (s *Set) listen(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// runListen asks for a reload on each notification, and after reconnecting (one may have
+// been missed meanwhile).
+func (s *Set) runListen(ctx context.Context, conn *pgx.Conn) {
+	defer s.wg.Done()
+	backoff := 100 * time.Millisecond
+	for {
+		for conn != nil {
+			_, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				conn.Close(context.Background())
+				conn = nil
+				if ctx.Err() != nil {
+					return
+				}
+				s.log.Warn("API key listener lost its connection; reconnecting", slog.Any("error", err))
+				break
+			}
+			backoff = 100 * time.Millisecond
+			s.Refresh()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+		var err error
+		if conn, err = s.listen(ctx); err == nil {
+			s.Refresh()
+		}
+	}
+}
+
+// Refresh asks for a reload now.
+func (s *Set) Refresh() {
+	select {
+	case s.wake <- struct{}{}:
+	default: // one is pending
+	}
+}
+
+// runRefresh reloads on Refresh and every RefreshInterval, and records uses.
+func (s *Set) runRefresh(ctx context.Context) {
+	defer s.wg.Done()
+	tick := time.NewTicker(RefreshInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-s.touch:
+			ids := []int64{id}
+		drain:
+			for len(ids) < cap(s.touch) {
+				select {
+				case id := <-s.touch:
+					ids = append(ids, id)
+				default:
+					break drain
+				}
+			}
+			if _, err := s.pool.Exec(ctx, opsqsql.APIKeysTouch, pgx.NamedArgs{"ids": ids}); err != nil && ctx.Err() == nil {
+				s.log.Warn("recording the use of API keys", slog.Any("error", err))
+			}
+			continue
+		case <-tick.C:
+		case <-s.wake:
+		}
+		if err := s.Load(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("reloading the API keys; keeping the ones held", slog.Any("error", err))
+		}
+	}
+}
+
+// SubmissionOwner returns the id of the key that created in-progress submission id (0:
+// none, made without keys), and false when id is not in progress (finished or unknown).
+func (s *Set) SubmissionOwner(ctx context.Context, id int64) (int64, bool, error) {
+	var owner *int64
+	err := s.pool.QueryRow(ctx, opsqsql.SubmissionCreatedBy, pgx.NamedArgs{"id": id}).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("reading who created submission %d: %w", id, err)
+	}
+	if owner == nil {
+		return 0, true, nil
+	}
+	return *owner, true, nil
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"opsq/api/apikeys"
+)
+
+const keysUsage = `usage: opsq keys create --name NAME --role ROLE [--expires 90d] [--from-env VAR] [--if-missing]
+       opsq keys list [--json]
+       opsq keys revoke NAME
+
+Manage the API keys (DESIGN.md §8). create prints the new key alone on the first line of
+standard output, and only there: keep it, it cannot be shown again. Roles: producer
+(submit, status, results, list, cancel its own submissions), consumer (reserve, complete,
+fail, extend, status), admin (everything), metrics (GET /metrics). A revoked key is refused
+by every instance within a second. These commands talk to the database, not to an instance.
+
+create --from-env VAR takes the key from the environment variable VAR instead of making
+one, and prints nothing on standard output; with --if-missing it does nothing when a key of
+that name exists already. docker-compose.yml bootstraps its admin key so.
+
+flags:`
+
+func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, keysUsage)
+		fs.PrintDefaults()
+	}
+	var dbURL, devDir, name, role, expires string
+	var fromEnv string
+	var asJSON, ifMissing bool
+	envString(fs, &dbURL, "database-url", "OPSQ_DATABASE_URL", "", "PostgreSQL URL")
+	envString(fs, &devDir, "dev-cluster", "OPSQ_DEV_CLUSTER", "", "use the local development cluster in this directory when no URL is set (make run's: .data/pg)")
+	fs.StringVar(&name, "name", "", "create: the key's name, unique (1-64 of A-Z a-z 0-9 . _ -)")
+	fs.StringVar(&role, "role", "", "create: producer, consumer, admin or metrics")
+	fs.StringVar(&expires, "expires", "never", "create: how long the key is valid, such as 90d, 12h or never")
+	fs.StringVar(&fromEnv, "from-env", "", "create: take the key from this environment `variable` (at least 32 characters) rather than make one")
+	fs.BoolVar(&ifMissing, "if-missing", false, "create: do nothing if a key of that name exists already")
+	fs.BoolVar(&asJSON, "json", false, "list: print JSON")
+	// Flags may come before or after the action and its argument.
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return parseError(err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	usageError := func(format string, a ...any) error {
+		fmt.Fprintf(stderr, "opsq keys: "+format+"\n\n", a...)
+		fs.Usage()
+		return errUsage
+	}
+	if len(pos) == 0 {
+		return usageError("missing action: create, list or revoke")
+	}
+	action := pos[0]
+	var r apikeys.Role
+	var validFor time.Duration
+	switch {
+	case action == "create" && len(pos) == 1:
+		if name == "" {
+			return usageError("create needs --name")
+		}
+		var err error
+		if r, err = apikeys.ParseRole(role); err != nil {
+			return usageError("--role: %v", err)
+		}
+		if validFor, err = parseExpiry(expires); err != nil {
+			return usageError("--expires %q: %v", expires, err)
+		}
+		if fromEnv != "" && os.Getenv(fromEnv) == "" {
+			return fmt.Errorf("--from-env %s: the variable is not set or empty", fromEnv)
+		}
+	case action == "list" && len(pos) == 1:
+	case action == "revoke" && len(pos) == 2:
+	case action == "revoke":
+		return usageError("revoke takes one key name")
+	default:
+		return usageError("unknown action or extra arguments: %q", pos)
+	}
+
+	log, err := newLogger("warn", stderr)
+	if err != nil {
+		return err
+	}
+	url, err := databaseURL(ctx, dbURL, devDir, log)
+	if err != nil {
+		return err
+	}
+	pool, err := newPool(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	switch action {
+	case "create":
+		var k apikeys.Key
+		var key string
+		if fromEnv != "" {
+			k, err = apikeys.Add(ctx, pool, name, r, validFor, os.Getenv(fromEnv))
+		} else {
+			k, key, err = apikeys.Create(ctx, pool, name, r, validFor)
+		}
+		if ifMissing && errors.Is(err, apikeys.ErrExists) {
+			fmt.Fprintf(stderr, "an API key named %q exists already; nothing done\n", name)
+			return nil
+		}
+		if err != nil {
+			return explainKeysError(err)
+		}
+		if fromEnv != "" {
+			fmt.Fprintf(stderr, "created API key %q (role %s, %s) from $%s\n", k.Name, k.Role, expiryText(k.ExpiresAt), fromEnv)
+			return nil
+		}
+		if _, err := fmt.Fprintln(stdout, key); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "created API key %q (role %s, %s); it is shown only this once. Use it as OPSQ_KEY=… or --key, sent as Authorization: Bearer.\n",
+			k.Name, k.Role, expiryText(k.ExpiresAt))
+		return nil
+	case "list":
+		keys, err := apikeys.List(ctx, pool)
+		if err != nil {
+			return explainKeysError(err)
+		}
+		if asJSON {
+			return printJSON(stdout, keys)
+		}
+		return printKeys(stdout, keys, time.Now())
+	default: // revoke
+		k, err := apikeys.Revoke(ctx, pool, pos[1])
+		if err != nil {
+			return explainKeysError(err)
+		}
+		fmt.Fprintf(stdout, "revoked %q (role %s) at %s\n", k.Name, k.Role, k.RevokedAt.UTC().Format(timeLayout))
+		return nil
+	}
+}
+
+// parseExpiry reads 90d, a Go duration such as 12h, or never (0).
+func parseExpiry(s string) (time.Duration, error) {
+	if s == "never" || s == "" {
+		return 0, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n <= 0 || n > 100*365 {
+			return 0, errors.New("want a number of days such as 90d, a duration such as 12h, or never")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, errors.New("want a number of days such as 90d, a duration such as 12h, or never")
+	}
+	return d, nil
+}
+
+func expiryText(at *time.Time) string {
+	if at == nil {
+		return "never expires"
+	}
+	return "expires " + at.UTC().Format(timeLayout)
+}
+
+// keyState is what a key is now: active, expired or revoked.
+func keyState(k apikeys.Key, now time.Time) string {
+	switch {
+	case k.RevokedAt != nil:
+		return "revoked"
+	case k.ExpiresAt != nil && !now.Before(*k.ExpiresAt):
+		return "expired"
+	}
+	return "active"
+}
+
+func printKeys(w io.Writer, keys []apikeys.Key, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tROLE\tSTATE\tCREATED\tEXPIRES\tLAST USED")
+	at := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format(timeLayout)
+	}
+	for _, k := range keys {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, k.Role, keyState(k, now), at(&k.CreatedAt), at(k.ExpiresAt), at(k.LastUsedAt))
+	}
+	return tw.Flush()
+}
+
+func explainKeysError(err error) error {
+	if strings.Contains(err.Error(), `relation "opsq.api_keys" does not exist`) {
+		return fmt.Errorf(`%w; the database has no API keys table yet: run "opsq migrate up" (or start "opsq serve" once)`, err)
+	}
+	return err
+}

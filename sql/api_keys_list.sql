@@ -1,0 +1,4 @@
+-- The API keys, without their hashes.
+SELECT id, name, role, created_at, expires_at, revoked_at, last_used_at
+FROM opsq.api_keys
+ORDER BY name

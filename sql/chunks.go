@@ -1,0 +1,267 @@
+package sql
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Chunk names one chunk: its shard (the partition it lives in) and its key.
+type Chunk struct {
+	Shard        int
+	SubmissionID int64
+	ChunkIndex   int32
+}
+
+// Fence is the claim a write is made under: it happens only while Claimant holds the
+// shard at Generation, and is refused with a *FenceError otherwise.
+type Fence struct {
+	Claimant   string
+	Generation int64
+}
+
+// args returns the fence's arguments: NULLs for no fence.
+func (f *Fence) args(a pgx.NamedArgs) {
+	a["claimant"], a["generation"] = nil, nil
+	if f != nil {
+		a["claimant"], a["generation"] = f.Claimant, f.Generation
+	}
+}
+
+// ChunkRetryParams are chunk_retry.sql's.
+type ChunkRetryParams struct {
+	Chunk
+	Retries int32 // the attempt's count: the write happens only while the chunk has it
+	Fence   *Fence
+}
+
+// chunkRetryRow is chunk_retry.sql's row.
+type chunkRetryRow struct {
+	FenceHeld bool   `db:"fence_held"`
+	Retries   *int32 `db:"retries"`
+}
+
+// ChunkRetry counts one failed attempt at a chunk and makes it reservable again. It
+// reports false when it counted nothing (the chunk is gone, the attempt was counted
+// already, or its attempts are spent), and returns a *FenceError when p.Fence refused.
+func (q Queries) ChunkRetry(ctx context.Context, p ChunkRetryParams) (bool, error) {
+	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "retries": p.Retries}
+	p.Fence.args(args)
+	r, err := collectOne[chunkRetryRow](ctx, q.db, ChunkRetry, args)
+	if err != nil {
+		return false, err
+	}
+	if !r.FenceHeld {
+		return false, &FenceError{Shard: p.Shard, Generation: p.Fence.Generation}
+	}
+	return r.Retries != nil, nil
+}
+
+// ChunkFailParams are chunk_fail.sql's.
+type ChunkFailParams struct {
+	Chunk
+	Retries int32 // as in ChunkRetryParams
+	Error   string
+	Fence   *Fence
+}
+
+// chunkFailRow is chunk_fail.sql's row.
+type chunkFailRow struct {
+	FenceHeld    bool   `db:"fence_held"`
+	SubmissionID *int64 `db:"submission_id"`
+}
+
+// ChunkFail fails a chunk for good, and its submission with it. It reports false when it
+// did nothing (the chunk is gone or the attempt is over), and returns a *FenceError when
+// p.Fence refused.
+func (q Queries) ChunkFail(ctx context.Context, p ChunkFailParams) (bool, error) {
+	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "retries": p.Retries, "error": p.Error}
+	p.Fence.args(args)
+	r, err := collectOne[chunkFailRow](ctx, q.db, ChunkFail, args)
+	if err != nil {
+		return false, err
+	}
+	if !r.FenceHeld {
+		return false, &FenceError{Shard: p.Shard, Generation: p.Fence.Generation}
+	}
+	return r.SubmissionID != nil, nil
+}
+
+// ChunkStateParams are chunk_state.sql's.
+type ChunkStateParams struct {
+	Chunk
+}
+
+// ChunkStateRow is where a chunk is: State "pending" (reservable, with its Retries and
+// its submission's MaxRetries) or "finished" (completed, failed, or its submission is
+// finished).
+type ChunkStateRow struct {
+	State      string `db:"state"`
+	Retries    int32  `db:"retries"`
+	MaxRetries int32  `db:"max_retries"`
+}
+
+// ChunkState reads where a chunk is; ErrNotFound when nobody knows it.
+func (q Queries) ChunkState(ctx context.Context, p ChunkStateParams) (ChunkStateRow, error) {
+	return collectOne[ChunkStateRow](ctx, q.db, ChunkState, pgx.NamedArgs{
+		"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex,
+	})
+}
+
+// ChunkStatesParams are chunk_states.sql's.
+type ChunkStatesParams struct {
+	Chunks []Chunk
+}
+
+// ChunkStates tells, in one statement, which of p.Chunks opsq knows (pending or
+// finished), in the order of p.Chunks.
+func (q Queries) ChunkStates(ctx context.Context, p ChunkStatesParams) ([]bool, error) {
+	shards := make([]int32, len(p.Chunks))
+	sids := make([]int64, len(p.Chunks))
+	idxs := make([]int32, len(p.Chunks))
+	for i, c := range p.Chunks {
+		shards[i], sids[i], idxs[i] = int32(c.Shard), c.SubmissionID, c.ChunkIndex
+	}
+	rows, err := q.db.Query(ctx, ChunkStates, pgx.NamedArgs{"shards": shards, "submission_ids": sids, "chunk_indexes": idxs})
+	if err != nil {
+		return nil, err
+	}
+	known := make([]bool, len(p.Chunks))
+	var ord int64
+	var k bool
+	_, err = pgx.ForEachRow(rows, []any{&ord, &k}, func() error {
+		if ord < 1 || ord > int64(len(known)) {
+			return fmt.Errorf("chunk state of input %d of %d", ord, len(known))
+		}
+		known[ord-1] = k
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return known, nil
+}
+
+// PlanByKey makes the planner, for the rest of db's transaction, plan as statements that
+// touch a few chunks by primary key (ChunksComplete). It has no parameters.
+func (q Queries) PlanByKey(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, PlanByKey)
+	return err
+}
+
+// ChunksCompleteParams are chunks_complete.sql's: the chunks completed (the same index
+// in each of the first four) and every token used, repeats included.
+type ChunksCompleteParams struct {
+	SubmissionIDs []int64
+	ChunkIndexes  []int32
+	Shards        []int32
+	Outputs       [][]byte
+	Tokens        []string
+}
+
+// ChunksCompleteRow is a chunk that a batch completed, and whether that completed every
+// chunk of its submission.
+type ChunksCompleteRow struct {
+	SubmissionID       int64
+	ChunkIndex         int32
+	Shard              int
+	SubmissionFinished bool
+}
+
+// ChunksComplete completes a batch of chunks and returns those it completed (the first
+// completion of each). Scanned by position: it is the hot path.
+func (q Queries) ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]ChunksCompleteRow, error) {
+	rows, err := q.db.Query(ctx, ChunksComplete, pgx.NamedArgs{
+		"submission_ids": p.SubmissionIDs, "chunk_indexes": p.ChunkIndexes, "shards": p.Shards, "outputs": p.Outputs, "tokens": p.Tokens,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []ChunksCompleteRow
+	var r ChunksCompleteRow
+	_, err = pgx.ForEachRow(rows, []any{&r.SubmissionID, &r.ChunkIndex, &r.Shard, &r.SubmissionFinished}, func() error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// SubmissionsFinishCompletedParams are submissions_finish_completed.sql's.
+type SubmissionsFinishCompletedParams struct {
+	IDs []int64
+}
+
+// SubmissionsFinishCompleted moves the submissions of p.IDs whose every chunk is done to
+// submissions_completed.
+func (q Queries) SubmissionsFinishCompleted(ctx context.Context, p SubmissionsFinishCompletedParams) error {
+	_, err := q.db.Exec(ctx, SubmissionsFinishCompleted, pgx.NamedArgs{"ids": p.IDs})
+	return err
+}
+
+// ChunkInputsParams are chunk_inputs.sql's.
+type ChunkInputsParams struct {
+	Chunks []Chunk
+}
+
+// ChunkInputsRow is one chunk's input.
+type ChunkInputsRow struct {
+	SubmissionID int64
+	ChunkIndex   int32
+	Input        []byte
+}
+
+// ChunkInputs reads the inputs of p.Chunks (those that still exist), in no order. fn is
+// called for each; its row's Input is valid only during the call.
+func (q Queries) ChunkInputs(ctx context.Context, p ChunkInputsParams, fn func(ChunkInputsRow) error) error {
+	sids := make([]int64, len(p.Chunks))
+	idxs := make([]int32, len(p.Chunks))
+	shards := make([]int32, len(p.Chunks))
+	for i, c := range p.Chunks {
+		sids[i], idxs[i], shards[i] = c.SubmissionID, c.ChunkIndex, int32(c.Shard)
+	}
+	rows, err := q.db.Query(ctx, ChunkInputs, pgx.NamedArgs{"submission_ids": sids, "chunk_indexes": idxs, "shards": shards})
+	if err != nil {
+		return err
+	}
+	var r ChunkInputsRow
+	_, err = pgx.ForEachRow(rows, []any{&r.SubmissionID, &r.ChunkIndex, &r.Input}, func() error { return fn(r) })
+	return err
+}
+
+// ChunksDeleteSubmissionParams are chunks_delete_submission.sql's.
+type ChunksDeleteSubmissionParams struct {
+	SubmissionID int64
+}
+
+// ChunksDeleteSubmission deletes the reservable chunks of a submission.
+func (q Queries) ChunksDeleteSubmission(ctx context.Context, p ChunksDeleteSubmissionParams) error {
+	_, err := q.db.Exec(ctx, ChunksDeleteSubmission, pgx.NamedArgs{"submission_id": p.SubmissionID})
+	return err
+}
+
+// collectOne runs query and returns its one row, scanned by name into T; ErrNotFound when
+// it returns none.
+func collectOne[T any](ctx context.Context, db DB, query string, args pgx.NamedArgs) (T, error) {
+	rows, err := db.Query(ctx, query, args)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[T])
+	return r, notFound(err)
+}
+
+// collect runs query and returns its rows, scanned by name into T. args nil: the
+// statement has no parameters.
+func collect[T any](ctx context.Context, db DB, query string, args pgx.NamedArgs) ([]T, error) {
+	var a []any
+	if args != nil {
+		a = []any{args}
+	}
+	rows, err := db.Query(ctx, query, a...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[T])
+}

@@ -1,0 +1,43 @@
+package sql
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DB is what a statement runs on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Queries runs the engine's statements on one DB, each with its own parameter struct
+// (…Params) and, when it returns rows, its own row struct (…Row), in the way of River's
+// riverdriver: no caller builds arguments by name or scans columns by position, and the
+// errors come back translated (errors.go). The zero value is not usable; use New. A
+// Queries is as safe for concurrent use as its DB (a pool is, a transaction is not).
+//
+// The statements' text stays in the exported string variables (the tests count them by
+// it); the candidate queries, which strategy builds, are not here.
+type Queries struct {
+	db DB
+}
+
+// New returns the statements run on db.
+func New(db DB) Queries { return Queries{db: db} }
+
+// NotifyParams are notify.sql's.
+type NotifyParams struct {
+	Channel string
+	Payload string
+}
+
+// Notify sends p.Payload on p.Channel (pg_notify), at the commit of db's transaction when
+// db is one.
+func (q Queries) Notify(ctx context.Context, p NotifyParams) error {
+	_, err := q.db.Exec(ctx, Notify, pgx.NamedArgs{"channel": p.Channel, "payload": p.Payload})
+	return err
+}

@@ -1,0 +1,216 @@
+package sql
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// IdempotencyClaimParams are idempotency_claim.sql's.
+type IdempotencyClaimParams struct {
+	Key          string
+	SubmissionID int64
+}
+
+// IdempotencyClaim takes p.Key for p.SubmissionID. It reports false when another
+// submission holds the key already (IdempotencyLookup finds it); a concurrent transaction
+// taking the same key makes it wait for that one to end.
+func (q Queries) IdempotencyClaim(ctx context.Context, p IdempotencyClaimParams) (bool, error) {
+	var id int64
+	err := q.db.QueryRow(ctx, IdempotencyClaim, pgx.NamedArgs{"key": p.Key, "submission_id": p.SubmissionID}).Scan(&id)
+	if err = notFound(err); err == ErrNotFound {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// IdempotencyLookupParams are idempotency_lookup.sql's.
+type IdempotencyLookupParams struct {
+	Key string
+}
+
+// IdempotencyLookup returns the id of the submission that holds p.Key; ErrNotFound when
+// none does.
+func (q Queries) IdempotencyLookup(ctx context.Context, p IdempotencyLookupParams) (int64, error) {
+	var id int64
+	err := q.db.QueryRow(ctx, IdempotencyLookup, pgx.NamedArgs{"key": p.Key}).Scan(&id)
+	return id, notFound(err)
+}
+
+// SubmissionInsertParams are submission_insert.sql's and submission_insert_completed.sql's.
+type SubmissionInsertParams struct {
+	ID          int64
+	ChunksTotal int64
+	Priority    int64
+	// MaxRetries nil means the default_max_retries setting.
+	MaxRetries        *int
+	Metadata          string
+	StrategicMetadata string // a JSON object
+	Prefix            *string
+	// CreatedByKey is the id of the API key that made it (0: none, keys off); a producer
+	// key cancels only its own. A submission without chunks, complete at once, keeps none.
+	CreatedByKey int64
+}
+
+func (p SubmissionInsertParams) args() pgx.NamedArgs {
+	return pgx.NamedArgs{
+		"id": p.ID, "chunks_total": p.ChunksTotal, "priority": p.Priority, "max_retries": p.MaxRetries,
+		"metadata": p.Metadata, "strategic_metadata": p.StrategicMetadata, "prefix": p.Prefix,
+		"created_by_key": p.CreatedByKey,
+	}
+}
+
+// SubmissionInsert inserts an in-progress submission (its chunks are inserted apart).
+func (q Queries) SubmissionInsert(ctx context.Context, p SubmissionInsertParams) error {
+	_, err := q.db.Exec(ctx, SubmissionInsert, p.args())
+	return err
+}
+
+// SubmissionInsertCompleted inserts a submission without chunks, completed at once.
+func (q Queries) SubmissionInsertCompleted(ctx context.Context, p SubmissionInsertParams) error {
+	_, err := q.db.Exec(ctx, SubmissionInsertCompleted, p.args())
+	return err
+}
+
+// StrategicMetadataInsertParams are strategic_metadata_insert.sql's.
+type StrategicMetadataInsertParams struct {
+	SubmissionID      int64
+	StrategicMetadata string // a JSON object
+}
+
+// StrategicMetadataInsert indexes a submission's strategic metadata, one row per key.
+func (q Queries) StrategicMetadataInsert(ctx context.Context, p StrategicMetadataInsertParams) error {
+	_, err := q.db.Exec(ctx, StrategicMetadataInsert, pgx.NamedArgs{"submission_id": p.SubmissionID, "strategic_metadata": p.StrategicMetadata})
+	return err
+}
+
+// SubmissionStatusRow is one row of the opsq.submission_status view.
+type SubmissionStatusRow struct {
+	ID                int64           `db:"id"`
+	State             string          `db:"state"`
+	ChunksTotal       int64           `db:"chunks_total"`
+	ChunksDone        int64           `db:"chunks_done"`
+	ChunksFailed      int64           `db:"chunks_failed"`
+	Priority          int64           `db:"priority"`
+	Metadata          string          `db:"metadata"`
+	StrategicMetadata json.RawMessage `db:"strategic_metadata"`
+	Prefix            *string         `db:"prefix"`
+	CreatedAt         time.Time       `db:"created_at"`
+	FinishedAt        *time.Time      `db:"finished_at"`
+	FailedChunkIndex  *int64          `db:"failed_chunk_index"`
+	Error             *string         `db:"error"`
+}
+
+// SubmissionStatusParams are submission_status.sql's.
+type SubmissionStatusParams struct {
+	ID int64
+}
+
+// SubmissionStatus reads a submission's state; ErrNotFound when there is none.
+func (q Queries) SubmissionStatus(ctx context.Context, p SubmissionStatusParams) (SubmissionStatusRow, error) {
+	return collectOne[SubmissionStatusRow](ctx, q.db, SubmissionStatus, pgx.NamedArgs{"id": p.ID})
+}
+
+// SubmissionListParams are submission_list.sql's and, with Key set,
+// submission_list_by_metadata.sql's.
+type SubmissionListParams struct {
+	State *string // nil for any
+	// Key and Value (JSON), when Key is set, select submissions whose strategic metadata has
+	// key = value.
+	Key   string
+	Value string
+	After *int64 // the last id of the previous page; nil for the first
+	Limit int
+}
+
+// SubmissionList reads a page of submissions, newest first.
+func (q Queries) SubmissionList(ctx context.Context, p SubmissionListParams) ([]SubmissionStatusRow, error) {
+	args := pgx.NamedArgs{"limit": p.Limit, "state": p.State, "after": p.After}
+	query := SubmissionList
+	if p.Key != "" {
+		query = SubmissionListByMetadata
+		args["key"], args["value"] = p.Key, p.Value
+	}
+	return collect[SubmissionStatusRow](ctx, q.db, query, args)
+}
+
+// SubmissionCancelParams are submission_cancel.sql's.
+type SubmissionCancelParams struct {
+	ID int64
+}
+
+// SubmissionCancel moves an in-progress submission to submissions_cancelled (its chunks
+// stay: ChunksDeleteSubmission). It returns ErrNotFound when no submission in progress
+// has the id.
+func (q Queries) SubmissionCancel(ctx context.Context, p SubmissionCancelParams) error {
+	var id int64
+	return notFound(q.db.QueryRow(ctx, SubmissionCancel, pgx.NamedArgs{"id": p.ID}).Scan(&id))
+}
+
+// ResultsStreamParams are results_stream.sql's.
+type ResultsStreamParams struct {
+	SubmissionID int64
+}
+
+// ResultsStreamRow is one chunk's output.
+type ResultsStreamRow struct {
+	ChunkIndex int64
+	Output     []byte
+}
+
+// ResultsStream calls fn with each completed chunk's output of a submission, in chunk
+// order, as it streams from the database; a row's Output is valid only during the call.
+func (q Queries) ResultsStream(ctx context.Context, p ResultsStreamParams, fn func(ResultsStreamRow) error) error {
+	rows, err := q.db.Query(ctx, ResultsStream, pgx.NamedArgs{"submission_id": p.SubmissionID})
+	if err != nil {
+		return err
+	}
+	var r ResultsStreamRow
+	_, err = pgx.ForEachRow(rows, []any{&r.ChunkIndex, &r.Output}, func() error { return fn(r) })
+	return err
+}
+
+// SubmissionInfoParams are submission_info.sql's.
+type SubmissionInfoParams struct {
+	IDs []int64
+}
+
+// SubmissionInfoRow is what a consumer gets with each chunk of an in-progress submission.
+type SubmissionInfoRow struct {
+	ID                int64
+	Metadata          string
+	StrategicMetadata json.RawMessage
+	Prefix            *string
+	MaxRetries        int32
+}
+
+// SubmissionInfo reads the in-progress submissions of p.IDs, in no order; fn is called
+// for each, and its row's slices are valid only during the call.
+func (q Queries) SubmissionInfo(ctx context.Context, p SubmissionInfoParams, fn func(SubmissionInfoRow) error) error {
+	rows, err := q.db.Query(ctx, SubmissionInfo, pgx.NamedArgs{"ids": p.IDs})
+	if err != nil {
+		return err
+	}
+	var r SubmissionInfoRow
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Metadata, &r.StrategicMetadata, &r.Prefix, &r.MaxRetries}, func() error { return fn(r) })
+	return err
+}
+
+// SelectOnlyAnyParams are select_only_any.sql's.
+type SelectOnlyAnyParams struct {
+	Key   string
+	Value string // JSON
+	Limit int
+}
+
+// SelectOnlyAny returns the ids of the first in-progress submissions whose strategic
+// metadata has key = value, oldest first.
+func (q Queries) SelectOnlyAny(ctx context.Context, p SelectOnlyAnyParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, SelectOnlyAny, pgx.NamedArgs{"key": p.Key, "value": p.Value, "limit": p.Limit})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
