@@ -371,3 +371,49 @@ func TestOpenAPIRun(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIAuth: with keys on, the answers of a missing key (401), a key of the wrong
+// role (403) and a right one validate against the document, and what it leaves open
+// (/healthz, /readyz, /v1/openapi.json) needs no key.
+func TestOpenAPIAuth(t *testing.T) {
+	t.Parallel()
+	a := setupAuth(t)
+	v := newValidator(t, a.URL)
+	hc := &http.Client{Transport: v}
+	call := func(key, method, path, body string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, a.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		key, method, path, body string
+		want                    int
+	}{
+		{"", "POST", "/v1/reserve", `{"max": 1}`, 401},
+		{"", "GET", "/metrics", "", 401},
+		{a.key["consumer"], "GET", "/v1/cluster", "", 403},
+		{a.key["consumer"], "POST", "/v1/submissions", `{"chunks": ["a"]}`, 403},
+		{a.key["admin"], "GET", "/v1/cluster", "", 200},
+		{a.key["metrics"], "GET", "/metrics", "", 200},
+		{a.key["producer"], "POST", "/v1/submissions", `{"chunks": ["a"]}`, 201},
+		{"", "GET", "/v1/openapi.json", "", 200},
+		{"", "GET", "/healthz", "", 200},
+		{"", "GET", "/readyz", "", 200},
+	} {
+		if got := call(c.key, c.method, c.path, c.body); got != c.want {
+			t.Errorf("%s %s (key %t): %d; want %d", c.method, c.path, c.key != "", got, c.want)
+		}
+	}
+}
