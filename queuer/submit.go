@@ -204,14 +204,19 @@ func (r *chunkRows) Next() bool {
 		r.err = fmt.Errorf("a submission holds at most %d chunks", int64(math.MaxInt32)+1)
 		return false
 	}
-	idx := int(r.n)
-	r.row[0] = r.id
-	r.row[1] = int32(idx)
-	r.row[2] = int32(ShardOf(r.id, idx, r.shards))
-	r.row[3] = int32(RandomOrder(r.id, idx, r.shards))
-	r.row[4] = input
+	fillChunkRow(r.row, r.id, int(r.n), r.shards, input)
 	r.n++
 	return true
+}
+
+// fillChunkRow fills row, as COPY into opsq.chunks takes it, with chunk idx of submission
+// id: its shard and random order, and its input.
+func fillChunkRow(row []any, id int64, idx, shards int, input []byte) {
+	row[0] = id
+	row[1] = int32(idx)
+	row[2] = int32(ShardOf(id, idx, shards))
+	row[3] = int32(RandomOrder(id, idx, shards))
+	row[4] = input
 }
 
 func (r *chunkRows) Values() ([]any, error) { return r.row, nil }

@@ -9,125 +9,59 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
-	"opsq/client"
+	"opsq/cmd/opsq/bench"
 	"opsq/strategy"
 )
 
-// "opsq bench" measures opsq end to end, as a user would run it: real "opsq serve"
-// processes on a scratch database, consumers over HTTP on loopback. It prints each
-// measurement beside its target in DESIGN.md §6. Speed never makes it fail: only
-// something broken does (a chunk lost or handed out twice, an error).
+// "opsq bench" measures opsq end to end (package opsq/cmd/opsq/bench); this file holds its
+// flags and usage, and builds the bench.Config they ask for.
 
-// Workloads, in the order "opsq bench --help" lists them.
-const (
-	workloadIngest   = "ingest"
-	workloadBurndown = "burndown"
-	workloadLatency  = "latency"
-	workloadDistinct = "distinct"
-	workloadRSS      = "rss"
-	workloadAbuse    = "abuse"
-	workloadParked   = "parked"
-)
-
-var benchWorkloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadAbuse}
-
-// benchConfig is what the flags of "opsq bench" ask for.
-type benchConfig struct {
-	databaseURL     string
-	devCluster      string
-	instances       int
-	workloads       []string
-	ingestChunks    int64
-	burndownChunks  int64
-	consumers       int
-	max             int
-	backlogs        []int64
-	strategies      []strategy.Node
-	samples         int
-	rssReservations int64
-	riverRate       float64
-	json            bool
-
-	distinctSubmissions int64
-	distinctValues      int64
-	distinctHeld        int
-
-	abuseDuration   time.Duration
-	abuseStalls     int
-	abuseForged     int
-	abuseMethods    int
-	abuseBigChunks  int
-	abuseKeys       int
-	parkedConsumers int
-	parkedProducers int
+// benchArgs is what the flags of "opsq bench" ask for: where the database is, and the rest.
+type benchArgs struct {
+	databaseURL string
+	devCluster  string
+	bench.Config
 }
 
-// Defaults of the flags of "opsq bench"; the sizes are those of DESIGN.md §6, except the
-// large latency backlog (4 000 000 there), which takes minutes to insert. DESIGN.md names
-// no number of values or of held reservations for PreferDistinct: 2 000 values of 100
-// submissions each, a quarter of them saturated.
-const (
-	benchDevClusterDefault          = ".data/pg"
-	benchInstancesDefault           = 2
-	benchWorkloadsDefault           = "ingest,burndown,latency,distinct"
-	benchIngestChunksDefault        = 1_000_000
-	benchBurndownChunksDefault      = 300_000
-	benchConsumersDefault           = 64
-	benchMaxDefault                 = 10
-	benchBacklogsDefault            = "10000,1000000"
-	benchSamplesDefault             = 2000
-	benchRSSReservationsDefault     = 100_000
-	benchDistinctSubmissionsDefault = 200_000
-	benchDistinctValuesDefault      = 2_000
-	benchDistinctHeldDefault        = 500
-	benchAbuseDurationDefault       = 60 * time.Second
-	benchAbuseStallsDefault         = 100
-	benchAbuseForgedDefault         = 10_000
-	benchAbuseMethodsDefault        = 3_000
-	benchAbuseBigChunksDefault      = 10_000
-	benchAbuseKeysDefault           = 300_000
-)
+// benchDevClusterDefault is the development cluster "opsq bench" uses without a database URL.
+const benchDevClusterDefault = ".data/pg"
 
-// latencyWarmup is how many reserves the latency workload makes, untimed, before it
-// measures: they open the connection and fill the caches.
-const latencyWarmup = 20
-
-func parseBenchArgs(args []string, stderr io.Writer) (benchConfig, error) {
+func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	fs := flag.NewFlagSet("opsq bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg := benchConfig{ingestChunks: benchIngestChunksDefault, burndownChunks: benchBurndownChunksDefault,
-		rssReservations: benchRSSReservationsDefault, distinctSubmissions: benchDistinctSubmissionsDefault,
-		distinctValues: benchDistinctValuesDefault}
+	cfg := benchArgs{Config: bench.Config{IngestChunks: bench.IngestChunksDefault, BurndownChunks: bench.BurndownChunksDefault,
+		RSSReservations: bench.RSSReservationsDefault, DistinctSubmissions: bench.DistinctSubmissionsDefault,
+		DistinctValues: bench.DistinctValuesDefault}}
 	envString(fs, &cfg.databaseURL, "database-url", "OPSQ_DATABASE_URL", "",
 		"PostgreSQL `URL` of the server to measure on; the bench creates a scratch database opsq_bench_<pid> through this URL's database, and drops it at the end")
 	envString(fs, &cfg.devCluster, "dev-cluster", "OPSQ_DEV_CLUSTER", benchDevClusterDefault,
 		"without a database URL, start or reuse the local development PostgreSQL cluster in this `directory`, as make run does, and use a scratch database in it")
-	fs.IntVar(&cfg.instances, "instances", benchInstancesDefault, "`N` opsq serve processes to start, 1 to 16")
-	workloadList := fs.String("workload", benchWorkloadsDefault, "comma-separated `list` of workloads to run, in that order: "+strings.Join(benchWorkloads, ", "))
-	fs.Var((*countFlag)(&cfg.ingestChunks), "ingest-chunks", "ingest: `N` chunks in the one NDJSON submission that is timed (counts take k and M: 10k, 1M)")
-	fs.Var((*countFlag)(&cfg.burndownChunks), "burndown-chunks", "burndown: `N` chunks in the backlog the consumers burn down")
-	fs.IntVar(&cfg.consumers, "consumers", benchConsumersDefault, "burndown: `N` concurrent consumers, consumer i talking to instance i % --instances")
-	fs.IntVar(&cfg.max, "max", benchMaxDefault, "burndown: `N` chunks asked for by each reserve, 1 to 10000")
-	backlogList := fs.String("backlogs", benchBacklogsDefault, "latency: comma-separated backlog `sizes` to measure the reserve latency at (DESIGN.md §6 names 4M)")
+	fs.IntVar(&cfg.Instances, "instances", bench.InstancesDefault, "`N` opsq serve processes to start, 1 to 16")
+	workloadList := fs.String("workload", bench.WorkloadsDefault, "comma-separated `list` of workloads to run, in that order: "+strings.Join(bench.Workloads, ", "))
+	fs.Var((*countFlag)(&cfg.IngestChunks), "ingest-chunks", "ingest: `N` chunks in the one NDJSON submission that is timed (counts take k and M: 10k, 1M)")
+	fs.Var((*countFlag)(&cfg.BurndownChunks), "burndown-chunks", "burndown: `N` chunks in the backlog the consumers burn down")
+	fs.IntVar(&cfg.Consumers, "consumers", bench.ConsumersDefault, "burndown: `N` concurrent consumers, consumer i talking to instance i % --instances")
+	fs.IntVar(&cfg.Max, "max", bench.MaxDefault, "burndown: `N` chunks asked for by each reserve, 1 to 10000")
+	backlogList := fs.String("backlogs", bench.BacklogsDefault, "latency: comma-separated backlog `sizes` to measure the reserve latency at (DESIGN.md §6 names 4M)")
 	strategyList := fs.String("strategies", "random", "latency: `list` of strategies, separated by ';', in the text or JSON form, each timed at every backlog size (the targets are random's)")
-	fs.IntVar(&cfg.samples, "samples", benchSamplesDefault, "latency, distinct: `N` reserves timed at each backlog size, and with prefer_distinct")
-	fs.Var((*countFlag)(&cfg.distinctSubmissions), "distinct-submissions", "distinct: `N` single-chunk submissions in the backlog")
-	fs.Var((*countFlag)(&cfg.distinctValues), "distinct-values", "distinct: `N` values of company_id over the submissions (submission i has i % N)")
-	fs.IntVar(&cfg.distinctHeld, "distinct-held", benchDistinctHeldDefault, "distinct: `N` reservations held, each saturating its value, while the reserves are timed; fewer than --distinct-values")
-	fs.IntVar(&cfg.parkedConsumers, "parked-consumers", benchParkedConsumersDefault, "parked: `N` consumers parked (reserve max 1, wait 60s) before as many chunks arrive")
-	fs.IntVar(&cfg.parkedProducers, "parked-producers", benchParkedProducersDefault, "parked: `N` producers waiting on their one-chunk submissions (status ?wait=60s) while they are completed")
-	fs.Var((*countFlag)(&cfg.rssReservations), "rss-reservations", "rss: `N` live reservations held by instance 0 when its memory is read")
-	fs.Float64Var(&cfg.riverRate, "river-rate", 0, "burndown: the target `rate`, jobs/s of River's own bench burn-down on the same PostgreSQL (0: not compared)")
-	fs.DurationVar(&cfg.abuseDuration, "abuse-duration", benchAbuseDurationDefault, "abuse: how long the attacks last (the stalled requests are held that long) while the burn-down goes on")
-	fs.IntVar(&cfg.abuseStalls, "abuse-stalls", benchAbuseStallsDefault, "abuse: `N` stalled NDJSON uploads, and N stalled results readers")
-	fs.IntVar(&cfg.abuseForged, "abuse-forged", benchAbuseForgedDefault, "abuse: `N` forged tokens sent to complete and to fail (retry false)")
-	fs.IntVar(&cfg.abuseMethods, "abuse-methods", benchAbuseMethodsDefault, "abuse: `N` requests with invented HTTP methods")
-	fs.IntVar(&cfg.abuseBigChunks, "abuse-big-chunks", benchAbuseBigChunksDefault, "abuse: `N` chunks of 1 KiB under 60 KiB of metadata, reserved with max min(N, 10000) through each instance")
-	fs.IntVar(&cfg.abuseKeys, "abuse-keys", benchAbuseKeysDefault, "abuse: `N` strategic metadata keys in one hostile submission (the bound is 32)")
-	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of a table")
+	fs.IntVar(&cfg.Samples, "samples", bench.SamplesDefault, "latency, distinct: `N` reserves timed at each backlog size, and with prefer_distinct")
+	fs.Var((*countFlag)(&cfg.DistinctSubmissions), "distinct-submissions", "distinct: `N` single-chunk submissions in the backlog")
+	fs.Var((*countFlag)(&cfg.DistinctValues), "distinct-values", "distinct: `N` values of company_id over the submissions (submission i has i % N)")
+	fs.IntVar(&cfg.DistinctHeld, "distinct-held", bench.DistinctHeldDefault, "distinct: `N` reservations held, each saturating its value, while the reserves are timed; fewer than --distinct-values")
+	fs.IntVar(&cfg.ParkedConsumers, "parked-consumers", bench.ParkedConsumersDefault, "parked: `N` consumers parked (reserve max 1, wait 60s) before as many chunks arrive")
+	fs.IntVar(&cfg.ParkedProducers, "parked-producers", bench.ParkedProducersDefault, "parked: `N` producers waiting on their one-chunk submissions (status ?wait=60s) while they are completed")
+	fs.Var((*countFlag)(&cfg.RSSReservations), "rss-reservations", "rss: `N` live reservations held by instance 0 when its memory is read")
+	fs.BoolVar(&cfg.River, "river", false, "burndown: first build River's burn-down (the Go module in --river-dir) and run it on the same PostgreSQL with as many jobs, then compare: jobs/s, PostgreSQL CPU and WAL per job")
+	fs.StringVar(&cfg.RiverDir, "river-dir", "", "burndown --river: the `directory` of the River module (cmd/opsq/bench/river of the source tree); empty: where this binary was built from, else ./cmd/opsq/bench/river")
+	fs.Float64Var(&cfg.RiverRate, "river-rate", 0, "burndown: the target `rate`, jobs/s of River's own bench burn-down on the same PostgreSQL (0: not compared; --river measures it instead)")
+	fs.DurationVar(&cfg.AbuseDuration, "abuse-duration", bench.AbuseDurationDefault, "abuse: how long the attacks last (the stalled requests are held that long) while the burn-down goes on")
+	fs.IntVar(&cfg.AbuseStalls, "abuse-stalls", bench.AbuseStallsDefault, "abuse: `N` stalled NDJSON uploads, and N stalled results readers")
+	fs.IntVar(&cfg.AbuseForged, "abuse-forged", bench.AbuseForgedDefault, "abuse: `N` forged tokens sent to complete and to fail (retry false)")
+	fs.IntVar(&cfg.AbuseMethods, "abuse-methods", bench.AbuseMethodsDefault, "abuse: `N` requests with invented HTTP methods")
+	fs.IntVar(&cfg.AbuseBigChunks, "abuse-big-chunks", bench.AbuseBigChunksDefault, "abuse: `N` chunks of 1 KiB under 60 KiB of metadata, reserved with max min(N, 10000) through each instance")
+	fs.IntVar(&cfg.AbuseKeys, "abuse-keys", bench.AbuseKeysDefault, "abuse: `N` strategic metadata keys in one hostile submission (the bound is 32)")
+	fs.BoolVar(&cfg.JSON, "json", false, "print the results as JSON instead of a table")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `usage: opsq bench [flags]
 
@@ -140,7 +74,9 @@ handed out twice, an error) makes it fail.
 workloads:
   ingest    one NDJSON submission of --ingest-chunks chunks: seconds and chunks/s
   burndown  --consumers consumers reserve and complete a --burndown-chunks backlog: chunks/s,
-            chunks handed out twice
+            chunks handed out twice, and what PostgreSQL spent per chunk (CPU when the
+            server is local, WAL bytes); with --river, River's burn-down of as many jobs
+            first, on the same PostgreSQL, and the ratios
   latency   one consumer times --samples reserves (max 1, random) at each --backlogs size
   distinct  --distinct-submissions single-chunk submissions (inserted with COPY, not through
             the API) over --distinct-values values of company_id; one consumer holds
@@ -173,10 +109,10 @@ flags:`)
 		return cfg, usageError("unexpected arguments %q", fs.Args())
 	}
 	var err error
-	if cfg.workloads, err = parseWorkloads(*workloadList); err != nil {
+	if cfg.Workloads, err = parseWorkloads(*workloadList); err != nil {
 		return cfg, usageError("--workload: %v", err)
 	}
-	if cfg.backlogs, err = parseCounts(*backlogList); err != nil {
+	if cfg.Backlogs, err = parseCounts(*backlogList); err != nil {
 		return cfg, usageError("--backlogs: %v", err)
 	}
 	for _, text := range strings.Split(*strategyList, ";") {
@@ -184,52 +120,10 @@ flags:`)
 		if err != nil {
 			return cfg, usageError("--strategies: %v", err)
 		}
-		cfg.strategies = append(cfg.strategies, n)
+		cfg.Strategies = append(cfg.Strategies, n)
 	}
-	switch {
-	case cfg.instances < 1 || cfg.instances > 16:
-		return cfg, usageError("--instances %d: want 1 to 16", cfg.instances)
-	case cfg.ingestChunks < 1:
-		return cfg, usageError("--ingest-chunks %d: want 1 or more", cfg.ingestChunks)
-	case cfg.burndownChunks < 1:
-		return cfg, usageError("--burndown-chunks %d: want 1 or more", cfg.burndownChunks)
-	case cfg.consumers < 1 || cfg.consumers > 4096:
-		return cfg, usageError("--consumers %d: want 1 to 4096", cfg.consumers)
-	case cfg.max < 1 || cfg.max > client.MaxReserveChunks:
-		return cfg, usageError("--max %d: want 1 to %d", cfg.max, client.MaxReserveChunks)
-	case cfg.samples < 1:
-		return cfg, usageError("--samples %d: want 1 or more", cfg.samples)
-	case cfg.distinctValues > cfg.distinctSubmissions:
-		return cfg, usageError("--distinct-values %d: want at most --distinct-submissions (%d)", cfg.distinctValues, cfg.distinctSubmissions)
-	case cfg.distinctHeld < 0 || int64(cfg.distinctHeld) >= cfg.distinctValues:
-		return cfg, usageError("--distinct-held %d: want 0 to %d, fewer than --distinct-values, so that unsaturated values remain",
-			cfg.distinctHeld, cfg.distinctValues-1)
-	case cfg.parkedConsumers < 1 || cfg.parkedProducers < 1:
-		return cfg, usageError("--parked-consumers %d, --parked-producers %d: want 1 or more", cfg.parkedConsumers, cfg.parkedProducers)
-	case cfg.rssReservations < 1:
-		return cfg, usageError("--rss-reservations %d: want 1 or more", cfg.rssReservations)
-	case cfg.riverRate < 0:
-		return cfg, usageError("--river-rate %g: want 0 (not compared) or more", cfg.riverRate)
-	case cfg.abuseDuration < time.Second || cfg.abuseDuration > time.Hour:
-		return cfg, usageError("--abuse-duration %s: want 1s to 1h", cfg.abuseDuration)
-	case cfg.abuseStalls < 0 || cfg.abuseStalls > 10_000:
-		return cfg, usageError("--abuse-stalls %d: want 0 to 10000", cfg.abuseStalls)
-	case cfg.abuseForged < 0 || cfg.abuseForged > 10_000_000:
-		return cfg, usageError("--abuse-forged %d: want 0 to 10000000", cfg.abuseForged)
-	case cfg.abuseMethods < 0 || cfg.abuseMethods > 1_000_000:
-		return cfg, usageError("--abuse-methods %d: want 0 to 1000000", cfg.abuseMethods)
-	case cfg.abuseBigChunks < 1 || cfg.abuseBigChunks > 100_000:
-		return cfg, usageError("--abuse-big-chunks %d: want 1 to 100000", cfg.abuseBigChunks)
-	case cfg.abuseKeys < 33 || cfg.abuseKeys > 10_000_000:
-		return cfg, usageError("--abuse-keys %d: want 33 (one past the bound) to 10000000", cfg.abuseKeys)
-	}
-	if need := int64(len(cfg.strategies) * (cfg.samples + latencyWarmup)); slices.Contains(cfg.workloads, workloadLatency) && slices.Min(cfg.backlogs) <= need {
-		return cfg, usageError("--backlogs %s: each backlog must be larger than the %d reserves that consume it (%d strategies × (--samples %d + %d to warm up))",
-			*backlogList, need, len(cfg.strategies), cfg.samples, latencyWarmup)
-	}
-	if need := int64(cfg.distinctHeld + cfg.samples + latencyWarmup); slices.Contains(cfg.workloads, workloadDistinct) && cfg.distinctSubmissions <= need {
-		return cfg, usageError("--distinct-submissions %d: must be larger than the %d reserves that consume them (--distinct-held %d + --samples %d + %d to warm up)",
-			cfg.distinctSubmissions, need, cfg.distinctHeld, cfg.samples, latencyWarmup)
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError("%v", err)
 	}
 	return cfg, nil
 }
@@ -242,15 +136,15 @@ func parseWorkloads(list string) ([]string, error) {
 		switch {
 		case w == "":
 			continue
-		case !slices.Contains(benchWorkloads, w):
-			return nil, fmt.Errorf("unknown workload %q: want %s", w, strings.Join(benchWorkloads, ", "))
+		case !slices.Contains(bench.Workloads, w):
+			return nil, fmt.Errorf("unknown workload %q: want %s", w, strings.Join(bench.Workloads, ", "))
 		case slices.Contains(out, w):
 			return nil, fmt.Errorf("workload %q given twice", w)
 		}
 		out = append(out, w)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no workload: want one or more of %s", strings.Join(benchWorkloads, ", "))
+		return nil, fmt.Errorf("no workload: want one or more of %s", strings.Join(bench.Workloads, ", "))
 	}
 	return out, nil
 }
@@ -306,114 +200,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	log, _ := newLogger("info", stderr) // devDatabase says which cluster it uses
-	started := time.Now()
-	loadStart := loadAverage()
-	env, err := startBenchEnv(ctx, cfg, stderr, log)
-	if err != nil {
-		return interrupted(ctx, err)
+	cfg.Database = func(ctx context.Context) (string, error) {
+		log, _ := newLogger("info", stderr) // devDatabase says which cluster it uses
+		return databaseURL(ctx, cfg.databaseURL, cfg.devCluster, log)
 	}
-	r := &benchRun{cfg: cfg, env: env, line: newLiveLine(stderr),
-		report: benchReport{Rows: []benchRow{}, Missed: []string{}, Broken: []string{}}} // [] in JSON, not null
-	r.report.Environment = env.info(cfg)
-	r.report.Environment.Started, r.report.Environment.LoadStart = started, loadStart
-	fmt.Fprintf(stderr, "opsq bench: %s\n", r.report.Environment.describe())
-
-	runErr := r.runWorkloads(ctx)
-	if runErr != nil {
-		runErr = interrupted(ctx, errors.Join(runErr, env.exited()))
-		r.report.Error = runErr.Error()
-	}
-	failed := runErr != nil || len(r.report.Broken) > 0
-	env.close(failed)
-	r.report.Environment.LoadEnd = loadAverage()
-	r.report.Environment.Seconds = time.Since(started).Seconds()
-
-	if cfg.json {
-		err = printJSON(stdout, r.report)
-	} else {
-		err = r.report.writeTable(stdout)
-	}
-	switch {
-	case runErr != nil:
-		return runErr
-	case len(r.report.Broken) > 0:
-		return fmt.Errorf("something broke: %s", strings.Join(r.report.Broken, "; "))
-	}
-	return err
-}
-
-// interrupted says "interrupted" for an error that Ctrl-C caused.
-func interrupted(ctx context.Context, err error) error {
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return errors.New("interrupted")
-	}
-	return err
-}
-
-// benchRun is one run of the bench: its configuration, where it runs, and what it found
-// so far. Its workloads run one after the other; it is not safe for concurrent use.
-type benchRun struct {
-	cfg    benchConfig
-	env    *benchEnv
-	line   *liveLine // progress on stderr
-	report benchReport
-}
-
-// runWorkloads runs the configured workloads in order, stopping at the first error.
-func (r *benchRun) runWorkloads(ctx context.Context) error {
-	run := map[string]func(context.Context) error{
-		workloadIngest:   r.ingest,
-		workloadBurndown: r.burndown,
-		workloadLatency:  r.latency,
-		workloadDistinct: r.distinct,
-		workloadRSS:      r.rss,
-		workloadAbuse:    r.abuse,
-		workloadParked:   r.parked,
-	}
-	for _, w := range r.cfg.workloads {
-		if err := run[w](ctx); err != nil {
-			r.line.clear()
-			return fmt.Errorf("%s: %w", w, err)
-		}
-	}
-	return nil
-}
-
-// say writes a line of progress that stays, such as a workload's summary.
-func (r *benchRun) say(format string, args ...any) {
-	r.line.clear()
-	fmt.Fprintf(r.line.w, format+"\n", args...)
-}
-
-// broke records something that must never happen, such as a chunk handed out twice: the
-// bench goes on, and fails at the end.
-func (r *benchRun) broke(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	r.report.Broken = append(r.report.Broken, msg)
-	r.say("BROKEN: %s", msg)
-}
-
-// showProgress shows describe() on the live line, as often as the line wants, until stop
-// is called; stop clears the line, and may be called more than once.
-func (r *benchRun) showProgress(describe func() string) (stop func()) {
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(r.line.every())
-		defer t.Stop()
-		for {
-			select {
-			case <-quit:
-				r.line.clear()
-				return
-			case <-t.C:
-				r.line.show(describe())
-			}
-		}
-	}()
-	return sync.OnceFunc(func() {
-		close(quit)
-		<-done
-	})
+	return bench.Run(ctx, cfg.Config, stdout, stderr)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"opsq/client"
+	"opsq/cmd/opsq/progress"
 )
 
 func runClaims(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -57,7 +58,7 @@ func formatClaims(w io.Writer, cl client.Cluster, now time.Time) error {
 		}
 		heartbeat := "-" // a claimant no longer registered
 		if in.HeartbeatAt != nil {
-			heartbeat = formatDuration(max(now.Sub(*in.HeartbeatAt), 0)) + " ago"
+			heartbeat = progress.Duration(max(now.Sub(*in.HeartbeatAt), 0)) + " ago"
 		}
 		drain := "no"
 		switch {

@@ -18,6 +18,7 @@ import (
 	"text/tabwriter"
 
 	"opsq/client"
+	"opsq/cmd/opsq/progress"
 )
 
 // This file holds the commands that look submissions up (results, cancel, list) and what
@@ -201,7 +202,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return explain(err, fs.url, fmt.Sprintf(`it has already finished: "opsq status %s" shows how`, id))
 	}
-	fmt.Fprintf(stdout, "%s %s: %s / %s chunks done\n", s.State, s.ID, groupDigits(s.ChunksDone), groupDigits(s.ChunksTotal))
+	fmt.Fprintf(stdout, "%s %s: %s / %s chunks done\n", s.State, s.ID, progress.GroupDigits(s.ChunksDone), progress.GroupDigits(s.ChunksTotal))
 	return nil
 }
 
@@ -262,7 +263,7 @@ func formatList(w io.Writer, subs []client.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tDONE/TOTAL\tCREATED")
 	for _, s := range subs {
-		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\n", s.ID, s.State, groupDigits(s.ChunksDone), groupDigits(s.ChunksTotal), s.CreatedAt.Format(timeLayout))
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\n", s.ID, s.State, progress.GroupDigits(s.ChunksDone), progress.GroupDigits(s.ChunksTotal), s.CreatedAt.Format(timeLayout))
 	}
 	return tw.Flush()
 }

@@ -9,46 +9,6 @@ import (
 	"opsq/client"
 )
 
-func TestGroupDigits(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[int64]string{0: "0", 7: "7", 999: "999", 1000: "1 000", 312000: "312 000", 1234567: "1 234 567", -1234: "-1 234"} {
-		if got := groupDigits(in); got != want {
-			t.Errorf("groupDigits(%d) = %q; want %q", in, got, want)
-		}
-	}
-}
-
-func TestRoundSignificant(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[float64]int64{0.4: 0, 7.6: 8, 999.4: 999, 312512: 313000, 312499: 312000, 1e6: 1000000, 12345.6: 12300} {
-		if got := roundSignificant(in, 3); got != want {
-			t.Errorf("roundSignificant(%v, 3) = %d; want %d", in, got, want)
-		}
-	}
-}
-
-func TestFormatBytes(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1536: "1.5 KiB", 45 << 20: "45.0 MiB", 3 << 30: "3.0 GiB"} {
-		if got := formatBytes(in); got != want {
-			t.Errorf("formatBytes(%d) = %q; want %q", in, got, want)
-		}
-	}
-}
-
-func TestFormatDuration(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[time.Duration]string{
-		850400 * time.Microsecond: "850ms",
-		3210 * time.Millisecond:   "3.2s",
-		90400 * time.Millisecond:  "1m30s",
-	} {
-		if got := formatDuration(in); got != want {
-			t.Errorf("formatDuration(%v) = %q; want %q", in, got, want)
-		}
-	}
-}
-
 func TestFormatUpload(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -71,16 +31,6 @@ func TestFormatUpload(t *testing.T) {
 	}
 }
 
-func TestFormatSubmitted(t *testing.T) {
-	t.Parallel()
-	if got, want := formatSubmitted(1000000, 3200*time.Millisecond), "submitted 1000000 chunks in 3.2s (313 000 chunks/s)"; got != want {
-		t.Errorf("got %q; want %q", got, want)
-	}
-	if got, want := formatSubmitted(0, 12*time.Millisecond), "submitted 0 chunks in 12ms"; got != want {
-		t.Errorf("got %q; want %q", got, want)
-	}
-}
-
 func TestFormatWait(t *testing.T) {
 	t.Parallel()
 	s := client.Status{State: client.StateInProgress, ChunksTotal: 10000, ChunksDone: 1234, ChunksFailed: 3}
@@ -93,36 +43,6 @@ func TestFormatWait(t *testing.T) {
 	}
 }
 
-func TestLiveLine(t *testing.T) {
-	t.Parallel()
-	var tty strings.Builder
-	l := &liveLine{w: &tty, tty: true}
-	l.show("long line")
-	l.show("short")
-	l.clear()
-	l.show("last")
-	l.end()
-	if got, want := tty.String(), "\rlong line\rshort    \r     \r\rlast\n"; got != want {
-		t.Errorf("terminal got %q; want %q", got, want)
-	}
-	if l.every() != progressEveryTTY {
-		t.Errorf("terminal redraws every %v; want %v", l.every(), progressEveryTTY)
-	}
-
-	var plain strings.Builder
-	p := &liveLine{w: &plain}
-	p.show("one")
-	p.show("two")
-	p.clear()
-	p.end()
-	if got, want := plain.String(), "one\ntwo\n"; got != want {
-		t.Errorf("plain got %q; want %q", got, want)
-	}
-	if p.every() != progressEveryPlain {
-		t.Errorf("plain prints every %v; want %v", p.every(), progressEveryPlain)
-	}
-}
-
 func TestCountingReader(t *testing.T) {
 	t.Parallel()
 	c := &countingReader{r: strings.NewReader("a\nbb\n\nccc")}
@@ -131,12 +51,5 @@ func TestCountingReader(t *testing.T) {
 	}
 	if c.bytes.Load() != 9 || c.lines.Load() != 3 {
 		t.Errorf("got %d bytes, %d newlines; want 9 and 3", c.bytes.Load(), c.lines.Load())
-	}
-}
-
-func TestIsTerminal(t *testing.T) {
-	t.Parallel()
-	if isTerminal(&strings.Builder{}) {
-		t.Error("a strings.Builder is a terminal")
 	}
 }

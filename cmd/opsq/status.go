@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"opsq/client"
+	"opsq/cmd/opsq/progress"
 )
 
 // timeLayout is how the client commands print times.
@@ -28,7 +29,7 @@ exit with status 1 if it failed or was cancelled.`, stderr)
 	c := fs.client()
 	var s client.Status
 	if *wait {
-		s, err = waitFinished(ctx, c, id, newLiveLine(stderr))
+		s, err = waitFinished(ctx, c, id, progress.NewLine(stderr))
 	} else {
 		s, err = c.Status(ctx, id, 0)
 	}
@@ -54,11 +55,11 @@ func formatStatus(s client.Status, now time.Time) string {
 	}
 	row("id", "%s", s.ID)
 	row("state", "%s", s.State)
-	chunks := fmt.Sprintf("%s / %s done", groupDigits(s.ChunksDone), groupDigits(s.ChunksTotal))
+	chunks := fmt.Sprintf("%s / %s done", progress.GroupDigits(s.ChunksDone), progress.GroupDigits(s.ChunksTotal))
 	if s.ChunksTotal > 0 {
-		chunks += fmt.Sprintf(" (%d%%)", percent(s.ChunksDone, s.ChunksTotal))
+		chunks += fmt.Sprintf(" (%d%%)", progress.Percent(s.ChunksDone, s.ChunksTotal))
 	}
-	row("chunks", "%s, %s failed", chunks, groupDigits(s.ChunksFailed))
+	row("chunks", "%s, %s failed", chunks, progress.GroupDigits(s.ChunksFailed))
 	if s.Failure != nil {
 		row("failure", "chunk %d: %s", s.Failure.ChunkIndex, s.Failure.Error)
 	}
@@ -76,9 +77,9 @@ func formatStatus(s client.Status, now time.Time) string {
 	if s.Prefix != "" {
 		row("prefix", "%s", s.Prefix)
 	}
-	row("created", "%s (%s ago)", s.CreatedAt.Format(timeLayout), formatDuration(now.Sub(s.CreatedAt)))
+	row("created", "%s (%s ago)", s.CreatedAt.Format(timeLayout), progress.Duration(now.Sub(s.CreatedAt)))
 	if s.FinishedAt != nil {
-		row("finished", "%s (after %s)", s.FinishedAt.Format(timeLayout), formatDuration(s.FinishedAt.Sub(s.CreatedAt)))
+		row("finished", "%s (after %s)", s.FinishedAt.Format(timeLayout), progress.Duration(s.FinishedAt.Sub(s.CreatedAt)))
 	}
 	return b.String()
 }

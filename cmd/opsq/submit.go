@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"opsq/client"
+	"opsq/cmd/opsq/progress"
 )
 
 // submitOptions is what the flags and arguments of "opsq submit" ask for.
@@ -99,7 +100,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	c := newClient(o.url, o.key)
-	line := newLiveLine(stderr)
+	line := progress.NewLine(stderr)
 	start := time.Now()
 	var created client.Created
 	if o.header.Prefix != "" {
@@ -112,7 +113,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintln(stdout, created.ID)
-	fmt.Fprintln(stderr, formatSubmitted(created.ChunksTotal, time.Since(start)))
+	fmt.Fprintln(stderr, progress.Submitted(created.ChunksTotal, time.Since(start)))
 	if !o.wait {
 		return nil
 	}
@@ -124,7 +125,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // submitInput streams the input as an NDJSON submission, showing the upload's progress.
-func submitInput(ctx context.Context, c *client.Client, o submitOptions, line *liveLine) (client.Created, error) {
+func submitInput(ctx context.Context, c *client.Client, o submitOptions, line *progress.Line) (client.Created, error) {
 	in, name := os.Stdin, "stdin"
 	if o.input != "" && o.input != "-" {
 		f, err := os.Open(o.input)
@@ -140,7 +141,7 @@ func submitInput(ctx context.Context, c *client.Client, o submitOptions, line *l
 		case fi.Mode().IsRegular():
 			size = fi.Size()
 		case fi.Mode()&os.ModeCharDevice != 0:
-			fmt.Fprintln(line.w, "reading chunks from the terminal, one per line; end with Ctrl-D")
+			line.Note("reading chunks from the terminal, one per line; end with Ctrl-D")
 		}
 	}
 	counted := &countingReader{r: in}

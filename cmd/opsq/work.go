@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"opsq/client"
+	"opsq/cmd/opsq/progress"
 	"opsq/strategy"
 )
 
@@ -163,7 +164,7 @@ type worker struct {
 
 func newWorker(o workOptions, c *client.Client, stderr io.Writer) *worker {
 	return &worker{
-		opts: o, c: c, display: &workDisplay{line: newLiveLine(stderr)},
+		opts: o, c: c, display: &workDisplay{line: progress.NewLine(stderr)},
 		slots: make(chan struct{}, o.concurrency), stopping: make(chan struct{}),
 	}
 }
@@ -185,7 +186,7 @@ func (w *worker) run(ctx context.Context) error {
 	jobs.Wait()
 	close(quit)
 	<-shown
-	w.display.note("stopped after %s: %s", formatDuration(time.Since(start)), w.counts())
+	w.display.note("stopped after %s: %s", progress.Duration(time.Since(start)), w.counts())
 	return err
 }
 
@@ -544,32 +545,31 @@ func oneLine(s string, n int) string {
 // workDisplay writes the worker's progress line and notes to stderr from any goroutine.
 type workDisplay struct {
 	mu   sync.Mutex
-	line *liveLine
+	line *progress.Line
 }
 
 // note prints a line of its own, above the progress line.
 func (d *workDisplay) note(format string, args ...any) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.line.clear()
-	fmt.Fprintf(d.line.w, format+"\n", args...)
+	d.line.Note(format, args...)
 }
 
 func (d *workDisplay) show(s string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.line.show(s)
+	d.line.Show(s)
 }
 
 func (d *workDisplay) clear() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.line.clear()
+	d.line.Clear()
 }
 
 // counts describes the counters: "12 done, 1 failed, 0 lost".
 func (w *worker) counts() string {
-	return fmt.Sprintf("%s done, %s failed, %s lost", groupDigits(w.done.Load()), groupDigits(w.failed.Load()), groupDigits(w.lost.Load()))
+	return fmt.Sprintf("%s done, %s failed, %s lost", progress.GroupDigits(w.done.Load()), progress.GroupDigits(w.failed.Load()), progress.GroupDigits(w.lost.Load()))
 }
 
 // rateWindow is the span over which the progress line's rate is measured.
@@ -580,7 +580,7 @@ const rateWindow = 10 * time.Second
 // changes.
 func (w *worker) showProgress(quit <-chan struct{}, shown chan<- struct{}) {
 	defer close(shown)
-	t := time.NewTicker(w.display.line.every())
+	t := time.NewTicker(w.display.line.Every())
 	defer t.Stop()
 	type sample struct {
 		at       time.Time
@@ -604,7 +604,7 @@ func (w *worker) showProgress(quit <-chan struct{}, shown chan<- struct{}) {
 				rate = float64(finished-samples[0].finished) / d
 			}
 			s := fmt.Sprintf("work: %s, %d running", w.counts(), w.running.Load())
-			if !w.display.line.tty && s == last {
+			if !w.display.line.TTY() && s == last {
 				continue // nothing new for the log
 			}
 			last = s

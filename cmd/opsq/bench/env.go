@@ -1,11 +1,10 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
@@ -45,6 +45,28 @@ type benchEnv struct {
 	instances  []*benchInstance
 	clients    []*client.Client // clients[i] talks to instances[i]
 	shardCount int
+	// pool is the scratch database, for the engine's bulk insert and cancel, and for the
+	// workloads' reads; a few connections.
+	pool *pgxpool.Pool
+	cost *pgCost // what the server spends
+}
+
+// openPool opens e.pool, once the instances have migrated the scratch database.
+func (e *benchEnv) openPool(ctx context.Context) error {
+	dbURL, err := scratchURL(e.adminURL, e.dbName)
+	if err != nil {
+		return err
+	}
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = 4
+	if e.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return fmt.Errorf("connecting to the scratch database %s: %w", e.dbName, err)
+	}
+	e.cost, err = newPGCost(ctx, e.pool)
+	return err
 }
 
 // benchInstance is one "opsq serve" child process, started by the kit of the
@@ -57,8 +79,11 @@ type benchInstance struct {
 
 // startBenchEnv creates the scratch database and starts the instances, or undoes what it
 // did and returns an error.
-func startBenchEnv(ctx context.Context, cfg benchConfig, stderr io.Writer, log *slog.Logger) (*benchEnv, error) {
-	adminURL, err := databaseURL(ctx, cfg.databaseURL, cfg.devCluster, log)
+func startBenchEnv(ctx context.Context, cfg Config, stderr io.Writer) (*benchEnv, error) {
+	if cfg.Database == nil {
+		return nil, errors.New("no database: bench.Config.Database is nil")
+	}
+	adminURL, err := cfg.Database(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -70,12 +95,16 @@ func startBenchEnv(ctx context.Context, cfg benchConfig, stderr io.Writer, log *
 		e.close(true)
 		return nil, err
 	}
+	if err := e.openPool(ctx); err != nil {
+		e.close(true)
+		return nil, err
+	}
 	return e, nil
 }
 
 // info describes the environment for the report.
-func (e *benchEnv) info(cfg benchConfig) benchInfo {
-	return benchInfo{PostgreSQL: e.pgVersion, Server: e.server, Database: e.dbName, Instances: cfg.instances, CPUs: runtime.NumCPU()}
+func (e *benchEnv) info(cfg Config) benchInfo {
+	return benchInfo{PostgreSQL: e.pgVersion, Server: e.server, Database: e.dbName, Instances: cfg.Instances, CPUs: runtime.NumCPU()}
 }
 
 // createDatabase creates the scratch database through adminURL.
@@ -99,7 +128,25 @@ func (e *benchEnv) createDatabase(ctx context.Context) error {
 }
 
 // dropDatabase drops the scratch database, disconnecting whoever is still in it.
-func (e *benchEnv) dropDatabase() error {
+func (e *benchEnv) dropDatabase() error { return e.dropScratch(e.dbName) }
+
+// createScratch creates another scratch database, name, through adminURL.
+func (e *benchEnv) createScratch(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, benchDatabaseTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, e.adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("creating the scratch database %s on %s: %w", name, e.server, err)
+	}
+	return nil
+}
+
+// dropScratch drops scratch database name, disconnecting whoever is still in it.
+func (e *benchEnv) dropScratch(name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), benchDatabaseTimeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, e.adminURL)
@@ -107,7 +154,7 @@ func (e *benchEnv) dropDatabase() error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{e.dbName}.Sanitize()+" WITH (FORCE)")
+	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	return err
 }
 
@@ -127,7 +174,7 @@ func scratchURL(base, db string) (string, error) {
 
 // startInstances starts the instances: the first one migrates the database, the others
 // start once it is ready. It returns when every instance holds shards.
-func (e *benchEnv) startInstances(ctx context.Context, cfg benchConfig) error {
+func (e *benchEnv) startInstances(ctx context.Context, cfg Config) error {
 	exe, err := clustertest.Self()
 	if err != nil {
 		return err
@@ -142,9 +189,9 @@ func (e *benchEnv) startInstances(ctx context.Context, cfg benchConfig) error {
 	// Consumers hold a connection each; keep them all between requests.
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConns = 0 // no limit
-	transport.MaxIdleConnsPerHost = cfg.consumers + 16
+	transport.MaxIdleConnsPerHost = cfg.Consumers + 16
 	hc := &http.Client{Transport: transport}
-	for i := range cfg.instances {
+	for i := range cfg.Instances {
 		inst, err := e.startInstance(ctx, exe, dbURL, i)
 		if err != nil {
 			return err
@@ -174,30 +221,7 @@ func (e *benchEnv) startInstance(ctx context.Context, exe clustertest.Binary, db
 
 // waitReady waits until inst answers /readyz with 200.
 func (e *benchEnv) waitReady(ctx context.Context, inst *benchInstance) error {
-	deadline := time.Now().Add(benchReadyTimeout)
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, inst.url+"/readyz", nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-inst.proc.Exited():
-			return fmt.Errorf("instance %s exited while starting (%v); its log: %s", inst.id, inst.proc.Err(), inst.logPath)
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("instance %s not ready after %s; its log: %s", inst.id, benchReadyTimeout, inst.logPath)
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return err
-		}
-	}
+	return inst.proc.WaitReady(ctx, http.DefaultClient, benchReadyTimeout)
 }
 
 // waitBalanced waits until GET /v1/cluster shows every instance holding active shards and
@@ -216,7 +240,7 @@ func (e *benchEnv) waitBalanced(ctx context.Context) error {
 			return fmt.Errorf("the instances do not all hold shards after %s (last answer: %s, %v); their logs: %s",
 				benchReadyTimeout, describeShards(cl), err, e.logDir)
 		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+		if err := clustertest.SleepCtx(ctx, 200*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -302,6 +326,9 @@ func (e *benchEnv) close(failed bool) {
 		})
 	}
 	wg.Wait()
+	if e.pool != nil {
+		e.pool.Close()
+	}
 	if err := e.dropDatabase(); err != nil {
 		fmt.Fprintf(e.stderr, "dropping the scratch database %s: %v; drop it yourself: DROP DATABASE %s WITH (FORCE)\n", e.dbName, err, e.dbName)
 	}
@@ -312,43 +339,4 @@ func (e *benchEnv) close(failed bool) {
 	default:
 		os.RemoveAll(e.logDir)
 	}
-}
-
-// loadAverage returns the 1, 5 and 15 minute load averages, such as "4.92 3.25 1.99", or
-// "" where /proc/loadavg does not exist.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return ""
-	}
-	return strings.Join(f[:3], " ")
-}
-
-// procStatusKB returns a field in kB of /proc/<pid>/status, such as VmRSS.
-func procStatusKB(pid int, field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading the memory of process %d: %w", pid, err)
-	}
-	return parseProcStatus(string(b), field)
-}
-
-// parseProcStatus returns field, such as VmRSS, of the text of /proc/<pid>/status, in kB.
-func parseProcStatus(status, field string) (int64, error) {
-	for line := range strings.Lines(status) {
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || name != field {
-			continue
-		}
-		f := strings.Fields(value)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("%s: unexpected value %q", field, strings.TrimSpace(value))
-		}
-		return strconv.ParseInt(f[0], 10, 64)
-	}
-	return 0, fmt.Errorf("no %s in /proc/<pid>/status", field)
 }

@@ -1,6 +1,7 @@
-package main
+package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"opsq/cmd/opsq/progress"
 )
 
 // This file holds the pure parts of "opsq bench": what a measurement is, its target,
@@ -39,6 +42,9 @@ const (
 	unitSeconds = "s"
 	unitMillis  = "ms"
 	unitRate    = "chunks/s"
+	unitJobRate = "jobs/s" // River's
+	unitMicros  = "µs"
+	unitBytes   = "bytes"
 	unitMB      = "MB"
 	unitRatio   = "×"
 	unitCount   = ""
@@ -184,6 +190,14 @@ func (r *benchReport) writeTable(w io.Writer) error {
 	return err
 }
 
+// writeJSON writes the report as indented JSON, for machines (--json).
+func (r *benchReport) writeJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
 // formatValue writes a measurement with its unit: "3.21 s", "0.84 ms", "312 000 chunks/s".
 func formatValue(v float64, unit string) string {
 	switch unit {
@@ -195,13 +209,19 @@ func formatValue(v float64, unit string) string {
 		}
 		return fmt.Sprintf("%.2f ms", v)
 	case unitRate:
-		return groupDigits(roundSignificant(v, 3)) + " chunks/s"
+		return progress.GroupDigits(progress.RoundSignificant(v, 3)) + " chunks/s"
+	case unitJobRate:
+		return progress.GroupDigits(progress.RoundSignificant(v, 3)) + " jobs/s"
+	case unitMicros:
+		return fmt.Sprintf("%.1f µs", v)
+	case unitBytes:
+		return fmt.Sprintf("%.0f bytes", v)
 	case unitMB:
 		return fmt.Sprintf("%.1f MB", v)
 	case unitRatio:
 		return fmt.Sprintf("%.2f×", v)
 	case unitCount:
-		return groupDigits(int64(math.Round(v)))
+		return progress.GroupDigits(int64(math.Round(v)))
 	}
 	return fmt.Sprintf("%g %s", v, unit)
 }
@@ -212,11 +232,11 @@ func formatTarget(t benchTarget, unit string) string {
 	var bound string
 	switch unit {
 	case unitRate:
-		bound = groupDigits(int64(math.Round(t.Bound))) + " chunks/s"
+		bound = progress.GroupDigits(int64(math.Round(t.Bound))) + " chunks/s"
 	case unitRatio:
 		bound = fmt.Sprintf("%g×", t.Bound)
 	case unitCount:
-		bound = groupDigits(int64(math.Round(t.Bound)))
+		bound = progress.GroupDigits(int64(math.Round(t.Bound)))
 	default:
 		bound = fmt.Sprintf("%g %s", t.Bound, unit)
 	}

@@ -1,17 +1,15 @@
-package main
+package bench
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"opsq/client"
+	"opsq/cmd/opsq/progress"
 	"opsq/queuer"
 )
 
@@ -43,9 +41,6 @@ const (
 // distinctStrategy is the strategy of every reserve of the workload.
 var distinctStrategy = json.RawMessage(`{"prefer_distinct": {"key": "company_id", "max": 1, "then": "random"}}`)
 
-//go:embed bench_distinct_cancel.sql
-var distinctCancelSQL string
-
 // distinct inserts --distinct-submissions single-chunk submissions (untimed), holds
 // --distinct-held reservations taken with prefer_distinct, so that as many values are
 // saturated, then times --samples reserves of one chunk with the same strategy, as the
@@ -67,7 +62,7 @@ func (r *benchRun) distinct(ctx context.Context) error {
 		}
 	}()
 	r.say("distinct: inserted %s single-chunk submissions over %s values of %s in %s (COPY into the scratch database)",
-		groupDigits(b.n), groupDigits(b.values), distinctKey, formatDuration(took))
+		progress.GroupDigits(b.n), progress.GroupDigits(b.values), distinctKey, progress.Duration(took))
 
 	held := newDistinctHeld()
 	defer func() {
@@ -95,26 +90,26 @@ func (r *benchRun) distinct(ctx context.Context) error {
 		return err
 	}
 
-	r.line.show("distinct: completing the held reservations")
+	r.line.Show("distinct: completing the held reservations")
 	notCompleted, err := held.release(ctx, c)
 	if err != nil {
 		return err
 	}
 	if notCompleted > 0 {
 		r.broke("distinct: %d of the %d held reservations answered other than %q on complete (lease %s, none expired)",
-			notCompleted, r.cfg.distinctHeld, client.StatusCompleted, distinctHeldLease)
+			notCompleted, r.cfg.DistinctHeld, client.StatusCompleted, distinctHeldLease)
 	}
-	r.line.show("distinct: cancelling the submissions")
+	r.line.Show("distinct: cancelling the submissions")
 	cancelled = true
 	if err := r.cancelDistinct(ctx, b); err != nil {
 		return err
 	}
 
 	st := summarize(reserves)
-	at := fmt.Sprintf("%s submissions, %d held, ", groupDigits(b.n), r.cfg.distinctHeld)
+	at := fmt.Sprintf("%s submissions, %d held, ", progress.GroupDigits(b.n), r.cfg.DistinctHeld)
 	p50 := measured("distinct.reserve_p50", at+"reserve p50", inMillis(st.P50), unitMillis).want("<=", distinctP50TargetMs)
-	if b.n != benchDistinctSubmissionsDefault {
-		p50 = p50.note("the target is for %s submissions", groupDigits(benchDistinctSubmissionsDefault))
+	if b.n != DistinctSubmissionsDefault {
+		p50 = p50.note("the target is for %s submissions", progress.GroupDigits(DistinctSubmissionsDefault))
 	}
 	unsaturated := b.values - int64(heldValues)
 	r.report.add(
@@ -124,9 +119,9 @@ func (r *benchRun) distinct(ctx context.Context) error {
 		measured("distinct.reserve_max", at+"reserve max", inMillis(st.Max), unitMillis),
 		measured("distinct.saturated", "timed reserves that gave a saturated value", float64(saturated), unitCount).want("==", 0).
 			note("of %d, with %s of %s values (about %s chunks) unsaturated; a random pick would give about %d",
-				st.N, groupDigits(unsaturated), groupDigits(b.values), groupDigits(unsaturated*b.n/b.values),
+				st.N, progress.GroupDigits(unsaturated), progress.GroupDigits(b.values), progress.GroupDigits(unsaturated*b.n/b.values),
 				randomSaturatedHits(st.N, heldValues, b.values)),
-		measured("distinct.held_values", fmt.Sprintf("values saturated by the %d held reservations", r.cfg.distinctHeld),
+		measured("distinct.held_values", fmt.Sprintf("values saturated by the %d held reservations", r.cfg.DistinctHeld),
 			float64(heldValues), unitCount).note("prefer_distinct, max %d: one value each; held through instance 0, like every reserve", distinctMax),
 	)
 	if foreign > 0 {
@@ -134,7 +129,7 @@ func (r *benchRun) distinct(ctx context.Context) error {
 			note("left over from earlier workloads"))
 	}
 	r.say("distinct: reserve p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (%d samples); %d gave a saturated value; %d held over %d values",
-		inMillis(st.P50), inMillis(st.P90), inMillis(st.P99), inMillis(st.Max), st.N, saturated, r.cfg.distinctHeld, heldValues)
+		inMillis(st.P50), inMillis(st.P90), inMillis(st.P99), inMillis(st.Max), st.N, saturated, r.cfg.DistinctHeld, heldValues)
 	return nil
 }
 
@@ -147,101 +142,50 @@ func randomSaturatedHits(n, saturated int, values int64) int {
 	return int(float64(n)*float64(saturated)/float64(values) + 0.5)
 }
 
-// insertDistinct inserts the workload's submissions and wakes the instances, and returns
-// them and how long the insert took.
+// insertDistinct inserts the workload's submissions, and returns them and how long the
+// insert took.
 //
 // It bypasses the API: 200 000 submissions posted one by one are 200 000 transactions,
-// minutes of setup for a workload that measures reserves, not inserts. So it writes, in
-// one transaction with COPY, the rows queuer.Submit would write for each (its submission,
-// its strategic metadata and its chunk, with the same shard and random_order), then sends
-// the NOTIFY that Submit sends, once for all.
+// minutes of setup for a workload that measures reserves, not inserts. So it has the
+// engine insert them in bulk (queuer.SubmitMany: in one transaction with COPY, the rows
+// Submit would write for each, then one NOTIFY for all).
 func (r *benchRun) insertDistinct(ctx context.Context) (distinctBacklog, time.Duration, error) {
-	b := distinctBacklog{first: distinctFirstID, n: r.cfg.distinctSubmissions, values: r.cfg.distinctValues}
-	conn, err := r.connectScratch(ctx)
-	if err != nil {
-		return b, 0, err
-	}
-	defer conn.Close(context.Background())
-
+	b := distinctBacklog{first: distinctFirstID, n: r.cfg.DistinctSubmissions, values: r.cfg.DistinctValues}
 	var copied atomic.Int64
 	start := time.Now()
 	stop := r.showProgress(func() string {
-		return fmt.Sprintf("distinct: inserting %s submissions with COPY: %d%%", groupDigits(b.n), percent(copied.Load(), 3*b.n))
+		return fmt.Sprintf("distinct: inserting %s submissions with COPY: %d%%", progress.GroupDigits(b.n), progress.Percent(copied.Load(), 3*b.n))
 	})
 	defer stop()
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, "SELECT value::int FROM opsq.settings WHERE key = 'shard_count'").Scan(&b.shards); err != nil {
-			return fmt.Errorf("reading shard_count: %w", err)
-		}
-		if b.shards != r.env.shardCount {
-			return fmt.Errorf("shard_count is %d in opsq.settings but %d in /v1/cluster", b.shards, r.env.shardCount)
-		}
-		for _, t := range []struct {
-			table   string
-			columns []string
-			row     func(i int64) []any
-		}{
-			{"submissions", []string{"id", "chunks_total", "max_retries", "strategic_metadata"}, b.submissionRow},
-			{"strategic_metadata", []string{"key", "value", "submission_id"}, b.metadataRow},
-			{"chunks", []string{"submission_id", "chunk_index", "shard", "random_order", "input"}, b.chunkRow},
-		} {
-			n, err := tx.CopyFrom(ctx, pgx.Identifier{"opsq", t.table}, t.columns, pgx.CopyFromSlice(int(b.n), func(i int) ([]any, error) {
-				copied.Add(1)
-				return t.row(int64(i)), nil
-			}))
-			if err != nil {
-				return fmt.Errorf("copying into opsq.%s: %w", t.table, err)
-			}
-			if n != b.n {
-				return fmt.Errorf("copying into opsq.%s: %d rows copied; want %d", t.table, n, b.n)
-			}
-		}
-		if _, err := tx.Exec(ctx, "SELECT pg_notify($1, 'all')", queuer.ChannelWork); err != nil {
-			return fmt.Errorf("notifying the instances: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return b, 0, fmt.Errorf("inserting %s submissions: %w", groupDigits(b.n), err)
+	if err := queuer.SubmitMany(ctx, r.env.pool, b.n, b.submission, copied.Store); err != nil {
+		return b, 0, fmt.Errorf("inserting %s submissions: %w", progress.GroupDigits(b.n), err)
 	}
 	return b, time.Since(start), nil
 }
 
-// cancelDistinct cancels the workload's submissions that are still in progress and deletes
-// their chunks, in one statement rather than one DELETE request each. It sends no NOTIFY:
-// none of their chunks is reserved any more, so the instances have nothing to drop, and
-// the submission infos they cached only take room until their cache is next cleared.
+// cancelDistinct cancels the workload's submissions that are still in progress, with the
+// engine's cancel (queuer.CancelMany: many per transaction rather than one DELETE request
+// each).
 func (r *benchRun) cancelDistinct(ctx context.Context, b distinctBacklog) error {
-	ctx, cancel := context.WithTimeout(ctx, benchDatabaseTimeout)
-	defer cancel()
-	conn, err := r.connectScratch(ctx)
-	if err != nil {
-		return err
+	ids := make([]int64, b.n)
+	for i := range ids {
+		ids[i] = b.id(int64(i))
 	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, distinctCancelSQL, pgx.NamedArgs{"first": b.first, "last": b.first + b.n - 1}); err != nil {
-		return fmt.Errorf("cancelling the %s submissions: %w", groupDigits(b.n), err)
+	var done atomic.Int64
+	stop := r.showProgress(func() string {
+		return fmt.Sprintf("distinct: cancelling the submissions: %d%%", progress.Percent(done.Load(), b.n))
+	})
+	defer stop()
+	if _, err := queuer.CancelMany(ctx, r.env.pool, ids, func(n int) { done.Store(int64(n)) }); err != nil {
+		return fmt.Errorf("cancelling the %s submissions: %w", progress.GroupDigits(b.n), err)
 	}
 	return nil
-}
-
-// connectScratch opens a connection to the scratch database.
-func (r *benchRun) connectScratch(ctx context.Context) (*pgx.Conn, error) {
-	url, err := scratchURL(r.env.adminURL, r.env.dbName)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the scratch database %s: %w", r.env.dbName, err)
-	}
-	return conn, nil
 }
 
 // holdDistinct reserves --distinct-held chunks with distinctStrategy through c, and keeps
 // them in h.
 func (r *benchRun) holdDistinct(ctx context.Context, c *client.Client, h *distinctHeld) error {
-	want := r.cfg.distinctHeld
+	want := r.cfg.DistinctHeld
 	var n atomic.Int64
 	stop := r.showProgress(func() string {
 		return fmt.Sprintf("distinct: %d / %d reservations held", n.Load(), want)
@@ -266,35 +210,24 @@ func (r *benchRun) holdDistinct(ctx context.Context, c *client.Client, h *distin
 }
 
 // distinctBacklog is the workload's submissions: n single-chunk submissions with ids
-// first, first+1, …; submission i has company_id i % values. Its methods return the rows
-// of submission i, as COPY takes them.
+// first, first+1, …; submission i has company_id i % values.
 type distinctBacklog struct {
 	first, n, values int64
-	shards           int
 }
 
 func (b distinctBacklog) id(i int64) int64    { return b.first + i }
 func (b distinctBacklog) value(i int64) int64 { return i % b.values }
 
-// submissionRow is the row of opsq.submissions: id, chunks_total, max_retries,
-// strategic_metadata.
-func (b distinctBacklog) submissionRow(i int64) []any {
-	metadata := json.RawMessage(`{"` + distinctKey + `": ` + strconv.FormatInt(b.value(i), 10) + `}`)
-	return []any{b.id(i), int32(1), int32(distinctMaxRetries), metadata}
-}
-
-// metadataRow is the row of opsq.strategic_metadata: key, value, submission_id.
-func (b distinctBacklog) metadataRow(i int64) []any {
-	return []any{distinctKey, json.RawMessage(strconv.FormatInt(b.value(i), 10)), b.id(i)}
-}
-
-// chunkRow is the row of opsq.chunks: submission_id, chunk_index, shard, random_order,
-// input.
-func (b distinctBacklog) chunkRow(i int64) []any {
-	id := b.id(i)
+// submission is submission i, as the engine's bulk insert takes it.
+func (b distinctBacklog) submission(i int64) queuer.SmallSubmission {
+	retries := distinctMaxRetries
 	input := strconv.AppendInt([]byte("distinct operation "), i, 10)
-	return []any{id, int32(0), int32(queuer.ShardOf(id, 0, b.shards)), int32(queuer.RandomOrder(id, 0, b.shards)),
-		append(input, " of the opsq bench"...)}
+	return queuer.SmallSubmission{
+		ID:                b.id(i),
+		StrategicMetadata: json.RawMessage(`{"` + distinctKey + `": ` + strconv.FormatInt(b.value(i), 10) + `}`),
+		MaxRetries:        &retries,
+		Chunks:            [][]byte{append(input, " of the opsq bench"...)},
+	}
 }
 
 // holds reports whether ch is the chunk of one of the submissions.

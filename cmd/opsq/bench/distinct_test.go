@@ -1,8 +1,7 @@
-package main
+package bench
 
 import (
 	"encoding/json"
-	"strconv"
 	"testing"
 
 	"opsq/client"
@@ -27,42 +26,35 @@ func TestBenchDistinctStrategy(t *testing.T) {
 	}
 }
 
-func TestBenchDistinctBacklogRows(t *testing.T) {
+func TestBenchDistinctBacklogSubmissions(t *testing.T) {
 	t.Parallel()
-	b := distinctBacklog{first: distinctFirstID, n: 1000, values: 7, shards: 64}
+	b := distinctBacklog{first: distinctFirstID, n: 1000, values: 7}
 	ids := map[int64]bool{}
-	perShard := map[int32]int{}
+	perShard := map[int]int{}
 	for i := range b.n {
-		sub, md, ch := b.submissionRow(i), b.metadataRow(i), b.chunkRow(i)
-		id := sub[0].(int64)
+		sub := b.submission(i)
+		id := sub.ID
 		if id <= 0 || id < distinctFirstID || ids[id] {
 			t.Fatalf("submission %d: id %d; want a new id from %d up", i, id, distinctFirstID)
 		}
 		ids[id] = true
-		if sub[1] != int32(1) || sub[2] != int32(distinctMaxRetries) {
-			t.Errorf("submission %d: chunks_total %v, max_retries %v; want 1 and %d", i, sub[1], sub[2], distinctMaxRetries)
+		if len(sub.Chunks) != 1 || sub.MaxRetries == nil || *sub.MaxRetries != distinctMaxRetries {
+			t.Errorf("submission %d: %d chunks, max_retries %v; want 1 and %d", i, len(sub.Chunks), sub.MaxRetries, distinctMaxRetries)
 		}
 		var metadata map[string]int64
-		if err := json.Unmarshal(sub[3].(json.RawMessage), &metadata); err != nil || len(metadata) != 1 || metadata[distinctKey] != i%7 {
-			t.Errorf("submission %d: strategic_metadata %s, %v; want {%q: %d}", i, sub[3], err, distinctKey, i%7)
+		if err := json.Unmarshal(sub.StrategicMetadata, &metadata); err != nil || len(metadata) != 1 || metadata[distinctKey] != i%7 {
+			t.Errorf("submission %d: strategic_metadata %s, %v; want {%q: %d}", i, sub.StrategicMetadata, err, distinctKey, i%7)
 		}
-		if md[0] != distinctKey || string(md[1].(json.RawMessage)) != strconv.FormatInt(i%7, 10) || md[2] != id {
-			t.Errorf("submission %d: strategic_metadata row %v; want %q, %d, %d", i, md, distinctKey, i%7, id)
-		}
-		shard, order := ch[2].(int32), ch[3].(int32)
-		if ch[0] != id || ch[1] != int32(0) || int(shard) != queuer.ShardOf(id, 0, 64) || int(order) != queuer.RandomOrder(id, 0, 64) {
-			t.Errorf("submission %d: chunk row %v; want its id, chunk 0, and the shard and random_order of queuer", i, ch[:4])
-		}
-		if len(ch[4].([]byte)) == 0 {
+		if len(sub.Chunks[0]) == 0 {
 			t.Errorf("submission %d: empty input", i)
 		}
-		perShard[shard]++
+		perShard[queuer.ShardOf(id, 0, 64)]++ // where the engine puts its chunk
 	}
 	// Single-chunk submissions land on shards by a hash of their id: all of them are used.
 	if len(perShard) != 64 {
 		t.Errorf("1000 submissions on %d shards; want all 64", len(perShard))
 	}
-	if got := string(b.chunkRow(42)[4].([]byte)); got != "distinct operation 42 of the opsq bench" {
+	if got := string(b.submission(42).Chunks[0]); got != "distinct operation 42 of the opsq bench" {
 		t.Errorf("input of submission 42 = %q", got)
 	}
 }

@@ -1,17 +1,13 @@
 //go:build linux
 
-package main
+package bench
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/url"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +21,7 @@ import (
 // clean environment, so the test builds opsq rather than running itself.
 func TestBenchAbuseRuns(t *testing.T) {
 	t.Parallel()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "opsq")
-	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building opsq: %v\n%s", err, out)
-	}
+	bin := buildOpsq(t)
 	dbURL := pgtest.NewDB(t)
 	u, err := url.Parse(dbURL)
 	if err != nil {
@@ -93,30 +82,6 @@ func TestBenchAbuseRuns(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("report:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	}
-}
-
-func TestParseBenchAbuseArgs(t *testing.T) {
-	t.Parallel()
-	cfg, err := parseBenchArgs([]string{"--workload", "abuse"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.abuseDuration != time.Minute || cfg.abuseStalls != 100 || cfg.abuseForged != 10_000 || cfg.abuseMethods != 3000 ||
-		cfg.abuseBigChunks != 10_000 || cfg.abuseKeys != 300_000 {
-		t.Errorf("got %+v; want the abuse defaults of issue 7", cfg)
-	}
-	cfg, err = parseBenchArgs([]string{"--workload", "abuse", "--abuse-duration", "5s", "--abuse-stalls", "3", "--abuse-forged", "7",
-		"--abuse-methods", "0", "--abuse-big-chunks", "9", "--abuse-keys", "40"}, io.Discard)
-	if err != nil || cfg.abuseDuration != 5*time.Second || cfg.abuseStalls != 3 || cfg.abuseForged != 7 || cfg.abuseMethods != 0 ||
-		cfg.abuseBigChunks != 9 || cfg.abuseKeys != 40 {
-		t.Errorf("got %+v, %v; want every abuse flag set", cfg, err)
-	}
-	for _, args := range [][]string{{"--abuse-duration", "0s"}, {"--abuse-stalls", "-1"}, {"--abuse-forged", "-1"},
-		{"--abuse-methods", "-1"}, {"--abuse-big-chunks", "0"}, {"--abuse-keys", "32"}} {
-		if _, err := parseBenchArgs(args, io.Discard); !errors.Is(err, errUsage) {
-			t.Errorf("parseBenchArgs(%q) = %v; want a usage error", args, err)
-		}
 	}
 }
 

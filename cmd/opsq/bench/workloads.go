@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"opsq/client"
+	"opsq/cmd/opsq/clustertest"
+	"opsq/cmd/opsq/progress"
 	"opsq/strategy"
 )
 
@@ -28,6 +30,8 @@ const (
 	latencyGrowthTarget = 2 // the larger backlog's percentiles over the smaller one's
 	rssTargetMB         = 300
 	burndownAim         = 1.5 // times River's rate
+	riverCPUTarget      = 0.5 // opsq's PostgreSQL CPU per chunk over River's per job, at most
+	riverWALTarget      = 0.2 // opsq's WAL per chunk over River's per job, at most
 	distinctP50TargetMs = 5   // prefer_distinct, 200 000 single-chunk submissions
 )
 
@@ -41,41 +45,49 @@ const burndownStallTimeout = 60 * time.Second
 // ingest times one NDJSON submission of --ingest-chunks chunks, then cancels it so that
 // it is not in the next workloads' backlog.
 func (r *benchRun) ingest(ctx context.Context) error {
-	n := r.cfg.ingestChunks
+	n := r.cfg.IngestChunks
 	created, took, err := r.submit(ctx, r.env.clients[0], n, "ingest")
 	if err != nil {
 		return err
 	}
 	defer r.discard(ctx, created.ID)
-	secs := measured("ingest.seconds", groupDigits(n)+" chunks, one NDJSON submission", took.Seconds(), unitSeconds)
+	secs := measured("ingest.seconds", progress.GroupDigits(n)+" chunks, one NDJSON submission", took.Seconds(), unitSeconds)
 	if n == ingestTargetChunks {
 		secs = secs.want("<=", ingestTargetSeconds)
 	} else {
-		secs = secs.note("the target, ≤ %d s, is for %s chunks", ingestTargetSeconds, groupDigits(ingestTargetChunks))
+		secs = secs.note("the target, ≤ %d s, is for %s chunks", ingestTargetSeconds, progress.GroupDigits(ingestTargetChunks))
 	}
 	// Below the design's size, the request's fixed costs weigh on the rate: no target.
 	rateRow := measured("ingest.rate", "rate", perSecond(n, took), unitRate)
 	if n >= ingestTargetChunks {
-		rateRow = rateRow.want(">=", ingestTargetChunks/ingestTargetSeconds).note("%s chunks in %d s", groupDigits(ingestTargetChunks), ingestTargetSeconds)
+		rateRow = rateRow.want(">=", ingestTargetChunks/ingestTargetSeconds).note("%s chunks in %d s", progress.GroupDigits(ingestTargetChunks), ingestTargetSeconds)
 	}
 	r.report.add(secs, rateRow)
-	r.say("ingest: %s", formatSubmitted(n, took))
+	r.say("ingest: %s", progress.Submitted(n, took))
 
-	r.line.show("ingest: cancelling the submission")
+	r.line.Show("ingest: cancelling the submission")
 	took, err = r.cancel(ctx, created.ID)
 	if err != nil {
 		return err
 	}
 	r.report.add(measured("ingest.cancel_seconds", "cancel the submission", took.Seconds(), unitSeconds).
-		note("deletes its %s chunks; no target", groupDigits(n)))
-	r.say("ingest: cancelled the submission in %s", formatDuration(took))
+		note("deletes its %s chunks; no target", progress.GroupDigits(n)))
+	r.say("ingest: cancelled the submission in %s", progress.Duration(took))
 	return nil
 }
 
 // burndown inserts --burndown-chunks chunks (untimed), then --consumers consumers reserve
 // and complete them until the submission is completed.
 func (r *benchRun) burndown(ctx context.Context) error {
-	n := r.cfg.burndownChunks
+	n := r.cfg.BurndownChunks
+	var river *riverResult
+	if r.cfg.River {
+		res, err := r.river(ctx, n)
+		if err != nil {
+			return fmt.Errorf("River: %w", err)
+		}
+		river = &res
+	}
 	created, _, err := r.submit(ctx, r.env.clients[0], n, "burndown backlog")
 	if err != nil {
 		return err
@@ -84,12 +96,16 @@ func (r *benchRun) burndown(ctx context.Context) error {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	b := &burndown{id: created.ID, total: n, deliveries: make([]atomic.Int32, n), finish: cancel}
+	before, err := r.env.cost.sample(ctx)
+	if err != nil {
+		return err
+	}
 	b.start = time.Now()
 	var wg sync.WaitGroup
-	for i := range r.cfg.consumers {
+	for i := range r.cfg.Consumers {
 		c := r.env.clients[i%len(r.env.clients)]
 		wg.Go(func() {
-			if err := b.consume(runCtx, c, r.cfg.max, fmt.Sprintf("bench-consumer-%d", i)); err != nil {
+			if err := b.consume(runCtx, c, r.cfg.Max, fmt.Sprintf("bench-consumer-%d", i)); err != nil {
 				cancel(err)
 			}
 		})
@@ -105,6 +121,10 @@ func (r *benchRun) burndown(ctx context.Context) error {
 		return cause
 	}
 	took := b.end.Sub(b.start)
+	spent, err := r.env.cost.since(ctx, before)
+	if err != nil {
+		return err
+	}
 
 	st, err := r.env.clients[0].Status(ctx, b.id, 10*time.Second)
 	if err != nil {
@@ -124,23 +144,55 @@ func (r *benchRun) burndown(ctx context.Context) error {
 		r.broke("burndown: %d completions answered other than %q", o, client.StatusCompleted)
 	}
 
-	rateRow := measured("burndown.rate", fmt.Sprintf("%s chunks, %d consumers, max %d", groupDigits(n), r.cfg.consumers, r.cfg.max),
+	rateRow := measured("burndown.rate", fmt.Sprintf("%s chunks, %d consumers, max %d", progress.GroupDigits(n), r.cfg.Consumers, r.cfg.Max),
 		perSecond(n, took), unitRate)
-	if r.cfg.riverRate > 0 {
-		rateRow = rateRow.want(">=", r.cfg.riverRate).note("River's bench (--river-rate); the aim is %s chunks/s",
-			groupDigits(int64(r.cfg.riverRate*burndownAim)))
-	} else {
-		rateRow = rateRow.note("target: River's bench burn-down on the same PostgreSQL (give it with --river-rate); aim 1.5×")
+	switch {
+	case river != nil:
+		rateRow = rateRow.want(">=", river.JobsPerSecond).note("River's burn-down in this run (--river); the aim is %s chunks/s",
+			progress.GroupDigits(int64(river.JobsPerSecond*burndownAim)))
+	case r.cfg.RiverRate > 0:
+		rateRow = rateRow.want(">=", r.cfg.RiverRate).note("River's bench (--river-rate); the aim is %s chunks/s",
+			progress.GroupDigits(int64(r.cfg.RiverRate*burndownAim)))
+	default:
+		rateRow = rateRow.note("target: River's bench burn-down on the same PostgreSQL (measure it with --river); aim 1.5×")
 	}
-	r.report.add(rateRow,
+	cpuRow, walRow := r.costRows("burndown.pg_cpu_per_chunk", "burndown.wal_per_chunk", "chunk", spent, n)
+	r.report.add(rateRow, cpuRow, walRow,
 		measured("burndown.seconds", "seconds, first reserve to submission completed", took.Seconds(), unitSeconds),
 		measured("burndown.handed_out_twice", "chunks handed out twice", float64(twice), unitCount).want("==", 0))
 	if f := b.foreign.Load(); f > 0 {
 		r.report.add(measured("burndown.other_chunks", "chunks of other submissions", float64(f), unitCount).note("left over from earlier workloads"))
 	}
-	r.say("burndown: %s chunks in %s (%s chunks/s), %d handed out twice", groupDigits(n), formatDuration(took),
-		groupDigits(roundSignificant(perSecond(n, took), 3)), twice)
+	if river != nil {
+		r.report.add(river.rows(perSecond(n, took), n, spent)...)
+	}
+	cpu, wal := spent.perItem(n)
+	r.say("burndown: %s chunks in %s (%s chunks/s), %d handed out twice; PostgreSQL %s, %.0f bytes of WAL per chunk", progress.GroupDigits(n), progress.Duration(took),
+		progress.GroupDigits(progress.RoundSignificant(perSecond(n, took), 3)), twice, r.describeCPU(cpu, "chunk"), wal)
 	return nil
+}
+
+// costRows are the rows of what PostgreSQL spent per item (a chunk, a job) over n items:
+// its CPU, when measured, and its WAL.
+func (r *benchRun) costRows(cpuKey, walKey, item string, spent pgSpent, n int64) (cpuRow, walRow benchRow) {
+	cpu, wal := spent.perItem(n)
+	cpuRow = measured(cpuKey, "PostgreSQL CPU per "+item, cpu, unitMicros).
+		note("%s of CPU of the server's processes (/proc) over %s %ss", progress.Duration(spent.cpu), progress.GroupDigits(n), item)
+	if !r.env.cost.cpuMeasured() {
+		cpuRow = measured(cpuKey, "PostgreSQL CPU per "+item, 0, unitMicros).note("not measured: %s", r.env.cost.notLocal)
+	}
+	walRow = measured(walKey, "WAL bytes per "+item, wal, unitBytes).
+		note("%s of WAL (pg_current_wal_insert_lsn) over %s %ss", progress.Bytes(spent.wal), progress.GroupDigits(n), item)
+	return cpuRow, walRow
+}
+
+// describeCPU writes PostgreSQL's CPU per item for the progress lines: "41.2 µs of CPU per
+// chunk", or "CPU not measured".
+func (r *benchRun) describeCPU(micros float64, item string) string {
+	if !r.env.cost.cpuMeasured() {
+		return "CPU not measured"
+	}
+	return fmt.Sprintf("%.1f µs of CPU per %s", micros, item)
 }
 
 // errBurndownDone stops the consumers once every chunk is completed.
@@ -238,7 +290,7 @@ func (b *burndown) watch(ctx context.Context) {
 			last, since = d, time.Now()
 		} else if time.Since(since) > burndownStallTimeout {
 			b.finish(fmt.Errorf("no chunk completed for %s, %s of %s done: chunks lost, or a server stuck",
-				burndownStallTimeout, groupDigits(d), groupDigits(b.total)))
+				burndownStallTimeout, progress.GroupDigits(d), progress.GroupDigits(b.total)))
 			return
 		}
 	}
@@ -247,8 +299,8 @@ func (b *burndown) watch(ctx context.Context) {
 // describe is the progress line of the burn-down.
 func (b *burndown) describe() string {
 	done := b.done.Load()
-	return fmt.Sprintf("burndown: %s / %s chunks done (%d%%), %s chunks/s, %d handed out twice", groupDigits(done), groupDigits(b.total),
-		percent(done, b.total), groupDigits(roundSignificant(perSecond(done, time.Since(b.start)), 3)), b.twice.Load())
+	return fmt.Sprintf("burndown: %s / %s chunks done (%d%%), %s chunks/s, %d handed out twice", progress.GroupDigits(done), progress.GroupDigits(b.total),
+		progress.Percent(done, b.total), progress.GroupDigits(progress.RoundSignificant(perSecond(done, time.Since(b.start)), 3)), b.twice.Load())
 }
 
 // latencyMetadata is the strategic metadata of the latency backlog, so that the strategies
@@ -264,20 +316,20 @@ func (r *benchRun) latency(ctx context.Context) error {
 	c := r.env.clients[0]
 	var stats []latencyStats // random's, per backlog
 	prev := ""
-	for _, size := range r.cfg.backlogs {
+	for _, size := range r.cfg.Backlogs {
 		if prev != "" {
 			if _, err := r.cancel(ctx, prev); err != nil {
 				return err
 			}
 		}
-		label := "latency backlog " + groupDigits(size)
+		label := "latency backlog " + progress.GroupDigits(size)
 		created, _, err := r.submitWith(ctx, c, size, label, latencyMetadata)
 		if err != nil {
 			return err
 		}
 		defer r.discard(ctx, created.ID)
 		prev = created.ID
-		for _, n := range r.cfg.strategies {
+		for _, n := range r.cfg.Strategies {
 			js, err := json.Marshal(n)
 			if err != nil {
 				return err
@@ -288,8 +340,8 @@ func (r *benchRun) latency(ctx context.Context) error {
 				return fmt.Errorf("%s: %w", n, err)
 			}
 			st, ct := summarize(reserves), summarize(completes)
-			at, key := "backlog "+groupDigits(size)+", ", fmt.Sprintf("latency.%d.", size)
-			if n.Kind != strategy.Random || len(r.cfg.strategies) > 1 {
+			at, key := "backlog "+progress.GroupDigits(size)+", ", fmt.Sprintf("latency.%d.", size)
+			if n.Kind != strategy.Random || len(r.cfg.Strategies) > 1 {
 				at += n.String() + ", "
 				key += n.String() + "."
 			}
@@ -313,19 +365,19 @@ func (r *benchRun) latency(ctx context.Context) error {
 	if _, err := r.cancel(ctx, prev); err != nil {
 		return err
 	}
-	if len(stats) < 2 || len(stats) != len(r.cfg.backlogs) {
+	if len(stats) < 2 || len(stats) != len(r.cfg.Backlogs) {
 		return nil
 	}
 	small, large := 0, 0
-	for i, size := range r.cfg.backlogs {
-		if size < r.cfg.backlogs[small] {
+	for i, size := range r.cfg.Backlogs {
+		if size < r.cfg.Backlogs[small] {
 			small = i
 		}
-		if size > r.cfg.backlogs[large] {
+		if size > r.cfg.Backlogs[large] {
 			large = i
 		}
 	}
-	growth := fmt.Sprintf("backlog %s over %s, ", groupDigits(r.cfg.backlogs[large]), groupDigits(r.cfg.backlogs[small]))
+	growth := fmt.Sprintf("backlog %s over %s, ", progress.GroupDigits(r.cfg.Backlogs[large]), progress.GroupDigits(r.cfg.Backlogs[small]))
 	r.report.add(
 		measured("latency.growth_p50", growth+"p50", durationRatio(stats[large].P50, stats[small].P50), unitRatio).want("<=", latencyGrowthTarget),
 		measured("latency.growth_p99", growth+"p99", durationRatio(stats[large].P99, stats[small].P99), unitRatio).want("<=", latencyGrowthTarget),
@@ -338,14 +390,14 @@ func (r *benchRun) latency(ctx context.Context) error {
 // seen, if not nil, is called with the chunk of each timed reserve, before its complete.
 func (r *benchRun) timeReserves(ctx context.Context, c *client.Client, req client.ReserveRequest, label string,
 	seen func(client.ReservedChunk)) (reserves, completes []time.Duration, err error) {
-	reserves = make([]time.Duration, 0, r.cfg.samples)
-	completes = make([]time.Duration, 0, r.cfg.samples)
+	reserves = make([]time.Duration, 0, r.cfg.Samples)
+	completes = make([]time.Duration, 0, r.cfg.Samples)
 	var timed atomic.Int64
 	stop := r.showProgress(func() string {
-		return fmt.Sprintf("%s: %d / %d reserves timed", label, timed.Load(), r.cfg.samples)
+		return fmt.Sprintf("%s: %d / %d reserves timed", label, timed.Load(), r.cfg.Samples)
 	})
 	defer stop()
-	for i := range latencyWarmup + r.cfg.samples {
+	for i := range latencyWarmup + r.cfg.Samples {
 		start := time.Now()
 		chunks, err := c.Reserve(ctx, req)
 		took := time.Since(start)
@@ -378,7 +430,7 @@ func (r *benchRun) timeReserves(ctx context.Context, c *client.Client, req clien
 // reservations, all reserved from it alone.
 func (r *benchRun) rss(ctx context.Context) error {
 	inst, c := r.env.instances[0], r.env.clients[0]
-	want := r.cfg.rssReservations
+	want := r.cfg.RSSReservations
 	cl, err := c.Cluster(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the cluster: %w", err)
@@ -404,7 +456,7 @@ func (r *benchRun) rss(ctx context.Context) error {
 
 	var reserved atomic.Int64
 	stop := r.showProgress(func() string {
-		return fmt.Sprintf("rss: %s / %s chunks reserved from instance 0", groupDigits(reserved.Load()), groupDigits(want))
+		return fmt.Sprintf("rss: %s / %s chunks reserved from instance 0", progress.GroupDigits(reserved.Load()), progress.GroupDigits(want))
 	})
 	for reserved.Load() < want {
 		req := client.ReserveRequest{Max: int(min(1000, want-reserved.Load())), Strategy: randomStrategy, Lease: "1h", Consumer: "bench-rss"}
@@ -417,7 +469,7 @@ func (r *benchRun) rss(ctx context.Context) error {
 			// Measure what was reached, but fail the bench: work was there.
 			stop()
 			r.broke("rss: a reserve gave no chunk after %s reservations, with %s chunks of the backlog of %s still reservable",
-				groupDigits(reserved.Load()), groupDigits(backlog-reserved.Load()), groupDigits(backlog))
+				progress.GroupDigits(reserved.Load()), progress.GroupDigits(backlog-reserved.Load()), progress.GroupDigits(backlog))
 			break
 		}
 		reserved.Add(int64(len(chunks)))
@@ -438,12 +490,12 @@ func (r *benchRun) rss(ctx context.Context) error {
 	heldRow := measured("rss.reservations_held", "live reservations held by instance 0", float64(held), unitCount).
 		note("in-flight counts of its shards in /v1/cluster")
 	if held < reserved.Load() {
-		heldRow = heldRow.note("in /v1/cluster, of %s reserved through it: the rest were forwarded to other instances", groupDigits(reserved.Load()))
+		heldRow = heldRow.note("in /v1/cluster, of %s reserved through it: the rest were forwarded to other instances", progress.GroupDigits(reserved.Load()))
 	}
-	rssRow := measured("rss.vmrss_mb", fmt.Sprintf("VmRSS of instance 0 holding %s reservations", groupDigits(held)), kbToMB(after), unitMB).
+	rssRow := measured("rss.vmrss_mb", fmt.Sprintf("VmRSS of instance 0 holding %s reservations", progress.GroupDigits(held)), kbToMB(after), unitMB).
 		want("<", rssTargetMB)
 	if held < want {
-		rssRow = rssRow.note("not the %s reservations the target is for", groupDigits(want))
+		rssRow = rssRow.note("not the %s reservations the target is for", progress.GroupDigits(want))
 	}
 	r.report.add(
 		rssRow,
@@ -452,7 +504,7 @@ func (r *benchRun) rss(ctx context.Context) error {
 		heldRow,
 	)
 	r.say("rss: instance 0 holds %s reservations: VmRSS %.1f MB (%.1f MB before), peak %.1f MB",
-		groupDigits(held), kbToMB(after), kbToMB(before), kbToMB(peak))
+		progress.GroupDigits(held), kbToMB(after), kbToMB(before), kbToMB(peak))
 	return nil
 }
 
@@ -470,7 +522,7 @@ func (r *benchRun) waitInflight(ctx context.Context, id string, n int64) (int64,
 		if int64(inflight) >= n || time.Now().After(deadline) {
 			return int64(inflight), nil
 		}
-		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+		if err := clustertest.SleepCtx(ctx, 500*time.Millisecond); err != nil {
 			return 0, err
 		}
 	}
@@ -500,16 +552,16 @@ func (r *benchRun) submitWith(ctx context.Context, c *client.Client, n int64, la
 	stop := r.showProgress(func() string {
 		sent, elapsed := gen.made.Load(), time.Since(start)
 		if sent == n {
-			return fmt.Sprintf("%s: %s chunks sent, waiting for the server to commit, %s", label, groupDigits(n), formatDuration(elapsed))
+			return fmt.Sprintf("%s: %s chunks sent, waiting for the server to commit, %s", label, progress.GroupDigits(n), progress.Duration(elapsed))
 		}
-		return fmt.Sprintf("%s: sent %s / %s chunks (%d%%), %s chunks/s", label, groupDigits(sent), groupDigits(n),
-			percent(sent, n), groupDigits(roundSignificant(perSecond(sent, elapsed), 3)))
+		return fmt.Sprintf("%s: sent %s / %s chunks (%d%%), %s chunks/s", label, progress.GroupDigits(sent), progress.GroupDigits(n),
+			progress.Percent(sent, n), progress.GroupDigits(progress.RoundSignificant(perSecond(sent, elapsed), 3)))
 	})
 	created, err := c.SubmitNDJSON(ctx, client.SubmissionHeader{Metadata: "opsq bench: " + label, StrategicMetadata: meta}, gen)
 	took := time.Since(start)
 	stop()
 	if err != nil {
-		return created, took, fmt.Errorf("submitting %s chunks: %w", groupDigits(n), err)
+		return created, took, fmt.Errorf("submitting %s chunks: %w", progress.GroupDigits(n), err)
 	}
 	if created.ChunksTotal != n {
 		r.broke("%s: the server counted %d chunks of the %d sent", label, created.ChunksTotal, n)

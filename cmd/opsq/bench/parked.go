@@ -1,13 +1,11 @@
-package main
+package bench
 
 import (
 	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"opsq/client"
+	"opsq/cmd/opsq/progress"
 )
 
 // The parked workload (DESIGN.md §6): many consumers long-poll the instances while there is
@@ -26,12 +25,6 @@ const (
 	parkedServedTargetSeconds = 1   // the last parked consumer has its chunk
 	parkedCostTargetKB        = 20  // a parked consumer's share of an instance's memory
 	producerToldP99TargetMs   = 250 // from a submission's last completion to its producer told
-)
-
-// Defaults of the parked workload's flags: DESIGN.md §6's sizes.
-const (
-	benchParkedConsumersDefault = 10_000
-	benchParkedProducersDefault = 10_000
 )
 
 // parkedWait is the wait of a parked consumer's reserve and of a producer's status wait.
@@ -89,7 +82,7 @@ func (r *benchRun) instancesRSS() ([]int64, error) {
 
 // parked runs both halves of the workload.
 func (r *benchRun) parked(ctx context.Context) error {
-	need := uint64(max(r.cfg.parkedConsumers, r.cfg.parkedProducers)) + 1024
+	need := uint64(max(r.cfg.ParkedConsumers, r.cfg.ParkedProducers)) + 1024
 	got, err := raiseFileLimit(need)
 	if err != nil {
 		return fmt.Errorf("raising the limit of open files: %w", err)
@@ -107,7 +100,7 @@ func (r *benchRun) parked(ctx context.Context) error {
 // consumer i on instance i % --instances, then submits as many chunks in one submission
 // and times until each consumer has one.
 func (r *benchRun) parkedConsumers(ctx context.Context) error {
-	n := r.cfg.parkedConsumers
+	n := r.cfg.ParkedConsumers
 	clients, closeClients := r.parkedClients(n)
 	defer closeClients()
 	before, err := r.instancesRSS()
@@ -140,7 +133,7 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 		})
 	}
 	stop := r.showProgress(func() string {
-		return fmt.Sprintf("parked: %s / %s consumers sent their reserve", groupDigits(sent.Load()), groupDigits(int64(n)))
+		return fmt.Sprintf("parked: %s / %s consumers sent their reserve", progress.GroupDigits(sent.Load()), progress.GroupDigits(int64(n)))
 	})
 	for sent.Load()+failures.Load() < int64(n) && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
@@ -157,7 +150,7 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sampled := fmt.Sprintf("sampled once the instances went quiet, %s after the last reserve was sent", formatDuration(time.Since(quietStart)))
+	sampled := fmt.Sprintf("sampled once the instances went quiet, %s after the last reserve was sent", progress.Duration(time.Since(quietStart)))
 	if !quiet {
 		sampled = fmt.Sprintf("the instances did not go quiet (under %s of CPU a second) within %s: sampled then", parkedQuietCPU, parkedQuietDeadline)
 		r.say("parked: %s", sampled)
@@ -186,7 +179,7 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 				served++
 			}
 		}
-		return fmt.Sprintf("parked: %s / %s consumers served, %s", groupDigits(int64(served)), groupDigits(int64(n)), formatDuration(time.Since(start)))
+		return fmt.Sprintf("parked: %s / %s consumers served, %s", progress.GroupDigits(int64(served)), progress.GroupDigits(int64(n)), progress.Duration(time.Since(start)))
 	})
 	wg.Wait()
 	stop()
@@ -243,16 +236,16 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 		costs = append(costs, fmt.Sprintf("%.1f", kb))
 	}
 	r.report.add(
-		measured("parked.served_last_seconds", fmt.Sprintf("%s parked consumers, %s chunks arrive: the last served", groupDigits(int64(n)), groupDigits(int64(n))),
+		measured("parked.served_last_seconds", fmt.Sprintf("%s parked consumers, %s chunks arrive: the last served", progress.GroupDigits(int64(n)), progress.GroupDigits(int64(n))),
 			st.Max.Seconds(), unitSeconds).want("<=", parkedServedTargetSeconds).
-			note("from the start of the submission (it took %s)", formatDuration(took)),
+			note("from the start of the submission (it took %s)", progress.Duration(took)),
 		measured("parked.served_p50", "served, p50", inMillis(st.P50), unitMillis),
 		measured("parked.served_p99", "served, p99", inMillis(st.P99), unitMillis),
 		measured("parked.cost_kb", "instance memory per parked consumer (worst instance)", worst, "KB").
 			want("<=", parkedCostTargetKB).note("RSS delta / parked consumers, per instance: %s KB; %s", strings.Join(costs, ", "), sampled),
 	)
 	r.say("parked: %s consumers served, the last %s after the submission began (p50 %s, p99 %s); %.1f KB per parked consumer",
-		groupDigits(int64(len(waits))), formatDuration(st.Max), formatDuration(st.P50), formatDuration(st.P99), worst)
+		progress.GroupDigits(int64(len(waits))), progress.Duration(st.Max), progress.Duration(st.P50), progress.Duration(st.P99), worst)
 	return r.completeAll(ctx, comps)
 }
 
@@ -291,13 +284,13 @@ func (r *benchRun) completeAll(ctx context.Context, comps []client.Completion) e
 // complete the chunks, and each producer's delay is from the start of the completion of
 // its chunk to its status answer.
 func (r *benchRun) waitingProducers(ctx context.Context) error {
-	n := r.cfg.parkedProducers
+	n := r.cfg.ParkedProducers
 	clients, closeClients := r.parkedClients(n)
 	defer closeClients()
 	ids := make([]string, n)
 	var made atomic.Int64
 	stop := r.showProgress(func() string {
-		return fmt.Sprintf("producers: %s / %s one-chunk submissions made", groupDigits(made.Load()), groupDigits(int64(n)))
+		return fmt.Sprintf("producers: %s / %s one-chunk submissions made", progress.GroupDigits(made.Load()), progress.GroupDigits(int64(n)))
 	})
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
@@ -354,7 +347,7 @@ func (r *benchRun) waitingProducers(ctx context.Context) error {
 		})
 	}
 	stop = r.showProgress(func() string {
-		return fmt.Sprintf("producers: %s / %s waiting on their submission", groupDigits(sent.Load()), groupDigits(int64(n)))
+		return fmt.Sprintf("producers: %s / %s waiting on their submission", progress.GroupDigits(sent.Load()), progress.GroupDigits(int64(n)))
 	})
 	for sent.Load()+failures.Load() < int64(n) && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
@@ -370,7 +363,7 @@ func (r *benchRun) waitingProducers(ctx context.Context) error {
 	completed := make([]time.Time, n)
 	var done atomic.Int64
 	stop = r.showProgress(func() string {
-		return fmt.Sprintf("producers: %s / %s chunks completed", groupDigits(done.Load()), groupDigits(int64(n)))
+		return fmt.Sprintf("producers: %s / %s chunks completed", progress.GroupDigits(done.Load()), progress.GroupDigits(int64(n)))
 	})
 	var consumers sync.WaitGroup
 	var consumeErr atomic.Value
@@ -424,13 +417,13 @@ func (r *benchRun) waitingProducers(ctx context.Context) error {
 	}
 	st := summarize(delays)
 	r.report.add(
-		measured("parked.producer_told_p99", fmt.Sprintf("%s producers waiting: told after the last completion, p99", groupDigits(int64(n))),
+		measured("parked.producer_told_p99", fmt.Sprintf("%s producers waiting: told after the last completion, p99", progress.GroupDigits(int64(n))),
 			inMillis(st.P99), unitMillis).want("<=", producerToldP99TargetMs).note("from the start of the completion request"),
 		measured("parked.producer_told_p50", "told, p50", inMillis(st.P50), unitMillis),
 		measured("parked.producer_told_max", "told, max", inMillis(st.Max), unitMillis),
 	)
 	r.say("producers: %s told their submission completed, p50 %s, p99 %s, max %s after its completion began",
-		groupDigits(int64(len(delays))), formatDuration(st.P50), formatDuration(st.P99), formatDuration(st.Max))
+		progress.GroupDigits(int64(len(delays))), progress.Duration(st.P50), progress.Duration(st.P99), progress.Duration(st.Max))
 	return nil
 }
 
@@ -491,38 +484,4 @@ func settle(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-// userHZ is the unit of the CPU times in /proc/<pid>/stat: USER_HZ, 100 on Linux.
-const userHZ = 100
-
-// procCPU returns the CPU time process pid used so far, user and system, from
-// /proc/<pid>/stat.
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading the CPU time of process %d: %w", pid, err)
-	}
-	return parseProcStat(string(b))
-}
-
-// parseProcStat returns the user and system CPU time of the text of /proc/<pid>/stat.
-func parseProcStat(stat string) (time.Duration, error) {
-	i := strings.LastIndexByte(stat, ')') // the command name, before it, may hold spaces
-	if i < 0 {
-		return 0, fmt.Errorf("unexpected /proc/<pid>/stat %q", stat)
-	}
-	f := strings.Fields(stat[i+1:]) // f[0] is field 3 (state): utime is field 14, stime 15
-	if len(f) < 13 {
-		return 0, fmt.Errorf("unexpected /proc/<pid>/stat %q", stat)
-	}
-	var ticks int64
-	for _, v := range f[11:13] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("unexpected /proc/<pid>/stat %q", stat)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / userHZ, nil
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -29,6 +29,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/client"
+	"opsq/cmd/opsq/clustertest"
+	"opsq/cmd/opsq/progress"
 	"opsq/queuer"
 )
 
@@ -64,7 +66,6 @@ func (r *benchRun) abuse(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer a.close()
 	return a.run(ctx)
 }
 
@@ -95,19 +96,7 @@ type abuseRun struct {
 }
 
 func newAbuse(ctx context.Context, r *benchRun) (*abuseRun, error) {
-	dbURL, err := scratchURL(r.env.adminURL, r.env.dbName)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return nil, err
-	}
-	cfg.MaxConns = 4
-	db, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the scratch database: %w", err)
-	}
+	db := r.env.pool
 	a := &abuseRun{r: r, db: db, counter: newStatusCounter(), ledger: newAbuseLedger(), shards: r.env.shardCount,
 		peakRSS: make([]atomic.Int64, len(r.env.instances))}
 	a.mu.answers, a.mu.created, a.mu.notes = map[string]map[string]int{}, map[string]string{}, map[string]string{}
@@ -119,17 +108,14 @@ func newAbuse(ctx context.Context, r *benchRun) (*abuseRun, error) {
 	}
 	var soft string
 	if err := db.QueryRow(ctx, `SELECT value FROM opsq.settings WHERE key = 'claim_soft_expiry'`).Scan(&soft); err != nil {
-		db.Close()
 		return nil, fmt.Errorf("reading claim_soft_expiry: %w", err)
 	}
+	var err error
 	if a.soft, err = time.ParseDuration(soft); err != nil {
-		db.Close()
 		return nil, fmt.Errorf("claim_soft_expiry %q: %w", soft, err)
 	}
 	return a, nil
 }
-
-func (a *abuseRun) close() { a.db.Close() }
 
 // answered records the answer to a hostile request: its status code, or what went wrong.
 func (a *abuseRun) answered(name string, status string) {
@@ -151,7 +137,7 @@ func (a *abuseRun) note(name, format string, args ...any) {
 // --abuse-duration, lets the burn-down finish, and reports.
 func (a *abuseRun) run(ctx context.Context) error {
 	cfg := a.r.cfg
-	a.r.line.show("abuse: preparing the results stream, the target chunks and the big backlog")
+	a.r.line.Show("abuse: preparing the results stream, the target chunks and the big backlog")
 	resultsID, resultsBytes, err := a.prepareResults(ctx)
 	if err != nil {
 		return err
@@ -191,11 +177,11 @@ func (a *abuseRun) run(ctx context.Context) error {
 	// The attacks, for --abuse-duration.
 	start := time.Now()
 	stop := a.r.showProgress(func() string {
-		return fmt.Sprintf("abuse: attacking for %s (stalls held %s); burn-down: %s chunks completed", formatDuration(time.Since(start)),
-			formatDuration(cfg.abuseDuration), groupDigits(a.ledger.completedCount()))
+		return fmt.Sprintf("abuse: attacking for %s (stalls held %s); burn-down: %s chunks completed", progress.Duration(time.Since(start)),
+			progress.Duration(cfg.AbuseDuration), progress.GroupDigits(a.ledger.completedCount()))
 	})
 	// The stalls last the duration; every other attack is sent whole, however long it takes.
-	actx, stopAttacks := context.WithTimeout(ctx, cfg.abuseDuration)
+	actx, stopAttacks := context.WithTimeout(ctx, cfg.AbuseDuration)
 	defer stopAttacks()
 	var attacks sync.WaitGroup
 	var uploads, readers stallResults
@@ -213,7 +199,7 @@ func (a *abuseRun) run(ctx context.Context) error {
 	// Let the burn-down finish.
 	stopProducers()
 	stop = a.r.showProgress(func() string {
-		return fmt.Sprintf("abuse: attacks over; waiting for the burn-down to finish: %s chunks completed", groupDigits(a.ledger.completedCount()))
+		return fmt.Sprintf("abuse: attacks over; waiting for the burn-down to finish: %s chunks completed", progress.GroupDigits(a.ledger.completedCount()))
 	})
 	finished := a.waitBurndown(ctx)
 	stop()
@@ -318,7 +304,7 @@ func (a *abuseRun) prepareTargets(ctx context.Context) (string, []string, error)
 // abuseBigMetadata bytes of metadata (both within the bounds), for the reserve of max
 // 10 000 over them.
 func (a *abuseRun) prepareBig(ctx context.Context) ([]string, error) {
-	n := a.r.cfg.abuseBigChunks
+	n := a.r.cfg.AbuseBigChunks
 	metadata := strings.Repeat("m", abuseBigMetadata)
 	input := strings.Repeat("i", abuseBigInput)
 	var ids []string
@@ -376,7 +362,7 @@ func (a *abuseRun) consume(ctx context.Context, c *client.Client, name string) {
 		if err != nil {
 			if ctx.Err() == nil {
 				a.ledger.errors.Add(1)
-				_ = sleep(ctx, 100*time.Millisecond)
+				_ = clustertest.SleepCtx(ctx, 100*time.Millisecond)
 			}
 			continue
 		}
@@ -417,7 +403,7 @@ func (a *abuseRun) waitBurndown(ctx context.Context) bool {
 		if err == nil && finished == len(ids) {
 			return true
 		}
-		if sleep(ctx, 500*time.Millisecond) != nil {
+		if clustertest.SleepCtx(ctx, 500*time.Millisecond) != nil {
 			return false
 		}
 	}
@@ -432,7 +418,7 @@ func (a *abuseRun) sampleRSS(ctx context.Context) {
 				a.peakRSS[i].Store(kb)
 			}
 		}
-		_ = sleep(ctx, abuseSampleEvery)
+		_ = clustertest.SleepCtx(ctx, abuseSampleEvery)
 	}
 }
 
@@ -447,7 +433,7 @@ func (a *abuseRun) sampleClaims(ctx context.Context) {
 			storeMax(&a.oldestRenew, int64(renew))
 			storeMax(&a.oldestBeat, int64(beat))
 		}
-		_ = sleep(ctx, abuseSampleEvery)
+		_ = clustertest.SleepCtx(ctx, abuseSampleEvery)
 	}
 }
 
@@ -473,7 +459,7 @@ func (a *abuseRun) sampleReady(ctx context.Context) {
 				}
 			}
 		}
-		_ = sleep(ctx, 500*time.Millisecond)
+		_ = clustertest.SleepCtx(ctx, 500*time.Millisecond)
 	}
 }
 
@@ -534,7 +520,7 @@ func hostileRequests(tokens []string, bigMax, keyCount int, chunkCountTimeout ti
 		post("metadata of 1 MiB + 1", "/v1/submissions", 400, js(map[string]any{"chunks": []string{"x"}, "metadata": bigMetadata, "strategic_metadata": tagged("metadata")})),
 		{name: "metadata of 1 MiB + 1, NDJSON", want: 400, method: http.MethodPost, path: "/v1/submissions", ctype: "application/x-ndjson",
 			body: ndjson(map[string]any{"metadata": bigMetadata, "strategic_metadata": tagged("metadata_ndjson")}, `"x"`)},
-		post(groupDigits(int64(keyCount))+" strategic keys", "/v1/submissions", 400, js(map[string]any{"chunks": []string{"x"}, "strategic_metadata": keys})),
+		post(progress.GroupDigits(int64(keyCount))+" strategic keys", "/v1/submissions", 400, js(map[string]any{"chunks": []string{"x"}, "strategic_metadata": keys})),
 		post("strategic key of 2 800 bytes", "/v1/submissions", 400, js(map[string]any{"chunks": []string{"x"}, "strategic_metadata": longKey})),
 		post("strategic value of 2 800 bytes", "/v1/submissions", 400, js(map[string]any{"chunks": []string{"x"}, "strategic_metadata": longValue})),
 		post("NUL in metadata", "/v1/submissions", 400, js(map[string]any{"chunks": []string{"x"}, "metadata": "a\x00b", "strategic_metadata": tagged("nul_metadata")})),
@@ -564,7 +550,7 @@ func hostileRequests(tokens []string, bigMax, keyCount int, chunkCountTimeout ti
 				break
 			}
 		}
-		return fmt.Sprintf("%s answer, %d chunks", formatBytes(n), chunks)
+		return fmt.Sprintf("%s answer, %d chunks", progress.Bytes(n), chunks)
 	}
 	return append(reqs, big, big)
 }
@@ -573,7 +559,7 @@ func hostileRequests(tokens []string, bigMax, keyCount int, chunkCountTimeout ti
 // chunk_count 100 000 001 is given at most 10 s, and less in a run shorter than that.
 func (a *abuseRun) hostileRequests(tokens []string) []hostileRequest {
 	cfg := a.r.cfg
-	return hostileRequests(tokens, min(10_000, cfg.abuseBigChunks), cfg.abuseKeys, min(10*time.Second, cfg.abuseDuration))
+	return hostileRequests(tokens, min(10_000, cfg.AbuseBigChunks), cfg.AbuseKeys, min(10*time.Second, cfg.AbuseDuration))
 }
 
 // randomLetters returns n random letters, which compress poorly.
@@ -612,9 +598,9 @@ func (a *abuseRun) hostileInputs(ctx context.Context, tokens []string) {
 		}
 		a.answered(hr.name, strconv.Itoa(resp.StatusCode))
 		if hr.answer != nil {
-			a.note(hr.name, "%s in %s", hr.answer(resp.Body), formatDuration(time.Since(started)))
+			a.note(hr.name, "%s in %s", hr.answer(resp.Body), progress.Duration(time.Since(started)))
 		} else {
-			a.note(hr.name, "answered in %s", formatDuration(time.Since(started)))
+			a.note(hr.name, "answered in %s", progress.Duration(time.Since(started)))
 			var created client.Created
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			if resp.StatusCode/100 == 2 && json.Unmarshal(body, &created) == nil && created.ID != "" {
@@ -645,9 +631,9 @@ func (a *abuseRun) forgeTokens(ctx context.Context) {
 	}
 	no := false
 	sent := 0
-	for i := 0; sent < a.r.cfg.abuseForged && ctx.Err() == nil; i++ {
+	for i := 0; sent < a.r.cfg.AbuseForged && ctx.Err() == nil; i++ {
 		batch := make([]string, 0, abuseForgedBatch)
-		for len(batch) < min(abuseForgedBatch, a.r.cfg.abuseForged-sent) {
+		for len(batch) < min(abuseForgedBatch, a.r.cfg.AbuseForged-sent) {
 			if len(batch)%2 == 0 {
 				if t := a.ledger.recentToken(); t != "" {
 					batch = append(batch, changeOneChar(t))
@@ -679,7 +665,7 @@ func (a *abuseRun) forgeTokens(ctx context.Context) {
 		for _, res := range results {
 			a.answered(name, string(res.Status))
 		}
-		_ = sleep(ctx, 20*time.Millisecond)
+		_ = clustertest.SleepCtx(ctx, 20*time.Millisecond)
 	}
 }
 
@@ -727,7 +713,7 @@ func (a *abuseRun) handBuiltToken(generation map[int]int64) string {
 func (a *abuseRun) inventMethods(ctx context.Context) {
 	const name = "invented HTTP methods"
 	before := a.metricsSize(ctx)
-	for i := range a.r.cfg.abuseMethods {
+	for i := range a.r.cfg.AbuseMethods {
 		if ctx.Err() != nil {
 			return
 		}
@@ -742,7 +728,7 @@ func (a *abuseRun) inventMethods(ctx context.Context) {
 		resp.Body.Close()
 		a.answered(name, strconv.Itoa(resp.StatusCode))
 	}
-	a.note(name, "/metrics %s before, %s after", formatBytes(before), formatBytes(a.metricsSize(ctx)))
+	a.note(name, "/metrics %s before, %s after", progress.Bytes(before), progress.Bytes(a.metricsSize(ctx)))
 }
 
 // metricsSize returns the size of GET /metrics of the first instance.
@@ -796,7 +782,7 @@ func (a *abuseRun) stallReaders(ctx context.Context, id string, size int64) stal
 // ≥ 0 (a reader, which reads 1 KiB and then stops) when the server closes it before
 // sending full bytes. The connections are closed when ctx ends.
 func (a *abuseRun) stall(ctx context.Context, request func(addr string) []byte, full int64, route string) stallResults {
-	res := stallResults{n: a.r.cfg.abuseStalls, answers: map[string]int{}}
+	res := stallResults{n: a.r.cfg.AbuseStalls, answers: map[string]int{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range res.n {
@@ -954,7 +940,7 @@ func (a *abuseRun) report(ctx context.Context, uploads, readers stallResults, fi
 
 	r.report.add(
 		measured("abuse.stalled_uploads_cut", fmt.Sprintf("stalled NDJSON uploads cut, of %d", uploads.n), float64(uploads.cut), unitCount).
-			want(">=", float64(uploads.n)).note("%s; held %s", uploads.summary(), formatDuration(a.r.cfg.abuseDuration)),
+			want(">=", float64(uploads.n)).note("%s; held %s", uploads.summary(), progress.Duration(a.r.cfg.AbuseDuration)),
 		measured("abuse.stalled_readers_cut", fmt.Sprintf("stalled results readers cut, of %d", readers.n), float64(readers.cut), unitCount).
 			want(">=", float64(readers.n)).note("%s", readers.summary()),
 	)
@@ -1004,7 +990,7 @@ func (a *abuseRun) report(ctx context.Context, uploads, readers stallResults, fi
 			want("==", 0).note("%s", note))
 	}
 	r.say("abuse: peak RSS %s; oldest renewal %s; %d 5xx answers; burn-down %s chunks; %d hostile submissions created",
-		a.peakSummary(), formatDuration(time.Duration(a.oldestRenew.Load())), total, groupDigits(st.chunks), len(created))
+		a.peakSummary(), progress.Duration(time.Duration(a.oldestRenew.Load())), total, progress.GroupDigits(st.chunks), len(created))
 }
 
 func (a *abuseRun) peakSummary() string {

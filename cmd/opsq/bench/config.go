@@ -1,0 +1,163 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"opsq/client"
+	"opsq/strategy"
+)
+
+// Workloads, in the order "opsq bench --help" lists them.
+const (
+	workloadIngest   = "ingest"
+	workloadBurndown = "burndown"
+	workloadLatency  = "latency"
+	workloadDistinct = "distinct"
+	workloadRSS      = "rss"
+	workloadAbuse    = "abuse"
+	workloadParked   = "parked"
+)
+
+// Workloads names the workloads, in the order "opsq bench --help" lists them.
+var Workloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadAbuse}
+
+// Config is what "opsq bench" is asked to measure; its flags set it (cmd/opsq/bench.go).
+type Config struct {
+	// Database returns the URL of the PostgreSQL database through which the bench creates
+	// and drops its scratch database. Required.
+	Database func(ctx context.Context) (string, error)
+
+	Instances       int             // opsq serve processes, 1 to 16. Defaults to 2.
+	Workloads       []string        // in the order they run. Defaults to WorkloadsDefault.
+	IngestChunks    int64           // ingest: chunks in the timed submission. Defaults to 1 000 000.
+	BurndownChunks  int64           // burndown: the backlog. Defaults to 300 000.
+	Consumers       int             // burndown: concurrent consumers, 1 to 4096. Defaults to 64.
+	Max             int             // burndown: chunks per reserve. Defaults to 10.
+	Backlogs        []int64         // latency: backlog sizes. Defaults to 10 000 and 1 000 000.
+	Strategies      []strategy.Node // latency: strategies timed at every backlog size. Defaults to random.
+	Samples         int             // latency, distinct: timed reserves. Defaults to 2 000.
+	RSSReservations int64           // rss: reservations held. Defaults to 100 000.
+	// RiverRate is River's burn-down rate in jobs/s, the burndown's target; 0: not compared.
+	// River, when set, measures it instead. Defaults to 0.
+	RiverRate float64
+	// River runs River's burn-down (the Go module in RiverDir) before opsq's, on the same
+	// PostgreSQL with as many jobs, and compares. Defaults to false.
+	River bool
+	// RiverDir is the directory of the River module; empty: the one of the source tree this
+	// binary was built from, else ./cmd/opsq/bench/river. Defaults to empty.
+	RiverDir string
+	JSON     bool // print the report as JSON. Defaults to false.
+
+	DistinctSubmissions int64 // distinct: single-chunk submissions. Defaults to 200 000.
+	DistinctValues      int64 // distinct: values of company_id. Defaults to 2 000.
+	DistinctHeld        int   // distinct: reservations held, fewer than DistinctValues. Defaults to 500.
+
+	AbuseDuration   time.Duration // abuse: how long the attacks last. Defaults to 60s.
+	AbuseStalls     int           // abuse: stalled uploads, and stalled readers. Defaults to 100.
+	AbuseForged     int           // abuse: forged tokens. Defaults to 10 000.
+	AbuseMethods    int           // abuse: requests with invented methods. Defaults to 3 000.
+	AbuseBigChunks  int           // abuse: big chunks. Defaults to 10 000.
+	AbuseKeys       int           // abuse: keys of the hostile submission. Defaults to 300 000.
+	ParkedConsumers int           // parked: parked consumers. Defaults to 10 000.
+	ParkedProducers int           // parked: waiting producers. Defaults to 10 000.
+}
+
+// Defaults of Config; the sizes are those of DESIGN.md §6, except the large latency
+// backlog (4 000 000 there), which takes minutes to insert. DESIGN.md names no number of
+// values or of held reservations for PreferDistinct: 2 000 values of 100 submissions each,
+// a quarter of them saturated.
+const (
+	InstancesDefault           = 2
+	WorkloadsDefault           = "ingest,burndown,latency,distinct"
+	IngestChunksDefault        = 1_000_000
+	BurndownChunksDefault      = 300_000
+	ConsumersDefault           = 64
+	MaxDefault                 = 10
+	BacklogsDefault            = "10000,1000000"
+	SamplesDefault             = 2000
+	RSSReservationsDefault     = 100_000
+	DistinctSubmissionsDefault = 200_000
+	DistinctValuesDefault      = 2_000
+	DistinctHeldDefault        = 500
+	AbuseDurationDefault       = 60 * time.Second
+	AbuseStallsDefault         = 100
+	AbuseForgedDefault         = 10_000
+	AbuseMethodsDefault        = 3_000
+	AbuseBigChunksDefault      = 10_000
+	AbuseKeysDefault           = 300_000
+	ParkedConsumersDefault     = 10_000 // DESIGN.md §6's size
+	ParkedProducersDefault     = 10_000 // DESIGN.md §6's size
+)
+
+// latencyWarmup is how many reserves the latency workload makes, untimed, before it
+// measures: they open the connection and fill the caches.
+const latencyWarmup = 20
+
+// Validate checks cfg; its messages name the flag and the allowed range.
+func (cfg Config) Validate() error {
+	switch {
+	case cfg.Instances < 1 || cfg.Instances > 16:
+		return fmt.Errorf("--instances %d: want 1 to 16", cfg.Instances)
+	case cfg.IngestChunks < 1:
+		return fmt.Errorf("--ingest-chunks %d: want 1 or more", cfg.IngestChunks)
+	case cfg.BurndownChunks < 1:
+		return fmt.Errorf("--burndown-chunks %d: want 1 or more", cfg.BurndownChunks)
+	case cfg.Consumers < 1 || cfg.Consumers > 4096:
+		return fmt.Errorf("--consumers %d: want 1 to 4096", cfg.Consumers)
+	case cfg.Max < 1 || cfg.Max > client.MaxReserveChunks:
+		return fmt.Errorf("--max %d: want 1 to %d", cfg.Max, client.MaxReserveChunks)
+	case cfg.Samples < 1:
+		return fmt.Errorf("--samples %d: want 1 or more", cfg.Samples)
+	case cfg.DistinctValues > cfg.DistinctSubmissions:
+		return fmt.Errorf("--distinct-values %d: want at most --distinct-submissions (%d)", cfg.DistinctValues, cfg.DistinctSubmissions)
+	case cfg.DistinctHeld < 0 || int64(cfg.DistinctHeld) >= cfg.DistinctValues:
+		return fmt.Errorf("--distinct-held %d: want 0 to %d, fewer than --distinct-values, so that unsaturated values remain",
+			cfg.DistinctHeld, cfg.DistinctValues-1)
+	case cfg.ParkedConsumers < 1 || cfg.ParkedProducers < 1:
+		return fmt.Errorf("--parked-consumers %d, --parked-producers %d: want 1 or more", cfg.ParkedConsumers, cfg.ParkedProducers)
+	case cfg.RSSReservations < 1:
+		return fmt.Errorf("--rss-reservations %d: want 1 or more", cfg.RSSReservations)
+	case cfg.RiverRate < 0:
+		return fmt.Errorf("--river-rate %g: want 0 (not compared) or more", cfg.RiverRate)
+	case cfg.AbuseDuration < time.Second || cfg.AbuseDuration > time.Hour:
+		return fmt.Errorf("--abuse-duration %s: want 1s to 1h", cfg.AbuseDuration)
+	case cfg.AbuseStalls < 0 || cfg.AbuseStalls > 10_000:
+		return fmt.Errorf("--abuse-stalls %d: want 0 to 10000", cfg.AbuseStalls)
+	case cfg.AbuseForged < 0 || cfg.AbuseForged > 10_000_000:
+		return fmt.Errorf("--abuse-forged %d: want 0 to 10000000", cfg.AbuseForged)
+	case cfg.AbuseMethods < 0 || cfg.AbuseMethods > 1_000_000:
+		return fmt.Errorf("--abuse-methods %d: want 0 to 1000000", cfg.AbuseMethods)
+	case cfg.AbuseBigChunks < 1 || cfg.AbuseBigChunks > 100_000:
+		return fmt.Errorf("--abuse-big-chunks %d: want 1 to 100000", cfg.AbuseBigChunks)
+	case cfg.AbuseKeys < 33 || cfg.AbuseKeys > 10_000_000:
+		return fmt.Errorf("--abuse-keys %d: want 33 (one past the bound) to 10000000", cfg.AbuseKeys)
+	case len(cfg.Workloads) == 0:
+		return fmt.Errorf("--workload: no workload: want one or more of %v", Workloads)
+	case len(cfg.Strategies) == 0 && slices.Contains(cfg.Workloads, workloadLatency):
+		return fmt.Errorf("--strategies: want one or more")
+	}
+	if need := int64(len(cfg.Strategies) * (cfg.Samples + latencyWarmup)); slices.Contains(cfg.Workloads, workloadLatency) && slices.Min(cfg.Backlogs) <= need {
+		return fmt.Errorf("--backlogs %s: each backlog must be larger than the %d reserves that consume it (%d strategies × (--samples %d + %d to warm up))",
+			joinCounts(cfg.Backlogs), need, len(cfg.Strategies), cfg.Samples, latencyWarmup)
+	}
+	if need := int64(cfg.DistinctHeld + cfg.Samples + latencyWarmup); slices.Contains(cfg.Workloads, workloadDistinct) && cfg.DistinctSubmissions <= need {
+		return fmt.Errorf("--distinct-submissions %d: must be larger than the %d reserves that consume them (--distinct-held %d + --samples %d + %d to warm up)",
+			cfg.DistinctSubmissions, need, cfg.DistinctHeld, cfg.Samples, latencyWarmup)
+	}
+	return nil
+}
+
+// joinCounts writes counts as a comma-separated list: "1000,4000000".
+func joinCounts(counts []int64) string {
+	s := ""
+	for i, c := range counts {
+		if i > 0 {
+			s += ","
+		}
+		s += fmt.Sprint(c)
+	}
+	return s
+}

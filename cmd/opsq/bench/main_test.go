@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"opsq/migrations/pgtest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(removeBuilt{pgtest.Wrap(m)})
+}
+
+// removeBuilt runs the tests, then removes the opsq that opsqBinary built.
+type removeBuilt struct{ pgtest.Runner }
+
+func (r removeBuilt) Run() int {
+	code := r.Runner.Run()
+	if builtOnce.Load() {
+		if bin, err := opsqBinary(); err == nil {
+			os.RemoveAll(filepath.Dir(bin))
+		}
+	}
+	return code
+}
+
+// builtOnce says whether a test asked for the opsq binary.
+var builtOnce atomic.Bool
+
+// opsqBinary builds opsq once per test binary and returns its path: "opsq bench" starts
+// its instances from its own binary with a clean environment, so the end-to-end tests run
+// a real opsq rather than this test binary.
+var opsqBinary = sync.OnceValues(func() (string, error) {
+	builtOnce.Store(true)
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	dir, err := os.MkdirTemp("", "opsq-bench-test-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "opsq")
+	if out, err := exec.Command(goTool, "build", "-o", bin, "opsq/cmd/opsq").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building opsq: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// buildOpsq returns the path of an opsq binary, failing the test if it cannot be built.
+func buildOpsq(t *testing.T) string {
+	t.Helper()
+	bin, err := opsqBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}

@@ -1,0 +1,170 @@
+//go:build linux
+
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"opsq/migrations/pgtest"
+)
+
+// TestBenchBurndownAndDistinctRun runs "opsq bench --workload burndown,distinct" in a tiny
+// configuration against the test server: the burn-down reports what PostgreSQL spent per
+// chunk beside its rate, and the distinct workload inserts and cancels its submissions
+// through the engine's bulk operations.
+func TestBenchBurndownAndDistinctRun(t *testing.T) {
+	t.Parallel()
+	bin := buildOpsq(t)
+	dbURL := pgtest.NewDB(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "bench", "--database-url", dbURL, "--workload", "burndown,distinct", "--json", "--instances", "1",
+		"--burndown-chunks", "3000", "--consumers", "8", "--distinct-submissions", "3000", "--distinct-values", "100", "--distinct-held", "10",
+		"--samples", "50")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("opsq bench: %v\n%s", err, stderr.String())
+	}
+	var report struct {
+		Results []struct {
+			Key   string  `json:"key"`
+			Value float64 `json:"value"`
+			Unit  string  `json:"unit"`
+			Note  string  `json:"note"`
+		} `json:"results"`
+		Broken []string `json:"broken"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
+		t.Fatalf("the report is not JSON: %v\n%s", err, stdout.String())
+	}
+	if len(report.Broken) > 0 {
+		t.Errorf("broken: %q", report.Broken)
+	}
+	got := map[string]int{}
+	for i, r := range report.Results {
+		got[r.Key] = i
+	}
+	local := os.Getenv(pgtest.EnvURL) == "" // else the server may be elsewhere: CPU not measured
+	for _, tt := range []struct {
+		key, unit string
+		positive  bool
+	}{
+		{"burndown.rate", "chunks/s", true},
+		{"burndown.pg_cpu_per_chunk", "µs", local},
+		{"burndown.wal_per_chunk", "bytes", true},
+		{"distinct.reserve_p50", "ms", true},
+		{"distinct.saturated", "", false},
+	} {
+		i, ok := got[tt.key]
+		if !ok {
+			t.Errorf("the report has no %q", tt.key)
+			continue
+		}
+		r := report.Results[i]
+		if r.Unit != tt.unit || (tt.positive && r.Value <= 0) {
+			t.Errorf("%s = %v %s (%s); want a positive value in %s", tt.key, r.Value, r.Unit, r.Note, tt.unit)
+		}
+	}
+	// Beside the rate: the rows that follow it.
+	if i := got["burndown.rate"]; i+2 >= len(report.Results) || report.Results[i+1].Key != "burndown.pg_cpu_per_chunk" ||
+		report.Results[i+2].Key != "burndown.wal_per_chunk" {
+		t.Errorf("the cost rows do not follow burndown.rate")
+	}
+	if !strings.Contains(stderr.String(), "bytes of WAL per chunk") {
+		t.Errorf("the burn-down's summary line does not give the WAL per chunk:\n%s", stderr.String())
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+}
+
+// TestBenchRiverRuns runs "opsq bench --workload burndown --river" in a tiny configuration
+// against the test server, with the River module of this source tree: River's three
+// figures and the ratios are in the report, and River's scratch database is dropped.
+func TestBenchRiverRuns(t *testing.T) {
+	t.Parallel()
+	bin := buildOpsq(t)
+	dbURL := pgtest.NewDB(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "bench", "--database-url", dbURL, "--workload", "burndown", "--river", "--json",
+		"--instances", "1", "--burndown-chunks", "2000", "--consumers", "8")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("opsq bench --river: %v\n%s", err, stderr.String())
+	}
+	var report struct {
+		Results []struct {
+			Key    string    `json:"key"`
+			Value  float64   `json:"value"`
+			Target *struct{} `json:"target"`
+			Note   string    `json:"note"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
+		t.Fatalf("the report is not JSON: %v\n%s", err, stdout.String())
+	}
+	got := map[string]int{}
+	for i, r := range report.Results {
+		got[r.Key] = i
+	}
+	local := os.Getenv(pgtest.EnvURL) == ""
+	for _, tt := range []struct {
+		key               string
+		positive, targets bool
+	}{
+		{"burndown.rate", true, true}, // its target is River's rate
+		{"burndown.river.rate", true, false},
+		{"burndown.river.pg_cpu_per_job", local, false},
+		{"burndown.river.wal_per_job", true, false},
+		{"burndown.river_rate_ratio", true, false},
+		{"burndown.river_cpu_ratio", local, true},
+		{"burndown.river_wal_ratio", true, true},
+	} {
+		i, ok := got[tt.key]
+		if !ok {
+			if tt.positive {
+				t.Errorf("the report has no %q", tt.key)
+			}
+			continue
+		}
+		r := report.Results[i]
+		if (tt.positive && r.Value <= 0) || (tt.targets != (r.Target != nil)) {
+			t.Errorf("%s = %v (target %v, %s); want a positive value, with a target: %v", tt.key, r.Value, r.Target != nil, r.Note, tt.targets)
+		}
+	}
+	// River's scratch database is gone.
+	pool := pgtest.NewPool(t)
+	river := fmt.Sprintf("opsq_bench_%d_river", cmd.Process.Pid)
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM pg_database WHERE datname = $1", river); n != 0 {
+		t.Errorf("River's scratch database %s is still there", river)
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+}
+
+func TestFindRiverDir(t *testing.T) {
+	t.Parallel()
+	dir, err := findRiverDir("")
+	if err != nil {
+		t.Fatalf("the River module of this source tree: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Errorf("findRiverDir = %s: %v", dir, err)
+	}
+	if _, err := findRiverDir(t.TempDir()); err == nil || !strings.Contains(err.Error(), "--river-dir") {
+		t.Errorf("findRiverDir of an empty directory: %v; want an error that says to give --river-dir", err)
+	}
+}

@@ -1,0 +1,6 @@
+-- The strategic metadata of many submissions at once (queuer.SubmitMany): for each, what
+-- strategic_metadata_insert.sql writes for one.
+INSERT INTO opsq.strategic_metadata (key, value, submission_id)
+SELECT kv.key, kv.value, s.id
+FROM unnest(@ids::bigint[], @strategic_metadata::jsonb[]) AS s(id, strategic_metadata),
+     jsonb_each(s.strategic_metadata) AS kv
