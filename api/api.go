@@ -92,7 +92,7 @@ func New(cfg Config) *Handler {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
 	e.Use(middleware.Recover())
-	m := newMetrics(cfg.Queuer.Stats)
+	m := newMetrics(cfg.Queuer, s.parking.now.Load)
 	e.Use(m.middleware)
 	e.Use(bodyIdle(cfg.BodyIdleTimeout))
 	ingests := newLimiter("ingests", "OPSQ_MAX_INGESTS", cfg.MaxIngests, cfg.LimitWait)
@@ -116,6 +116,7 @@ func New(cfg Config) *Handler {
 	v1.POST("/extend", s.extend, s.authenticate(consumerRoles))
 	v1.GET("/cluster", s.cluster, s.authenticate(adminRoles))
 	ui.Register(e, ui.Config{Queuer: cfg.Queuer, Keys: cfg.Keys, Logger: cfg.Logger}) // the dashboard, /ui/
+	v1.GET("/openapi.json", openAPI) // open to all, like /healthz: the API's description
 	return &Handler{Handler: e, parking: s.parking}
 }
 

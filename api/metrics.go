@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,46 +14,150 @@ import (
 	"opsq/queuer"
 )
 
-// metrics are the Prometheus metrics of one API server, on GET /metrics. Each server has
-// its own registry, so that several servers in one process (the tests) do not collide.
+// metrics are the Prometheus metrics of one API server, on GET /metrics (README, "Metrics
+// and alerts"). Each server has its own registry, so that several servers in one process
+// (the tests) do not collide.
 type metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.HistogramVec
 }
 
-// gauges are read from the queuer's counters at each scrape.
-var gauges = []struct {
+// instanceMetrics are read from the queuer at each scrape: counters (monotonic since the
+// instance started) and gauges.
+var instanceMetrics = []struct {
 	name, help string
-	value      func(queuer.Stats) float64
+	counter    bool
+	value      func(queuer.Metrics) float64
 }{
-	{"opsq_reservations", "Live reservations held by this instance.", func(s queuer.Stats) float64 { return float64(s.Reservations) }},
-	{"opsq_shards_owned", "Shards this instance claims (reservable or draining).", func(s queuer.Stats) float64 { return float64(s.ShardsOwned) }},
-	{"opsq_shards_reservable", "Shards this instance reserves from now.", func(s queuer.Stats) float64 { return float64(s.ShardsReservable) }},
-	{"opsq_reserved_total", "Chunks reserved from this instance's shards.", func(s queuer.Stats) float64 { return float64(s.Reserved) }},
-	{"opsq_completed_total", "Chunks completed through this instance.", func(s queuer.Stats) float64 { return float64(s.Completed) }},
-	{"opsq_failed_attempts_total", "Failed attempts reported through this instance, retried or final.", func(s queuer.Stats) float64 { return float64(s.FailedAttempts) }},
-	{"opsq_expired_total", "Reservations of this instance whose lease ran out.", func(s queuer.Stats) float64 { return float64(s.Expired) }},
-	{"opsq_forwarded_total", "Reserve requests this instance forwarded to another.", func(s queuer.Stats) float64 { return float64(s.Forwarded) }},
-	{"opsq_chunks_ingested_total", "Chunks inserted through this instance.", func(s queuer.Stats) float64 { return float64(s.ChunksIngested) }},
+	{"opsq_reservations", "Live reservations held by this instance.", false, func(m queuer.Metrics) float64 { return float64(m.Reservations) }},
+	{"opsq_shards_owned", "Shards this instance claims (reservable or draining).", false, func(m queuer.Metrics) float64 { return float64(m.ShardsOwned) }},
+	{"opsq_shards_reservable", "Shards this instance reserves from now.", false, func(m queuer.Metrics) float64 { return float64(m.ShardsReservable) }},
+	{"opsq_waiters", "Requests waiting on this instance now: reserves with a wait and status waits (at most OPSQ_MAX_WAITERS).", false, func(m queuer.Metrics) float64 { return float64(m.Waiting) }},
+	{"opsq_reserved_total", "Chunks reserved from this instance's shards.", true, func(m queuer.Metrics) float64 { return float64(m.Reserved) }},
+	{"opsq_completed_total", "Chunks completed through this instance.", true, func(m queuer.Metrics) float64 { return float64(m.Completed) }},
+	{"opsq_failed_attempts_total", "Failed attempts reported through this instance, retried or final.", true, func(m queuer.Metrics) float64 { return float64(m.FailedAttempts) }},
+	{"opsq_expired_total", "Reservations of this instance whose lease ran out.", true, func(m queuer.Metrics) float64 { return float64(m.Expired) }},
+	{"opsq_chunks_ingested_total", "Chunks inserted through this instance.", true, func(m queuer.Metrics) float64 { return float64(m.ChunksIngested) }},
+	{"opsq_claims_acquired_total", "Shards this instance acquired; each acquisition is a change of generation.", true, func(m queuer.Metrics) float64 { return float64(m.Claims.Acquired) }},
+	{"opsq_claims_lost_total", "Shards a renewal of this instance found taken by another instance or an operator.", true, func(m queuer.Metrics) float64 { return float64(m.Claims.Lost) }},
+	{"opsq_claims_released_total", "Shards this instance released (drained, or at stop).", true, func(m queuer.Metrics) float64 { return float64(m.Claims.Released) }},
+	{"opsq_claims_renew_failures_total", "Renewals of this instance's claims that failed.", true, func(m queuer.Metrics) float64 { return float64(m.Claims.RenewFailures) }},
 }
 
-func newMetrics(stats func() queuer.Stats) *metrics {
+func newMetrics(q *queuer.Queuer, parked func() int64) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "opsq_http_request_duration_seconds",
-			Help:    "HTTP requests by route, method and status, and how long they took.",
+			Name: "opsq_http_request_duration_seconds",
+			Help: "HTTP requests by route, method and status, and how long they took: route /v1/reserve is the reserve latency " +
+				"(a reserve that waits counts when it parks), /v1/complete, /v1/fail and /v1/submissions (ingest) theirs.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5, 30, 60},
 		}, []string{"route", "method", "status"}),
 	}
 	m.registry.MustRegister(m.requests,
 		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, g := range gauges {
-		m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help},
-			func() float64 { return g.value(stats()) }))
-	}
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&queuerCollector{q: q, parked: parked})
 	return m
+}
+
+// queuerCollector reads the queuer once per scrape: the instance's counters and gauges,
+// the claims loop, the forwarded requests and the cluster's figures (cached by the queuer
+// for queuer.ClusterStatsTTL).
+type queuerCollector struct {
+	q      *queuer.Queuer
+	parked func() int64
+}
+
+var (
+	descParked = prometheus.NewDesc("opsq_reserves_parked",
+		"Reserves waiting for work on a connection taken over from the HTTP server (a part of opsq_waiters).", nil, nil)
+	descForwarded = prometheus.NewDesc("opsq_forwarded_requests_total",
+		"Requests this instance forwarded to another, by request (reserve, extend) and outcome: a reserve served (chunks came back), "+
+			"empty (the peer had none) or failed (no answer); an extend answered or failed.", []string{"request", "outcome"}, nil)
+	descRenew = prometheus.NewDesc("opsq_claims_renew_duration_seconds",
+		"How long the successful renewals of this instance's claims took (one serializable transaction).", nil, nil)
+	descSinceRenew = prometheus.NewDesc("opsq_claims_seconds_since_renewal",
+		"Seconds since the last successful renewal of this instance's claims began; past claim_soft_expiry (10s) its shards stop being served.", nil, nil)
+	descCluster  = map[string]*prometheus.Desc{}
+	descInstance = map[string]*prometheus.Desc{}
+)
+
+// clusterMetrics are the cluster's figures, the same on every instance (take max() over
+// instances); read from the database at most every queuer.ClusterStatsTTL.
+var clusterMetrics = []struct {
+	name, help string
+	counter    bool
+	value      func(queuer.ClusterStats) float64
+}{
+	{"opsq_cluster_submissions_in_progress", "Submissions in progress in the cluster.", false, func(s queuer.ClusterStats) float64 { return float64(s.SubmissionsInProgress) }},
+	{"opsq_cluster_chunks_pending", "Chunks of submissions in progress not completed yet, in flight included.", false, func(s queuer.ClusterStats) float64 { return float64(s.ChunksPending) }},
+	{"opsq_cluster_chunks_inflight", "Live reservations in the cluster, as each owner published at its last renewal.", false, func(s queuer.ClusterStats) float64 { return float64(s.ChunksInflight) }},
+	{"opsq_cluster_oldest_submission_age_seconds", "Age of the oldest submission in progress; 0 when there is none.", false, func(s queuer.ClusterStats) float64 { return s.OldestAge.Seconds() }},
+	{"opsq_cluster_shards_unserved", "Enabled shards that nobody holds, or whose owner stopped renewing past the soft expiry: nobody hands their chunks out.", false, func(s queuer.ClusterStats) float64 { return float64(s.ShardsUnserved) }},
+	{"opsq_cluster_shards_disabled", "Shards an operator disabled.", false, func(s queuer.ClusterStats) float64 { return float64(s.ShardsDisabled) }},
+	{"opsq_cluster_owner_switches_total", "Changes of owner (generations) of every shard since the cluster began.", true, func(s queuer.ClusterStats) float64 { return float64(s.OwnerSwitches) }},
+	{"opsq_cluster_instances_live", "Instances whose heartbeat is younger than instance_heartbeat_timeout.", false, func(s queuer.ClusterStats) float64 { return float64(s.InstancesLive) }},
+	{"opsq_cluster_stats_age_seconds", "Age of the cluster figures above (cached, read from the database).", false, func(s queuer.ClusterStats) float64 { return time.Since(s.At).Seconds() }},
+}
+
+func init() {
+	for _, m := range instanceMetrics {
+		descInstance[m.name] = prometheus.NewDesc(m.name, m.help, nil, nil)
+	}
+	for _, c := range clusterMetrics {
+		descCluster[c.name] = prometheus.NewDesc(c.name, c.help, nil, nil)
+	}
+}
+
+// Describe describes nothing: an unchecked collector, since describing by collecting would
+// read the database when the server is made.
+func (c *queuerCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c *queuerCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.q.Metrics()
+	for _, im := range instanceMetrics {
+		kind := prometheus.GaugeValue
+		if im.counter {
+			kind = prometheus.CounterValue
+		}
+		ch <- prometheus.MustNewConstMetric(descInstance[im.name], kind, im.value(m))
+	}
+	ch <- prometheus.MustNewConstMetric(descParked, prometheus.GaugeValue, float64(c.parked()))
+	for _, f := range []struct {
+		request, outcome string
+		n                int64
+	}{
+		{"reserve", "served", m.ForwardServed}, {"reserve", "empty", m.ForwardEmpty}, {"reserve", "failed", m.ForwardFailed},
+		{"extend", "answered", m.ExtendForwardOK}, {"extend", "failed", m.ExtendForwardFailed},
+	} {
+		ch <- prometheus.MustNewConstMetric(descForwarded, prometheus.CounterValue, float64(f.n), f.request, f.outcome)
+	}
+	h := m.Claims.Renewals
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	for i, b := range h.Bounds {
+		buckets[b] = h.Counts[i]
+	}
+	ch <- prometheus.MustNewConstHistogram(descRenew, h.Count, h.Sum, buckets)
+	since := time.Since(m.Claims.LastRenewal).Seconds()
+	if m.Claims.LastRenewal.IsZero() {
+		since = 0 // the claims loop has not run yet (it runs once before the server starts)
+	}
+	ch <- prometheus.MustNewConstMetric(descSinceRenew, prometheus.GaugeValue, since)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	cs, err := c.q.ClusterStats(ctx)
+	if err != nil && cs.At.IsZero() {
+		return // never read: nothing to show; the scrape still has the instance's own figures
+	}
+	for _, cm := range clusterMetrics {
+		kind := prometheus.GaugeValue
+		if cm.counter {
+			kind = prometheus.CounterValue
+		}
+		ch <- prometheus.MustNewConstMetric(descCluster[cm.name], kind, cm.value(cs))
+	}
 }
 
 // middleware times every request under its route pattern (not its path, which holds ids)

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+
+	"opsq/queuer"
 )
 
 func TestMetrics(t *testing.T) {
@@ -83,4 +86,77 @@ func TestMetricsLabelsBounded(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+}
+
+// scrape returns the body of GET /metrics.
+func scrape(t *testing.T, e *env) string {
+	t.Helper()
+	r := getPath(t, e, "/metrics")
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET /metrics: %d; want 200", r.Status)
+	}
+	return string(r.Body)
+}
+
+// TestMetricsForOperators: counters are typed counters, and the claims loop, the waiters,
+// the forwarded requests and the cluster's figures are there; the cluster's figures are
+// cached, so a scrape storm reads the database once per queuer.ClusterStatsTTL.
+func TestMetricsForOperators(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	postSubmission(t, e, "application/json", `{"chunks": ["a", "b"]}`)
+	body := scrape(t, e)
+	for _, want := range []string{
+		"# TYPE opsq_completed_total counter",
+		"# TYPE opsq_reserved_total counter",
+		"# TYPE opsq_failed_attempts_total counter",
+		"# TYPE opsq_chunks_ingested_total counter",
+		"# TYPE opsq_reservations gauge",
+		"# TYPE opsq_claims_renew_duration_seconds histogram",
+		"# TYPE opsq_cluster_owner_switches_total counter",
+		"opsq_claims_acquired_total 64",
+		"opsq_claims_lost_total 0",
+		"opsq_shards_owned 64",
+		"opsq_waiters 0",
+		"opsq_reserves_parked 0",
+		`opsq_forwarded_requests_total{outcome="served",request="reserve"} 0`,
+		"opsq_cluster_submissions_in_progress 1",
+		"opsq_cluster_chunks_pending 2",
+		"opsq_cluster_shards_unserved 0",
+		"opsq_cluster_instances_live 1",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if !strings.Contains(body, "opsq_claims_renew_duration_seconds_count ") || strings.Contains(body, "opsq_claims_renew_duration_seconds_count 0\n") {
+		t.Errorf("/metrics has no renewal in opsq_claims_renew_duration_seconds")
+	}
+	since := metricValue(t, body, "opsq_claims_seconds_since_renewal")
+	if since <= 0 || since > 10 {
+		t.Errorf("opsq_claims_seconds_since_renewal %g; want between 0 and 10", since)
+	}
+	// Within the TTL, the cluster's figures come from the cache: a new submission does not
+	// show yet.
+	postSubmission(t, e, "application/json", `{"chunks": ["c"]}`)
+	if body := scrape(t, e); !strings.Contains(body, "opsq_cluster_chunks_pending 2\n") {
+		t.Errorf("a second scrape within %s read the database again: chunks pending %g; want the cached 2",
+			queuer.ClusterStatsTTL, metricValue(t, body, "opsq_cluster_chunks_pending"))
+	}
+}
+
+// metricValue is the value of the unlabelled sample name in a scrape.
+func metricValue(t *testing.T, body, name string) float64 {
+	t.Helper()
+	for line := range strings.Lines(body) {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return 0
 }

@@ -106,11 +106,14 @@ func (m *Manager) cycle(ctx context.Context) (err error) {
 	})
 	if err != nil {
 		m.unlockRenewal()
+		m.stats.renewFailures.Add(1)
 		return fmt.Errorf("renewing %d shards: %w", len(held), err)
 	}
+	m.stats.renewed(renewStart, time.Since(renewStart))
 	lost := m.applyRenewal(held, renewed, renewStart.Add(settings.SoftExpiry))
 	m.unlockRenewal()
 	if len(lost) > 0 {
+		m.stats.lost.Add(int64(len(lost)))
 		m.log.WarnContext(ctx, "shards lost: taken by another instance or an operator", slog.Any("shards", lost))
 		m.notifyLost(lost)
 	}
@@ -123,6 +126,7 @@ func (m *Manager) cycle(ctx context.Context) (err error) {
 			return fmt.Errorf("releasing %d drained shards: %w", len(release), err)
 		}
 		m.forget(release)
+		m.stats.released.Add(int64(len(released)))
 		m.log.InfoContext(ctx, "released drained shards", slog.Any("shards", released))
 		m.notifyLost(heldShards(release))
 	}
@@ -309,6 +313,7 @@ func (m *Manager) acquire(ctx context.Context, want int, s Settings) error {
 		shards[i] = a.Shard
 	}
 	m.mu.Unlock()
+	m.stats.acquired.Add(int64(len(got)))
 	slices.Sort(shards)
 	m.log.InfoContext(ctx, "acquired shards", slog.Any("shards", shards))
 	if m.cfg.OnAcquired != nil {

@@ -143,6 +143,8 @@ type Manager struct {
 	}
 	// stopping is closed when Stop begins; it releases a paused cycle.
 	stopping chan struct{}
+	// stats are the counters of Stats (stats.go).
+	stats stats
 }
 
 // New returns a Manager; Start it.
@@ -323,6 +325,7 @@ func (m *Manager) releaseAll(ctx context.Context) {
 		return
 	}
 	m.forget(free)
+	m.stats.released.Add(int64(len(released)))
 	if len(released) > 0 {
 		m.log.InfoContext(ctx, "released shards", slog.Any("shards", released))
 	}

@@ -84,6 +84,7 @@ func (q *Queuer) extendRemote(ctx context.Context, shard int, tokens []string, i
 			batch[j] = tokens[i]
 		}
 		results, err = q.router.peer(url).Extend(ctx, lease.String(), batch...)
+		q.router.outcomes.extended(err)
 		if err != nil {
 			q.log.Warn("forwarding extend to the shard's owner", slog.Int("shard", shard), slog.String("owner", url), slog.Any("error", err))
 		}

@@ -63,13 +63,16 @@ func (r *router) forward(ctx context.Context, req ReserveRequest) (chunks []Chun
 				return nil, false, ctx.Err()
 			}
 			r.log.Debug("forwarding a reserve", slog.String("peer", url), slog.Any("error", err))
+			r.outcomes.reserveFailed.Add(1)
 			failed = true
 			continue
 		}
 		if len(chunks) > 0 {
 			r.forwarded.Add(1)
+			r.outcomes.reserveServed.Add(1)
 			return fromWire(chunks), false, nil
 		}
+		r.outcomes.reserveEmpty.Add(1)
 		r.forgetTips(url) // it had nothing: the tips to it are stale
 	}
 	r.log.Debug("forwarded reserve found nothing", slog.String("consumer", req.Consumer),

@@ -96,8 +96,9 @@ type Queuer struct {
 	expirer   *expirer
 	jobs      *cronJobs
 
-	draining atomic.Bool
-	count    counters
+	draining     atomic.Bool
+	count        counters
+	clusterStats clusterStatsCache // ClusterStats' cache (metrics.go)
 
 	mu struct {
 		sync.Mutex

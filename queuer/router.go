@@ -32,7 +32,8 @@ type router struct {
 	// peerHTTP sends the requests forwarded to other instances: one per Queuer, so that
 	// they share its connections.
 	peerHTTP  *http.Client
-	forwarded atomic.Int64 // reserves answered by another instance, for Stats
+	forwarded atomic.Int64    // reserves answered by another instance, for Stats
+	outcomes  forwardOutcomes // forwarded requests by outcome, for Metrics (metrics.go)
 
 	mu struct {
 		sync.Mutex

@@ -1,0 +1,16 @@
+-- The cluster at a glance, for the metrics (queuer.ClusterStats). Cheap at any backlog: it
+-- sums the in-progress submissions' counters (at most about 10^5 rows) and reads the claims
+-- table (one row per shard) and the instances; it never counts chunks.
+SELECT (SELECT count(*) FROM opsq.submissions)::bigint AS submissions_in_progress,
+       (SELECT coalesce(sum(chunks_total - chunks_done), 0) FROM opsq.submissions)::bigint AS chunks_pending,
+       coalesce((SELECT extract(epoch FROM now() - min(created_at)) FROM opsq.submissions), 0)::float8 AS oldest_age_seconds,
+       (SELECT coalesce(sum(inflight), 0) FROM opsq.shard_claims)::bigint AS chunks_inflight,
+       (SELECT count(*)
+          FROM opsq.shard_claims
+         WHERE NOT disabled
+           AND (claimant IS NULL OR soft_expires_at < now()))::int AS shards_unserved,
+       (SELECT count(*) FROM opsq.shard_claims WHERE disabled)::int AS shards_disabled,
+       (SELECT coalesce(sum(owner_switches), 0) FROM opsq.shard_claims)::bigint AS owner_switches,
+       (SELECT count(*)
+          FROM opsq.instances
+         WHERE heartbeat_at > now() - @heartbeat_timeout::interval)::int AS instances_live
