@@ -1,6 +1,7 @@
 package queuer
 
 import (
+	"context"
 	"crypto/tls"
 	"log/slog"
 	"net/http"
@@ -120,6 +121,12 @@ func (r *router) ownShardsEmpty() bool {
 		}
 	}
 	return true
+}
+
+// nowhereToLook reports whether a reserve would find nothing anywhere: every own shard's
+// last full scan found no free chunk, and no other instance has work to forward to.
+func (r *router) nowhereToLook(ctx context.Context) bool {
+	return r.ownShardsEmpty() && len(r.forwardTargets(ctx)) == 0
 }
 
 // noteWork records a NOTIFY of new or released chunks (workPayload) over shardCount

@@ -69,6 +69,13 @@ func (q *Queuer) ReserveOrPark(ctx context.Context, req ReserveRequest) ([]Chunk
 		return nil, nil, err
 	}
 	p := &Parked{q: q, req: req, w: w, deadline: time.Now().Add(req.Wait)}
+	if q.router.nowhereToLook(ctx) {
+		// A look would find nothing, so park at once: when thousands of consumers arrive
+		// together, each leaves its request without a scan, and the instance never holds
+		// them all mid-request (their buffers and stacks are what an instance's memory
+		// grows by, DESIGN.md §6). Joined first, so work announced since wakes it.
+		return nil, p, nil
+	}
 	chunks, retry, err := q.look(ctx, req)
 	if err != nil || len(chunks) > 0 {
 		q.work.leave(w)
