@@ -42,10 +42,11 @@ type router struct {
 		// announced counts the announcements of work on own shards (markAvailable,
 		// noteWork): a scan that began before the last one does not mark shards empty.
 		announced uint64
-		tips      map[int]time.Time // shards with recent NOTIFYs of new or released chunks
-		peers     []peer            // other instances' published available shards
-		read      time.Time         // when peers was read
-		urls      map[int]string    // shard -> owner URL, from the last read
+		tips      map[int]time.Time    // shards with recent NOTIFYs of new or released chunks
+		peers     []peer               // other instances' published available shards
+		read      time.Time            // when peers was read
+		urls      map[int]string       // shard -> owner URL, from the last read
+		dry       map[string]time.Time // peer URL -> when it last answered a forward with nothing
 	}
 }
 
@@ -60,6 +61,7 @@ func newRouter(pool *pgxpool.Pool, instance string, keys *Keyring, peerTLS *tls.
 	r := &router{pool: pool, instance: instance, log: log, peerHTTP: newPeerHTTPClient(keys, instance, peerTLS)}
 	r.mu.empty = map[int]bool{}
 	r.mu.tips = map[int]time.Time{}
+	r.mu.dry = map[string]time.Time{}
 	return r
 }
 

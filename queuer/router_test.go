@@ -1,9 +1,11 @@
 package queuer
 
 import (
+	"slices"
 	"testing"
 
 	"opsq/claims"
+	"opsq/migrations/pgtest"
 )
 
 func TestRouterNoteWork(t *testing.T) {
@@ -63,5 +65,29 @@ func TestRouterStaleScanMarksNothing(t *testing.T) {
 	r.markAvailable(7)
 	if !r.available(7) {
 		t.Fatal("markAvailable(7) left shard 7 empty")
+	}
+}
+
+// TestRouterDryPeer: a peer that answered a forwarded reserve with nothing is not
+// forwarded to for its published availability until dryTTL has passed.
+func TestRouterDryPeer(t *testing.T) {
+	t.Parallel()
+	clock := pgtest.NewClock()
+	r := newRouter(nil, "me", nil, nil, nil)
+	r.clock = clock
+	r.mu.peers = []peer{{id: "b", url: "http://b", shards: []int32{3}}}
+	fresh := func() { r.mu.Lock(); r.mu.read = clock.Now(); r.mu.Unlock() } // no read of the database
+	fresh()
+	if got := r.forwardTargets(t.Context()); !slices.Equal(got, []string{"http://b"}) {
+		t.Fatalf("forwardTargets = %v; want the peer that published work", got)
+	}
+	r.forgetTips("http://b") // it answered with nothing
+	if got := r.forwardTargets(t.Context()); len(got) != 0 {
+		t.Errorf("forwardTargets right after the peer answered with nothing = %v; want none", got)
+	}
+	clock.Add(dryTTL)
+	fresh()
+	if got := r.forwardTargets(t.Context()); !slices.Equal(got, []string{"http://b"}) {
+		t.Errorf("forwardTargets dryTTL later = %v; want the peer again", got)
 	}
 }
