@@ -115,8 +115,9 @@ func New(cfg Config) *Handler {
 	v1.POST("/fail", s.fail, s.authenticate(consumerRoles))
 	v1.POST("/extend", s.extend, s.authenticate(consumerRoles))
 	v1.GET("/cluster", s.cluster, s.authenticate(adminRoles))
-	ui.Register(e, ui.Config{Queuer: cfg.Queuer, Keys: cfg.Keys, Logger: cfg.Logger}) // the dashboard, /ui/
 	v1.GET("/openapi.json", openAPI) // open to all, like /healthz: the API's description
+	// The dashboard, /ui/.
+	ui.Register(e, ui.Config{Queuer: cfg.Queuer, Keys: cfg.Keys, Logger: cfg.Logger})
 	return &Handler{Handler: e, parking: s.parking}
 }
 
