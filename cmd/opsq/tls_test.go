@@ -77,15 +77,19 @@ func testCA(t *testing.T, dir string) *x509.CertPool {
 }
 
 // TestClusterTLS: two instances serve HTTPS with certificates from a CA the test makes,
-// trust each other through OPSQ_TLS_CA, and forward a reserve and an extend to each other
-// over it; a client that does not trust the CA is refused, and so is plain HTTP.
+// with API keys required, trust each other through OPSQ_TLS_CA, and forward a reserve and
+// an extend to each other over it on the caller's key; a client that does not trust the
+// CA is refused, and so are plain HTTP and a request without a key.
 func TestClusterTLS(t *testing.T) {
 	dir := t.TempDir()
 	roots := testCA(t, dir)
-	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
+	dbURL := pgtest.NewDB(t)
+	consumerKey := createKey(t, dbURL, "tls-consumer", "consumer")
+	c := clustertest.New(t, opsqBinary, dbURL)
 	c.HTTP.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: roots}
 	c.HTTPS = true
-	c.Env = append(c.Env, "OPSQ_TLS_CERT="+filepath.Join(dir, "cert.pem"), "OPSQ_TLS_KEY="+filepath.Join(dir, "key.pem"),
+	c.Key = createKey(t, dbURL, "tls-admin", "admin")
+	c.Env = append(c.Env, "OPSQ_AUTH=required", "OPSQ_TLS_CERT="+filepath.Join(dir, "cert.pem"), "OPSQ_TLS_KEY="+filepath.Join(dir, "key.pem"),
 		"OPSQ_TLS_CA="+filepath.Join(dir, "ca.pem"))
 	insts := c.StartN(2)
 	a, b := insts[0], insts[1]
@@ -102,7 +106,8 @@ func TestClusterTLS(t *testing.T) {
 	if len(own) == 0 || len(own) == 200 {
 		t.Fatalf("%s holds %d of 200 chunks on its own shards; want some, not all", a.ID, len(own))
 	}
-	forwarded, err := a.Client.Reserve(ctx, client.ReserveRequest{Max: 1000, Lease: "30s", Consumer: "tls"})
+	consumer := client.New(a.URL, client.WithHTTPClient(c.HTTP), client.WithKey(consumerKey))
+	forwarded, err := consumer.Reserve(ctx, client.ReserveRequest{Max: 1000, Lease: "30s", Consumer: "tls"})
 	if err != nil || len(forwarded) == 0 {
 		t.Fatalf("reserve through %s once its own shards are empty: %d chunks, %v; want %s's, forwarded over HTTPS", a.ID, len(forwarded), err, b.ID)
 	}
@@ -110,12 +115,16 @@ func TestClusterTLS(t *testing.T) {
 		l.Deliver(ch, a.URL, "tls")
 	}
 	// Extend b's reservation through a: forwarded to b, its owner.
-	res, err := a.Client.Extend(ctx, "1m", forwarded[0].Token)
+	res, err := consumer.Extend(ctx, "1m", forwarded[0].Token)
 	if err != nil || len(res) != 1 || res[0].Status != client.StatusExtended {
 		t.Fatalf("extend of %s's chunk through %s: %+v, %v; want extended", b.ID, a.ID, res, err)
 	}
 
-	// A client without the CA, and plain HTTP, get nothing.
+	// A client without the CA, plain HTTP, and a request without a key get nothing.
+	if _, err := client.New(a.URL, client.WithHTTPClient(c.HTTP)).Reserve(ctx, client.ReserveRequest{Max: 1}); err == nil ||
+		!strings.Contains(err.Error(), "401") {
+		t.Errorf("a reserve without a key over HTTPS: %v; want 401", err)
+	}
 	if resp, err := http.Get(a.URL + "/healthz"); err == nil {
 		resp.Body.Close()
 		t.Errorf("a client that does not trust the test CA reached %s (%s); want a certificate error", a.ID, resp.Status)
