@@ -18,6 +18,11 @@ import (
 // psqlVars does what psql does with -v name=value to a script: :'name' becomes the value
 // as a quoted literal, :name the value itself. Like psql, it leaves comments, quoted
 // strings and :: casts alone; unlike psql it fails on a variable that is not set.
+//
+// Not sql.AdminStatement, which reads the same syntax: that one turns variables into
+// bound values of one statement for pgx (the dashboard's actions); the recipes run here
+// are whole psql scripts (several statements, transactions), so their variables are
+// substituted as text, as psql does.
 func psqlVars(script string, vars map[string]string) (string, error) {
 	var b strings.Builder
 	identChar := func(c byte) bool {

@@ -3,6 +3,9 @@
 -- @retries and @claimant guard the attempt and the claim as in chunk_retry.sql. One row
 -- back: fence_held (false: the fence refused, nothing was written) and submission_id (NULL
 -- when nothing was done).
+-- The same move of a submission row as submission_cancel.sql and
+-- submissions_finish_completed.sql: one statement per ending, each with its own condition and
+-- target; a column added to opsq.submissions goes into all three.
 WITH fence AS (
     SELECT @claimant::text IS NULL OR EXISTS (
         SELECT 1 FROM opsq.shard_claims sc

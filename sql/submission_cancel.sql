@@ -1,5 +1,8 @@
 -- Move an in-progress submission to submissions_cancelled. No row back: it is not in
 -- progress (finished already, or unknown).
+-- The same move of a submission row as submissions_finish_completed.sql and
+-- chunk_fail.sql: one statement per ending, each with its own condition and
+-- target; a column added to opsq.submissions goes into all three.
 WITH holds AS (
     DELETE FROM opsq.simultaneous_holds WHERE submission_id = @id
 ), moved AS (

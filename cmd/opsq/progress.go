@@ -156,7 +156,8 @@ func transient(ctx context.Context, err error) bool {
 	return true
 }
 
-// sleep waits for d or until ctx is done.
+// sleep waits for d or until ctx is done. (clustertest.SleepCtx is the same for the
+// tests and the benchmark; the CLI does not depend on the test kit.)
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
