@@ -69,7 +69,7 @@ type Set struct {
 
 	mu struct {
 		sync.RWMutex
-		keys    []cached
+		keys    map[[32]byte]cached     // by the SHA-256 of the key
 		touched map[int64]*atomic.Int64 // by key id, kept across reloads
 	}
 }
@@ -140,14 +140,16 @@ func (s *Set) Load(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	touched := make(map[int64]*atomic.Int64, len(keys))
-	for i := range keys {
-		t := s.mu.touched[keys[i].ID]
+	bySum := make(map[[32]byte]cached, len(keys))
+	for _, k := range keys {
+		t := s.mu.touched[k.ID]
 		if t == nil {
 			t = new(atomic.Int64)
 		}
-		touched[keys[i].ID], keys[i].touched = t, t
+		touched[k.ID], k.touched = t, t
+		bySum[k.sum] = k
 	}
-	s.mu.keys, s.mu.touched = keys, touched
+	s.mu.keys, s.mu.touched = bySum, touched
 	s.mu.Unlock()
 	if s.loaded != nil {
 		s.loaded()
@@ -156,27 +158,21 @@ func (s *Set) Load(ctx context.Context) error {
 }
 
 // Check returns the caller whose key is key, or an error wrapping ErrUnknown, ErrRevoked
-// or ErrExpired. It compares the key's hash with every key's in constant time, and reads
-// no database.
+// or ErrExpired. It looks the key up by its hash, compares hashes in constant time, and
+// reads no database.
 func (s *Set) Check(key string) (Caller, error) {
 	sum := Hash(key)
+	// Found by its hash, so a check costs the same with ten keys or ten thousand. The
+	// lookup's time tells nothing about a stored key (that would take a preimage of
+	// SHA-256); the comparison of the hashes themselves is constant-time.
 	s.mu.RLock()
-	match := -1
-	for i := range s.mu.keys {
-		// No early exit: the time taken does not depend on which key matches.
-		if subtle.ConstantTimeCompare(sum[:], s.mu.keys[i].sum[:]) == 1 {
-			match = i
-		}
-	}
-	var k cached
-	if match >= 0 {
-		k = s.mu.keys[match]
-	}
+	k, found := s.mu.keys[sum]
 	s.mu.RUnlock()
+	if !found || subtle.ConstantTimeCompare(sum[:], k.sum[:]) != 1 {
+		return Caller{}, ErrUnknown
+	}
 	now := time.Now()
 	switch {
-	case match < 0:
-		return Caller{}, ErrUnknown
 	case k.revoked:
 		return Caller{}, fmt.Errorf("%w (%q)", ErrRevoked, k.Name)
 	case !k.expires.IsZero() && !now.Before(k.expires):
