@@ -61,8 +61,9 @@ type completer struct {
 	jobs      chan *completeJob
 	completed atomic.Int64 // chunks completed here, for Stats
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	// loop writes completions from Start until Stop; the completions it has not taken
+	// then stay unwritten, and their requests end with their own contexts.
+	loop
 }
 
 var _ service = (*completer)(nil)
@@ -73,20 +74,8 @@ func newCompleter(pool *pgxpool.Pool, r *reserver.Reserver, tombs *tombstones, r
 
 // Start starts the goroutine that writes completions.
 func (c *completer) Start(ctx context.Context) error {
-	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	c.done = make(chan struct{})
-	go c.run(ctx)
+	c.start(ctx, c.run)
 	return nil
-}
-
-// Stop ends the goroutine; the completions it has not taken stay unwritten, and their
-// requests end with their own contexts. Safe twice and before Start.
-func (c *completer) Stop() {
-	if c.cancel == nil {
-		return
-	}
-	c.cancel()
-	<-c.done
 }
 
 // Complete records completions: the first completion of a chunk wins, repeats are harmless.
@@ -124,7 +113,6 @@ func (c *completer) Complete(ctx context.Context, items []Completion) ([]client.
 // run writes completions until ctx ends: it takes every job waiting, up to
 // completeBatchMax completions, and writes them in one transaction.
 func (c *completer) run(ctx context.Context) {
-	defer close(c.done)
 	for {
 		var jobs []*completeJob
 		select {

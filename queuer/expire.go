@@ -27,8 +27,7 @@ type expirer struct {
 	clock    Clock // when leases end
 	expire   func(context.Context, reserver.Reservation)
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop
 }
 
 var _ service = (*expirer)(nil)
@@ -39,23 +38,11 @@ func newExpirer(r *reserver.Reserver, clock Clock, expire func(context.Context, 
 
 // Start starts the loop.
 func (e *expirer) Start(ctx context.Context) error {
-	ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	e.done = make(chan struct{})
-	go e.run(ctx)
+	e.start(ctx, e.run)
 	return nil
 }
 
-// Stop ends the loop and waits for it. Safe twice and before Start.
-func (e *expirer) Stop() {
-	if e.cancel == nil {
-		return
-	}
-	e.cancel()
-	<-e.done
-}
-
 func (e *expirer) run(ctx context.Context) {
-	defer close(e.done)
 	tick := time.NewTicker(expiryTick)
 	defer tick.Stop()
 	for {

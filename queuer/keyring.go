@@ -82,8 +82,7 @@ type Keyring struct {
 	log  *slog.Logger
 	wake chan struct{}
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop // reloads the keys, from Start until Stop
 
 	mu struct {
 		sync.RWMutex
@@ -129,10 +128,7 @@ var _ service = (*Keyring)(nil)
 // Start reloads the keys every KeyRefreshInterval, and soon after each Refresh, until
 // Stop. A failed reload keeps the keys held and is logged.
 func (k *Keyring) Start(ctx context.Context) error {
-	ctx, k.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	k.done = make(chan struct{})
-	go func() {
-		defer close(k.done)
+	k.start(ctx, func(ctx context.Context) {
 		tick := time.NewTicker(KeyRefreshInterval)
 		defer tick.Stop()
 		for {
@@ -146,17 +142,8 @@ func (k *Keyring) Start(ctx context.Context) error {
 				k.log.Error("reloading the cluster keys; keeping the ones held", slog.Any("error", err))
 			}
 		}
-	}()
+	})
 	return nil
-}
-
-// Stop ends the goroutine of Start and waits for it. Safe twice and before Start.
-func (k *Keyring) Stop() {
-	if k.cancel == nil {
-		return
-	}
-	k.cancel()
-	<-k.done
 }
 
 // Refresh asks the goroutine of Start to reload the keys now (a rotation was announced).

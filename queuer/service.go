@@ -30,3 +30,30 @@ func stopAll(services []service) {
 		services[i].Stop()
 	}
 }
+
+// loop is the goroutine of a part that runs one: embed it, call start from the part's
+// Start, and the part's Stop is loop's. The goroutine's context ends at Stop, not with
+// Start's ctx.
+type loop struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// start runs run on a goroutine until Stop.
+func (l *loop) start(ctx context.Context, run func(ctx context.Context)) {
+	ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	l.done = make(chan struct{})
+	go func() {
+		defer close(l.done)
+		run(ctx)
+	}()
+}
+
+// Stop ends the goroutine and waits for it. Safe twice and before start.
+func (l *loop) Stop() {
+	if l.cancel == nil {
+		return
+	}
+	l.cancel()
+	<-l.done
+}
