@@ -12,19 +12,21 @@ import (
 )
 
 // Overview is the cluster at a glance, for the dashboard: sums of the in-progress
-// submissions' counters and of the claims table, never a count over chunks.
+// submissions' counters and of the claims table, never a count over chunks. The figures
+// the metrics also show are theirs (sql/cluster_stats.sql), read afresh; the rest are the
+// dashboard's own (sql/dashboard_overview.sql).
 type Overview struct {
-	InProgress     int64 `db:"in_progress"`
-	ChunksLeft     int64 `db:"chunks_left"` // not done yet, in flight included
-	DoneInProgress int64 `db:"done_in_progress"`
-	Inflight       int64 `db:"inflight"` // as the owners last published it
-	FailedLastHour int64 `db:"failed_last_hour"`
+	InProgress     int64
+	ChunksLeft     int64 // not done yet, in flight included
+	DoneInProgress int64
+	Inflight       int64 // as the owners last published it
+	FailedLastHour int64
 	// DoneFinishedSince is what the submissions finished after the since of Overview had
 	// done when they finished.
-	DoneFinishedSince int64      `db:"done_finished_since"`
-	OldestID          *int64     `db:"oldest_id"`
-	OldestCreatedAt   *time.Time `db:"oldest_created_at"`
-	Now               time.Time  `db:"now"` // the database's clock
+	DoneFinishedSince int64
+	OldestID          *int64
+	OldestCreatedAt   *time.Time
+	Now               time.Time // the database's clock
 }
 
 // Completed returns how many chunks were completed between an earlier overview prev,
@@ -35,15 +37,19 @@ func (o Overview) Completed(prev Overview) int64 {
 
 // Overview reads the overview; since (nil for none) sets DoneFinishedSince.
 func (q *Queuer) Overview(ctx context.Context, since *time.Time) (Overview, error) {
-	rows, err := q.pool.Query(ctx, opsqsql.DashboardOverview, pgx.NamedArgs{"since": since})
+	cs, err := q.readClusterStats(ctx)
 	if err != nil {
 		return Overview{}, fmt.Errorf("reading the overview: %w", err)
 	}
-	o, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Overview])
+	r, err := opsqsql.New(q.pool).DashboardOverview(ctx, opsqsql.DashboardOverviewParams{Since: since})
 	if err != nil {
 		return Overview{}, fmt.Errorf("reading the overview: %w", err)
 	}
-	return o, nil
+	return Overview{
+		InProgress: cs.SubmissionsInProgress, ChunksLeft: cs.ChunksPending, Inflight: cs.ChunksInflight,
+		DoneInProgress: r.DoneInProgress, FailedLastHour: r.FailedLastHour, DoneFinishedSince: r.DoneFinishedSince,
+		OldestID: r.OldestID, OldestCreatedAt: r.OldestCreatedAt, Now: r.Now,
+	}, nil
 }
 
 // Retries returns the failed attempts so far of a submission's chunks, pending or failed.

@@ -96,19 +96,26 @@ func (q *Queuer) ClusterStats(ctx context.Context) (ClusterStats, error) {
 		return c.last, c.err
 	}
 	c.tried = time.Now()
+	s, err := q.readClusterStats(ctx)
+	if err != nil {
+		c.err = err
+		return c.last, c.err
+	}
+	c.last, c.err = s, nil
+	return s, nil
+}
+
+// readClusterStats reads the cluster's figures from the database, uncached.
+func (q *Queuer) readClusterStats(ctx context.Context) (ClusterStats, error) {
 	r, err := opsqsql.New(q.pool).ClusterStats(ctx, opsqsql.ClusterStatsParams{
 		HeartbeatTimeout: q.claims.Settings().HeartbeatTimeout.String(),
 	})
 	if err != nil {
-		c.err = fmt.Errorf("reading the cluster's figures: %w", err)
-		return c.last, c.err
+		return ClusterStats{}, fmt.Errorf("reading the cluster's figures: %w", err)
 	}
-	s := ClusterStats{
+	return ClusterStats{
 		SubmissionsInProgress: r.SubmissionsInProgress, ChunksPending: r.ChunksPending, ChunksInflight: r.ChunksInflight,
 		ShardsUnserved: r.ShardsUnserved, ShardsDisabled: r.ShardsDisabled, OwnerSwitches: r.OwnerSwitches,
-		InstancesLive: r.InstancesLive,
-	}
-	s.OldestAge, s.At = time.Duration(r.OldestAgeSeconds*float64(time.Second)), time.Now()
-	c.last, c.err = s, nil
-	return s, nil
+		InstancesLive: r.InstancesLive, OldestAge: time.Duration(r.OldestAgeSeconds * float64(time.Second)), At: time.Now(),
+	}, nil
 }

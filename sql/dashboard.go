@@ -1,15 +1,39 @@
 package sql
 
 import (
+	"context"
 	_ "embed"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The dashboard (api/ui).
 
 //go:embed dashboard_overview.sql
 var DashboardOverview string
+
+// DashboardOverviewParams are dashboard_overview.sql's.
+type DashboardOverviewParams struct {
+	Since *time.Time // nil: DoneFinishedSince is 0
+}
+
+// DashboardOverviewRow is the dashboard's own part of its overview.
+type DashboardOverviewRow struct {
+	DoneInProgress    int64      `db:"done_in_progress"`
+	FailedLastHour    int64      `db:"failed_last_hour"`
+	DoneFinishedSince int64      `db:"done_finished_since"`
+	OldestID          *int64     `db:"oldest_id"`
+	OldestCreatedAt   *time.Time `db:"oldest_created_at"`
+	Now               time.Time  `db:"now"`
+}
+
+// DashboardOverview reads the dashboard's own figures.
+func (q Queries) DashboardOverview(ctx context.Context, p DashboardOverviewParams) (DashboardOverviewRow, error) {
+	return collectOne[DashboardOverviewRow](ctx, q.db, DashboardOverview, pgx.NamedArgs{"since": p.Since})
+}
 
 //go:embed dashboard_retries.sql
 var DashboardRetries string

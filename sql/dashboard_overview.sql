@@ -1,12 +1,10 @@
--- The dashboard's overview (api/ui): counters summed over the in-progress submissions (at
--- most about 10^5 rows), never a count over chunks. done_finished_since is what the
--- submissions finished after @since had done: with done_in_progress of two samples it gives
--- the completions between them (queuer.Overview).
+-- The dashboard's own figures (api/ui); the rest of its overview is cluster_stats.sql's.
+-- Counters over the in-progress submissions (at most about 10^5 rows) and the finished
+-- ones of a recent window, never a count over chunks. done_finished_since is what the
+-- submissions finished after @since had done: with done_in_progress of two samples it
+-- gives the completions between them (queuer.Overview), so both are read together.
 SELECT
-    (SELECT count(*) FROM opsq.submissions) AS in_progress,
-    (SELECT coalesce(sum(chunks_total - chunks_done), 0) FROM opsq.submissions)::bigint AS chunks_left,
     (SELECT coalesce(sum(chunks_done), 0) FROM opsq.submissions)::bigint AS done_in_progress,
-    (SELECT coalesce(sum(inflight), 0) FROM opsq.shard_claims WHERE claimant IS NOT NULL)::bigint AS inflight,
     (SELECT count(*) FROM opsq.submissions_failed
       WHERE finished_at > now() - interval '1 hour') AS failed_last_hour,
     (SELECT coalesce(sum(chunks_done), 0) FROM opsq.submissions_completed
