@@ -178,9 +178,10 @@ const cancelManyBatch = 1000
 // CancelMany cancels the submissions ids that are in progress, as Cancel cancels each,
 // many per transaction, and returns how many it cancelled: each moves to
 // submissions_cancelled by Cancel's statement, then their chunks are deleted and the
-// instances told (notifyDropped's notifications) by one statement each for the whole
-// transaction, since deleting one submission's chunks scans every shard's partition. The others (finished, or unknown) are left as they are. progress, if not nil,
-// is called with how many of ids have been handled so far.
+// instances told (notifyDropped) by one statement each for the whole transaction, since
+// deleting one submission's chunks scans every shard's partition. The others (finished,
+// or unknown) are left as they are. progress, if not nil, is called with how many of ids
+// have been handled so far.
 func CancelMany(ctx context.Context, pool *pgxpool.Pool, ids []int64, progress func(done int)) (cancelled int64, err error) {
 	for first := 0; first < len(ids); first += cancelManyBatch {
 		batch := ids[first:min(first+cancelManyBatch, len(ids))]
@@ -195,9 +196,7 @@ func CancelMany(ctx context.Context, pool *pgxpool.Pool, ids []int64, progress f
 			if _, err := tx.Exec(ctx, opsqsql.ChunksDeleteSubmissions, pgx.NamedArgs{"submission_ids": moved}); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, opsqsql.SubmissionsNotifyDropped, pgx.NamedArgs{
-				"ids": moved, "released": ChannelReleased, "finished": ChannelFinished,
-			}); err != nil {
+			if err := notifyDropped(ctx, tx, moved...); err != nil {
 				return err
 			}
 			cancelled += int64(len(moved))

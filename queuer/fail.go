@@ -127,12 +127,12 @@ func (q *Queuer) afterRetry(t token, tok string) {
 	q.work.broadcast()
 }
 
-// notifyDropped tells every instance that submission id finished with chunks it may hold
-// reservations of (it failed or was cancelled), and whoever waits for it.
-func notifyDropped(ctx context.Context, tx pgx.Tx, id int64) error {
-	sid := strconv.FormatInt(id, 10)
-	if err := notify(ctx, tx, ChannelReleased, "*"+sid); err != nil {
-		return err
-	}
-	return notify(ctx, tx, ChannelFinished, sid)
+// notifyDropped tells every instance that submissions ids finished with chunks it may
+// hold reservations of (they failed or were cancelled), and whoever waits for them: one
+// statement (sql/submissions_notify_dropped.sql) for any number of submissions.
+func notifyDropped(ctx context.Context, tx pgx.Tx, ids ...int64) error {
+	_, err := tx.Exec(ctx, opsqsql.SubmissionsNotifyDropped, pgx.NamedArgs{
+		"ids": ids, "released": ChannelReleased, "finished": ChannelFinished,
+	})
+	return err
 }

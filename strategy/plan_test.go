@@ -20,9 +20,9 @@ func TestMain(m *testing.M) {
 }
 
 // loadBacklog fills the database with submissions × perSubmission chunks (queuertest's
-// COPY, quicker than Submit for a plan test; shards and random_order as Submit computes
-// them) and ANALYZEs it: strategic metadata company_id (50 values) and mode (preview for
-// one in ten), priorities 0–9.
+// load through queuer.SubmitMany, quicker than Submit for a plan test, the same rows) and
+// ANALYZEs it: strategic metadata company_id (50 values) and mode (preview for one in
+// ten), priorities 0–9.
 func loadBacklog(t *testing.T, pool *pgxpool.Pool, submissions, perSubmission int) {
 	t.Helper()
 	subs := make([]queuertest.Submission, submissions)

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/migrations/pgtest"
@@ -77,20 +76,15 @@ type Submission struct {
 	Input             []byte
 }
 
-// LoadBacklog writes subs and their chunks straight into the tables (COPY, far quicker
-// than Submit for a backlog of hundreds of thousands of chunks), with each chunk's shard
-// and random_order from queuer.ShardOf and queuer.RandomOrder, as Submit computes them,
-// then ANALYZEs the tables. It writes no ids of its own: the ids in subs must not collide
-// with those the queuer makes (any below queuer's id epoch are safe).
+// LoadBacklog writes subs and their chunks through queuer.SubmitMany (one transaction,
+// the chunks by COPY: far quicker than Submit for a backlog of hundreds of thousands of
+// chunks, and the same rows Submit writes), then ANALYZEs the tables. The ids in subs
+// must not collide with those the queuer makes (any below queuer's id epoch are safe).
 func LoadBacklog(t testing.TB, pool *pgxpool.Pool, subs []Submission) {
 	t.Helper()
 	ctx := t.Context()
-	var shardCount int
-	if err := pool.QueryRow(ctx, "SELECT value::int FROM opsq.settings WHERE key = 'shard_count'").Scan(&shardCount); err != nil {
-		t.Fatalf("queuertest: reading the shard count: %v", err)
-	}
-	var subRows, metaRows, chunkRows [][]any
-	for _, s := range subs {
+	small := make([]queuer.SmallSubmission, len(subs))
+	for i, s := range subs {
 		if s.StrategicMetadata == nil {
 			s.StrategicMetadata = map[string]any{}
 		}
@@ -98,30 +92,16 @@ func LoadBacklog(t testing.TB, pool *pgxpool.Pool, subs []Submission) {
 		if err != nil {
 			t.Fatalf("queuertest: submission %d: %v", s.ID, err)
 		}
-		subRows = append(subRows, []any{s.ID, s.Chunks, s.Priority, s.MaxRetries, meta})
-		for k, v := range s.StrategicMetadata {
-			value, err := json.Marshal(v)
-			if err != nil {
-				t.Fatalf("queuertest: submission %d: %v", s.ID, err)
-			}
-			metaRows = append(metaRows, []any{k, value, s.ID})
+		chunks := make([][]byte, s.Chunks)
+		for c := range chunks {
+			chunks[c] = s.Input
 		}
-		for i := range s.Chunks {
-			chunkRows = append(chunkRows, []any{s.ID, i, queuer.ShardOf(s.ID, i, shardCount), queuer.RandomOrder(s.ID, i, shardCount), s.Input})
-		}
+		small[i] = queuer.SmallSubmission{ID: s.ID, StrategicMetadata: meta, Priority: int64(s.Priority),
+			MaxRetries: &subs[i].MaxRetries, Chunks: chunks}
 	}
-	for _, c := range []struct {
-		table   string
-		columns []string
-		rows    [][]any
-	}{
-		{"submissions", []string{"id", "chunks_total", "priority", "max_retries", "strategic_metadata"}, subRows},
-		{"strategic_metadata", []string{"key", "value", "submission_id"}, metaRows},
-		{"chunks", []string{"submission_id", "chunk_index", "shard", "random_order", "input"}, chunkRows},
-	} {
-		if _, err := pool.CopyFrom(ctx, pgx.Identifier{"opsq", c.table}, c.columns, pgx.CopyFromRows(c.rows)); err != nil {
-			t.Fatalf("queuertest: loading opsq.%s: %v", c.table, err)
-		}
+	at := func(i int64) queuer.SmallSubmission { return small[i] }
+	if err := queuer.SubmitMany(ctx, pool, int64(len(small)), at, nil); err != nil {
+		t.Fatalf("queuertest: loading the backlog: %v", err)
 	}
 	for _, table := range []string{"chunks", "submissions", "strategic_metadata"} {
 		if _, err := pool.Exec(ctx, "ANALYZE opsq."+table); err != nil {
