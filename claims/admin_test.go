@@ -16,75 +16,19 @@ import (
 )
 
 // psqlVars does what psql does with -v name=value to a script: :'name' becomes the value
-// as a quoted literal, :name the value itself. Like psql, it leaves comments, quoted
-// strings and :: casts alone; unlike psql it fails on a variable that is not set.
-//
-// Not sql.AdminStatement, which reads the same syntax: that one turns variables into
-// bound values of one statement for pgx (the dashboard's actions); the recipes run here
-// are whole psql scripts (several statements, transactions), so their variables are
-// substituted as text, as psql does.
+// as a quoted literal, :name the value itself (sql.PsqlVariables reads the syntax).
+// Unlike psql it fails on a variable that is not set.
 func psqlVars(script string, vars map[string]string) (string, error) {
-	var b strings.Builder
-	identChar := func(c byte) bool {
-		return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-	}
-	for i := 0; i < len(script); {
-		rest := script[i:]
-		switch {
-		case strings.HasPrefix(rest, "--"):
-			end := strings.IndexByte(rest, '\n')
-			if end < 0 {
-				end = len(rest)
-			}
-			b.WriteString(rest[:end])
-			i += end
-		case rest[0] == '\'':
-			end := 1
-			for end < len(rest) {
-				if rest[end] == '\'' {
-					if end+1 < len(rest) && rest[end+1] == '\'' {
-						end += 2
-						continue
-					}
-					break
-				}
-				end++
-			}
-			b.WriteString(rest[:min(end+1, len(rest))])
-			i += end + 1
-		case strings.HasPrefix(rest, "::"):
-			b.WriteString("::")
-			i += 2
-		case strings.HasPrefix(rest, ":'"):
-			end := strings.IndexByte(rest[2:], '\'')
-			if end < 0 {
-				return "", fmt.Errorf("unterminated :'variable'")
-			}
-			name := rest[2 : 2+end]
-			v, ok := vars[name]
-			if !ok {
-				return "", fmt.Errorf("variable %q is not set", name)
-			}
-			b.WriteString("'" + strings.ReplaceAll(v, "'", "''") + "'")
-			i += 2 + end + 1
-		case rest[0] == ':' && len(rest) > 1 && identChar(rest[1]):
-			end := 1
-			for end < len(rest) && identChar(rest[end]) {
-				end++
-			}
-			name := rest[1:end]
-			v, ok := vars[name]
-			if !ok {
-				return "", fmt.Errorf("variable %q is not set", name)
-			}
-			b.WriteString(v)
-			i += end
-		default:
-			b.WriteByte(rest[0])
-			i++
+	return opsqsql.PsqlVariables(script, true, func(name string, quoted bool) (string, error) {
+		v, ok := vars[name]
+		if !ok {
+			return "", fmt.Errorf("variable %q is not set", name)
 		}
-	}
-	return b.String(), nil
+		if quoted {
+			return "'" + strings.ReplaceAll(v, "'", "''") + "'", nil
+		}
+		return v, nil
+	})
 }
 
 func TestPsqlVars(t *testing.T) {

@@ -70,6 +70,17 @@ func AdminStatement(name string) (string, error) {
 
 // psqlToNamed turns psql variables into pgx named arguments (see AdminStatement).
 func psqlToNamed(script string) (string, error) {
+	s, err := PsqlVariables(script, false, func(name string, _ bool) (string, error) { return "@" + name, nil })
+	return strings.TrimSpace(s), err
+}
+
+// PsqlVariables reads script as psql reads its variables, and replaces each — :'name' (a
+// quoted literal: quoted true) and :name (the text itself) — with what replace returns for
+// it. Quoted strings and :: casts are left as they are, and so are comments when
+// keepComments (else they are left out). The one reader of this syntax: AdminStatement
+// makes bound statements of the recipes with it, and the recipes' tests (claims) run
+// them as psql would, with values.
+func PsqlVariables(script string, keepComments bool, replace func(name string, quoted bool) (string, error)) (string, error) {
 	identChar := func(c byte) bool {
 		return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 	}
@@ -80,9 +91,12 @@ func psqlToNamed(script string) (string, error) {
 		case strings.HasPrefix(rest, "--"):
 			end := strings.IndexByte(rest, '\n')
 			if end < 0 {
-				end = len(rest) - 1
+				end = len(rest)
 			}
-			i += end + 1
+			if keepComments {
+				b.WriteString(rest[:end])
+			}
+			i += end
 		case rest[0] == '\'':
 			end := 1
 			for end < len(rest) {
@@ -108,19 +122,27 @@ func psqlToNamed(script string) (string, error) {
 			if end < 0 {
 				return "", fmt.Errorf("unterminated :'variable'")
 			}
-			b.WriteString("@" + rest[2:2+end])
+			v, err := replace(rest[2:2+end], true)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(v)
 			i += 2 + end + 1
 		case rest[0] == ':' && len(rest) > 1 && identChar(rest[1]):
 			end := 1
 			for end < len(rest) && identChar(rest[end]) {
 				end++
 			}
-			b.WriteString("@" + rest[1:end])
+			v, err := replace(rest[1:end], false)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(v)
 			i += end
 		default:
 			b.WriteByte(rest[0])
 			i++
 		}
 	}
-	return strings.TrimSpace(b.String()), nil
+	return b.String(), nil
 }
