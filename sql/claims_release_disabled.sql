@@ -1,5 +1,8 @@
 -- Let go of the disabled shards @instance still holds (an operator set disabled without
 -- releasing): its renewal already treats them as lost.
+-- The same release (the same SET list) as claims_release.sql and the operators'
+-- admin/force_release_shard.sql, each with its own fence: the recipe stays a file an
+-- operator runs alone with psql. A column added to the release goes into all three.
 UPDATE opsq.shard_claims
 SET claimant = NULL,
     generation = generation + 1,
