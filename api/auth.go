@@ -14,30 +14,17 @@ import (
 	"opsq/client"
 )
 
-// API keys (DESIGN.md §8). With Config.Keys set, every route but /healthz and /readyz
-// needs "Authorization: Bearer <key>", checked against the instance's cache of the keys (no
-// database round trip). Which role may call which route:
+// API keys (DESIGN.md §8). With Config.Keys set, every route but the open ones (/healthz,
+// /readyz, /v1/openapi.json and the dashboard's login) needs "Authorization: Bearer <key>",
+// checked against the instance's cache of the keys (no database round trip). Routes below
+// is who may call which route.
 //
-//	route                                   producer  consumer  metrics  admin
-//	POST /v1/submissions                    yes       -         -        yes
-//	GET  /v1/submissions                    yes       -         -        yes
-//	GET  /v1/submissions/{id}               yes       yes       -        yes
-//	GET  /v1/submissions/{id}/results       yes       -         -        yes
-//	POST /v1/submissions/{id}/cancel        own       -         -        yes
-//	POST /v1/reserve, complete, fail, extend -        yes       -        yes
-//	POST /v1/reserve/preview                -         yes       -        yes
-//	GET  /v1/cluster                        -         -         -        yes
-//	GET  /metrics                           -         -         yes      yes
-//	GET  /healthz, /readyz                  no key needed
-//	/ui/ (the dashboard)                    admin, kept in a cookie (api/ui/auth.go)
-//
-// "own": a producer key cancels only the submissions it created; admin cancels any. A
-// missing, unknown, expired or revoked key is 401, a key whose role may not call the route
-// 403, both in the usual error shape and with WWW-Authenticate. An unknown route or method
-// is 404 or 405 with or without a key. Keys never reach a log: the check logs nothing, and
-// error answers never repeat the key.
+// A missing, unknown, expired or revoked key is 401, a key whose role may not call the
+// route 403, both in the usual error shape and with WWW-Authenticate. An unknown route or
+// method is 404 or 405 with or without a key. Keys never reach a log: the check logs
+// nothing, and error answers never repeat the key.
 
-// These go with every route, so that the table above is written once.
+// These go with every route (api.go and Routes).
 var (
 	producerRoles = roles(apikeys.Producer)
 	consumerRoles = roles(apikeys.Consumer)
@@ -45,6 +32,71 @@ var (
 	adminRoles    = roles()
 	metricsRoles  = roles(apikeys.Metrics)
 )
+
+// Route is one route the server serves (api.go registers it), and who may call it.
+type Route struct {
+	Method string
+	// Path as registered with echo: ":id" is a parameter, "*" the rest of the path.
+	Path string
+	// Roles may call it; admin may call everything. Empty: open to all, no key needed.
+	Roles []apikeys.Role
+	// Own: a producer key may call it only on the submissions it created (403 on
+	// another's); an admin key on any.
+	Own bool
+	// Dashboard: a route of the dashboard (api/ui), which takes an admin key from the
+	// cookie its login page sets, never from the Authorization header. Without a valid
+	// admin key there, a page redirects to the login page (303) and anything else is 401.
+	Dashboard bool
+}
+
+// Routes is the role table of the API: every route the server serves, with the roles that
+// may call it. The tests check the server against it, route by route and role by role
+// (api/auth_test.go in process, cmd/opsq/authmatrix_test.go on real instances), and that
+// it lists every route the server registers, so that a new route needs a line here.
+var Routes = []Route{
+	{Method: http.MethodPost, Path: "/v1/submissions", Roles: producerRoles},
+	{Method: http.MethodGet, Path: "/v1/submissions", Roles: producerRoles},
+	{Method: http.MethodGet, Path: "/v1/submissions/:id", Roles: readerRoles},
+	{Method: http.MethodGet, Path: "/v1/submissions/:id/results", Roles: producerRoles},
+	{Method: http.MethodPost, Path: "/v1/submissions/:id/cancel", Roles: producerRoles, Own: true},
+	{Method: http.MethodPost, Path: "/v1/reserve", Roles: consumerRoles},
+	{Method: http.MethodPost, Path: "/v1/reserve/preview", Roles: consumerRoles},
+	{Method: http.MethodPost, Path: "/v1/complete", Roles: consumerRoles},
+	{Method: http.MethodPost, Path: "/v1/fail", Roles: consumerRoles},
+	{Method: http.MethodPost, Path: "/v1/extend", Roles: consumerRoles},
+	{Method: http.MethodGet, Path: "/v1/cluster", Roles: adminRoles},
+	{Method: http.MethodGet, Path: "/v1/openapi.json"}, // the API's description
+	{Method: http.MethodGet, Path: "/metrics", Roles: metricsRoles},
+	{Method: http.MethodGet, Path: "/healthz"},
+	{Method: http.MethodGet, Path: "/readyz"},
+
+	// The dashboard: its login and what the login page needs are open, the rest is admin's.
+	{Method: http.MethodGet, Path: "/ui", Dashboard: true}, // a redirect to /ui/
+	{Method: http.MethodGet, Path: "/ui/static/*", Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/login", Dashboard: true},
+	{Method: http.MethodPost, Path: "/ui/login", Dashboard: true},
+	{Method: http.MethodPost, Path: "/ui/logout", Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/overview.json", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/submissions", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/submissions.json", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/submissions/:id", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/submissions/:id/progress", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/submissions/:id/cancel", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodPost, Path: "/ui/submissions/:id/cancel", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/cluster", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/cluster.json", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/cluster/confirm", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodPost, Path: "/ui/cluster/action", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/strategy", Roles: adminRoles, Dashboard: true},
+}
+
+// Open reports whether r needs no key.
+func (r Route) Open() bool { return len(r.Roles) == 0 }
+
+// Allows reports whether a key of role may call r (on the submissions it created, for a
+// route that is Own).
+func (r Route) Allows(role apikeys.Role) bool { return r.Open() || slices.Contains(r.Roles, role) }
 
 // roles is the roles a route allows besides admin, which may call everything.
 func roles(r ...apikeys.Role) []apikeys.Role { return append(r, apikeys.Admin) }

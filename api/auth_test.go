@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/labstack/echo/v4"
 
 	"opsq/api/apikeys"
 	"opsq/migrations/pgtest"
@@ -121,53 +124,66 @@ func expectUnauthorized(t *testing.T, r reply, mentions ...string) {
 	}
 }
 
-// TestAuthMatrix: every route, with no key and with a key of each role, gets the status
-// the role table of auth.go gives it. "ok" is anything but 401 and 403 (an empty body may
-// be a 400, an unknown id a 404).
+// TestAuthMatrix: every route of Routes, with no key and with a key of each role, gets the
+// status Routes gives it; "allowed" is anything but 401 and 403 (an empty body may be a
+// 400, an unknown id a 404). Routes must list every route the server registers. The
+// dashboard's routes, which take their key from a cookie, and the same matrix on real
+// instances are cmd/opsq/authmatrix_test.go's.
 func TestAuthMatrix(t *testing.T) {
 	t.Parallel()
 	a := setupAuth(t)
 	id := a.submit(t, a.key["producer"])
-	const ok, denied = 0, http.StatusForbidden
-	type row struct {
-		method, path, body                 string
-		producer, consumer, metrics, admin int
+
+	var listed []string
+	for _, r := range Routes {
+		listed = append(listed, r.Method+" "+r.Path)
 	}
-	rows := []row{
-		{"POST", "/v1/submissions", `{"chunks": []}`, ok, denied, denied, ok},
-		{"GET", "/v1/submissions", "", ok, denied, denied, ok},
-		{"GET", "/v1/submissions/" + id, "", ok, ok, denied, ok},
-		{"GET", "/v1/submissions/" + id + "/results", "", ok, denied, denied, ok},
-		{"POST", "/v1/submissions/999/cancel", "", ok, denied, denied, ok},
-		{"POST", "/v1/reserve", `{"max": 1}`, denied, ok, denied, ok},
-		{"POST", "/v1/complete", `{"completions": []}`, denied, ok, denied, ok},
-		{"POST", "/v1/fail", `{"failures": []}`, denied, ok, denied, ok},
-		{"POST", "/v1/extend", `{"tokens": [], "lease": "1m"}`, denied, ok, denied, ok},
-		{"GET", "/v1/cluster", "", denied, denied, denied, ok},
-		{"GET", "/metrics", "", denied, denied, ok, ok},
+	for _, r := range a.H.Handler.(*echo.Echo).Routes() {
+		switch route := r.Method + " " + r.Path; {
+		case r.Method == echo.RouteNotFound:
+		case !slices.Contains(listed, route):
+			t.Errorf("the server registers %s; Routes (auth.go) does not give its roles", route)
+		default:
+			listed = slices.DeleteFunc(listed, func(l string) bool { return l == route })
+		}
 	}
-	for _, r := range rows {
-		t.Run(r.method+" "+r.path, func(t *testing.T) {
-			expectUnauthorized(t, a.call(t, "", r.method, r.path, r.body), "Authorization: Bearer")
-			for role, want := range map[string]int{"producer": r.producer, "consumer": r.consumer, "metrics": r.metrics, "admin": r.admin} {
-				got := a.call(t, a.key[role], r.method, r.path, r.body)
+	for _, l := range listed {
+		t.Errorf("Routes (auth.go) lists %s; the server does not register it", l)
+	}
+
+	for _, r := range Routes {
+		if r.Dashboard {
+			continue
+		}
+		path := strings.ReplaceAll(r.Path, ":id", id)
+		if r.Own {
+			path = strings.ReplaceAll(r.Path, ":id", "999") // cancelling nothing; TestAuthProducerCancelsItsOwn cancels
+		}
+		body := ""
+		if r.Method == http.MethodPost {
+			body = "{}"
+		}
+		t.Run(r.Method+" "+r.Path, func(t *testing.T) {
+			if r.Open() {
+				if got := a.call(t, "", r.Method, path, body); got.Status != http.StatusOK {
+					t.Errorf("without a key: %d %s; want 200", got.Status, got.Body)
+				}
+				return
+			}
+			expectUnauthorized(t, a.call(t, "", r.Method, path, body), "Authorization: Bearer")
+			for _, role := range apikeys.Roles {
+				got := a.call(t, a.key[string(role)], r.Method, path, body)
 				switch {
-				case want == ok && (got.Status == http.StatusUnauthorized || got.Status == http.StatusForbidden):
+				case r.Allows(role) && (got.Status == http.StatusUnauthorized || got.Status == http.StatusForbidden):
 					t.Errorf("%s key: %d %s; want it let through", role, got.Status, got.Body)
-				case want == denied:
-					expectError(t, got, http.StatusForbidden, "forbidden", role)
+				case !r.Allows(role):
+					expectError(t, got, http.StatusForbidden, "forbidden", string(role))
 					if h := got.Header.Get("WWW-Authenticate"); !strings.Contains(h, "insufficient_scope") {
 						t.Errorf("%s key: WWW-Authenticate %q; want Bearer with insufficient_scope", role, h)
 					}
 				}
 			}
 		})
-	}
-	// No key needed.
-	for _, path := range []string{"/healthz", "/readyz"} {
-		if r := a.call(t, "", http.MethodGet, path, ""); r.Status != http.StatusOK {
-			t.Errorf("GET %s without a key: %d %s; want 200", path, r.Status, r.Body)
-		}
 	}
 	// An unknown route is 404 with or without a key.
 	if r := a.call(t, "", http.MethodGet, "/v1/nothing", ""); r.Status != http.StatusNotFound {

@@ -38,6 +38,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	envString(fs, &cfg.devCluster, "dev-cluster", "OPSQ_DEV_CLUSTER", benchDevClusterDefault,
 		"without a database URL, start or reuse the local development PostgreSQL cluster in this `directory`, as make run does, and use a scratch database in it")
 	fs.IntVar(&cfg.Instances, "instances", bench.InstancesDefault, "`N` opsq serve processes to start, 1 to 16")
+	fs.StringVar(&cfg.Auth, "auth", bench.AuthRequired, "the instances' OPSQ_AUTH: required (the bench makes a key of each role in the scratch database and every request carries its role's key) or off")
 	workloadList := fs.String("workload", bench.WorkloadsDefault, "comma-separated `list` of workloads to run, in that order: "+strings.Join(bench.Workloads, ", "))
 	fs.Var((*countFlag)(&cfg.IngestChunks), "ingest-chunks", "ingest: `N` chunks in the one NDJSON submission that is timed (counts take k and M: 10k, 1M)")
 	fs.Var((*countFlag)(&cfg.BurndownChunks), "burndown-chunks", "burndown: `N` chunks in the backlog the consumers burn down")

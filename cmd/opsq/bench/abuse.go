@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"opsq/api/apikeys"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/cmd/opsq/progress"
@@ -75,8 +76,9 @@ type abuseRun struct {
 	db      *pgxpool.Pool
 	counter *statusCounter
 	clients []*client.Client // through counter
-	hc      *http.Client
-	soft    time.Duration // claim_soft_expiry
+	hc      *http.Client     // through counter, each request with its route's key (keys.go)
+	hcNoKey *http.Client     // through counter, without keys
+	soft    time.Duration    // claim_soft_expiry
 	shards  int
 
 	ledger *abuseLedger
@@ -102,7 +104,8 @@ func newAbuse(ctx context.Context, r *benchRun) (*abuseRun, error) {
 	a.mu.answers, a.mu.created, a.mu.notes = map[string]map[string]int{}, map[string]string{}, map[string]string{}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = abuseConsumers + 16
-	a.hc = &http.Client{Transport: a.counter.wrap(transport)}
+	a.hc = &http.Client{Transport: a.counter.wrap(r.env.keys.transport(transport))}
+	a.hcNoKey = &http.Client{Transport: a.counter.wrap(transport)}
 	for _, inst := range r.env.instances {
 		a.clients = append(a.clients, client.New(inst.url, client.WithHTTPClient(a.hc), client.WithUserAgent("opsq-bench-abuse")))
 	}
@@ -478,13 +481,19 @@ type hostileRequest struct {
 	ctype   string
 	body    []byte
 	timeout time.Duration
+	// The API key it carries: its route's (keys.go), unless noKey (none), forgedKey (one
+	// no instance knows) or asRole (that role's) says otherwise.
+	noKey, forgedKey bool
+	asRole           apikeys.Role
+	header           map[string]string // more headers
 	// answer, if set, reads the answer's body (else it is discarded); it returns a note.
 	answer func(body io.Reader) string
 }
 
-// hostileRequests lists the hostile inputs: every bound pushed past its limit. tokens are
-// live reservations the fails may use.
-func hostileRequests(tokens []string, bigMax, keyCount int, chunkCountTimeout time.Duration) []hostileRequest {
+// hostileRequests lists the hostile inputs: every bound pushed past its limit, and with
+// keys (OPSQ_AUTH=required) requests without a valid key, with a key of the wrong role,
+// and marked forwarded without a signature. tokens are live reservations the fails may use.
+func hostileRequests(tokens []string, bigMax, keyCount int, chunkCountTimeout time.Duration, withKeys bool) []hostileRequest {
 	js := func(v any) []byte {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -536,6 +545,15 @@ func hostileRequests(tokens []string, bigMax, keyCount int, chunkCountTimeout ti
 		post("fail error of 100 KiB (kept cut)", "/v1/fail", 200, js(map[string]any{"failures": []any{map[string]any{"token": tok(1), "error": strings.Repeat("e", 100<<10), "retry": yes}}})),
 		post("fail error with invalid UTF-8", "/v1/fail", 400, []byte(`{"failures": [{"token": "`+tok(2)+`", "error": "a\xffb", "retry": true}]}`)),
 	}
+	if withKeys {
+		submit := js(map[string]any{"chunks": []string{"x"}, "strategic_metadata": tagged("auth")})
+		reserve := js(map[string]any{"max": 1, "strategy": strategyFor("abuse-none")})
+		noKey, forged, wrongRole, unsigned := post("no API key", "/v1/submissions", 401, submit), post("unknown API key", "/v1/reserve", 401, reserve),
+			post("consumer key submitting", "/v1/submissions", 403, submit), post("reserve marked forwarded, unsigned", "/v1/reserve", 401, reserve)
+		noKey.noKey, forged.forgedKey, wrongRole.asRole = true, true, apikeys.Consumer
+		unsigned.header = map[string]string{client.ForwardedHeader: "opsq-abuse"}
+		reqs = append(reqs, noKey, forged, wrongRole, unsigned)
+	}
 	big := post(fmt.Sprintf("reserve max %d over big chunks", bigMax), "/v1/reserve", 200,
 		js(map[string]any{"max": bigMax, "strategy": strategyFor("abuse-big"), "lease": "1m"}))
 	big.answer = func(body io.Reader) string {
@@ -559,7 +577,7 @@ func hostileRequests(tokens []string, bigMax, keyCount int, chunkCountTimeout ti
 // chunk_count 100 000 001 is given at most 10 s, and less in a run shorter than that.
 func (a *abuseRun) hostileRequests(tokens []string) []hostileRequest {
 	cfg := a.r.cfg
-	return hostileRequests(tokens, min(10_000, cfg.AbuseBigChunks), cfg.AbuseKeys, min(10*time.Second, cfg.AbuseDuration))
+	return hostileRequests(tokens, min(10_000, cfg.AbuseBigChunks), cfg.AbuseKeys, min(10*time.Second, cfg.AbuseDuration), len(a.r.env.keys) > 0)
 }
 
 // randomLetters returns n random letters, which compress poorly.
@@ -584,8 +602,20 @@ func (a *abuseRun) hostileInputs(ctx context.Context, tokens []string) {
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		req, _ := http.NewRequestWithContext(rctx, hr.method, inst.url+hr.path, bytes.NewReader(hr.body))
 		req.Header.Set("Content-Type", hr.ctype)
+		for k, v := range hr.header {
+			req.Header.Set(k, v)
+		}
+		hc := a.hc // adds the route's key
+		switch {
+		case hr.noKey:
+			hc = a.hcNoKey
+		case hr.forgedKey:
+			req.Header.Set("Authorization", "Bearer "+apikeys.Generate())
+		case hr.asRole != "":
+			req.Header.Set("Authorization", "Bearer "+a.r.env.keys[hr.asRole])
+		}
 		started := time.Now()
-		resp, err := a.hc.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			cancel()
 			what := "error"
@@ -761,9 +791,10 @@ func (s *stallResults) summary() string {
 func (a *abuseRun) stallUploads(ctx context.Context) stallResults {
 	header, _ := json.Marshal(map[string]any{"strategic_metadata": map[string]any{abuseTag: "stalled_upload"}})
 	first := append(append(header, '\n'), "\"chunk 0\"\n"...)
+	auth := a.r.env.keys.header(http.MethodPost, "/v1/submissions")
 	return a.stall(ctx, func(addr string) []byte {
 		var b bytes.Buffer
-		fmt.Fprintf(&b, "POST /v1/submissions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n", addr)
+		fmt.Fprintf(&b, "POST /v1/submissions HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n", addr, auth)
 		fmt.Fprintf(&b, "%x\r\n%s\r\n", len(first), first)
 		return b.Bytes()
 	}, -1, "POST /v1/submissions (stalled upload)")
@@ -772,8 +803,10 @@ func (a *abuseRun) stallUploads(ctx context.Context) stallResults {
 // stallReaders opens --abuse-stalls reads of the results of submission id (size bytes of
 // NDJSON) that read a little, then nothing, until ctx ends.
 func (a *abuseRun) stallReaders(ctx context.Context, id string, size int64) stallResults {
+	path := "/v1/submissions/" + id + "/results"
+	auth := a.r.env.keys.header(http.MethodGet, path)
 	return a.stall(ctx, func(addr string) []byte {
-		return fmt.Appendf(nil, "GET /v1/submissions/%s/results HTTP/1.1\r\nHost: %s\r\n\r\n", id, addr)
+		return fmt.Appendf(nil, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", path, addr, auth)
 	}, size, "GET /v1/submissions/{id}/results (stalled reader)")
 }
 

@@ -77,7 +77,7 @@ func TestBenchAbuseRuns(t *testing.T) {
 			t.Errorf("the report has no %q", key)
 		}
 	}
-	if want := len(hostileRequests([]string{"t"}, 20, 1000, time.Second)) - 1 + 2; inputs != want { // the big reserve twice, one row
+	if want := len(hostileRequests([]string{"t"}, 20, 1000, time.Second, true)) - 1 + 2; inputs != want { // the big reserve twice, one row
 		t.Errorf("the report has %d rows of hostile requests; want %d", inputs, want)
 	}
 	if t.Failed() {

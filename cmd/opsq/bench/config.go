@@ -30,7 +30,10 @@ type Config struct {
 	// and drops its scratch database. Required.
 	Database func(ctx context.Context) (string, error)
 
-	Instances       int             // opsq serve processes, 1 to 16. Defaults to 2.
+	Instances int // opsq serve processes, 1 to 16. Defaults to 2.
+	// Auth is the instances' OPSQ_AUTH: AuthRequired (the requests carry keys of each role,
+	// keys.go) or AuthOff; empty is AuthRequired.
+	Auth            string
 	Workloads       []string        // in the order they run. Defaults to WorkloadsDefault.
 	IngestChunks    int64           // ingest: chunks in the timed submission. Defaults to 1 000 000.
 	BurndownChunks  int64           // burndown: the backlog. Defaults to 300 000.
@@ -101,6 +104,8 @@ func (cfg Config) Validate() error {
 	switch {
 	case cfg.Instances < 1 || cfg.Instances > 16:
 		return fmt.Errorf("--instances %d: want 1 to 16", cfg.Instances)
+	case cfg.Auth != "" && cfg.Auth != AuthRequired && cfg.Auth != AuthOff:
+		return fmt.Errorf("--auth %q: want %s or %s", cfg.Auth, AuthRequired, AuthOff)
 	case cfg.IngestChunks < 1:
 		return fmt.Errorf("--ingest-chunks %d: want 1 or more", cfg.IngestChunks)
 	case cfg.BurndownChunks < 1:

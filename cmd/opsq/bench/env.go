@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,7 +44,8 @@ type benchEnv struct {
 	logDir     string // the instances' logs
 	stderr     io.Writer
 	instances  []*benchInstance
-	clients    []*client.Client // clients[i] talks to instances[i]
+	clients    []*client.Client // clients[i] talks to instances[i]; each request with its route's key
+	keys       benchKeys        // the keys the requests carry (keys.go); none with --auth off
 	shardCount int
 	// pool is the scratch database, for the engine's bulk insert and cancel, and for the
 	// workloads' reads; a few connections.
@@ -95,16 +97,13 @@ func startBenchEnv(ctx context.Context, cfg Config, stderr io.Writer) (*benchEnv
 		e.close(true)
 		return nil, err
 	}
-	if err := e.openPool(ctx); err != nil {
-		e.close(true)
-		return nil, err
-	}
 	return e, nil
 }
 
 // info describes the environment for the report.
 func (e *benchEnv) info(cfg Config) benchInfo {
-	return benchInfo{PostgreSQL: e.pgVersion, Server: e.server, Database: e.dbName, Instances: cfg.Instances, CPUs: runtime.NumCPU()}
+	return benchInfo{PostgreSQL: e.pgVersion, Server: e.server, Database: e.dbName, Instances: cfg.Instances, CPUs: runtime.NumCPU(),
+		Auth: cmp.Or(cfg.Auth, AuthRequired)}
 }
 
 // createDatabase creates the scratch database through adminURL.
@@ -172,8 +171,9 @@ func scratchURL(base, db string) (string, error) {
 	return u.String(), nil
 }
 
-// startInstances starts the instances: the first one migrates the database, the others
-// start once it is ready. It returns when every instance holds shards.
+// startInstances starts the instances: the first one migrates the database; once it is
+// ready, the bench opens its pool and makes the API keys (unless --auth off), and the
+// others start. It returns when every instance holds shards.
 func (e *benchEnv) startInstances(ctx context.Context, cfg Config) error {
 	exe, err := clustertest.Self()
 	if err != nil {
@@ -190,27 +190,44 @@ func (e *benchEnv) startInstances(ctx context.Context, cfg Config) error {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConns = 0 // no limit
 	transport.MaxIdleConnsPerHost = cfg.Consumers + 16
-	hc := &http.Client{Transport: transport}
+	auth := cmp.Or(cfg.Auth, AuthRequired)
 	for i := range cfg.Instances {
-		inst, err := e.startInstance(ctx, exe, dbURL, i)
+		inst, err := e.startInstance(ctx, exe, dbURL, i, auth)
 		if err != nil {
 			return err
 		}
 		e.instances = append(e.instances, inst)
-		e.clients = append(e.clients, client.New(inst.url, client.WithHTTPClient(hc), client.WithUserAgent("opsq-bench")))
 		if err := e.waitReady(ctx, inst); err != nil {
 			return err
 		}
+		if i > 0 {
+			continue
+		}
+		// Migrated: the bench's connections, and the keys.
+		if err := e.openPool(ctx); err != nil {
+			return err
+		}
+		if auth == AuthRequired {
+			if e.keys, err = createKeys(ctx, e.pool); err != nil {
+				return err
+			}
+		}
 	}
+	hc := &http.Client{Transport: e.keys.transport(transport)}
+	for _, inst := range e.instances {
+		e.clients = append(e.clients, client.New(inst.url, client.WithHTTPClient(hc), client.WithUserAgent("opsq-bench")))
+	}
+	// Through instance 0 with the admin key: once it answers, instance 0 knows the keys
+	// (made in one transaction), and the others loaded them at their start.
 	return e.waitBalanced(ctx)
 }
 
 // startInstance starts instance i on a held loopback port; only the first one migrates.
-func (e *benchEnv) startInstance(ctx context.Context, exe clustertest.Binary, dbURL string, i int) (*benchInstance, error) {
+func (e *benchEnv) startInstance(ctx context.Context, exe clustertest.Binary, dbURL string, i int, auth string) (*benchInstance, error) {
 	p, err := clustertest.Start(exe, clustertest.Spec{
 		ID: fmt.Sprintf("bench-%d-%d", os.Getpid(), i), DBURL: dbURL, Migrate: i == 0,
 		LogPath: filepath.Join(e.logDir, fmt.Sprintf("instance-%d.log", i)), LogLevel: "warn",
-		Grace:    benchStopTimeout.String(),
+		Grace: benchStopTimeout.String(), Auth: auth,
 		ProcAttr: childProcAttr(), // its own process group: Ctrl-C is ours to handle
 	})
 	if err != nil {

@@ -59,7 +59,7 @@ func (r *benchRun) parkedClients(n int) ([]*client.Client, func()) {
 	tr.MaxIdleConns = 0
 	tr.MaxIdleConnsPerHost = n
 	tr.MaxConnsPerHost = 0
-	hc := &http.Client{Transport: tr}
+	hc := &http.Client{Transport: r.env.keys.transport(tr)}
 	out := make([]*client.Client, len(r.env.instances))
 	for i, inst := range r.env.instances {
 		out[i] = client.New(inst.url, client.WithHTTPClient(hc), client.WithUserAgent("opsq-bench"))

@@ -92,6 +92,7 @@ type benchInfo struct {
 	Database   string    `json:"database"`   // the scratch database
 	Instances  int       `json:"instances"`
 	CPUs       int       `json:"cpus"`
+	Auth       string    `json:"auth"`               // the instances' OPSQ_AUTH
 	LoadStart  string    `json:"load_average_start"` // the 1, 5 and 15 minute load averages
 	LoadEnd    string    `json:"load_average_end"`
 	Started    time.Time `json:"started"`
@@ -102,6 +103,12 @@ type benchInfo struct {
 func (i benchInfo) describe() string {
 	s := fmt.Sprintf("PostgreSQL %s at %s (scratch database %s), %d opsq instance%s, %d CPUs (nproc)",
 		i.PostgreSQL, i.Server, i.Database, i.Instances, pluralS(i.Instances), i.CPUs)
+	switch i.Auth {
+	case AuthRequired:
+		s += ", API keys required"
+	case AuthOff:
+		s += ", API keys off (--auth off)"
+	}
 	if i.LoadStart != "" {
 		s += ", load average " + i.LoadStart
 		if i.LoadEnd != "" {

@@ -4,8 +4,9 @@
 // something broken does (a chunk lost or handed out twice, an error). The command's flags
 // live in cmd/opsq, which builds a Config and calls Run.
 //
-// It writes to opsq's tables only through the engine (queuer's bulk insert and cancel);
-// its own SQL only reads, or measures the server.
+// It writes to opsq's tables only through the engine (queuer's bulk insert and cancel;
+// apikeys.Create for the keys its requests carry, keys.go); its own SQL only reads, or
+// measures the server.
 package bench
 
 import (

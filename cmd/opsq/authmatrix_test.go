@@ -1,0 +1,276 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"opsq/api"
+	"opsq/api/apikeys"
+	"opsq/client"
+	"opsq/cmd/opsq/clustertest"
+	"opsq/migrations/pgtest"
+)
+
+// matrixCaller is who sends a request of the matrix: a key (or none) and what it is.
+type matrixCaller struct {
+	name string
+	key  string       // "" for none
+	role apikeys.Role // for a valid key; "" for the others, which every instance refuses
+	says string       // what the 401 of a refused one mentions
+}
+
+// matrixReply is an answer, read whole.
+type matrixReply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// code is the error code of an error answer, or "".
+func (r matrixReply) code() string {
+	var e client.ErrorBody
+	_ = json.Unmarshal(r.body, &e)
+	return e.Error.Code
+}
+
+func (r matrixReply) String() string {
+	return http.StatusText(r.status) + " " + strings.TrimSpace(string(r.body[:min(len(r.body), 300)]))
+}
+
+// TestAuthMatrix runs the role table (api.Routes) against two real instances with
+// OPSQ_AUTH=required: every route they serve, with no key, an unknown, a revoked and an
+// expired key, and a key of each role, gets what the table gives it: 401 with
+// WWW-Authenticate: Bearer for the refused keys, 403 for a role the route does not allow,
+// and anything but 401 or 403 for one it allows (a dummy body or id may be a 400 or 404:
+// what is checked is the auth decision). The routes of the REST API come from the
+// instances' own /v1/openapi.json, so that a route without a line in api.Routes fails
+// here (api's TestAuthMatrix checks the same of echo's routes, the dashboard's included).
+// Also: a request marked forwarded without a valid signature is refused, and a producer
+// key cancels only its own submissions while an admin key cancels any.
+func TestAuthMatrix(t *testing.T) {
+	dbURL := pgtest.NewDB(t)
+	c := clustertest.New(t, opsqBinary, dbURL)
+	ctx := t.Context()
+	key := map[string]string{}
+	for _, name := range []string{"producer", "producer2", "consumer", "metrics", "admin", "revoked", "expired"} {
+		role := apikeys.Role(strings.TrimSuffix(name, "2"))
+		var expires time.Duration
+		switch name {
+		case "revoked":
+			role = apikeys.Admin
+		case "expired":
+			role, expires = apikeys.Admin, time.Millisecond
+		}
+		_, k, err := apikeys.Create(ctx, c.Pool, "matrix-"+name, role, expires)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key[name] = k
+	}
+	if _, err := apikeys.Revoke(ctx, c.Pool, "matrix-revoked"); err != nil {
+		t.Fatal(err)
+	}
+	c.Env = append(c.Env, "OPSQ_AUTH=required")
+	c.Key = key["admin"]
+	insts := c.StartN(2)
+
+	callers := []matrixCaller{
+		{name: "no key", says: "Authorization: Bearer"},
+		{name: "unknown key", key: apikeys.Generate(), says: "unknown"},
+		{name: "revoked key", key: key["revoked"], says: "revoked"},
+		{name: "expired key", key: key["expired"], says: "expired"},
+	}
+	for _, role := range apikeys.Roles {
+		callers = append(callers, matrixCaller{name: string(role) + " key", key: key[string(role)], role: role})
+	}
+	hc := *c.HTTP
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	send := func(method, u string, hdr http.Header, body string) matrixReply {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, u, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = hdr
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, u, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return matrixReply{resp.StatusCode, resp.Header, b}
+	}
+
+	// The REST API's routes, as the instances document them, are the table's.
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	r := send(http.MethodGet, insts[0].URL+"/v1/openapi.json", http.Header{}, "")
+	if err := json.Unmarshal(r.body, &doc); r.status != http.StatusOK || err != nil {
+		t.Fatalf("GET /v1/openapi.json: %s, %v", r, err)
+	}
+	var served, listed []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			if m := strings.ToUpper(method); slices.Contains([]string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}, m) {
+				served = append(served, m+" "+openAPIToEcho(path))
+			}
+		}
+	}
+	for _, rt := range api.Routes {
+		if !rt.Dashboard {
+			listed = append(listed, rt.Method+" "+rt.Path)
+		}
+	}
+	for _, s := range served {
+		if !slices.Contains(listed, s) {
+			t.Errorf("the instances serve %s (their /v1/openapi.json); api.Routes does not give its roles", s)
+		}
+	}
+	for _, l := range listed {
+		if !slices.Contains(served, l) {
+			t.Errorf("api.Routes lists %s; the instances' /v1/openapi.json does not", l)
+		}
+	}
+	if len(served) < 10 {
+		t.Fatalf("found %d routes in /v1/openapi.json: %v", len(served), served)
+	}
+
+	// The dashboard takes its key from the cookie its login page sets: log in once to learn
+	// the cookie's name; every key of the matrix then goes in it.
+	login := send(http.MethodPost, insts[0].URL+"/ui/login",
+		http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, url.Values{"key": {key["admin"]}}.Encode())
+	cookies := (&http.Response{Header: login.header}).Cookies()
+	if login.status != http.StatusSeeOther || len(cookies) != 1 || cookies[0].Value != key["admin"] {
+		t.Fatalf("dashboard login with an admin key: %s, cookies %v; want a redirect setting the key's cookie", login, cookies)
+	}
+	cookieName := cookies[0].Name
+
+	requests := 0
+	for _, inst := range insts {
+		for _, rt := range api.Routes {
+			path := strings.ReplaceAll(strings.ReplaceAll(rt.Path, ":id", "999"), "*", "app.js")
+			route := inst.ID + ": " + rt.Method + " " + rt.Path
+			for _, who := range callers {
+				hdr, body := http.Header{}, ""
+				switch {
+				case rt.Dashboard && who.key != "":
+					hdr.Set("Cookie", (&http.Cookie{Name: cookieName, Value: who.key}).String())
+				case who.key != "":
+					hdr.Set("Authorization", "Bearer "+who.key)
+				}
+				if rt.Method == http.MethodPost && rt.Dashboard {
+					hdr.Set("Content-Type", "application/x-www-form-urlencoded")
+				} else if rt.Method == http.MethodPost {
+					hdr.Set("Content-Type", "application/json")
+					body = "{}"
+				}
+				got := send(rt.Method, inst.URL+path, hdr, body)
+				requests++
+				switch {
+				case rt.Open():
+					if got.status >= 400 {
+						t.Errorf("%s with %s: %s; want it served to anyone", route, who.name, got)
+					}
+				case who.role != "" && rt.Allows(who.role):
+					if got.status == http.StatusUnauthorized || got.status == http.StatusForbidden || got.status >= 500 ||
+						(got.status == http.StatusSeeOther && strings.HasPrefix(got.header.Get("Location"), "/ui/login")) {
+						t.Errorf("%s with %s: %s; want it let through", route, who.name, got)
+					}
+				case rt.Dashboard:
+					// Whoever is not admin is sent to the login page, or refused.
+					page := got.status == http.StatusSeeOther && strings.HasPrefix(got.header.Get("Location"), "/ui/login")
+					refused := got.status == http.StatusUnauthorized && strings.HasPrefix(got.header.Get("WWW-Authenticate"), "Bearer")
+					if !page && !refused {
+						t.Errorf("%s with %s: %s (Location %q); want the login page (303) or 401 with WWW-Authenticate: Bearer",
+							route, who.name, got, got.header.Get("Location"))
+					}
+				case who.role != "":
+					if got.status != http.StatusForbidden || got.code() != "forbidden" || !strings.Contains(got.header.Get("WWW-Authenticate"), "insufficient_scope") {
+						t.Errorf("%s with %s: %s (WWW-Authenticate %q); want 403 forbidden, insufficient_scope", route, who.name, got, got.header.Get("WWW-Authenticate"))
+					}
+				default:
+					if got.status != http.StatusUnauthorized || got.code() != "unauthorized" || !strings.HasPrefix(got.header.Get("WWW-Authenticate"), "Bearer") ||
+						!strings.Contains(string(got.body), who.says) {
+						t.Errorf("%s with %s: %s (WWW-Authenticate %q); want 401 unauthorized with WWW-Authenticate: Bearer, saying %q",
+							route, who.name, got, got.header.Get("WWW-Authenticate"), who.says)
+					}
+				}
+			}
+			// The dashboard's key is the cookie, never the Authorization header.
+			if rt.Dashboard && !rt.Open() {
+				got := send(rt.Method, inst.URL+path, http.Header{"Authorization": {"Bearer " + key["admin"]}}, "")
+				requests++
+				if got.status != http.StatusUnauthorized && got.status != http.StatusSeeOther {
+					t.Errorf("%s with an admin key in Authorization, no cookie: %s; want refused", route, got)
+				}
+			}
+		}
+	}
+	t.Logf("%d requests, %d routes × %d callers on %d instances", requests, len(api.Routes), len(callers), len(insts))
+
+	// A reserve or extend marked forwarded by another instance, with a valid consumer key
+	// but no valid signature, is refused and never acted on.
+	for path, body := range map[string]string{"/v1/reserve": `{"max": 1}`, "/v1/extend": `{"tokens": [], "lease": "1m"}`} {
+		for _, sig := range []string{"", "1700000000000.AAAA"} {
+			hdr := http.Header{"Authorization": {"Bearer " + key["consumer"]}, "Content-Type": {"application/json"}}
+			hdr.Set(client.ForwardedHeader, insts[1].ID)
+			if sig != "" {
+				hdr.Set(client.ForwardedSignatureHeader, sig)
+			}
+			got := send(http.MethodPost, insts[0].URL+path, hdr, body)
+			if got.status != http.StatusUnauthorized || got.code() != "forwarded_signature" {
+				t.Errorf("POST %s marked forwarded, signature %q: %s; want 401 forwarded_signature", path, sig, got)
+			}
+		}
+	}
+
+	// A producer key cancels only its own submissions; admin cancels any. Submitted
+	// through one instance, cancelled through the other.
+	as := func(inst *clustertest.Instance, name string) *client.Client {
+		return client.New(inst.URL, client.WithHTTPClient(c.HTTP), client.WithKey(key[name]))
+	}
+	a, b := insts[0], insts[1]
+	mine, err := as(a, "producer").Submit(ctx, client.Submission{Chunks: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := as(a, "producer2").Submit(ctx, client.Submission{Chunks: []string{"y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := as(b, "producer").Cancel(ctx, theirs.ID); !isStatus(err, http.StatusForbidden) {
+		t.Errorf("a producer cancelling another producer's submission: %v; want 403", err)
+	}
+	if _, err := as(b, "consumer").Cancel(ctx, mine.ID); !isStatus(err, http.StatusForbidden) {
+		t.Errorf("a consumer cancelling a submission: %v; want 403", err)
+	}
+	if _, err := as(b, "producer").Cancel(ctx, mine.ID); err != nil {
+		t.Errorf("a producer cancelling its own submission: %v; want it cancelled", err)
+	}
+	if _, err := as(b, "admin").Cancel(ctx, theirs.ID); err != nil {
+		t.Errorf("admin cancelling a producer's submission: %v; want it cancelled", err)
+	}
+	for _, id := range []string{mine.ID, theirs.ID} {
+		if st, err := as(a, "producer").Status(ctx, id, 0); err != nil || st.State != client.StateCancelled {
+			t.Errorf("submission %s: %+v, %v; want cancelled", id, st, err)
+		}
+	}
+}
+
+// openAPIToEcho writes a path of the OpenAPI document as echo routes it: {id} is :id.
+func openAPIToEcho(path string) string {
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		if strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}") {
+			parts[i] = ":" + p[1:len(p)-1]
+		}
+	}
+	return strings.Join(parts, "/")
+}
