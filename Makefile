@@ -5,7 +5,7 @@ BIN       := bin/opsq
 DEV_DIR   ?= .data/pg
 GOFILES    = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.data/*')
 
-.PHONY: build run test test-race lint bench clean fuzz
+.PHONY: build run stop test test-race lint bench clean fuzz
 
 ## build: compile the opsq binary into bin/opsq
 build:
@@ -15,6 +15,15 @@ build:
 ## without API keys (OPSQ_AUTH=off) unless OPSQ_AUTH=required is set
 run: build
 	OPSQ_DEV_CLUSTER=$${OPSQ_DEV_CLUSTER:-$(DEV_DIR)} OPSQ_AUTH=$${OPSQ_AUTH:-off} ./$(BIN) serve
+
+## stop: stop the development PostgreSQL of "make run" (it keeps running after opsq exits,
+## so that the next "make run" starts at once); its data stay in .data/
+stop:
+	@d="$(abspath $(DEV_DIR))/data"; \
+	if [ ! -f "$$d/postmaster.pid" ]; then echo "no development PostgreSQL runs in $(DEV_DIR)"; exit 0; fi; \
+	ctl=$$(command -v pg_ctl || ls /usr/lib/postgresql/*/bin/pg_ctl 2>/dev/null | sort -V | tail -n 1); \
+	if [ -z "$$ctl" ]; then echo "pg_ctl not found: install PostgreSQL's server binaries (Debian: postgresql)"; exit 1; fi; \
+	if [ "$$(id -u)" = 0 ]; then su postgres -s /bin/sh -c "$$ctl stop -D '$$d' -m fast"; else "$$ctl" stop -D "$$d" -m fast; fi
 
 ## test: the whole suite against a real PostgreSQL (OPSQ_TEST_DATABASE_URL, else an
 ## ephemeral cluster from initdb/pg_ctl, else testcontainers-go)
