@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"opsq/api/apikeys"
 	"opsq/client"
 	"opsq/cmd/opsq/progress"
 )
@@ -101,8 +102,13 @@ func (r *benchRun) parked(ctx context.Context) error {
 // and times until each consumer has one.
 func (r *benchRun) parkedConsumers(ctx context.Context) error {
 	n := r.cfg.ParkedConsumers
-	clients, closeClients := r.parkedClients(n)
-	defer closeClients()
+	reservers := make([]*rawReserver, len(r.env.instances))
+	for i, inst := range r.env.instances {
+		var err error
+		if reservers[i], err = newRawReserver(inst.url, r.env.keys[apikeys.Consumer]); err != nil {
+			return err
+		}
+	}
 	before, err := r.instancesRSS()
 	if err != nil {
 		return err
@@ -113,14 +119,14 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 	var wg sync.WaitGroup
 	got := make([]time.Time, n)
 	chunks := make([]client.ReservedChunk, n)
+	closers := make([]func(), n) // each consumer's connection, closed once all are timed
 	var failures atomic.Int64
 	var firstErr atomic.Value
 	for i := range n {
 		wg.Go(func() {
-			var once sync.Once
-			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(func() { sent.Add(1) }) }}
-			res, err := clients[i%len(clients)].Reserve(httptrace.WithClientTrace(runCtx, trace), client.ReserveRequest{
-				Max: 1, Strategy: randomStrategy, Lease: "10m", Wait: parkedWait.String(), Consumer: fmt.Sprintf("bench-parked-%d", i)})
+			res, closeConn, err := reservers[i%len(reservers)].reserve(runCtx, client.ReserveRequest{
+				Max: 1, Strategy: randomStrategy, Lease: "10m", Wait: parkedWait.String(), Consumer: fmt.Sprintf("bench-parked-%d", i)},
+				func() { sent.Add(1) })
 			switch {
 			case err != nil:
 				if runCtx.Err() == nil {
@@ -130,6 +136,7 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 			case len(res) > 0:
 				got[i], chunks[i] = time.Now(), res[0]
 			}
+			closers[i] = closeConn
 		})
 	}
 	stop := r.showProgress(func() string {
@@ -183,6 +190,11 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 	})
 	wg.Wait()
 	stop()
+	for _, closeConn := range closers {
+		if closeConn != nil {
+			closeConn()
+		}
+	}
 
 	var waits []time.Duration
 	seen := map[string]bool{}

@@ -1,0 +1,54 @@
+//go:build linux
+
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"testing"
+	"time"
+
+	"opsq/migrations/pgtest"
+)
+
+// TestBenchParkedRuns runs "opsq bench --workload parked" small, with API keys (the
+// default): the parked consumers' raw reserves carry the consumer key and each gets a
+// chunk, none twice, and the report has the figures.
+func TestBenchParkedRuns(t *testing.T) {
+	t.Parallel()
+	bin := buildOpsq(t)
+	dbURL := pgtest.NewDB(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "bench", "--database-url", dbURL, "--workload", "parked", "--json", "--instances", "2",
+		"--parked-consumers", "200", "--parked-producers", "50")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("opsq bench: %v\n%s", err, stderr.String())
+	}
+	var report struct {
+		Results []struct {
+			Key   string  `json:"key"`
+			Value float64 `json:"value"`
+		} `json:"results"`
+		Broken []string `json:"broken"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
+		t.Fatalf("the report is not JSON: %v\n%s", err, stdout.String())
+	}
+	if len(report.Broken) > 0 {
+		t.Errorf("broken: %q\n%s", report.Broken, stderr.String())
+	}
+	got := map[string]float64{}
+	for _, r := range report.Results {
+		got[r.Key] = r.Value
+	}
+	for _, key := range []string{"parked.served_last_seconds", "parked.served_p50"} {
+		if v, ok := got[key]; !ok || v <= 0 {
+			t.Errorf("%s = %v (reported: %v); want a positive figure", key, v, ok)
+		}
+	}
+}
