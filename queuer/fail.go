@@ -119,7 +119,7 @@ func (q *Queuer) notifyRetried(ctx context.Context, tx pgx.Tx, t token, tok stri
 // afterRetry drops the local reservation tok, if any, of a chunk that is reservable again,
 // and wakes the consumers waiting here.
 func (q *Queuer) afterRetry(t token, tok string) {
-	q.tombs.add(t.key)
+	q.tombs.addRetried(t.key, t.retries)
 	if tok != "" {
 		q.reserver.Release(tok)
 	}

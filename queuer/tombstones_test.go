@@ -77,3 +77,36 @@ func TestTombstonesALaterChangeOfTheSameKeyKeepsIt(t *testing.T) {
 		t.Errorf("has(%v) once every scan ended = true; want false", k)
 	}
 }
+
+// TestTombstonesOfARetryHideOnlyTheRowsReadBeforeIt: a retried chunk's tombstone hides
+// the rows read with the retried attempt's count (or lower), not the row as it is now, so
+// that a scan that reads it again takes it while an older buffer keeps the tombstone.
+func TestTombstonesOfARetryHideOnlyTheRowsReadBeforeIt(t *testing.T) {
+	t.Parallel()
+	ts := newTombstones()
+	k := reserver.Key{SubmissionID: 4, ChunkIndex: 2}
+	held := ts.begin() // a buffer read k with retries 0
+	ts.addRetried(k, 0)
+	if !ts.stale(k, 0) {
+		t.Errorf("stale(k, 0) after attempt 0 was retried = false; want true (read before the retry)")
+	}
+	if ts.stale(k, 1) {
+		t.Errorf("stale(k, 1) after attempt 0 was retried = true; want false (the row as it is now)")
+	}
+	ts.addRetried(k, 1)
+	if !ts.stale(k, 1) || ts.stale(k, 2) {
+		t.Errorf("after attempt 1 was retried: stale(k, 1) = %t, stale(k, 2) = %t; want true, false", ts.stale(k, 1), ts.stale(k, 2))
+	}
+	ts.add(k) // completed
+	if !ts.stale(k, 2) || !ts.stale(k, 9) {
+		t.Errorf("after k was completed: stale(k, 2) = %t, stale(k, 9) = %t; want both true", ts.stale(k, 2), ts.stale(k, 9))
+	}
+	ts.addRetried(k, 3) // a late retry notice does not unhide a finished chunk
+	if !ts.stale(k, 9) {
+		t.Errorf("stale(k, 9) after a retry notice following the completion = false; want true")
+	}
+	ts.end(held)
+	if ts.has(k) || ts.len() != 0 || len(ts.log) != 0 {
+		t.Errorf("after the last scan ended: has(k) = %t, %d tombstones, %d logged; want none", ts.has(k), ts.len(), len(ts.log))
+	}
+}
