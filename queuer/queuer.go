@@ -84,7 +84,8 @@ type Queuer struct {
 	shared   *shared // the reserves sharing a run
 	infos    *infoCache
 	tombs    *tombstones
-	hints    *hints // resume hints of ordered scans
+	hints    *hints   // resume hints of ordered scans
+	buffers  *buffers // the next candidates of the leaves scanned (buffer.go)
 
 	// The parts.
 	subs      *submissions
@@ -127,6 +128,7 @@ func New(cfg Config) (*Queuer, error) {
 		reserver: reserver.New(reserver.Config{}), work: newSignal(cfg.MaxWaiters), shared: newShared(),
 		keys: NewKeyring(cfg.Pool, cfg.Logger), infos: newInfoCache(cfg.Pool), tombs: newTombstones(), hints: newHints(),
 	}
+	q.buffers = newBuffers(q.tombs)
 	q.router = newRouter(cfg.Pool, cfg.Instance.ID, q.keys, cfg.PeerTLS, cfg.Logger)
 	q.router.clock = cfg.Clock
 	q.holds = &holds{pool: cfg.Pool, log: cfg.Logger}
@@ -220,6 +222,7 @@ func (q *Queuer) Stop() {
 	}
 	q.mu.stopped = true
 	stopAll(q.mu.services)
+	q.buffers.stop()
 	q.scans.Close()
 	q.subs.finished.wakeAll()
 	q.work.broadcast()
@@ -257,6 +260,7 @@ func (q *Queuer) Cluster(ctx context.Context) (claims.Cluster, error) {
 // onLost drops the reservations of shards that are no longer ours.
 func (q *Queuer) onLost(shards []int) {
 	q.hints.clear()
+	q.buffers.dropAll()
 	n := 0
 	for _, s := range shards {
 		n += len(q.reserver.DropShard(s))
@@ -269,6 +273,7 @@ func (q *Queuer) onLost(shards []int) {
 
 // onAcquired wakes the waiting consumers: new shards may hold work.
 func (q *Queuer) onAcquired(shards []int) {
+	q.buffers.dropAll()
 	for _, s := range shards {
 		q.markAvailable(s)
 	}
@@ -279,6 +284,7 @@ func (q *Queuer) onAcquired(shards []int) {
 // of it released): the resume hints may skip them, and the router tells other instances.
 func (q *Queuer) markAvailable(shard int) {
 	q.hints.clear()
+	q.buffers.dropFreed()
 	q.router.markAvailable(shard)
 }
 
@@ -288,6 +294,7 @@ func (q *Queuer) markAvailable(shard int) {
 func (q *Queuer) onWork(payload string) {
 	n := q.router.noteWork(payload, q.shardCount)
 	q.hints.clearNewWork()
+	q.buffers.dropNewWork()
 	if n < 0 {
 		q.work.broadcast()
 	} else {
@@ -299,6 +306,7 @@ func (q *Queuer) onWork(payload string) {
 func (q *Queuer) onNotification(channel, payload string) {
 	switch channel {
 	case "": // the listener reconnected: anything may have been missed
+		q.buffers.dropAll()
 		q.subs.finished.wakeAll()
 		q.onWork("all")
 		q.keys.Refresh()
@@ -323,6 +331,7 @@ func (q *Queuer) onReleased(payload string) {
 	for _, item := range strings.Split(payload, ",") {
 		if sid, ok := strings.CutPrefix(item, "*"); ok {
 			if id, err := strconv.ParseInt(sid, 10, 64); err == nil {
+				q.buffers.dropSubmission(id)
 				q.reserver.DropSubmission(id)
 			}
 			continue
@@ -330,10 +339,11 @@ func (q *Queuer) onReleased(payload string) {
 		sid, idx, isKey := strings.Cut(item, ":")
 		if !isKey {
 			if t, err := parseToken(item); err == nil {
-				q.tombs.add(t.key)
+				q.tombs.addRetried(t.key, t.retries)
 			}
 			q.reserver.Release(item)
 			q.hints.clear() // the chunk is free again, wherever it sorts
+			q.buffers.dropFreed()
 			continue
 		}
 		s, err1 := strconv.ParseInt(sid, 10, 64)

@@ -106,6 +106,10 @@ type run struct {
 	// exhaustive is false once any scan stopped before the end of its order, or skipped a
 	// chunk for a strategy's reason: only an exhaustive empty run proves the shards empty.
 	exhaustive bool
+	// epoch is the run's tombstone epoch, begun before any of its scans; held are the
+	// epochs of the buffers it took candidates from. It ends them all when it is done.
+	epoch uint64
+	held  []uint64
 }
 
 // frame is what the wrappers above a node add to its leaves.
@@ -144,8 +148,13 @@ func (q *Queuer) reserveFor(ctx context.Context, asks []ReserveRequest) ([][]Chu
 		r.generation[l.Shard] = l.Generation
 	}
 	since := q.router.announced() // before the scan reads anything
-	epoch := q.tombs.begin()
-	defer q.tombs.end(epoch)
+	r.epoch = q.tombs.begin()
+	defer func() {
+		q.tombs.end(r.epoch)
+		for _, e := range r.held {
+			q.tombs.end(e)
+		}
+	}()
 	if err := r.node(ctx, r.strategy, frame{}); err != nil {
 		q.undo(r.out)
 		return nil, err
@@ -297,7 +306,7 @@ func (r *run) submissions(ctx context.Context, kind strategy.Kind, ids []int64, 
 			if err != nil {
 				return fmt.Errorf("submission %d: %w", id, err)
 			}
-			if err := r.takeBatch(ctx, batch, f); err != nil {
+			if _, err := r.takeBatch(ctx, batch, f); err != nil {
 				return err
 			}
 			if n < limit {
@@ -319,16 +328,57 @@ func (r *run) submissions(ctx context.Context, kind strategy.Kind, ids []int64, 
 // random, and each shard in a query costs a partition index scan.
 const randomWindow = 8
 
-// leaf streams a leaf's candidates and takes what it may. Random reads the shards a window
-// at a time, in random order; the ordered leaves read all shards in one merged order.
+// leaf takes what it may of a leaf's buffer (buffer.go), then streams the leaf's candidates
+// and takes what it may; the scan of a buffered leaf reads more rows than it needs, and
+// leaves those it did not take in a new buffer. Random reads the shards a window at a
+// time, in random order; the ordered leaves read all shards in one merged order.
 func (r *run) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
+	var fill *bufferFill
+	if buffered(f) {
+		fill = &bufferFill{key: bufferKey(kind, f.filters, r.shards), era: r.q.buffers.era(kind)}
+		if err := r.takeBuffered(ctx, fill.key, f); err != nil || r.full() {
+			return err
+		}
+	}
 	if kind != strategy.Random || len(r.shards) <= randomWindow {
-		return r.scanShards(ctx, kind, f, r.shards)
+		return r.scanShards(ctx, kind, f, r.shards, fill)
 	}
 	shards := append([]int32(nil), r.shards...)
 	rand.Shuffle(len(shards), func(i, j int) { shards[i], shards[j] = shards[j], shards[i] })
 	for i := 0; i < len(shards) && !r.full(); i += randomWindow {
-		if err := r.scanShards(ctx, kind, f, shards[i:min(i+randomWindow, len(shards))]); err != nil {
+		if err := r.scanShards(ctx, kind, f, shards[i:min(i+randomWindow, len(shards))], fill); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bufferFill is the buffer a leaf's scan fills: its key, and the era of its kind
+// (buffers.era) from before the scan.
+type bufferFill struct {
+	key string
+	era uint64
+}
+
+// takeBuffered takes what it may of the candidates in key's buffer, each checked as a
+// scanned one (fetch, then takeBatch): read under the generation the run holds its shard
+// under, not reserved, not tombstoned. Those it did not look at go back to the buffer.
+func (r *run) takeBuffered(ctx context.Context, key string, f frame) error {
+	for !r.answerFull() {
+		buf, cands := r.q.buffers.take(key, r.want-len(r.out)+4)
+		if buf == nil {
+			return nil
+		}
+		r.held = append(r.held, buf.epoch) // until the run ends: the candidates were read under it
+		free := cands[:0]
+		for _, c := range cands {
+			if buf.generation[c.shard] == r.generation[c.shard] && !r.taken(c) {
+				free = append(free, c)
+			}
+		}
+		rest, err := r.takeBatch(ctx, free, f)
+		r.q.buffers.putBack(buf, rest)
+		if err != nil {
 			return err
 		}
 	}
@@ -336,8 +386,10 @@ func (r *run) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
 }
 
 // scanShards streams a leaf's candidates over shards, batch by batch, and takes what it
-// may, until the request is full or the order is read to its end.
-func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shards []int32) error {
+// may, until the request is full or the order is read to its end. With fill, its first
+// batch asks for fillRows rows at least, it reads on past what the answers took until it
+// has read fillRows more rows, and the free rows it did not take become fill's buffer.
+func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shards []int32, fill *bufferFill) error {
 	query, fargs := strategy.CandidateQuery(kind, f.filters, shards)
 	s := strategy.NewCursor(kind)
 	var hk string
@@ -348,9 +400,23 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 		}
 	}
 	limit := min(r.want-len(r.out)+4, batchMax)
+	if fill != nil {
+		limit = max(limit, fillRows(r.want))
+	}
 	lead, leadRun := true, 0 // the run of reserved chunks the scan starts with
 	var leadEnd strategy.Position
-	for !r.full() {
+	var rest []candidate // fill: the free rows read and not taken, in order
+	extra := 0           // fill: the rows read once the answers were full
+	for {
+		full := r.full()
+		if full {
+			r.exhaustive = false
+			more := fillRows(r.want)
+			if fill == nil || extra >= more || len(rest) >= more || r.scanned >= scanRowsMax {
+				break
+			}
+			limit = more - extra
+		}
 		args := s.Args(limit)
 		for k, v := range fargs {
 			args[k] = v
@@ -360,7 +426,7 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 				return false // wrapped around to where the scan began
 			}
 			s.Saw(c.position(), c.order)
-			if r.taken(c.key) {
+			if r.taken(c) {
 				if lead && !s.Wrapped() {
 					leadRun++
 					leadEnd = c.position()
@@ -376,15 +442,24 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 		if leadRun >= hintMinRun {
 			r.q.hints.set(hk, leadEnd)
 		}
-		if err := r.takeBatch(ctx, batch, f); err != nil {
-			return err
+		if full {
+			extra += n
+			rest = append(rest, batch...)
+		} else {
+			left, err := r.takeBatch(ctx, batch, f)
+			if err != nil {
+				return err
+			}
+			rest = append(rest, left...) // some only once the answers are full
 		}
 		if s.Done() || (n < limit && !s.Exhausted()) {
-			return nil // read to the end of its order
+			break // read to the end of its order
 		}
 		limit = min(limit*2, batchMax)
 	}
-	r.exhaustive = false
+	if fill != nil && len(rest) > 0 {
+		r.q.buffers.install(fill.key, kind, rest, r.generation, r.epoch, fill.era)
+	}
 	return nil
 }
 
@@ -402,7 +477,7 @@ func (r *run) fetch(ctx context.Context, query string, args pgx.NamedArgs, seen 
 	_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order, &c.negPrio}, func() error {
 		n++
 		c.inputBytes = jsonStringLen(c.input)
-		if seen(c) && !r.taken(c.key) {
+		if seen(c) && !r.taken(c) {
 			batch = append(batch, c)
 		}
 		return nil
@@ -414,24 +489,25 @@ func (r *run) fetch(ctx context.Context, query string, args pgx.NamedArgs, seen 
 	return n, batch, nil
 }
 
-// taken reports whether k is reserved here, or finished or retried since a running scan
-// may have read it.
-func (r *run) taken(k reserver.Key) bool {
-	return r.q.reserver.IsReserved(k) || r.q.tombs.has(k)
+// taken reports whether c is reserved here, or finished or retried since a running scan
+// may have read it as it was.
+func (r *run) taken(c candidate) bool {
+	return r.q.reserver.IsReserved(c.key) || r.q.tombs.stale(c.key, c.retries)
 }
 
-// takeBatch looks up the batch's submissions and takes its candidates in order.
-func (r *run) takeBatch(ctx context.Context, batch []candidate, f frame) error {
+// takeBatch looks up the batch's submissions and takes its candidates in order. It returns
+// the candidates it did not look at, once the answers were full.
+func (r *run) takeBatch(ctx context.Context, batch []candidate, f frame) ([]candidate, error) {
 	if len(batch) == 0 {
-		return nil
+		return nil, nil
 	}
 	infos, err := r.q.infos.get(ctx, batch)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, c := range batch {
+	for i, c := range batch {
 		if r.answerFull() {
-			return nil
+			return batch[i:], nil
 		}
 		if c.info = infos[c.key.SubmissionID]; c.info == nil {
 			continue // the submission finished since the scan
@@ -443,13 +519,17 @@ func (r *run) takeBatch(ctx context.Context, batch []candidate, f frame) error {
 			r.exhaustive = false
 			continue
 		}
+		if !r.room(c.inputBytes + c.info.bytes) {
+			r.exhaustive = false
+			return batch[i:], nil // c too is left: it did not fit
+		}
 		if ok, err := r.take(ctx, c, f); err != nil {
-			return err
+			return nil, err
 		} else if !ok {
 			r.exhaustive = false
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // saturated reports whether a prefer_distinct rule counts max or more chunks of c's value
@@ -482,7 +562,7 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	}) {
 		return false, nil // another request took it meanwhile
 	}
-	if r.q.tombs.has(c.key) {
+	if r.q.tombs.stale(c.key, c.retries) {
 		r.q.reserver.Release(tok) // finished or retried since the scan read it
 		return false, nil
 	}

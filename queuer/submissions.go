@@ -33,7 +33,13 @@ func newSubmissions(pool *pgxpool.Pool, log *slog.Logger, ids *idGenerator, admi
 
 // Submit inserts a submission and its chunks (see submissions.Submit).
 func (q *Queuer) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (Created, error) {
-	return q.subs.Submit(ctx, sub, chunks)
+	c, err := q.subs.Submit(ctx, sub, chunks)
+	if err == nil && c.ChunksTotal > 0 {
+		// At once, not only when the NOTIFY comes back: a reserve here after the submit sees
+		// its chunks wherever they sort.
+		q.buffers.dropNewWork()
+	}
+	return c, err
 }
 
 // Status returns the submission's state, or ErrNotFound.
@@ -51,7 +57,13 @@ func (q *Queuer) List(ctx context.Context, opts ListOptions) ([]Status, bool, er
 }
 
 // Cancel cancels an in-progress submission (see submissions.Cancel).
-func (q *Queuer) Cancel(ctx context.Context, id int64) (Status, error) { return q.subs.Cancel(ctx, id) }
+func (q *Queuer) Cancel(ctx context.Context, id int64) (Status, error) {
+	st, err := q.subs.Cancel(ctx, id)
+	if err == nil {
+		q.buffers.dropSubmission(id) // at once, not only when the NOTIFY comes back
+	}
+	return st, err
+}
 
 // Results streams the outputs of a completed submission (see submissions.Results).
 func (q *Queuer) Results(ctx context.Context, id int64, fn func(chunkIndex int64, output []byte) error) error {
