@@ -33,16 +33,19 @@ const (
 // buffers owns the buffers of candidates of this instance, one per leaf it has scanned
 // (bufferKey: the leaf's kind, its select_only filters, and the shards it ran over).
 //
-// A buffer is the rest of the last batch of one scan: the candidates after those the
-// reserve took, in the leaf's order, each free (not reserved, not tombstoned) when the
-// scan read it. A later reserve of the same leaf takes them from the front and checks
+// A buffer is what one scan read past what its reserve took: the scan goes on reading
+// after the answers are full, up to fillRows rows, and keeps the candidates it did not
+// take, in the leaf's order (the scan's), each free (not reserved, not tombstoned) when it
+// read it. A later reserve of the same leaf takes them from the front and checks
 // each one at take time as the scan path checks a scanned one (run.takeBuffered, then
 // run.take): not reserved here, no tombstone, its shard still held under the generation
 // the scan read it under, and the answer's bounds. So the buffer is a scan that has not
 // ended, and it is safe for the reason a running scan is: a chunk finished or retried here
 // after the scan's snapshot gets a tombstone that lives until every scan that began before
 // the change has ended, and a buffer holds its scan's tombstone epoch until it is dropped
-// (a reserve that took candidates out of it holds the epoch too, until it ends).
+// (a reserve that took candidates out of it holds the epoch too, until it ends). A retried
+// chunk's tombstone hides only the rows read before the retry (tombstones.addRetried), so
+// a scan finds the chunk again at once, however long a buffer keeps the tombstone.
 //
 // A buffer is dropped when it is drained, when it is bufferLifetime old (used or not, so
 // that tombstones cannot accumulate), to make room under the budget (bufferTotalMax
@@ -67,7 +70,7 @@ const (
 // Safe for concurrent use. It has no goroutine; a buffer's expiry runs on a timer.
 type buffers struct {
 	tombs    *tombstones
-	lifetime time.Duration
+	lifetime time.Duration // guarded by mu; bufferLifetime but in tests
 	mu       struct {
 		sync.Mutex
 		byLeaf map[string]*buffer
