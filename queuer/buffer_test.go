@@ -1,9 +1,7 @@
 package queuer
 
 import (
-	"context"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -191,46 +189,9 @@ func TestBufferedConsumersHandOutEachChunkOnce(t *testing.T) {
 		submitN(t, q, total/3, NewSubmission{})
 	}
 	kinds := []strategy.Kind{strategy.Random, strategy.Random, strategy.OldestFirst, strategy.NewestFirst, strategy.CustomPriority}
-	var mu sync.Mutex
-	delivered := map[reserver.Key]int{}
-	var wg sync.WaitGroup
-	for g := range 24 {
-		wg.Go(func() {
-			kind := kinds[g%len(kinds)]
-			for {
-				chunks, err := q.Reserve(context.Background(), ReserveRequest{Max: 1 + rand.N(8), Lease: time.Minute, Strategy: strategy.Node{Kind: kind}})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if len(chunks) == 0 {
-					return
-				}
-				items := make([]Completion, len(chunks))
-				mu.Lock()
-				for i, c := range chunks {
-					delivered[reserver.Key{SubmissionID: c.SubmissionID, ChunkIndex: c.ChunkIndex}]++
-					items[i] = Completion{Token: c.Token}
-				}
-				mu.Unlock()
-				if _, err := q.Complete(context.Background(), items); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	dups := 0
-	for _, n := range delivered {
-		dups += n - 1
-	}
-	if len(delivered) != total || dups != 0 {
-		t.Fatalf("%d chunks delivered, %d duplicates; want %d and 0", len(delivered), dups, total)
-	}
-	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.submissions_completed"); n != 3 {
-		t.Fatalf("%d submissions completed; want 3", n)
-	}
+	consumeAllOnce(t, q, pool, 24, total, func(g int) ReserveRequest {
+		return ReserveRequest{Max: 1 + rand.N(8), Lease: time.Minute, Strategy: strategy.Node{Kind: kinds[g%len(kinds)]}}
+	})
 }
 
 // TestBufferDropsCancelledSubmissions: a cancel removes the submission's candidates from

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"opsq/client"
 	"opsq/migrations/pgtest"
+	"opsq/reserver"
 	"opsq/strategy"
 )
 
@@ -251,16 +254,26 @@ func TestConcurrentConsumersHandOutEachChunkOnce(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
 	const total = 3000
-	submitN(t, q, total/3, NewSubmission{})
-	submitN(t, q, total/3, NewSubmission{})
-	submitN(t, q, total/3, NewSubmission{})
+	for range 3 {
+		submitN(t, q, total/3, NewSubmission{})
+	}
+	consumeAllOnce(t, q, pool, 16, total, func(int) ReserveRequest {
+		return ReserveRequest{Max: 10, Lease: time.Minute, Strategy: strategy.Default}
+	})
+}
+
+// consumeAllOnce runs workers consumers that reserve (worker g asking with ask(g)) and
+// complete until no reserve answers anything, and fails unless each of the total chunks
+// of the 3 submissions in the queue was handed out exactly once and all 3 completed.
+func consumeAllOnce(t *testing.T, q *Queuer, pool *pgxpool.Pool, workers, total int, ask func(g int) ReserveRequest) {
+	t.Helper()
 	var mu sync.Mutex
-	delivered := map[[2]int64]int{}
+	delivered := map[reserver.Key]int{}
 	var wg sync.WaitGroup
-	for range 16 {
+	for g := range workers {
 		wg.Go(func() {
 			for {
-				chunks, err := q.Reserve(context.Background(), ReserveRequest{Max: 10, Lease: time.Minute, Strategy: strategy.Default})
+				chunks, err := q.Reserve(context.Background(), ask(g))
 				if err != nil {
 					t.Error(err)
 					return
@@ -271,7 +284,7 @@ func TestConcurrentConsumersHandOutEachChunkOnce(t *testing.T) {
 				items := make([]Completion, len(chunks))
 				mu.Lock()
 				for i, c := range chunks {
-					delivered[[2]int64{c.SubmissionID, int64(c.ChunkIndex)}]++
+					delivered[reserver.Key{SubmissionID: c.SubmissionID, ChunkIndex: c.ChunkIndex}]++
 					items[i] = Completion{Token: c.Token}
 				}
 				mu.Unlock()

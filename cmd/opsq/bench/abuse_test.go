@@ -3,16 +3,11 @@
 package bench
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"net/url"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
-
-	"opsq/migrations/pgtest"
 )
 
 // TestBenchAbuseRuns runs "opsq bench --workload abuse" in a tiny configuration against
@@ -21,22 +16,11 @@ import (
 // clean environment, so the test builds opsq rather than running itself.
 func TestBenchAbuseRuns(t *testing.T) {
 	t.Parallel()
-	bin := buildOpsq(t)
-	dbURL := pgtest.NewDB(t)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "bench", "--database-url", u.String(), "--workload", "abuse", "--json",
+	out, runErr := runBench(t, 5*time.Minute, "--workload", "abuse",
 		"--abuse-duration", "2s", "--abuse-stalls", "2", "--abuse-forged", "40", "--abuse-methods", "10", "--abuse-big-chunks", "20", "--abuse-keys", "1000")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
 	// Today the burn-down is broken by forged tokens: exit status 1 with a full report.
-	if runErr != nil && !strings.Contains(stderr.String(), "something broke") {
-		t.Fatalf("opsq bench --workload abuse: %v\n%s", runErr, stderr.String())
+	if runErr != nil && !strings.Contains(out.stderr.String(), "something broke") {
+		t.Fatalf("opsq bench --workload abuse: %v\n%s", runErr, out.stderr.String())
 	}
 	var report struct {
 		Results []struct {
@@ -49,8 +33,8 @@ func TestBenchAbuseRuns(t *testing.T) {
 		} `json:"results"`
 		Error string `json:"error"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
-		t.Fatalf("the report is not JSON: %v\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	if err := json.Unmarshal(out.stdout.Bytes(), &report); err != nil {
+		t.Fatalf("the report is not JSON: %v\n%s\nstderr:\n%s", err, out.stdout.String(), out.stderr.String())
 	}
 	if report.Error != "" {
 		t.Errorf("the bench stopped early: %s", report.Error)
@@ -81,7 +65,7 @@ func TestBenchAbuseRuns(t *testing.T) {
 		t.Errorf("the report has %d rows of hostile requests; want %d", inputs, want)
 	}
 	if t.Failed() {
-		t.Logf("report:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		t.Logf("report:\n%s\nstderr:\n%s", out.stdout.String(), out.stderr.String())
 	}
 }
 

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -63,4 +66,29 @@ func buildOpsq(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return bin
+}
+
+// benchOutput is what runBench saw of a bench: its standard output (the JSON report), its
+// standard error, and its process id (its scratch databases are named after it).
+type benchOutput struct {
+	stdout, stderr *bytes.Buffer
+	pid            int
+}
+
+// runBench runs "opsq bench --database-url <a new test database> --json args..." from a
+// built binary, for at most timeout.
+func runBench(t *testing.T, timeout time.Duration, args ...string) (benchOutput, error) {
+	t.Helper()
+	bin := buildOpsq(t)
+	dbURL := pgtest.NewDB(t)
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"bench", "--database-url", dbURL, "--json"}, args...)...)
+	out := benchOutput{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	cmd.Stdout, cmd.Stderr = out.stdout, out.stderr
+	err := cmd.Run()
+	if cmd.Process != nil {
+		out.pid = cmd.Process.Pid
+	}
+	return out, err
 }

@@ -3,14 +3,9 @@
 package bench
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os/exec"
 	"testing"
 	"time"
-
-	"opsq/migrations/pgtest"
 )
 
 // TestBenchParkedRuns runs "opsq bench --workload parked" small, with API keys (the
@@ -18,16 +13,10 @@ import (
 // chunk, none twice, and the report has the figures.
 func TestBenchParkedRuns(t *testing.T) {
 	t.Parallel()
-	bin := buildOpsq(t)
-	dbURL := pgtest.NewDB(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "bench", "--database-url", dbURL, "--workload", "parked", "--json", "--instances", "2",
+	out, err := runBench(t, 5*time.Minute, "--workload", "parked", "--instances", "2",
 		"--parked-consumers", "200", "--parked-producers", "50")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("opsq bench: %v\n%s", err, stderr.String())
+	if err != nil {
+		t.Fatalf("opsq bench: %v\n%s", err, out.stderr.String())
 	}
 	var report struct {
 		Results []struct {
@@ -36,11 +25,11 @@ func TestBenchParkedRuns(t *testing.T) {
 		} `json:"results"`
 		Broken []string `json:"broken"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
-		t.Fatalf("the report is not JSON: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal(out.stdout.Bytes(), &report); err != nil {
+		t.Fatalf("the report is not JSON: %v\n%s", err, out.stdout.String())
 	}
 	if len(report.Broken) > 0 {
-		t.Errorf("broken: %q\n%s", report.Broken, stderr.String())
+		t.Errorf("broken: %q\n%s", report.Broken, out.stderr.String())
 	}
 	got := map[string]float64{}
 	for _, r := range report.Results {

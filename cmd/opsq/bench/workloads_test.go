@@ -3,12 +3,9 @@
 package bench
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,17 +20,11 @@ import (
 // through the engine's bulk operations.
 func TestBenchBurndownAndDistinctRun(t *testing.T) {
 	t.Parallel()
-	bin := buildOpsq(t)
-	dbURL := pgtest.NewDB(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "bench", "--database-url", dbURL, "--workload", "burndown,distinct", "--json", "--instances", "1",
+	out, err := runBench(t, 5*time.Minute, "--workload", "burndown,distinct", "--instances", "1",
 		"--burndown-chunks", "3000", "--consumers", "8", "--distinct-submissions", "3000", "--distinct-values", "100", "--distinct-held", "10",
 		"--samples", "50")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("opsq bench: %v\n%s", err, stderr.String())
+	if err != nil {
+		t.Fatalf("opsq bench: %v\n%s", err, out.stderr.String())
 	}
 	var report struct {
 		Results []struct {
@@ -44,8 +35,8 @@ func TestBenchBurndownAndDistinctRun(t *testing.T) {
 		} `json:"results"`
 		Broken []string `json:"broken"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
-		t.Fatalf("the report is not JSON: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal(out.stdout.Bytes(), &report); err != nil {
+		t.Fatalf("the report is not JSON: %v\n%s", err, out.stdout.String())
 	}
 	if len(report.Broken) > 0 {
 		t.Errorf("broken: %q", report.Broken)
@@ -80,11 +71,11 @@ func TestBenchBurndownAndDistinctRun(t *testing.T) {
 		report.Results[i+2].Key != "burndown.wal_per_chunk" {
 		t.Errorf("the cost rows do not follow burndown.rate")
 	}
-	if !strings.Contains(stderr.String(), "bytes of WAL per chunk") {
-		t.Errorf("the burn-down's summary line does not give the WAL per chunk:\n%s", stderr.String())
+	if !strings.Contains(out.stderr.String(), "bytes of WAL per chunk") {
+		t.Errorf("the burn-down's summary line does not give the WAL per chunk:\n%s", out.stderr.String())
 	}
 	if t.Failed() {
-		t.Logf("report:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		t.Logf("report:\n%s\nstderr:\n%s", out.stdout.String(), out.stderr.String())
 	}
 }
 
@@ -93,16 +84,10 @@ func TestBenchBurndownAndDistinctRun(t *testing.T) {
 // figures and the ratios are in the report, and River's scratch database is dropped.
 func TestBenchRiverRuns(t *testing.T) {
 	t.Parallel()
-	bin := buildOpsq(t)
-	dbURL := pgtest.NewDB(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "bench", "--database-url", dbURL, "--workload", "burndown", "--river", "--json",
+	out, err := runBench(t, 10*time.Minute, "--workload", "burndown", "--river",
 		"--instances", "1", "--burndown-chunks", "2000", "--consumers", "8")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("opsq bench --river: %v\n%s", err, stderr.String())
+	if err != nil {
+		t.Fatalf("opsq bench --river: %v\n%s", err, out.stderr.String())
 	}
 	var report struct {
 		Results []struct {
@@ -112,8 +97,8 @@ func TestBenchRiverRuns(t *testing.T) {
 			Note   string    `json:"note"`
 		} `json:"results"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
-		t.Fatalf("the report is not JSON: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal(out.stdout.Bytes(), &report); err != nil {
+		t.Fatalf("the report is not JSON: %v\n%s", err, out.stdout.String())
 	}
 	got := map[string]int{}
 	for i, r := range report.Results {
@@ -146,12 +131,12 @@ func TestBenchRiverRuns(t *testing.T) {
 	}
 	// River's scratch database is gone.
 	pool := pgtest.NewPool(t)
-	river := fmt.Sprintf("opsq_bench_%d_river", cmd.Process.Pid)
+	river := fmt.Sprintf("opsq_bench_%d_river", out.pid)
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM pg_database WHERE datname = $1", river); n != 0 {
 		t.Errorf("River's scratch database %s is still there", river)
 	}
 	if t.Failed() {
-		t.Logf("report:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		t.Logf("report:\n%s\nstderr:\n%s", out.stdout.String(), out.stderr.String())
 	}
 }
 
