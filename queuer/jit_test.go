@@ -64,39 +64,7 @@ func TestCandidateQueriesNotJIT(t *testing.T) {
 	}
 	defer conn.Release()
 
-	window := []int32{0, 8, 16, 24, 32, 40, 48, 56} // randomWindow shards
-	all := make([]int32, 64)
-	for i := range all {
-		all[i] = int32(i)
-	}
-	filters := []strategy.Filter{{Key: "mode", Value: []byte(`"preview"`)}, {Key: "company_id", Value: []byte(`7`)}}
-	type scan struct {
-		name  string
-		query string
-		args  pgx.NamedArgs
-	}
-	var scans []scan
-	for _, kind := range []strategy.Kind{strategy.Random, strategy.OldestFirst, strategy.NewestFirst, strategy.CustomPriority} {
-		for _, shards := range [][]int32{window, all} {
-			for nf := range len(filters) + 1 {
-				query, fargs := strategy.CandidateQuery(kind, filters[:nf], shards)
-				args := pgx.NamedArgs(strategy.NewCursor(kind).Args(14))
-				for k, v := range fargs {
-					args[k] = v
-				}
-				scans = append(scans, scan{fmt.Sprintf("%s, %d shards, %d filters", kind, len(shards), nf), query, args})
-			}
-		}
-	}
-	for nf := range len(filters) + 1 {
-		query, fargs := strategy.SubmissionQuery(filters[:nf], all)
-		args := pgx.NamedArgs{"only_submission": int64(1), "after_chunk": int32(-1), "limit": 14}
-		for k, v := range fargs {
-			args[k] = v
-		}
-		scans = append(scans, scan{fmt.Sprintf("submission scan, %d filters", nf), query, args})
-	}
-
+	scans := candidateScans()
 	for _, s := range scans {
 		if n := jitFunctions(t, eager, s.query, s.args); n == 0 {
 			t.Fatalf("%s: a connection with jit_above_cost = 0 compiled no function; want some, or the test shows nothing\n%s", s.name, s.query)
@@ -107,10 +75,69 @@ func TestCandidateQueriesNotJIT(t *testing.T) {
 	}
 }
 
+// candidateScan is a candidate query as the queuer runs it, with arguments.
+type candidateScan struct {
+	name  string
+	query string
+	args  pgx.NamedArgs
+}
+
+// candidateScans returns every leaf's query (random, oldest_first, newest_first,
+// custom_priority; the other nodes only filter and combine these), with 0, 1 and 2
+// select_only filters, over a random window of shards and over all of them, and the
+// per-submission scan.
+func candidateScans() []candidateScan {
+	window := []int32{0, 8, 16, 24, 32, 40, 48, 56} // randomWindow shards
+	all := make([]int32, 64)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	filters := []strategy.Filter{{Key: "mode", Value: []byte(`"preview"`)}, {Key: "company_id", Value: []byte(`7`)}}
+	var scans []candidateScan
+	for _, kind := range []strategy.Kind{strategy.Random, strategy.OldestFirst, strategy.NewestFirst, strategy.CustomPriority} {
+		for _, shards := range [][]int32{window, all} {
+			for nf := range len(filters) + 1 {
+				query, fargs := strategy.CandidateQuery(kind, filters[:nf], shards)
+				args := pgx.NamedArgs(strategy.NewCursor(kind).Args(14))
+				for k, v := range fargs {
+					args[k] = v
+				}
+				scans = append(scans, candidateScan{fmt.Sprintf("%s, %d shards, %d filters", kind, len(shards), nf), query, args})
+			}
+		}
+	}
+	for nf := range len(filters) + 1 {
+		query, fargs := strategy.SubmissionQuery(filters[:nf], all)
+		args := pgx.NamedArgs{"only_submission": int64(1), "after_chunk": int32(-1), "limit": 14}
+		for k, v := range fargs {
+			args[k] = v
+		}
+		scans = append(scans, candidateScan{fmt.Sprintf("submission scan, %d filters", nf), query, args})
+	}
+	return scans
+}
+
 // jitFunctions runs query on conn as the queuer runs it, a prepared statement whose plan is
 // the one conn's plan_cache_mode chooses, under EXPLAIN ANALYZE, and returns how many
 // functions its execution JIT-compiled.
 func jitFunctions(t *testing.T, conn *pgx.Conn, query string, named pgx.NamedArgs) int {
+	t.Helper()
+	plan := explainExecute(t, conn, "ANALYZE, FORMAT JSON", query, named)
+	var doc []struct {
+		JIT *struct{ Functions int }
+	}
+	if err := json.Unmarshal(plan, &doc); err != nil || len(doc) != 1 {
+		t.Fatalf("reading the plan: %v\n%s", err, plan)
+	}
+	if doc[0].JIT == nil {
+		return 0
+	}
+	return doc[0].JIT.Functions
+}
+
+// explainExecute prepares query on conn, as pgx does with its named arguments, and returns
+// what EXPLAIN (options) EXECUTE of it prints: the plan conn's plan_cache_mode chooses.
+func explainExecute(t *testing.T, conn *pgx.Conn, options, query string, named pgx.NamedArgs) []byte {
 	t.Helper()
 	ctx := t.Context()
 	// Number the named arguments in order of appearance, as pgx does.
@@ -124,24 +151,15 @@ func jitFunctions(t *testing.T, conn *pgx.Conn, query string, named pgx.NamedArg
 		}
 		return fmt.Sprintf("$%d", index[name])
 	})
-	if _, err := conn.Exec(ctx, "PREPARE jit_test AS "+positional); err != nil {
+	if _, err := conn.Exec(ctx, "PREPARE explain_test AS "+positional); err != nil {
 		t.Fatalf("PREPARE: %v\n%s", err, positional)
 	}
-	defer conn.Exec(ctx, "DEALLOCATE jit_test") //nolint:errcheck // a failed test's connection is dropped anyway
+	defer conn.Exec(ctx, "DEALLOCATE explain_test") //nolint:errcheck // a failed test's connection is dropped anyway
 	var plan []byte
-	if err := conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE jit_test("+strings.Join(params, ", ")+")").Scan(&plan); err != nil {
+	if err := conn.QueryRow(ctx, "EXPLAIN ("+options+") EXECUTE explain_test("+strings.Join(params, ", ")+")").Scan(&plan); err != nil {
 		t.Fatalf("EXPLAIN EXECUTE: %v", err)
 	}
-	var doc []struct {
-		JIT *struct{ Functions int }
-	}
-	if err := json.Unmarshal(plan, &doc); err != nil || len(doc) != 1 {
-		t.Fatalf("reading the plan: %v\n%s", err, plan)
-	}
-	if doc[0].JIT == nil {
-		return 0
-	}
-	return doc[0].JIT.Functions
+	return plan
 }
 
 var namedArg = regexp.MustCompile(`@[a-z_0-9]+`)

@@ -177,14 +177,12 @@ func (q *Queuer) Start(ctx context.Context) error {
 		return err
 	}
 	// Candidate queries run on their own connections, which keep one generic plan per
-	// query text: a custom plan over tens of chunk partitions costs milliseconds to make,
-	// more than running it. Their plans stream whatever the arguments (the plan tests
-	// check the generic plans); other statements keep PostgreSQL's default planning. A
-	// generic plan's cost grows with the backlog, so JIT is off on them whatever the
-	// caller's pool says (sql.ConfigureSession says why).
+	// query text and stream it through the partitions' indexes whatever the backlog's
+	// statistics say; JIT is off on them whatever the caller's pool says
+	// (sql.ConfigureCandidateSession says why). Other statements keep PostgreSQL's default
+	// planning.
 	scanCfg := q.pool.Config().Copy()
-	opsqsql.ConfigureSession(scanCfg.ConnConfig)
-	scanCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	opsqsql.ConfigureCandidateSession(scanCfg.ConnConfig)
 	scanCfg.MaxConns = max(q.pool.Config().MaxConns/2, 4)
 	if q.scans, err = pgxpool.NewWithConfig(ctx, scanCfg); err != nil {
 		return fmt.Errorf("connecting the candidate pool: %w", err)
