@@ -3,8 +3,6 @@ package queuer
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -122,7 +120,7 @@ func candidateScans() []candidateScan {
 // functions its execution JIT-compiled.
 func jitFunctions(t *testing.T, conn *pgx.Conn, query string, named pgx.NamedArgs) int {
 	t.Helper()
-	plan := explainExecute(t, conn, "ANALYZE, FORMAT JSON", query, named)
+	plan := pgtest.ExplainExecute(t, conn, "ANALYZE, FORMAT JSON", query, named)
 	var doc []struct {
 		JIT *struct{ Functions int }
 	}
@@ -133,46 +131,4 @@ func jitFunctions(t *testing.T, conn *pgx.Conn, query string, named pgx.NamedArg
 		return 0
 	}
 	return doc[0].JIT.Functions
-}
-
-// explainExecute prepares query on conn, as pgx does with its named arguments, and returns
-// what EXPLAIN (options) EXECUTE of it prints: the plan conn's plan_cache_mode chooses.
-func explainExecute(t *testing.T, conn *pgx.Conn, options, query string, named pgx.NamedArgs) []byte {
-	t.Helper()
-	ctx := t.Context()
-	// Number the named arguments in order of appearance, as pgx does.
-	var params []string
-	index := map[string]int{}
-	positional := namedArg.ReplaceAllStringFunc(query, func(m string) string {
-		name := m[1:]
-		if _, ok := index[name]; !ok {
-			params = append(params, sqlLiteral(t, named[name]))
-			index[name] = len(params)
-		}
-		return fmt.Sprintf("$%d", index[name])
-	})
-	if _, err := conn.Exec(ctx, "PREPARE explain_test AS "+positional); err != nil {
-		t.Fatalf("PREPARE: %v\n%s", err, positional)
-	}
-	defer conn.Exec(ctx, "DEALLOCATE explain_test") //nolint:errcheck // a failed test's connection is dropped anyway
-	var plan []byte
-	if err := conn.QueryRow(ctx, "EXPLAIN ("+options+") EXECUTE explain_test("+strings.Join(params, ", ")+")").Scan(&plan); err != nil {
-		t.Fatalf("EXPLAIN EXECUTE: %v", err)
-	}
-	return plan
-}
-
-var namedArg = regexp.MustCompile(`@[a-z_0-9]+`)
-
-// sqlLiteral writes an argument of a candidate query as SQL.
-func sqlLiteral(t *testing.T, a any) string {
-	t.Helper()
-	switch v := a.(type) {
-	case string:
-		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
-	case int, int32, int64:
-		return fmt.Sprint(v)
-	}
-	t.Fatalf("no SQL literal for %T", a)
-	return ""
 }

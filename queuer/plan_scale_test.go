@@ -2,7 +2,6 @@ package queuer
 
 import (
 	"encoding/json"
-	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -75,42 +74,16 @@ func TestCandidatePlansStreamAtAnyBacklog(t *testing.T) {
 
 	plainBroke := 0
 	for _, s := range candidateScans() {
-		if len(planBreakers(t, explainExecute(t, plain, "FORMAT JSON", s.query, s.args))) > 0 {
+		if len(pgtest.PlanNodes(t, pgtest.ExplainExecute(t, plain, "FORMAT JSON", s.query, s.args), streamBreakers)) > 0 {
 			plainBroke++
 		}
-		if got := planBreakers(t, explainExecute(t, conn.Conn(), "FORMAT JSON", s.query, s.args)); len(got) > 0 {
+		if got := pgtest.PlanNodes(t, pgtest.ExplainExecute(t, conn.Conn(), "FORMAT JSON", s.query, s.args), streamBreakers); len(got) > 0 {
 			t.Errorf("%s: the candidate connection's generic plan at 10⁸ chunks has %v; want a stream of index scans\n%s",
-				s.name, got, explainExecute(t, conn.Conn(), "COSTS OFF", s.query, s.args))
+				s.name, got, pgtest.ExplainExecute(t, conn.Conn(), "COSTS OFF", s.query, s.args))
 		}
 	}
 	if plainBroke == 0 {
 		t.Fatal("no generic plan of a plain connection sorts or scans whole ranges at 10⁸ chunks: the scaled statistics show nothing, so the test cannot fail")
 	}
 	t.Logf("%d of %d generic plans of a plain connection sort or scan whole ranges at 10⁸ chunks", plainBroke, len(candidateScans()))
-}
-
-// planBreakers returns the stream-breaking nodes (streamBreakers) of a JSON plan.
-func planBreakers(t *testing.T, plan []byte) []string {
-	t.Helper()
-	var doc []struct{ Plan planNode }
-	if err := json.Unmarshal(plan, &doc); err != nil || len(doc) != 1 {
-		t.Fatalf("reading the plan: %v\n%s", err, plan)
-	}
-	var out []string
-	var walk func(n planNode)
-	walk = func(n planNode) {
-		if slices.Contains(streamBreakers, n.NodeType) && !slices.Contains(out, n.NodeType) {
-			out = append(out, n.NodeType)
-		}
-		for _, c := range n.Plans {
-			walk(c)
-		}
-	}
-	walk(doc[0].Plan)
-	return out
-}
-
-type planNode struct {
-	NodeType string     `json:"Node Type"`
-	Plans    []planNode `json:"Plans"`
 }

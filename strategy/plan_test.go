@@ -3,7 +3,6 @@ package strategy_test
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -77,7 +76,7 @@ func TestCandidateQueriesStream(t *testing.T) {
 				}
 				for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 					plan := explain(t, pool, mode, query, args)
-					if bad := findNodes(t, plan, forbiddenPlanNodes); len(bad) > 0 {
+					if bad := pgtest.PlanNodes(t, plan, forbiddenPlanNodes); len(bad) > 0 {
 						t.Errorf("leaf %s (filters %d), %s: plan has %v; want a stream of index scans\n%s",
 							leaf.kind, len(leaf.filters), mode, bad, indentPlan(plan))
 					}
@@ -97,54 +96,11 @@ func explain(t *testing.T, pool *pgxpool.Pool, mode, query string, named pgx.Nam
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	// Number the named arguments in order of appearance, as pgx does.
-	var args []any
-	index := map[string]int{}
-	positional := namedArg.ReplaceAllStringFunc(query, func(m string) string {
-		name := m[1:]
-		if _, ok := index[name]; !ok {
-			args = append(args, named[name])
-			index[name] = len(args)
-		}
-		return fmt.Sprintf("$%d", index[name])
-	})
-	params := make([]string, len(args))
-	for i, a := range args {
-		params[i] = literal(t, a)
-	}
 	if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, "PREPARE plan_test AS "+positional); err != nil {
-		t.Fatalf("PREPARE: %v\n%s", err, positional)
-	}
-	defer conn.Exec(ctx, "DEALLOCATE plan_test; RESET plan_cache_mode") //nolint:errcheck // the connection is released either way
-	var plan []byte
-	if err := conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE plan_test("+strings.Join(params, ", ")+")").Scan(&plan); err != nil {
-		t.Fatalf("EXPLAIN EXECUTE: %v", err)
-	}
-	return plan
-}
-
-var namedArg = regexp.MustCompile(`@[a-z_0-9]+`)
-
-// literal writes an argument of a candidate query as SQL.
-func literal(t *testing.T, a any) string {
-	t.Helper()
-	switch v := a.(type) {
-	case []int32:
-		parts := make([]string, len(v))
-		for i, x := range v {
-			parts[i] = fmt.Sprint(x)
-		}
-		return "'{" + strings.Join(parts, ",") + "}'"
-	case string:
-		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
-	case int, int32, int64:
-		return fmt.Sprint(v)
-	}
-	t.Fatalf("no SQL literal for %T", a)
-	return ""
+	defer conn.Exec(ctx, "RESET plan_cache_mode") //nolint:errcheck // the connection is released either way
+	return pgtest.ExplainExecute(t, conn.Conn(), "FORMAT JSON", query, named)
 }
 
 // TestSubmissionQueryStreams checks the plan of the per-submission scan that select_only
@@ -163,7 +119,7 @@ func TestSubmissionQueryStreams(t *testing.T) {
 			args[k] = v
 		}
 		plan := explain(t, pool, "force_generic_plan", query, args)
-		if bad := findNodes(t, plan, forbiddenPlanNodes); len(bad) > 0 {
+		if bad := pgtest.PlanNodes(t, plan, forbiddenPlanNodes); len(bad) > 0 {
 			t.Errorf("submission scan (filters %d): generic plan has %v; want a stream\n%s", len(filters), bad, indentPlan(plan))
 		}
 	}
@@ -185,33 +141,6 @@ func leaves(n strategy.Node, filters []strategy.Filter) []leafQuery {
 		return leaves(*n.Then, filters)
 	}
 	return []leafQuery{{kind: n.Kind, filters: filters}}
-}
-
-// findNodes returns the node types of plan that are in forbidden.
-func findNodes(t *testing.T, plan []byte, forbidden []string) []string {
-	t.Helper()
-	var doc []struct{ Plan map[string]any }
-	if err := json.Unmarshal(plan, &doc); err != nil || len(doc) != 1 {
-		t.Fatalf("reading plan: %v", err)
-	}
-	var found []string
-	var walk func(node map[string]any)
-	walk = func(node map[string]any) {
-		typ, _ := node["Node Type"].(string)
-		for _, f := range forbidden {
-			if typ == f {
-				found = append(found, typ)
-			}
-		}
-		children, _ := node["Plans"].([]any)
-		for _, c := range children {
-			if m, ok := c.(map[string]any); ok {
-				walk(m)
-			}
-		}
-	}
-	walk(doc[0].Plan)
-	return found
 }
 
 func indentPlan(plan []byte) string {
