@@ -31,7 +31,8 @@ const (
 )
 
 // buffers owns the buffers of candidates of this instance, one per leaf it has scanned
-// (bufferKey: the leaf's kind, its select_only filters, and the shards it ran over).
+// (hintKey, the key of the resume hints too: the leaf's kind, its select_only filters, and
+// the shards it ran over).
 //
 // A buffer is what one scan read past what its reserve took: the scan goes on reading
 // after the answers are full, up to fillRows rows, and keeps the candidates it did not
@@ -102,11 +103,6 @@ func newBuffers(tombs *tombstones) *buffers {
 	b.mu.byLeaf = map[string]*buffer{}
 	b.mu.era = map[strategy.Kind]uint64{}
 	return b
-}
-
-// bufferKey names a leaf's buffer: its kind, filters and shards.
-func bufferKey(kind strategy.Kind, filters []strategy.Filter, shards []int32) string {
-	return hintKey(kind, filters, shards)
 }
 
 // buffered reports whether a leaf in frame f may be served from a buffer.

@@ -291,7 +291,7 @@ func TestBufferBudget(t *testing.T) {
 	gens := map[int]int64{0: 1}
 	for i := range 40 {
 		epoch := tombs.begin()
-		b.install(bufferKey(strategy.Random, nil, []int32{int32(i)}), strategy.Random, cands(3*batchMax, 10), gens, epoch, 0)
+		b.install(hintKey(strategy.Random, nil, []int32{int32(i)}), strategy.Random, cands(3*batchMax, 10), gens, epoch, 0)
 		tombs.end(epoch) // the run ends; the buffer holds the epoch
 		if n, bytes := b.size(); n > bufferTotalMax || bytes > bufferTotalBytes {
 			t.Fatalf("after %d buffers of small chunks: %d candidates, %d bytes; want at most %d and %d", i+1, n, bytes, bufferTotalMax, bufferTotalBytes)
@@ -307,7 +307,7 @@ func TestBufferBudget(t *testing.T) {
 	}
 	for i := range 40 {
 		epoch := tombs.begin()
-		b.install(bufferKey(strategy.OldestFirst, nil, []int32{int32(i)}), strategy.OldestFirst, cands(100, 1<<20), gens, epoch, 0)
+		b.install(hintKey(strategy.OldestFirst, nil, []int32{int32(i)}), strategy.OldestFirst, cands(100, 1<<20), gens, epoch, 0)
 		tombs.end(epoch)
 		if n, bytes := b.size(); n > bufferTotalMax || bytes > bufferTotalBytes {
 			t.Fatalf("after %d buffers of 1 MiB chunks: %d candidates, %d bytes; want at most %d and %d", i+1, n, bytes, bufferTotalMax, bufferTotalBytes)
@@ -333,7 +333,7 @@ func TestBufferBudget(t *testing.T) {
 	// Unused, a buffer ends at its lifetime.
 	b.lifetime = 50 * time.Millisecond
 	epoch := tombs.begin()
-	b.install(bufferKey(strategy.Random, nil, []int32{0}), strategy.Random, cands(10, 10), gens, epoch, 0)
+	b.install(hintKey(strategy.Random, nil, []int32{0}), strategy.Random, cands(10, 10), gens, epoch, 0)
 	tombs.end(epoch)
 	pgtest.Eventually(t, 5*time.Second, "the buffer's lifetime ends", func() bool {
 		n, _ := b.size()

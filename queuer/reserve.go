@@ -335,7 +335,7 @@ const randomWindow = 8
 func (r *run) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
 	var fill *bufferFill
 	if buffered(f) {
-		fill = &bufferFill{key: bufferKey(kind, f.filters, r.shards), era: r.q.buffers.era(kind)}
+		fill = &bufferFill{key: hintKey(kind, f.filters, r.shards), era: r.q.buffers.era(kind)}
 		if err := r.takeBuffered(ctx, fill.key, f); err != nil || r.full() {
 			return err
 		}
@@ -394,7 +394,11 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 	s := strategy.NewCursor(kind)
 	var hk string
 	if kind != strategy.Random {
-		hk = hintKey(kind, f.filters, shards)
+		if fill != nil {
+			hk = fill.key // the same key: an ordered leaf scans all the run's shards at once
+		} else {
+			hk = hintKey(kind, f.filters, shards)
+		}
 		if p, ok := r.q.hints.get(hk); ok {
 			s.ResumeAt(p)
 		}
