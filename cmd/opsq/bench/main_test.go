@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -91,4 +92,14 @@ func runBench(t *testing.T, timeout time.Duration, args ...string) (benchOutput,
 		out.pid = cmd.Process.Pid
 	}
 	return out, err
+}
+
+// report decodes the bench's JSON report, failing the test if it is not one.
+func (o benchOutput) report(t *testing.T) benchReport {
+	t.Helper()
+	var r benchReport
+	if err := json.Unmarshal(o.stdout.Bytes(), &r); err != nil {
+		t.Fatalf("the report is not JSON: %v\n%s\nstderr:\n%s", err, o.stdout.String(), o.stderr.String())
+	}
+	return r
 }

@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 )
@@ -18,21 +17,12 @@ func TestBenchParkedRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("opsq bench: %v\n%s", err, out.stderr.String())
 	}
-	var report struct {
-		Results []struct {
-			Key   string  `json:"key"`
-			Value float64 `json:"value"`
-		} `json:"results"`
-		Broken []string `json:"broken"`
-	}
-	if err := json.Unmarshal(out.stdout.Bytes(), &report); err != nil {
-		t.Fatalf("the report is not JSON: %v\n%s", err, out.stdout.String())
-	}
+	report := out.report(t)
 	if len(report.Broken) > 0 {
 		t.Errorf("broken: %q\n%s", report.Broken, out.stderr.String())
 	}
 	got := map[string]float64{}
-	for _, r := range report.Results {
+	for _, r := range report.Rows {
 		got[r.Key] = r.Value
 	}
 	for _, key := range []string{"parked.served_last_seconds", "parked.served_p50"} {

@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,23 +25,12 @@ func TestBenchBurndownAndDistinctRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("opsq bench: %v\n%s", err, out.stderr.String())
 	}
-	var report struct {
-		Results []struct {
-			Key   string  `json:"key"`
-			Value float64 `json:"value"`
-			Unit  string  `json:"unit"`
-			Note  string  `json:"note"`
-		} `json:"results"`
-		Broken []string `json:"broken"`
-	}
-	if err := json.Unmarshal(out.stdout.Bytes(), &report); err != nil {
-		t.Fatalf("the report is not JSON: %v\n%s", err, out.stdout.String())
-	}
+	report := out.report(t)
 	if len(report.Broken) > 0 {
 		t.Errorf("broken: %q", report.Broken)
 	}
 	got := map[string]int{}
-	for i, r := range report.Results {
+	for i, r := range report.Rows {
 		got[r.Key] = i
 	}
 	local := os.Getenv(pgtest.EnvURL) == "" // else the server may be elsewhere: CPU not measured
@@ -61,14 +49,14 @@ func TestBenchBurndownAndDistinctRun(t *testing.T) {
 			t.Errorf("the report has no %q", tt.key)
 			continue
 		}
-		r := report.Results[i]
+		r := report.Rows[i]
 		if r.Unit != tt.unit || (tt.positive && r.Value <= 0) {
 			t.Errorf("%s = %v %s (%s); want a positive value in %s", tt.key, r.Value, r.Unit, r.Note, tt.unit)
 		}
 	}
 	// Beside the rate: the rows that follow it.
-	if i := got["burndown.rate"]; i+2 >= len(report.Results) || report.Results[i+1].Key != "burndown.pg_cpu_per_chunk" ||
-		report.Results[i+2].Key != "burndown.wal_per_chunk" {
+	if i := got["burndown.rate"]; i+2 >= len(report.Rows) || report.Rows[i+1].Key != "burndown.pg_cpu_per_chunk" ||
+		report.Rows[i+2].Key != "burndown.wal_per_chunk" {
 		t.Errorf("the cost rows do not follow burndown.rate")
 	}
 	if !strings.Contains(out.stderr.String(), "bytes of WAL per chunk") {
@@ -89,19 +77,9 @@ func TestBenchRiverRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("opsq bench --river: %v\n%s", err, out.stderr.String())
 	}
-	var report struct {
-		Results []struct {
-			Key    string    `json:"key"`
-			Value  float64   `json:"value"`
-			Target *struct{} `json:"target"`
-			Note   string    `json:"note"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal(out.stdout.Bytes(), &report); err != nil {
-		t.Fatalf("the report is not JSON: %v\n%s", err, out.stdout.String())
-	}
+	report := out.report(t)
 	got := map[string]int{}
-	for i, r := range report.Results {
+	for i, r := range report.Rows {
 		got[r.Key] = i
 	}
 	local := os.Getenv(pgtest.EnvURL) == ""
@@ -124,7 +102,7 @@ func TestBenchRiverRuns(t *testing.T) {
 			}
 			continue
 		}
-		r := report.Results[i]
+		r := report.Rows[i]
 		if (tt.positive && r.Value <= 0) || (tt.targets != (r.Target != nil)) {
 			t.Errorf("%s = %v (target %v, %s); want a positive value, with a target: %v", tt.key, r.Value, r.Target != nil, r.Note, tt.targets)
 		}
