@@ -34,6 +34,11 @@ const (
 	// that arrive together right after a start all forward to a peer whose new shards are
 	// published as available until its next renewal (2 000 of 5 000 in the parked bench).
 	dryTTL = 2 * time.Second
+	// tipGrace is how young a tip is believed over an empty answer: the instance tipped may
+	// not have seen the announcement yet (NOTIFYs reach the instances in any order, and a
+	// scan it began before the commit does not see the new chunks), so its first empty
+	// answer right after a tip keeps the tip and has the waiter look again soon.
+	tipGrace = time.Second
 	// forwardTries bounds the instances one request is forwarded to.
 	forwardTries = 3
 )
@@ -54,10 +59,11 @@ const (
 	peerMaxAnswerBytes = 16 << 20
 )
 
-// forward reserves on other instances for a request this one has nothing for. failed
-// reports that a peer it asked gave no answer (an error, a timeout): that peer may have
-// work, and no wake-up will say so, so a waiting request must look again (Reserve).
-func (r *router) forward(ctx context.Context, req ReserveRequest) (chunks []Chunk, failed bool, err error) {
+// forward reserves on other instances for a request this one has nothing for. retry
+// reports that a peer it asked may have work that no wake-up will announce, so a waiting
+// request must look again soon (Reserve): the peer gave no answer (an error, a timeout),
+// or it answered nothing within tipGrace of a tip to it.
+func (r *router) forward(ctx context.Context, req ReserveRequest) (chunks []Chunk, retry bool, err error) {
 	urls := r.forwardTargets(ctx)
 	for i, url := range urls {
 		if i == forwardTries {
@@ -70,7 +76,7 @@ func (r *router) forward(ctx context.Context, req ReserveRequest) (chunks []Chun
 			}
 			r.log.Debug("forwarding a reserve", slog.String("peer", url), slog.Any("error", err))
 			r.outcomes.reserveFailed.Add(1)
-			failed = true
+			retry = true
 			continue
 		}
 		if len(chunks) > 0 {
@@ -79,11 +85,13 @@ func (r *router) forward(ctx context.Context, req ReserveRequest) (chunks []Chun
 			return fromWire(chunks), false, nil
 		}
 		r.outcomes.reserveEmpty.Add(1)
-		r.forgetTips(url) // it had nothing: the tips to it are stale, and it is dry
+		if r.answeredEmpty(url) {
+			retry = true
+		}
 	}
 	r.log.Debug("forwarded reserve found nothing", slog.String("consumer", req.Consumer),
-		slog.Int("targets", len(urls)), slog.Bool("failed", failed))
-	return nil, failed, nil
+		slog.Int("targets", len(urls)), slog.Bool("retry", retry))
+	return nil, retry, nil
 }
 
 // forwardTargets lists the URLs of other instances that may have work: those the tips point
@@ -159,12 +167,19 @@ func (r *router) refreshPeers(ctx context.Context) {
 	r.mu.Unlock()
 }
 
-// forgetTips drops the tips to the shards of url, and marks url dry for dryTTL: it
-// answered a forwarded reserve with nothing.
-func (r *router) forgetTips(url string) {
+// answeredEmpty notes that url answered a forwarded reserve with nothing. Within tipGrace
+// of a tip to it, it keeps the tips and reports true: url may not have seen the work yet,
+// look again soon. Otherwise it forgets the tips to url, marks url dry for dryTTL, and
+// reports false.
+func (r *router) answeredEmpty(url string) (lookAgain bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
+	for s, at := range r.mu.tips {
+		if r.mu.urls[s] == url && now.Sub(at) < tipGrace {
+			return true
+		}
+	}
 	for u, at := range r.mu.dry {
 		if now.Sub(at) >= dryTTL {
 			delete(r.mu.dry, u) // the map holds the few peers dry now, not every one seen
@@ -176,6 +191,7 @@ func (r *router) forgetTips(url string) {
 			delete(r.mu.tips, s)
 		}
 	}
+	return false
 }
 
 // peer returns a client for another instance whose requests are marked forwarded and

@@ -81,7 +81,9 @@ func TestRouterDryPeer(t *testing.T) {
 	if got := r.forwardTargets(t.Context()); !slices.Equal(got, []string{"http://b"}) {
 		t.Fatalf("forwardTargets = %v; want the peer that published work", got)
 	}
-	r.forgetTips("http://b") // it answered with nothing
+	if r.answeredEmpty("http://b") { // it answered with nothing, and no tip points to it
+		t.Error("answeredEmpty with no tip to the peer = true; want false (the peer is dry)")
+	}
 	if got := r.forwardTargets(t.Context()); len(got) != 0 {
 		t.Errorf("forwardTargets right after the peer answered with nothing = %v; want none", got)
 	}
@@ -89,5 +91,34 @@ func TestRouterDryPeer(t *testing.T) {
 	fresh()
 	if got := r.forwardTargets(t.Context()); !slices.Equal(got, []string{"http://b"}) {
 		t.Errorf("forwardTargets dryTTL later = %v; want the peer again", got)
+	}
+}
+
+// TestRouterFreshTipOutlivesEmptyAnswer: a peer tipped less than tipGrace ago that answers
+// with nothing may not have seen the work yet: the tip stays, and the waiter is told to look
+// again; an empty answer after tipGrace forgets the tip and marks the peer dry.
+func TestRouterFreshTipOutlivesEmptyAnswer(t *testing.T) {
+	t.Parallel()
+	clock := pgtest.NewClock()
+	r := newRouter(nil, "me", nil, nil, nil)
+	r.clock = clock
+	r.mu.peers = []peer{{id: "b", url: "http://b", shards: []int32{3}}}
+	r.mu.urls = map[int]string{3: "http://b"}
+	fresh := func() { r.mu.Lock(); r.mu.read = clock.Now(); r.mu.Unlock() }
+	fresh()
+	r.noteWork("3", 4)
+	if !r.answeredEmpty("http://b") {
+		t.Error("answeredEmpty right after a tip = false; want true (look again)")
+	}
+	if _, ok := r.mu.tips[3]; !ok {
+		t.Error("an empty answer to a fresh tip forgot it; want the tip kept")
+	}
+	clock.Add(tipGrace)
+	fresh()
+	if r.answeredEmpty("http://b") {
+		t.Error("answeredEmpty tipGrace after the tip = true; want false")
+	}
+	if got := r.forwardTargets(t.Context()); len(got) != 0 {
+		t.Errorf("forwardTargets after an empty answer to a stale tip = %v; want none (tip forgotten, peer dry)", got)
 	}
 }
