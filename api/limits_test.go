@@ -172,7 +172,8 @@ func TestResultsStalledReaderCut(t *testing.T) {
 	id := mustSubmit(t, e, `{"chunks": [`+strings.Repeat(`"c",`, 319)+`"c"]}`, 320)
 	pgtest.CompleteSubmission(t, e.Pool, mustInt64(t, id))
 	// 320 outputs of 64 KiB: 20 MiB, far more than the socket buffers hold.
-	if _, err := e.Pool.Exec(t.Context(), `UPDATE opsq.chunks_completed SET output = convert_to(repeat('x', 65536), 'UTF8')
+	if _, err := e.Pool.Exec(t.Context(), `UPDATE opsq.completed_batches
+		SET outputs = array_fill(convert_to(repeat('x', 65536), 'UTF8'), ARRAY[cardinality(outputs)])
 		WHERE submission_id = $1`, mustInt64(t, id)); err != nil {
 		t.Fatal(err)
 	}

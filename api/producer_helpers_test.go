@@ -257,7 +257,7 @@ func expectNothingStored(t *testing.T, e *env) {
 		}
 	}
 	if dirty {
-		_, err := e.Pool.Exec(context.Background(), `TRUNCATE opsq.chunks, opsq.chunks_completed, opsq.chunks_failed,
+		_, err := e.Pool.Exec(context.Background(), `TRUNCATE opsq.chunks, opsq.completed_batches, opsq.chunks_failed,
 			opsq.submissions, opsq.submissions_completed, opsq.submissions_failed, opsq.submissions_cancelled,
 			opsq.strategic_metadata, opsq.idempotency_keys`)
 		if err != nil {

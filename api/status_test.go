@@ -270,7 +270,7 @@ func TestResults(t *testing.T) {
 		pgtest.CompleteSubmission(t, e.Pool, mustInt64(t, id))
 		// One output that JSON must escape, and HTML-ish text that it need not.
 		if _, err := e.Pool.Exec(t.Context(),
-			"UPDATE opsq.chunks_completed SET output = convert_to(E'<b>&\"q\"\\\\ é\\n', 'UTF8') WHERE submission_id = $1 AND chunk_index = 7",
+			"UPDATE opsq.completed_batches SET outputs[array_position(chunk_indexes, 7)] = convert_to(E'<b>&\"q\"\\\\ é\\n', 'UTF8') WHERE submission_id = $1 AND 7 = ANY(chunk_indexes)",
 			mustInt64(t, id)); err != nil {
 			t.Fatal(err)
 		}

@@ -30,12 +30,19 @@ type Completion struct {
 	Output []byte
 }
 
-// completeBatchMax bounds the completions written by one statement.
-const completeBatchMax = 1000
+// The completions written by one statement: the completer stops adding requests' completions
+// to a batch once it holds completeBatchMax of them, or completeBatchBytesMax bytes of
+// output. A batch's outputs of one submission go into one row of opsq.completed_batches
+// (migrations/00006), which PostgreSQL keeps under 1 GB.
+const (
+	completeBatchMax      = 1000
+	completeBatchBytesMax = 64 << 20
+)
 
 // completeJob is one request's completions, waiting for the completer.
 type completeJob struct {
 	items  []Completion
+	bytes  int // of the items' outputs
 	tokens []token
 	status []client.TokenStatus
 	err    error
@@ -92,6 +99,7 @@ func (c *completer) Complete(ctx context.Context, items []Completion) ([]client.
 			continue
 		}
 		job.tokens[i] = t
+		job.bytes += len(it.Output)
 		valid++
 	}
 	if valid == 0 {
@@ -111,7 +119,8 @@ func (c *completer) Complete(ctx context.Context, items []Completion) ([]client.
 }
 
 // run writes completions until ctx ends: it takes every job waiting, up to
-// completeBatchMax completions, and writes them in one transaction.
+// completeBatchMax completions or completeBatchBytesMax bytes, and writes them in one
+// transaction.
 func (c *completer) run(ctx context.Context) {
 	for {
 		var jobs []*completeJob
@@ -121,13 +130,13 @@ func (c *completer) run(ctx context.Context) {
 		case j := <-c.jobs:
 			jobs = append(jobs, j)
 		}
-		n := len(jobs[0].items)
+		n, bytes := len(jobs[0].items), jobs[0].bytes
 	more:
-		for n < completeBatchMax {
+		for n < completeBatchMax && bytes < completeBatchBytesMax {
 			select {
 			case j := <-c.jobs:
 				jobs = append(jobs, j)
-				n += len(j.items)
+				n, bytes = n+len(j.items), bytes+j.bytes
 			default:
 				break more
 			}

@@ -38,6 +38,7 @@ func TestReserveCompleteWholeSubmission(t *testing.T) {
 	q, pool := setup(t)
 	id := submitN(t, q, 300, NewSubmission{Metadata: "meta"})
 	seen := map[int32]bool{}
+	requests := 0
 	for len(seen) < 300 {
 		chunks := reserveN(t, q, ReserveRequest{Max: 64})
 		if len(chunks) == 0 {
@@ -58,6 +59,7 @@ func TestReserveCompleteWholeSubmission(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		requests++
 		for i, st := range status {
 			if st != client.StatusCompleted {
 				t.Fatalf("completion %d: %s; want completed", i, st)
@@ -73,6 +75,10 @@ func TestReserveCompleteWholeSubmission(t *testing.T) {
 	}
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_completed WHERE submission_id = $1", id); n != 300 {
 		t.Fatalf("%d completed chunk rows; want 300", n)
+	}
+	// One request at a time: each is a batch of its own, stored as one row.
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.completed_batches WHERE submission_id = $1", id); n != int64(requests) {
+		t.Fatalf("%d rows in completed_batches for %d complete requests; want one per request", n, requests)
 	}
 	if q.reserver.Len() != 0 {
 		t.Fatalf("%d reservations left; want 0", q.reserver.Len())

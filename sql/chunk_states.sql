@@ -11,7 +11,9 @@ LEFT JOIN LATERAL (
     SELECT true AS known FROM opsq.chunks c
     WHERE c.shard = t.shard AND c.submission_id = t.submission_id AND c.chunk_index = t.chunk_index
     UNION ALL
-    SELECT true FROM opsq.chunks_completed c WHERE c.submission_id = t.submission_id AND c.chunk_index = t.chunk_index
+    -- Completed: no longer in opsq.chunks while its submission is in progress (the branch
+    -- above comes first). Completions are stored a batch to a row, with no key per chunk.
+    SELECT true FROM opsq.submissions s WHERE s.id = t.submission_id AND t.chunk_index < s.chunks_total
     UNION ALL
     SELECT true FROM opsq.chunks_failed c WHERE c.submission_id = t.submission_id AND c.chunk_index = t.chunk_index
     UNION ALL

@@ -1,5 +1,5 @@
 -- Complete a batch of chunks in one statement: the first completion of a chunk moves it to
--- chunks_completed and counts it on its submission; a chunk already gone is left alone.
+-- completed_batches and counts it on its submission; a chunk already gone is left alone.
 -- The submissions' rows are locked in id order first, so that concurrent batches (on other
 -- instances) cannot deadlock on them.
 WITH input AS (
@@ -17,8 +17,10 @@ WITH input AS (
       AND c.submission_id IN (SELECT id FROM locked)
     RETURNING c.submission_id, c.chunk_index, c.shard, i.output
 ), stored AS (
-    INSERT INTO opsq.chunks_completed (submission_id, chunk_index, output)
-    SELECT submission_id, chunk_index, output FROM done
+    -- One row per submission of the batch (migrations/00006_completed_batches.sql).
+    INSERT INTO opsq.completed_batches (submission_id, first_index, chunk_indexes, outputs)
+    SELECT submission_id, min(chunk_index), array_agg(chunk_index), array_agg(output)
+    FROM done GROUP BY submission_id
 ), freed AS (
     -- The max_simultaneous slots of these reservations (and of stale repeats) are free, and
     -- so are those of every reservation of a chunk completed here: a stale token's

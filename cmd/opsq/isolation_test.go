@@ -181,17 +181,7 @@ func TestClusterStalledClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Pool.Exec(ctx, `
-WITH c AS (DELETE FROM opsq.chunks WHERE submission_id = $1 RETURNING submission_id, chunk_index),
-     i AS (INSERT INTO opsq.chunks_completed (submission_id, chunk_index, output)
-           SELECT submission_id, chunk_index, convert_to(repeat('x', $2), 'UTF8') FROM c),
-     s AS (DELETE FROM opsq.submissions WHERE id = $1 RETURNING *)
-INSERT INTO opsq.submissions_completed
-      (id, chunks_total, chunks_done, priority, max_retries, metadata, strategic_metadata, prefix, created_at)
-SELECT id, chunks_total, chunks_total, priority, max_retries, metadata, strategic_metadata, prefix, created_at FROM s`,
-		mustParseID(t, id.ID), stallResultBytes); err != nil {
-		t.Fatalf("completing submission %s: %v", id.ID, err)
-	}
+	pgtest.CompleteSubmissionWith(t, c.Pool, mustParseID(t, id.ID), fmt.Sprintf("convert_to(repeat('x', %d), 'UTF8')", stallResultBytes))
 	resultsPath := "/v1/submissions/" + id.ID + "/results"
 	before := c.ClaimsOf(ctx, victim)
 

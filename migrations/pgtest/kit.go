@@ -100,15 +100,24 @@ func Count(t testing.TB, pool *pgxpool.Pool, query string, args ...any) int64 {
 }
 
 // CompleteSubmission finishes submission id behind the engine's back, the way completing
-// every chunk would leave it: every chunk moves to chunks_completed with output "out-<i>",
+// every chunk would leave it: every chunk moves to completed_batches with output "out-<i>",
 // the submission to submissions_completed. For tests of what reads finished submissions
 // (status, results, retention) without consuming them.
 func CompleteSubmission(t testing.TB, pool *pgxpool.Pool, id int64) {
 	t.Helper()
+	CompleteSubmissionWith(t, pool, id, "convert_to('out-' || chunk_index, 'UTF8')")
+}
+
+// CompleteSubmissionWith is CompleteSubmission with each chunk's output given by output, an
+// SQL expression over chunk_index (a test's own text, never a caller's input). The outputs
+// go a thousand chunks to a row, as the completer writes them.
+func CompleteSubmissionWith(t testing.TB, pool *pgxpool.Pool, id int64, output string) {
+	t.Helper()
 	_, err := pool.Exec(context.Background(), `
 WITH c AS (DELETE FROM opsq.chunks WHERE submission_id = $1 RETURNING submission_id, chunk_index),
-     i AS (INSERT INTO opsq.chunks_completed (submission_id, chunk_index, output)
-           SELECT submission_id, chunk_index, convert_to('out-' || chunk_index, 'UTF8') FROM c),
+     i AS (INSERT INTO opsq.completed_batches (submission_id, first_index, chunk_indexes, outputs)
+           SELECT submission_id, min(chunk_index), array_agg(chunk_index), array_agg(`+output+`)
+           FROM c GROUP BY submission_id, chunk_index / 1000),
      s AS (DELETE FROM opsq.submissions WHERE id = $1 RETURNING *)
 INSERT INTO opsq.submissions_completed
       (id, chunks_total, chunks_done, priority, max_retries, metadata, strategic_metadata, prefix, created_at)
