@@ -47,6 +47,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	backlogList := fs.String("backlogs", bench.BacklogsDefault, "latency: comma-separated backlog `sizes` to measure the reserve latency at (DESIGN.md §6 names 4M)")
 	strategyList := fs.String("strategies", "random", "latency: `list` of strategies, separated by ';', in the text or JSON form, each timed at every backlog size (the targets are random's)")
 	fs.IntVar(&cfg.Samples, "samples", bench.SamplesDefault, "latency, distinct: `N` reserves timed at each backlog size, and with prefer_distinct")
+	fs.BoolVar(&cfg.Vacuum, "vacuum", false, "latency: VACUUM ANALYZE the chunks after loading each backlog, before timing it (as once autovacuum has caught up)")
 	fs.Var((*countFlag)(&cfg.DistinctSubmissions), "distinct-submissions", "distinct: `N` single-chunk submissions in the backlog")
 	fs.Var((*countFlag)(&cfg.DistinctValues), "distinct-values", "distinct: `N` values of company_id over the submissions (submission i has i % N)")
 	fs.IntVar(&cfg.DistinctHeld, "distinct-held", bench.DistinctHeldDefault, "distinct: `N` reservations held, each saturating its value, while the reserves are timed; fewer than --distinct-values")

@@ -33,11 +33,11 @@ func TestParseBenchArgs(t *testing.T) {
 			name: "every flag",
 			args: []string{"--database-url", "postgres://u@h:1/db", "--dev-cluster", "/d", "--instances", "3", "--workload", "rss, latency",
 				"--ingest-chunks", "20k", "--burndown-chunks", "1_000", "--consumers", "8", "--max", "100", "--backlogs", "1000,4M",
-				"--samples", "300", "--rss-reservations", "5000", "--river-rate", "12000.5", "--json",
+				"--samples", "300", "--vacuum", "--rss-reservations", "5000", "--river-rate", "12000.5", "--json",
 				"--distinct-submissions", "20k", "--distinct-values", "100", "--distinct-held", "0"},
 			check: func(t *testing.T, cfg benchArgs) {
 				if cfg.databaseURL != "postgres://u@h:1/db" || cfg.devCluster != "/d" || cfg.Instances != 3 || cfg.Consumers != 8 ||
-					cfg.Max != 100 || cfg.Samples != 300 || !cfg.JSON || cfg.IngestChunks != 20_000 || cfg.BurndownChunks != 1000 ||
+					cfg.Max != 100 || cfg.Samples != 300 || !cfg.Vacuum || !cfg.JSON || cfg.IngestChunks != 20_000 || cfg.BurndownChunks != 1000 ||
 					cfg.RSSReservations != 5000 || cfg.RiverRate != 12000.5 ||
 					cfg.DistinctSubmissions != 20_000 || cfg.DistinctValues != 100 || cfg.DistinctHeld != 0 ||
 					!slices.Equal(cfg.Workloads, []string{"rss", "latency"}) || !slices.Equal(cfg.Backlogs, []int64{1000, 4_000_000}) {

@@ -33,16 +33,21 @@ type Config struct {
 	Instances int // opsq serve processes, 1 to 16. Defaults to 2.
 	// Auth is the instances' OPSQ_AUTH: AuthRequired (the requests carry keys of each role,
 	// keys.go) or AuthOff; empty is AuthRequired.
-	Auth            string
-	Workloads       []string        // in the order they run. Defaults to WorkloadsDefault.
-	IngestChunks    int64           // ingest: chunks in the timed submission. Defaults to 1 000 000.
-	BurndownChunks  int64           // burndown: the backlog. Defaults to 300 000.
-	Consumers       int             // burndown: concurrent consumers, 1 to 4096. Defaults to 64.
-	Max             int             // burndown: chunks per reserve. Defaults to 10.
-	Backlogs        []int64         // latency: backlog sizes. Defaults to 10 000 and 1 000 000.
-	Strategies      []strategy.Node // latency: strategies timed at every backlog size. Defaults to random.
-	Samples         int             // latency, distinct: timed reserves. Defaults to 2 000.
-	RSSReservations int64           // rss: reservations held. Defaults to 100 000.
+	Auth           string
+	Workloads      []string        // in the order they run. Defaults to WorkloadsDefault.
+	IngestChunks   int64           // ingest: chunks in the timed submission. Defaults to 1 000 000.
+	BurndownChunks int64           // burndown: the backlog. Defaults to 300 000.
+	Consumers      int             // burndown: concurrent consumers, 1 to 4096. Defaults to 64.
+	Max            int             // burndown: chunks per reserve. Defaults to 10.
+	Backlogs       []int64         // latency: backlog sizes. Defaults to 10 000 and 1 000 000.
+	Strategies     []strategy.Node // latency: strategies timed at every backlog size. Defaults to random.
+	Samples        int             // latency, distinct: timed reserves. Defaults to 2 000.
+	// Vacuum runs VACUUM ANALYZE on opsq.chunks after each latency backlog is loaded, before
+	// it is timed: the backlog as it is once autovacuum has caught up (its pages
+	// all-visible, its statistics fresh), rather than right after its ingest. Defaults to
+	// false.
+	Vacuum          bool
+	RSSReservations int64 // rss: reservations held. Defaults to 100 000.
 	// RiverRate is River's burn-down rate in jobs/s, the burndown's target; 0: not compared.
 	// River, when set, measures it instead. Defaults to 0.
 	RiverRate float64

@@ -329,6 +329,11 @@ func (r *benchRun) latency(ctx context.Context) error {
 		}
 		defer r.discard(ctx, created.ID)
 		prev = created.ID
+		if r.cfg.Vacuum {
+			if err := r.vacuumChunks(ctx, label); err != nil {
+				return err
+			}
+		}
 		for _, n := range r.cfg.Strategies {
 			js, err := json.Marshal(n)
 			if err != nil {
@@ -341,6 +346,9 @@ func (r *benchRun) latency(ctx context.Context) error {
 			}
 			st, ct := summarize(reserves), summarize(completes)
 			at, key := "backlog "+progress.GroupDigits(size)+", ", fmt.Sprintf("latency.%d.", size)
+			if r.cfg.Vacuum {
+				at = "backlog " + progress.GroupDigits(size) + " vacuumed, "
+			}
 			if n.Kind != strategy.Random || len(r.cfg.Strategies) > 1 {
 				at += n.String() + ", "
 				key += n.String() + "."
@@ -382,6 +390,21 @@ func (r *benchRun) latency(ctx context.Context) error {
 		measured("latency.growth_p50", growth+"p50", durationRatio(stats[large].P50, stats[small].P50), unitRatio).want("<=", latencyGrowthTarget),
 		measured("latency.growth_p99", growth+"p99", durationRatio(stats[large].P99, stats[small].P99), unitRatio).want("<=", latencyGrowthTarget),
 	)
+	return nil
+}
+
+// vacuumChunks runs VACUUM ANALYZE on opsq.chunks (--vacuum), showing how long it has run.
+func (r *benchRun) vacuumChunks(ctx context.Context, label string) error {
+	start := time.Now()
+	stop := r.showProgress(func() string {
+		return fmt.Sprintf("%s: VACUUM ANALYZE opsq.chunks, %s", label, time.Since(start).Round(time.Second))
+	})
+	defer stop()
+	if _, err := r.env.pool.Exec(ctx, "VACUUM ANALYZE opsq.chunks"); err != nil {
+		return fmt.Errorf("%s: VACUUM ANALYZE opsq.chunks: %w", label, err)
+	}
+	stop()
+	r.say("%s: VACUUM ANALYZE opsq.chunks took %s", label, time.Since(start).Round(time.Second))
 	return nil
 }
 

@@ -67,6 +67,37 @@ func TestBenchBurndownAndDistinctRun(t *testing.T) {
 	}
 }
 
+// TestBenchLatencyRuns runs the latency workload small, with --vacuum: each backlog's
+// figures, the growth from the smallest to the largest, and the VACUUM it ran.
+func TestBenchLatencyRuns(t *testing.T) {
+	t.Parallel()
+	out, err := runBench(t, 5*time.Minute, "--workload", "latency", "--instances", "1", "--backlogs", "600,1200",
+		"--samples", "50", "--vacuum")
+	if err != nil {
+		t.Fatalf("opsq bench: %v\n%s", err, out.stderr.String())
+	}
+	report := out.report(t)
+	got, measure := map[string]float64{}, map[string]string{}
+	for _, r := range report.Rows {
+		got[r.Key], measure[r.Key] = r.Value, r.Measure
+	}
+	for _, key := range []string{"latency.600.reserve_p50", "latency.600.reserve_p99", "latency.1200.reserve_p50",
+		"latency.1200.reserve_p99", "latency.growth_p50", "latency.growth_p99"} {
+		if got[key] <= 0 {
+			t.Errorf("%s = %v; want a positive value", key, got[key])
+		}
+	}
+	if n := strings.Count(out.stderr.String(), "VACUUM ANALYZE opsq.chunks took"); n != 2 {
+		t.Errorf("--vacuum: %d VACUUMs reported; want one per backlog (2)", n)
+	}
+	if m := measure["latency.1200.reserve_p50"]; !strings.Contains(m, "vacuumed") {
+		t.Errorf("latency.1200.reserve_p50 is %q; want it to say the backlog was vacuumed", m)
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s\nstderr:\n%s", out.stdout.String(), out.stderr.String())
+	}
+}
+
 // TestBenchRiverRuns runs "opsq bench --workload burndown --river" in a tiny configuration
 // against the test server, with the River module of this source tree: River's three
 // figures and the ratios are in the report, and River's scratch database is dropped.
