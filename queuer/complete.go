@@ -178,6 +178,7 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 			outputs = append(outputs, out)
 		}
 	}
+	submissions := slices.Compact(slices.Sorted(slices.Values(sids)))
 	completed := map[reserver.Key]bool{}
 	err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
 		clear(completed)
@@ -186,8 +187,12 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 			if err := db.PlanByKey(ctx); err != nil {
 				return err
 			}
+			locked, err := db.SubmissionsLock(ctx, submissions)
+			if err != nil {
+				return err
+			}
 			done, err := db.ChunksComplete(ctx, opsqsql.ChunksCompleteParams{
-				SubmissionIDs: sids, ChunkIndexes: idxs, Shards: shards, Outputs: outputs, Tokens: tokens,
+				SubmissionIDs: sids, ChunkIndexes: idxs, Shards: shards, Outputs: outputs, Tokens: tokens, Locked: locked,
 			})
 			if err != nil {
 				return err

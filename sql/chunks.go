@@ -150,14 +150,26 @@ func (q Queries) PlanByKey(ctx context.Context) error {
 	return err
 }
 
+// SubmissionsLock locks submissions ids in id order (submissions_lock.sql) and returns
+// those in progress.
+func (q Queries) SubmissionsLock(ctx context.Context, ids []int64) ([]int64, error) {
+	rows, err := q.db.Query(ctx, SubmissionsLock, pgx.NamedArgs{"ids": ids})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
 // ChunksCompleteParams are chunks_complete.sql's: the chunks completed (the same index
-// in each of the first four) and every token used, repeats included.
+// in each of the first four), every token used, repeats included, and the submissions
+// locked by SubmissionsLock.
 type ChunksCompleteParams struct {
 	SubmissionIDs []int64
 	ChunkIndexes  []int32
 	Shards        []int32
 	Outputs       [][]byte
 	Tokens        []string
+	Locked        []int64
 }
 
 // ChunksCompleteRow is a chunk that a batch completed, and whether that completed every
@@ -174,6 +186,7 @@ type ChunksCompleteRow struct {
 func (q Queries) ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]ChunksCompleteRow, error) {
 	rows, err := q.db.Query(ctx, ChunksComplete, pgx.NamedArgs{
 		"submission_ids": p.SubmissionIDs, "chunk_indexes": p.ChunkIndexes, "shards": p.Shards, "outputs": p.Outputs, "tokens": p.Tokens,
+		"locked": p.Locked,
 	})
 	if err != nil {
 		return nil, err

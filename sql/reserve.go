@@ -11,6 +11,9 @@ var SubmissionInfo string
 //go:embed plan_by_key.sql
 var PlanByKey string
 
+//go:embed submissions_lock.sql
+var SubmissionsLock string
+
 //go:embed chunks_complete.sql
 var ChunksComplete string
 
