@@ -1,10 +1,7 @@
 package claims
 
 import (
-	"log/slog"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"opsq/migrations"
 	"opsq/migrations/pgtest"
@@ -13,18 +10,8 @@ import (
 // The claims migration (00002, and what follows it) goes down and up again cleanly.
 func TestMigrationDownUp(t *testing.T) {
 	t.Parallel()
-	url := pgtest.NewDB(t)
 	ctx := t.Context()
-	m, err := migrations.New(ctx, url, migrations.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	m, conn := pgtest.Migrator(t, pgtest.NewDB(t))
 	has := func(sql string) bool {
 		t.Helper()
 		var ok bool

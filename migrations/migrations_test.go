@@ -1,10 +1,7 @@
 package migrations_test
 
 import (
-	"log/slog"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"opsq/migrations"
 	"opsq/migrations/pgtest"
@@ -16,18 +13,8 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // table into rows of a thousand, and back on the way down, losing none and changing none.
 func TestCompletedBatchesKeepEveryOutput(t *testing.T) {
 	t.Parallel()
-	url := pgtest.NewDB(t)
 	ctx := t.Context()
-	m, err := migrations.New(ctx, url, migrations.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	m, conn := pgtest.Migrator(t, pgtest.NewDB(t))
 	if err := m.DownTo(ctx, 5); err != nil {
 		t.Fatal(err)
 	}

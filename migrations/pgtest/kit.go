@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"opsq/migrations"
 )
 
 // pollEvery is how often WaitFor asks its condition again.
@@ -125,4 +128,22 @@ SELECT id, chunks_total, chunks_total, priority, max_retries, metadata, strategi
 	if err != nil {
 		t.Fatalf("pgtest: completing submission %d: %v", id, err)
 	}
+}
+
+// Migrator returns a migrator of the database at dbURL and a connection to it, both closed
+// when t ends: for the tests that take migrations down and up again.
+func Migrator(t testing.TB, dbURL string) (*migrations.Migrator, *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	m, err := migrations.New(ctx, dbURL, migrations.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("pgtest: a migrator of %s: %v", dbURL, err)
+	}
+	t.Cleanup(func() { m.Close() })
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("pgtest: connecting to %s: %v", dbURL, err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return m, conn
 }
