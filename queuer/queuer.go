@@ -6,8 +6,9 @@
 //
 // The Queuer is a façade over parts that each own their state: submissions (the submission
 // rows), completer (the completions waiting to be written), router (where work is, and
-// forwarding), holds (the max_simultaneous slots), expirer (leases that ran out), cronJobs
-// (the periodic jobs), Keyring (the cluster keys) and listener (the LISTEN connection).
+// forwarding), holds (the max_simultaneous slots), expirer (leases that ran out), planStats
+// (the planner's row counts of the instance's chunk partitions), cronJobs (the periodic
+// jobs), Keyring (the cluster keys) and listener (the LISTEN connection).
 // Those with goroutines share one lifecycle shape, service: Queuer.Start starts them in
 // order and Queuer.Stop stops them in reverse.
 package queuer
@@ -92,6 +93,7 @@ type Queuer struct {
 	completer *completer
 	router    *router // where work is; forwarding
 	holds     *holds
+	planStats *planStats
 	keys      *Keyring // signs and verifies tokens
 	listener  *opsqsql.Listener
 	expirer   *expirer
@@ -139,6 +141,7 @@ func New(cfg Config) (*Queuer, error) {
 	q.jobs = &cronJobs{jobs: []cronJob{
 		{what: fmt.Sprintf("retention %q", cfg.RetentionSchedule), schedule: cfg.RetentionSchedule, run: q.subs.runRetention},
 		{what: "the collection of max_simultaneous holds", schedule: holdsCollectSchedule, run: q.holds.collect},
+		{what: "the planner's statistics of the chunk partitions", schedule: planStatsSchedule, run: func(ctx context.Context) { q.planStats.refresh(ctx) }},
 	}}
 	manager, err := claims.New(claims.Config{
 		Pool:     cfg.Pool,
@@ -156,6 +159,7 @@ func New(cfg Config) (*Queuer, error) {
 	}
 	q.claims = manager
 	q.router.claims = manager
+	q.planStats = &planStats{pool: cfg.Pool, claims: manager, log: cfg.Logger}
 	q.listener = opsqsql.NewListener(cfg.Pool, cfg.Logger, q.onNotification, ChannelFinished, ChannelWork, ChannelReleased, ChannelClusterKeys)
 	return q, nil
 }

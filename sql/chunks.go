@@ -278,3 +278,27 @@ func collect[T any](ctx context.Context, db DB, query string, args pgx.NamedArgs
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByName[T])
 }
+
+// ChunkPartitionsStaleParams are chunk_partitions_stale.sql's.
+type ChunkPartitionsStaleParams struct {
+	Shards  []int32
+	MinRows int64
+}
+
+// ChunkPartitionsStale returns the shards of p.Shards whose chunk partition the planner
+// believes to hold under half its live rows (chunk_partitions_stale.sql).
+func (q Queries) ChunkPartitionsStale(ctx context.Context, p ChunkPartitionsStaleParams) ([]int32, error) {
+	rows, err := q.db.Query(ctx, ChunkPartitionsStale, pgx.NamedArgs{"shards": p.Shards, "min_rows": p.MinRows})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int32])
+}
+
+// AnalyzeChunkPartition runs ANALYZE on the chunk partition of shard, unless another
+// session holds a lock that conflicts (SKIP_LOCKED: autovacuum, or another instance, is at
+// it already).
+func (q Queries) AnalyzeChunkPartition(ctx context.Context, shard int32) error {
+	_, err := q.db.Exec(ctx, fmt.Sprintf("ANALYZE (SKIP_LOCKED) opsq.chunks_%d", shard))
+	return err
+}

@@ -29,6 +29,9 @@ var ChunkFail string
 //go:embed chunk_state.sql
 var ChunkState string
 
+//go:embed chunk_partitions_stale.sql
+var ChunkPartitionsStale string
+
 //go:embed shard_owner.sql
 var ShardOwner string
 

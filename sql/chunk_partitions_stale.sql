@@ -1,0 +1,14 @@
+-- The chunk partitions of @shards whose planner row count (pg_class.reltuples) is under
+-- half of their live rows as the cumulative statistics count them (n_live_tup), with at
+-- least @min_rows live: those whose plans are made for a table far smaller than it is.
+-- (Typically a partition autovacuum vacuumed while a large ingest's COPY was still open:
+-- it counted none of the rows not yet committed, and set reltuples to 0.)
+SELECT substring(c.relname FROM '^chunks_([0-9]+)$')::int AS shard
+FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid
+JOIN pg_stat_user_tables s ON s.relid = c.oid
+WHERE i.inhparent = 'opsq.chunks'::regclass
+  AND substring(c.relname FROM '^chunks_([0-9]+)$')::int = ANY(@shards::int[])
+  AND s.n_live_tup >= @min_rows::bigint
+  AND c.reltuples < s.n_live_tup / 2
+ORDER BY 1
