@@ -146,14 +146,17 @@ func TestCreateListRevoke(t *testing.T) {
 func TestExpiredKeyIsRefused(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	_, key, err := Create(t.Context(), f.pool, "short", Consumer, 300*time.Millisecond)
+	// Long enough for the set to load the key first on a busy machine (a reload beside
+	// stress -c 2 took over 300 ms, the lifetime this test once gave it).
+	const lifetime = 3 * time.Second
+	_, key, err := Create(t.Context(), f.pool, "short", Consumer, lifetime)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.checkSoon(t, key, nil)
 	// The set refuses it when it expires, without waiting for a reload.
 	loads := f.loads.Load()
-	pgtest.WaitFor(t, 3*time.Second, "refusing the expired key", func() string {
+	pgtest.WaitFor(t, lifetime+3*time.Second, "refusing the expired key", func() string {
 		_, err := f.set.Check(key)
 		if !errors.Is(err, ErrExpired) {
 			return errString(err)
