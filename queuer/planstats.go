@@ -62,17 +62,19 @@ func (p *planStats) refresh(ctx context.Context) []int32 {
 		return nil
 	}
 	start := time.Now()
-	for i, s := range stale {
-		if err := db.AnalyzeChunkPartition(ctx, s); err != nil {
+	var analyzed []int32
+	for _, part := range stale {
+		if err := db.AnalyzePartition(ctx, part.Partition); err != nil {
 			if ctx.Err() == nil {
-				p.log.Warn("analyzing a chunk partition", slog.Int("shard", int(s)), slog.Any("error", err))
+				p.log.Warn("analyzing a chunk partition", slog.String("partition", part.Partition), slog.Any("error", err))
 			}
-			return stale[:i]
+			break
 		}
+		analyzed = append(analyzed, part.Shard)
 	}
-	if len(stale) > 0 {
+	if len(analyzed) > 0 {
 		p.log.Info("analyzed chunk partitions the planner believed far smaller than they are",
-			slog.Any("shards", stale), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
+			slog.Any("shards", analyzed), slog.Duration("took", time.Since(start).Round(time.Millisecond)))
 	}
-	return stale
+	return analyzed
 }

@@ -285,20 +285,32 @@ type ChunkPartitionsStaleParams struct {
 	MinRows int64
 }
 
-// ChunkPartitionsStale returns the shards of p.Shards whose chunk partition the planner
-// believes to hold under half its live rows (chunk_partitions_stale.sql).
-func (q Queries) ChunkPartitionsStale(ctx context.Context, p ChunkPartitionsStaleParams) ([]int32, error) {
+// ChunkPartitionsStaleRow is a chunk partition the planner believes far smaller than it is.
+type ChunkPartitionsStaleRow struct {
+	Shard     int32
+	Partition string // its name as SQL takes it, schema-qualified
+}
+
+// ChunkPartitionsStale returns the partitions of p.Shards that the planner believes to hold
+// under half their live rows (chunk_partitions_stale.sql).
+func (q Queries) ChunkPartitionsStale(ctx context.Context, p ChunkPartitionsStaleParams) ([]ChunkPartitionsStaleRow, error) {
 	rows, err := q.db.Query(ctx, ChunkPartitionsStale, pgx.NamedArgs{"shards": p.Shards, "min_rows": p.MinRows})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[int32])
+	var out []ChunkPartitionsStaleRow
+	var r ChunkPartitionsStaleRow
+	_, err = pgx.ForEachRow(rows, []any{&r.Shard, &r.Partition}, func() error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
 }
 
-// AnalyzeChunkPartition runs ANALYZE on the chunk partition of shard, unless another
-// session holds a lock that conflicts (SKIP_LOCKED: autovacuum, or another instance, is at
-// it already).
-func (q Queries) AnalyzeChunkPartition(ctx context.Context, shard int32) error {
-	_, err := q.db.Exec(ctx, fmt.Sprintf("ANALYZE (SKIP_LOCKED) opsq.chunks_%d", shard))
+// AnalyzePartition runs ANALYZE on partition, a name ChunkPartitionsStale returned, unless
+// another session holds a lock that conflicts (SKIP_LOCKED: autovacuum, or another
+// instance, is at it already).
+func (q Queries) AnalyzePartition(ctx context.Context, partition string) error {
+	_, err := q.db.Exec(ctx, "ANALYZE (SKIP_LOCKED) "+partition)
 	return err
 }
