@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/migrations/pgtest"
 	"opsq/queuer"
 	"opsq/queuer/queuertest"
@@ -142,7 +142,7 @@ func reserveOne(t *testing.T, e *env) string {
 	t.Helper()
 	mustSubmit(t, e, `{"chunks": ["x"], "max_retries": 0}`, 1)
 	r := httpCall(t, http.MethodPost, e.URL+"/v1/reserve", "application/json", strings.NewReader(`{"max": 1}`))
-	var got client.Reserved
+	var got wire.Reserved
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil || len(got.Chunks) != 1 {
 		t.Fatalf("reserve: %d %s; want one chunk", r.Status, r.Body)
 	}
@@ -229,7 +229,7 @@ func TestConsumerBounds(t *testing.T) {
 	// Nothing was reserved by the refused requests; a consumer of 256 bytes gets the chunk.
 	r := httpCall(t, http.MethodPost, e.URL+"/v1/reserve", "application/json",
 		strings.NewReader(`{"max": 1, "consumer": "`+strings.Repeat("c", MaxConsumerBytes)+`"}`))
-	var got client.Reserved
+	var got wire.Reserved
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil || len(got.Chunks) != 1 {
 		t.Fatalf("reserve: %d %s; want the one chunk", r.Status, r.Body)
 	}
@@ -250,7 +250,7 @@ func TestReserveAnswerBounded(t *testing.T) {
 	mustSubmit(t, e, string(body), 100)
 
 	r := httpCall(t, http.MethodPost, e.URL+"/v1/reserve", "application/json", strings.NewReader(`{"max": 2000, "strategy": "oldest_first"}`))
-	var got client.Reserved
+	var got wire.Reserved
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
 		t.Fatalf("reserve: %d %.200s", r.Status, r.Body)
 	}
@@ -263,7 +263,7 @@ func TestReserveAnswerBounded(t *testing.T) {
 		t.Errorf("answer of %d bytes (%d chunks of about %d): room for another under the %d-byte bound", len(r.Body), len(got.Chunks), per, limit)
 	}
 	for i, ch := range got.Chunks {
-		if ch.Input == nil || *ch.Input != chunks[i] || ch.StrategicMetadata["company_id"] != client.Int(7) {
+		if ch.Input == nil || *ch.Input != chunks[i] || ch.StrategicMetadata["company_id"] != wire.Int(7) {
 			t.Fatalf("chunk %d: wrong input or strategic metadata", i)
 		}
 	}
@@ -312,7 +312,7 @@ func TestPreferDistinctDeferredInputs(t *testing.T) {
 	}
 	r := httpCall(t, http.MethodPost, e.URL+"/v1/reserve", "application/json",
 		strings.NewReader(`{"max": 30, "strategy": {"prefer_distinct": {"key": "company_id", "max": 1, "then": "oldest_first"}}}`))
-	var got client.Reserved
+	var got wire.Reserved
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
 		t.Fatalf("reserve: %d %.300s", r.Status, r.Body)
 	}
@@ -344,7 +344,7 @@ func TestMaxSimultaneousRemembersFullValues(t *testing.T) {
 	}
 	reserve := func(max int) []queuer.Chunk {
 		t.Helper()
-		got, err := q.Reserve(t.Context(), queuer.ReserveRequest{Max: max, Lease: client.LeaseDefault,
+		got, err := q.Reserve(t.Context(), queuer.ReserveRequest{Max: max, Lease: wire.LeaseDefault,
 			Strategy: queuertest.Strategy(t, `max_simultaneous(company_id, 1, oldest_first)`)})
 		if err != nil {
 			t.Fatal(err)

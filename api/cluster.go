@@ -5,8 +5,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"opsq/api/wire"
 	"opsq/claims"
-	"opsq/client"
 )
 
 func (s *server) cluster(c echo.Context) error {
@@ -19,24 +19,24 @@ func (s *server) cluster(c echo.Context) error {
 
 // clusterAnswer is the wire form of claims' view of the cluster. Lists stay non-nil, so
 // that they encode as [].
-func clusterAnswer(cl claims.Cluster) client.Cluster {
-	out := client.Cluster{
+func clusterAnswer(cl claims.Cluster) wire.Cluster {
+	out := wire.Cluster{
 		ShardCount: cl.ShardCount,
-		Instances:  make([]client.ClusterInstance, len(cl.Instances)),
+		Instances:  make([]wire.ClusterInstance, len(cl.Instances)),
 		Unclaimed:  cl.Unclaimed,
 		Disabled:   cl.Disabled,
 	}
 	for i, in := range cl.Instances {
-		ci := client.ClusterInstance{
+		ci := wire.ClusterInstance{
 			ID: in.ID, AdvertiseURL: in.AdvertiseURL, StartedAt: in.StartedAt, HeartbeatAt: in.HeartbeatAt,
-			Live: in.Live, Draining: in.Draining, Shards: make([]client.ClusterShard, len(in.Shards)),
+			Live: in.Live, Draining: in.Draining, Shards: make([]wire.ClusterShard, len(in.Shards)),
 		}
 		for j, claim := range in.Shards {
-			state := client.ClaimActive
+			state := wire.ClaimActive
 			if claim.Draining {
-				state = client.ClaimDraining
+				state = wire.ClaimDraining
 			}
-			ci.Shards[j] = client.ClusterShard{
+			ci.Shards[j] = wire.ClusterShard{
 				Shard: claim.Shard, Generation: claim.Generation, State: state, Inflight: claim.Inflight,
 				Available: claim.Available, SoftExpiresAt: &claim.SoftExpiresAt, HardExpiresAt: &claim.HardExpiresAt,
 			}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/queuer"
 	"opsq/strategy"
 )
@@ -47,16 +47,16 @@ func (s *server) reserve(c echo.Context) error {
 }
 
 // reservedAnswer is the body of a reserve's answer.
-func reservedAnswer(chunks []queuer.Chunk) client.Reserved {
-	out := client.Reserved{Chunks: make([]client.ReservedChunk, len(chunks))}
+func reservedAnswer(chunks []queuer.Chunk) wire.Reserved {
+	out := wire.Reserved{Chunks: make([]wire.ReservedChunk, len(chunks))}
 	for i, ch := range chunks {
-		rc := client.ReservedChunk{
+		rc := wire.ReservedChunk{
 			Token: ch.Token, SubmissionID: strconv.FormatInt(ch.SubmissionID, 10), ChunkIndex: int64(ch.ChunkIndex),
 			Prefix: ch.Prefix, Metadata: ch.Metadata, Retries: int64(ch.Retries), ExpiresAt: ch.ExpiresAt.UTC(),
 			StrategicMetadata: ch.StrategicValues, // decoded once per submission, shared
 		}
 		if rc.StrategicMetadata == nil {
-			rc.StrategicMetadata = map[string]client.MetadataValue{}
+			rc.StrategicMetadata = map[string]wire.MetadataValue{}
 			_ = json.Unmarshal(ch.StrategicMetadata, &rc.StrategicMetadata) // validated on the way in
 		}
 		if ch.Prefix == nil {
@@ -84,10 +84,10 @@ func (s *server) parseReserve(raw []byte) (queuer.ReserveRequest, error) {
 	if err != nil {
 		return queuer.ReserveRequest{}, err
 	}
-	req := queuer.ReserveRequest{Max: 1, Lease: client.LeaseDefault, Consumer: consumer, MaxBytes: s.cfg.MaxReserveBytes}
+	req := queuer.ReserveRequest{Max: 1, Lease: wire.LeaseDefault, Consumer: consumer, MaxBytes: s.cfg.MaxReserveBytes}
 	if body.Max != nil {
-		if *body.Max < 1 || *body.Max > client.MaxReserveChunks {
-			return req, badRequest("max: must be between 1 and %d", client.MaxReserveChunks)
+		if *body.Max < 1 || *body.Max > wire.MaxReserveChunks {
+			return req, badRequest("max: must be between 1 and %d", wire.MaxReserveChunks)
 		}
 		req.Max = *body.Max
 	}
@@ -95,12 +95,12 @@ func (s *server) parseReserve(raw []byte) (queuer.ReserveRequest, error) {
 		return req, badRequest("%s", err)
 	}
 	if body.Lease != nil {
-		if req.Lease, err = parseDuration(*body.Lease, "lease", client.MinLease, client.MaxLease); err != nil {
+		if req.Lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, wire.MaxLease); err != nil {
 			return req, err
 		}
 	}
 	if body.Wait != nil {
-		if req.Wait, err = parseDuration(*body.Wait, "wait", 0, client.MaxWait); err != nil {
+		if req.Wait, err = parseDuration(*body.Wait, "wait", 0, wire.MaxWait); err != nil {
 			return req, err
 		}
 	}
@@ -117,8 +117,8 @@ func (s *server) complete(c echo.Context) error {
 	if err := s.decodeBody(c, &body); err != nil {
 		return err
 	}
-	if len(body.Completions) > client.MaxRequestItems {
-		return badRequest("completions: at most %d per request", client.MaxRequestItems)
+	if len(body.Completions) > wire.MaxRequestItems {
+		return badRequest("completions: at most %d per request", wire.MaxRequestItems)
 	}
 	items := make([]queuer.Completion, len(body.Completions))
 	for i, it := range body.Completions {
@@ -149,8 +149,8 @@ func (s *server) fail(c echo.Context) error {
 	if err := s.decodeBody(c, &body); err != nil {
 		return err
 	}
-	if len(body.Failures) > client.MaxRequestItems {
-		return badRequest("failures: at most %d per request", client.MaxRequestItems)
+	if len(body.Failures) > wire.MaxRequestItems {
+		return badRequest("failures: at most %d per request", wire.MaxRequestItems)
 	}
 	items := make([]queuer.Failure, len(body.Failures))
 	for i, it := range body.Failures {
@@ -171,10 +171,10 @@ func (s *server) fail(c echo.Context) error {
 }
 
 // tokenResults pairs the tokens of a request with their statuses, in request order.
-func tokenResults(n int, token func(i int) string, status []client.TokenStatus) client.TokenResults {
-	out := client.TokenResults{Results: make([]client.TokenResult, n)}
+func tokenResults(n int, token func(i int) string, status []wire.TokenStatus) wire.TokenResults {
+	out := wire.TokenResults{Results: make([]wire.TokenResult, n)}
 	for i, st := range status {
-		out.Results[i] = client.TokenResult{Token: token(i), Status: st}
+		out.Results[i] = wire.TokenResult{Token: token(i), Status: st}
 	}
 	return out
 }
@@ -195,13 +195,13 @@ func (s *server) extend(c echo.Context) error {
 	if err := decodeJSON(raw, &body); err != nil {
 		return err
 	}
-	if len(body.Tokens) > client.MaxRequestItems {
-		return badRequest("tokens: at most %d per request", client.MaxRequestItems)
+	if len(body.Tokens) > wire.MaxRequestItems {
+		return badRequest("tokens: at most %d per request", wire.MaxRequestItems)
 	}
-	lease := client.LeaseDefault
+	lease := wire.LeaseDefault
 	if body.Lease != nil {
 		var err error
-		if lease, err = parseDuration(*body.Lease, "lease", client.MinLease, client.MaxLease); err != nil {
+		if lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, wire.MaxLease); err != nil {
 			return err
 		}
 	}
@@ -209,9 +209,9 @@ func (s *server) extend(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := client.TokenResults{Results: make([]client.TokenResult, len(results))}
+	out := wire.TokenResults{Results: make([]wire.TokenResult, len(results))}
 	for i, r := range results {
-		out.Results[i] = client.TokenResult{Token: body.Tokens[i], Status: r.Status}
+		out.Results[i] = wire.TokenResult{Token: body.Tokens[i], Status: r.Status}
 		if r.ExpiresAt != nil {
 			t := r.ExpiresAt.UTC()
 			out.Results[i].ExpiresAt = &t
@@ -231,18 +231,18 @@ func (s *server) decodeBody(c echo.Context, v any) error {
 }
 
 // forwarded reports whether c is a request another instance of the cluster forwarded
-// here: marked with client.ForwardedHeader and signed with the cluster key
+// here: marked with wire.ForwardedHeader and signed with the cluster key
 // (queuer/forwardsig.go). One marked forwarded whose signature does not verify is refused
 // with 401 before anything is done with it. body is the request's whole body.
 func (s *server) forwarded(c echo.Context, body []byte) (bool, error) {
 	r := c.Request()
-	from := r.Header.Get(client.ForwardedHeader)
+	from := r.Header.Get(wire.ForwardedHeader)
 	if from == "" {
 		return false, nil
 	}
-	if err := s.q.VerifyForwarded(r.Method, r.RequestURI, from, body, r.Header.Get(client.ForwardedSignatureHeader)); err != nil {
+	if err := s.q.VerifyForwarded(r.Method, r.RequestURI, from, body, r.Header.Get(wire.ForwardedSignatureHeader)); err != nil {
 		return false, &Error{Status: http.StatusUnauthorized, Code: "forwarded_signature",
-			Message: fmt.Sprintf("%v: only an instance of this cluster may forward a request; a client leaves the %s header out", err, client.ForwardedHeader)}
+			Message: fmt.Sprintf("%v: only an instance of this cluster may forward a request; a client leaves the %s header out", err, wire.ForwardedHeader)}
 	}
 	return true, nil
 }

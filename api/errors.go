@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/queuer"
 )
 
@@ -69,8 +69,8 @@ func (e *Error) retryAfterHeader() string {
 }
 
 // body is e's answer body, the one error shape.
-func (e *Error) body() client.ErrorBody {
-	return client.ErrorBody{Error: client.ErrorDetail{Code: e.Code, Message: e.Message}}
+func (e *Error) body() wire.ErrorBody {
+	return wire.ErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message}}
 }
 
 // toError maps err to its answer. c may be nil (an answer written outside echo, park.go).

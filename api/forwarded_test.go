@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/queuer"
 )
 
@@ -21,9 +21,9 @@ func forwardedCall(t *testing.T, hc *http.Client, url, body, sig string) reply {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(client.ForwardedHeader, "opsq-x")
+	req.Header.Set(wire.ForwardedHeader, "opsq-x")
 	if sig != "" {
-		req.Header.Set(client.ForwardedSignatureHeader, sig)
+		req.Header.Set(wire.ForwardedSignatureHeader, sig)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -49,7 +49,7 @@ func TestForgedForwardedRequestsRefused(t *testing.T) {
 		{"extend, no signature", "/v1/extend", `{"tokens": ["` + tok + `"], "lease": "1h"}`, ""},
 	} {
 		r := forwardedCall(t, http.DefaultClient, e.URL+tc.path, tc.body, tc.sig)
-		expectError(t, r, http.StatusUnauthorized, "forwarded_signature", client.ForwardedHeader)
+		expectError(t, r, http.StatusUnauthorized, "forwarded_signature", wire.ForwardedHeader)
 	}
 	// Signed as an instance signs: served, from this instance's shards, and the free chunk
 	// is still there to serve (the forged reserves took nothing).
@@ -65,7 +65,7 @@ func TestForgedForwardedRequestsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var got client.Reserved
+	var got wire.Reserved
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &got) != nil || len(got.Chunks) != 1 || *got.Chunks[0].Input != "free" {
 		t.Errorf("signed forwarded reserve: %d %s; want the free chunk", resp.StatusCode, body)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/queuer"
 )
 
@@ -289,7 +289,7 @@ func FuzzReserveBody(f *testing.F) {
 			checkRefusal(t, body, err)
 			return
 		}
-		if req.Max < 1 || req.Max > client.MaxReserveChunks || req.Lease < client.MinLease || req.Lease > client.MaxLease || req.Wait < 0 || req.Wait > client.MaxWait {
+		if req.Max < 1 || req.Max > wire.MaxReserveChunks || req.Lease < wire.MinLease || req.Lease > wire.MaxLease || req.Wait < 0 || req.Wait > wire.MaxWait {
 			t.Fatalf("%q: accepted %+v; out of bounds", body, req)
 		}
 		checkAcceptedText(t, "consumer", req.Consumer, MaxConsumerBytes)

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/queuer"
 )
 
@@ -123,13 +123,13 @@ func parseStrategicMetadata(raw json.RawMessage) (json.RawMessage, error) {
 		keys = append(keys, key)
 	}
 	sort.Strings(keys) // report the same error for the same body
-	values := make(map[string]client.MetadataValue, len(fields))
+	values := make(map[string]wire.MetadataValue, len(fields))
 	for _, key := range keys {
 		v := fields[key]
 		if key == "" || len(key) > MaxStrategicKeyBytes || strings.ContainsRune(key, 0) {
 			return nil, badRequest("strategic_metadata: a key must be 1 to %d bytes without NUL characters, not %q", MaxStrategicKeyBytes, abbreviate([]byte(key)))
 		}
-		var mv client.MetadataValue
+		var mv wire.MetadataValue
 		if err := json.Unmarshal(v, &mv); err != nil {
 			return nil, badRequest("%s: must be an integer (int64) or a string, not %s", strategicField(key), abbreviate(v))
 		}

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"opsq/api/wire"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"opsq/client"
 )
 
 // TestNDJSONMillionChunksFlatMemory streams a 1 000 000-chunk NDJSON submission of about
@@ -70,7 +69,7 @@ func TestNDJSONMillionChunksFlatMemory(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("POST: %d %s; want 201", resp.StatusCode, b)
 	}
-	var created client.Created
+	var created wire.Created
 	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"opsq/api/wire"
 	"slices"
 	"strings"
 	"sync"
@@ -20,8 +21,6 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/labstack/echo/v4"
-
-	"opsq/client"
 )
 
 // The OpenAPI tests check api/openapi.yaml against the server, with kin-openapi: the
@@ -273,7 +272,7 @@ func TestOpenAPIRun(t *testing.T) {
 	const js, nd = "application/json", "application/x-ndjson"
 
 	// Producer.
-	var a, b, c client.Created
+	var a, b, c wire.Created
 	decode(expect(call("POST", "/v1/submissions", js, `{"chunks": ["a", "b"], "metadata": "run 1",
 		"strategic_metadata": {"company_id": 42, "mode": "preview"}, "priority": 5, "max_retries": 0,
 		"idempotency_key": "k-1"}`), 201, "submit JSON"), &a)
@@ -283,7 +282,7 @@ func TestOpenAPIRun(t *testing.T) {
 	expect(call("POST", "/v1/submissions", js, `{"chunks": []}`), 201, "submit no chunks")
 	expect(call("GET", "/v1/submissions/"+a.ID, "", ""), 200, "status")
 	expect(call("GET", "/v1/submissions/"+c.ID, "", ""), 200, "status of object storage")
-	var page client.StatusList
+	var page wire.StatusList
 	decode(expect(call("GET", "/v1/submissions?state=in_progress&limit=1", "", ""), 200, "list"), &page)
 	if page.NextAfter == nil {
 		t.Fatalf("list limit=1 of several: next_after null")
@@ -292,7 +291,7 @@ func TestOpenAPIRun(t *testing.T) {
 	expect(call("GET", "/v1/submissions?key=mode&value=preview", "", ""), 200, "list by metadata, string")
 
 	// Consumer.
-	var res client.Reserved
+	var res wire.Reserved
 	decode(expect(call("POST", "/v1/reserve", js, `{"max": 10, "lease": "1m", "consumer": "openapi-test",
 		"strategy": {"or_else": {"first": {"select_only": {"key": "mode", "value": "preview", "then": "oldest_first"}},
 		"fallback": {"prefer_distinct": {"key": "company_id", "max": 1}}}}}`), 200, "reserve"), &res)
@@ -306,12 +305,12 @@ func TestOpenAPIRun(t *testing.T) {
 	tokJSON, _ := json.Marshal(tokens[a.ID])
 	expect(call("POST", "/v1/extend", js, `{"tokens": `+string(tokJSON)+`, "lease": "2m"}`), 200, "extend")
 	expect(call("POST", "/v1/extend", js, `{"tokens": ["forged"]}`), 200, "extend forged")
-	comp, _ := json.Marshal(client.CompleteRequest{Completions: []client.Completion{
+	comp, _ := json.Marshal(wire.CompleteRequest{Completions: []wire.Completion{
 		{Token: tokens[a.ID][0], Output: "A"}, {Token: tokens[a.ID][1], Output: "B"}, {Token: "forged", Output: ""},
 	}})
 	expect(call("POST", "/v1/complete", js, string(comp)), 200, "complete")
 	no := false
-	failure, _ := json.Marshal(client.FailRequest{Failures: []client.ChunkFailure{
+	failure, _ := json.Marshal(wire.FailRequest{Failures: []wire.ChunkFailure{
 		{Token: tokens[b.ID][0], Error: "boom", Retry: &no}, {Token: tokens[b.ID][1], Error: "retry me"},
 	}})
 	expect(call("POST", "/v1/fail", js, string(failure)), 200, "fail")

@@ -7,12 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"opsq/api/wire"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
-
-	"opsq/client"
 )
 
 // waitFor polls cond until it holds, or fails the test after 30 s with what.
@@ -60,7 +59,7 @@ func TestParkedReserveAnsweredOnItsConnection(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	var got client.Reserved
+	var got wire.Reserved
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &got) != nil || len(got.Chunks) != 1 || got.Chunks[0].Input == nil || *got.Chunks[0].Input != "only" {
 		t.Fatalf("parked reserve: %d %s; want 200 and the chunk", resp.StatusCode, body)
 	}
@@ -84,7 +83,7 @@ func TestParkedReserveClientLeaves(t *testing.T) {
 
 	mustSubmit(t, e, `{"chunks": ["for whoever asks"]}`, 1)
 	r := httpCall(t, http.MethodPost, e.URL+"/v1/reserve", "application/json", strings.NewReader(`{"max": 1}`))
-	var got client.Reserved
+	var got wire.Reserved
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil || len(got.Chunks) != 1 {
 		t.Fatalf("reserve after the parked consumer left: %d %s; want the chunk (not held for the consumer that left)", r.Status, r.Body)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/queuer"
 )
 
@@ -29,15 +29,15 @@ func (s *server) preview(c echo.Context) error {
 }
 
 // previewAnswer is the wire form of a preview.
-func previewAnswer(chunks []queuer.PreviewChunk) client.Preview {
-	out := client.Preview{Chunks: make([]client.PreviewChunk, len(chunks))}
+func previewAnswer(chunks []queuer.PreviewChunk) wire.Preview {
+	out := wire.Preview{Chunks: make([]wire.PreviewChunk, len(chunks))}
 	for i, ch := range chunks {
-		out.Chunks[i] = client.PreviewChunk{
+		out.Chunks[i] = wire.PreviewChunk{
 			SubmissionID: strconv.FormatInt(ch.SubmissionID, 10), ChunkIndex: int64(ch.ChunkIndex),
 			StrategicMetadata: ch.StrategicValues,
 		}
 		if out.Chunks[i].StrategicMetadata == nil {
-			out.Chunks[i].StrategicMetadata = map[string]client.MetadataValue{}
+			out.Chunks[i].StrategicMetadata = map[string]wire.MetadataValue{}
 		}
 	}
 	return out

@@ -4,10 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"opsq/api/wire"
 	"strings"
 	"testing"
-
-	"opsq/client"
 )
 
 // TestReservePreview: POST /v1/reserve/preview answers what a reserve would hand out, in
@@ -18,7 +17,7 @@ func TestReservePreview(t *testing.T) {
 	a := mustSubmit(t, e, `{"chunks": ["a0", "a1", "a2"], "strategic_metadata": {"company_id": 1}}`, 3)
 	b := mustSubmit(t, e, `{"chunks": ["b0", "b1"], "strategic_metadata": {"company_id": 2}, "priority": 9}`, 2)
 
-	preview := func(body string) []client.PreviewChunk {
+	preview := func(body string) []wire.PreviewChunk {
 		t.Helper()
 		r := httpCall(t, http.MethodPost, e.URL+"/v1/reserve/preview", "application/json", strings.NewReader(body))
 		if r.Status != http.StatusOK {
@@ -27,13 +26,13 @@ func TestReservePreview(t *testing.T) {
 		if strings.Contains(string(r.Body), "token") {
 			t.Errorf("preview answer %s holds a token; want none", r.Body)
 		}
-		var p client.Preview
+		var p wire.Preview
 		if err := json.Unmarshal(r.Body, &p); err != nil {
 			t.Fatal(err)
 		}
 		return p.Chunks
 	}
-	keys := func(chunks []client.PreviewChunk) string {
+	keys := func(chunks []wire.PreviewChunk) string {
 		var s []string
 		for _, ch := range chunks {
 			s = append(s, fmt.Sprintf("%s/%d", ch.SubmissionID, ch.ChunkIndex))
@@ -54,12 +53,12 @@ func TestReservePreview(t *testing.T) {
 		})
 	}
 	got := preview(`{"max": 2, "strategy": "oldest_first"}`)
-	if v := got[0].StrategicMetadata["company_id"]; v != client.Int(1) {
+	if v := got[0].StrategicMetadata["company_id"]; v != wire.Int(1) {
 		t.Errorf("preview strategic metadata: %v; want company_id 1", got[0].StrategicMetadata)
 	}
 	// Nothing was reserved: a reserve now gets the previewed chunks.
 	r := httpCall(t, http.MethodPost, e.URL+"/v1/reserve", "application/json", strings.NewReader(`{"max": 2, "strategy": "oldest_first"}`))
-	var res client.Reserved
+	var res wire.Reserved
 	if err := json.Unmarshal(r.Body, &res); err != nil || len(res.Chunks) != 2 {
 		t.Fatalf("reserve after the previews: %d %s", r.Status, r.Body)
 	}

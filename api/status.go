@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/queuer"
 )
 
@@ -53,7 +53,7 @@ func (s *server) results(c echo.Context) error {
 			resp.Header().Set(echo.HeaderContentType, ndjsonType)
 			resp.WriteHeader(http.StatusOK)
 		}
-		return enc.Encode(client.Result{ChunkIndex: idx, Output: string(output)})
+		return enc.Encode(wire.Result{ChunkIndex: idx, Output: string(output)})
 	})
 	if err != nil && started {
 		// The status line is gone: cut the connection so that the client sees a broken
@@ -87,9 +87,9 @@ func (s *server) cancel(c echo.Context) error {
 }
 
 func (s *server) list(c echo.Context) error {
-	opts := queuer.ListOptions{Limit: client.ListLimitDefault}
-	switch state := client.State(c.QueryParam("state")); state {
-	case "", client.StateInProgress, client.StateCompleted, client.StateFailed, client.StateCancelled:
+	opts := queuer.ListOptions{Limit: wire.ListLimitDefault}
+	switch state := wire.State(c.QueryParam("state")); state {
+	case "", wire.StateInProgress, wire.StateCompleted, wire.StateFailed, wire.StateCancelled:
 		opts.State = state
 	default:
 		return badRequest("state: must be one of in_progress, completed, failed, cancelled")
@@ -112,8 +112,8 @@ func (s *server) list(c echo.Context) error {
 	}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > client.MaxListLimit {
-			return badRequest("limit: must be an integer between 1 and %d", client.MaxListLimit)
+		if err != nil || n < 1 || n > wire.MaxListLimit {
+			return badRequest("limit: must be an integer between 1 and %d", wire.MaxListLimit)
 		}
 		opts.Limit = n
 	}
@@ -128,7 +128,7 @@ func (s *server) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page := client.StatusList{Submissions: make([]client.Status, 0, len(list))}
+	page := wire.StatusList{Submissions: make([]wire.Status, 0, len(list))}
 	for _, st := range list {
 		page.Submissions = append(page.Submissions, toStatus(st))
 	}
@@ -169,15 +169,15 @@ func parseWait(v string) (time.Duration, error) {
 		return 0, nil
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 || d > client.MaxWait {
-		return 0, badRequest("wait: must be a duration between 0s and %s, such as \"30s\"", client.MaxWait)
+	if err != nil || d < 0 || d > wire.MaxWait {
+		return 0, badRequest("wait: must be a duration between 0s and %s, such as \"30s\"", wire.MaxWait)
 	}
 	return d, nil
 }
 
 // toStatus converts the queuer's status to its wire form.
-func toStatus(st queuer.Status) client.Status {
-	out := client.Status{
+func toStatus(st queuer.Status) wire.Status {
+	out := wire.Status{
 		ID:           strconv.FormatInt(st.ID, 10),
 		State:        st.State,
 		ChunksTotal:  st.ChunksTotal,
@@ -188,7 +188,7 @@ func toStatus(st queuer.Status) client.Status {
 		CreatedAt:    st.CreatedAt.UTC(),
 		FinishedAt:   st.FinishedAt,
 	}
-	out.StrategicMetadata = map[string]client.MetadataValue{}
+	out.StrategicMetadata = map[string]wire.MetadataValue{}
 	_ = json.Unmarshal(st.StrategicMetadata, &out.StrategicMetadata) // validated on the way in
 	if st.Prefix != nil {
 		out.Prefix = *st.Prefix
@@ -197,8 +197,8 @@ func toStatus(st queuer.Status) client.Status {
 		t := st.FinishedAt.UTC()
 		out.FinishedAt = &t
 	}
-	if st.State == client.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
-		out.Failure = &client.Failure{ChunkIndex: *st.FailedChunkIndex, Error: *st.Error}
+	if st.State == wire.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
+		out.Failure = &wire.Failure{ChunkIndex: *st.FailedChunkIndex, Error: *st.Error}
 	}
 	return out
 }

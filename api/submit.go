@@ -13,7 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/queuer"
 )
 
@@ -48,7 +48,7 @@ func (s *server) submit(c echo.Context) error {
 		}
 		status, created.ChunksTotal = http.StatusOK, st.ChunksTotal
 	}
-	return c.JSON(status, client.Created{ID: strconv.FormatInt(created.ID, 10), ChunksTotal: created.ChunksTotal})
+	return c.JSON(status, wire.Created{ID: strconv.FormatInt(created.ID, 10), ChunksTotal: created.ChunksTotal})
 }
 
 // readJSONSubmission reads a whole JSON submission, at most MaxBody bytes.

@@ -9,7 +9,7 @@ import (
 )
 
 // Cluster is who holds which shard, as the claims table and the instances table say. It
-// is claims' own view, without a wire format: api turns it into client.Cluster, the JSON of
+// is claims' own view, without a wire format: api turns it into wire.Cluster, the JSON of
 // GET /v1/cluster (claims does not depend on the HTTP client). Lists are never nil.
 type Cluster struct {
 	ShardCount int

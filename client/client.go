@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"opsq/api/wire"
 	"strconv"
 	"strings"
 	"time"
@@ -124,12 +125,12 @@ func (e *Error) Error() string {
 
 // Submit creates a submission from one JSON body. For many chunks, SubmitNDJSON streams
 // them instead.
-func (c *Client) Submit(ctx context.Context, s Submission) (Created, error) {
+func (c *Client) Submit(ctx context.Context, s wire.Submission) (wire.Created, error) {
 	body, err := json.Marshal(s)
 	if err != nil {
-		return Created{}, fmt.Errorf("opsq: encoding submission: %w", err)
+		return wire.Created{}, fmt.Errorf("opsq: encoding submission: %w", err)
 	}
-	var created Created
+	var created wire.Created
 	err = c.call(ctx, http.MethodPost, "/v1/submissions", nil, "application/json", bytes.NewReader(body), &created)
 	return created, err
 }
@@ -141,29 +142,29 @@ func (c *Client) Submit(ctx context.Context, s Submission) (Created, error) {
 // submission atomically: an error (from r or the server) leaves no submission.
 //
 // The transport may still read r for a moment after SubmitNDJSON returns an error.
-func (c *Client) SubmitNDJSON(ctx context.Context, header SubmissionHeader, r io.Reader) (Created, error) {
+func (c *Client) SubmitNDJSON(ctx context.Context, header wire.SubmissionHeader, r io.Reader) (wire.Created, error) {
 	line, err := json.Marshal(header)
 	if err != nil {
-		return Created{}, fmt.Errorf("opsq: encoding submission header: %w", err)
+		return wire.Created{}, fmt.Errorf("opsq: encoding submission header: %w", err)
 	}
 	body := io.MultiReader(bytes.NewReader(append(line, '\n')), r)
-	var created Created
+	var created wire.Created
 	err = c.call(ctx, http.MethodPost, "/v1/submissions", nil, "application/x-ndjson", body, &created)
 	return created, err
 }
 
 // Status returns the state of submission id. With wait > 0 the server holds the request
 // until the submission is finished or wait (at most 60s) has passed.
-func (c *Client) Status(ctx context.Context, id string, wait time.Duration) (Status, error) {
+func (c *Client) Status(ctx context.Context, id string, wait time.Duration) (wire.Status, error) {
 	path, err := submissionPath(id, "")
 	if err != nil {
-		return Status{}, err
+		return wire.Status{}, err
 	}
 	var q url.Values
 	if wait > 0 {
 		q = url.Values{"wait": {wait.String()}}
 	}
-	var s Status
+	var s wire.Status
 	err = c.call(ctx, http.MethodGet, path, q, "", nil, &s)
 	return s, err
 }
@@ -171,7 +172,7 @@ func (c *Client) Status(ctx context.Context, id string, wait time.Duration) (Sta
 // Results streams the results of completed submission id, one per chunk in chunk order,
 // calling fn for each; an error from fn stops the stream and is returned as is. The server
 // answers 409 unless the submission is completed.
-func (c *Client) Results(ctx context.Context, id string, fn func(Result) error) error {
+func (c *Client) Results(ctx context.Context, id string, fn func(wire.Result) error) error {
 	path, err := submissionPath(id, "/results")
 	if err != nil {
 		return err
@@ -183,7 +184,7 @@ func (c *Client) Results(ctx context.Context, id string, fn func(Result) error) 
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
 	for {
-		var r Result
+		var r wire.Result
 		if err := dec.Decode(&r); err == io.EOF {
 			return nil
 		} else if err != nil {
@@ -197,12 +198,12 @@ func (c *Client) Results(ctx context.Context, id string, fn func(Result) error) 
 
 // Cancel cancels submission id and returns its status. The server answers 409 if it has
 // already finished.
-func (c *Client) Cancel(ctx context.Context, id string) (Status, error) {
+func (c *Client) Cancel(ctx context.Context, id string) (wire.Status, error) {
 	path, err := submissionPath(id, "/cancel")
 	if err != nil {
-		return Status{}, err
+		return wire.Status{}, err
 	}
-	var s Status
+	var s wire.Status
 	err = c.call(ctx, http.MethodPost, path, nil, "", nil, &s)
 	return s, err
 }
@@ -211,7 +212,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (Status, error) {
 // submissions in any state.
 type ListOptions struct {
 	// State is one of the State* constants, or "" for any state.
-	State State
+	State wire.State
 	// Key and Value select submissions whose strategic metadata has Key = Value; give both
 	// or neither.
 	Key, Value string
@@ -223,7 +224,7 @@ type ListOptions struct {
 }
 
 // List returns one page of submissions, newest first.
-func (c *Client) List(ctx context.Context, opts ListOptions) (StatusList, error) {
+func (c *Client) List(ctx context.Context, opts ListOptions) (wire.StatusList, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"state": string(opts.State), "key": opts.Key, "value": opts.Value, "after": opts.After} {
 		if v != "" {
@@ -233,7 +234,7 @@ func (c *Client) List(ctx context.Context, opts ListOptions) (StatusList, error)
 	if opts.Limit > 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))
 	}
-	var l StatusList
+	var l wire.StatusList
 	err := c.call(ctx, http.MethodGet, "/v1/submissions", q, "", nil, &l)
 	return l, err
 }
@@ -324,7 +325,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 // errorFrom decodes the error body of resp.
 func errorFrom(resp *http.Response) *Error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var eb ErrorBody
+	var eb wire.ErrorBody
 	if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
 		return &Error{StatusCode: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
 	}

@@ -13,6 +13,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/client"
 )
 
@@ -32,7 +33,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func TestSubmit(t *testing.T) {
 	t.Parallel()
-	var got client.Submission
+	var got wire.Submission
 	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != "/v1/submissions" {
 			t.Errorf("got %s %s; want POST /v1/submissions", r.Method, r.URL.Path)
@@ -46,13 +47,13 @@ func TestSubmit(t *testing.T) {
 		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
 			t.Errorf("decoding body: %v", err)
 		}
-		writeJSON(w, http.StatusCreated, client.Created{ID: "123", ChunksTotal: 2})
+		writeJSON(w, http.StatusCreated, wire.Created{ID: "123", ChunksTotal: 2})
 	})
 	retries := 3
-	sub := client.Submission{
-		SubmissionHeader: client.SubmissionHeader{
+	sub := wire.Submission{
+		SubmissionHeader: wire.SubmissionHeader{
 			Metadata:          "m",
-			StrategicMetadata: map[string]client.MetadataValue{"company_id": client.Int(42), "mode": client.String("preview")},
+			StrategicMetadata: map[string]wire.MetadataValue{"company_id": wire.Int(42), "mode": wire.String("preview")},
 			Priority:          5,
 			MaxRetries:        &retries,
 		},
@@ -62,7 +63,7 @@ func TestSubmit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
-	if created != (client.Created{ID: "123", ChunksTotal: 2}) {
+	if created != (wire.Created{ID: "123", ChunksTotal: 2}) {
 		t.Errorf("got %+v; want id 123 with 2 chunks", created)
 	}
 	if len(got.Chunks) != 2 || got.Metadata != "m" || got.Priority != 5 || got.MaxRetries == nil || *got.MaxRetries != 3 {
@@ -78,7 +79,7 @@ func TestSubmit(t *testing.T) {
 
 func TestSubmitNDJSONStreams(t *testing.T) {
 	t.Parallel()
-	headerSeen := make(chan client.SubmissionHeader, 1)
+	headerSeen := make(chan wire.SubmissionHeader, 1)
 	var chunks []string
 	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
 		if ct := r.Header.Get("Content-Type"); ct != "application/x-ndjson" {
@@ -90,7 +91,7 @@ func TestSubmitNDJSONStreams(t *testing.T) {
 			t.Errorf("reading header line: %v", err)
 			return
 		}
-		var h client.SubmissionHeader
+		var h wire.SubmissionHeader
 		if err := json.Unmarshal(line, &h); err != nil {
 			t.Errorf("decoding header line %q: %v", line, err)
 		}
@@ -106,19 +107,19 @@ func TestSubmitNDJSONStreams(t *testing.T) {
 			}
 			chunks = append(chunks, s)
 		}
-		writeJSON(w, http.StatusCreated, client.Created{ID: "7", ChunksTotal: int64(len(chunks))})
+		writeJSON(w, http.StatusCreated, wire.Created{ID: "7", ChunksTotal: int64(len(chunks))})
 	})
 
 	// The chunks come from a pipe that is written only once the server has read the
 	// header: if the client buffered the body, the server would never see the header.
 	pr, pw := io.Pipe()
 	type answer struct {
-		created client.Created
+		created wire.Created
 		err     error
 	}
 	done := make(chan answer, 1)
 	go func() {
-		created, err := c.SubmitNDJSON(context.Background(), client.SubmissionHeader{Metadata: "hdr"}, pr)
+		created, err := c.SubmitNDJSON(context.Background(), wire.SubmissionHeader{Metadata: "hdr"}, pr)
 		done <- answer{created, err}
 	}()
 	select {
@@ -149,10 +150,10 @@ func TestSubmitNDJSONReaderError(t *testing.T) {
 	t.Parallel()
 	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		writeJSON(w, http.StatusCreated, client.Created{ID: "1"})
+		writeJSON(w, http.StatusCreated, wire.Created{ID: "1"})
 	})
 	boom := errors.New("boom")
-	_, err := c.SubmitNDJSON(context.Background(), client.SubmissionHeader{}, iotest.ErrReader(boom))
+	_, err := c.SubmitNDJSON(context.Background(), wire.SubmissionHeader{}, iotest.ErrReader(boom))
 	if !errors.Is(err, boom) {
 		t.Errorf("got error %v; want the reader's error", err)
 	}
@@ -245,7 +246,7 @@ func TestStatus(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Status: %v", err)
 			}
-			if s.State != client.StateFailed || !s.Finished() || s.ChunksDone != 1 || s.Failure == nil || s.Failure.Error != "boom" || s.FinishedAt == nil {
+			if s.State != wire.StateFailed || !s.Finished() || s.ChunksDone != 1 || s.Failure == nil || s.Failure.Error != "boom" || s.FinishedAt == nil {
 				t.Errorf("got %+v; want the failed submission 42", s)
 			}
 		})
@@ -269,21 +270,21 @@ func TestResults(t *testing.T) {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		_, _ = io.WriteString(w, "{\"chunk_index\":0,\"output\":\"a\"}\n{\"chunk_index\":1,\"output\":\"b\\nc\"}\n{\"chunk_index\":2,\"output\":\"\"}\n")
 	})
-	var got []client.Result
-	err := c.Results(context.Background(), "9", func(r client.Result) error {
+	var got []wire.Result
+	err := c.Results(context.Background(), "9", func(r wire.Result) error {
 		got = append(got, r)
 		return nil
 	})
 	if err != nil {
 		t.Fatalf("Results: %v", err)
 	}
-	if len(got) != 3 || got[1] != (client.Result{ChunkIndex: 1, Output: "b\nc"}) {
+	if len(got) != 3 || got[1] != (wire.Result{ChunkIndex: 1, Output: "b\nc"}) {
 		t.Errorf("got %+v; want 3 results, the second \"b\\nc\"", got)
 	}
 
 	stop := errors.New("stop")
 	n := 0
-	err = c.Results(context.Background(), "9", func(client.Result) error { n++; return stop })
+	err = c.Results(context.Background(), "9", func(wire.Result) error { n++; return stop })
 	if !errors.Is(err, stop) || n != 1 {
 		t.Errorf("got error %v after %d calls; want fn's error after 1 call", err, n)
 	}
@@ -294,7 +295,7 @@ func TestResultsTruncated(t *testing.T) {
 	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "{\"chunk_index\":0,\"output\":\"a\"}\n{\"chunk_in")
 	})
-	err := c.Results(context.Background(), "9", func(client.Result) error { return nil })
+	err := c.Results(context.Background(), "9", func(wire.Result) error { return nil })
 	if err == nil {
 		t.Error("got no error for a truncated stream")
 	}
@@ -305,22 +306,22 @@ func TestCancelAndList(t *testing.T) {
 	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.Method == http.MethodPost && r.URL.Path == "/v1/submissions/5/cancel":
-			writeJSON(w, http.StatusOK, client.Status{ID: "5", State: client.StateCancelled})
+			writeJSON(w, http.StatusOK, wire.Status{ID: "5", State: wire.StateCancelled})
 		case r.Method == http.MethodGet && r.URL.Path == "/v1/submissions":
 			if want := "after=10&key=company_id&limit=2&state=completed&value=42"; r.URL.RawQuery != want {
 				t.Errorf("got query %q; want %q", r.URL.RawQuery, want)
 			}
 			next := "4"
-			writeJSON(w, http.StatusOK, client.StatusList{Submissions: []client.Status{{ID: "6"}, {ID: "5"}}, NextAfter: &next})
+			writeJSON(w, http.StatusOK, wire.StatusList{Submissions: []wire.Status{{ID: "6"}, {ID: "5"}}, NextAfter: &next})
 		default:
 			t.Errorf("unexpected %s %s", r.Method, r.URL)
 		}
 	})
 	s, err := c.Cancel(context.Background(), "5")
-	if err != nil || s.State != client.StateCancelled {
+	if err != nil || s.State != wire.StateCancelled {
 		t.Errorf("Cancel: got %+v, %v; want a cancelled status", s, err)
 	}
-	l, err := c.List(context.Background(), client.ListOptions{State: client.StateCompleted, Key: "company_id", Value: "42", Limit: 2, After: "10"})
+	l, err := c.List(context.Background(), client.ListOptions{State: wire.StateCompleted, Key: "company_id", Value: "42", Limit: 2, After: "10"})
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
@@ -400,7 +401,7 @@ func TestMaxResponseBytes(t *testing.T) {
 		wantErr bool
 	}{{int64(len(answer)), false}, {1 << 20, false}, {int64(len(answer)) - 1, true}, {3, true}} {
 		c := client.New(srv.URL, client.WithHTTPClient(srv.Client()), client.WithMaxResponseBytes(tt.limit))
-		_, err := c.Reserve(t.Context(), client.ReserveRequest{Max: 1})
+		_, err := c.Reserve(t.Context(), wire.ReserveRequest{Max: 1})
 		if got := errors.Is(err, client.ErrResponseTooLarge); got != tt.wantErr {
 			t.Errorf("a %d-byte answer read with a limit of %d: got %v; want ErrResponseTooLarge: %v", len(answer), tt.limit, err, tt.wantErr)
 		}

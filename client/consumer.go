@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"opsq/api/wire"
 )
 
 // Reserve reserves chunks. With req.Wait set it long-polls: the answer comes as soon as at
 // least one chunk is reserved, or when the wait runs out with no chunk.
-func (c *Client) Reserve(ctx context.Context, req ReserveRequest) ([]ReservedChunk, error) {
-	var out Reserved
+func (c *Client) Reserve(ctx context.Context, req wire.ReserveRequest) ([]wire.ReservedChunk, error) {
+	var out wire.Reserved
 	if err := c.postJSON(ctx, "/v1/reserve", req, &out); err != nil {
 		return nil, err
 	}
@@ -19,18 +20,18 @@ func (c *Client) Reserve(ctx context.Context, req ReserveRequest) ([]ReservedChu
 }
 
 // Complete completes reserved chunks; the results come in request order.
-func (c *Client) Complete(ctx context.Context, completions ...Completion) ([]TokenResult, error) {
-	var out TokenResults
-	if err := c.postJSON(ctx, "/v1/complete", CompleteRequest{Completions: completions}, &out); err != nil {
+func (c *Client) Complete(ctx context.Context, completions ...wire.Completion) ([]wire.TokenResult, error) {
+	var out wire.TokenResults
+	if err := c.postJSON(ctx, "/v1/complete", wire.CompleteRequest{Completions: completions}, &out); err != nil {
 		return nil, err
 	}
 	return out.Results, nil
 }
 
 // Fail reports failed attempts; the results come in request order.
-func (c *Client) Fail(ctx context.Context, failures ...ChunkFailure) ([]TokenResult, error) {
-	var out TokenResults
-	if err := c.postJSON(ctx, "/v1/fail", FailRequest{Failures: failures}, &out); err != nil {
+func (c *Client) Fail(ctx context.Context, failures ...wire.ChunkFailure) ([]wire.TokenResult, error) {
+	var out wire.TokenResults
+	if err := c.postJSON(ctx, "/v1/fail", wire.FailRequest{Failures: failures}, &out); err != nil {
 		return nil, err
 	}
 	return out.Results, nil
@@ -38,17 +39,17 @@ func (c *Client) Fail(ctx context.Context, failures ...ChunkFailure) ([]TokenRes
 
 // Extend extends the leases of reserved chunks by lease (a Go duration; "" for the server's
 // default); the results come in request order.
-func (c *Client) Extend(ctx context.Context, lease string, tokens ...string) ([]TokenResult, error) {
-	var out TokenResults
-	if err := c.postJSON(ctx, "/v1/extend", ExtendRequest{Tokens: tokens, Lease: lease}, &out); err != nil {
+func (c *Client) Extend(ctx context.Context, lease string, tokens ...string) ([]wire.TokenResult, error) {
+	var out wire.TokenResults
+	if err := c.postJSON(ctx, "/v1/extend", wire.ExtendRequest{Tokens: tokens, Lease: lease}, &out); err != nil {
 		return nil, err
 	}
 	return out.Results, nil
 }
 
 // Cluster returns the instances and their shards.
-func (c *Client) Cluster(ctx context.Context) (Cluster, error) {
-	var out Cluster
+func (c *Client) Cluster(ctx context.Context) (wire.Cluster, error) {
+	var out wire.Cluster
 	err := c.call(ctx, http.MethodGet, "/v1/cluster", nil, "", nil, &out)
 	return out, err
 }

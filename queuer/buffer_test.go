@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/migrations/pgtest"
 	"opsq/reserver"
 	"opsq/strategy"
@@ -138,7 +138,7 @@ func TestBufferNeverHandsOutAChunkFinishedSinceItsScan(t *testing.T) {
 		t.Fatal(err)
 	} else {
 		for i, s := range st {
-			if s != client.StatusCompleted {
+			if s != wire.StatusCompleted {
 				t.Fatalf("completion %d: %s; want completed", i, s)
 			}
 		}
@@ -147,7 +147,7 @@ func TestBufferNeverHandsOutAChunkFinishedSinceItsScan(t *testing.T) {
 		t.Fatal(err)
 	} else {
 		for i, s := range st {
-			if s != client.StatusRetrying {
+			if s != wire.StatusRetrying {
 				t.Fatalf("failure %d: %s; want retrying", i, s)
 			}
 		}

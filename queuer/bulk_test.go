@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/migrations/pgtest"
 	"opsq/strategy"
 )
@@ -78,7 +78,7 @@ func TestSubmitManyWritesTheRowsOfSubmit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.State != client.StateInProgress || st.ChunksTotal != int64(len(want.Chunks)) || st.Priority != want.Priority || st.Metadata != want.Metadata {
+		if st.State != wire.StateInProgress || st.ChunksTotal != int64(len(want.Chunks)) || st.Priority != want.Priority || st.Metadata != want.Metadata {
 			t.Errorf("status of submission %d = %+v; want in_progress, %d chunks, priority %d, metadata %q", i, st, len(want.Chunks), want.Priority, want.Metadata)
 		}
 		var sm map[string]any
@@ -159,7 +159,7 @@ func TestCancelManyCancelsAsCancel(t *testing.T) {
 		}
 	}
 	st, err := q.Status(ctx, first)
-	if err != nil || st.State != client.StateCancelled || st.FinishedAt == nil {
+	if err != nil || st.State != wire.StateCancelled || st.FinishedAt == nil {
 		t.Errorf("status of a submission after CancelMany = %+v, %v; want cancelled with finished_at", st, err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 )
@@ -44,13 +44,13 @@ type completeJob struct {
 	items  []Completion
 	bytes  int // of the items' outputs
 	tokens []token
-	status []client.TokenStatus
+	status []wire.TokenStatus
 	err    error
 	done   chan struct{}
 }
 
 // Complete records completions (see completer.Complete).
-func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]client.TokenStatus, error) {
+func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]wire.TokenStatus, error) {
 	return q.completer.Complete(ctx, items)
 }
 
@@ -89,13 +89,13 @@ func (c *completer) Start(ctx context.Context) error {
 // Completions from concurrent requests are written together, one statement per flush (the
 // completer), and completing a submission's last chunk completes the submission. The
 // result statuses are in the order of items.
-func (c *completer) Complete(ctx context.Context, items []Completion) ([]client.TokenStatus, error) {
-	job := &completeJob{items: items, tokens: make([]token, len(items)), status: make([]client.TokenStatus, len(items)), done: make(chan struct{})}
+func (c *completer) Complete(ctx context.Context, items []Completion) ([]wire.TokenStatus, error) {
+	job := &completeJob{items: items, tokens: make([]token, len(items)), status: make([]wire.TokenStatus, len(items)), done: make(chan struct{})}
 	valid := 0
 	for i, it := range items {
 		t, ok := c.readToken(it.Token)
 		if !ok {
-			job.status[i] = client.StatusUnknown
+			job.status[i] = wire.StatusUnknown
 			continue
 		}
 		job.tokens[i] = t
@@ -164,7 +164,7 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 			}
 			tokens = append(tokens, j.items[i].Token)
 			if _, dup := first[t.key]; dup {
-				j.status[i] = client.StatusAlreadyFinished
+				j.status[i] = wire.StatusAlreadyFinished
 				continue
 			}
 			first[t.key] = ref{ji, i}
@@ -224,7 +224,7 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 	for k, r := range first {
 		if completed[k] {
 			c.completed.Add(1)
-			jobs[r.job].status[r.item] = client.StatusCompleted
+			jobs[r.job].status[r.item] = wire.StatusCompleted
 			c.tombs.add(k)
 			c.reserver.ReleaseKey(k)
 			continue
@@ -243,9 +243,9 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 		return err
 	}
 	for i, r := range stale {
-		jobs[r.job].status[r.item] = client.StatusUnknown
+		jobs[r.job].status[r.item] = wire.StatusUnknown
 		if known[i] {
-			jobs[r.job].status[r.item] = client.StatusAlreadyFinished
+			jobs[r.job].status[r.item] = wire.StatusAlreadyFinished
 		}
 	}
 	return nil
@@ -294,15 +294,15 @@ func (c *completer) notifyReleased(ctx context.Context, tx pgx.Tx, keys map[rese
 // staleStatus tells why a completion or failure of t did nothing: the chunk is finished
 // (completed, failed, or its submission finished), or this attempt at it is over (an
 // expired lease was counted, or another token of the chunk was used), or nobody knows it.
-func staleStatus(ctx context.Context, pool *pgxpool.Pool, t token) (client.TokenStatus, error) {
+func staleStatus(ctx context.Context, pool *pgxpool.Pool, t token) (wire.TokenStatus, error) {
 	state, _, err := readChunk(ctx, pool, t)
 	if err != nil {
 		return "", err
 	}
 	if state == chunkUnknown {
-		return client.StatusUnknown, nil
+		return wire.StatusUnknown, nil
 	}
-	return client.StatusAlreadyFinished, nil
+	return wire.StatusAlreadyFinished, nil
 }
 
 // pendingChunk is a reservable chunk's attempt count and its submission's limit.
@@ -311,7 +311,7 @@ type pendingChunk struct {
 }
 
 // chunkState is where chunk_state.sql finds a chunk. It is the engine's own word, never
-// sent on the wire: consumers hear a client.TokenStatus.
+// sent on the wire: consumers hear a wire.TokenStatus.
 type chunkState string
 
 // Chunk states; the SQL writes the first two.

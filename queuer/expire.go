@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 )
@@ -68,7 +68,7 @@ func (q *Queuer) expire(ctx context.Context, r reserver.Reservation) {
 	if errors.As(err, &fenced) {
 		// The shard changed owner since the reservation: the new owner counts nothing for
 		// it, and the lease is over here all the same.
-		status, err = client.StatusLost, nil
+		status, err = wire.StatusLost, nil
 	}
 	if err != nil {
 		if ctx.Err() == nil {

@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"time"
 
-	"opsq/client"
+	"opsq/api/wire"
 	opsqsql "opsq/sql"
 )
 
 // Extended is the outcome of extending one token.
 type Extended struct {
-	Status    client.TokenStatus
+	Status    wire.TokenStatus
 	ExpiresAt *time.Time
 }
 
@@ -26,17 +26,17 @@ func (q *Queuer) Extend(ctx context.Context, tokens []string, lease time.Duratio
 	for i, tok := range tokens {
 		t, ok := q.readToken(tok)
 		if !ok {
-			out[i].Status = client.StatusUnknown
+			out[i].Status = wire.StatusUnknown
 			continue
 		}
 		l, owned := q.claims.Lease(t.shard)
 		switch {
 		case owned && l.Generation != t.generation:
-			out[i].Status = client.StatusLost
+			out[i].Status = wire.StatusLost
 		case owned:
 			expires := q.cfg.Clock.Now().Add(lease)
 			if _, ok := q.reserver.Extend(tok, expires); ok {
-				out[i] = Extended{Status: client.StatusExtended, ExpiresAt: &expires}
+				out[i] = Extended{Status: wire.StatusExtended, ExpiresAt: &expires}
 			}
 		case !forwarded:
 			remote[t.shard] = append(remote[t.shard], i)
@@ -60,24 +60,24 @@ func (q *Queuer) Extend(ctx context.Context, tokens []string, lease time.Duratio
 
 // goneStatus answers for a token without a live reservation: already_finished when its
 // chunk is finished, unknown when nobody knows it, else lost.
-func (q *Queuer) goneStatus(ctx context.Context, t token) (client.TokenStatus, error) {
+func (q *Queuer) goneStatus(ctx context.Context, t token) (wire.TokenStatus, error) {
 	state, _, err := readChunk(ctx, q.pool, t)
 	switch {
 	case err != nil:
 		return "", err
 	case state == chunkFinished:
-		return client.StatusAlreadyFinished, nil
+		return wire.StatusAlreadyFinished, nil
 	case state == chunkUnknown:
-		return client.StatusUnknown, nil
+		return wire.StatusUnknown, nil
 	}
-	return client.StatusLost, nil
+	return wire.StatusLost, nil
 }
 
 // extendRemote forwards the tokens idx (all of shard) to the shard's owner.
 func (q *Queuer) extendRemote(ctx context.Context, shard int, tokens []string, idx []int, lease time.Duration, out []Extended) error {
 	owner, err := opsqsql.New(q.pool).ShardOwner(ctx, opsqsql.ShardOwnerParams{Shard: shard})
 	url := owner.AdvertiseURL
-	var results []client.TokenResult
+	var results []wire.TokenResult
 	if err == nil {
 		batch := make([]string, len(idx))
 		for j, i := range idx {

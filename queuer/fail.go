@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"opsq/client"
+	"opsq/api/wire"
 	opsqsql "opsq/sql"
 )
 
@@ -25,12 +25,12 @@ const errReservationExpired = "reservation expired"
 
 // Fail records failed attempts, wherever their reservations are held. The statuses are
 // in the order of items.
-func (q *Queuer) Fail(ctx context.Context, items []Failure) ([]client.TokenStatus, error) {
-	status := make([]client.TokenStatus, len(items))
+func (q *Queuer) Fail(ctx context.Context, items []Failure) ([]wire.TokenStatus, error) {
+	status := make([]wire.TokenStatus, len(items))
 	for i, it := range items {
 		t, ok := q.readToken(it.Token)
 		if !ok {
-			status[i] = client.StatusUnknown
+			status[i] = wire.StatusUnknown
 			continue
 		}
 		var err error
@@ -47,7 +47,7 @@ func (q *Queuer) Fail(ctx context.Context, items []Failure) ([]client.TokenStatu
 // owner's release of an expired lease passes the fence instead (the reservation is gone),
 // and gets a *sql.FenceError, naming the shard, when the shard is no longer held under
 // the reservation's claim: then nothing was written.
-func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retry bool, f *opsqsql.Fence) (client.TokenStatus, error) {
+func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retry bool, f *opsqsql.Fence) (wire.TokenStatus, error) {
 	chunk := t.chunk()
 	if retry {
 		retried := false
@@ -68,7 +68,7 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 			if tok != "" { // an expired lease (no tok): expire releases its slots
 				q.holds.release(ctx, []string{tok})
 			}
-			return client.StatusRetrying, nil
+			return wire.StatusRetrying, nil
 		}
 	}
 	state, p, err := readChunk(ctx, q.pool, t)
@@ -77,11 +77,11 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 	}
 	switch {
 	case state == chunkUnknown:
-		return client.StatusUnknown, nil
+		return wire.StatusUnknown, nil
 	case state == chunkFinished || p.retries != t.retries:
-		return client.StatusAlreadyFinished, nil // finished, or this attempt was counted already
+		return wire.StatusAlreadyFinished, nil // finished, or this attempt was counted already
 	case retry && p.retries < p.maxRetries:
-		return client.StatusAlreadyFinished, nil // changed since the retry looked
+		return wire.StatusAlreadyFinished, nil // changed since the retry looked
 	}
 	failed := false
 	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
@@ -100,7 +100,7 @@ func (q *Queuer) failAttempt(ctx context.Context, t token, tok, msg string, retr
 	}
 	q.count.failedAttempts.Add(1)
 	q.reserver.DropSubmission(t.key.SubmissionID)
-	return client.StatusFailed, nil
+	return wire.StatusFailed, nil
 }
 
 // notifyRetried tells the owner of t's shard that the chunk is reservable again, so that it

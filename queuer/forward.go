@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/claims"
 	"opsq/client"
 	opsqsql "opsq/sql"
@@ -224,14 +225,14 @@ func newPeerHTTPClient(keys *Keyring, instance string, tlsCfg *tls.Config) *http
 	}
 }
 
-func toWireRequest(req ReserveRequest) client.ReserveRequest {
+func toWireRequest(req ReserveRequest) wire.ReserveRequest {
 	strat, _ := json.Marshal(req.Strategy) // a valid tree always marshals
-	return client.ReserveRequest{
+	return wire.ReserveRequest{
 		Max: req.Max, Strategy: strat, Lease: req.Lease.String(), Consumer: req.Consumer,
 	}
 }
 
-func fromWire(chunks []client.ReservedChunk) []Chunk {
+func fromWire(chunks []wire.ReservedChunk) []Chunk {
 	out := make([]Chunk, len(chunks))
 	for i, c := range chunks {
 		id, _ := strconv.ParseInt(c.SubmissionID, 10, 64)

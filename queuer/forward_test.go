@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/strategy"
 )
@@ -60,7 +61,7 @@ func TestPeerFollowsNoRedirect(t *testing.T) {
 		redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, target.URL+r.URL.Path, code)
 		}))
-		_, err := q.router.peer(redirector.URL).Reserve(t.Context(), client.ReserveRequest{Max: 1})
+		_, err := q.router.peer(redirector.URL).Reserve(t.Context(), wire.ReserveRequest{Max: 1})
 		var apiErr *client.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != code {
 			t.Errorf("forwarding to a peer that redirects with %d: got %v; want the %d as an error", code, err, code)
@@ -124,7 +125,7 @@ func TestPeerAnswerTooLarge(t *testing.T) {
 	}))
 	defer huge.Close()
 
-	_, err := q.router.peer(huge.URL).Reserve(t.Context(), client.ReserveRequest{Max: 1})
+	_, err := q.router.peer(huge.URL).Reserve(t.Context(), wire.ReserveRequest{Max: 1})
 	if !errors.Is(err, client.ErrResponseTooLarge) {
 		t.Errorf("forwarding to a peer that answers 100 MB: got %v; want client.ErrResponseTooLarge", err)
 	}

@@ -9,17 +9,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"opsq/api/wire"
 	"strconv"
 	"strings"
 	"time"
-
-	"opsq/client"
 )
 
 // Requests one instance forwards to another (reserves and extends) are signed with the
 // cluster key (DESIGN.md §8, "Between instances"): the signature covers the method, the
 // path and query, a digest of the body, the time of sending and the forwarding instance's
-// id, and is sent in client.ForwardedSignatureHeader as
+// id, and is sent in wire.ForwardedSignatureHeader as
 //
 //	v1 key=<cluster key id> at=<unix milliseconds> mac=<base64url of the MAC>
 //
@@ -53,13 +52,13 @@ func (k *Keyring) signForwarded(method, uri, from string, body []byte, now time.
 }
 
 // VerifyForwarded checks the signature of a request marked forwarded by the instance from
-// (the value of client.ForwardedHeader): method and uri as received (path and query),
-// body its whole body, sig the value of client.ForwardedSignatureHeader. It returns nil,
+// (the value of wire.ForwardedHeader): method and uri as received (path and query),
+// body its whole body, sig the value of wire.ForwardedSignatureHeader. It returns nil,
 // or an error wrapping ErrForwardedSignature that says what is wrong.
 func (k *Keyring) VerifyForwarded(method, uri, from string, body []byte, sig string, now time.Time) error {
 	fail := func(why string) error { return fmt.Errorf("%w: %s", ErrForwardedSignature, why) }
 	if sig == "" {
-		return fail("no " + client.ForwardedSignatureHeader + " header")
+		return fail("no " + wire.ForwardedSignatureHeader + " header")
 	}
 	if len(sig) > maxSignatureHeader {
 		return fail("the signature header is too long")
@@ -127,7 +126,7 @@ func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		out.Body = io.NopCloser(bytes.NewReader(body))
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
-	out.Header.Set(client.ForwardedHeader, t.from)
-	out.Header.Set(client.ForwardedSignatureHeader, t.keys.signForwarded(out.Method, out.URL.RequestURI(), t.from, body, time.Now()))
+	out.Header.Set(wire.ForwardedHeader, t.from)
+	out.Header.Set(wire.ForwardedSignatureHeader, t.keys.signForwarded(out.Method, out.URL.RequestURI(), t.from, body, time.Now()))
 	return t.base.RoundTrip(out)
 }

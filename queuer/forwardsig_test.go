@@ -5,11 +5,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"opsq/api/wire"
 	"strings"
 	"testing"
 	"time"
-
-	"opsq/client"
 )
 
 // TestForwardedSignature: a forwarded request's signature verifies as sent, and not once
@@ -95,8 +94,8 @@ func TestSigningTransport(t *testing.T) {
 	var verified error
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		verified = k.VerifyForwarded(r.Method, r.RequestURI, r.Header.Get(client.ForwardedHeader), body,
-			r.Header.Get(client.ForwardedSignatureHeader), time.Now())
+		verified = k.VerifyForwarded(r.Method, r.RequestURI, r.Header.Get(wire.ForwardedHeader), body,
+			r.Header.Get(wire.ForwardedSignatureHeader), time.Now())
 	}))
 	defer srv.Close()
 	hc := &http.Client{Transport: SigningTransport(k, "opsq-9", http.DefaultTransport)}
@@ -109,7 +108,7 @@ func TestSigningTransport(t *testing.T) {
 	if verified != nil {
 		t.Errorf("the receiver could not verify a signed request: %v", verified)
 	}
-	if req.Header.Get(client.ForwardedSignatureHeader) != "" {
+	if req.Header.Get(wire.ForwardedSignatureHeader) != "" {
 		t.Error("SigningTransport changed the caller's request")
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 )
@@ -20,7 +20,7 @@ type submissionInfo struct {
 	metadata  string
 	strategic json.RawMessage
 	// decoded is the strategic metadata as the api answers it; read-only, shared.
-	decoded map[string]client.MetadataValue
+	decoded map[string]wire.MetadataValue
 	values  map[string]string // strategic metadata, key -> canonical JSON value
 	// pairs is values prepared for the reserver, outside its lock.
 	pairs      *reserver.Pairs
@@ -87,10 +87,10 @@ func (c *infoCache) get(ctx context.Context, cands []candidate) (map[int64]*subm
 			return fmt.Errorf("strategic metadata of %d: %w", id, err)
 		}
 		in.values = make(map[string]string, len(values))
-		in.decoded = make(map[string]client.MetadataValue, len(values))
+		in.decoded = make(map[string]wire.MetadataValue, len(values))
 		for k, v := range values {
 			in.values[k] = string(v)
-			var mv client.MetadataValue
+			var mv wire.MetadataValue
 			if err := json.Unmarshal(v, &mv); err != nil {
 				return fmt.Errorf("strategic metadata %s of %d: %w", k, id, err)
 			}

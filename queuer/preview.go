@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"opsq/api/wire"
 	"opsq/claims"
-	"opsq/client"
 	"opsq/reserver"
 	"opsq/strategy"
 )
@@ -21,7 +21,7 @@ type PreviewChunk struct {
 	StrategicMetadata json.RawMessage
 	// StrategicValues is StrategicMetadata decoded; read-only, shared by the submission's
 	// chunks.
-	StrategicValues map[string]client.MetadataValue
+	StrategicValues map[string]wire.MetadataValue
 }
 
 // Preview returns the chunks a reserve of req would hand out now, in order, reserving

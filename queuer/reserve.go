@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"opsq/api/wire"
 	"opsq/claims"
-	"opsq/client"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 	"opsq/strategy"
@@ -48,7 +48,7 @@ type Chunk struct {
 	StrategicMetadata json.RawMessage
 	// StrategicValues is StrategicMetadata decoded, once per submission and shared by its
 	// chunks: read-only. Nil when the chunk came from another instance.
-	StrategicValues map[string]client.MetadataValue
+	StrategicValues map[string]wire.MetadataValue
 	Retries         int32
 	ExpiresAt       time.Time
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/migrations/pgtest"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
@@ -48,13 +48,13 @@ func actOnAll(t *testing.T, q *Queuer, tokens []string) {
 		comps[i] = Completion{Token: tok, Output: []byte("forged")}
 		fails[i] = Failure{Token: tok, Error: "forged"}
 	}
-	check := func(what string, statuses []client.TokenStatus, err error) {
+	check := func(what string, statuses []wire.TokenStatus, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		for i, st := range statuses {
-			if st != client.StatusUnknown {
+			if st != wire.StatusUnknown {
 				t.Fatalf("%s of %q: %s; want unknown", what, tokens[i], st)
 			}
 		}
@@ -69,7 +69,7 @@ func actOnAll(t *testing.T, q *Queuer, tokens []string) {
 	st, err = q.Fail(ctx, fails)
 	check("fail with retry true", st, err)
 	ext, err := q.Extend(ctx, tokens, time.Hour, false)
-	st = make([]client.TokenStatus, len(ext))
+	st = make([]wire.TokenStatus, len(ext))
 	for i, e := range ext {
 		st[i] = e.Status
 	}
@@ -116,12 +116,12 @@ func TestForgedTokensAreUnknown(t *testing.T) {
 	if _, ok := q.reserver.Get(c.Token); !ok {
 		t.Fatal("after forged tokens: the chunk's reservation is gone; want it held")
 	}
-	if st, err := q.Status(t.Context(), id); err != nil || st.State != client.StateInProgress || st.ChunksDone != 0 {
+	if st, err := q.Status(t.Context(), id); err != nil || st.State != wire.StateInProgress || st.ChunksDone != 0 {
 		t.Fatalf("after forged tokens: submission %+v, %v; want in progress with nothing done", st, err)
 	}
 	// The real token still works: the forged ones could have acted, had they verified.
 	st, err := q.Complete(t.Context(), []Completion{{Token: c.Token}})
-	if err != nil || st[0] != client.StatusCompleted {
+	if err != nil || st[0] != wire.StatusCompleted {
 		t.Fatalf("completing with the real token: %v, %v; want completed", st, err)
 	}
 }
@@ -167,7 +167,7 @@ func TestTokenFromAnotherDatabaseIsUnknown(t *testing.T) {
 	// B's own token for the same chunk works in B, and is unknown in A.
 	tokB := reserveN(t, qb, ReserveRequest{})[0].Token
 	actOnAll(t, qa, []string{tokB})
-	if st, err := qb.Complete(t.Context(), []Completion{{Token: tokB}}); err != nil || st[0] != client.StatusCompleted {
+	if st, err := qb.Complete(t.Context(), []Completion{{Token: tokB}}); err != nil || st[0] != wire.StatusCompleted {
 		t.Fatalf("completing B's token in B: %v, %v; want completed", st, err)
 	}
 	if r := readChunkRow(t, poolA, id, 0); !r.pending {
@@ -208,11 +208,11 @@ func TestRotationKeepsLiveTokensValid(t *testing.T) {
 	// Another instance started now verifies both keys' tokens too.
 	q2 := startQueuer(t, pool)
 	st, err := q2.Complete(t.Context(), []Completion{{Token: before[0].Token}, {Token: after.Token}})
-	if err != nil || st[0] != client.StatusCompleted || st[1] != client.StatusCompleted {
+	if err != nil || st[0] != wire.StatusCompleted || st[1] != wire.StatusCompleted {
 		t.Fatalf("completing a token of each key after the rotation: %v, %v; want completed twice", st, err)
 	}
 	ext, err := q.Extend(t.Context(), []string{before[1].Token}, time.Minute, false)
-	if err != nil || ext[0].Status != client.StatusExtended {
+	if err != nil || ext[0].Status != wire.StatusExtended {
 		t.Fatalf("extending a token of the old key after the rotation: %+v, %v; want extended", ext, err)
 	}
 
@@ -234,7 +234,7 @@ func TestRotationKeepsLiveTokensValid(t *testing.T) {
 		t.Fatalf("reserving the last chunk: got %d chunks in 30s; want 1", len(rest))
 	}
 	next := rest[0]
-	if st, err := q.Complete(t.Context(), []Completion{{Token: next.Token}}); err != nil || st[0] != client.StatusCompleted {
+	if st, err := q.Complete(t.Context(), []Completion{{Token: next.Token}}); err != nil || st[0] != wire.StatusCompleted {
 		t.Fatalf("completing a token of the new key: %v, %v; want completed", st, err)
 	}
 }
@@ -281,7 +281,7 @@ func TestStaleCompletionReleasesTheHold(t *testing.T) {
 	if n := holds(); n != 1 {
 		t.Fatalf("%d holds after a reserve; want 1", n)
 	}
-	if st, err := q.Fail(t.Context(), []Failure{{Token: first.Token, Error: "again", Retry: true}}); err != nil || st[0] != client.StatusRetrying {
+	if st, err := q.Fail(t.Context(), []Failure{{Token: first.Token, Error: "again", Retry: true}}); err != nil || st[0] != wire.StatusRetrying {
 		t.Fatalf("fail with retry: %v, %v; want retrying", st, err)
 	}
 	again := reserveText(t, q, tree, 1)
@@ -292,7 +292,7 @@ func TestStaleCompletionReleasesTheHold(t *testing.T) {
 		t.Fatalf("%d holds after reserving again; want 1", n)
 	}
 	// The stale token completes first: the first completion wins.
-	if st, err := q.Complete(t.Context(), []Completion{{Token: first.Token}}); err != nil || st[0] != client.StatusCompleted {
+	if st, err := q.Complete(t.Context(), []Completion{{Token: first.Token}}); err != nil || st[0] != wire.StatusCompleted {
 		t.Fatalf("completing with the stale token: %v, %v; want completed", st, err)
 	}
 	if _, ok := q.reserver.Get(again[0].Token); ok {
@@ -338,9 +338,9 @@ func TestStaleCompletionsReadTheirStatesInOneQuery(t *testing.T) {
 	}
 	took := time.Since(start)
 	for i, s := range st {
-		want := client.StatusUnknown
+		want := wire.StatusUnknown
 		if i < len(done) {
-			want = client.StatusAlreadyFinished
+			want = wire.StatusAlreadyFinished
 		}
 		if s != want {
 			t.Fatalf("completion %d: %s; want %s", i, s, want)
@@ -369,13 +369,13 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 		end func(t *testing.T, q *Queuer, id int64, c Chunk)
 	}{
 		{"completed", 0, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
-			mustStatus(t, "complete", client.StatusCompleted)(q.Complete(t.Context(), []Completion{{Token: c.Token}}))
+			mustStatus(t, "complete", wire.StatusCompleted)(q.Complete(t.Context(), []Completion{{Token: c.Token}}))
 		}},
 		{"failed with retry", 0, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
-			mustStatus(t, "fail", client.StatusRetrying)(q.Fail(t.Context(), []Failure{{Token: c.Token, Retry: true}}))
+			mustStatus(t, "fail", wire.StatusRetrying)(q.Fail(t.Context(), []Failure{{Token: c.Token, Retry: true}}))
 		}},
 		{"failed for good", 0, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
-			mustStatus(t, "fail", client.StatusFailed)(q.Fail(t.Context(), []Failure{{Token: c.Token}}))
+			mustStatus(t, "fail", wire.StatusFailed)(q.Fail(t.Context(), []Failure{{Token: c.Token}}))
 		}},
 		{"expired", time.Second, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
 			q.cfg.Clock.(*pgtest.Clock).Add(2 * time.Second)
@@ -393,7 +393,7 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 			stale := newToken(reserver.Key{SubmissionID: c.SubmissionID, ChunkIndex: c.ChunkIndex}, 0, 0, 0)
 			tok, _ := parseToken(c.Token)
 			stale.shard, stale.generation, stale.retries = tok.shard, tok.generation, tok.retries
-			mustStatus(t, "complete", client.StatusCompleted)(q.Complete(t.Context(), []Completion{{Token: stale.signed(q.keys).String()}}))
+			mustStatus(t, "complete", wire.StatusCompleted)(q.Complete(t.Context(), []Completion{{Token: stale.signed(q.keys).String()}}))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -428,9 +428,9 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 }
 
 // mustStatus checks the one status of a complete or fail.
-func mustStatus(t *testing.T, what string, want client.TokenStatus) func([]client.TokenStatus, error) {
+func mustStatus(t *testing.T, what string, want wire.TokenStatus) func([]wire.TokenStatus, error) {
 	t.Helper()
-	return func(st []client.TokenStatus, err error) {
+	return func(st []wire.TokenStatus, err error) {
 		t.Helper()
 		if err != nil || len(st) != 1 || st[0] != want {
 			t.Fatalf("%s: %v, %v; want %s", what, st, err, want)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"opsq/client"
+	"opsq/api/wire"
 	opsqsql "opsq/sql"
 )
 
@@ -26,7 +26,7 @@ var (
 // Status is the state of one submission, as the opsq.submission_status view has it.
 type Status struct {
 	ID                int64
-	State             client.State
+	State             wire.State
 	ChunksTotal       int64
 	ChunksDone        int64
 	ChunksFailed      int64
@@ -58,7 +58,7 @@ func (s *submissions) Status(ctx context.Context, id int64) (Status, error) {
 // statusOf is the Status of a row of the opsq.submission_status view.
 func statusOf(r opsqsql.SubmissionStatusRow) Status {
 	return Status{
-		ID: r.ID, State: client.State(r.State), ChunksTotal: r.ChunksTotal, ChunksDone: r.ChunksDone,
+		ID: r.ID, State: wire.State(r.State), ChunksTotal: r.ChunksTotal, ChunksDone: r.ChunksDone,
 		ChunksFailed: r.ChunksFailed, Priority: r.Priority, Metadata: r.Metadata,
 		StrategicMetadata: r.StrategicMetadata, Prefix: r.Prefix, CreatedAt: r.CreatedAt,
 		FinishedAt: r.FinishedAt, FailedChunkIndex: r.FailedChunkIndex, Error: r.Error,
@@ -98,7 +98,7 @@ func (s *submissions) WaitFinished(ctx context.Context, id int64, wait time.Dura
 
 // ListOptions selects a page of submissions, newest first.
 type ListOptions struct {
-	State client.State // "" for any state
+	State wire.State // "" for any state
 	// Key and Value, both set, select submissions whose strategic metadata has key = value;
 	// Value is JSON (an integer or a string).
 	Key   string
@@ -169,7 +169,7 @@ func (s *submissions) Results(ctx context.Context, id int64, fn func(chunkIndex 
 	if err != nil {
 		return err
 	}
-	if st.State != client.StateCompleted {
+	if st.State != wire.StateCompleted {
 		return ErrNotCompleted
 	}
 	err = opsqsql.New(s.pool).ResultsStream(ctx, opsqsql.ResultsStreamParams{SubmissionID: id}, func(r opsqsql.ResultsStreamRow) error {

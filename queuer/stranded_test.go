@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/migrations/pgtest"
 	"opsq/strategy"
 )
@@ -111,8 +111,8 @@ func TestWaiterLooksAgainAfterFailedForward(t *testing.T) {
 	t.Parallel()
 	q, _ := setup(t)
 	var calls atomic.Int64
-	answer, err := json.Marshal(client.Reserved{Chunks: []client.ReservedChunk{{
-		Token: "peer-token", SubmissionID: "7", ChunkIndex: 3, StrategicMetadata: map[string]client.MetadataValue{}, ExpiresAt: time.Now().Add(time.Minute),
+	answer, err := json.Marshal(wire.Reserved{Chunks: []wire.ReservedChunk{{
+		Token: "peer-token", SubmissionID: "7", ChunkIndex: 3, StrategicMetadata: map[string]wire.MetadataValue{}, ExpiresAt: time.Now().Add(time.Minute),
 	}}})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/migrations/pgtest"
 )
 
@@ -79,7 +79,7 @@ func TestSubmitInsertsChunksOnTheirShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != client.StateInProgress || st.ChunksTotal != 1000 || st.Priority != 7 || st.Metadata != "m" {
+	if st.State != wire.StateInProgress || st.ChunksTotal != 1000 || st.Priority != 7 || st.Metadata != "m" {
 		t.Errorf("status = %+v; want in_progress, 1000 chunks, priority 7, metadata m", st)
 	}
 	var sm map[string]any
@@ -119,7 +119,7 @@ func TestSubmitWithoutChunksIsCompleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != client.StateCompleted || st.FinishedAt == nil || st.ChunksTotal != 0 {
+	if st.State != wire.StateCompleted || st.FinishedAt == nil || st.ChunksTotal != 0 {
 		t.Fatalf("status = %+v; want completed at once", st)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"opsq/client"
 )
 
 // jsonChain is the JSON form of chain(d), with then written out.
@@ -31,27 +29,27 @@ func TestParse(t *testing.T) {
 		{
 			name: "select_only string",
 			in:   `{"select_only": {"key": "mode", "value": "preview", "then": "oldest_first"}}`,
-			want: selectOnly("mode", client.String("preview"), leaf(OldestFirst)),
+			want: selectOnly("mode", StringValue("preview"), leaf(OldestFirst)),
 		},
 		{
 			name: "select_only integer",
 			in:   `{"select_only": {"key": "company_id", "value": 42, "then": "custom_priority"}}`,
-			want: selectOnly("company_id", client.Int(42), leaf(CustomPriority)),
+			want: selectOnly("company_id", IntValue(42), leaf(CustomPriority)),
 		},
 		{
 			name: "select_only string of digits",
 			in:   `{"select_only": {"key": "company_id", "value": "42", "then": "random"}}`,
-			want: selectOnly("company_id", client.String("42"), leaf(Random)),
+			want: selectOnly("company_id", StringValue("42"), leaf(Random)),
 		},
 		{
 			name: "select_only largest integer",
 			in:   `{"select_only": {"key": "n", "value": -9223372036854775808, "then": "random"}}`,
-			want: selectOnly("n", client.Int(-1<<63), leaf(Random)),
+			want: selectOnly("n", IntValue(-1<<63), leaf(Random)),
 		},
 		{
 			name: "then left out is random",
 			in:   `{"select_only": {"value": "preview", "key": "mode"}}`,
-			want: selectOnly("mode", client.String("preview"), leaf(Random)),
+			want: selectOnly("mode", StringValue("preview"), leaf(Random)),
 		},
 		{
 			name: "then null is random",
@@ -71,7 +69,7 @@ func TestParse(t *testing.T) {
 		{
 			name: "or_else",
 			in:   `{"or_else": {"first": {"select_only": {"key": "mode", "value": "preview", "then": "random"}}, "fallback": "random"}}`,
-			want: orElse(selectOnly("mode", client.String("preview"), leaf(Random)), leaf(Random)),
+			want: orElse(selectOnly("mode", StringValue("preview"), leaf(Random)), leaf(Random)),
 		},
 		{
 			name: "key with spaces and unicode",
@@ -199,13 +197,13 @@ func TestMarshalJSON(t *testing.T) {
 		{name: "zero", node: &Node{}, want: `null`},
 		{name: "random", node: leaf(Random), want: `"random"`},
 		{name: "custom_priority", node: leaf(CustomPriority), want: `"custom_priority"`},
-		{name: "select_only", node: selectOnly("mode", client.String("pre<view>"), leaf(OldestFirst)), want: `{"select_only":{"key":"mode","value":"pre<view>","then":"oldest_first"}}`},
-		{name: "select_only integer", node: selectOnly("company_id", client.Int(42), leaf(Random)), want: `{"select_only":{"key":"company_id","value":42,"then":"random"}}`},
+		{name: "select_only", node: selectOnly("mode", StringValue("pre<view>"), leaf(OldestFirst)), want: `{"select_only":{"key":"mode","value":"pre<view>","then":"oldest_first"}}`},
+		{name: "select_only integer", node: selectOnly("company_id", IntValue(42), leaf(Random)), want: `{"select_only":{"key":"company_id","value":42,"then":"random"}}`},
 		{name: "prefer_distinct", node: preferDistinct("company_id", 1, leaf(Random)), want: `{"prefer_distinct":{"key":"company_id","max":1,"then":"random"}}`},
 		{name: "max_simultaneous", node: maxSimultaneous("a \"b\"", 5, leaf(NewestFirst)), want: `{"max_simultaneous":{"key":"a \"b\"","max":5,"then":"newest_first"}}`},
 		{
 			name: "or_else",
-			node: orElse(selectOnly("mode", client.String("preview"), leaf(Random)), leaf(Random)),
+			node: orElse(selectOnly("mode", StringValue("preview"), leaf(Random)), leaf(Random)),
 			want: `{"or_else":{"first":{"select_only":{"key":"mode","value":"preview","then":"random"}},"fallback":"random"}}`,
 		},
 	} {

@@ -12,8 +12,6 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
-
-	"opsq/client"
 )
 
 // Kind names a building block.
@@ -77,9 +75,9 @@ var Default = Node{Kind: Random}
 // The zero Node names no strategy: it marshals to JSON null, which Parse reads as Default.
 type Node struct {
 	Kind  Kind
-	Key   string               // a strategic metadata key: non-empty, valid UTF-8, no NUL
-	Value client.MetadataValue // the value select_only keeps
-	Max   int                  // in flight per value of Key: 1..MaxLimit
+	Key   string // a strategic metadata key: non-empty, valid UTF-8, no NUL
+	Value Value  // the value select_only keeps
+	Max   int    // in flight per value of Key: 1..MaxLimit
 	// Then orders what select_only, prefer_distinct and max_simultaneous let through. It
 	// is required in a Node; the parsers fill in random when the input leaves it out.
 	Then *Node
@@ -143,7 +141,7 @@ func (n Node) validate(path string, depth int) error {
 		used  bool
 	}{
 		{"key", n.Key != "", usesKey},
-		{"value", n.Value != (client.MetadataValue{}), n.Kind == SelectOnly},
+		{"value", n.Value != (Value{}), n.Kind == SelectOnly},
 		{"max", n.Max != 0, n.Kind == PreferDistinct || n.Kind == MaxSimultaneous},
 		{"then", n.Then != nil, usesKey},
 		{"first", n.First != nil, n.Kind == OrElse},

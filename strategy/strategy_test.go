@@ -5,15 +5,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"opsq/client"
 )
 
 // Builders for trees in tests.
 
 func leaf(k Kind) *Node { return &Node{Kind: k} }
 
-func selectOnly(key string, v client.MetadataValue, then *Node) *Node {
+func selectOnly(key string, v Value, then *Node) *Node {
 	return &Node{Kind: SelectOnly, Key: key, Value: v, Then: then}
 }
 
@@ -33,7 +31,7 @@ func orElse(first, fallback *Node) *Node {
 func chain(d int) *Node {
 	n := leaf(Random)
 	for range d - 1 {
-		n = selectOnly("k", client.Int(1), n)
+		n = selectOnly("k", IntValue(1), n)
 	}
 	return n
 }
@@ -79,8 +77,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{name: "random", node: leaf(Random)},
 		{name: "custom_priority", node: leaf(CustomPriority)},
-		{name: "select_only", node: selectOnly("mode", client.String("preview"), leaf(NewestFirst))},
-		{name: "select_only integer zero", node: selectOnly("n", client.Int(0), leaf(Random))},
+		{name: "select_only", node: selectOnly("mode", StringValue("preview"), leaf(NewestFirst))},
+		{name: "select_only integer zero", node: selectOnly("n", IntValue(0), leaf(Random))},
 		{name: "prefer_distinct", node: preferDistinct("c", 1, leaf(OldestFirst))},
 		{name: "max_simultaneous", node: maxSimultaneous("c", MaxLimit, leaf(Random))},
 		{name: "or_else", node: orElse(leaf(Random), leaf(Random))},
@@ -90,22 +88,22 @@ func TestValidate(t *testing.T) {
 		{name: "unknown kind", node: leaf("fastest"), path: "strategy", msg: `unknown strategy "fastest"; known: random,`},
 		{name: "depth 9", node: chain(MaxDepth + 1), path: "strategy" + strings.Repeat(".select_only.then", MaxDepth), msg: "at most 8 levels"},
 		{name: "leaf with key", node: &Node{Kind: Random, Key: "k"}, path: "strategy.random.key", msg: "not a parameter of random"},
-		{name: "leaf with value", node: &Node{Kind: OldestFirst, Value: client.String("")}, path: "strategy.oldest_first.value", msg: "not a parameter"},
+		{name: "leaf with value", node: &Node{Kind: OldestFirst, Value: StringValue("")}, path: "strategy.oldest_first.value", msg: "not a parameter"},
 		{name: "leaf with max", node: &Node{Kind: NewestFirst, Max: 1}, path: "strategy.newest_first.max", msg: "not a parameter"},
 		{name: "leaf with then", node: &Node{Kind: CustomPriority, Then: leaf(Random)}, path: "strategy.custom_priority.then", msg: "not a parameter"},
 		{name: "select_only with max", node: &Node{Kind: SelectOnly, Key: "k", Max: 1, Then: leaf(Random)}, path: "strategy.select_only.max", msg: "not a parameter"},
-		{name: "prefer_distinct with value", node: &Node{Kind: PreferDistinct, Key: "k", Max: 1, Value: client.Int(1), Then: leaf(Random)}, path: "strategy.prefer_distinct.value", msg: "not a parameter"},
+		{name: "prefer_distinct with value", node: &Node{Kind: PreferDistinct, Key: "k", Max: 1, Value: IntValue(1), Then: leaf(Random)}, path: "strategy.prefer_distinct.value", msg: "not a parameter"},
 		{name: "or_else with key", node: &Node{Kind: OrElse, Key: "k", First: leaf(Random), Fallback: leaf(Random)}, path: "strategy.or_else.key", msg: "not a parameter"},
 		{name: "select_only with first", node: &Node{Kind: SelectOnly, Key: "k", First: leaf(Random), Then: leaf(Random)}, path: "strategy.select_only.first", msg: "not a parameter"},
 		{name: "max_simultaneous with fallback", node: &Node{Kind: MaxSimultaneous, Key: "k", Max: 1, Fallback: leaf(Random), Then: leaf(Random)}, path: "strategy.max_simultaneous.fallback", msg: "not a parameter"},
-		{name: "empty key", node: selectOnly("", client.Int(1), leaf(Random)), path: "strategy.select_only.key", msg: "must be a non-empty string"},
+		{name: "empty key", node: selectOnly("", IntValue(1), leaf(Random)), path: "strategy.select_only.key", msg: "must be a non-empty string"},
 		{name: "NUL in key", node: preferDistinct("a\x00", 1, leaf(Random)), path: "strategy.prefer_distinct.key", msg: "NUL"},
 		{name: "key not UTF-8", node: maxSimultaneous("\xff", 1, leaf(Random)), path: "strategy.max_simultaneous.key", msg: "UTF-8"},
-		{name: "NUL in value", node: selectOnly("k", client.String("\x00"), leaf(Random)), path: "strategy.select_only.value", msg: "NUL"},
-		{name: "value not UTF-8", node: selectOnly("k", client.String("\xff"), leaf(Random)), path: "strategy.select_only.value", msg: "UTF-8"},
+		{name: "NUL in value", node: selectOnly("k", StringValue("\x00"), leaf(Random)), path: "strategy.select_only.value", msg: "NUL"},
+		{name: "value not UTF-8", node: selectOnly("k", StringValue("\xff"), leaf(Random)), path: "strategy.select_only.value", msg: "UTF-8"},
 		{name: "max 0", node: preferDistinct("k", 0, leaf(Random)), path: "strategy.prefer_distinct.max", msg: "must be an integer between 1 and 1000000"},
 		{name: "max too big", node: maxSimultaneous("k", MaxLimit+1, leaf(Random)), path: "strategy.max_simultaneous.max", msg: "between 1 and 1000000"},
-		{name: "no then", node: selectOnly("k", client.Int(1), nil), path: "strategy.select_only.then", msg: "required"},
+		{name: "no then", node: selectOnly("k", IntValue(1), nil), path: "strategy.select_only.then", msg: "required"},
 		{name: "no first", node: orElse(nil, leaf(Random)), path: "strategy.or_else.first", msg: "required"},
 		{name: "no fallback", node: orElse(leaf(Random), nil), path: "strategy.or_else.fallback", msg: "required"},
 		{name: "bad child", node: orElse(leaf(Random), preferDistinct("k", -1, leaf(Random))), path: "strategy.or_else.fallback.prefer_distinct.max", msg: "between 1"},
@@ -127,7 +125,7 @@ func TestValidate(t *testing.T) {
 func TestEqual(t *testing.T) {
 	t.Parallel()
 	tree := func() *Node {
-		return orElse(selectOnly("mode", client.String("preview"), leaf(Random)), maxSimultaneous("c", 5, leaf(OldestFirst)))
+		return orElse(selectOnly("mode", StringValue("preview"), leaf(Random)), maxSimultaneous("c", 5, leaf(OldestFirst)))
 	}
 	for _, tc := range []struct {
 		name string
@@ -138,7 +136,7 @@ func TestEqual(t *testing.T) {
 		{name: "zero", a: &Node{}, b: &Node{}, want: true},
 		{name: "kind", a: leaf(Random), b: leaf(OldestFirst)},
 		{name: "key", a: preferDistinct("a", 1, leaf(Random)), b: preferDistinct("b", 1, leaf(Random))},
-		{name: "42 and \"42\"", a: selectOnly("k", client.Int(42), leaf(Random)), b: selectOnly("k", client.String("42"), leaf(Random))},
+		{name: "42 and \"42\"", a: selectOnly("k", IntValue(42), leaf(Random)), b: selectOnly("k", StringValue("42"), leaf(Random))},
 		{name: "max", a: preferDistinct("a", 1, leaf(Random)), b: preferDistinct("a", 2, leaf(Random))},
 		{name: "then", a: preferDistinct("a", 1, leaf(Random)), b: preferDistinct("a", 1, leaf(NewestFirst))},
 		{name: "nil then", a: preferDistinct("a", 1, leaf(Random)), b: preferDistinct("a", 1, nil)},
@@ -168,7 +166,7 @@ func TestDepthWalkKeys(t *testing.T) {
 	}{
 		{name: "leaf", node: leaf(Random), depth: 1, paths: []string{"strategy"}},
 		{
-			name: "select_only", node: selectOnly("mode", client.String("preview"), leaf(Random)), depth: 2,
+			name: "select_only", node: selectOnly("mode", StringValue("preview"), leaf(Random)), depth: 2,
 			paths: []string{"strategy", "strategy.select_only.then"}, keys: []string{"mode"},
 		},
 		{
@@ -186,7 +184,7 @@ func TestDepthWalkKeys(t *testing.T) {
 		},
 		{
 			name:  "repeated keys",
-			node:  orElse(selectOnly("b", client.Int(1), preferDistinct("a", 1, leaf(Random))), maxSimultaneous("b", 2, leaf(Random))),
+			node:  orElse(selectOnly("b", IntValue(1), preferDistinct("a", 1, leaf(Random))), maxSimultaneous("b", 2, leaf(Random))),
 			depth: 4,
 			paths: []string{
 				"strategy",
@@ -228,7 +226,7 @@ func TestDepthWalkKeys(t *testing.T) {
 func TestWalkMatchesErrors(t *testing.T) {
 	t.Parallel()
 	bad := preferDistinct("k", 0, leaf(Random))
-	tree := orElse(leaf(Random), selectOnly("k", client.Int(1), bad))
+	tree := orElse(leaf(Random), selectOnly("k", IntValue(1), bad))
 	var badPath string
 	tree.Walk(func(path string, n Node) {
 		if n.Kind == PreferDistinct {

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"opsq/client"
 )
 
 // The text form, for the CLI and the docs:
@@ -379,25 +377,25 @@ func (p *textParser) key(path string) (string, error) {
 	return tok.text, p.located(checkKey(path, tok.text), tok)
 }
 
-func (p *textParser) value(path string) (client.MetadataValue, error) {
+func (p *textParser) value(path string) (Value, error) {
 	tok, err := p.next(path)
 	if err != nil {
-		return client.MetadataValue{}, err
+		return Value{}, err
 	}
 	switch {
 	case tok.kind == tokString:
-		v := client.String(tok.text)
+		v := StringValue(tok.text)
 		return v, p.located(checkValue(v, path), tok)
 	case tok.kind == tokWord && isInteger(tok.text):
 		i, err := strconv.ParseInt(tok.text, 10, 64)
 		if err != nil {
-			return client.MetadataValue{}, p.errorf(path, tok, "%s is out of the int64 range; quote it to keep the string %s", abbreviate([]byte(tok.text)), quote(tok.text))
+			return Value{}, p.errorf(path, tok, "%s is out of the int64 range; quote it to keep the string %s", abbreviate([]byte(tok.text)), quote(tok.text))
 		}
-		return client.Int(i), nil
+		return IntValue(i), nil
 	case tok.kind == tokWord:
-		return client.String(tok.text), nil
+		return StringValue(tok.text), nil
 	}
-	return client.MetadataValue{}, p.errorf(path, tok, "%s, got %s", valueMessage, tok)
+	return Value{}, p.errorf(path, tok, "%s, got %s", valueMessage, tok)
 }
 
 func (p *textParser) max(path string) (int, error) {

@@ -5,8 +5,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-
-	"opsq/client"
 )
 
 // textChain is the text form of chain(d).
@@ -29,28 +27,28 @@ func TestParseText(t *testing.T) {
 		{
 			name: "or_else of select_only",
 			in:   "or_else(select_only(mode=preview, random), random)",
-			want: orElse(selectOnly("mode", client.String("preview"), leaf(Random)), leaf(Random)),
+			want: orElse(selectOnly("mode", StringValue("preview"), leaf(Random)), leaf(Random)),
 		},
 		{name: "prefer_distinct", in: "prefer_distinct(company_id, 2, oldest_first)", want: preferDistinct("company_id", 2, leaf(OldestFirst))},
 		{name: "max_simultaneous", in: "max_simultaneous(company_id, 5, random)", want: maxSimultaneous("company_id", 5, leaf(Random))},
-		{name: "integer value", in: "select_only(company_id=42, custom_priority)", want: selectOnly("company_id", client.Int(42), leaf(CustomPriority))},
-		{name: "negative integer", in: "select_only(n=-42, random)", want: selectOnly("n", client.Int(-42), leaf(Random))},
-		{name: "leading zeros are an integer", in: "select_only(zip=007, random)", want: selectOnly("zip", client.Int(7), leaf(Random)), text: "select_only(zip=7, random)"},
-		{name: "quoted digits are a string", in: `select_only(company_id="42", random)`, want: selectOnly("company_id", client.String("42"), leaf(Random))},
-		{name: "quoted word", in: `select_only(mode="preview", random)`, want: selectOnly("mode", client.String("preview"), leaf(Random)), text: "select_only(mode=preview, random)"},
-		{name: "word that is no integer", in: "select_only(v=1.5e3, random)", want: selectOnly("v", client.String("1.5e3"), leaf(Random))},
-		{name: "dashes and dots", in: "select_only(region=eu-west-1.a, random)", want: selectOnly("region", client.String("eu-west-1.a"), leaf(Random))},
-		{name: "value named like a strategy", in: "select_only(s=random, random)", want: selectOnly("s", client.String("random"), leaf(Random))},
-		{name: "JSON escapes", in: `select_only("a b"="\u00e9\t\"", random)`, want: selectOnly("a b", client.String("é\t\""), leaf(Random)), text: `select_only("a b"="é\t\"", random)`},
-		{name: "empty string value", in: `select_only(k="", random)`, want: selectOnly("k", client.String(""), leaf(Random))},
+		{name: "integer value", in: "select_only(company_id=42, custom_priority)", want: selectOnly("company_id", IntValue(42), leaf(CustomPriority))},
+		{name: "negative integer", in: "select_only(n=-42, random)", want: selectOnly("n", IntValue(-42), leaf(Random))},
+		{name: "leading zeros are an integer", in: "select_only(zip=007, random)", want: selectOnly("zip", IntValue(7), leaf(Random)), text: "select_only(zip=7, random)"},
+		{name: "quoted digits are a string", in: `select_only(company_id="42", random)`, want: selectOnly("company_id", StringValue("42"), leaf(Random))},
+		{name: "quoted word", in: `select_only(mode="preview", random)`, want: selectOnly("mode", StringValue("preview"), leaf(Random)), text: "select_only(mode=preview, random)"},
+		{name: "word that is no integer", in: "select_only(v=1.5e3, random)", want: selectOnly("v", StringValue("1.5e3"), leaf(Random))},
+		{name: "dashes and dots", in: "select_only(region=eu-west-1.a, random)", want: selectOnly("region", StringValue("eu-west-1.a"), leaf(Random))},
+		{name: "value named like a strategy", in: "select_only(s=random, random)", want: selectOnly("s", StringValue("random"), leaf(Random))},
+		{name: "JSON escapes", in: `select_only("a b"="\u00e9\t\"", random)`, want: selectOnly("a b", StringValue("é\t\""), leaf(Random)), text: `select_only("a b"="é\t\"", random)`},
+		{name: "empty string value", in: `select_only(k="", random)`, want: selectOnly("k", StringValue(""), leaf(Random))},
 		{name: "digits as a key", in: "prefer_distinct(42, 1, random)", want: preferDistinct("42", 1, leaf(Random))},
-		{name: "then left out", in: "select_only(mode=preview)", want: selectOnly("mode", client.String("preview"), leaf(Random)), text: "select_only(mode=preview, random)"},
+		{name: "then left out", in: "select_only(mode=preview)", want: selectOnly("mode", StringValue("preview"), leaf(Random)), text: "select_only(mode=preview, random)"},
 		{name: "then left out of prefer_distinct", in: "prefer_distinct(c,1)", want: preferDistinct("c", 1, leaf(Random)), text: "prefer_distinct(c, 1, random)"},
 		{name: "then left out of max_simultaneous", in: "max_simultaneous(c, 1000000)", want: maxSimultaneous("c", 1000000, leaf(Random)), text: "max_simultaneous(c, 1000000, random)"},
 		{
 			name: "whitespace everywhere",
 			in:   "\t or_else (\n  max_simultaneous ( c , 5 , select_only ( m = x ) ) ,\r\n  random )  ",
-			want: orElse(maxSimultaneous("c", 5, selectOnly("m", client.String("x"), leaf(Random))), leaf(Random)),
+			want: orElse(maxSimultaneous("c", 5, selectOnly("m", StringValue("x"), leaf(Random))), leaf(Random)),
 			text: "or_else(max_simultaneous(c, 5, select_only(m=x, random)), random)",
 		},
 		{name: "no whitespace", in: "or_else(random,newest_first)", want: orElse(leaf(Random), leaf(NewestFirst)), text: "or_else(random, newest_first)"},
@@ -169,7 +167,7 @@ func TestStringInvalid(t *testing.T) {
 
 func TestParseAny(t *testing.T) {
 	t.Parallel()
-	tree := orElse(selectOnly("mode", client.String("preview"), leaf(Random)), leaf(Random))
+	tree := orElse(selectOnly("mode", StringValue("preview"), leaf(Random)), leaf(Random))
 	for _, tc := range []struct {
 		name string
 		in   string
@@ -237,7 +235,7 @@ func TestFlagTextVar(t *testing.T) {
 	}{
 		{name: "absent", args: nil, want: Node{}},
 		{name: "text", args: []string{"-strategy", "prefer_distinct(c, 2)"}, want: *preferDistinct("c", 2, leaf(Random))},
-		{name: "JSON", args: []string{`-strategy={"select_only": {"key": "m", "value": 1}}`}, want: *selectOnly("m", client.Int(1), leaf(Random))},
+		{name: "JSON", args: []string{`-strategy={"select_only": {"key": "m", "value": 1}}`}, want: *selectOnly("m", IntValue(1), leaf(Random))},
 		{name: "empty", args: []string{"-strategy="}, want: Node{}},
 		{name: "bad", args: []string{"-strategy", "prefer_distinct(c)"}, err: "strategy.prefer_distinct.max"},
 	} {

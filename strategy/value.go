@@ -7,19 +7,41 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"opsq/client"
 )
 
-// The value select_only keeps is a client.MetadataValue: an int64 or a string, as in
-// strategic metadata, where 42 and "42" are different values (the zero value is the
-// integer 0). It is the wire's type, so that the value a strategy names and the values a
-// submission carries are one type; what is strategy's own is written here: the canonical
-// JSON text a filter binds, the text form, and the check of a string value.
+// Value is the value select_only keeps: an int64 or a string, as in strategic metadata,
+// where 42 and "42" are different values (the zero value is the integer 0). It is
+// strategy's own: the wire's MetadataValue (api/wire) has the same two cases, and the
+// engine compares a filter with a submission's metadata by their canonical JSON text
+// (valueJSON), never by type. What is written here: the canonical JSON text a filter binds,
+// the text form, and the check of a string value.
+type Value struct {
+	isString bool
+	i        int64
+	s        string
+}
+
+// IntValue returns an integer value.
+func IntValue(i int64) Value { return Value{i: i} }
+
+// StringValue returns a string value.
+func StringValue(s string) Value { return Value{isString: true, s: s} }
+
+// IsString reports whether the value is a string.
+func (v Value) IsString() bool { return v.isString }
+
+// Int64 returns the integer value (0 for a string).
+func (v Value) Int64() int64 { return v.i }
+
+// Str returns the string value ("" for an integer).
+func (v Value) Str() string { return v.s }
+
+// String is the value's canonical JSON text, such as 42 or "preview".
+func (v Value) String() string { return string(valueJSON(v)) }
 
 // valueJSON is v's canonical JSON text, such as 42 or "preview", with <, > and & left as
 // they are: what a submission's strategic_metadata holds for it.
-func valueJSON(v client.MetadataValue) []byte {
+func valueJSON(v Value) []byte {
 	if v.IsString() {
 		return jsonString(v.Str())
 	}
@@ -28,7 +50,7 @@ func valueJSON(v client.MetadataValue) []byte {
 
 // valueText is v in the text form: 42, preview, or "42" (a string that would otherwise
 // read as an integer, or that has characters other than a word's).
-func valueText(v client.MetadataValue) string {
+func valueText(v Value) string {
 	switch {
 	case !v.IsString():
 		return strconv.FormatInt(v.Int64(), 10)
@@ -39,7 +61,7 @@ func valueText(v client.MetadataValue) string {
 }
 
 // checkValue checks a string value as the submissions API checks strategic metadata.
-func checkValue(v client.MetadataValue, path string) error {
+func checkValue(v Value, path string) error {
 	switch {
 	case !v.IsString():
 		return nil
@@ -54,31 +76,30 @@ func checkValue(v client.MetadataValue, path string) error {
 // valueMessage is the error message of a bad value, in both forms.
 const valueMessage = "must be an integer or a string"
 
-// parseJSONValue reads a value's JSON form. It accepts what client.MetadataValue's
-// UnmarshalJSON accepts, but is written apart because its errors are a strategy's: they
+// parseJSONValue reads a value's JSON form. Its errors are a strategy's: they
 // name the node's path, say why an integer is refused (out of the int64 range), and check
 // a string value as the submissions API does (see checkValue).
-func parseJSONValue(raw json.RawMessage, path string) (client.MetadataValue, error) {
+func parseJSONValue(raw json.RawMessage, path string) (Value, error) {
 	if raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return client.MetadataValue{}, errorf(path, "%s", valueMessage)
+			return Value{}, errorf(path, "%s", valueMessage)
 		}
-		v := client.String(s)
+		v := StringValue(s)
 		return v, checkValue(v, path)
 	}
 	var num json.Number
 	if err := json.Unmarshal(raw, &num); err != nil {
-		return client.MetadataValue{}, errorf(path, "%s, not %s", valueMessage, abbreviate(raw))
+		return Value{}, errorf(path, "%s, not %s", valueMessage, abbreviate(raw))
 	}
 	i, err := strconv.ParseInt(string(num), 10, 64)
 	switch {
 	case errors.Is(err, strconv.ErrRange):
-		return client.MetadataValue{}, errorf(path, "%s; %s is out of the int64 range", valueMessage, abbreviate(raw))
+		return Value{}, errorf(path, "%s; %s is out of the int64 range", valueMessage, abbreviate(raw))
 	case err != nil:
-		return client.MetadataValue{}, errorf(path, "%s, not %s", valueMessage, abbreviate(raw))
+		return Value{}, errorf(path, "%s, not %s", valueMessage, abbreviate(raw))
 	}
-	return client.Int(i), nil
+	return IntValue(i), nil
 }
 
 // jsonString is s as a JSON string, with <, > and & left as they are.

@@ -11,7 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"opsq/api/apikeys"
-	"opsq/client"
+	"opsq/api/wire"
 )
 
 // With API keys on (Config.Keys), the dashboard asks for an admin key once, on its login
@@ -43,7 +43,7 @@ func (d *dashboard) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		r := c.Request()
 		if r.Method != http.MethodGet || strings.HasSuffix(r.URL.Path, ".json") || strings.HasSuffix(r.URL.Path, "/progress") {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="opsq"`)
-			return c.JSON(http.StatusUnauthorized, client.ErrorBody{Error: client.ErrorDetail{Code: "unauthorized",
+			return c.JSON(http.StatusUnauthorized, wire.ErrorBody{Error: wire.ErrorDetail{Code: "unauthorized",
 				Message: "the dashboard needs an admin key: log in at /ui/login"}})
 		}
 		return c.Redirect(http.StatusSeeOther, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()))

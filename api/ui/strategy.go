@@ -9,7 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/queuer"
 	"opsq/strategy"
 )
@@ -89,7 +89,7 @@ func (d *dashboard) strategy(c echo.Context) error {
 		v.Tree, v.Canonical = &t, node.String()
 		b, _ := json.Marshal(node)
 		v.JSON = string(b)
-		chunks, err := d.q.Preview(c.Request().Context(), queuer.ReserveRequest{Max: v.Max, Strategy: node, Lease: client.LeaseDefault})
+		chunks, err := d.q.Preview(c.Request().Context(), queuer.ReserveRequest{Max: v.Max, Strategy: node, Lease: wire.LeaseDefault})
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/queuer"
 )
 
@@ -22,7 +22,7 @@ const pageSize = 50
 // submissionView is a submission as the pages show it.
 type submissionView struct {
 	ID         string
-	State      client.State
+	State      wire.State
 	Total      int64
 	Done       int64
 	Failed     int64
@@ -33,7 +33,7 @@ type submissionView struct {
 	Prefix     string
 	CreatedAt  string
 	FinishedAt string
-	Failure    *client.Failure
+	Failure    *wire.Failure
 	Retries    int64
 }
 
@@ -49,8 +49,8 @@ func toView(st queuer.Status, now time.Time) submissionView {
 	if st.FinishedAt != nil {
 		v.FinishedAt = st.FinishedAt.UTC().Format(time.RFC3339)
 	}
-	if st.State == client.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
-		v.Failure = &client.Failure{ChunkIndex: *st.FailedChunkIndex, Error: *st.Error}
+	if st.State == wire.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
+		v.Failure = &wire.Failure{ChunkIndex: *st.FailedChunkIndex, Error: *st.Error}
 	}
 	return v
 }
@@ -58,7 +58,7 @@ func toView(st queuer.Status, now time.Time) submissionView {
 // listView is the submissions page.
 type listView struct {
 	State, Key, Value, After string
-	States                   []client.State
+	States                   []wire.State
 	Rows                     []submissionView
 	Next                     string
 	Error                    string
@@ -66,12 +66,12 @@ type listView struct {
 
 func (d *dashboard) submissions(c echo.Context) error {
 	v := listView{State: c.QueryParam("state"), Key: c.QueryParam("key"), Value: c.QueryParam("value"),
-		After: c.QueryParam("after"), States: client.States()}
+		After: c.QueryParam("after"), States: wire.States()}
 	opts := queuer.ListOptions{Limit: pageSize}
-	if v.State != "" && !slices.Contains(v.States, client.State(v.State)) {
+	if v.State != "" && !slices.Contains(v.States, wire.State(v.State)) {
 		v.Error = "state: must be one of in_progress, completed, failed, cancelled"
 	}
-	opts.State = client.State(v.State)
+	opts.State = wire.State(v.State)
 	if v.Key != "" {
 		if strings.ContainsRune(v.Key+v.Value, 0) || !utf8.ValidString(v.Key+v.Value) {
 			v.Error = "key and value: must be UTF-8 text without NUL characters"
@@ -103,12 +103,12 @@ func (d *dashboard) submissions(c echo.Context) error {
 
 // progressView is a submission's progress, for the pages' scripts.
 type progressView struct {
-	ID           string       `json:"id"`
-	State        client.State `json:"state"`
-	ChunksTotal  int64        `json:"chunks_total"`
-	ChunksDone   int64        `json:"chunks_done"`
-	ChunksFailed int64        `json:"chunks_failed"`
-	FinishedAt   string       `json:"finished_at"`
+	ID           string     `json:"id"`
+	State        wire.State `json:"state"`
+	ChunksTotal  int64      `json:"chunks_total"`
+	ChunksDone   int64      `json:"chunks_done"`
+	ChunksFailed int64      `json:"chunks_failed"`
+	FinishedAt   string     `json:"finished_at"`
 }
 
 func toProgress(st queuer.Status) progressView {
@@ -119,9 +119,9 @@ func toProgress(st queuer.Status) progressView {
 // submissionsJSON answers the progress of the submissions of a page of the list (the same
 // query parameters).
 func (d *dashboard) submissionsJSON(c echo.Context) error {
-	opts := queuer.ListOptions{Limit: pageSize, State: client.State(c.QueryParam("state"))}
-	if !slices.Contains(append(client.States(), ""), opts.State) {
-		return c.JSON(http.StatusBadRequest, client.ErrorBody{Error: client.ErrorDetail{Code: "bad_request", Message: "state: must be one of in_progress, completed, failed, cancelled"}})
+	opts := queuer.ListOptions{Limit: pageSize, State: wire.State(c.QueryParam("state"))}
+	if !slices.Contains(append(wire.States(), ""), opts.State) {
+		return c.JSON(http.StatusBadRequest, wire.ErrorBody{Error: wire.ErrorDetail{Code: "bad_request", Message: "state: must be one of in_progress, completed, failed, cancelled"}})
 	}
 	if key := c.QueryParam("key"); key != "" {
 		opts.Key, opts.Value = key, metadataValue(c.QueryParam("value"))
@@ -145,11 +145,11 @@ func (d *dashboard) submissionsJSON(c echo.Context) error {
 func (d *dashboard) progress(c echo.Context) error {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return c.JSON(http.StatusBadRequest, client.ErrorBody{Error: client.ErrorDetail{Code: "bad_request", Message: "id: not a submission id"}})
+		return c.JSON(http.StatusBadRequest, wire.ErrorBody{Error: wire.ErrorDetail{Code: "bad_request", Message: "id: not a submission id"}})
 	}
 	st, err := d.q.Status(c.Request().Context(), id)
 	if notFound(err) {
-		return c.JSON(http.StatusNotFound, client.ErrorBody{Error: client.ErrorDetail{Code: "not_found", Message: "id: no such submission"}})
+		return c.JSON(http.StatusNotFound, wire.ErrorBody{Error: wire.ErrorDetail{Code: "not_found", Message: "id: no such submission"}})
 	}
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"opsq/api"
 	"opsq/api/apikeys"
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/migrations/pgtest"
@@ -34,7 +35,7 @@ type matrixReply struct {
 
 // code is the error code of an error answer, or "".
 func (r matrixReply) code() string {
-	var e client.ErrorBody
+	var e wire.ErrorBody
 	_ = json.Unmarshal(r.body, &e)
 	return e.Error.Code
 }
@@ -220,9 +221,9 @@ func TestAuthMatrix(t *testing.T) {
 	for path, body := range map[string]string{"/v1/reserve": `{"max": 1}`, "/v1/extend": `{"tokens": [], "lease": "1m"}`} {
 		for _, sig := range []string{"", "1700000000000.AAAA"} {
 			hdr := http.Header{"Authorization": {"Bearer " + key["consumer"]}, "Content-Type": {"application/json"}}
-			hdr.Set(client.ForwardedHeader, insts[1].ID)
+			hdr.Set(wire.ForwardedHeader, insts[1].ID)
 			if sig != "" {
-				hdr.Set(client.ForwardedSignatureHeader, sig)
+				hdr.Set(wire.ForwardedSignatureHeader, sig)
 			}
 			got := send(http.MethodPost, insts[0].URL+path, hdr, body)
 			if got.status != http.StatusUnauthorized || got.code() != "forwarded_signature" {
@@ -237,11 +238,11 @@ func TestAuthMatrix(t *testing.T) {
 		return client.New(inst.URL, client.WithHTTPClient(c.HTTP), client.WithKey(key[name]))
 	}
 	a, b := insts[0], insts[1]
-	mine, err := as(a, "producer").Submit(ctx, client.Submission{Chunks: []string{"x"}})
+	mine, err := as(a, "producer").Submit(ctx, wire.Submission{Chunks: []string{"x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs, err := as(a, "producer2").Submit(ctx, client.Submission{Chunks: []string{"y"}})
+	theirs, err := as(a, "producer2").Submit(ctx, wire.Submission{Chunks: []string{"y"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestAuthMatrix(t *testing.T) {
 		t.Errorf("admin cancelling a producer's submission: %v; want it cancelled", err)
 	}
 	for _, id := range []string{mine.ID, theirs.ID} {
-		if st, err := as(a, "producer").Status(ctx, id, 0); err != nil || st.State != client.StateCancelled {
+		if st, err := as(a, "producer").Status(ctx, id, 0); err != nil || st.State != wire.StateCancelled {
 			t.Errorf("submission %s: %+v, %v; want cancelled", id, st, err)
 		}
 	}

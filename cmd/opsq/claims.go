@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/cmd/opsq/progress"
 )
 
@@ -34,7 +34,7 @@ nobody holds.`, stderr)
 
 // formatClaims writes the cluster as a table, then the unclaimed shards; now is used for
 // heartbeat ages.
-func formatClaims(w io.Writer, cl client.Cluster, now time.Time) error {
+func formatClaims(w io.Writer, cl wire.Cluster, now time.Time) error {
 	claimed := 0
 	for _, in := range cl.Instances {
 		claimed += len(in.Shards)
@@ -52,7 +52,7 @@ func formatClaims(w io.Writer, cl client.Cluster, now time.Time) error {
 		for i, s := range in.Shards {
 			shards[i] = s.Shard
 			inflight += s.Inflight
-			if s.State == client.ClaimDraining {
+			if s.State == wire.ClaimDraining {
 				draining++
 			}
 		}

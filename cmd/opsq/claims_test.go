@@ -1,11 +1,10 @@
 package main
 
 import (
+	"opsq/api/wire"
 	"strings"
 	"testing"
 	"time"
-
-	"opsq/client"
 )
 
 func TestCompactRanges(t *testing.T) {
@@ -34,16 +33,16 @@ func TestCompactRanges(t *testing.T) {
 func TestFormatClaims(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	shards := func(state client.ClaimState, inflight int, ns ...int) []client.ClusterShard {
-		var out []client.ClusterShard
+	shards := func(state wire.ClaimState, inflight int, ns ...int) []wire.ClusterShard {
+		var out []wire.ClusterShard
 		for _, n := range ns {
-			out = append(out, client.ClusterShard{Shard: n, State: state, Inflight: inflight})
+			out = append(out, wire.ClusterShard{Shard: n, State: state, Inflight: inflight})
 		}
 		return out
 	}
-	cl := client.Cluster{
+	cl := wire.Cluster{
 		ShardCount: 16,
-		Instances: []client.ClusterInstance{
+		Instances: []wire.ClusterInstance{
 			{ID: "a", AdvertiseURL: "http://a:3999", HeartbeatAt: ptr(now.Add(-1500 * time.Millisecond)), Shards: shards("active", 2, 0, 1, 2, 3, 9)},
 			{ID: "b", AdvertiseURL: "http://b:3999", HeartbeatAt: ptr(now.Add(-3 * time.Second)), Draining: true, Shards: shards("draining", 0, 10, 11)},
 			{ID: "gone", AdvertiseURL: "http://c:3999", Shards: append(shards("active", 1, 4), shards("draining", 0, 5)...)},

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/migrations/pgtest"
 	"opsq/queuer"
@@ -87,7 +87,7 @@ func TestClusterReservedAfterZeroRenewalNotTakenAtSoftExpiry(t *testing.T) {
 			}
 			return ""
 		})
-		chunks, err := owner.Local.Reserve(ctx, client.ReserveRequest{Max: 1, Lease: "2m", Consumer: "holder"})
+		chunks, err := owner.Local.Reserve(ctx, wire.ReserveRequest{Max: 1, Lease: "2m", Consumer: "holder"})
 		if err != nil || len(chunks) != 1 {
 			t.Fatalf("reserving the chunk through its owner %s: %d chunks, %v; want 1", owner.ID, len(chunks), err)
 		}
@@ -109,7 +109,7 @@ func TestClusterReservedAfterZeroRenewalNotTakenAtSoftExpiry(t *testing.T) {
 		// chunk's shard, and does not hand the chunk out.
 		hard := *before[shard].HardExpiresAt
 		othersTaken, probes := 0, 0
-		var stolen []client.ReservedChunk
+		var stolen []wire.ReservedChunk
 		for {
 			all, err := c.Claims(ctx)
 			if err != nil {
@@ -129,7 +129,7 @@ func TestClusterReservedAfterZeroRenewalNotTakenAtSoftExpiry(t *testing.T) {
 					shard, clustertest.KeyOf(chunks[0]), r.Owner(), r.Now.Format(time.StampMilli), hard.Format(time.StampMilli), owner.ID)
 				break
 			}
-			got, err := other.Local.Reserve(ctx, client.ReserveRequest{Max: 10, Lease: "2m", Consumer: "thief"})
+			got, err := other.Local.Reserve(ctx, wire.ReserveRequest{Max: 10, Lease: "2m", Consumer: "thief"})
 			if err != nil {
 				t.Fatalf("reserving through %s: %v", other.ID, err)
 			}
@@ -162,13 +162,13 @@ func TestClusterReservedAfterZeroRenewalNotTakenAtSoftExpiry(t *testing.T) {
 }
 
 // completeChunks completes chunks through inst, waiting for it to answer.
-func completeChunks(t *testing.T, c *clustertest.Cluster, l *clustertest.Ledger, inst *clustertest.Instance, chunks []client.ReservedChunk) {
+func completeChunks(t *testing.T, c *clustertest.Cluster, l *clustertest.Ledger, inst *clustertest.Instance, chunks []wire.ReservedChunk) {
 	t.Helper()
-	comps := make([]client.Completion, len(chunks))
+	comps := make([]wire.Completion, len(chunks))
 	for i, ch := range chunks {
-		comps[i] = client.Completion{Token: ch.Token, Output: ch.Token}
+		comps[i] = wire.Completion{Token: ch.Token, Output: ch.Token}
 	}
-	var res []client.TokenResult
+	var res []wire.TokenResult
 	clustertest.PollUntil(t, 30*time.Second, "completing through "+inst.ID, func() string {
 		var err error
 		if res, err = inst.Client.Complete(t.Context(), comps...); err != nil {

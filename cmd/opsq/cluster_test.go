@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/migrations"
@@ -217,7 +218,7 @@ func TestClusterSIGKILLWithReservationsInFlight(t *testing.T) {
 			t.Errorf("chunk %s reserved by the killed instance was delivered %d times; want it delivered again after its shard moved", clustertest.KeyOf(ch), n)
 		}
 	}
-	completeOld(ctx, t, insts[0].Client, l, held, client.StatusAlreadyFinished)
+	completeOld(ctx, t, insts[0].Client, l, held, wire.StatusAlreadyFinished)
 	st := l.Check(t, ctx, c.Pool)
 	t.Logf("held %d reservations on %d shards; duplicates %d (want %d: the held ones, delivered again)", len(held), len(heldShards), st.Duplicates, len(held))
 	// The bound comes from DESIGN.md §4: what a kill may cost is the chunks in flight on
@@ -277,14 +278,14 @@ func checkTakeover(t *testing.T, before, after map[int]clustertest.ClaimRow) {
 }
 
 // completeOld completes chunks with their old tokens and checks each answer.
-func completeOld(ctx context.Context, t *testing.T, c *client.Client, l *clustertest.Ledger, chunks []client.ReservedChunk, want client.TokenStatus) {
+func completeOld(ctx context.Context, t *testing.T, c *client.Client, l *clustertest.Ledger, chunks []wire.ReservedChunk, want wire.TokenStatus) {
 	t.Helper()
 	if len(chunks) == 0 {
 		return
 	}
-	comps := make([]client.Completion, len(chunks))
+	comps := make([]wire.Completion, len(chunks))
 	for i, ch := range chunks {
-		comps[i] = client.Completion{Token: ch.Token, Output: ch.Token}
+		comps[i] = wire.Completion{Token: ch.Token, Output: ch.Token}
 	}
 	res, err := c.Complete(ctx, comps...)
 	if err != nil {
@@ -370,14 +371,14 @@ func TestClusterSIGSTOPPastSoftExpiry(t *testing.T) {
 		}
 		notLost := 0
 		for i, r := range res {
-			if r.Status != client.StatusLost {
+			if r.Status != wire.StatusLost {
 				if notLost++; notLost <= 5 {
-					t.Errorf("extending chunk %s after its shard moved answered %q; want %q", clustertest.KeyOf(held[i]), r.Status, client.StatusLost)
+					t.Errorf("extending chunk %s after its shard moved answered %q; want %q", clustertest.KeyOf(held[i]), r.Status, wire.StatusLost)
 				}
 			}
 		}
 		if notLost > 0 {
-			t.Errorf("%d of %d extends of reservations on lost shards did not answer %q", notLost, len(held), client.StatusLost)
+			t.Errorf("%d of %d extends of reservations on lost shards did not answer %q", notLost, len(held), wire.StatusLost)
 		}
 		took := c.WaitSplit(20*time.Second, victimFirst(victim, insts)...)
 		t.Logf("held %d reservations on %d shards; %s's own /v1/cluster showed the split settled %s after the probes",
@@ -414,7 +415,7 @@ func victimFirst(victim *clustertest.Instance, insts []*clustertest.Instance) []
 func probeResumed(t *testing.T, c *clustertest.Cluster, victim *clustertest.Instance, l *clustertest.Ledger, before map[int]clustertest.ClaimRow) {
 	t.Helper()
 	ctx := t.Context()
-	var got []client.ReservedChunk
+	var got []wire.ReservedChunk
 	queued := make(chan error, 1)
 	wrote := make(chan struct{})
 	go func() {
@@ -422,7 +423,7 @@ func probeResumed(t *testing.T, c *clustertest.Cluster, victim *clustertest.Inst
 		trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(func() { close(wrote) }) }}
 		rctx, cancel := context.WithTimeout(httptrace.WithClientTrace(ctx, trace), 20*time.Second)
 		defer cancel()
-		chunks, err := victim.Local.Reserve(rctx, client.ReserveRequest{Max: 1000, Lease: "30s", Consumer: "probe"})
+		chunks, err := victim.Local.Reserve(rctx, wire.ReserveRequest{Max: 1000, Lease: "30s", Consumer: "probe"})
 		got = chunks
 		queued <- err
 	}()
@@ -437,7 +438,7 @@ func probeResumed(t *testing.T, c *clustertest.Cluster, victim *clustertest.Inst
 	}
 	queuedN := len(got)
 	for end := time.Now().Add(time.Second); time.Now().Before(end); {
-		chunks, err := victim.Local.Reserve(ctx, client.ReserveRequest{Max: 1000, Lease: "30s", Consumer: "probe"})
+		chunks, err := victim.Local.Reserve(ctx, wire.ReserveRequest{Max: 1000, Lease: "30s", Consumer: "probe"})
 		if err != nil {
 			t.Fatalf("reserve right after %s resumed: %v", victim.ID, err)
 		}
@@ -470,10 +471,10 @@ func probeResumed(t *testing.T, c *clustertest.Cluster, victim *clustertest.Inst
 		if other == victim {
 			other = c.Running()[1]
 		}
-		comps := make([]client.Completion, len(got))
+		comps := make([]wire.Completion, len(got))
 		keys := make([]clustertest.ChunkKey, len(got))
 		for i, ch := range got {
-			comps[i], keys[i] = client.Completion{Token: ch.Token, Output: ch.Token}, clustertest.KeyOf(ch)
+			comps[i], keys[i] = wire.Completion{Token: ch.Token, Output: ch.Token}, clustertest.KeyOf(ch)
 		}
 		res, err := other.Client.Complete(ctx, comps...)
 		if err != nil {
@@ -888,7 +889,7 @@ func TestClusterForceReleaseNoticed(t *testing.T) {
 			return ""
 		})
 		// The old owner hands out nothing of the shard under the generation it lost.
-		chunks, err := owner.Local.Reserve(ctx, client.ReserveRequest{Max: 1000, Lease: "30s", Consumer: "probe"})
+		chunks, err := owner.Local.Reserve(ctx, wire.ReserveRequest{Max: 1000, Lease: "30s", Consumer: "probe"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -898,7 +899,7 @@ func TestClusterForceReleaseNoticed(t *testing.T) {
 				t.Errorf("%s handed out chunk %s of force-released shard %d under its old generation %d", owner.ID, clustertest.KeyOf(ch), s, g)
 			}
 		}
-		completeOld(ctx, t, owner.Client, l, chunks, client.StatusCompleted)
+		completeOld(ctx, t, owner.Client, l, chunks, wire.StatusCompleted)
 		t.Logf("shard %d: %s noticed the force-release after %s; %s claimed it again under generation %d",
 			shard, owner.ID, delay.Round(time.Millisecond), retaken.Owner(), retaken.Generation)
 	}
@@ -923,7 +924,7 @@ func TestClusterForwardingToLongPoll(t *testing.T) {
 	l := clustertest.NewLedger()
 
 	type receipt struct {
-		ch client.ReservedChunk
+		ch wire.ReservedChunk
 		at time.Time
 	}
 	got := make(chan receipt, 16)
@@ -933,7 +934,7 @@ func TestClusterForwardingToLongPoll(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for cctx.Err() == nil {
-			chunks, err := insts[0].Client.Reserve(cctx, client.ReserveRequest{Max: 1, Wait: "20s", Lease: "30s", Consumer: "long-poller"})
+			chunks, err := insts[0].Client.Reserve(cctx, wire.ReserveRequest{Max: 1, Wait: "20s", Lease: "30s", Consumer: "long-poller"})
 			at := time.Now()
 			if err != nil {
 				if cctx.Err() == nil {
@@ -945,7 +946,7 @@ func TestClusterForwardingToLongPoll(t *testing.T) {
 			for _, ch := range chunks {
 				k := l.Deliver(ch, insts[0].URL, "long-poller")
 				got <- receipt{ch, at}
-				clustertest.CompleteAll(cctx, c.HTTP, clustertest.NewTargets(insts[0].URL), l, []clustertest.ChunkKey{k}, []client.Completion{{Token: ch.Token, Output: ch.Token}}, new(atomic.Int64))
+				clustertest.CompleteAll(cctx, c.HTTP, clustertest.NewTargets(insts[0].URL), l, []clustertest.ChunkKey{k}, []wire.Completion{{Token: ch.Token, Output: ch.Token}}, new(atomic.Int64))
 			}
 		}
 	}()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/migrations/pgtest"
@@ -49,7 +50,7 @@ func TestE2EHaproxy(t *testing.T) {
 				in[i] = fmt.Sprint(i)
 			}
 			for j := range perProducer {
-				created, err := lbc.Submit(ctx, client.Submission{Chunks: in})
+				created, err := lbc.Submit(ctx, wire.Submission{Chunks: in})
 				if err != nil {
 					errs <- fmt.Errorf("producer %d, submission %d: %w", p, j, err)
 					return
@@ -74,7 +75,7 @@ func TestE2EHaproxy(t *testing.T) {
 		if err != nil {
 			t.Fatalf("status of %s through haproxy: %v", id, err)
 		}
-		if st.State != client.StateCompleted || st.ChunksDone != chunks {
+		if st.State != wire.StateCompleted || st.ChunksDone != chunks {
 			t.Errorf("submission %s: %s with %d of %d chunks done; want completed with all", id, st.State, st.ChunksDone, chunks)
 		}
 	}

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/migrations/pgtest"
 )
@@ -177,7 +177,7 @@ func TestClusterStalledClients(t *testing.T) {
 	victim := insts[0]
 
 	// A completed submission with 20 MiB of results.
-	id, err := victim.Client.Submit(ctx, client.Submission{Chunks: make([]string, stallResultChunks)})
+	id, err := victim.Client.Submit(ctx, wire.Submission{Chunks: make([]string, stallResultChunks)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/migrations/pgtest"
@@ -121,7 +122,7 @@ func TestClusterWithKeys(t *testing.T) {
 	// producer.
 	var id string
 	pgtest.WaitFor(t, 20*time.Second, "a submission on a shard of "+b.ID, func() string {
-		created, err := as(a, "producer").Submit(ctx, client.Submission{Chunks: []string{"x"}})
+		created, err := as(a, "producer").Submit(ctx, wire.Submission{Chunks: []string{"x"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,21 +143,21 @@ func TestClusterWithKeys(t *testing.T) {
 	})
 
 	// a has nothing of its own: it forwards the reserve to b, on the consumer's key.
-	chunks, err := as(a, "consumer").Reserve(ctx, client.ReserveRequest{Max: 1, Lease: "1m"})
+	chunks, err := as(a, "consumer").Reserve(ctx, wire.ReserveRequest{Max: 1, Lease: "1m"})
 	if err != nil || len(chunks) != 1 || chunks[0].SubmissionID != id {
 		t.Fatalf("reserve on %s: %+v, %v; want the chunk of %s, forwarded from %s", a.ID, chunks, err, id, b.ID)
 	}
 	ext, err := as(a, "consumer").Extend(ctx, "2m", chunks[0].Token)
-	if err != nil || len(ext) != 1 || ext[0].Status != client.StatusExtended {
+	if err != nil || len(ext) != 1 || ext[0].Status != wire.StatusExtended {
 		t.Fatalf("extend on %s of a chunk of %s: %+v, %v; want extended", a.ID, b.ID, ext, err)
 	}
-	if _, err := as(a, "producer").Reserve(ctx, client.ReserveRequest{Max: 1}); !isStatus(err, http.StatusForbidden) {
+	if _, err := as(a, "producer").Reserve(ctx, wire.ReserveRequest{Max: 1}); !isStatus(err, http.StatusForbidden) {
 		t.Errorf("reserve with a producer key: %v; want 403", err)
 	}
-	if _, err := client.New(a.URL, client.WithHTTPClient(c.HTTP)).Reserve(ctx, client.ReserveRequest{Max: 1}); !isStatus(err, http.StatusUnauthorized) {
+	if _, err := client.New(a.URL, client.WithHTTPClient(c.HTTP)).Reserve(ctx, wire.ReserveRequest{Max: 1}); !isStatus(err, http.StatusUnauthorized) {
 		t.Errorf("reserve without a key: %v; want 401", err)
 	}
-	if res, err := as(b, "consumer").Complete(ctx, client.Completion{Token: chunks[0].Token, Output: "done"}); err != nil || res[0].Status != client.StatusCompleted {
+	if res, err := as(b, "consumer").Complete(ctx, wire.Completion{Token: chunks[0].Token, Output: "done"}); err != nil || res[0].Status != wire.StatusCompleted {
 		t.Fatalf("complete: %+v, %v", res, err)
 	}
 
@@ -179,8 +180,8 @@ func TestClusterWithKeys(t *testing.T) {
 		t.Fatalf("opsq keys revoke: %v %s", err, errOut)
 	}
 	took := pgtest.Eventually(t, time.Second, "both instances refusing the revoked key", func() bool {
-		_, errA := as(a, "consumer").Reserve(ctx, client.ReserveRequest{Max: 1})
-		_, errB := as(b, "consumer").Reserve(ctx, client.ReserveRequest{Max: 1})
+		_, errA := as(a, "consumer").Reserve(ctx, wire.ReserveRequest{Max: 1})
+		_, errB := as(b, "consumer").Reserve(ctx, wire.ReserveRequest{Max: 1})
 		return isStatus(errA, http.StatusUnauthorized) && isStatus(errB, http.StatusUnauthorized)
 	})
 	t.Logf("the revocation took effect on both instances after %s", took)

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/progress"
 )
@@ -170,7 +171,7 @@ order: {"chunk_index": 0, "output": "..."}.`, stderr)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	var werr error // the first error writing to stdout
-	err = fs.client().Results(ctx, id, func(r client.Result) error {
+	err = fs.client().Results(ctx, id, func(r wire.Result) error {
 		if *outputOnly {
 			_, werr = w.WriteString(r.Output)
 			if werr == nil {
@@ -209,7 +210,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // stateNames lists the submission states, as --state accepts them.
 func stateNames() string {
 	var names []string
-	for _, s := range client.States() {
+	for _, s := range wire.States() {
 		names = append(names, string(s))
 	}
 	return strings.Join(names, ", ")
@@ -235,12 +236,12 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
-	opts.State = client.State(*state)
+	opts.State = wire.State(*state)
 	switch {
-	case opts.State != "" && !slices.Contains(client.States(), opts.State):
+	case opts.State != "" && !slices.Contains(wire.States(), opts.State):
 		return fs.usageError("unknown --state %q: want one of %s", opts.State, stateNames())
-	case opts.Limit < 0 || opts.Limit > client.MaxListLimit:
-		return fs.usageError("--limit %d: want 1 to %d", opts.Limit, client.MaxListLimit)
+	case opts.Limit < 0 || opts.Limit > wire.MaxListLimit:
+		return fs.usageError("--limit %d: want 1 to %d", opts.Limit, wire.MaxListLimit)
 	}
 	l, err := fs.client().List(ctx, opts)
 	if err != nil {
@@ -259,7 +260,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // formatList writes submissions as a table.
-func formatList(w io.Writer, subs []client.Status) error {
+func formatList(w io.Writer, subs []wire.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tDONE/TOTAL\tCREATED")
 	for _, s := range subs {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/client"
 )
 
@@ -143,9 +144,9 @@ func TestFormatList(t *testing.T) {
 	t.Parallel()
 	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var b strings.Builder
-	err := formatList(&b, []client.Status{
-		{ID: "123456789", State: client.StateInProgress, ChunksDone: 1500, ChunksTotal: 10000, CreatedAt: created},
-		{ID: "12", State: client.StateCompleted, ChunksDone: 1, ChunksTotal: 1, CreatedAt: created},
+	err := formatList(&b, []wire.Status{
+		{ID: "123456789", State: wire.StateInProgress, ChunksDone: 1500, ChunksTotal: 10000, CreatedAt: created},
+		{ID: "12", State: wire.StateCompleted, ChunksDone: 1, ChunksTotal: 1, CreatedAt: created},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/progress"
 )
@@ -84,7 +85,7 @@ func formatUpload(sent, lines, size int64, elapsed time.Duration) string {
 
 // formatWait describes a submission being waited for: "in_progress: 1 234 / 10 000 chunks
 // done (12%), 3 failed, 1m30s".
-func formatWait(s client.Status, elapsed time.Duration) string {
+func formatWait(s wire.Status, elapsed time.Duration) string {
 	line := fmt.Sprintf("%s: %s / %s chunks done", s.State, progress.GroupDigits(s.ChunksDone), progress.GroupDigits(s.ChunksTotal))
 	if s.ChunksTotal > 0 {
 		line += fmt.Sprintf(" (%d%%)", progress.Percent(s.ChunksDone, s.ChunksTotal))
@@ -105,7 +106,7 @@ const (
 
 // waitFinished long-polls the status of submission id until it is finished, showing its
 // progress on line, and returns the final status.
-func waitFinished(ctx context.Context, c *client.Client, id string, line *progress.Line) (client.Status, error) {
+func waitFinished(ctx context.Context, c *client.Client, id string, line *progress.Line) (wire.Status, error) {
 	start := time.Now()
 	var lastShown time.Time
 	failures := 0

@@ -2,11 +2,10 @@ package main
 
 import (
 	"io"
+	"opsq/api/wire"
 	"strings"
 	"testing"
 	"time"
-
-	"opsq/client"
 )
 
 func TestFormatUpload(t *testing.T) {
@@ -33,11 +32,11 @@ func TestFormatUpload(t *testing.T) {
 
 func TestFormatWait(t *testing.T) {
 	t.Parallel()
-	s := client.Status{State: client.StateInProgress, ChunksTotal: 10000, ChunksDone: 1234, ChunksFailed: 3}
+	s := wire.Status{State: wire.StateInProgress, ChunksTotal: 10000, ChunksDone: 1234, ChunksFailed: 3}
 	if got, want := formatWait(s, 90*time.Second), "in_progress: 1 234 / 10 000 chunks done (12%), 3 failed, 1m30s"; got != want {
 		t.Errorf("got %q; want %q", got, want)
 	}
-	empty := client.Status{State: client.StateCompleted}
+	empty := wire.Status{State: wire.StateCompleted}
 	if got, want := formatWait(empty, time.Second), "completed: 0 / 0 chunks done, 1s"; got != want {
 		t.Errorf("got %q; want %q", got, want)
 	}

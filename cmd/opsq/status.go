@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/cmd/opsq/progress"
 )
 
@@ -27,7 +27,7 @@ exit with status 1 if it failed or was cancelled.`, stderr)
 	}
 	id := pos[0]
 	c := fs.client()
-	var s client.Status
+	var s wire.Status
 	if *wait {
 		s, err = waitFinished(ctx, c, id, progress.NewLine(stderr))
 	} else {
@@ -48,7 +48,7 @@ exit with status 1 if it failed or was cancelled.`, stderr)
 }
 
 // formatStatus describes a submission for a person; now is used for ages.
-func formatStatus(s client.Status, now time.Time) string {
+func formatStatus(s wire.Status, now time.Time) string {
 	var b strings.Builder
 	row := func(name, format string, args ...any) {
 		fmt.Fprintf(&b, "%-10s %s\n", name, fmt.Sprintf(format, args...))
@@ -86,15 +86,15 @@ func formatStatus(s client.Status, now time.Time) string {
 
 // unsuccessful returns an error saying what to do if the submission ended failed or
 // cancelled, and nil otherwise.
-func unsuccessful(s client.Status) error {
+func unsuccessful(s wire.Status) error {
 	switch s.State {
-	case client.StateFailed:
+	case wire.StateFailed:
 		why := ""
 		if s.Failure != nil {
 			why = fmt.Sprintf(" at chunk %d: %s", s.Failure.ChunkIndex, s.Failure.Error)
 		}
 		return fmt.Errorf(`submission %s failed%s; fix the cause and submit again ("opsq status %s" shows details)`, s.ID, why, s.ID)
-	case client.StateCancelled:
+	case wire.StateCancelled:
 		return fmt.Errorf("submission %s was cancelled; submit it again to run it", s.ID)
 	}
 	return nil

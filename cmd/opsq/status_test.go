@@ -1,23 +1,22 @@
 package main
 
 import (
+	"opsq/api/wire"
 	"strings"
 	"testing"
 	"time"
-
-	"opsq/client"
 )
 
 func TestFormatStatus(t *testing.T) {
 	t.Parallel()
 	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	finished := created.Add(90 * time.Second)
-	s := client.Status{
-		ID: "42", State: client.StateFailed, ChunksTotal: 10000, ChunksDone: 1234, ChunksFailed: 8766, Priority: 2,
+	s := wire.Status{
+		ID: "42", State: wire.StateFailed, ChunksTotal: 10000, ChunksDone: 1234, ChunksFailed: 8766, Priority: 2,
 		Metadata:          "run 7",
-		StrategicMetadata: map[string]client.MetadataValue{"mode": client.String("preview"), "company_id": client.Int(42)},
+		StrategicMetadata: map[string]wire.MetadataValue{"mode": wire.String("preview"), "company_id": wire.Int(42)},
 		CreatedAt:         created, FinishedAt: &finished,
-		Failure: &client.Failure{ChunkIndex: 7, Error: "boom"},
+		Failure: &wire.Failure{ChunkIndex: 7, Error: "boom"},
 	}
 	want := "" +
 		"id         42\n" +
@@ -36,14 +35,14 @@ func TestFormatStatus(t *testing.T) {
 
 func TestUnsuccessful(t *testing.T) {
 	t.Parallel()
-	if err := unsuccessful(client.Status{ID: "1", State: client.StateCompleted}); err != nil {
+	if err := unsuccessful(wire.Status{ID: "1", State: wire.StateCompleted}); err != nil {
 		t.Errorf("completed: got %v; want nil", err)
 	}
-	err := unsuccessful(client.Status{ID: "1", State: client.StateFailed, Failure: &client.Failure{ChunkIndex: 3, Error: "boom"}})
+	err := unsuccessful(wire.Status{ID: "1", State: wire.StateFailed, Failure: &wire.Failure{ChunkIndex: 3, Error: "boom"}})
 	if err == nil || !strings.Contains(err.Error(), "failed at chunk 3: boom") {
 		t.Errorf("failed: got %v; want the failure", err)
 	}
-	if err := unsuccessful(client.Status{ID: "1", State: client.StateCancelled}); err == nil || !strings.Contains(err.Error(), "cancelled") {
+	if err := unsuccessful(wire.Status{ID: "1", State: wire.StateCancelled}); err == nil || !strings.Contains(err.Error(), "cancelled") {
 		t.Errorf("cancelled: got %v; want an error saying so", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/progress"
 )
@@ -19,7 +20,7 @@ import (
 type submitOptions struct {
 	url    string
 	key    string
-	header client.SubmissionHeader
+	header wire.SubmissionHeader
 	ndjson bool   // the input is NDJSON chunk lines already
 	wait   bool   // wait until the submission finishes
 	input  string // the input file; "" or "-" for stdin
@@ -45,7 +46,7 @@ PREFIX+index in object storage, which the consumers read themselves.`, stderr)
 			return fmt.Errorf("key %q given twice", k)
 		}
 		if h.StrategicMetadata == nil {
-			h.StrategicMetadata = map[string]client.MetadataValue{}
+			h.StrategicMetadata = map[string]wire.MetadataValue{}
 		}
 		h.StrategicMetadata[k] = v
 		return nil
@@ -83,15 +84,15 @@ PREFIX+index in object storage, which the consumers read themselves.`, stderr)
 }
 
 // parseMeta parses "key=value"; a value that parses as an int64 is an integer.
-func parseMeta(s string) (string, client.MetadataValue, error) {
+func parseMeta(s string) (string, wire.MetadataValue, error) {
 	k, v, ok := strings.Cut(s, "=")
 	if !ok || k == "" {
-		return "", client.MetadataValue{}, fmt.Errorf("%q: want key=value", s)
+		return "", wire.MetadataValue{}, fmt.Errorf("%q: want key=value", s)
 	}
 	if i, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return k, client.Int(i), nil
+		return k, wire.Int(i), nil
 	}
-	return k, client.String(v), nil
+	return k, wire.String(v), nil
 }
 
 func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -102,9 +103,9 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	c := newClient(o.url, o.key)
 	line := progress.NewLine(stderr)
 	start := time.Now()
-	var created client.Created
+	var created wire.Created
 	if o.header.Prefix != "" {
-		created, err = c.Submit(ctx, client.Submission{SubmissionHeader: o.header})
+		created, err = c.Submit(ctx, wire.Submission{SubmissionHeader: o.header})
 		err = explain(err, o.url, "")
 	} else {
 		created, err = submitInput(ctx, c, o, line)
@@ -125,12 +126,12 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // submitInput streams the input as an NDJSON submission, showing the upload's progress.
-func submitInput(ctx context.Context, c *client.Client, o submitOptions, line *progress.Line) (client.Created, error) {
+func submitInput(ctx context.Context, c *client.Client, o submitOptions, line *progress.Line) (wire.Created, error) {
 	in, name := os.Stdin, "stdin"
 	if o.input != "" && o.input != "-" {
 		f, err := os.Open(o.input)
 		if err != nil {
-			return client.Created{}, fmt.Errorf("%w: give a readable file, or - for stdin", err)
+			return wire.Created{}, fmt.Errorf("%w: give a readable file, or - for stdin", err)
 		}
 		defer f.Close()
 		in, name = f, o.input

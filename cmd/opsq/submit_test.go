@@ -4,11 +4,10 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"opsq/api/wire"
 	"strings"
 	"testing"
 	"testing/iotest"
-
-	"opsq/client"
 )
 
 func TestParseSubmitArgs(t *testing.T) {
@@ -120,16 +119,16 @@ func TestParseMeta(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		in, key string
-		want    client.MetadataValue
+		want    wire.MetadataValue
 		wantErr bool
 	}{
-		{in: "company_id=42", key: "company_id", want: client.Int(42)},
-		{in: "n=-7", key: "n", want: client.Int(-7)},
-		{in: "big=99999999999999999999", key: "big", want: client.String("99999999999999999999")},
-		{in: "mode=preview", key: "mode", want: client.String("preview")},
-		{in: "eq=a=b", key: "eq", want: client.String("a=b")},
-		{in: "empty=", key: "empty", want: client.String("")},
-		{in: "f=1.5", key: "f", want: client.String("1.5")},
+		{in: "company_id=42", key: "company_id", want: wire.Int(42)},
+		{in: "n=-7", key: "n", want: wire.Int(-7)},
+		{in: "big=99999999999999999999", key: "big", want: wire.String("99999999999999999999")},
+		{in: "mode=preview", key: "mode", want: wire.String("preview")},
+		{in: "eq=a=b", key: "eq", want: wire.String("a=b")},
+		{in: "empty=", key: "empty", want: wire.String("")},
+		{in: "f=1.5", key: "f", want: wire.String("1.5")},
 		{in: "novalue", wantErr: true},
 		{in: "=v", wantErr: true},
 	}

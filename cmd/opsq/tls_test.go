@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/migrations/pgtest"
@@ -107,7 +108,7 @@ func TestClusterTLS(t *testing.T) {
 		t.Fatalf("%s holds %d of 200 chunks on its own shards; want some, not all", a.ID, len(own))
 	}
 	consumer := client.New(a.URL, client.WithHTTPClient(c.HTTP), client.WithKey(consumerKey))
-	forwarded, err := consumer.Reserve(ctx, client.ReserveRequest{Max: 1000, Lease: "30s", Consumer: "tls"})
+	forwarded, err := consumer.Reserve(ctx, wire.ReserveRequest{Max: 1000, Lease: "30s", Consumer: "tls"})
 	if err != nil || len(forwarded) == 0 {
 		t.Fatalf("reserve through %s once its own shards are empty: %d chunks, %v; want %s's, forwarded over HTTPS", a.ID, len(forwarded), err, b.ID)
 	}
@@ -116,12 +117,12 @@ func TestClusterTLS(t *testing.T) {
 	}
 	// Extend b's reservation through a: forwarded to b, its owner.
 	res, err := consumer.Extend(ctx, "1m", forwarded[0].Token)
-	if err != nil || len(res) != 1 || res[0].Status != client.StatusExtended {
+	if err != nil || len(res) != 1 || res[0].Status != wire.StatusExtended {
 		t.Fatalf("extend of %s's chunk through %s: %+v, %v; want extended", b.ID, a.ID, res, err)
 	}
 
 	// A client without the CA, plain HTTP, and a request without a key get nothing.
-	if _, err := client.New(a.URL, client.WithHTTPClient(c.HTTP)).Reserve(ctx, client.ReserveRequest{Max: 1}); err == nil ||
+	if _, err := client.New(a.URL, client.WithHTTPClient(c.HTTP)).Reserve(ctx, wire.ReserveRequest{Max: 1}); err == nil ||
 		!strings.Contains(err.Error(), "401") {
 		t.Errorf("a reserve without a key over HTTPS: %v; want 401", err)
 	}

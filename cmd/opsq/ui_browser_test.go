@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/migrations/pgtest"
@@ -238,8 +239,8 @@ func TestDashboard(t *testing.T) {
 		for i := range chunks {
 			chunks[i] = strconv.Itoa(i)
 		}
-		created, err := api.Submit(ctx, client.Submission{Chunks: chunks, SubmissionHeader: client.SubmissionHeader{
-			Metadata: "dashboard test", Priority: prio, StrategicMetadata: map[string]client.MetadataValue{"company_id": client.Int(company)}}})
+		created, err := api.Submit(ctx, wire.Submission{Chunks: chunks, SubmissionHeader: wire.SubmissionHeader{
+			Metadata: "dashboard test", Priority: prio, StrategicMetadata: map[string]wire.MetadataValue{"company_id": wire.Int(company)}}})
 		if err != nil {
 			t.Fatalf("submitting: %v", err)
 		}
@@ -251,23 +252,23 @@ func TestDashboard(t *testing.T) {
 	doomed := submit(100, 3, 0)
 	// One submission fails: its one chunk, reserved by its company, fails for good.
 	zero := 0
-	failing, err := api.Submit(ctx, client.Submission{Chunks: []string{"x"}, SubmissionHeader: client.SubmissionHeader{
-		MaxRetries: &zero, StrategicMetadata: map[string]client.MetadataValue{"company_id": client.Int(9)}}})
+	failing, err := api.Submit(ctx, wire.Submission{Chunks: []string{"x"}, SubmissionHeader: wire.SubmissionHeader{
+		MaxRetries: &zero, StrategicMetadata: map[string]wire.MetadataValue{"company_id": wire.Int(9)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := api.Reserve(ctx, client.ReserveRequest{Strategy: []byte(`{"select_only": {"key": "company_id", "value": 9}}`)})
+	got, err := api.Reserve(ctx, wire.ReserveRequest{Strategy: []byte(`{"select_only": {"key": "company_id", "value": 9}}`)})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("reserving the chunk to fail: %v, %d chunks", err, len(got))
 	}
 	no := false
-	if _, err := api.Fail(ctx, client.ChunkFailure{Token: got[0].Token, Error: "boom", Retry: &no}); err != nil {
+	if _, err := api.Fail(ctx, wire.ChunkFailure{Token: got[0].Token, Error: "boom", Retry: &no}); err != nil {
 		t.Fatal(err)
 	}
 
 	// Overview: the numbers are the API's, with nothing in flight.
 	b.open(t, base+"/ui/", "overview-idle", true)
-	page, err := api.List(ctx, client.ListOptions{State: client.StateInProgress})
+	page, err := api.List(ctx, client.ListOptions{State: wire.StateInProgress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +288,7 @@ func TestDashboard(t *testing.T) {
 	if got := b.text(t, "#oldest-id"); got != big {
 		t.Errorf("overview: oldest submission %s; want %s", got, big)
 	}
-	failed, err := api.List(ctx, client.ListOptions{State: client.StateFailed})
+	failed, err := api.List(ctx, client.ListOptions{State: wire.StateFailed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func TestDashboard(t *testing.T) {
 	// Strategy preview: the page shows what POST /v1/reserve/preview answers.
 	const text = "select_only(company_id=2, oldest_first)"
 	b.open(t, base+"/ui/strategy?strategy="+strings.ReplaceAll(text, " ", "+")+"&max=5", "strategy", false)
-	want, err := api.Preview(ctx, client.ReserveRequest{Max: 5, Strategy: []byte(`{"select_only": {"key": "company_id", "value": 2, "then": "oldest_first"}}`)})
+	want, err := api.Preview(ctx, wire.ReserveRequest{Max: 5, Strategy: []byte(`{"select_only": {"key": "company_id", "value": 2, "then": "oldest_first"}}`)})
 	if err != nil {
 		t.Fatalf("POST /v1/reserve/preview: %v", err)
 	}
@@ -348,7 +349,7 @@ func TestDashboard(t *testing.T) {
 	if got := b.text(t, "#state"); got != "cancelled" {
 		t.Errorf("after Cancel, the page says %q; want cancelled", got)
 	}
-	if st, err := api.Status(ctx, doomed, 0); err != nil || st.State != client.StateCancelled {
+	if st, err := api.Status(ctx, doomed, 0); err != nil || st.State != wire.StateCancelled {
 		t.Errorf("after Cancel from the page, the API says %v (%v); want cancelled", st.State, err)
 	}
 	b.check(t, "cancel")

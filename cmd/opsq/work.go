@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/progress"
 	"opsq/strategy"
@@ -29,11 +30,11 @@ import (
 // Defaults and bounds of "opsq work". The bounds are the server's (client's bounds.go),
 // checked here too so that a typo is a usage error rather than a 400 at the first reserve.
 const (
-	workLeaseDefault     = client.LeaseDefault
+	workLeaseDefault     = wire.LeaseDefault
 	workWaitDefault      = 20 * time.Second
 	workMaxOutputDefault = 1 << 20
 	// workConcurrencyMax: a worker reserves up to its free slots at once.
-	workConcurrencyMax = client.MaxReserveChunks
+	workConcurrencyMax = wire.MaxReserveChunks
 
 	// stderrTailMax is how much of the end of a failed command's stderr becomes the error.
 	stderrTailMax = 4 << 10
@@ -100,10 +101,10 @@ Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 	switch {
 	case o.concurrency < 1 || o.concurrency > workConcurrencyMax:
 		return o, fs.usageError("--concurrency %d: want 1 to %d", o.concurrency, workConcurrencyMax)
-	case o.lease < client.MinLease || o.lease > client.MaxLease:
-		return o, fs.usageError("--lease %s: want %s to %s", o.lease, client.MinLease, client.MaxLease)
-	case o.wait < 0 || o.wait > client.MaxWait:
-		return o, fs.usageError("--wait %s: want 0 to %s", o.wait, client.MaxWait)
+	case o.lease < wire.MinLease || o.lease > wire.MaxLease:
+		return o, fs.usageError("--lease %s: want %s to %s", o.lease, wire.MinLease, wire.MaxLease)
+	case o.wait < 0 || o.wait > wire.MaxWait:
+		return o, fs.usageError("--wait %s: want 0 to %s", o.wait, wire.MaxWait)
 	}
 	if _, err := exec.LookPath(o.command[0]); err != nil {
 		// Caught here, since a worker whose every command fails to start would burn the
@@ -270,10 +271,10 @@ func explainConsumerAPI(err error, baseURL string) error {
 }
 
 // reserve asks for up to n chunks, long-polling for --wait.
-func (w *worker) reserve(ctx context.Context, n int) ([]client.ReservedChunk, error) {
+func (w *worker) reserve(ctx context.Context, n int) ([]wire.ReservedChunk, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.opts.wait+callTimeout)
 	defer cancel()
-	return w.c.Reserve(ctx, client.ReserveRequest{
+	return w.c.Reserve(ctx, wire.ReserveRequest{
 		Max: n, Strategy: w.opts.strategy, Lease: w.opts.lease.String(), Wait: w.opts.wait.String(), Consumer: w.opts.consumer,
 	})
 }
@@ -290,7 +291,7 @@ type outcome struct {
 
 // process runs the command of one chunk and reports the outcome. It takes no ctx: once
 // reserved, a chunk is seen through to its report even after the worker is told to stop.
-func (w *worker) process(ch client.ReservedChunk) {
+func (w *worker) process(ch wire.ReservedChunk) {
 	out := w.execute(ch)
 	switch {
 	case out.gone != "":
@@ -304,7 +305,7 @@ func (w *worker) process(ch client.ReservedChunk) {
 }
 
 // execute runs the command for ch, extending the lease while it runs.
-func (w *worker) execute(ch client.ReservedChunk) outcome {
+func (w *worker) execute(ch wire.ReservedChunk) outcome {
 	cmd := exec.Command(w.opts.command[0], w.opts.command[1:]...)
 	cmd.Env = chunkEnv(os.Environ(), ch)
 	if ch.Input != nil {
@@ -366,7 +367,7 @@ func (w *worker) execute(ch client.ReservedChunk) outcome {
 
 // extend extends the lease of ch. It returns why the chunk is no longer ours, or "" when
 // it still is (or when the server could not be asked: the next tick tries again).
-func (w *worker) extend(ch client.ReservedChunk) string {
+func (w *worker) extend(ch wire.ReservedChunk) string {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	results, err := w.c.Extend(ctx, w.opts.lease.String(), ch.Token)
@@ -377,7 +378,7 @@ func (w *worker) extend(ch client.ReservedChunk) string {
 	case len(results) != 1:
 		w.display.note("chunk %s/%d: extending the lease: got %d results; want 1", ch.SubmissionID, ch.ChunkIndex, len(results))
 		return ""
-	case results[0].Status == client.StatusExtended:
+	case results[0].Status == wire.StatusExtended:
 		return ""
 	}
 	return "extending the lease answered " + string(results[0].Status)
@@ -385,16 +386,16 @@ func (w *worker) extend(ch client.ReservedChunk) string {
 
 // report completes or fails ch, retrying while the server cannot be reached and the lease
 // lasts; after that the server releases the chunk itself.
-func (w *worker) report(ch client.ReservedChunk, output, failure string) {
+func (w *worker) report(ch wire.ReservedChunk, output, failure string) {
 	giveUp := time.Now().Add(w.opts.lease)
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		var results []client.TokenResult
+		var results []wire.TokenResult
 		var err error
 		if failure != "" {
-			results, err = w.c.Fail(ctx, client.ChunkFailure{Token: ch.Token, Error: failure})
+			results, err = w.c.Fail(ctx, wire.ChunkFailure{Token: ch.Token, Error: failure})
 		} else {
-			results, err = w.c.Complete(ctx, client.Completion{Token: ch.Token, Output: output})
+			results, err = w.c.Complete(ctx, wire.Completion{Token: ch.Token, Output: output})
 		}
 		cancel()
 		if err == nil && len(results) == 1 {
@@ -416,11 +417,11 @@ func (w *worker) report(ch client.ReservedChunk, output, failure string) {
 }
 
 // reported counts the server's answer to a completion or failure.
-func (w *worker) reported(ch client.ReservedChunk, status client.TokenStatus, failure string) {
+func (w *worker) reported(ch wire.ReservedChunk, status wire.TokenStatus, failure string) {
 	switch status {
-	case client.StatusCompleted:
+	case wire.StatusCompleted:
 		w.done.Add(1)
-	case client.StatusRetrying, client.StatusFailed:
+	case wire.StatusRetrying, wire.StatusFailed:
 		w.failed.Add(1)
 		w.display.note("chunk %s/%d failed (%s): %s", ch.SubmissionID, ch.ChunkIndex, status, oneLine(failure, 300))
 	default: // already_finished, unknown: the chunk went elsewhere meanwhile
@@ -431,7 +432,7 @@ func (w *worker) reported(ch client.ReservedChunk, status client.TokenStatus, fa
 
 // chunkEnv is the environment of the command for ch: env without any OPSQ_* variables the
 // worker sets, plus these for ch.
-func chunkEnv(env []string, ch client.ReservedChunk) []string {
+func chunkEnv(env []string, ch wire.ReservedChunk) []string {
 	set := map[string]string{
 		"OPSQ_SUBMISSION_ID": ch.SubmissionID,
 		"OPSQ_CHUNK_INDEX":   strconv.FormatInt(ch.ChunkIndex, 10),

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"opsq/api"
+	"opsq/api/wire"
 	"opsq/claims"
 	"opsq/client"
 	"opsq/migrations/pgtest"
@@ -85,8 +86,8 @@ func runWorkTest(ctx context.Context, t *testing.T, args ...string) (string, err
 
 func submitChunks(ctx context.Context, t *testing.T, c *client.Client, maxRetries int, chunks ...string) string {
 	t.Helper()
-	created, err := c.Submit(ctx, client.Submission{
-		SubmissionHeader: client.SubmissionHeader{MaxRetries: &maxRetries, Metadata: "run 7"},
+	created, err := c.Submit(ctx, wire.Submission{
+		SubmissionHeader: wire.SubmissionHeader{MaxRetries: &maxRetries, Metadata: "run 7"},
 		Chunks:           chunks,
 	})
 	if err != nil {
@@ -98,7 +99,7 @@ func submitChunks(ctx context.Context, t *testing.T, c *client.Client, maxRetrie
 func resultsOf(ctx context.Context, t *testing.T, c *client.Client, id string) []string {
 	t.Helper()
 	var out []string
-	if err := c.Results(ctx, id, func(r client.Result) error {
+	if err := c.Results(ctx, id, func(r wire.Result) error {
 		if r.ChunkIndex != int64(len(out)) {
 			return fmt.Errorf("got chunk %d; want %d", r.ChunkIndex, len(out))
 		}
@@ -171,7 +172,7 @@ func TestWorkFailingCommandFailsTheSubmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.State != client.StateFailed || s.Failure == nil || !strings.Contains(s.Failure.Error, "oops") {
+	if s.State != wire.StateFailed || s.Failure == nil || !strings.Contains(s.Failure.Error, "oops") {
 		t.Fatalf("got %+v (failure %+v); want failed with an error containing oops", s, s.Failure)
 	}
 	if want := "exit status 3: oops"; s.Failure.Error != want {
@@ -307,7 +308,7 @@ func TestWorkStopKillsCommandsAfterTheLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.State != client.StateFailed || s.Failure == nil || !strings.HasPrefix(s.Failure.Error, "worker stopped") {
+	if s.State != wire.StateFailed || s.Failure == nil || !strings.HasPrefix(s.Failure.Error, "worker stopped") {
 		t.Errorf("got %+v (failure %+v); want failed with worker stopped", s, s.Failure)
 	}
 }

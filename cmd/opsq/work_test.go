@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/client"
 )
 
@@ -216,13 +217,13 @@ func TestChunkEnv(t *testing.T) {
 	t.Parallel()
 	env := []string{"PATH=/bin", "OPSQ_CHUNK_PREFIX=s3://stale/", "OPSQ_METADATA=stale", "OPSQ_URL=http://q:1"}
 	input := "abc"
-	inline := client.ReservedChunk{SubmissionID: "42", ChunkIndex: 7, Retries: 2, Metadata: "run 7", Input: &input}
+	inline := wire.ReservedChunk{SubmissionID: "42", ChunkIndex: 7, Retries: 2, Metadata: "run 7", Input: &input}
 	want := []string{"PATH=/bin", "OPSQ_URL=http://q:1", "OPSQ_SUBMISSION_ID=42", "OPSQ_CHUNK_INDEX=7", "OPSQ_RETRIES=2", "OPSQ_METADATA=run 7"}
 	if got := chunkEnv(env, inline); !slices.Equal(got, want) {
 		t.Errorf("inline: got %q; want %q", got, want)
 	}
 	prefix := "s3://bucket/run-7/"
-	stored := client.ReservedChunk{SubmissionID: "43", ChunkIndex: 0, Prefix: &prefix}
+	stored := wire.ReservedChunk{SubmissionID: "43", ChunkIndex: 0, Prefix: &prefix}
 	want = []string{"PATH=/bin", "OPSQ_URL=http://q:1", "OPSQ_SUBMISSION_ID=43", "OPSQ_CHUNK_INDEX=0", "OPSQ_RETRIES=0", "OPSQ_METADATA=",
 		"OPSQ_CHUNK_PREFIX=s3://bucket/run-7/"}
 	if got := chunkEnv(env, stored); !slices.Equal(got, want) {

@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/api/apikeys"
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/cmd/opsq/progress"
@@ -224,8 +225,8 @@ func strategyFor(value string) json.RawMessage {
 	return b
 }
 
-func benchTagged(value string) map[string]client.MetadataValue {
-	return map[string]client.MetadataValue{abuseBenchKey: client.String(value)}
+func benchTagged(value string) map[string]wire.MetadataValue {
+	return map[string]wire.MetadataValue{abuseBenchKey: wire.String(value)}
 }
 
 // prepareResults makes a completed submission of abuseResultsChunks chunks, each with an
@@ -237,7 +238,7 @@ func (a *abuseRun) prepareResults(ctx context.Context) (string, int64, error) {
 	for i := range chunks {
 		chunks[i] = strconv.Itoa(i)
 	}
-	created, err := c.Submit(ctx, client.Submission{SubmissionHeader: client.SubmissionHeader{StrategicMetadata: benchTagged("abuse-results")}, Chunks: chunks})
+	created, err := c.Submit(ctx, wire.Submission{SubmissionHeader: wire.SubmissionHeader{StrategicMetadata: benchTagged("abuse-results")}, Chunks: chunks})
 	if err != nil {
 		return "", 0, fmt.Errorf("submitting the results submission: %w", err)
 	}
@@ -247,13 +248,13 @@ func (a *abuseRun) prepareResults(ctx context.Context) (string, int64, error) {
 		if time.Now().After(deadline) {
 			return "", 0, fmt.Errorf("completing the results submission: %d of %d chunks after %s", done, abuseResultsChunks, abuseRequestTimeout)
 		}
-		got, err := a.clients[done%len(a.clients)].Reserve(ctx, client.ReserveRequest{Max: 500, Strategy: strategyFor("abuse-results"), Lease: "10m", Wait: "1s"})
+		got, err := a.clients[done%len(a.clients)].Reserve(ctx, wire.ReserveRequest{Max: 500, Strategy: strategyFor("abuse-results"), Lease: "10m", Wait: "1s"})
 		if err != nil {
 			return "", 0, fmt.Errorf("reserving the results submission: %w", err)
 		}
-		comps := make([]client.Completion, len(got))
+		comps := make([]wire.Completion, len(got))
 		for i, ch := range got {
-			comps[i] = client.Completion{Token: ch.Token, Output: output}
+			comps[i] = wire.Completion{Token: ch.Token, Output: output}
 		}
 		if len(comps) > 0 {
 			if _, err := c.Complete(ctx, comps...); err != nil {
@@ -266,7 +267,7 @@ func (a *abuseRun) prepareResults(ctx context.Context) (string, int64, error) {
 		return "", 0, err
 	}
 	var size int64
-	err = c.Results(ctx, created.ID, func(res client.Result) error {
+	err = c.Results(ctx, created.ID, func(res wire.Result) error {
 		size += int64(len(res.Output)) + 32
 		return nil
 	})
@@ -284,12 +285,12 @@ func (a *abuseRun) prepareTargets(ctx context.Context) (string, []string, error)
 	for i := range chunks {
 		chunks[i] = "target " + strconv.Itoa(i)
 	}
-	created, err := a.clients[0].Submit(ctx, client.Submission{SubmissionHeader: client.SubmissionHeader{
+	created, err := a.clients[0].Submit(ctx, wire.Submission{SubmissionHeader: wire.SubmissionHeader{
 		StrategicMetadata: benchTagged("abuse-target"), MaxRetries: &retries}, Chunks: chunks})
 	if err != nil {
 		return "", nil, fmt.Errorf("submitting the target submission: %w", err)
 	}
-	got, err := a.clients[0].Reserve(ctx, client.ReserveRequest{Max: 16, Strategy: strategyFor("abuse-target"), Lease: "1h", Wait: "5s"})
+	got, err := a.clients[0].Reserve(ctx, wire.ReserveRequest{Max: 16, Strategy: strategyFor("abuse-target"), Lease: "1h", Wait: "5s"})
 	if err != nil {
 		return created.ID, nil, fmt.Errorf("reserving the target chunks: %w", err)
 	}
@@ -317,7 +318,7 @@ func (a *abuseRun) prepareBig(ctx context.Context) ([]string, error) {
 		for i := range chunks {
 			chunks[i] = input
 		}
-		created, err := a.clients[0].Submit(ctx, client.Submission{SubmissionHeader: client.SubmissionHeader{
+		created, err := a.clients[0].Submit(ctx, wire.Submission{SubmissionHeader: wire.SubmissionHeader{
 			Metadata: metadata, StrategicMetadata: benchTagged("abuse-big")}, Chunks: chunks})
 		if err != nil {
 			return ids, fmt.Errorf("submitting the big backlog: %w", err)
@@ -337,7 +338,7 @@ func (a *abuseRun) produce(ctx context.Context) {
 		chunks[i] = strconv.Itoa(i)
 	}
 	for i := 0; ; i++ {
-		created, err := a.clients[i%len(a.clients)].Submit(ctx, client.Submission{SubmissionHeader: client.SubmissionHeader{
+		created, err := a.clients[i%len(a.clients)].Submit(ctx, wire.Submission{SubmissionHeader: wire.SubmissionHeader{
 			StrategicMetadata: benchTagged("abuse-burndown")}, Chunks: chunks})
 		if ctx.Err() != nil {
 			return
@@ -359,7 +360,7 @@ func (a *abuseRun) produce(ctx context.Context) {
 // consume reserves and completes burn-down chunks until ctx ends; each completion's output
 // is the chunk's token, so that the ledger can tell a completion of ours from a forger's.
 func (a *abuseRun) consume(ctx context.Context, c *client.Client, name string) {
-	req := client.ReserveRequest{Max: 10, Strategy: strategyFor("abuse-burndown"), Lease: "5m", Wait: "1s", Consumer: name}
+	req := wire.ReserveRequest{Max: 10, Strategy: strategyFor("abuse-burndown"), Lease: "5m", Wait: "1s", Consumer: name}
 	for ctx.Err() == nil {
 		chunks, err := c.Reserve(ctx, req)
 		if err != nil {
@@ -372,10 +373,10 @@ func (a *abuseRun) consume(ctx context.Context, c *client.Client, name string) {
 		if len(chunks) == 0 {
 			continue
 		}
-		comps := make([]client.Completion, len(chunks))
+		comps := make([]wire.Completion, len(chunks))
 		for i, ch := range chunks {
 			a.ledger.deliver(ch)
-			comps[i] = client.Completion{Token: ch.Token, Output: ch.Token}
+			comps[i] = wire.Completion{Token: ch.Token, Output: ch.Token}
 		}
 		// A completion is retried until answered (repeating one is harmless), even once
 		// ctx has ended, so that no chunk of ours is left half done.
@@ -551,7 +552,7 @@ func hostileRequests(tokens []string, bigMax, keyCount int, chunkCountTimeout ti
 		noKey, forged, wrongRole, unsigned := post("no API key", "/v1/submissions", 401, submit), post("unknown API key", "/v1/reserve", 401, reserve),
 			post("consumer key submitting", "/v1/submissions", 403, submit), post("reserve marked forwarded, unsigned", "/v1/reserve", 401, reserve)
 		noKey.noKey, forged.forgedKey, wrongRole.asRole = true, true, apikeys.Consumer
-		unsigned.header = map[string]string{client.ForwardedHeader: "opsq-abuse"}
+		unsigned.header = map[string]string{wire.ForwardedHeader: "opsq-abuse"}
 		reqs = append(reqs, noKey, forged, wrongRole, unsigned)
 	}
 	big := post(fmt.Sprintf("reserve max %d over big chunks", bigMax), "/v1/reserve", 200,
@@ -631,7 +632,7 @@ func (a *abuseRun) hostileInputs(ctx context.Context, tokens []string) {
 			a.note(hr.name, "%s in %s", hr.answer(resp.Body), progress.Duration(time.Since(started)))
 		} else {
 			a.note(hr.name, "answered in %s", progress.Duration(time.Since(started)))
-			var created client.Created
+			var created wire.Created
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			if resp.StatusCode/100 == 2 && json.Unmarshal(body, &created) == nil && created.ID != "" {
 				a.mu.Lock()
@@ -673,17 +674,17 @@ func (a *abuseRun) forgeTokens(ctx context.Context) {
 			batch = append(batch, a.handBuiltToken(generation))
 		}
 		c := a.clients[i%len(a.clients)]
-		var results []client.TokenResult
+		var results []wire.TokenResult
 		if i%2 == 0 {
-			comps := make([]client.Completion, len(batch))
+			comps := make([]wire.Completion, len(batch))
 			for j, t := range batch {
-				comps[j] = client.Completion{Token: t, Output: "forged"}
+				comps[j] = wire.Completion{Token: t, Output: "forged"}
 			}
 			results, err = c.Complete(ctx, comps...)
 		} else {
-			fails := make([]client.ChunkFailure, len(batch))
+			fails := make([]wire.ChunkFailure, len(batch))
 			for j, t := range batch {
-				fails[j] = client.ChunkFailure{Token: t, Error: "forged", Retry: &no}
+				fails[j] = wire.ChunkFailure{Token: t, Error: "forged", Retry: &no}
 			}
 			results, err = c.Fail(ctx, fails...)
 		}
@@ -1008,7 +1009,7 @@ func (a *abuseRun) report(ctx context.Context, uploads, readers stallResults, fi
 			want("==", 0).note("%s", note))
 	}
 	for _, name := range names { // forged tokens, invented methods
-		want := map[string]string{"forged tokens": string(client.StatusUnknown), "invented HTTP methods": "405"}[name]
+		want := map[string]string{"forged tokens": string(wire.StatusUnknown), "invented HTTP methods": "405"}[name]
 		other := 0
 		for status, n := range answers[name] {
 			if status != want {
@@ -1185,7 +1186,7 @@ func (l *abuseLedger) randomSubmission() (int64, int64) {
 	return id, l.mu.totals[id]
 }
 
-func (l *abuseLedger) deliver(ch client.ReservedChunk) {
+func (l *abuseLedger) deliver(ch wire.ReservedChunk) {
 	id, _ := strconv.ParseInt(ch.SubmissionID, 10, 64)
 	k := abuseChunk{id, ch.ChunkIndex}
 	l.mu.Lock()
@@ -1209,8 +1210,8 @@ func (l *abuseLedger) recentToken() string {
 	return l.mu.recent[mrand.IntN(len(l.mu.recent))]
 }
 
-func (l *abuseLedger) answered(ch client.ReservedChunk, status client.TokenStatus) {
-	if status != client.StatusCompleted {
+func (l *abuseLedger) answered(ch wire.ReservedChunk, status wire.TokenStatus) {
+	if status != wire.StatusCompleted {
 		return
 	}
 	id, _ := strconv.ParseInt(ch.SubmissionID, 10, 64)
@@ -1244,13 +1245,13 @@ func (l *abuseLedger) check(ctx context.Context, db *pgxpool.Pool) (abuseLedgerS
 	if err != nil {
 		return st, err
 	}
-	var state client.State
+	var state wire.State
 	var n int
 	if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error {
 		switch state {
-		case client.StateCompleted:
+		case wire.StateCompleted:
 			st.subsCompleted += n
-		case client.StateFailed:
+		case wire.StateFailed:
 			st.subsFailed += n
 		default:
 			st.subsOpen += n

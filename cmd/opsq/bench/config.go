@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/strategy"
 )
 
@@ -117,8 +117,8 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("--burndown-chunks %d: want 1 or more", cfg.BurndownChunks)
 	case cfg.Consumers < 1 || cfg.Consumers > 4096:
 		return fmt.Errorf("--consumers %d: want 1 to 4096", cfg.Consumers)
-	case cfg.Max < 1 || cfg.Max > client.MaxReserveChunks:
-		return fmt.Errorf("--max %d: want 1 to %d", cfg.Max, client.MaxReserveChunks)
+	case cfg.Max < 1 || cfg.Max > wire.MaxReserveChunks:
+		return fmt.Errorf("--max %d: want 1 to %d", cfg.Max, wire.MaxReserveChunks)
 	case cfg.Samples < 1:
 		return fmt.Errorf("--samples %d: want 1 or more", cfg.Samples)
 	case cfg.DistinctValues > cfg.DistinctSubmissions:

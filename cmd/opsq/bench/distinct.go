@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/progress"
 	"opsq/queuer"
@@ -77,8 +78,8 @@ func (r *benchRun) distinct(ctx context.Context) error {
 	heldValues := held.values()
 
 	var saturated, foreign int
-	req := client.ReserveRequest{Max: 1, Strategy: distinctStrategy, Lease: "5m", Consumer: "bench-distinct"}
-	reserves, _, err := r.timeReserves(ctx, c, req, "distinct", func(ch client.ReservedChunk) {
+	req := wire.ReserveRequest{Max: 1, Strategy: distinctStrategy, Lease: "5m", Consumer: "bench-distinct"}
+	reserves, _, err := r.timeReserves(ctx, c, req, "distinct", func(ch wire.ReservedChunk) {
 		switch {
 		case !b.holds(ch):
 			foreign++
@@ -97,7 +98,7 @@ func (r *benchRun) distinct(ctx context.Context) error {
 	}
 	if notCompleted > 0 {
 		r.broke("distinct: %d of the %d held reservations answered other than %q on complete (lease %s, none expired)",
-			notCompleted, r.cfg.DistinctHeld, client.StatusCompleted, distinctHeldLease)
+			notCompleted, r.cfg.DistinctHeld, wire.StatusCompleted, distinctHeldLease)
 	}
 	r.line.Show("distinct: cancelling the submissions")
 	cancelled = true
@@ -192,7 +193,7 @@ func (r *benchRun) holdDistinct(ctx context.Context, c *client.Client, h *distin
 	})
 	defer stop()
 	for len(h.tokens) < want {
-		req := client.ReserveRequest{Max: min(distinctHoldBatch, want-len(h.tokens)), Strategy: distinctStrategy,
+		req := wire.ReserveRequest{Max: min(distinctHoldBatch, want-len(h.tokens)), Strategy: distinctStrategy,
 			Lease: distinctHeldLease, Consumer: "bench-distinct-held"}
 		chunks, err := c.Reserve(ctx, req)
 		if err != nil {
@@ -231,7 +232,7 @@ func (b distinctBacklog) submission(i int64) queuer.SmallSubmission {
 }
 
 // holds reports whether ch is the chunk of one of the submissions.
-func (b distinctBacklog) holds(ch client.ReservedChunk) bool {
+func (b distinctBacklog) holds(ch wire.ReservedChunk) bool {
 	id, err := strconv.ParseInt(ch.SubmissionID, 10, 64)
 	return err == nil && id >= b.first && id < b.first+b.n && ch.ChunkIndex == 0
 }
@@ -248,7 +249,7 @@ func newDistinctHeld() *distinctHeld {
 }
 
 // add records a held reservation.
-func (h *distinctHeld) add(ch client.ReservedChunk) {
+func (h *distinctHeld) add(ch wire.ReservedChunk) {
 	h.tokens = append(h.tokens, ch.Token)
 	if v, ok := ch.StrategicMetadata[distinctKey]; ok {
 		h.byValue[v.String()]++
@@ -256,7 +257,7 @@ func (h *distinctHeld) add(ch client.ReservedChunk) {
 }
 
 // saturated reports whether ch's value has distinctMax or more reservations held.
-func (h *distinctHeld) saturated(ch client.ReservedChunk) bool {
+func (h *distinctHeld) saturated(ch wire.ReservedChunk) bool {
 	v, ok := ch.StrategicMetadata[distinctKey]
 	return ok && h.byValue[v.String()] >= distinctMax
 }
@@ -269,16 +270,16 @@ func (h *distinctHeld) values() int { return len(h.byValue) }
 func (h *distinctHeld) release(ctx context.Context, c *client.Client) (notCompleted int, err error) {
 	for len(h.tokens) > 0 {
 		batch := h.tokens[:min(len(h.tokens), distinctCompleteBatch)]
-		completions := make([]client.Completion, len(batch))
+		completions := make([]wire.Completion, len(batch))
 		for i, tok := range batch {
-			completions[i] = client.Completion{Token: tok, Output: "ok"}
+			completions[i] = wire.Completion{Token: tok, Output: "ok"}
 		}
 		results, err := c.Complete(ctx, completions...)
 		if err != nil {
 			return notCompleted, fmt.Errorf("completing the held chunks: %w", err)
 		}
 		for _, res := range results {
-			if res.Status != client.StatusCompleted {
+			if res.Status != wire.StatusCompleted {
 				notCompleted++
 			}
 		}

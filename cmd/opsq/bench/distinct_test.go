@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/queuer"
 )
 
@@ -69,7 +69,7 @@ func TestBenchDistinctBacklogHolds(t *testing.T) {
 	}{
 		{"1000", 0, true}, {"1009", 0, true}, {"999", 0, false}, {"1010", 0, false}, {"1005", 1, false}, {"x", 0, false},
 	} {
-		if got := b.holds(client.ReservedChunk{SubmissionID: tt.id, ChunkIndex: tt.index}); got != tt.want {
+		if got := b.holds(wire.ReservedChunk{SubmissionID: tt.id, ChunkIndex: tt.index}); got != tt.want {
 			t.Errorf("holds(submission %s, chunk %d) = %v; want %v", tt.id, tt.index, got, tt.want)
 		}
 	}
@@ -77,11 +77,11 @@ func TestBenchDistinctBacklogHolds(t *testing.T) {
 
 func TestBenchDistinctHeld(t *testing.T) {
 	t.Parallel()
-	chunk := func(token string, metadata map[string]client.MetadataValue) client.ReservedChunk {
-		return client.ReservedChunk{Token: token, StrategicMetadata: metadata}
+	chunk := func(token string, metadata map[string]wire.MetadataValue) wire.ReservedChunk {
+		return wire.ReservedChunk{Token: token, StrategicMetadata: metadata}
 	}
-	company := func(v int64) map[string]client.MetadataValue {
-		return map[string]client.MetadataValue{distinctKey: client.Int(v)}
+	company := func(v int64) map[string]wire.MetadataValue {
+		return map[string]wire.MetadataValue{distinctKey: wire.Int(v)}
 	}
 	h := newDistinctHeld()
 	h.add(chunk("a", company(3)))
@@ -93,14 +93,14 @@ func TestBenchDistinctHeld(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name string
-		ch   client.ReservedChunk
+		ch   wire.ReservedChunk
 		want bool
 	}{
 		{"held twice", chunk("x", company(3)), true},
 		{"held once", chunk("x", company(5)), true},
 		{"not held", chunk("x", company(4)), false},
-		{"a string, not the integer", chunk("x", map[string]client.MetadataValue{distinctKey: client.String("3")}), false},
-		{"another key", chunk("x", map[string]client.MetadataValue{"tenant": client.Int(3)}), false},
+		{"a string, not the integer", chunk("x", map[string]wire.MetadataValue{distinctKey: wire.String("3")}), false},
+		{"another key", chunk("x", map[string]wire.MetadataValue{"tenant": wire.Int(3)}), false},
 		{"no metadata", chunk("x", nil), false},
 	} {
 		if got := h.saturated(tt.ch); got != tt.want {

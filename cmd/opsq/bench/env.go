@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 )
@@ -265,14 +266,14 @@ func (e *benchEnv) waitBalanced(ctx context.Context) error {
 
 // allHoldShards reports whether every instance holds shards, none draining, and no shard is
 // unclaimed.
-func allHoldShards(cl client.Cluster, instances []*benchInstance) bool {
+func allHoldShards(cl wire.Cluster, instances []*benchInstance) bool {
 	if len(cl.Unclaimed) > 0 {
 		return false
 	}
 	held := map[string]bool{}
 	for _, ci := range cl.Instances {
 		for _, s := range ci.Shards {
-			if s.State != client.ClaimActive {
+			if s.State != wire.ClaimActive {
 				return false
 			}
 		}
@@ -287,7 +288,7 @@ func allHoldShards(cl client.Cluster, instances []*benchInstance) bool {
 }
 
 // describeShards writes how many shards each instance holds: "bench-1-0: 32, bench-1-1: 32".
-func describeShards(cl client.Cluster) string {
+func describeShards(cl wire.Cluster) string {
 	var parts []string
 	for _, ci := range cl.Instances {
 		parts = append(parts, fmt.Sprintf("%s: %d", ci.ID, len(ci.Shards)))
@@ -300,7 +301,7 @@ func describeShards(cl client.Cluster) string {
 
 // shardsHeld returns how many shards instance id holds, and the sum of their in-flight
 // counts (as of the last renewal).
-func shardsHeld(cl client.Cluster, id string) (shards, inflight int) {
+func shardsHeld(cl wire.Cluster, id string) (shards, inflight int) {
 	for _, ci := range cl.Instances {
 		if ci.ID == id {
 			for _, s := range ci.Shards {

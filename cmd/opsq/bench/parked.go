@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"opsq/api/apikeys"
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/progress"
 )
@@ -118,13 +119,13 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 	var sent atomic.Int64
 	var wg sync.WaitGroup
 	got := make([]time.Time, n)
-	chunks := make([]client.ReservedChunk, n)
+	chunks := make([]wire.ReservedChunk, n)
 	closers := make([]func(), n) // each consumer's connection, closed once all are timed
 	var failures atomic.Int64
 	var firstErr atomic.Value
 	for i := range n {
 		wg.Go(func() {
-			res, closeConn, err := reservers[i%len(reservers)].reserve(runCtx, client.ReserveRequest{
+			res, closeConn, err := reservers[i%len(reservers)].reserve(runCtx, wire.ReserveRequest{
 				Max: 1, Strategy: randomStrategy, Lease: "10m", Wait: parkedWait.String(), Consumer: fmt.Sprintf("bench-parked-%d", i)},
 				func() { sent.Add(1) })
 			switch {
@@ -198,7 +199,7 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 
 	var waits []time.Duration
 	seen := map[string]bool{}
-	var comps []client.Completion
+	var comps []wire.Completion
 	twice := 0
 	for i := range got {
 		if got[i].IsZero() {
@@ -210,7 +211,7 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 			twice++
 		}
 		seen[k] = true
-		comps = append(comps, client.Completion{Token: chunks[i].Token, Output: "ok"})
+		comps = append(comps, wire.Completion{Token: chunks[i].Token, Output: "ok"})
 	}
 	if twice > 0 {
 		r.broke("parked: %d chunks handed out to two parked consumers", twice)
@@ -223,7 +224,7 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 			return err
 		}
 		for _, ch := range free {
-			comps = append(comps, client.Completion{Token: ch.Token, Output: "ok"})
+			comps = append(comps, wire.Completion{Token: ch.Token, Output: "ok"})
 		}
 		var where []string
 		for i := range got {
@@ -264,11 +265,11 @@ func (r *benchRun) parkedConsumers(ctx context.Context) error {
 // sweepFree reserves, without waiting, up to n chunks still free on the instances once the
 // parked consumers' waits are over: a chunk free then was never handed to the consumer
 // parked for it (a wake-up was lost); one that is not was reserved but never answered.
-func (r *benchRun) sweepFree(ctx context.Context, n int) ([]client.ReservedChunk, error) {
-	var out []client.ReservedChunk
+func (r *benchRun) sweepFree(ctx context.Context, n int) ([]wire.ReservedChunk, error) {
+	var out []wire.ReservedChunk
 	for _, c := range r.env.clients {
 		for len(out) < n {
-			res, err := c.Reserve(ctx, client.ReserveRequest{Max: n - len(out), Strategy: randomStrategy, Lease: "10m", Consumer: "bench-parked-sweep"})
+			res, err := c.Reserve(ctx, wire.ReserveRequest{Max: n - len(out), Strategy: randomStrategy, Lease: "10m", Consumer: "bench-parked-sweep"})
 			if err != nil {
 				return nil, fmt.Errorf("parked: looking for chunks left free: %w", err)
 			}
@@ -282,7 +283,7 @@ func (r *benchRun) sweepFree(ctx context.Context, n int) ([]client.ReservedChunk
 }
 
 // completeAll completes comps, in batches.
-func (r *benchRun) completeAll(ctx context.Context, comps []client.Completion) error {
+func (r *benchRun) completeAll(ctx context.Context, comps []wire.Completion) error {
 	for b := range slices.Chunk(comps, 1000) {
 		if _, err := r.env.clients[0].Complete(ctx, b...); err != nil {
 			return fmt.Errorf("completing: %w", err)
@@ -314,8 +315,8 @@ func (r *benchRun) waitingProducers(ctx context.Context) error {
 				if i >= n {
 					return
 				}
-				c, err := r.env.clients[i%len(r.env.clients)].Submit(ctx, client.Submission{
-					SubmissionHeader: client.SubmissionHeader{Metadata: "opsq bench: producer"}, Chunks: []string{"x"}})
+				c, err := r.env.clients[i%len(r.env.clients)].Submit(ctx, wire.Submission{
+					SubmissionHeader: wire.SubmissionHeader{Metadata: "opsq bench: producer"}, Chunks: []string{"x"}})
 				if err != nil {
 					errs <- err
 					return
@@ -353,7 +354,7 @@ func (r *benchRun) waitingProducers(ctx context.Context) error {
 					failures.Add(1)
 					firstErr.CompareAndSwap(nil, err)
 				}
-			case st.State == client.StateCompleted:
+			case st.State == wire.StateCompleted:
 				told[i] = time.Now()
 			}
 		})
@@ -383,14 +384,14 @@ func (r *benchRun) waitingProducers(ctx context.Context) error {
 		consumers.Go(func() {
 			cl := r.env.clients[c%len(r.env.clients)]
 			for done.Load() < int64(n) && ctx.Err() == nil {
-				chunks, err := cl.Reserve(ctx, client.ReserveRequest{Max: 10, Strategy: randomStrategy, Lease: "10m", Wait: "1s"})
+				chunks, err := cl.Reserve(ctx, wire.ReserveRequest{Max: 10, Strategy: randomStrategy, Lease: "10m", Wait: "1s"})
 				if err != nil {
 					consumeErr.CompareAndSwap(nil, err)
 					return
 				}
 				for _, ch := range chunks {
 					at := time.Now()
-					if _, err := cl.Complete(ctx, client.Completion{Token: ch.Token, Output: "ok"}); err != nil {
+					if _, err := cl.Complete(ctx, wire.Completion{Token: ch.Token, Output: "ok"}); err != nil {
 						consumeErr.CompareAndSwap(nil, err)
 						return
 					}

@@ -9,9 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"opsq/api/wire"
 	"time"
-
-	"opsq/client"
 )
 
 // rawReserver sends the parked workload's reserves as cheaply as a consumer can: a
@@ -45,7 +44,7 @@ func newRawReserver(base, key string) (*rawReserver, error) {
 // reserve sends req and waits for its answer (at most until ctx ends). sent is called
 // once the request is written. The connection is closed by the caller's call of the
 // returned close, so that its cost falls after the answer is timed.
-func (r *rawReserver) reserve(ctx context.Context, req client.ReserveRequest, sent func()) (chunks []client.ReservedChunk, closeConn func(), err error) {
+func (r *rawReserver) reserve(ctx context.Context, req wire.ReserveRequest, sent func()) (chunks []wire.ReservedChunk, closeConn func(), err error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, nil, err
@@ -79,7 +78,7 @@ func (r *rawReserver) reserve(ctx context.Context, req client.ReserveRequest, se
 		closeConn()
 		return nil, nil, fmt.Errorf("reserve: %s: %s", res.Status, data)
 	}
-	var out client.Reserved
+	var out wire.Reserved
 	if err := json.Unmarshal(data, &out); err != nil {
 		closeConn()
 		return nil, nil, fmt.Errorf("reserve: decoding the answer: %w", err)

@@ -3,14 +3,13 @@ package bench
 import (
 	"encoding/json"
 	"io"
+	"opsq/api/wire"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
-
-	"opsq/client"
 )
 
 func TestPercentile(t *testing.T) {
@@ -263,23 +262,23 @@ func TestScratchURL(t *testing.T) {
 func TestAllHoldShards(t *testing.T) {
 	t.Parallel()
 	insts := []*benchInstance{{id: "a"}, {id: "b"}}
-	shards := func(state client.ClaimState, n int) []client.ClusterShard {
-		out := make([]client.ClusterShard, n)
+	shards := func(state wire.ClaimState, n int) []wire.ClusterShard {
+		out := make([]wire.ClusterShard, n)
 		for i := range out {
-			out[i] = client.ClusterShard{Shard: i, State: state, Inflight: 2}
+			out[i] = wire.ClusterShard{Shard: i, State: state, Inflight: 2}
 		}
 		return out
 	}
 	tests := []struct {
 		name string
-		cl   client.Cluster
+		cl   wire.Cluster
 		want bool
 	}{
-		{"both hold shards", client.Cluster{Instances: []client.ClusterInstance{{ID: "a", Shards: shards("active", 32)}, {ID: "b", Shards: shards("active", 32)}}}, true},
-		{"one holds none", client.Cluster{Instances: []client.ClusterInstance{{ID: "a", Shards: shards("active", 64)}, {ID: "b"}}}, false},
-		{"one missing", client.Cluster{Instances: []client.ClusterInstance{{ID: "a", Shards: shards("active", 64)}}}, false},
-		{"draining", client.Cluster{Instances: []client.ClusterInstance{{ID: "a", Shards: shards("draining", 32)}, {ID: "b", Shards: shards("active", 32)}}}, false},
-		{"unclaimed", client.Cluster{Unclaimed: []int{3}, Instances: []client.ClusterInstance{{ID: "a", Shards: shards("active", 31)}, {ID: "b", Shards: shards("active", 32)}}}, false},
+		{"both hold shards", wire.Cluster{Instances: []wire.ClusterInstance{{ID: "a", Shards: shards("active", 32)}, {ID: "b", Shards: shards("active", 32)}}}, true},
+		{"one holds none", wire.Cluster{Instances: []wire.ClusterInstance{{ID: "a", Shards: shards("active", 64)}, {ID: "b"}}}, false},
+		{"one missing", wire.Cluster{Instances: []wire.ClusterInstance{{ID: "a", Shards: shards("active", 64)}}}, false},
+		{"draining", wire.Cluster{Instances: []wire.ClusterInstance{{ID: "a", Shards: shards("draining", 32)}, {ID: "b", Shards: shards("active", 32)}}}, false},
+		{"unclaimed", wire.Cluster{Unclaimed: []int{3}, Instances: []wire.ClusterInstance{{ID: "a", Shards: shards("active", 31)}, {ID: "b", Shards: shards("active", 32)}}}, false},
 	}
 	for _, tt := range tests {
 		if got := allHoldShards(tt.cl, insts); got != tt.want {

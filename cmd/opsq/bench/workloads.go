@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/cmd/opsq/progress"
@@ -130,7 +131,7 @@ func (r *benchRun) burndown(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the submission's final state: %w", err)
 	}
-	if st.State != client.StateCompleted || st.ChunksDone != n {
+	if st.State != wire.StateCompleted || st.ChunksDone != n {
 		r.broke("burndown: every chunk was completed, yet the submission is %s with %d of %d chunks done", st.State, st.ChunksDone, n)
 	}
 	twice, never := b.counts()
@@ -141,7 +142,7 @@ func (r *benchRun) burndown(ctx context.Context) error {
 		r.broke("burndown: %d chunks never handed out, yet the submission finished", never)
 	}
 	if o := b.otherStatus.Load(); o > 0 {
-		r.broke("burndown: %d completions answered other than %q", o, client.StatusCompleted)
+		r.broke("burndown: %d completions answered other than %q", o, wire.StatusCompleted)
 	}
 
 	rateRow := measured("burndown.rate", fmt.Sprintf("%s chunks, %d consumers, max %d", progress.GroupDigits(n), r.cfg.Consumers, r.cfg.Max),
@@ -215,7 +216,7 @@ type burndown struct {
 
 // consume reserves and completes chunks until ctx ends.
 func (b *burndown) consume(ctx context.Context, c *client.Client, max int, name string) error {
-	req := client.ReserveRequest{Max: max, Strategy: randomStrategy, Lease: "5m", Wait: "1s", Consumer: name}
+	req := wire.ReserveRequest{Max: max, Strategy: randomStrategy, Lease: "5m", Wait: "1s", Consumer: name}
 	for {
 		chunks, err := c.Reserve(ctx, req)
 		if ctx.Err() != nil {
@@ -227,10 +228,10 @@ func (b *burndown) consume(ctx context.Context, c *client.Client, max int, name 
 		if len(chunks) == 0 {
 			continue // the rest is reserved by other consumers
 		}
-		completions := make([]client.Completion, len(chunks))
+		completions := make([]wire.Completion, len(chunks))
 		for i, ch := range chunks {
 			b.delivered(ch)
-			completions[i] = client.Completion{Token: ch.Token, Output: "ok"}
+			completions[i] = wire.Completion{Token: ch.Token, Output: "ok"}
 		}
 		results, err := c.Complete(ctx, completions...)
 		if ctx.Err() != nil {
@@ -241,7 +242,7 @@ func (b *burndown) consume(ctx context.Context, c *client.Client, max int, name 
 		}
 		for i, res := range results {
 			switch {
-			case res.Status != client.StatusCompleted:
+			case res.Status != wire.StatusCompleted:
 				b.otherStatus.Add(1)
 			case chunks[i].SubmissionID == b.id && b.done.Add(1) == b.total:
 				b.end = time.Now()
@@ -252,7 +253,7 @@ func (b *burndown) consume(ctx context.Context, c *client.Client, max int, name 
 }
 
 // delivered counts a chunk handed out.
-func (b *burndown) delivered(ch client.ReservedChunk) {
+func (b *burndown) delivered(ch wire.ReservedChunk) {
 	if ch.SubmissionID != b.id || ch.ChunkIndex < 0 || ch.ChunkIndex >= b.total {
 		b.foreign.Add(1)
 		return
@@ -306,7 +307,7 @@ func (b *burndown) describe() string {
 // latencyMetadata is the strategic metadata of the latency backlog, so that the strategies
 // that filter or count by it have something to work on: select_only(mode=preview, …)
 // matches it, prefer_distinct and max_simultaneous count company_id.
-var latencyMetadata = map[string]client.MetadataValue{"company_id": client.Int(7), "mode": client.String("preview")}
+var latencyMetadata = map[string]wire.MetadataValue{"company_id": wire.Int(7), "mode": wire.String("preview")}
 
 // latency measures the reserve round trip at each --backlogs size: a fresh backlog of
 // that size (the previous one cancelled), then one consumer, consumer 0, times --samples
@@ -339,7 +340,7 @@ func (r *benchRun) latency(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			req := client.ReserveRequest{Max: 1, Strategy: js, Lease: "5m", Consumer: "bench-latency"}
+			req := wire.ReserveRequest{Max: 1, Strategy: js, Lease: "5m", Consumer: "bench-latency"}
 			reserves, completes, err := r.timeReserves(ctx, c, req, label+", "+n.String(), nil)
 			if err != nil {
 				return fmt.Errorf("%s: %w", n, err)
@@ -411,8 +412,8 @@ func (r *benchRun) vacuumChunks(ctx context.Context, label string) error {
 // timeReserves times --samples reserves req (of one chunk), after latencyWarmup untimed
 // ones, and the complete that follows each (apart: the reserve's time does not include it).
 // seen, if not nil, is called with the chunk of each timed reserve, before its complete.
-func (r *benchRun) timeReserves(ctx context.Context, c *client.Client, req client.ReserveRequest, label string,
-	seen func(client.ReservedChunk)) (reserves, completes []time.Duration, err error) {
+func (r *benchRun) timeReserves(ctx context.Context, c *client.Client, req wire.ReserveRequest, label string,
+	seen func(wire.ReservedChunk)) (reserves, completes []time.Duration, err error) {
 	reserves = make([]time.Duration, 0, r.cfg.Samples)
 	completes = make([]time.Duration, 0, r.cfg.Samples)
 	var timed atomic.Int64
@@ -434,12 +435,12 @@ func (r *benchRun) timeReserves(ctx context.Context, c *client.Client, req clien
 			seen(chunks[0])
 		}
 		start = time.Now()
-		res, err := c.Complete(ctx, client.Completion{Token: chunks[0].Token, Output: "ok"})
+		res, err := c.Complete(ctx, wire.Completion{Token: chunks[0].Token, Output: "ok"})
 		if err != nil {
 			return nil, nil, fmt.Errorf("completing: %w", err)
 		}
-		if res[0].Status != client.StatusCompleted {
-			return nil, nil, fmt.Errorf("completing a chunk just reserved: status %q; want %q", res[0].Status, client.StatusCompleted)
+		if res[0].Status != wire.StatusCompleted {
+			return nil, nil, fmt.Errorf("completing a chunk just reserved: status %q; want %q", res[0].Status, wire.StatusCompleted)
 		}
 		if i >= latencyWarmup {
 			reserves, completes = append(reserves, took), append(completes, time.Since(start))
@@ -482,7 +483,7 @@ func (r *benchRun) rss(ctx context.Context) error {
 		return fmt.Sprintf("rss: %s / %s chunks reserved from instance 0", progress.GroupDigits(reserved.Load()), progress.GroupDigits(want))
 	})
 	for reserved.Load() < want {
-		req := client.ReserveRequest{Max: int(min(1000, want-reserved.Load())), Strategy: randomStrategy, Lease: "1h", Consumer: "bench-rss"}
+		req := wire.ReserveRequest{Max: int(min(1000, want-reserved.Load())), Strategy: randomStrategy, Lease: "1h", Consumer: "bench-rss"}
 		chunks, err := c.Reserve(ctx, req)
 		if err != nil {
 			stop()
@@ -564,12 +565,12 @@ func perSecond(n int64, d time.Duration) float64 {
 
 // submit inserts a submission of n generated chunks through c as one NDJSON body,
 // showing its progress, and returns it and how long it took.
-func (r *benchRun) submit(ctx context.Context, c *client.Client, n int64, label string) (client.Created, time.Duration, error) {
+func (r *benchRun) submit(ctx context.Context, c *client.Client, n int64, label string) (wire.Created, time.Duration, error) {
 	return r.submitWith(ctx, c, n, label, nil)
 }
 
 // submitWith is submit with strategic metadata on the submission.
-func (r *benchRun) submitWith(ctx context.Context, c *client.Client, n int64, label string, meta map[string]client.MetadataValue) (client.Created, time.Duration, error) {
+func (r *benchRun) submitWith(ctx context.Context, c *client.Client, n int64, label string, meta map[string]wire.MetadataValue) (wire.Created, time.Duration, error) {
 	gen := &chunkLines{n: n}
 	start := time.Now()
 	stop := r.showProgress(func() string {
@@ -580,7 +581,7 @@ func (r *benchRun) submitWith(ctx context.Context, c *client.Client, n int64, la
 		return fmt.Sprintf("%s: sent %s / %s chunks (%d%%), %s chunks/s", label, progress.GroupDigits(sent), progress.GroupDigits(n),
 			progress.Percent(sent, n), progress.GroupDigits(progress.RoundSignificant(perSecond(sent, elapsed), 3)))
 	})
-	created, err := c.SubmitNDJSON(ctx, client.SubmissionHeader{Metadata: "opsq bench: " + label, StrategicMetadata: meta}, gen)
+	created, err := c.SubmitNDJSON(ctx, wire.SubmissionHeader{Metadata: "opsq bench: " + label, StrategicMetadata: meta}, gen)
 	took := time.Since(start)
 	stop()
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/client"
+	"opsq/api/wire"
 	"opsq/queuer"
 )
 
@@ -151,7 +151,7 @@ func TokenClaim(tok string) (shard int, generation int64, err error) {
 }
 
 // ShardsOfChunks counts chunks by shard (read from their tokens).
-func ShardsOfChunks(t testing.TB, chunks []client.ReservedChunk) map[int]int {
+func ShardsOfChunks(t testing.TB, chunks []wire.ReservedChunk) map[int]int {
 	t.Helper()
 	out := map[int]int{}
 	for _, ch := range chunks {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"opsq/api/wire"
 	"opsq/client"
 	"opsq/queuer"
 )
@@ -308,7 +309,7 @@ func (inst *Instance) WaitExit(timeout time.Duration) int {
 func (inst *Instance) LogLines(s string) []string { return inst.Proc.LogLines(s) }
 
 // View is GET /v1/cluster as answered by inst.
-func (inst *Instance) View(ctx context.Context) (client.Cluster, error) {
+func (inst *Instance) View(ctx context.Context) (wire.Cluster, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return inst.Client.Cluster(ctx)
@@ -316,7 +317,7 @@ func (inst *Instance) View(ctx context.Context) (client.Cluster, error) {
 
 // splitState describes how the shards are split; "" when each of insts holds between lo
 // and hi active shards (no draining ones), and together they hold all of them.
-func splitState(cl client.Cluster, insts []*Instance, lo, hi int) string {
+func splitState(cl wire.Cluster, insts []*Instance, lo, hi int) string {
 	want := map[string]bool{}
 	for _, inst := range insts {
 		want[inst.ID] = true
@@ -328,7 +329,7 @@ func splitState(cl client.Cluster, insts []*Instance, lo, hi int) string {
 	for _, ci := range cl.Instances {
 		active, draining := 0, 0
 		for _, s := range ci.Shards {
-			if s.State == client.ClaimDraining {
+			if s.State == wire.ClaimDraining {
 				draining++
 			} else {
 				active++

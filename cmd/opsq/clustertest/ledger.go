@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"opsq/api/wire"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,8 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"opsq/client"
 )
 
 // ChunkKey names a chunk.
@@ -25,7 +24,7 @@ type ChunkKey struct {
 func (k ChunkKey) String() string { return fmt.Sprintf("%d/%d", k.Sub, k.Idx) }
 
 // KeyOf returns the chunk a reserved chunk names.
-func KeyOf(ch client.ReservedChunk) ChunkKey {
+func KeyOf(ch wire.ReservedChunk) ChunkKey {
 	sid, _ := strconv.ParseInt(ch.SubmissionID, 10, 64)
 	return ChunkKey{sid, ch.ChunkIndex}
 }
@@ -92,7 +91,7 @@ func (l *Ledger) Done() int64 { return l.done.Load() }
 
 // Deliver records a reserved chunk handed to consumer through via, and checks its input
 // (chunk i's input is "i").
-func (l *Ledger) Deliver(ch client.ReservedChunk, via, consumer string) ChunkKey {
+func (l *Ledger) Deliver(ch wire.ReservedChunk, via, consumer string) ChunkKey {
 	if _, err := strconv.ParseInt(ch.SubmissionID, 10, 64); err != nil {
 		l.Problem("chunk with submission id %q", ch.SubmissionID)
 	}
@@ -108,14 +107,14 @@ func (l *Ledger) Deliver(ch client.ReservedChunk, via, consumer string) ChunkKey
 }
 
 // Answered records the answer to the completion of chunk k with token.
-func (l *Ledger) Answered(k ChunkKey, token string, status client.TokenStatus) {
+func (l *Ledger) Answered(k ChunkKey, token string, status wire.TokenStatus) {
 	switch status {
-	case client.StatusCompleted:
+	case wire.StatusCompleted:
 		l.done.Add(1)
 		l.mu.Lock()
 		l.completed[k] = append(l.completed[k], token)
 		l.mu.Unlock()
-	case client.StatusAlreadyFinished:
+	case wire.StatusAlreadyFinished:
 	default:
 		l.Problem("completing chunk %s answered %q", k, status)
 	}
@@ -214,7 +213,7 @@ func (l *Ledger) Verify(ctx context.Context, db *pgxpool.Pool) (st Stats, wrong 
 			wrong = append(wrong, fmt.Sprintf("chunk %s completed with output %q, which is none of its delivered tokens", k, output))
 		}
 		if n := len(l.completed[k]); n > 1 {
-			wrong = append(wrong, fmt.Sprintf("chunk %s: %d completions answered %q; want 1", k, n, client.StatusCompleted))
+			wrong = append(wrong, fmt.Sprintf("chunk %s: %d completions answered %q; want 1", k, n, wire.StatusCompleted))
 		}
 		return nil
 	})

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/client"
 )
 
@@ -78,7 +79,7 @@ func RunConsumers(t testing.TB, hc *http.Client, l *Ledger, cfg ConsumerConfig) 
 			for ctx.Err() == nil {
 				via := cfg.Targets.Pick()
 				c := client.New(via, client.WithHTTPClient(hc))
-				chunks, err := c.Reserve(ctx, client.ReserveRequest{Max: cfg.Max, Lease: cfg.Lease, Wait: cfg.Wait, Consumer: name})
+				chunks, err := c.Reserve(ctx, wire.ReserveRequest{Max: cfg.Max, Lease: cfg.Lease, Wait: cfg.Wait, Consumer: name})
 				if err != nil {
 					if ctx.Err() == nil {
 						cs.Errors.Add(1)
@@ -90,10 +91,10 @@ func RunConsumers(t testing.TB, hc *http.Client, l *Ledger, cfg ConsumerConfig) 
 					continue
 				}
 				keys := make([]ChunkKey, len(chunks))
-				comps := make([]client.Completion, len(chunks))
+				comps := make([]wire.Completion, len(chunks))
 				for i, ch := range chunks {
 					keys[i] = l.Deliver(ch, via, name)
-					comps[i] = client.Completion{Token: ch.Token, Output: ch.Token}
+					comps[i] = wire.Completion{Token: ch.Token, Output: ch.Token}
 				}
 				_ = SleepCtx(ctx, cfg.Work)
 				CompleteAll(ctx, hc, cfg.Targets, l, keys, comps, &cs.Errors)
@@ -114,7 +115,7 @@ func (cs *Consumers) Stop() {
 
 // CompleteAll completes chunks through any of tg, retrying until answered or ctx ends,
 // and records the answers in l; errCount counts the failed requests.
-func CompleteAll(ctx context.Context, hc *http.Client, tg *Targets, l *Ledger, keys []ChunkKey, comps []client.Completion, errCount *atomic.Int64) {
+func CompleteAll(ctx context.Context, hc *http.Client, tg *Targets, l *Ledger, keys []ChunkKey, comps []wire.Completion, errCount *atomic.Int64) {
 	for ctx.Err() == nil {
 		c := client.New(tg.Pick(), client.WithHTTPClient(hc))
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -146,7 +147,7 @@ func RunProducer(ctx context.Context, hc *http.Client, tg *Targets, l *Ledger, n
 	for ctx.Err() == nil {
 		c := client.New(tg.Pick(), client.WithHTTPClient(hc))
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		created, err := c.Submit(sctx, client.Submission{Chunks: chunks})
+		created, err := c.Submit(sctx, wire.Submission{Chunks: chunks})
 		cancel()
 		if err == nil {
 			l.AddSubmission(created.ID, created.ChunksTotal)
@@ -164,7 +165,7 @@ func SubmitChunks(ctx context.Context, t testing.TB, c *client.Client, l *Ledger
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	created, err := c.Submit(ctx, client.Submission{Chunks: chunks})
+	created, err := c.Submit(ctx, wire.Submission{Chunks: chunks})
 	if err != nil {
 		t.Fatalf("submitting %d chunks: %v", n, err)
 	}
@@ -177,9 +178,9 @@ func SubmitChunks(ctx context.Context, t testing.TB, c *client.Client, l *Ledger
 
 // ReserveHeld reserves up to max chunks through c with a long lease and does not complete
 // them: they stay in flight. They are recorded in l as delivered to "holder".
-func ReserveHeld(ctx context.Context, t testing.TB, c *client.Client, l *Ledger, via string, max int) []client.ReservedChunk {
+func ReserveHeld(ctx context.Context, t testing.TB, c *client.Client, l *Ledger, via string, max int) []wire.ReservedChunk {
 	t.Helper()
-	chunks, err := c.Reserve(ctx, client.ReserveRequest{Max: max, Lease: "2m", Consumer: "holder"})
+	chunks, err := c.Reserve(ctx, wire.ReserveRequest{Max: max, Lease: "2m", Consumer: "holder"})
 	if err != nil {
 		t.Fatalf("reserving chunks to hold through %s: %v", via, err)
 	}

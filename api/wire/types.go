@@ -1,4 +1,4 @@
-package client
+package wire
 
 import (
 	"encoding/json"
@@ -309,4 +309,17 @@ type ClusterShard struct {
 	Available     bool       `json:"available"`
 	SoftExpiresAt *time.Time `json:"soft_expires_at"`
 	HardExpiresAt *time.Time `json:"hard_expires_at"`
+}
+
+// Preview is the answer to POST /v1/reserve/preview: the chunks a reserve of the same body
+// would hand out now, in order, with no token; nothing is reserved.
+type Preview struct {
+	Chunks []PreviewChunk `json:"chunks"`
+}
+
+// PreviewChunk is one chunk of a Preview.
+type PreviewChunk struct {
+	SubmissionID      string                   `json:"submission_id"`
+	ChunkIndex        int64                    `json:"chunk_index"`
+	StrategicMetadata map[string]MetadataValue `json:"strategic_metadata"`
 }
