@@ -50,7 +50,7 @@ func setupAuth(t *testing.T) *authEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Stop)
-	q := queuertest.Start(t, queuer.Config{Pool: pool, Logger: log})
+	q := queuertest.Start(t, queuer.Config{Pool: pool, Logger: log, Notified: map[string]func(string){apikeys.Channel: set.Notified}})
 	h := New(Config{Queuer: q, Keys: set, Logger: log})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -6,11 +6,11 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"opsq/api/wire"
-	"opsq/claims"
+	"opsq/queuer"
 )
 
 func (s *server) cluster(c echo.Context) error {
-	cl, err := s.q.Cluster(c.Request().Context())
+	cl, err := s.q.Admin().Cluster(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -19,7 +19,7 @@ func (s *server) cluster(c echo.Context) error {
 
 // clusterAnswer is the wire form of claims' view of the cluster. Lists stay non-nil, so
 // that they encode as [].
-func clusterAnswer(cl claims.Cluster) wire.Cluster {
+func clusterAnswer(cl queuer.Cluster) wire.Cluster {
 	out := wire.Cluster{
 		ShardCount: cl.ShardCount,
 		Instances:  make([]wire.ClusterInstance, len(cl.Instances)),

@@ -9,7 +9,8 @@ import (
 	"testing"
 
 	"opsq/api/wire"
-	"opsq/queuer"
+	"opsq/queuer/peers"
+	"opsq/queuer/tokens"
 )
 
 // forwardedCall sends one request marked forwarded by "opsq-x", with sig as its signature
@@ -53,11 +54,11 @@ func TestForgedForwardedRequestsRefused(t *testing.T) {
 	}
 	// Signed as an instance signs: served, from this instance's shards, and the free chunk
 	// is still there to serve (the forged reserves took nothing).
-	keys := queuer.NewKeyring(e.Pool, slog.New(slog.DiscardHandler))
+	keys := tokens.NewKeyring(e.Pool, slog.New(slog.DiscardHandler))
 	if err := keys.Load(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	signed := &http.Client{Transport: queuer.SigningTransport(keys, "opsq-x", http.DefaultTransport)}
+	signed := &http.Client{Transport: peers.SigningTransport(keys, "opsq-x", http.DefaultTransport)}
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+"/v1/reserve", strings.NewReader(`{"max": 10}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := signed.Do(req)

@@ -147,7 +147,7 @@ func (c *queuerCollector) Collect(ch chan<- prometheus.Metric) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	cs, err := c.q.ClusterStats(ctx)
+	cs, err := c.q.Admin().ClusterStats(ctx)
 	if err != nil && cs.At.IsZero() {
 		return // never read: nothing to show; the scrape still has the instance's own figures
 	}

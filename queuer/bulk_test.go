@@ -8,13 +8,14 @@ import (
 
 	"opsq/api/wire"
 	"opsq/migrations/pgtest"
+	"opsq/queuer/submissions"
 	"opsq/strategy"
 )
 
 // bulkSubmission is submission i of the bulk tests: ids from 1<<40, company_id i % 7,
 // submission i with 1 + i%3 chunks "bulk <i>.<j>", every fifth with max_retries 3.
-func bulkSubmission(i int64) SmallSubmission {
-	s := SmallSubmission{ID: 1<<40 + i, Metadata: fmt.Sprintf("bulk %d", i), Priority: i % 2,
+func bulkSubmission(i int64) submissions.SmallSubmission {
+	s := submissions.SmallSubmission{ID: 1<<40 + i, Metadata: fmt.Sprintf("bulk %d", i), Priority: i % 2,
 		StrategicMetadata: json.RawMessage(fmt.Sprintf(`{"company_id": %d, "mode": "bulk"}`, i%7))}
 	for j := range 1 + i%3 {
 		s.Chunks = append(s.Chunks, fmt.Appendf(nil, "bulk %d.%d", i, j))
@@ -32,7 +33,7 @@ func TestSubmitManyWritesTheRowsOfSubmit(t *testing.T) {
 	ctx := t.Context()
 	const n = 1000
 	var lastProgress int64
-	if err := SubmitMany(ctx, pool, n, bulkSubmission, func(rows int64) { lastProgress = rows }); err != nil {
+	if err := submissions.SubmitMany(ctx, pool, n, bulkSubmission, func(rows int64) { lastProgress = rows }); err != nil {
 		t.Fatal(err)
 	}
 	var chunks int64
@@ -57,9 +58,9 @@ func TestSubmitManyWritesTheRowsOfSubmit(t *testing.T) {
 		if err := rows.Scan(&id, &idx, &shard, &order, &input); err != nil {
 			t.Fatal(err)
 		}
-		if shard != ShardOf(id, idx, 64) || order != RandomOrder(id, idx, 64) {
+		if shard != submissions.ShardOf(id, idx, 64) || order != submissions.RandomOrder(id, idx, 64) {
 			t.Fatalf("chunk %d/%d on shard %d, random_order %d; want Submit's: %d and %d", id, idx, shard, order,
-				ShardOf(id, idx, 64), RandomOrder(id, idx, 64))
+				submissions.ShardOf(id, idx, 64), submissions.RandomOrder(id, idx, 64))
 		}
 		if want := fmt.Sprintf("bulk %d.%d", id-1<<40, idx); string(input) != want {
 			t.Fatalf("chunk %d/%d input %q; want %q", id, idx, input, want)
@@ -106,7 +107,7 @@ func TestSubmitManyWritesTheRowsOfSubmit(t *testing.T) {
 func TestSubmitManyIsAtomic(t *testing.T) {
 	t.Parallel()
 	_, pool := setup(t)
-	err := SubmitMany(t.Context(), pool, 100, func(i int64) SmallSubmission {
+	err := submissions.SubmitMany(t.Context(), pool, 100, func(i int64) submissions.SmallSubmission {
 		s := bulkSubmission(i)
 		if i == 77 {
 			s.Chunks = nil
@@ -128,7 +129,7 @@ func TestCancelManyCancelsAsCancel(t *testing.T) {
 	q, pool := setup(t)
 	ctx := t.Context()
 	const n = 2500 // three transactions
-	if err := SubmitMany(ctx, pool, n, bulkSubmission, nil); err != nil {
+	if err := submissions.SubmitMany(ctx, pool, n, bulkSubmission, nil); err != nil {
 		t.Fatal(err)
 	}
 	// A max_simultaneous hold on one of them, which Cancel deletes with its submission.
@@ -146,7 +147,7 @@ func TestCancelManyCancelsAsCancel(t *testing.T) {
 		ids = append(ids, bulkSubmission(i).ID)
 	}
 	done := 0
-	cancelled, err := CancelMany(ctx, pool, ids, func(d int) { done = d })
+	cancelled, err := submissions.CancelMany(ctx, pool, ids, func(d int) { done = d })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package queuer
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -273,42 +272,18 @@ func TestConcurrentConsumersHandOutEachChunkOnce(t *testing.T) {
 // of the 3 submissions in the queue was handed out exactly once and all 3 completed.
 func consumeAllOnce(t *testing.T, q *Queuer, pool *pgxpool.Pool, workers, total int, ask func(g int) ReserveRequest) {
 	t.Helper()
-	var mu sync.Mutex
-	delivered := map[reserver.Key]int{}
-	var wg sync.WaitGroup
-	for g := range workers {
-		wg.Go(func() {
-			for {
-				chunks, err := q.Reserve(context.Background(), ask(g))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if len(chunks) == 0 {
-					return
-				}
-				items := make([]Completion, len(chunks))
-				mu.Lock()
-				for i, c := range chunks {
-					delivered[reserver.Key{SubmissionID: c.SubmissionID, ChunkIndex: c.ChunkIndex}]++
-					items[i] = Completion{Token: c.Token}
-				}
-				mu.Unlock()
-				if _, err := q.Complete(context.Background(), items); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	dups := 0
-	for _, n := range delivered {
-		dups += n - 1
-	}
-	if len(delivered) != total || dups != 0 {
-		t.Fatalf("%d chunks delivered, %d duplicates; want %d and 0", len(delivered), dups, total)
-	}
+	pgtest.HandOutEachOnce(t, workers, total, func(g int) ([]reserver.Key, error) {
+		chunks, err := q.Reserve(context.Background(), ask(g))
+		if err != nil || len(chunks) == 0 {
+			return nil, err
+		}
+		keys, items := make([]reserver.Key, len(chunks)), make([]Completion, len(chunks))
+		for i, c := range chunks {
+			keys[i], items[i] = reserver.Key{SubmissionID: c.SubmissionID, ChunkIndex: c.ChunkIndex}, Completion{Token: c.Token}
+		}
+		_, err = q.Complete(context.Background(), items)
+		return keys, err
+	})
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.submissions_completed"); n != 3 {
 		t.Fatalf("%d submissions completed; want 3", n)
 	}

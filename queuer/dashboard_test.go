@@ -12,7 +12,7 @@ import (
 func TestOverview(t *testing.T) {
 	t.Parallel()
 	q, _ := setup(t)
-	before, err := q.Overview(t.Context(), nil)
+	before, err := q.Admin().Overview(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func TestOverview(t *testing.T) {
 	}
 	small := submitN(t, q, 2, NewSubmission{})
 	big := submitN(t, q, 50, NewSubmission{})
-	o, err := q.Overview(t.Context(), &before.Now)
+	o, err := q.Admin().Overview(t.Context(), &before.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestOverview(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	after, err := q.Overview(t.Context(), &o.Now)
+	after, err := q.Admin().Overview(t.Context(), &o.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,27 @@
-// Package queuer is the per-instance engine of opsq: it inserts submissions, answers status
-// and results, reserves chunks from the shards this instance claims (an in-memory
-// reserver: reserving writes nothing), records completions and failures, forwards
-// consumers to instances that have work, wakes long-polls by LISTEN/NOTIFY, and runs the
-// periodic jobs (robfig/cron/v3).
+// Package queuer is the per-instance engine of opsq: a façade that wires its parts, owns
+// the instance's lifecycle (Start, Stop, Ready, Drain), orchestrates a reserve (look here,
+// then forward, then wait) and hands each other request to the part that owns it. The
+// parts, each a package of its own that owns its state and never imports this one:
 //
-// The Queuer is a façade over parts that each own their state: submissions (the submission
-// rows), completer (the completions waiting to be written), router (where work is, and
-// forwarding), holds (the max_simultaneous slots), expirer (leases that ran out), planStats
-// (the planner's row counts of the instance's chunk partitions), cronJobs (the periodic
-// jobs), Keyring (the cluster keys) and listener (the LISTEN connection).
-// Those with goroutines share one lifecycle shape, service: Queuer.Start starts them in
-// order and Queuer.Stop stops them in reverse.
+//   - submissions: the submission rows — submit, status, waits, list, cancel, results,
+//     retention, ids, and the shard of a chunk;
+//   - reserve: the reserve path — the strategy walk, the candidate scans, buffers, resume
+//     hints, tombstones, shared runs, the submission-info cache, max_simultaneous holds,
+//     preview;
+//   - peers: where other instances have work, forwarding to them, the signed peer client
+//     and the check of a forwarded request;
+//   - outcome: the batched completer, fail, extend, and the leases that ran out;
+//   - waiters: the queue of waiting reserves and the waits on a submission, under one
+//     admission bound;
+//   - tokens: reservation tokens and the cluster keys that sign them;
+//   - notify: the event protocol (what changed, raised once and handed to every part that
+//     caches something about it), the NOTIFY channels and their payloads, and the one
+//     LISTEN connection, shared with the API keys;
+//   - admin: the cluster as an operator reads and administers it;
+//   - lifecycle: the one shape of every background part (Start, Stop) and the cron jobs.
+//
+// The claims protocol (claims) and the in-memory reservations (reserver) are packages of
+// their own beside this one.
 package queuer
 
 import (
@@ -20,8 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,13 +38,23 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/claims"
+	"opsq/queuer/admin"
+	"opsq/queuer/lifecycle"
+	"opsq/queuer/notify"
+	"opsq/queuer/outcome"
+	"opsq/queuer/peers"
+	"opsq/queuer/reserve"
+	"opsq/queuer/submissions"
+	"opsq/queuer/tokens"
+	"opsq/queuer/waiters"
 	"opsq/reserver"
-	opsqsql "opsq/sql"
 )
 
 // Defaults of Config.
 const (
 	RetentionScheduleDefault = "@every 1m"
+	// MaxWaitersDefault is the default of Config.MaxWaiters.
+	MaxWaitersDefault = waiters.MaxDefault
 )
 
 // Config configures a Queuer.
@@ -60,55 +79,42 @@ type Config struct {
 	// Clock tells the time of leases, retention and forwarding tips; tests move it by hand.
 	// Defaults to the system's clock.
 	Clock Clock
+	// Notified are other parts' channels that the instance's one LISTEN connection listens
+	// on too (the API keys'), each with the function that hears its payloads; it is called
+	// with "" after a reconnection, when notifications may have been missed.
+	Notified map[string]func(payload string)
 }
 
-// Queuer is one instance's engine: a façade that starts its parts and hands each request
-// to the part that owns it. It owns the reserve path (the reservations, the runs that fill
-// them and the queue of reserves waiting for work) and the dispatch of notifications and
-// claim changes to the parts; the submissions store, the completer, the router, the
-// expirer, the cron jobs, the holds, the keyring and the listener own the rest. It is safe
-// for concurrent use. Its services' goroutines (the claims loop, the NOTIFY listener, the
-// keyring's refresh, the completer, the expiry loop and the cron jobs) live from Start
-// until Stop.
+// Queuer is one instance's engine. It is safe for concurrent use. Its services' goroutines
+// (the NOTIFY listener, the keyring's refresh, the completer, the expiry loop, the claims
+// loop and the cron jobs) live from Start until Stop.
 type Queuer struct {
 	cfg        Config
-	pool       *pgxpool.Pool
-	scans      *pgxpool.Pool // candidate queries: cached generic plans (see Start)
 	log        *slog.Logger
-	ids        *idGenerator
 	shardCount int
 	claims     *claims.Manager
+	reserver   *reserver.Reserver
+	bus        notify.Bus
+	ids        *submissions.IDs
+	waiting    *waiters.Queue // the reserves waiting for work, and the admission bound
 
-	// The reserve path.
-	reserver *reserver.Reserver
-	work     *signal // new or released work, acquired shards
-	shared   *shared // the reserves sharing a run
-	infos    *infoCache
-	tombs    *tombstones
-	hints    *hints   // resume hints of ordered scans
-	buffers  *buffers // the next candidates of the leaves scanned (buffer.go)
+	subs     *submissions.Store
+	reserve  *reserve.Path
+	router   *peers.Router
+	outcomes *outcome.Recorder
+	keys     *tokens.Keyring
+	admin    *admin.Admin
+	listener *notify.Listener
+	jobs     *lifecycle.Cron
 
-	// The parts.
-	subs      *submissions
-	completer *completer
-	router    *router // where work is; forwarding
-	holds     *holds
-	planStats *planStats
-	keys      *Keyring // signs and verifies tokens
-	listener  *opsqsql.Listener
-	expirer   *expirer
-	jobs      *cronJobs
-
-	draining     atomic.Bool
-	count        counters
-	clusterStats clusterStatsCache // ClusterStats' cache (metrics.go)
+	draining atomic.Bool
 
 	mu struct {
 		sync.Mutex
 		started bool
 		stopped bool
 		// services are the parts started, in order; Stop stops them in reverse.
-		services []service
+		services []lifecycle.Service
 	}
 }
 
@@ -125,43 +131,50 @@ func New(cfg Config) (*Queuer, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
 	}
+	pool, log, now := cfg.Pool, cfg.Logger, cfg.Clock.Now
 	q := &Queuer{
-		cfg: cfg, pool: cfg.Pool, log: cfg.Logger, ids: newIDGenerator(),
-		reserver: reserver.New(reserver.Config{}), work: newSignal(cfg.MaxWaiters), shared: newShared(),
-		keys: NewKeyring(cfg.Pool, cfg.Logger), infos: newInfoCache(cfg.Pool), tombs: newTombstones(), hints: newHints(),
+		cfg: cfg, log: log, ids: submissions.NewIDs(), reserver: reserver.New(reserver.Config{}),
+		waiting: waiters.New(cfg.MaxWaiters), keys: tokens.NewKeyring(pool, log),
 	}
-	q.buffers = newBuffers(q.tombs)
-	q.router = newRouter(cfg.Pool, cfg.Instance.ID, q.keys, cfg.PeerTLS, cfg.Logger)
-	q.router.clock = cfg.Clock
-	q.holds = &holds{pool: cfg.Pool, log: cfg.Logger}
-	q.subs = newSubmissions(cfg.Pool, cfg.Logger, q.ids, q.work)
-	q.subs.clock = cfg.Clock
-	q.completer = newCompleter(cfg.Pool, q.reserver, q.tombs, q.readToken)
-	q.expirer = newExpirer(q.reserver, cfg.Clock, q.expire)
-	q.jobs = &cronJobs{jobs: []cronJob{
-		{what: fmt.Sprintf("retention %q", cfg.RetentionSchedule), schedule: cfg.RetentionSchedule, run: q.subs.runRetention},
-		{what: "the collection of max_simultaneous holds", schedule: holdsCollectSchedule, run: q.holds.collect},
-		{what: "the planner's statistics of the chunk partitions", schedule: planStatsSchedule, run: func(ctx context.Context) { q.planStats.refresh(ctx) }},
-	}}
 	manager, err := claims.New(claims.Config{
-		Pool:     cfg.Pool,
+		Pool:     pool,
 		Instance: cfg.Instance,
-		Logger:   cfg.Logger,
+		Logger:   log,
 		Report: func(shard int) (int, bool) {
-			return q.reserver.InflightShard(shard), q.router.available(shard)
+			return q.reserver.InflightShard(shard), q.router.Available(shard)
 		},
-		OnLost:     q.onLost,
-		OnAcquired: q.onAcquired,
-		OnNode:     q.ids.setNode,
+		OnLost:     func(shards []int) { q.bus.Raise(notify.ShardsChanged{Lost: shards}) },
+		OnAcquired: func(shards []int) { q.bus.Raise(notify.ShardsChanged{Acquired: shards}) },
+		OnNode:     q.ids.SetNode,
 	})
 	if err != nil {
 		return nil, err
 	}
 	q.claims = manager
-	q.router.claims = manager
-	q.planStats = &planStats{pool: cfg.Pool, claims: manager, log: cfg.Logger}
-	q.listener = opsqsql.NewListener(cfg.Pool, cfg.Logger, q.onNotification, ChannelFinished, ChannelWork, ChannelReleased, ChannelClusterKeys)
+	q.router = peers.New(peers.Config{Pool: pool, Instance: cfg.Instance.ID, Log: log, Now: now, Claims: manager, Keys: q.keys, PeerTLS: cfg.PeerTLS})
+	q.reserve = reserve.New(reserve.Config{Pool: pool, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
+		Keys: q.keys, Bus: &q.bus, Availability: q.router})
+	q.outcomes = outcome.New(outcome.Config{Pool: pool, Log: log, Now: now, Instance: cfg.Instance.ID, Claims: manager,
+		Reserver: q.reserver, Keys: q.keys, Router: q.router, Holds: q.reserve, Bus: &q.bus})
+	q.subs = submissions.New(submissions.Config{Pool: pool, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus})
+	q.admin = admin.New(pool, manager)
+	// Every event goes to every part that caches something it changes; the waiters last,
+	// so that a waiter woken finds the caches up to date.
+	q.bus.Subscribe(q.reserve, q.router, q.subs, notify.HandlerFunc(q.keysChanged), q.waiting)
+	q.listener = notify.NewListener(pool, log, &q.bus, cfg.Notified)
+	q.jobs = lifecycle.NewCron(append([]lifecycle.Job{
+		{What: fmt.Sprintf("retention %q", cfg.RetentionSchedule), Schedule: cfg.RetentionSchedule, Run: q.subs.RunRetention},
+	}, q.reserve.Jobs()...)...)
 	return q, nil
+}
+
+// keysChanged reloads the cluster keys soon after a rotation was announced, or after
+// notifications may have been missed.
+func (q *Queuer) keysChanged(e notify.Event) {
+	switch e.(type) {
+	case notify.ClusterKeysChanged, notify.Resync:
+		q.keys.Refresh()
+	}
 }
 
 // Start claims shards and starts the goroutines.
@@ -171,31 +184,22 @@ func (q *Queuer) Start(ctx context.Context) error {
 	if q.mu.started {
 		return errors.New("queuer: already started")
 	}
-	settings, err := claims.LoadSettings(ctx, q.pool)
+	settings, err := claims.LoadSettings(ctx, q.cfg.Pool)
 	if err != nil {
 		return err
 	}
 	q.shardCount = settings.ShardCount
-	q.subs.shardCount = settings.ShardCount
+	q.subs.SetShardCount(q.shardCount)
+	q.reserve.SetShardCount(q.shardCount)
+	q.router.SetShardCount(q.shardCount)
+	q.outcomes.SetShardCount(q.shardCount)
 	if err := q.keys.Load(ctx); err != nil {
 		return err
 	}
-	// Candidate queries run on their own connections, which keep one generic plan per
-	// query text and stream it through the partitions' indexes whatever the backlog's
-	// statistics say; JIT is off on them whatever the caller's pool says
-	// (sql.ConfigureCandidateSession says why). Other statements keep PostgreSQL's default
-	// planning.
-	scanCfg := q.pool.Config().Copy()
-	opsqsql.ConfigureCandidateSession(scanCfg.ConnConfig)
-	scanCfg.MaxConns = max(q.pool.Config().MaxConns/2, 4)
-	if q.scans, err = pgxpool.NewWithConfig(ctx, scanCfg); err != nil {
-		return fmt.Errorf("connecting the candidate pool: %w", err)
-	}
 	// The listener first, so that no NOTIFY about shards acquired by the claims manager is
 	// missed; the cron jobs last. Stop stops them in reverse.
-	services := []service{q.listener, q.keys, q.completer, q.expirer, q.claims, q.jobs}
-	if err := startAll(ctx, services); err != nil {
-		q.scans.Close()
+	services := []lifecycle.Service{q.listener, q.keys, q.reserve, q.outcomes, q.claims, q.jobs}
+	if err := lifecycle.StartAll(ctx, services); err != nil {
 		return err
 	}
 	q.mu.started, q.mu.services = true, services
@@ -210,7 +214,7 @@ func (q *Queuer) Settings() claims.Settings { return q.claims.Settings() }
 // and fail keep working meanwhile.
 func (q *Queuer) Drain(ctx context.Context) error {
 	q.draining.Store(true)
-	q.work.broadcast() // waiting reserves look again, and find nothing here
+	q.waiting.Broadcast() // waiting reserves look again, and find nothing here
 	return q.claims.Drain(ctx)
 }
 
@@ -223,23 +227,15 @@ func (q *Queuer) Stop() {
 		return
 	}
 	q.mu.stopped = true
-	stopAll(q.mu.services)
-	q.buffers.stop()
-	q.scans.Close()
-	q.subs.finished.wakeAll()
-	q.work.broadcast()
-}
-
-// VerifyForwarded checks the signature of a request that another instance says it
-// forwarded here (forwardsig.go): nil, or an error wrapping ErrForwardedSignature.
-func (q *Queuer) VerifyForwarded(method, uri, from string, body []byte, sig string) error {
-	return q.keys.VerifyForwarded(method, uri, from, body, sig, time.Now())
+	lifecycle.StopAll(q.mu.services)
+	q.subs.WakeAll()
+	q.waiting.Broadcast()
 }
 
 // Ready reports whether the instance can serve: the database answers, the claims loop
 // runs, and the instance holds a confirmed node id.
 func (q *Queuer) Ready(ctx context.Context) error {
-	if err := q.pool.Ping(ctx); err != nil {
+	if err := q.cfg.Pool.Ping(ctx); err != nil {
 		return fmt.Errorf("database unreachable: %w", err)
 	}
 	if q.draining.Load() {
@@ -248,112 +244,18 @@ func (q *Queuer) Ready(ctx context.Context) error {
 	if err := q.claims.Running(); err != nil {
 		return err
 	}
-	if !q.ids.valid(time.Now()) {
-		return errNodeLease
+	if !q.ids.Valid(time.Now()) {
+		return submissions.ErrNodeLease
 	}
 	return nil
 }
 
-// Cluster describes the instances and their claims, for GET /v1/cluster.
-func (q *Queuer) Cluster(ctx context.Context) (claims.Cluster, error) {
-	return claims.LoadCluster(ctx, q.pool)
-}
+// Admin is what an operator reads of the cluster and does to it (the dashboard, GET
+// /v1/cluster, the metrics' cluster figures).
+func (q *Queuer) Admin() *admin.Admin { return q.admin }
 
-// onLost drops the reservations of shards that are no longer ours.
-func (q *Queuer) onLost(shards []int) {
-	q.hints.clear()
-	q.buffers.dropAll()
-	n := 0
-	for _, s := range shards {
-		n += len(q.reserver.DropShard(s))
-	}
-	if n > 0 {
-		q.log.Warn("shards lost with reservations in flight; their chunks go to the new owners",
-			slog.Any("shards", shards), slog.Int("reservations", n))
-	}
-}
-
-// onAcquired wakes the waiting consumers: new shards may hold work.
-func (q *Queuer) onAcquired(shards []int) {
-	q.buffers.dropAll()
-	for _, s := range shards {
-		q.markAvailable(s)
-	}
-	q.work.broadcast()
-}
-
-// markAvailable notes that an own shard may have free chunks again (acquired, or a chunk
-// of it released): the resume hints may skip them, and the router tells other instances.
-func (q *Queuer) markAvailable(shard int) {
-	q.hints.clear()
-	q.buffers.dropFreed()
-	q.router.markAvailable(shard)
-}
-
-// onWork handles a NOTIFY of new or released chunks (workPayload): the router notes where
-// they are, and as many waiting reserves wake as there are new chunks, wherever they are:
-// a waiter here takes those of this instance's shards and forwards for the others'.
-func (q *Queuer) onWork(payload string) {
-	n := q.router.noteWork(payload, q.shardCount)
-	q.hints.clearNewWork()
-	q.buffers.dropNewWork()
-	if n < 0 {
-		q.work.broadcast()
-	} else {
-		q.work.wake(n)
-	}
-}
-
-// onNotification dispatches the listener's notifications.
-func (q *Queuer) onNotification(channel, payload string) {
-	switch channel {
-	case "": // the listener reconnected: anything may have been missed
-		q.buffers.dropAll()
-		q.subs.finished.wakeAll()
-		q.onWork("all")
-		q.keys.Refresh()
-	case ChannelFinished:
-		if id, err := strconv.ParseInt(payload, 10, 64); err == nil {
-			q.subs.finished.wake(id)
-			q.infos.forget(id)
-		}
-	case ChannelWork:
-		q.onWork(payload)
-	case ChannelReleased:
-		q.onReleased(payload)
-	case ChannelClusterKeys:
-		q.keys.Refresh()
-	}
-}
-
-// onReleased drops the reservations of chunks another instance completed or failed
-// ("submission_id:chunk_index"), retried (a token), or of a whole submission that failed or
-// was cancelled ("*submission_id").
-func (q *Queuer) onReleased(payload string) {
-	for _, item := range strings.Split(payload, ",") {
-		if sid, ok := strings.CutPrefix(item, "*"); ok {
-			if id, err := strconv.ParseInt(sid, 10, 64); err == nil {
-				q.buffers.dropSubmission(id)
-				q.reserver.DropSubmission(id)
-			}
-			continue
-		}
-		sid, idx, isKey := strings.Cut(item, ":")
-		if !isKey {
-			if t, err := parseToken(item); err == nil {
-				q.tombs.addRetried(t.key, t.retries)
-			}
-			q.reserver.Release(item)
-			q.hints.clear() // the chunk is free again, wherever it sorts
-			q.buffers.dropFreed()
-			continue
-		}
-		s, err1 := strconv.ParseInt(sid, 10, 64)
-		i, err2 := strconv.ParseInt(idx, 10, 32)
-		if err1 == nil && err2 == nil {
-			k := reserver.Key{SubmissionID: s, ChunkIndex: int32(i)}
-			q.tombs.add(k)
-			q.reserver.ReleaseKey(k)
-		}
-	}
+// VerifyForwarded checks the signature of a request that another instance says it
+// forwarded here: nil, or an error wrapping ErrForwardedSignature.
+func (q *Queuer) VerifyForwarded(method, uri, from string, body []byte, sig string) error {
+	return peers.VerifyForwarded(q.keys, method, uri, from, body, sig, time.Now())
 }

@@ -4,722 +4,215 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
-	"strconv"
-	"strings"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-
 	"opsq/api/wire"
-	"opsq/claims"
-	"opsq/reserver"
-	opsqsql "opsq/sql"
-	"opsq/strategy"
+	"opsq/queuer/peers"
+	"opsq/queuer/waiters"
+	"strconv"
+	"time"
 )
 
-// ReserveRequest is what a consumer asks for. The api package validates the bounds.
-type ReserveRequest struct {
-	Max      int
-	Strategy strategy.Node
-	Lease    time.Duration
-	Wait     time.Duration
-	Consumer string
-	// MaxBytes bounds the answer: it stops adding chunks once they hold this many bytes of
-	// input, metadata and strategic metadata; it always holds at least one chunk. 0: no
-	// bound.
-	MaxBytes int
-	// Forwarded marks a request another instance forwarded here: it is answered from this
-	// instance's shards only, at once, so that forwarding never loops.
-	Forwarded bool
-}
+// forwardedReserveBudget bounds a reserve another instance forwarded here, well inside the
+// forwarder's peers.CallTimeout, leaving it time to read the answer.
+const forwardedReserveBudget = peers.CallTimeout / 2
 
-// Chunk is one reserved chunk as the consumer gets it.
-type Chunk struct {
-	Token             string
-	SubmissionID      int64
-	ChunkIndex        int32
-	Input             []byte // nil in object-storage mode
-	Prefix            *string
-	Metadata          string
-	StrategicMetadata json.RawMessage
-	// StrategicValues is StrategicMetadata decoded, once per submission and shared by its
-	// chunks: read-only. Nil when the chunk came from another instance.
-	StrategicValues map[string]wire.MetadataValue
-	Retries         int32
-	ExpiresAt       time.Time
-}
+// forwardRetryDelay is about how long a waiting reserve waits before it looks again when an
+// instance it forwarded to gave no answer (between half and one and a half of it).
+const forwardRetryDelay = time.Second
 
-// Bounds of one reserve request.
-const (
-	// scanRowsMax bounds the rows one request reads past chunks it cannot take (reserved
-	// already, saturated, over a limit), so that no backlog can make a reserve slow.
-	scanRowsMax = 20_000
-	batchMax    = 1_000
-)
-
-// candidate is one row of a reserve scan.
-type candidate struct {
-	key     reserver.Key
-	shard   int
-	retries int32
-	input   []byte
-	// inputBytes is what input takes in an answer (jsonStringLen), kept when a deferred
-	// copy drops the input.
-	inputBytes int
-	order      int   // random_order
-	negPrio    int64 // custom_priority: the negated priority
-	info       *submissionInfo
-}
-
-// position is where c is in its leaf's order.
-func (c candidate) position() strategy.Position {
-	return strategy.Position{Priority: c.negPrio, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}
-}
-
-// run is one scan of this instance's shards for one or more reserve requests of the same
-// strategy and lease (see shared.go): the strategy tree walked node by node, each leaf a
-// streaming scan of candidates. The chunks it takes go to the requests in order: the first
-// until it is full (its Max, or its MaxBytes), then the next.
-type run struct {
-	q          *Queuer
-	strategy   strategy.Node
-	asks       []ReserveRequest
-	shards     []int32
-	generation map[int]int64
-	expires    time.Time
-	out        []Chunk
-	// want is how many chunks the requests ask for together.
-	want    int
-	scanned int
-	// ends[i] is where the chunks of request i end in out, for the requests filled
-	// already; the one being filled is asks[len(ends)].
-	ends []int
-	// bytes is what the request being filled holds, as its answer writes it.
-	bytes int
-	// fullValues are the max_simultaneous values refused a slot in this run: further
-	// candidates of them are skipped without asking the database again.
-	fullValues map[valuePair]bool
-	// exhaustive is false once any scan stopped before the end of its order, or skipped a
-	// chunk for a strategy's reason: only an exhaustive empty run proves the shards empty.
-	exhaustive bool
-	// epoch is the run's tombstone epoch, begun before any of its scans; held are the
-	// epochs of the buffers it took candidates from. It ends them all when it is done.
-	epoch uint64
-	held  []uint64
-}
-
-// frame is what the wrappers above a node add to its leaves.
-type frame struct {
-	filters  []strategy.Filter // select_only
-	distinct []rule            // prefer_distinct: saturated values are deferred
-	limits   []rule            // max_simultaneous: a global slot per value
-	deferred *[]candidate      // where prefer_distinct collects saturated candidates
-}
-
-type rule struct {
-	key string
-	max int
-}
-
-// reserveFor reserves from this instance's reservable shards for asks, which share
-// asks[0]'s strategy and lease, in one run: out[i] is what asks[i] gets (never nil).
-func (q *Queuer) reserveFor(ctx context.Context, asks []ReserveRequest) ([][]Chunk, error) {
-	leases := q.claims.Reservable()
-	if len(leases) == 0 {
-		out := make([][]Chunk, len(asks))
-		for i := range out {
-			out[i] = []Chunk{}
+// Reserve reserves up to req.Max chunks: from this instance's shards; when they have none,
+// from another instance that has some (forwarding); when nobody has any, it waits up to
+// req.Wait for work to appear. It waits in the instance's queue of waiters (queuer/waiters),
+// holding no database connection, and is woken by NOTIFY and local releases as one of as
+// many waiters as the new work can serve, not by polling. When Config.MaxWaiters requests
+// already wait here, a reserve that would wait returns ErrTooManyWaiters.
+func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
+	if req.Forwarded {
+		// Give up, and give the chunks back, before the forwarder does: an answer it no
+		// longer reads holds its chunks until their lease runs out. Running out of that
+		// budget is an empty answer ("nothing here in time"), not a fault.
+		budget, cancel := context.WithTimeout(ctx, forwardedReserveBudget)
+		defer cancel()
+		chunks, _, err := q.look(budget, req)
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return []Chunk{}, nil
 		}
-		return out, nil
+		return chunks, err
 	}
-	r := &run{q: q, strategy: asks[0].Strategy, asks: asks, generation: make(map[int]int64, len(leases)),
-		expires: q.cfg.Clock.Now().Add(asks[0].Lease), exhaustive: true}
-	for _, a := range asks {
-		r.want += a.Max
+	chunks, p, err := q.ReserveOrPark(ctx, req)
+	if p == nil {
+		return chunks, err
 	}
-	r.out = make([]Chunk, 0, min(r.want, batchMax))
-	r.shards = make([]int32, len(leases))
-	for i, l := range leases {
-		r.shards[i] = int32(l.Shard)
-		r.generation[l.Shard] = l.Generation
-	}
-	since := q.router.announced() // before the scan reads anything
-	r.epoch = q.tombs.begin()
-	defer func() {
-		q.tombs.end(r.epoch)
-		for _, e := range r.held {
-			q.tombs.end(e)
-		}
-	}()
-	if err := r.node(ctx, r.strategy, frame{}); err != nil {
-		q.undo(r.out)
-		return nil, err
-	}
-	if len(r.out) == 0 && r.exhaustive {
-		q.router.markUnavailable(leases, since) // every order was read to its end: nothing free here
-	}
-	return r.answers(), nil
+	return p.Wait(ctx)
 }
 
-// answers cuts out into the chunks of each request.
-func (r *run) answers() [][]Chunk {
-	out := make([][]Chunk, len(r.asks))
-	from := 0
-	for i := range out {
-		to := len(r.out)
-		if i < len(r.ends) {
-			to = r.ends[i]
+// Parked is a reserve that found no work and waits for some (Queuer.ReserveOrPark). It
+// holds its place among the instance's waiters until Wait or WaitWith returns: call one of
+// them exactly once. Its waiting takes no goroutine of its own beyond the one calling
+// Wait, and that one's stack stays shallow: the scans run on the goroutine of the shared
+// run (queuer/reserve).
+type Parked struct {
+	q        *Queuer
+	req      ReserveRequest
+	w        *waiters.Waiter
+	deadline time.Time
+	retry    bool // an instance it forwarded to gave no answer: look again soon
+}
+
+// ReserveOrPark is Reserve up to the moment it would wait: it looks for work once (here,
+// then elsewhere); when it finds none and req.Wait is positive, it returns a Parked,
+// admitted among the waiters (or ErrTooManyWaiters), whose Wait does the rest. This lets a
+// caller hand the waiting to a cheaper place than the request's own goroutine.
+func (q *Queuer) ReserveOrPark(ctx context.Context, req ReserveRequest) ([]Chunk, *Parked, error) {
+	if req.Wait <= 0 || req.Forwarded {
+		chunks, _, err := q.look(ctx, req)
+		return chunks, nil, err
+	}
+	w, err := q.waiting.Join() // before looking, so that no wake-up is missed
+	if err != nil {
+		return nil, nil, err
+	}
+	p := &Parked{q: q, req: req, w: w, deadline: time.Now().Add(req.Wait)}
+	if q.router.NowhereToLook(ctx) {
+		// A look would find nothing, so park at once: when thousands of consumers arrive
+		// together, each leaves its request without a scan, and the instance never holds
+		// them all mid-request (their buffers and stacks are what an instance's memory
+		// grows by, DESIGN.md §6). Joined first, so work announced since wakes it.
+		return nil, p, nil
+	}
+	chunks, retry, err := q.look(ctx, req)
+	if err != nil || len(chunks) > 0 {
+		q.waiting.Leave(w)
+		return chunks, nil, err
+	}
+	p.retry = retry
+	return nil, p, nil
+}
+
+// Block is how a parked reserve's caller waits between two looks (Parked.WaitWith). It
+// returns true once it has received a wake-up from wake, false once until has passed, or
+// an error that ends the wait (WaitWith returns it). It may return false early; WaitWith
+// then waits again.
+type Block = waiters.Block
+
+// Wait waits for work until the reserve's wait runs out or ctx ends, looking again each
+// time it is woken, and returns what it reserved ([] when the wait ran out).
+func (p *Parked) Wait(ctx context.Context) ([]Chunk, error) {
+	return p.WaitWith(ctx, func(wake <-chan struct{}, until time.Time) (bool, error) {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		select {
+		case <-wake:
+			return true, nil
+		case <-t.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
 		}
-		out[i] = r.out[from:to:to]
-		from = to
+	})
+}
+
+// OnWake has poke called each time a wake-up is delivered to p, right after it is: for a
+// Block that sleeps on something other than the wake channel (api parks a reserve in a
+// read of its connection, and pokes it with a read deadline). poke must not block; it
+// runs under the lock of the instance's waiters.
+func (p *Parked) OnWake(poke func()) { p.q.waiting.OnWake(p.w, poke) }
+
+// WaitWith is Wait with the waiting between two looks done by block; ctx bounds the looks.
+func (p *Parked) WaitWith(ctx context.Context, block Block) ([]Chunk, error) {
+	q, req, w := p.q, p.req, p.w
+	defer q.waiting.Leave(w)
+	retry := p.retry
+	for {
+		until := p.deadline
+		if retry {
+			// An instance forwarded to did not answer: it may have work that no wake-up
+			// will announce (its chunks are not new), so look again a little later.
+			if again := time.Now().Add(forwardRetryDelay/2 + rand.N(forwardRetryDelay)); again.Before(until) {
+				until = again
+			}
+		}
+		if q.log.Enabled(ctx, slog.LevelDebug) {
+			q.log.Debug("reserve parks", slog.String("consumer", req.Consumer), slog.Bool("retry", retry),
+				slog.Bool("own_empty", q.router.OwnShardsEmpty()))
+		}
+		woken, err := q.waiting.Sleep(w, until, block)
+		if err != nil {
+			return nil, err
+		}
+		if !woken && !time.Now().Before(p.deadline) {
+			return []Chunk{}, nil
+		}
+		if !woken && time.Now().Before(until) {
+			continue // early: wait again
+		}
+		q.waiting.Rejoin(w)
+		chunks, r, err := q.look(ctx, req)
+		if err != nil || len(chunks) > 0 {
+			return chunks, err
+		}
+		retry = r
+		if woken && !q.router.OwnShardsEmpty() {
+			// Woken for work this request could not take (its strategy, or the scan bound):
+			// the next waiter may take it.
+			q.waiting.Pass(w)
+		}
+	}
+}
+
+// GiveBack releases chunks a reserve took but could not deliver (its consumer went away
+// before the answer was written), and announces them like new work.
+func (p *Parked) GiveBack(chunks []Chunk) { p.q.reserve.GiveBack(chunks) }
+
+// look reserves from this instance's shards, then, for a request not forwarded here, from
+// another instance. It returns no chunks ([]) when neither had any; retry reports that an
+// instance it forwarded to gave no answer, so that one may still have some.
+func (q *Queuer) look(ctx context.Context, req ReserveRequest) (chunks []Chunk, retry bool, err error) {
+	chunks, err = q.reserve.Reserve(ctx, req)
+	if err == nil && len(chunks) > 0 && ctx.Err() != nil {
+		// The consumer went away: give the chunks back rather than let their leases run
+		// out and count an attempt each.
+		q.reserve.GiveBack(chunks)
+		return nil, false, ctx.Err()
+	}
+	if err != nil || len(chunks) > 0 || req.Forwarded {
+		return chunks, false, err
+	}
+	forwarded, retry, err := q.router.Forward(ctx, toWireRequest(req))
+	if err != nil || len(forwarded) > 0 {
+		return fromWire(forwarded), false, err
+	}
+	return []Chunk{}, retry, nil
+}
+
+// Preview returns the chunks a reserve of req would hand out now, in order, reserving
+// nothing (see reserve.Path.Preview).
+func (q *Queuer) Preview(ctx context.Context, req ReserveRequest) ([]PreviewChunk, error) {
+	return q.reserve.Preview(ctx, req)
+}
+
+// toWireRequest is a reserve forwarded: no wait (DESIGN.md §8: the peer answers at once).
+func toWireRequest(req ReserveRequest) wire.ReserveRequest {
+	strat, _ := json.Marshal(req.Strategy) // a valid tree always marshals
+	return wire.ReserveRequest{
+		Max: req.Max, Strategy: strat, Lease: req.Lease.String(), Consumer: req.Consumer,
+	}
+}
+
+// fromWire is a forwarded reserve's answer as the engine hands it out.
+func fromWire(chunks []wire.ReservedChunk) []Chunk {
+	out := make([]Chunk, len(chunks))
+	for i, c := range chunks {
+		id, _ := strconv.ParseInt(c.SubmissionID, 10, 64)
+		strategic, _ := json.Marshal(c.StrategicMetadata)
+		out[i] = Chunk{
+			Token: c.Token, SubmissionID: id, ChunkIndex: int32(c.ChunkIndex), Prefix: c.Prefix,
+			Metadata: c.Metadata, StrategicMetadata: strategic, Retries: int32(c.Retries), ExpiresAt: c.ExpiresAt,
+		}
+		if c.Input != nil {
+			out[i].Input = []byte(*c.Input)
+		}
 	}
 	return out
-}
-
-func (r *run) full() bool { return r.answerFull() || r.scanned >= scanRowsMax }
-
-// answerFull reports whether the requests may take no more chunks: each has its Max, or
-// its MaxBytes.
-func (r *run) answerFull() bool { return len(r.ends) >= len(r.asks) }
-
-// filling is the request being filled and how many chunks it holds.
-func (r *run) filling() (ReserveRequest, int) {
-	held := len(r.out)
-	if len(r.ends) > 0 {
-		held -= r.ends[len(r.ends)-1]
-	}
-	return r.asks[len(r.ends)], held
-}
-
-// next moves on to the next request: the one being filled is full.
-func (r *run) next() {
-	r.ends = append(r.ends, len(r.out))
-	r.bytes = 0
-}
-
-// room reports whether a request has room for a chunk of size bytes, moving on from the
-// one being filled when the chunk would take it past its MaxBytes (a request always has
-// room for one chunk).
-func (r *run) room(size int) bool {
-	for !r.answerFull() {
-		a, held := r.filling()
-		if held == 0 || a.MaxBytes <= 0 || r.bytes+size <= a.MaxBytes {
-			return true
-		}
-		r.next()
-	}
-	return false
-}
-
-// valuePair is one strategic metadata key and canonical value.
-type valuePair struct{ key, value string }
-
-// node runs one node of the strategy tree.
-func (r *run) node(ctx context.Context, n strategy.Node, f frame) error {
-	switch n.Kind {
-	case strategy.OrElse:
-		if err := r.node(ctx, *n.First, f); err != nil || r.full() {
-			return err
-		}
-		return r.node(ctx, *n.Fallback, f)
-	case strategy.SelectOnly:
-		filter := n.Filter()
-		ids, err := r.q.matching(ctx, filter.Key, filter.Value)
-		if err != nil || len(ids) == 0 {
-			return err // nothing in progress has that value: nothing to scan for
-		}
-		if len(ids) <= fewSubmissions && n.Then.Kind.Leaf() {
-			return r.submissions(ctx, n.Then.Kind, ids, f)
-		}
-		f.filters = append(append([]strategy.Filter(nil), f.filters...), filter)
-		return r.node(ctx, *n.Then, f)
-	case strategy.MaxSimultaneous:
-		f.limits = append(append([]rule(nil), f.limits...), rule{n.Key, n.Max})
-		return r.node(ctx, *n.Then, f)
-	case strategy.PreferDistinct:
-		var deferred []candidate
-		f.distinct = append(append([]rule(nil), f.distinct...), rule{n.Key, n.Max})
-		f.deferred = &deferred
-		if err := r.node(ctx, *n.Then, f); err != nil {
-			return err
-		}
-		// Soft: with nothing unsaturated left, hand out the saturated ones after all. The
-		// deferred copies hold no input: the inputs of those taken are read again.
-		f.distinct, f.deferred = f.distinct[:len(f.distinct)-1], nil
-		from := len(r.out)
-		for _, c := range deferred {
-			if r.answerFull() {
-				break
-			}
-			if _, err := r.take(ctx, c, f); err != nil {
-				return err
-			}
-		}
-		return r.reread(ctx, from)
-	default:
-		return r.leaf(ctx, n.Kind, f)
-	}
-}
-
-// fewSubmissions is how many submissions with a select_only value are scanned one by one
-// rather than by filtering the leaf's scan of the whole backlog.
-const fewSubmissions = 64
-
-// matching returns the in-progress submissions whose strategic metadata has key = value,
-// oldest first, up to fewSubmissions+1 of them.
-func (q *Queuer) matching(ctx context.Context, key string, value []byte) ([]int64, error) {
-	ids, err := opsqsql.New(q.pool).SelectOnlyAny(ctx, opsqsql.SelectOnlyAnyParams{Key: key, Value: string(value), Limit: fewSubmissions + 1})
-	if err != nil {
-		return nil, fmt.Errorf("looking for submissions with %s = %s: %w", key, value, err)
-	}
-	return ids, nil
-}
-
-// submissions runs a leaf over a few submissions (a rare select_only value), one
-// submission at a time, each in chunk order: oldest_first and custom_priority take them
-// oldest first, newest_first newest first, random in random order.
-func (r *run) submissions(ctx context.Context, kind strategy.Kind, ids []int64, f frame) error {
-	ids = append([]int64(nil), ids...)
-	switch kind {
-	case strategy.NewestFirst:
-		slices.Reverse(ids)
-	case strategy.Random:
-		rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	}
-	query, fargs := strategy.SubmissionQuery(f.filters, r.shards)
-	for _, id := range ids {
-		after := int32(-1)
-		limit := min(r.want-len(r.out)+4, batchMax)
-		for !r.full() {
-			args := pgx.NamedArgs{"only_submission": id, "after_chunk": after, "limit": limit}
-			for k, v := range fargs {
-				args[k] = v
-			}
-			n, batch, err := r.fetch(ctx, query, args, func(c candidate) bool {
-				after = c.key.ChunkIndex
-				return true
-			})
-			if err != nil {
-				return fmt.Errorf("submission %d: %w", id, err)
-			}
-			if _, err := r.takeBatch(ctx, batch, f); err != nil {
-				return err
-			}
-			if n < limit {
-				break // this submission is read to its end
-			}
-			limit = min(limit*2, batchMax)
-		}
-		if r.full() {
-			if len(r.out) < r.want {
-				r.exhaustive = false
-			}
-			return nil
-		}
-	}
-	return nil
-}
-
-// randomWindow is how many shards one random scan reads at a time: any shards will do for
-// random, and each shard in a query costs a partition index scan.
-const randomWindow = 8
-
-// leaf takes what it may of a leaf's buffer (buffer.go), then streams the leaf's candidates
-// and takes what it may; the scan of a buffered leaf reads more rows than it needs, and
-// leaves those it did not take in a new buffer. Random reads the shards a window at a
-// time, in random order; the ordered leaves read all shards in one merged order.
-func (r *run) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
-	var fill *bufferFill
-	if buffered(f) {
-		fill = &bufferFill{key: hintKey(kind, f.filters, r.shards), era: r.q.buffers.era(kind)}
-		if err := r.takeBuffered(ctx, fill.key, f); err != nil || r.full() {
-			return err
-		}
-	}
-	if kind != strategy.Random || len(r.shards) <= randomWindow {
-		return r.scanShards(ctx, kind, f, r.shards, fill)
-	}
-	shards := append([]int32(nil), r.shards...)
-	rand.Shuffle(len(shards), func(i, j int) { shards[i], shards[j] = shards[j], shards[i] })
-	for i := 0; i < len(shards) && !r.full(); i += randomWindow {
-		if err := r.scanShards(ctx, kind, f, shards[i:min(i+randomWindow, len(shards))], fill); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// bufferFill is the buffer a leaf's scan fills: its key, and the era of its kind
-// (buffers.era) from before the scan.
-type bufferFill struct {
-	key string
-	era uint64
-}
-
-// takeBuffered takes what it may of the candidates in key's buffer, each checked as a
-// scanned one (fetch, then takeBatch): read under the generation the run holds its shard
-// under, not reserved, not tombstoned. Those it did not look at go back to the buffer.
-func (r *run) takeBuffered(ctx context.Context, key string, f frame) error {
-	for !r.answerFull() {
-		buf, cands := r.q.buffers.take(key, r.want-len(r.out)+4)
-		if buf == nil {
-			return nil
-		}
-		r.held = append(r.held, buf.epoch) // until the run ends: the candidates were read under it
-		free := cands[:0]
-		for _, c := range cands {
-			if buf.generation[c.shard] == r.generation[c.shard] && !r.taken(c) {
-				free = append(free, c)
-			}
-		}
-		rest, err := r.takeBatch(ctx, free, f)
-		r.q.buffers.putBack(buf, rest)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// scanShards streams a leaf's candidates over shards, batch by batch, and takes what it
-// may, until the request is full or the order is read to its end. With fill, its first
-// batch asks for fillRows rows at least, it reads on past what the answers took until it
-// has read fillRows more rows, and the free rows it did not take become fill's buffer.
-func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shards []int32, fill *bufferFill) error {
-	query, fargs := strategy.CandidateQuery(kind, f.filters, shards)
-	s := strategy.NewCursor(kind)
-	var hk string
-	if kind != strategy.Random {
-		if fill != nil {
-			hk = fill.key // the same key: an ordered leaf scans all the run's shards at once
-		} else {
-			hk = hintKey(kind, f.filters, shards)
-		}
-		if p, ok := r.q.hints.get(hk); ok {
-			s.ResumeAt(p)
-		}
-	}
-	limit := min(r.want-len(r.out)+4, batchMax)
-	if fill != nil {
-		limit = max(limit, fillRows(r.want))
-	}
-	lead, leadRun := true, 0 // the run of reserved chunks the scan starts with
-	var leadEnd strategy.Position
-	var rest []candidate // fill: the free rows read and not taken, in order
-	extra := 0           // fill: the rows read once the answers were full
-	for {
-		full := r.full()
-		if full {
-			r.exhaustive = false
-			more := fillRows(r.want)
-			if fill == nil || extra >= more || len(rest) >= more || r.scanned >= scanRowsMax {
-				break
-			}
-			limit = more - extra
-		}
-		args := s.Args(limit)
-		for k, v := range fargs {
-			args[k] = v
-		}
-		n, batch, err := r.fetch(ctx, query, args, func(c candidate) bool {
-			if s.PassedResume(c.position()) {
-				return false // wrapped around to where the scan began
-			}
-			s.Saw(c.position(), c.order)
-			if r.taken(c) {
-				if lead && !s.Wrapped() {
-					leadRun++
-					leadEnd = c.position()
-				}
-			} else {
-				lead = false
-			}
-			return true
-		})
-		if err != nil {
-			return err
-		}
-		if leadRun >= hintMinRun {
-			r.q.hints.set(hk, leadEnd)
-		}
-		if full {
-			extra += n
-			rest = append(rest, batch...)
-		} else {
-			left, err := r.takeBatch(ctx, batch, f)
-			if err != nil {
-				return err
-			}
-			rest = append(rest, left...) // some only once the answers are full
-		}
-		if s.Done() || (n < limit && !s.Exhausted()) {
-			break // read to the end of its order
-		}
-		limit = min(limit*2, batchMax)
-	}
-	if fill != nil && len(rest) > 0 {
-		r.q.buffers.install(fill.key, kind, rest, r.generation, r.epoch, fill.era)
-	}
-	return nil
-}
-
-// fetch runs one candidate query and returns how many rows it read and those that are
-// free (neither reserved nor tombstoned). seen is called with every row first; a row it
-// returns false for is left out.
-func (r *run) fetch(ctx context.Context, query string, args pgx.NamedArgs, seen func(candidate) bool) (int, []candidate, error) {
-	rows, err := r.q.scans.Query(ctx, query, args)
-	if err != nil {
-		return 0, nil, fmt.Errorf("reading candidates: %w", err)
-	}
-	var batch []candidate
-	var c candidate
-	n := 0
-	_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order, &c.negPrio}, func() error {
-		n++
-		c.inputBytes = jsonStringLen(c.input)
-		if seen(c) && !r.taken(c) {
-			batch = append(batch, c)
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, nil, fmt.Errorf("reading candidates: %w", err)
-	}
-	r.scanned += n
-	return n, batch, nil
-}
-
-// taken reports whether c is reserved here, or finished or retried since a running scan
-// may have read it as it was.
-func (r *run) taken(c candidate) bool {
-	return r.q.reserver.IsReserved(c.key) || r.q.tombs.stale(c.key, c.retries)
-}
-
-// takeBatch looks up the batch's submissions and takes its candidates in order. It returns
-// the candidates it did not look at, once the answers were full.
-func (r *run) takeBatch(ctx context.Context, batch []candidate, f frame) ([]candidate, error) {
-	if len(batch) == 0 {
-		return nil, nil
-	}
-	infos, err := r.q.infos.get(ctx, batch)
-	if err != nil {
-		return nil, err
-	}
-	for i, c := range batch {
-		if r.answerFull() {
-			return batch[i:], nil
-		}
-		if c.info = infos[c.key.SubmissionID]; c.info == nil {
-			continue // the submission finished since the scan
-		}
-		if f.deferred != nil && r.saturated(c, f.distinct) {
-			// Keep the key, not the input: up to scanRowsMax rows may be deferred.
-			c.input = nil
-			*f.deferred = append(*f.deferred, c)
-			r.exhaustive = false
-			continue
-		}
-		if !r.room(c.inputBytes + c.info.bytes) {
-			r.exhaustive = false
-			return batch[i:], nil // c too is left: it did not fit
-		}
-		if ok, err := r.take(ctx, c, f); err != nil {
-			return nil, err
-		} else if !ok {
-			r.exhaustive = false
-		}
-	}
-	return nil, nil
-}
-
-// saturated reports whether a prefer_distinct rule counts max or more chunks of c's value
-// in flight here.
-func (r *run) saturated(c candidate, rules []rule) bool {
-	for _, ru := range rules {
-		if v, ok := c.info.values[ru.key]; ok && r.q.reserver.InflightValue(ru.key, v) >= ru.max {
-			return true
-		}
-	}
-	return false
-}
-
-// take reserves one candidate: in the reserver, then the global slots of max_simultaneous.
-// It reports false when the candidate could not be taken.
-func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
-	size := c.inputBytes + c.info.bytes
-	if !r.room(size) {
-		return false, nil // every answer is as large as it may be
-	}
-	if r.valueFull(c, f.limits) {
-		return false, nil
-	}
-	ask, _ := r.filling()
-	gen := r.generation[c.shard]
-	tok := newToken(c.key, c.shard, gen, c.retries).signed(r.q.keys).String()
-	if !r.q.reserver.Reserve(reserver.Reservation{
-		Token: tok, Key: c.key, Shard: c.shard, Generation: gen, Retries: c.retries,
-		Consumer: ask.Consumer, ExpiresAt: r.expires, Values: c.info.values, Pairs: c.info.pairs,
-	}) {
-		return false, nil // another request took it meanwhile
-	}
-	if r.q.tombs.stale(c.key, c.retries) {
-		r.q.reserver.Release(tok) // finished or retried since the scan read it
-		return false, nil
-	}
-	if l, ok := r.q.claims.Lease(c.shard); !ok || l.Generation != gen || l.Draining {
-		r.q.reserver.Release(tok) // the shard was lost meanwhile: not ours to hand out
-		return false, nil
-	}
-	if err := r.q.claims.Publish(ctx, c.shard, gen); err != nil {
-		if errors.Is(err, claims.ErrShardLost) {
-			r.q.reserver.Release(tok) // not ours to hand out
-			return false, nil
-		}
-		// Its in-flight count may read 0: not safe to hand out. Given back like a failed
-		// reserve's chunks: a waiter that saw it reserved may have parked.
-		r.q.undo([]Chunk{{Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}})
-		return false, err
-	}
-	if len(f.limits) > 0 {
-		refused, err := r.q.holds.take(ctx, tok, c, gen, f.limits)
-		if err != nil {
-			r.q.undo([]Chunk{{Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}})
-			return false, err
-		}
-		if refused != nil {
-			r.q.reserver.Release(tok)
-			if r.fullValues == nil {
-				r.fullValues = map[valuePair]bool{}
-			}
-			r.fullValues[valuePair{refused.key, c.info.values[refused.key]}] = true
-			return false, nil
-		}
-	}
-	ch := Chunk{
-		Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex,
-		Prefix: c.info.prefix, Metadata: c.info.metadata, StrategicMetadata: c.info.strategic,
-		StrategicValues: c.info.decoded, Retries: c.retries, ExpiresAt: r.expires,
-	}
-	if c.info.prefix == nil {
-		ch.Input = c.input
-	}
-	r.out = append(r.out, ch)
-	r.bytes += size
-	if _, held := r.filling(); held >= ask.Max {
-		r.next()
-	}
-	r.q.count.reserved.Add(1)
-	return true, nil
-}
-
-// valueFull reports whether a max_simultaneous value of c was refused a slot earlier in
-// this request. The memory is bounded by the candidates a request reads (scanRowsMax).
-func (r *run) valueFull(c candidate, limits []rule) bool {
-	if len(r.fullValues) == 0 {
-		return false
-	}
-	for _, l := range limits {
-		if v, ok := c.info.values[l.key]; ok && r.fullValues[valuePair{l.key, v}] {
-			return true
-		}
-	}
-	return false
-}
-
-// reread reads the inputs of the deferred chunks taken into r.out[from:], whose deferred
-// copies dropped them. A chunk that is gone since the scan (finished) is given back.
-func (r *run) reread(ctx context.Context, from int) error {
-	var chunks []opsqsql.Chunk
-	for _, ch := range r.out[from:] {
-		if ch.Prefix == nil {
-			shard := ShardOf(ch.SubmissionID, int(ch.ChunkIndex), r.q.shardCount)
-			chunks = append(chunks, opsqsql.Chunk{Shard: shard, SubmissionID: ch.SubmissionID, ChunkIndex: ch.ChunkIndex})
-		}
-	}
-	if len(chunks) == 0 {
-		return nil
-	}
-	inputs := make(map[reserver.Key][]byte, len(chunks))
-	err := opsqsql.New(r.q.pool).ChunkInputs(ctx, opsqsql.ChunkInputsParams{Chunks: chunks}, func(c opsqsql.ChunkInputsRow) error {
-		inputs[reserver.Key{SubmissionID: c.SubmissionID, ChunkIndex: c.ChunkIndex}] = append([]byte{}, c.Input...)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("reading deferred inputs: %w", err)
-	}
-	kept := r.out[:from]
-	var gone []Chunk
-	for _, ch := range r.out[from:] {
-		if ch.Prefix == nil {
-			in, ok := inputs[reserver.Key{SubmissionID: ch.SubmissionID, ChunkIndex: ch.ChunkIndex}]
-			if !ok {
-				gone = append(gone, ch)
-				continue
-			}
-			ch.Input = in
-		}
-		kept = append(kept, ch)
-	}
-	r.out = kept
-	if len(gone) > 0 {
-		r.q.undo(gone)
-	}
-	return nil
-}
-
-// undo releases chunks reserved by a request that then failed, and announces them like
-// new work: a reserve that looked while they were reserved may have found nothing and
-// parked, here or on another instance (which forwards here), and nothing else would wake it.
-func (q *Queuer) undo(out []Chunk) {
-	if len(out) == 0 {
-		return
-	}
-	q.hints.clear()
-	var tokens []string
-	shards := make([]int, 0, len(out))
-	for _, c := range out {
-		q.reserver.Release(c.Token)
-		tokens = append(tokens, c.Token)
-		shards = append(shards, ShardOf(c.SubmissionID, int(c.ChunkIndex), q.shardCount))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), undoNotifyTimeout)
-	defer cancel()
-	q.holds.release(ctx, tokens)
-	for _, s := range shards {
-		q.markAvailable(s)
-	}
-	q.work.wake(len(out)) // the waiters here at once; the NOTIFY wakes those elsewhere
-	if err := q.notifyUndone(ctx, shards); err != nil {
-		q.log.Warn("announcing chunks given back", slog.Int("chunks", len(out)), slog.Any("error", err))
-	}
-}
-
-// undoNotifyTimeout bounds the statements of an undo, which runs whether or not the
-// request that reserved is still there.
-const undoNotifyTimeout = 5 * time.Second
-
-// notifyUndone sends a NOTIFY of work naming the shard of each chunk given back (a shard
-// named twice counts two chunks), in payloads under notifyPayloadMax.
-func (q *Queuer) notifyUndone(ctx context.Context, shards []int) error {
-	var b strings.Builder
-	for _, s := range shards {
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(s))
-		if b.Len() > notifyPayloadMax {
-			if err := opsqsql.New(q.pool).Notify(ctx, opsqsql.NotifyParams{Channel: ChannelWork, Payload: b.String()}); err != nil {
-				return err
-			}
-			b.Reset()
-		}
-	}
-	if b.Len() == 0 {
-		return nil
-	}
-	return opsqsql.New(q.pool).Notify(ctx, opsqsql.NotifyParams{Channel: ChannelWork, Payload: b.String()})
 }

@@ -65,12 +65,12 @@ func TestRetentionJobCutsAtTheClock(t *testing.T) {
 	q, pool, clock := setupClock(t)
 	id := submitN(t, q, 3, NewSubmission{})
 	pgtest.CompleteSubmission(t, pool, id)
-	q.subs.runRetention(t.Context())
+	q.subs.RunRetention(t.Context())
 	if _, err := q.Status(t.Context(), id); err != nil {
 		t.Fatalf("Status of a submission finished just now, after the retention job: %v; want it kept", err)
 	}
 	clock.Add(25 * time.Hour)
-	q.subs.runRetention(t.Context())
+	q.subs.RunRetention(t.Context())
 	if _, err := q.Status(t.Context(), id); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Status 25 h later, after the retention job: %v; want ErrNotFound", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"io/fs"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"opsq/api/wire"
 	"opsq/migrations/pgtest"
+	"opsq/queuer/tokens"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 )
@@ -89,9 +91,10 @@ func handMadeTokens(sid int64, chunks, shardCount int) []string {
 			v1 = binary.BigEndian.AppendUint16(v1, uint16(shard))
 			v1 = append(v1, make([]byte, 8+4+8)...)
 			out = append(out, base64.RawURLEncoding.EncodeToString(v1))
-			t := token{key: reserver.Key{SubmissionID: sid, ChunkIndex: int32(idx)}, shard: shard, keyID: 1}
-			out = append(out, t.String())
-			out = append(out, t.signed(testKeyring(clusterKey{id: 1, secret: secret(make([]byte, 32))})).String())
+			guessed := tokens.New(reserver.Key{SubmissionID: sid, ChunkIndex: int32(idx)}, shard, 0, 0).Signed(tokens.NewStaticKeyring(make([]byte, 32))).String()
+			b, _ := base64.RawURLEncoding.DecodeString(guessed)
+			clear(b[len(b)-tokens.MACLen:]) // key 1, a MAC of zeros
+			out = append(out, base64.RawURLEncoding.EncodeToString(b), guessed)
 		}
 	}
 	return out
@@ -151,7 +154,7 @@ func copyRows(t *testing.T, from, to *pgxpool.Pool, table, where string, arg any
 func TestTokenFromAnotherDatabaseIsUnknown(t *testing.T) {
 	t.Parallel()
 	qa, poolA := setup(t)
-	poolB := poolOf(t, pgtest.NewDBWithShards(t, 2*qa.shardCount)) // migrated apart: its own secret
+	poolB := connect(t, pgtest.NewDBWithShards(t, 2*qa.shardCount)) // migrated apart: its own secret
 	id := submitN(t, qa, 1, NewSubmission{})
 	if copyRows(t, poolA, poolB, "opsq.submissions", "id = $1", id) != 1 ||
 		copyRows(t, poolA, poolB, "opsq.chunks", "submission_id = $1", id) != 1 {
@@ -177,8 +180,8 @@ func TestTokenFromAnotherDatabaseIsUnknown(t *testing.T) {
 
 // TestRotationKeepsLiveTokensValid: after sql/admin/rotate_cluster_key.sql, the instance
 // verifies the new key at once (told by NOTIFY, well before its periodic reload) and signs
-// with it once it is KeyActivation old; tokens signed before keep working, on any
-// instance, and stop verifying once KeyOverlap has passed since the rotation.
+// with it once it is tokens.KeyActivation old; tokens signed before keep working, on any
+// instance, and stop verifying once tokens.KeyOverlap has passed since the rotation.
 func TestRotationKeepsLiveTokensValid(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
@@ -193,17 +196,17 @@ func TestRotationKeepsLiveTokensValid(t *testing.T) {
 		}
 	}
 	rotate(t, pool)
-	pgtest.Eventually(t, KeyRefreshInterval/3, "the instance verifies key 2 after the rotation (on the NOTIFY)", func() bool {
+	pgtest.Eventually(t, tokens.KeyRefreshInterval/3, "the instance verifies key 2 after the rotation (on the NOTIFY)", func() bool {
 		return q.keys.Verify(2, []byte("m"), macUnder(t, pool, 2, []byte("m")))
 	})
 	// Key 2 verifies at once, but signs only once every instance has loaded it.
 	if c := reserveN(t, q, ReserveRequest{Max: 1})[0]; keyOf(c) != 1 {
-		t.Fatalf("just after the rotation, a token signed with key %d; want 1 (key 2 is not %v old)", keyOf(c), KeyActivation)
+		t.Fatalf("just after the rotation, a token signed with key %d; want 1 (key 2 is not %v old)", keyOf(c), tokens.KeyActivation)
 	}
-	age(t, q, pool, 2, KeyActivation+time.Second)
+	age(t, q, pool, 2, tokens.KeyActivation+time.Second)
 	after := reserveN(t, q, ReserveRequest{Max: 1})[0]
 	if keyOf(after) != 2 {
-		t.Fatalf("%v after the rotation, a token signed with key %d; want 2", KeyActivation, keyOf(after))
+		t.Fatalf("%v after the rotation, a token signed with key %d; want 2", tokens.KeyActivation, keyOf(after))
 	}
 	// Another instance started now verifies both keys' tokens too.
 	q2 := startQueuer(t, pool)
@@ -216,8 +219,8 @@ func TestRotationKeepsLiveTokensValid(t *testing.T) {
 		t.Fatalf("extending a token of the old key after the rotation: %+v, %v; want extended", ext, err)
 	}
 
-	// KeyOverlap after the rotation, the old key no longer verifies.
-	age(t, q, pool, 2, KeyOverlap+time.Second)
+	// tokens.KeyOverlap after the rotation, the old key no longer verifies.
+	age(t, q, pool, 2, tokens.KeyOverlap+time.Second)
 	old := before[1]
 	actOnAll(t, q, []string{old.Token})
 	if r := readChunkRow(t, pool, id, old.ChunkIndex); !r.pending || r.retries != 0 {
@@ -241,8 +244,8 @@ func TestRotationKeepsLiveTokensValid(t *testing.T) {
 
 // keyOf is the id of the key that signed c's token.
 func keyOf(c Chunk) int {
-	tok, _ := parseToken(c.Token)
-	return tok.keyID
+	tok, _ := tokens.Parse(c.Token)
+	return tok.KeyID()
 }
 
 // macUnder makes the MAC of msg under key id of the database, as an instance would.
@@ -252,7 +255,8 @@ func macUnder(t *testing.T, pool *pgxpool.Pool, id int, msg []byte) []byte {
 	if err := pool.QueryRow(t.Context(), "SELECT secret FROM opsq.cluster_keys WHERE id = $1", id).Scan(&s); err != nil {
 		t.Fatal(err)
 	}
-	return macOf(secret(s), msg)
+	_, mac := tokens.NewStaticKeyring(s).Sign(func(int) []byte { return msg })
+	return mac
 }
 
 // age makes key id as old as d (moving its creation back in the database), and q reload
@@ -329,7 +333,7 @@ func TestStaleCompletionsReadTheirStatesInOneQuery(t *testing.T) {
 	const gone = 10_000
 	for range gone { // signed, but of chunks nobody knows (a deleted submission's, say)
 		k := reserver.Key{SubmissionID: rand.Int64N(1<<62) + 1, ChunkIndex: rand.Int32N(1000)}
-		items = append(items, Completion{Token: newToken(k, rand.IntN(q.shardCount), 1, 0).signed(q.keys).String()})
+		items = append(items, Completion{Token: tokens.New(k, rand.IntN(q.shardCount), 1, 0).Signed(q.keys).String()})
 	}
 	start := time.Now()
 	st, err := q.Complete(t.Context(), items)
@@ -390,10 +394,10 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 			}
 		}},
 		{"completed by a stale token", 0, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
-			stale := newToken(reserver.Key{SubmissionID: c.SubmissionID, ChunkIndex: c.ChunkIndex}, 0, 0, 0)
-			tok, _ := parseToken(c.Token)
-			stale.shard, stale.generation, stale.retries = tok.shard, tok.generation, tok.retries
-			mustStatus(t, "complete", wire.StatusCompleted)(q.Complete(t.Context(), []Completion{{Token: stale.signed(q.keys).String()}}))
+			stale := tokens.New(reserver.Key{SubmissionID: c.SubmissionID, ChunkIndex: c.ChunkIndex}, 0, 0, 0)
+			tok, _ := tokens.Parse(c.Token)
+			stale.Shard, stale.Generation, stale.Retries = tok.Shard, tok.Generation, tok.Retries
+			mustStatus(t, "complete", wire.StatusCompleted)(q.Complete(t.Context(), []Completion{{Token: stale.Signed(q.keys).String()}}))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -435,5 +439,43 @@ func mustStatus(t *testing.T, what string, want wire.TokenStatus) func([]wire.To
 		if err != nil || len(st) != 1 || st[0] != want {
 			t.Fatalf("%s: %v, %v; want %s", what, st, err, want)
 		}
+	}
+}
+
+// oneCharacterChanges returns every token that differs from tok in one character, taken
+// from the base64url alphabet.
+func oneCharacterChanges(tok string) []string {
+	const base64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	var out []string
+	for i := range len(tok) {
+		for _, c := range []byte(base64url) {
+			if c != tok[i] {
+				out = append(out, tok[:i]+string(c)+tok[i+1:])
+			}
+		}
+	}
+	return out
+}
+
+// connect connects to dbURL until the test ends.
+func connect(t *testing.T, dbURL string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// rotate runs the operators' recipe sql/admin/rotate_cluster_key.sql.
+func rotate(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	script, err := fs.ReadFile(opsqsql.Admin, "admin/rotate_cluster_key.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(context.Background(), string(script)); err != nil {
+		t.Fatalf("running rotate_cluster_key.sql: %v", err)
 	}
 }

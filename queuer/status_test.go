@@ -58,7 +58,7 @@ func TestWaitFinishedIsWokenByNotify(t *testing.T) {
 	t.Parallel()
 	q, _ := setup(t)
 	// A second instance cancels: the waiter's instance learns of it only by NOTIFY.
-	other := startQueuer(t, q.pool)
+	other := startQueuer(t, q.cfg.Pool)
 	id := submitN(t, q, 10, NewSubmission{})
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
@@ -70,7 +70,7 @@ func TestWaitFinishedIsWokenByNotify(t *testing.T) {
 		errs <- err
 	}()
 	// Cancel only once the waiter is registered, so that the NOTIFY is what wakes it.
-	pgtest.Eventually(t, 20*time.Second, "the waiter registers", func() bool { return q.subs.finished.has(id) })
+	pgtest.Eventually(t, 20*time.Second, "the waiter registers", func() bool { return q.waiting.Waiting() > 0 })
 	if _, err := other.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}

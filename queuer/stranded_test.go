@@ -18,6 +18,8 @@ import (
 
 	"opsq/api/wire"
 	"opsq/migrations/pgtest"
+	"opsq/queuer/notify"
+	"opsq/queuer/submissions"
 	"opsq/strategy"
 )
 
@@ -35,12 +37,12 @@ func TestUndoWakesParkedReserve(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer listener.Release()
-	if _, err := listener.Exec(t.Context(), "LISTEN "+ChannelWork); err != nil {
+	if _, err := listener.Exec(t.Context(), "LISTEN "+notify.ChannelWork); err != nil {
 		t.Fatal(err)
 	}
 
 	id := submitN(t, q, 1, NewSubmission{})
-	awaitNotification(t, listener.Conn(), "of the submission", func(p string) bool { return p == workPayload(id, 1, q.shardCount) })
+	awaitNotification(t, listener.Conn(), "of the submission", func(p string) bool { return p == strconv.Itoa(submissions.ShardOf(id, 0, q.shardCount)) })
 	taken, err := reserveHere(t.Context(), q, ReserveRequest{Max: 1, Lease: time.Minute, Strategy: strategy.Default})
 	if err != nil || len(taken) != 1 {
 		t.Fatalf("reserving the only chunk: %d chunks, %v", len(taken), err)
@@ -58,7 +60,7 @@ func TestUndoWakesParkedReserve(t *testing.T) {
 	waitParked(t, q, 1)
 
 	start := time.Now()
-	q.undo(taken)
+	q.reserve.GiveBack(taken)
 	select {
 	case chunks := <-got:
 		if len(chunks) != 1 || chunks[0].SubmissionID != taken[0].SubmissionID || chunks[0].ChunkIndex != taken[0].ChunkIndex {
@@ -69,22 +71,18 @@ func TestUndoWakesParkedReserve(t *testing.T) {
 		t.Fatalf("the parked reserve still waits %s after the only chunk was given back", wait/2)
 	}
 
-	shard := strconv.Itoa(ShardOf(taken[0].SubmissionID, int(taken[0].ChunkIndex), q.shardCount))
+	shard := strconv.Itoa(submissions.ShardOf(taken[0].SubmissionID, int(taken[0].ChunkIndex), q.shardCount))
 	awaitNotification(t, listener.Conn(), "naming shard "+shard+" after the undo", func(p string) bool {
 		return strings.Contains(","+p+",", ","+shard+",")
 	})
 }
 
-// awaitNotification waits up to 10s for a NOTIFY on ChannelWork whose payload satisfies ok,
+// awaitNotification waits up to 10s for a NOTIFY on notify.ChannelWork whose payload satisfies ok,
 // dropping the others.
-// reserveHere reserves for req from this instance's shards only, in a run of its own,
-// without waiting or forwarding.
+// reserveHere reserves for req from this instance's shards only, without waiting or
+// forwarding.
 func reserveHere(ctx context.Context, q *Queuer, req ReserveRequest) ([]Chunk, error) {
-	out, err := q.reserveFor(ctx, []ReserveRequest{req})
-	if err != nil {
-		return nil, err
-	}
-	return out[0], nil
+	return q.reserve.Reserve(ctx, req)
 }
 
 func awaitNotification(t *testing.T, conn *pgx.Conn, what string, ok func(payload string) bool) {
@@ -94,9 +92,9 @@ func awaitNotification(t *testing.T, conn *pgx.Conn, what string, ok func(payloa
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			t.Fatalf("no NOTIFY on %s %s within 10s: %v", ChannelWork, what, err)
+			t.Fatalf("no NOTIFY on %s %s within 10s: %v", notify.ChannelWork, what, err)
 		}
-		if n.Channel == ChannelWork && ok(n.Payload) {
+		if n.Channel == notify.ChannelWork && ok(n.Payload) {
 			return
 		}
 	}
@@ -126,7 +124,7 @@ func TestWaiterLooksAgainAfterFailedForward(t *testing.T) {
 		w.Write(answer)
 	}))
 	defer peer.Close()
-	forwardTo(q, peer.URL)
+	q.router.PointAt(peer.URL, 0)
 
 	const wait = 30 * time.Second
 	start := time.Now()
@@ -205,17 +203,17 @@ func TestStaleEmptyScanKeepsShardsAvailable(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no candidate query within 30s")
 	}
-	before := q.router.announced()
+	before := q.router.Announced()
 	id := submitN(t, q, 1, NewSubmission{})
-	shard := ShardOf(id, 0, q.shardCount)
+	shard := submissions.ShardOf(id, 0, q.shardCount)
 	pgtest.Eventually(t, 10*time.Second, "the submission's NOTIFY handled", func() bool {
-		return q.router.announced() != before // the submission's NOTIFY has come back
+		return q.router.Announced() != before // the submission's NOTIFY has come back
 	})
 	close(hold.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if !q.router.available(shard) {
+	if !q.router.Available(shard) {
 		t.Fatalf("shard %d, with a free chunk, is marked empty by a scan that read it before the chunk came", shard)
 	}
 }

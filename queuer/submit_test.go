@@ -12,6 +12,7 @@ import (
 
 	"opsq/api/wire"
 	"opsq/migrations/pgtest"
+	"opsq/queuer/submissions"
 )
 
 // genChunks yields n chunks "chunk-<i>", failing with failAt's error at index failAt when
@@ -62,10 +63,10 @@ func TestSubmitInsertsChunksOnTheirShards(t *testing.T) {
 		if err := rows.Scan(&idx, &shard, &order, &input); err != nil {
 			t.Fatal(err)
 		}
-		if want := ShardOf(created.ID, idx, 64); shard != want {
+		if want := submissions.ShardOf(created.ID, idx, 64); shard != want {
 			t.Fatalf("chunk %d on shard %d; want %d", idx, shard, want)
 		}
-		if want := RandomOrder(created.ID, idx, 64); order != want {
+		if want := submissions.RandomOrder(created.ID, idx, 64); order != want {
 			t.Fatalf("chunk %d random_order %d; want %d", idx, order, want)
 		}
 		if want := fmt.Sprintf("chunk-%d", idx); string(input) != want {
@@ -202,7 +203,7 @@ func TestConcurrentProducers(t *testing.T) {
 				if c.ID <= last {
 					t.Errorf("producer %d: id %d after %d; want ids ordered by time", p, c.ID, last)
 				}
-				if at := idTime(c.ID); at.Before(before) || at.After(after) {
+				if at := submissions.IDTime(c.ID); at.Before(before) || at.After(after) {
 					t.Errorf("producer %d: id %d says %s; want between %s and %s", p, c.ID, at, before, after)
 				}
 				last = c.ID

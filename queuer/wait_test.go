@@ -18,7 +18,7 @@ import (
 func waitParked(t *testing.T, q *Queuer, n int) {
 	t.Helper()
 	pgtest.WaitFor(t, 60*time.Second, fmt.Sprintf("%d reserves parked", n), func() string {
-		if p := q.work.parked.Load(); p != int64(n) {
+		if p := q.waiting.Parked(); p != int64(n) {
 			return fmt.Sprintf("%d parked", p)
 		}
 		return ""
@@ -55,17 +55,17 @@ func TestWaitersWakeOnlyWhatNewWorkServes(t *testing.T) {
 	defer cancel()
 	waitParked(t, q, parked)
 
-	before, wokeBefore := counter.Total(), q.work.woke.Load()
+	before, wokeBefore := counter.Total(), q.waiting.Woken()
 	for range submissions {
 		submitN(t, q, 1, NewSubmission{})
 	}
 	pgtest.WaitFor(t, 30*time.Second, "every new chunk served", func() string {
-		if served.Load() < submissions || q.work.parked.Load() != parked-submissions {
-			return fmt.Sprintf("%d of %d chunks served, %d reserves parked", served.Load(), submissions, q.work.parked.Load())
+		if served.Load() < submissions || q.waiting.Parked() != parked-submissions {
+			return fmt.Sprintf("%d of %d chunks served, %d reserves parked", served.Load(), submissions, q.waiting.Parked())
 		}
 		return ""
 	})
-	queries, woke := counter.Total()-before, q.work.woke.Load()-wokeBefore
+	queries, woke := counter.Total()-before, q.waiting.Woken()-wokeBefore
 	t.Logf("%d parked reserves, %d one-chunk submissions: %d wake-ups, %d statements (submissions included)", parked, submissions, woke, queries)
 	if woke > 2*submissions {
 		t.Errorf("%d waiters woken for %d new chunks; want at most %d", woke, submissions, 2*submissions)
@@ -130,7 +130,7 @@ func TestWaitersDefaultBound(t *testing.T) {
 	t.Parallel()
 	q, _ := setup(t)
 	for i := range MaxWaitersDefault {
-		if err := q.work.admit(); err != nil {
+		if err := q.waiting.Admit(); err != nil {
 			t.Fatalf("waiter %d: %v", i+1, err)
 		}
 	}
@@ -138,7 +138,7 @@ func TestWaitersDefaultBound(t *testing.T) {
 	if !errors.Is(err, ErrTooManyWaiters) {
 		t.Errorf("reserve %d with a wait: err = %v; want ErrTooManyWaiters", MaxWaitersDefault+1, err)
 	}
-	q.work.done()
+	q.waiting.Done()
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	if _, err := q.Reserve(ctx, ReserveRequest{Max: 1, Lease: time.Minute, Wait: 50 * time.Millisecond, Strategy: strategy.Default}); err != nil && !errors.Is(err, context.DeadlineExceeded) {

@@ -16,6 +16,7 @@ import (
 
 	"opsq/migrations/pglocal"
 	"opsq/migrations/pgtest"
+	"opsq/queuer/notify"
 )
 
 func TestMain(m *testing.M) {
@@ -51,7 +52,19 @@ func setup(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.set.Stop)
+	listen(t, pool, f.set)
 	return f
+}
+
+// listen hands set the NOTIFYs of key changes on a LISTEN connection of its own, as an
+// instance's one LISTEN connection does, until the test ends.
+func listen(t *testing.T, pool *pgxpool.Pool, set *Set) {
+	t.Helper()
+	l := notify.NewListener(pool, pgtest.Logger(t, slog.LevelWarn), &notify.Bus{}, map[string]func(string){Channel: set.Notified})
+	if err := l.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Stop)
 }
 
 // accepted waits until the set accepts key (or refuses it with want, when want is not nil),
@@ -216,6 +229,7 @@ func TestTwoSetsSeeARevocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Stop()
+	listen(t, f.pool, other)
 	_, key, err := Create(t.Context(), f.pool, "shared", Admin, 0)
 	if err != nil {
 		t.Fatal(err)

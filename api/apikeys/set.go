@@ -51,10 +51,12 @@ type cached struct {
 }
 
 // Set is an instance's cache of opsq.api_keys: Check costs no database round trip. Start
-// loads the keys and keeps them fresh on two goroutines that live until Stop: one LISTENs
-// on Channel on a connection of its own (reloading at once on each NOTIFY, so that a
-// revocation takes effect within a second), the other reloads every RefreshInterval and
-// records when keys were used. It is safe for concurrent use.
+// loads the keys and keeps them fresh on a goroutine that lives until Stop: it reloads
+// every RefreshInterval, and at once after each Notified, and records when keys were used.
+// It does not LISTEN itself: the instance's one LISTEN connection (queuer.Config.Notified,
+// or a notify.Listener of its own) calls Notified for each NOTIFY on Channel, so that a
+// revocation takes effect within a second, and after each (re)connection. It is safe for
+// concurrent use.
 type Set struct {
 	pool  *pgxpool.Pool
 	log   *slog.Logger
@@ -63,9 +65,8 @@ type Set struct {
 	// loaded is called after each load (tests wait on it); nil for none.
 	loaded func()
 
-	listener *opsqsql.Listener // reloads on NOTIFY
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	mu struct {
 		sync.RWMutex
@@ -81,17 +82,9 @@ func NewSet(pool *pgxpool.Pool, log *slog.Logger) *Set {
 	return s
 }
 
-// Start listens for changes, loads the keys, and keeps them fresh until Stop. ctx bounds
-// the first connection and load only.
+// Start loads the keys, and keeps them fresh until Stop. ctx bounds the first load only.
 func (s *Set) Start(ctx context.Context) error {
-	// A reload on each change, and after the listener reconnects (one may have been
-	// missed meanwhile).
-	s.listener = opsqsql.NewListener(s.pool, s.log, func(string, string) { s.Refresh() }, Channel)
-	if err := s.listener.Start(ctx); err != nil {
-		return fmt.Errorf("listening for API key changes: %w", err)
-	}
 	if err := s.Load(ctx); err != nil {
-		s.listener.Stop()
 		return err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -101,15 +94,19 @@ func (s *Set) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the goroutines and closes the LISTEN connection. Safe twice and before Start.
+// Stop ends the goroutine. Safe twice and before Start.
 func (s *Set) Stop() {
 	if s.cancel == nil {
 		return
 	}
 	s.cancel()
 	s.wg.Wait()
-	s.listener.Stop()
 }
+
+// Notified hears a NOTIFY on Channel (a key was made, revoked or deleted), or, with an
+// empty payload, that the LISTEN connection (re)connected and one may have been missed:
+// the keys are reloaded soon.
+func (s *Set) Notified(string) { s.Refresh() }
 
 // Load reads every key. On an error the keys held before stay.
 func (s *Set) Load(ctx context.Context) error {

@@ -3,12 +3,11 @@ package ui
 import (
 	"fmt"
 	"net/http"
+	"opsq/queuer"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
-
-	"opsq/claims"
 )
 
 // clusterView is the cluster page, and the JSON its script refreshes it from.
@@ -31,7 +30,7 @@ type cellView struct {
 	Title      string `json:"title"`
 }
 
-func clusterData(cl claims.Cluster, now time.Time) clusterView {
+func clusterData(cl queuer.Cluster, now time.Time) clusterView {
 	v := clusterView{ShardCount: cl.ShardCount, Instances: instanceViews(cl, now), Unclaimed: len(cl.Unclaimed), Disabled: len(cl.Disabled)}
 	v.Cells = make([]cellView, cl.ShardCount)
 	for i := range v.Cells {
@@ -66,7 +65,7 @@ func clusterData(cl claims.Cluster, now time.Time) clusterView {
 }
 
 func (d *dashboard) cluster(c echo.Context) error {
-	cl, err := d.q.Cluster(c.Request().Context())
+	cl, err := d.q.Admin().Cluster(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -74,7 +73,7 @@ func (d *dashboard) cluster(c echo.Context) error {
 }
 
 func (d *dashboard) clusterJSON(c echo.Context) error {
-	cl, err := d.q.Cluster(c.Request().Context())
+	cl, err := d.q.Admin().Cluster(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -115,9 +114,9 @@ func (d *dashboard) action(c echo.Context) error {
 	a, ctx := actions[name], c.Request().Context()
 	if a.shard {
 		shard, _ := strconv.Atoi(target)
-		err = d.q.SetShardDisabled(ctx, shard, a.on)
+		err = d.q.Admin().SetShardDisabled(ctx, shard, a.on)
 	} else {
-		err = d.q.SetDraining(ctx, target, a.on)
+		err = d.q.Admin().SetDraining(ctx, target, a.on)
 	}
 	if notFound(err) {
 		return d.fail(c, http.StatusNotFound, "no such %s: %s", map[bool]string{true: "shard", false: "instance"}[a.shard], target)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"opsq/claims"
 	"opsq/queuer"
 )
 
@@ -141,12 +140,12 @@ type instanceView struct {
 
 func (d *dashboard) overviewData(ctx context.Context) (overviewView, error) {
 	since := d.rate.since()
-	o, err := d.q.Overview(ctx, since)
+	o, err := d.q.Admin().Overview(ctx, since)
 	if err != nil {
 		return overviewView{}, err
 	}
 	d.rate.add(o, since)
-	cl, err := d.q.Cluster(ctx)
+	cl, err := d.q.Admin().Cluster(ctx)
 	if err != nil {
 		return overviewView{}, err
 	}
@@ -176,7 +175,7 @@ func (d *dashboard) overviewData(ctx context.Context) (overviewView, error) {
 // palette colours the instances of the shard map, in the order of their ids.
 var palette = []string{"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7", "#9c755f"}
 
-func instanceViews(cl claims.Cluster, now time.Time) []instanceView {
+func instanceViews(cl queuer.Cluster, now time.Time) []instanceView {
 	out := make([]instanceView, len(cl.Instances))
 	for i, in := range cl.Instances {
 		v := instanceView{ID: in.ID, URL: in.AdvertiseURL, State: "gone", HeartbeatAge: "—", Shards: len(in.Shards),

@@ -192,7 +192,7 @@ func (d *dashboard) submission(c echo.Context) error {
 		return err
 	}
 	v := toView(st, time.Now())
-	if v.Retries, err = d.q.Retries(c.Request().Context(), st.ID); err != nil {
+	if v.Retries, err = d.q.Admin().Retries(c.Request().Context(), st.ID); err != nil {
 		return err
 	}
 	return d.render(c, http.StatusOK, "submission", page{Title: "Submission " + v.ID, Nav: "submissions", Live: "submission", Data: v})

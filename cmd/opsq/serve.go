@@ -181,12 +181,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("listening on %s (is another opsq running? set --listen or OPSQ_LISTEN): %w", cfg.listen, err)
 	}
 	defer ln.Close() // Serve closes it too; this is for the returns before Serve
+	// The API keys hear their changes on the instance's one LISTEN connection.
+	var notified map[string]func(string)
+	if keys != nil {
+		notified = map[string]func(string){apikeys.Channel: keys.Notified}
+	}
 	q, err := queuer.New(queuer.Config{
 		Pool:       pool,
 		Logger:     log,
 		Instance:   claims.Instance{ID: cfg.instanceID, AdvertiseURL: cfg.advertiseURL, Version: version()},
 		MaxWaiters: cfg.maxWaiters,
 		PeerTLS:    peerTLS,
+		Notified:   notified,
 	})
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 
 	"opsq/migrations/pgtest"
 	"opsq/queuer"
+	"opsq/queuer/submissions"
 	"opsq/strategy"
 )
 
@@ -83,7 +84,7 @@ type Submission struct {
 func LoadBacklog(t testing.TB, pool *pgxpool.Pool, subs []Submission) {
 	t.Helper()
 	ctx := t.Context()
-	small := make([]queuer.SmallSubmission, len(subs))
+	small := make([]submissions.SmallSubmission, len(subs))
 	for i, s := range subs {
 		if s.StrategicMetadata == nil {
 			s.StrategicMetadata = map[string]any{}
@@ -96,11 +97,11 @@ func LoadBacklog(t testing.TB, pool *pgxpool.Pool, subs []Submission) {
 		for c := range chunks {
 			chunks[c] = s.Input
 		}
-		small[i] = queuer.SmallSubmission{ID: s.ID, StrategicMetadata: meta, Priority: int64(s.Priority),
+		small[i] = submissions.SmallSubmission{ID: s.ID, StrategicMetadata: meta, Priority: int64(s.Priority),
 			MaxRetries: &subs[i].MaxRetries, Chunks: chunks}
 	}
-	at := func(i int64) queuer.SmallSubmission { return small[i] }
-	if err := queuer.SubmitMany(ctx, pool, int64(len(small)), at, nil); err != nil {
+	at := func(i int64) submissions.SmallSubmission { return small[i] }
+	if err := submissions.SubmitMany(ctx, pool, int64(len(small)), at, nil); err != nil {
 		t.Fatalf("queuertest: loading the backlog: %v", err)
 	}
 	for _, table := range []string{"chunks", "submissions", "strategic_metadata"} {

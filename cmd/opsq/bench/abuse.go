@@ -33,7 +33,8 @@ import (
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/cmd/opsq/progress"
-	"opsq/queuer"
+	"opsq/queuer/submissions"
+	"opsq/queuer/tokens"
 )
 
 // The abuse workload (DESIGN.md §6, last line; issue 7): every hostile input of §3 and §8
@@ -724,8 +725,8 @@ func (a *abuseRun) handBuiltToken(generation map[int]int64) string {
 		id, total = 1, 1
 	}
 	idx := mrand.IntN(int(total))
-	shard := queuer.ShardOf(id, idx, max(a.shards, 1))
-	b := make([]byte, 0, 39+queuer.MACLen)
+	shard := submissions.ShardOf(id, idx, max(a.shards, 1))
+	b := make([]byte, 0, 39+tokens.MACLen)
 	b = append(b, 2)
 	b = binary.BigEndian.AppendUint64(b, uint64(id))
 	b = binary.BigEndian.AppendUint32(b, uint32(idx))
@@ -734,7 +735,7 @@ func (a *abuseRun) handBuiltToken(generation map[int]int64) string {
 	b = binary.BigEndian.AppendUint32(b, 0) // retries
 	b = binary.BigEndian.AppendUint64(b, mrand.Uint64())
 	b = binary.BigEndian.AppendUint32(b, 1) // the key id of the migration's key
-	mac := make([]byte, queuer.MACLen)
+	mac := make([]byte, tokens.MACLen)
 	_, _ = rand.Read(mac)
 	return base64.RawURLEncoding.EncodeToString(append(b, mac...))
 }

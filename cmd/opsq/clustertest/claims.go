@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/api/wire"
-	"opsq/queuer"
+	"opsq/queuer/tokens"
 )
 
 // ClaimRow is a row of opsq.shard_claims, with the database's now().
@@ -147,7 +147,7 @@ func (c *Cluster) SessionsIdle(inst *Instance) {
 // by the queuer's own parser (a consumer's token is opaque; the tests read it to check
 // fencing).
 func TokenClaim(tok string) (shard int, generation int64, err error) {
-	return queuer.TokenClaim(tok)
+	return tokens.Claim(tok)
 }
 
 // ShardsOfChunks counts chunks by shard (read from their tokens).

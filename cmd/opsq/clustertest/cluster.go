@@ -20,7 +20,8 @@ import (
 
 	"opsq/api/wire"
 	"opsq/client"
-	"opsq/queuer"
+	"opsq/queuer/peers"
+	"opsq/queuer/tokens"
 )
 
 // The cluster-wide timings of the tests (opsq.settings), fast so that expiries happen
@@ -112,7 +113,7 @@ func New(t testing.TB, bin Binary, dbURL string) *Cluster {
 		pool.Close()
 		t.Fatal(err)
 	}
-	keys := queuer.NewKeyring(pool, slog.New(slog.DiscardHandler))
+	keys := tokens.NewKeyring(pool, slog.New(slog.DiscardHandler))
 	if err := keys.Load(t.Context()); err != nil {
 		pool.Close()
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func New(t testing.TB, bin Binary, dbURL string) *Cluster {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	c := &Cluster{DBURL: dbURL, Pool: pool, HTTP: &http.Client{Transport: tr}, t: t, bin: bin, dir: t.TempDir(),
-		local: &http.Client{Transport: queuer.SigningTransport(keys, "test", tr)}}
+		local: &http.Client{Transport: peers.SigningTransport(keys, "test", tr)}}
 	t.Cleanup(c.cleanup)
 	return c
 }

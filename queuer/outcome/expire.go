@@ -1,0 +1,90 @@
+package outcome
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"opsq/api/wire"
+	"opsq/queuer/lifecycle"
+	"opsq/queuer/notify"
+	"opsq/queuer/tokens"
+	"opsq/reserver"
+	opsqsql "opsq/sql"
+)
+
+// expiryTick bounds how late an expired lease is released.
+const expiryTick = 250 * time.Millisecond
+
+// expiryRetry is when the expiry of a reservation whose recording failed is tried again.
+const expiryRetry = 5 * time.Second
+
+// expirer owns the loop that releases the reservations whose lease ran out: every
+// expiryTick it takes them from the reserver (TakeExpired) and hands each to expire. Each
+// chunk stays held while its expiry is recorded, so that no reserve hands it out again at
+// the attempt being counted; a failed recording is retried after expiryRetry. Its
+// goroutine lives from Start until Stop; Start and Stop are for one goroutine at a time.
+type expirer struct {
+	reserver *reserver.Reserver
+	now      func() time.Time // when leases end
+	expire   func(context.Context, reserver.Reservation)
+
+	lifecycle.Loop
+}
+
+var _ lifecycle.Service = (*expirer)(nil)
+
+func newExpirer(r *reserver.Reserver, now func() time.Time, expire func(context.Context, reserver.Reservation)) *expirer {
+	return &expirer{reserver: r, now: now, expire: expire}
+}
+
+// Start starts the loop.
+func (e *expirer) Start(ctx context.Context) error {
+	e.Go(ctx, e.run)
+	return nil
+}
+
+func (e *expirer) run(ctx context.Context) {
+	tick := time.NewTicker(expiryTick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := e.now()
+		for _, r := range e.reserver.TakeExpired(now, now.Add(expiryRetry)) {
+			e.expire(ctx, r)
+		}
+	}
+}
+
+// expire records that r's lease ran out: a failed attempt ("reservation expired"), written
+// only while this instance still holds the claim the reservation was made under; a chunk
+// whose attempts are spent fails.
+func (o *Recorder) expire(ctx context.Context, r reserver.Reservation) {
+	t := tokens.Token{Key: r.Key, Shard: r.Shard, Generation: r.Generation, Retries: r.Retries}
+	status, err := o.failAttempt(ctx, t, r.Token, errReservationExpired, true, &opsqsql.Fence{Claimant: o.cfg.Instance, Generation: r.Generation})
+	var fenced *opsqsql.FenceError
+	if errors.As(err, &fenced) {
+		// The shard changed owner since the reservation: the new owner counts nothing for
+		// it, and the lease is over here all the same.
+		status, err = wire.StatusLost, nil
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			o.cfg.Log.Warn("recording an expired reservation; trying again later", slog.Int64("submission_id", r.Key.SubmissionID),
+				slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.Any("error", err))
+		}
+		return // still held: TakeExpired returns it again after expiryRetry
+	}
+	o.expired.Add(1)
+	if status != wire.StatusRetrying { // retried: failAttempt released it
+		o.cfg.Holds.ReleaseHolds(ctx, []string{r.Token})
+		o.cfg.Bus.Raise(notify.ChunksFreed{Chunks: []notify.Freed{{Key: r.Key, Shard: r.Shard, Retries: notify.NotRetried, Token: r.Token}}})
+	}
+	o.cfg.Log.Debug("reservation expired", slog.Int64("submission_id", r.Key.SubmissionID),
+		slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.String("consumer", r.Consumer), slog.String("status", string(status)))
+}

@@ -1,0 +1,116 @@
+package outcome
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"opsq/claims"
+	"opsq/migrations/pgtest"
+	"opsq/queuer/notify"
+	"opsq/queuer/submissions"
+	"opsq/queuer/tokens"
+	"opsq/queuer/waiters"
+	"opsq/reserver"
+	opsqsql "opsq/sql"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(pgtest.Wrap(m))
+}
+
+// noHolds holds no max_simultaneous slot.
+type noHolds struct{}
+
+func (noHolds) ReleaseHolds(context.Context, []string) {}
+
+// newTestRecorder returns a recorder on pool that is not started (its statements run, its
+// loops do not), and a submissions store to insert chunks with.
+func newTestRecorder(t *testing.T, pool *pgxpool.Pool) (*Recorder, *submissions.Store) {
+	t.Helper()
+	log := pgtest.Logger(t, slog.LevelWarn)
+	settings, err := claims.LoadSettings(t.Context(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := tokens.NewKeyring(pool, log)
+	if err := keys.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var bus notify.Bus
+	o := New(Config{Pool: pool, Log: log, Now: time.Now, Instance: "fence-test", Reserver: reserver.New(reserver.Config{}),
+		Keys: keys, Holds: noHolds{}, Bus: &bus})
+	o.SetShardCount(settings.ShardCount)
+	ids := submissions.NewIDs()
+	ids.SetNode(1, time.Now().Add(time.Hour))
+	subs := submissions.New(submissions.Config{Pool: pool, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0), Bus: &bus})
+	subs.SetShardCount(settings.ShardCount)
+	return o, subs
+}
+
+// oneChunk yields one chunk.
+type oneChunk struct{ done bool }
+
+func (c *oneChunk) Next() ([]byte, error) {
+	if c.done {
+		return nil, io.EOF
+	}
+	c.done = true
+	return []byte("x"), nil
+}
+
+// TestFencedWriteUnderAStaleGenerationNamesTheShard: the owner's write about an expired
+// lease (a retry, or a failure for good once the attempts are spent) under a generation
+// it no longer holds the shard at is refused by the statement itself, as a
+// *sql.FenceError naming the shard and the generation, and writes nothing; under the
+// generation it holds, the same write happens.
+func TestFencedWriteUnderAStaleGenerationNamesTheShard(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	o, subs := newTestRecorder(t, pool)
+	noRetry := 0
+	for _, sub := range []submissions.NewSubmission{{}, {MaxRetries: &noRetry}} {
+		c, err := subs.Submit(t.Context(), sub, &oneChunk{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The chunk's shard, held by this recorder's instance at generation 7.
+		tok := tokens.Token{Key: reserver.Key{SubmissionID: c.ID}, Shard: submissions.ShardOf(c.ID, 0, o.shardCount), Generation: 7}
+		if _, err := pool.Exec(t.Context(), "UPDATE opsq.shard_claims SET claimant = $1, generation = $2 WHERE shard = $3",
+			o.cfg.Instance, tok.Generation, tok.Shard); err != nil {
+			t.Fatal(err)
+		}
+
+		stale := &opsqsql.Fence{Claimant: o.cfg.Instance, Generation: tok.Generation + 1}
+		st, err := o.failAttempt(t.Context(), tok, "", errReservationExpired, true, stale)
+		var fenced *opsqsql.FenceError
+		if !errors.As(err, &fenced) {
+			t.Fatalf("failAttempt under a stale generation = %q, %v; want a *sql.FenceError", st, err)
+		}
+		if fenced.Shard != tok.Shard || fenced.Generation != stale.Generation {
+			t.Errorf("FenceError names shard %d generation %d; want shard %d generation %d", fenced.Shard, fenced.Generation, tok.Shard, stale.Generation)
+		}
+		if !errors.Is(err, claims.ErrShardLost) {
+			t.Errorf("errors.Is(%v, claims.ErrShardLost) = false; want true", err)
+		}
+		state, p, err := readChunk(t.Context(), pool, tok)
+		if err != nil || state != chunkPending || p.retries != tok.Retries {
+			t.Fatalf("after the refused write the chunk is %q with %d retries (%v); want pending with %d", state, p.retries, err, tok.Retries)
+		}
+
+		held := &opsqsql.Fence{Claimant: o.cfg.Instance, Generation: tok.Generation}
+		st, err = o.failAttempt(t.Context(), tok, "", errReservationExpired, true, held)
+		if err != nil {
+			t.Fatalf("failAttempt under the held generation: %v", err)
+		}
+		if p.maxRetries > 0 && st != "retrying" || p.maxRetries == 0 && st != "failed" {
+			t.Errorf("failAttempt under the held generation (max_retries %d) = %q; want retrying, or failed when no attempt remains", p.maxRetries, st)
+		}
+	}
+}

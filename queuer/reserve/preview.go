@@ -1,0 +1,173 @@
+package reserve
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"opsq/api/wire"
+	"opsq/claims"
+	"opsq/reserver"
+	"opsq/strategy"
+)
+
+// PreviewChunk is a chunk that a reserve would hand out (Preview).
+type PreviewChunk struct {
+	SubmissionID      int64
+	ChunkIndex        int32
+	Shard             int
+	StrategicMetadata json.RawMessage
+	// StrategicValues is StrategicMetadata decoded; read-only, shared by the submission's
+	// chunks.
+	StrategicValues map[string]wire.MetadataValue
+}
+
+// Preview returns the chunks a reserve of req would hand out now, in order, reserving
+// nothing: the strategy tree walked as a reserve walks it (walk), each leaf the same candidate
+// query (strategy.CandidateQuery), but over every enabled shard of the cluster rather than
+// this instance's own (a reserve forwards to the owners of the others). Chunks reserved on
+// this instance are left out; those reserved on other instances cannot be told apart and
+// are shown. prefer_distinct and max_simultaneous count the chunks of the preview itself
+// and this instance's reservations. It reads at most as many rows as a reserve does.
+func (p *Path) Preview(ctx context.Context, req Request) ([]PreviewChunk, error) {
+	cl, err := claims.LoadCluster(ctx, p.cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	disabled := make(map[int]bool, len(cl.Disabled))
+	for _, s := range cl.Disabled {
+		disabled[s] = true
+	}
+	pv := &preview{p: p, max: max(req.Max, 1), seen: map[reserver.Key]bool{}, counts: map[valuePair]int{}}
+	for s := range p.shardCount {
+		if !disabled[s] {
+			pv.shards = append(pv.shards, int32(s))
+		}
+	}
+	if len(pv.shards) == 0 {
+		return []PreviewChunk{}, nil
+	}
+	if err := walk(ctx, pv, req.Strategy, frame{}); err != nil {
+		return nil, err
+	}
+	if pv.out == nil {
+		pv.out = []PreviewChunk{}
+	}
+	return pv.out, nil
+}
+
+// preview is one Preview: a run that takes nothing.
+type preview struct {
+	p       *Path
+	max     int
+	shards  []int32
+	out     []PreviewChunk
+	seen    map[reserver.Key]bool
+	counts  map[valuePair]int // chunks of the preview per strategic value
+	scanned int
+}
+
+func (p *preview) full() bool { return len(p.out) >= p.max || p.scanned >= scanRowsMax }
+
+var _ walker = (*preview)(nil)
+
+// selectOnly has the leaves filter: a preview reads over every shard, and takes nothing.
+func (p *preview) selectOnly(context.Context, strategy.Filter, strategy.Node, frame) (bool, error) {
+	return false, nil
+}
+
+// deferred lists prefer_distinct's saturated candidates after all.
+func (p *preview) deferred(_ context.Context, cands []candidate, f frame) error {
+	for _, c := range cands {
+		if len(p.out) >= p.max {
+			break
+		}
+		p.take(c, f)
+	}
+	return nil
+}
+
+// leaf reads a leaf's candidates in its order, batch by batch, like run.scanShards.
+func (p *preview) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
+	query, fargs := strategy.CandidateQuery(kind, f.filters, p.shards)
+	cur := strategy.NewCursor(kind)
+	limit := min(p.max+4, batchMax)
+	for !p.full() {
+		args := pgx.NamedArgs(cur.Args(limit))
+		for k, v := range fargs {
+			args[k] = v
+		}
+		rows, err := p.p.scans.Query(ctx, query, args)
+		if err != nil {
+			return fmt.Errorf("reading candidates: %w", err)
+		}
+		var batch []candidate
+		var c candidate
+		n := 0
+		_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order, &c.negPrio}, func() error {
+			n++
+			cur.Saw(c.position(), c.order)
+			if !p.seen[c.key] && !p.p.reserver.IsReserved(c.key) && !p.p.tombs.has(c.key) {
+				c.input = nil
+				batch = append(batch, c)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("reading candidates: %w", err)
+		}
+		p.scanned += n
+		if len(batch) > 0 {
+			infos, err := p.p.infos.get(ctx, batch)
+			if err != nil {
+				return err
+			}
+			for _, c := range batch {
+				if len(p.out) >= p.max {
+					return nil
+				}
+				if c.info = infos[c.key.SubmissionID]; c.info == nil {
+					continue
+				}
+				if f.deferred != nil && p.over(c, f.distinct) {
+					*f.deferred = append(*f.deferred, c)
+					continue
+				}
+				p.take(c, f)
+			}
+		}
+		if n < limit && !cur.Exhausted() {
+			return nil // read to the end of its order
+		}
+		limit = min(limit*2, batchMax)
+	}
+	return nil
+}
+
+// over reports whether a rule counts max or more chunks of c's value: in the preview and
+// reserved on this instance.
+func (p *preview) over(c candidate, rules []rule) bool {
+	for _, ru := range rules {
+		if v, ok := c.info.values[ru.key]; ok && p.counts[valuePair{ru.key, v}]+p.p.reserver.InflightValue(ru.key, v) >= ru.max {
+			return true
+		}
+	}
+	return false
+}
+
+// take adds c to the preview unless a max_simultaneous rule is full for one of its values.
+func (p *preview) take(c candidate, f frame) {
+	if p.seen[c.key] || p.over(c, f.limits) {
+		return
+	}
+	p.seen[c.key] = true
+	for k, v := range c.info.values {
+		p.counts[valuePair{k, v}]++
+	}
+	p.out = append(p.out, PreviewChunk{
+		SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex, Shard: c.shard,
+		StrategicMetadata: c.info.strategic, StrategicValues: c.info.decoded,
+	})
+}

@@ -1,0 +1,75 @@
+package reserve
+
+import (
+	"context"
+
+	"opsq/strategy"
+)
+
+// The one walk of a strategy tree, for a reserve (run) and a preview alike: the wrappers
+// (select_only, prefer_distinct, max_simultaneous) add to the frame their leaves are read
+// in, or_else tries its first branch and then its fallback, and the leaves are read by the
+// walker, a reserve taking chunks and a preview listing them.
+
+// walker is what a walk does at the nodes whose work differs between a reserve and a
+// preview.
+type walker interface {
+	// full reports that the walk may stop: enough chunks, or the scan bound reached.
+	full() bool
+	// leaf reads a leaf's candidates in f and takes what it may.
+	leaf(ctx context.Context, kind strategy.Kind, f frame) error
+	// selectOnly may serve a select_only node then over filter by a way of its own
+	// (a reserve scans a rare value's few submissions one by one); done reports that it did,
+	// and the walk goes no further down.
+	selectOnly(ctx context.Context, filter strategy.Filter, then strategy.Node, f frame) (done bool, err error)
+	// deferred takes, after a prefer_distinct's subtree, the saturated candidates it
+	// deferred, in order, while it wants more (soft: with nothing unsaturated left, they
+	// are handed out after all).
+	deferred(ctx context.Context, cands []candidate, f frame) error
+}
+
+// frame is what the wrappers above a node add to its leaves.
+type frame struct {
+	filters  []strategy.Filter // select_only
+	distinct []rule            // prefer_distinct: saturated values are deferred
+	limits   []rule            // max_simultaneous: a global slot per value
+	deferred *[]candidate      // where prefer_distinct collects saturated candidates
+}
+
+// rule is a prefer_distinct's or a max_simultaneous's key and most in flight.
+type rule struct {
+	key string
+	max int
+}
+
+// walk runs node n of a strategy tree in frame f.
+func walk(ctx context.Context, w walker, n strategy.Node, f frame) error {
+	switch n.Kind {
+	case strategy.OrElse:
+		if err := walk(ctx, w, *n.First, f); err != nil || w.full() {
+			return err
+		}
+		return walk(ctx, w, *n.Fallback, f)
+	case strategy.SelectOnly:
+		filter := n.Filter()
+		if done, err := w.selectOnly(ctx, filter, *n.Then, f); done || err != nil {
+			return err
+		}
+		f.filters = append(append([]strategy.Filter(nil), f.filters...), filter)
+		return walk(ctx, w, *n.Then, f)
+	case strategy.MaxSimultaneous:
+		f.limits = append(append([]rule(nil), f.limits...), rule{n.Key, n.Max})
+		return walk(ctx, w, *n.Then, f)
+	case strategy.PreferDistinct:
+		var deferred []candidate
+		f.distinct = append(append([]rule(nil), f.distinct...), rule{n.Key, n.Max})
+		f.deferred = &deferred
+		if err := walk(ctx, w, *n.Then, f); err != nil {
+			return err
+		}
+		f.distinct, f.deferred = f.distinct[:len(f.distinct)-1], nil
+		return w.deferred(ctx, deferred, f)
+	default:
+		return w.leaf(ctx, n.Kind, f)
+	}
+}

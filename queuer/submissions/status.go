@@ -1,0 +1,184 @@
+package submissions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"opsq/api/wire"
+	"opsq/queuer/notify"
+	opsqsql "opsq/sql"
+)
+
+// Errors that callers branch on.
+var (
+	// ErrNotFound: no submission has this id (or it was deleted by retention).
+	ErrNotFound = errors.New("submission not found")
+	// ErrFinished: the submission is already completed, failed or cancelled.
+	ErrFinished = errors.New("submission already finished")
+	// ErrNotCompleted: results exist only for completed submissions.
+	ErrNotCompleted = errors.New("submission not completed")
+)
+
+// Status is the state of one submission, as the opsq.submission_status view has it.
+type Status struct {
+	ID                int64
+	State             wire.State
+	ChunksTotal       int64
+	ChunksDone        int64
+	ChunksFailed      int64
+	Priority          int64
+	Metadata          string
+	StrategicMetadata json.RawMessage
+	Prefix            *string
+	CreatedAt         time.Time
+	FinishedAt        *time.Time
+	FailedChunkIndex  *int64
+	Error             *string
+}
+
+// Finished reports whether the submission is in a final state.
+func (s Status) Finished() bool { return s.State.Finished() }
+
+// Status returns the submission's state, or ErrNotFound.
+func (s *Store) Status(ctx context.Context, id int64) (Status, error) {
+	r, err := opsqsql.New(s.cfg.Pool).SubmissionStatus(ctx, opsqsql.SubmissionStatusParams{ID: id})
+	if errors.Is(err, opsqsql.ErrNotFound) {
+		return Status{}, ErrNotFound
+	}
+	if err != nil {
+		return Status{}, fmt.Errorf("reading submission %d: %w", id, err)
+	}
+	return statusOf(r), nil
+}
+
+// statusOf is the Status of a row of the opsq.submission_status view.
+func statusOf(r opsqsql.SubmissionStatusRow) Status {
+	return Status{
+		ID: r.ID, State: wire.State(r.State), ChunksTotal: r.ChunksTotal, ChunksDone: r.ChunksDone,
+		ChunksFailed: r.ChunksFailed, Priority: r.Priority, Metadata: r.Metadata,
+		StrategicMetadata: r.StrategicMetadata, Prefix: r.Prefix, CreatedAt: r.CreatedAt,
+		FinishedAt: r.FinishedAt, FailedChunkIndex: r.FailedChunkIndex, Error: r.Error,
+	}
+}
+
+// WaitFinished returns the submission's state once it is finished, or when wait has passed,
+// whichever comes first. It is woken by the NOTIFY that finishing a submission sends, not
+// by polling. When the instance's bound of waiting requests is reached, it returns
+// waiters.ErrTooMany.
+func (s *Store) WaitFinished(ctx context.Context, id int64, wait time.Duration) (Status, error) {
+	if err := s.cfg.Admission.Admit(); err != nil {
+		return Status{}, err
+	}
+	defer s.cfg.Admission.Done()
+	woken, unregister := s.finished.Add(id)
+	defer unregister()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		// Look after registering, so that a NOTIFY between the look and the wait wakes us.
+		st, err := s.Status(ctx, id)
+		if err != nil || st.Finished() {
+			return st, err
+		}
+		select {
+		case <-woken:
+			unregister()
+			woken, unregister = s.finished.Add(id)
+		case <-timer.C:
+			return s.Status(ctx, id)
+		case <-ctx.Done():
+			return Status{}, ctx.Err()
+		}
+	}
+}
+
+// ListOptions selects a page of submissions, newest first.
+type ListOptions struct {
+	State wire.State // "" for any state
+	// Key and Value, both set, select submissions whose strategic metadata has key = value;
+	// Value is JSON (an integer or a string).
+	Key   string
+	Value json.RawMessage
+	After int64 // the last id of the previous page; 0 for the first page
+	Limit int
+}
+
+// List returns one page of submissions and whether more follow.
+func (s *Store) List(ctx context.Context, opts ListOptions) ([]Status, bool, error) {
+	p := opsqsql.SubmissionListParams{Limit: opts.Limit + 1}
+	if opts.State != "" {
+		state := string(opts.State)
+		p.State = &state
+	}
+	if opts.After != 0 {
+		p.After = &opts.After
+	}
+	if opts.Key != "" {
+		p.Key, p.Value = opts.Key, string(opts.Value)
+	}
+	rows, err := opsqsql.New(s.cfg.Pool).SubmissionList(ctx, p)
+	if err != nil {
+		return nil, false, fmt.Errorf("listing submissions: %w", err)
+	}
+	more := len(rows) > opts.Limit
+	if more {
+		rows = rows[:opts.Limit]
+	}
+	list := make([]Status, len(rows))
+	for i, r := range rows {
+		list[i] = statusOf(r)
+	}
+	return list, more, nil
+}
+
+// Cancel moves an in-progress submission to submissions_cancelled and deletes its
+// reservable chunks, in one transaction. It returns ErrFinished for a submission that is
+// already finished and ErrNotFound for an unknown one.
+func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
+	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		db := opsqsql.New(tx)
+		if err := db.SubmissionCancel(ctx, opsqsql.SubmissionCancelParams{ID: id}); err != nil {
+			return err
+		}
+		if err := db.ChunksDeleteSubmission(ctx, opsqsql.ChunksDeleteSubmissionParams{SubmissionID: id}); err != nil {
+			return err
+		}
+		return notify.SendDropped(ctx, tx, id)
+	})
+	if errors.Is(err, opsqsql.ErrNotFound) { // none in progress
+		if _, err := s.Status(ctx, id); err != nil {
+			return Status{}, err
+		}
+		return Status{}, ErrFinished
+	}
+	if err != nil {
+		return Status{}, fmt.Errorf("cancelling submission %d: %w", id, err)
+	}
+	s.cfg.Bus.Raise(notify.SubmissionDropped{ID: id}) // at once, not only when the NOTIFY comes back
+	return s.Status(ctx, id)
+}
+
+// Results calls fn with each chunk's output of a completed submission, in chunk order,
+// streaming from the database. It returns ErrNotCompleted for a submission in any other
+// state, before calling fn.
+func (s *Store) Results(ctx context.Context, id int64, fn func(chunkIndex int64, output []byte) error) error {
+	st, err := s.Status(ctx, id)
+	if err != nil {
+		return err
+	}
+	if st.State != wire.StateCompleted {
+		return ErrNotCompleted
+	}
+	err = opsqsql.New(s.cfg.Pool).ResultsStream(ctx, opsqsql.ResultsStreamParams{SubmissionID: id}, func(r opsqsql.ResultsStreamRow) error {
+		return fn(r.ChunkIndex, r.Output)
+	})
+	if err != nil {
+		return fmt.Errorf("reading results of %d: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+// Package submissions owns the submission rows from insert to deletion: it inserts them
+// with their chunks (Submit, and SubmitMany for tools), reads, lists and waits for their
+// state, cancels them, streams their results, deletes the expired ones (retention, a cron
+// job), and mints their snowflake ids (IDs). The shard and random order of a chunk are
+// here too (ShardOf, RandomOrder): written when a chunk is inserted, read by whoever must
+// find it.
+//
+// It does not reserve, complete or fail chunks (queuer/reserve, queuer/outcome): it learns
+// that a submission finished from the events (notify.SubmissionFinished), and raises
+// those of the changes it makes itself (new work, a cancelled submission).
+package submissions
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"opsq/queuer/notify"
+	"opsq/queuer/waiters"
+)
+
+// Config configures a Store.
+type Config struct {
+	Pool *pgxpool.Pool
+	Log  *slog.Logger
+	// Now tells where retention cuts.
+	Now func() time.Time
+	// IDs mints the submissions' ids.
+	IDs *IDs
+	// Admission bounds the requests that wait on this instance: WaitFinished counts among
+	// them.
+	Admission *waiters.Queue
+	// Bus hears the changes Submit and Cancel make.
+	Bus *notify.Bus
+}
+
+// Store is the submissions of the database. It is safe for concurrent use and has no
+// goroutine of its own.
+type Store struct {
+	cfg Config
+	// shardCount is the number of shards; set once (SetShardCount) before use.
+	shardCount int
+	finished   *waiters.ByKey // WaitFinished, woken by the NOTIFY of a finished submission
+	ingested   atomic.Int64   // chunks inserted here, for Stats
+}
+
+var _ notify.Handler = (*Store)(nil)
+
+// New returns the store of cfg.Pool's submissions.
+func New(cfg Config) *Store {
+	return &Store{cfg: cfg, finished: waiters.NewByKey()}
+}
+
+// SetShardCount sets the number of shards, as the database has it; call it before use.
+func (s *Store) SetShardCount(n int) { s.shardCount = n }
+
+// Ingested is how many chunks were inserted here.
+func (s *Store) Ingested() int64 { return s.ingested.Load() }
+
+// Handle wakes the waits on a submission that finished, and every wait when
+// notifications may have been missed.
+func (s *Store) Handle(e notify.Event) {
+	switch e := e.(type) {
+	case notify.SubmissionFinished:
+		s.finished.Wake(e.ID)
+	case notify.Resync:
+		s.finished.WakeAll()
+	}
+}
+
+// WakeAll ends every wait on a submission (they answer the state as it is): the instance
+// stops.
+func (s *Store) WakeAll() { s.finished.WakeAll() }
