@@ -131,8 +131,7 @@ func (q *Queuer) afterRetry(t token, tok string) {
 // hold reservations of (they failed or were cancelled), and whoever waits for them: one
 // statement (sql/submissions_notify_dropped.sql) for any number of submissions.
 func notifyDropped(ctx context.Context, tx pgx.Tx, ids ...int64) error {
-	_, err := tx.Exec(ctx, opsqsql.SubmissionsNotifyDropped, pgx.NamedArgs{
-		"ids": ids, "released": ChannelReleased, "finished": ChannelFinished,
+	return opsqsql.New(tx).SubmissionsNotifyDropped(ctx, opsqsql.SubmissionsNotifyDroppedParams{
+		IDs: ids, Released: ChannelReleased, Finished: ChannelFinished,
 	})
-	return err
 }
