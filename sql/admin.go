@@ -21,14 +21,16 @@ var Admin embed.FS
 // runs with psql (admin/*.sql), their psql variables turned into named arguments, so that
 // the buttons of the dashboard and the recipes cannot drift apart.
 var (
-	AdminDrainInstance   = mustAdminStatement("drain_instance.sql")   // @instance
-	AdminUndrainInstance = mustAdminStatement("undrain_instance.sql") // @instance
-	AdminDisableShard    = mustAdminStatement("disable_shard.sql")    // @shard
-	AdminEnableShard     = mustAdminStatement("enable_shard.sql")     // @shard
+	adminDrainInstance   = mustAdminStatement("drain_instance.sql")   // @instance
+	adminUndrainInstance = mustAdminStatement("undrain_instance.sql") // @instance
+	adminDisableShard    = mustAdminStatement("disable_shard.sql")    // @shard
+	adminEnableShard     = mustAdminStatement("enable_shard.sql")     // @shard
 )
 
+// mustAdminStatement is adminStatement of a recipe that must make one: it panics when the
+// recipe does not.
 func mustAdminStatement(name string) string {
-	s, err := AdminStatement(name)
+	s, err := adminStatement(name)
 	if err != nil {
 		panic(err)
 	}
@@ -44,13 +46,13 @@ type AdminInstanceParams struct {
 // AdminDrainInstance drains instance p.Instance, as admin/drain_instance.sql does, and
 // reports whether there is such an instance.
 func (q Queries) AdminDrainInstance(ctx context.Context, p AdminInstanceParams) (bool, error) {
-	return q.admin(ctx, AdminDrainInstance, pgx.NamedArgs{"instance": p.Instance})
+	return q.admin(ctx, adminDrainInstance, pgx.NamedArgs{"instance": p.Instance})
 }
 
 // AdminUndrainInstance undoes AdminDrainInstance, as admin/undrain_instance.sql does, and
 // reports whether there is such an instance.
 func (q Queries) AdminUndrainInstance(ctx context.Context, p AdminInstanceParams) (bool, error) {
-	return q.admin(ctx, AdminUndrainInstance, pgx.NamedArgs{"instance": p.Instance})
+	return q.admin(ctx, adminUndrainInstance, pgx.NamedArgs{"instance": p.Instance})
 }
 
 // AdminShardParams name the shard of admin/disable_shard.sql and admin/enable_shard.sql.
@@ -61,13 +63,13 @@ type AdminShardParams struct {
 // AdminDisableShard disables shard p.Shard and takes it from its owner, as
 // admin/disable_shard.sql does, and reports whether there is such a shard.
 func (q Queries) AdminDisableShard(ctx context.Context, p AdminShardParams) (bool, error) {
-	return q.admin(ctx, AdminDisableShard, pgx.NamedArgs{"shard": p.Shard})
+	return q.admin(ctx, adminDisableShard, pgx.NamedArgs{"shard": p.Shard})
 }
 
 // AdminEnableShard undoes AdminDisableShard, as admin/enable_shard.sql does, and reports
 // whether there is such a shard.
 func (q Queries) AdminEnableShard(ctx context.Context, p AdminShardParams) (bool, error) {
-	return q.admin(ctx, AdminEnableShard, pgx.NamedArgs{"shard": p.Shard})
+	return q.admin(ctx, adminEnableShard, pgx.NamedArgs{"shard": p.Shard})
 }
 
 // admin runs a recipe's statement and reports whether it changed a row.
@@ -79,11 +81,11 @@ func (q Queries) admin(ctx context.Context, stmt string, args pgx.NamedArgs) (bo
 	return tag.RowsAffected() > 0, nil
 }
 
-// AdminStatement returns the recipe admin/name as a statement for pgx: its comments left
+// adminStatement returns the recipe admin/name as a statement for pgx: its comments left
 // out, and its psql variables — :'name' (a quoted literal) and :name (the text itself) —
 // turned into named arguments @name, bound as values. Quoted strings and :: casts are
 // kept as they are.
-func AdminStatement(name string) (string, error) {
+func adminStatement(name string) (string, error) {
 	script, err := Admin.ReadFile("admin/" + name)
 	if err != nil {
 		return "", err
@@ -91,7 +93,7 @@ func AdminStatement(name string) (string, error) {
 	return psqlToNamed(string(script))
 }
 
-// psqlToNamed turns psql variables into pgx named arguments (see AdminStatement).
+// psqlToNamed turns psql variables into pgx named arguments (see adminStatement).
 func psqlToNamed(script string) (string, error) {
 	s, err := PsqlVariables(script, false, func(name string, _ bool) (string, error) { return "@" + name, nil })
 	return strings.TrimSpace(s), err
@@ -100,7 +102,7 @@ func psqlToNamed(script string) (string, error) {
 // PsqlVariables reads script as psql reads its variables, and replaces each — :'name' (a
 // quoted literal: quoted true) and :name (the text itself) — with what replace returns for
 // it. Quoted strings and :: casts are left as they are, and so are comments when
-// keepComments (else they are left out). The one reader of this syntax: AdminStatement
+// keepComments (else they are left out). The one reader of this syntax: adminStatement
 // makes bound statements of the recipes with it, and the recipes' tests (claims) run
 // them as psql would, with values.
 func PsqlVariables(script string, keepComments bool, replace func(name string, quoted bool) (string, error)) (string, error) {

@@ -12,24 +12,6 @@ import (
 
 // API keys (apikeys).
 
-//go:embed api_keys_load.sql
-var APIKeysLoad string
-
-//go:embed api_key_create.sql
-var APIKeyCreate string
-
-//go:embed api_keys_list.sql
-var APIKeysList string
-
-//go:embed api_key_revoke.sql
-var APIKeyRevoke string
-
-//go:embed api_keys_touch.sql
-var APIKeysTouch string
-
-//go:embed submission_created_by.sql
-var SubmissionCreatedBy string
-
 // APIKeyRow is a row of opsq.api_keys without its hash, as api_key_create.sql,
 // api_keys_list.sql and api_key_revoke.sql return it.
 type APIKeyRow struct {
@@ -41,6 +23,9 @@ type APIKeyRow struct {
 	RevokedAt  *time.Time `db:"revoked_at"`
 	LastUsedAt *time.Time `db:"last_used_at"`
 }
+
+//go:embed api_key_create.sql
+var apiKeyCreate string
 
 // APIKeyCreateParams are api_key_create.sql's.
 type APIKeyCreateParams struct {
@@ -60,7 +45,7 @@ var errAPIKeySecretTaken = errors.New("another key has the same secret")
 // APIKeyCreate adds a key and returns its row. It returns ErrAPIKeyNameTaken when the name
 // is another key's, and an error saying so when the hash is.
 func (q Queries) APIKeyCreate(ctx context.Context, p APIKeyCreateParams) (APIKeyRow, error) {
-	r, err := collectOne[APIKeyRow](ctx, q.db, APIKeyCreate, pgx.NamedArgs{
+	r, err := collectOne[APIKeyRow](ctx, q.db, apiKeyCreate, pgx.NamedArgs{
 		"name": p.Name, "role": p.Role, "sha256": p.SHA256, "expires_at": p.ExpiresAt,
 	})
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
@@ -72,11 +57,17 @@ func (q Queries) APIKeyCreate(ctx context.Context, p APIKeyCreateParams) (APIKey
 	return r, err
 }
 
+//go:embed api_keys_list.sql
+var apiKeysList string
+
 // APIKeysList reads every key, revoked and expired ones included, by name. It has no
 // parameters.
 func (q Queries) APIKeysList(ctx context.Context) ([]APIKeyRow, error) {
-	return collect[APIKeyRow](ctx, q.db, APIKeysList, nil)
+	return collect[APIKeyRow](ctx, q.db, apiKeysList, nil)
 }
+
+//go:embed api_key_revoke.sql
+var apiKeyRevoke string
 
 // APIKeyRevokeParams are api_key_revoke.sql's.
 type APIKeyRevokeParams struct {
@@ -86,8 +77,11 @@ type APIKeyRevokeParams struct {
 // APIKeyRevoke revokes the key named p.Name (revoking it again keeps the first time) and
 // returns its row; ErrNotFound when no key has that name.
 func (q Queries) APIKeyRevoke(ctx context.Context, p APIKeyRevokeParams) (APIKeyRow, error) {
-	return collectOne[APIKeyRow](ctx, q.db, APIKeyRevoke, pgx.NamedArgs{"name": p.Name})
+	return collectOne[APIKeyRow](ctx, q.db, apiKeyRevoke, pgx.NamedArgs{"name": p.Name})
 }
+
+//go:embed api_keys_load.sql
+var apiKeysLoad string
 
 // APIKeysLoadRow is a key as an instance caches it: its hash, and whether it is revoked.
 type APIKeysLoadRow struct {
@@ -102,8 +96,11 @@ type APIKeysLoadRow struct {
 // APIKeysLoad reads every key with its hash, revoked and expired ones included, in no
 // order. It has no parameters.
 func (q Queries) APIKeysLoad(ctx context.Context) ([]APIKeysLoadRow, error) {
-	return collect[APIKeysLoadRow](ctx, q.db, APIKeysLoad, nil)
+	return collect[APIKeysLoadRow](ctx, q.db, apiKeysLoad, nil)
 }
+
+//go:embed api_keys_touch.sql
+var apiKeysTouch string
 
 // APIKeysTouchParams are api_keys_touch.sql's.
 type APIKeysTouchParams struct {
@@ -112,9 +109,12 @@ type APIKeysTouchParams struct {
 
 // APIKeysTouch records that the keys p.IDs were used now.
 func (q Queries) APIKeysTouch(ctx context.Context, p APIKeysTouchParams) error {
-	_, err := q.db.Exec(ctx, APIKeysTouch, pgx.NamedArgs{"ids": p.IDs})
+	_, err := q.db.Exec(ctx, apiKeysTouch, pgx.NamedArgs{"ids": p.IDs})
 	return err
 }
+
+//go:embed submission_created_by.sql
+var submissionCreatedBy string
 
 // SubmissionCreatedByParams are submission_created_by.sql's.
 type SubmissionCreatedByParams struct {
@@ -126,6 +126,6 @@ type SubmissionCreatedByParams struct {
 // (finished or unknown).
 func (q Queries) SubmissionCreatedBy(ctx context.Context, p SubmissionCreatedByParams) (*int64, error) {
 	var owner *int64
-	err := q.db.QueryRow(ctx, SubmissionCreatedBy, pgx.NamedArgs{"id": p.ID}).Scan(&owner)
+	err := q.db.QueryRow(ctx, submissionCreatedBy, pgx.NamedArgs{"id": p.ID}).Scan(&owner)
 	return owner, notFound(err)
 }

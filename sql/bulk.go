@@ -11,25 +11,8 @@ import (
 // Many small submissions at once (queuer.SubmitMany, queuer.CancelMany), for tools such as
 // the benchmark.
 
-// SubmissionsInsertMany is submission_insert.sql for many submissions.
-//
 //go:embed submissions_insert_many.sql
-var SubmissionsInsertMany string
-
-// StrategicMetadataInsertMany is strategic_metadata_insert.sql for many submissions.
-//
-//go:embed strategic_metadata_insert_many.sql
-var StrategicMetadataInsertMany string
-
-// ChunksDeleteSubmissions is chunks_delete_submission.sql for many submissions.
-//
-//go:embed chunks_delete_submissions.sql
-var ChunksDeleteSubmissions string
-
-// SubmissionsNotifyDropped sends queuer's notifyDropped notifications for many submissions.
-//
-//go:embed submissions_notify_dropped.sql
-var SubmissionsNotifyDropped string
+var submissionsInsertMany string
 
 // SubmissionsInsertManyParams are submissions_insert_many.sql's: per submission (the same
 // index in each slice) what SubmissionInsertParams holds for one, without object storage.
@@ -46,12 +29,15 @@ type SubmissionsInsertManyParams struct {
 // SubmissionsInsertMany inserts in-progress submissions (their chunks are inserted apart),
 // as SubmissionInsert inserts one.
 func (q Queries) SubmissionsInsertMany(ctx context.Context, p SubmissionsInsertManyParams) error {
-	_, err := q.db.Exec(ctx, SubmissionsInsertMany, pgx.NamedArgs{
+	_, err := q.db.Exec(ctx, submissionsInsertMany, pgx.NamedArgs{
 		"ids": p.IDs, "chunks_total": p.ChunksTotal, "priority": p.Priority,
 		"max_retries": p.MaxRetries, "metadata": p.Metadata, "strategic_metadata": p.StrategicMetadata,
 	})
 	return err
 }
+
+//go:embed strategic_metadata_insert_many.sql
+var strategicMetadataInsertMany string
 
 // StrategicMetadataInsertManyParams are strategic_metadata_insert_many.sql's: per
 // submission (the same index in each slice) its strategic metadata, a JSON object.
@@ -63,9 +49,12 @@ type StrategicMetadataInsertManyParams struct {
 // StrategicMetadataInsertMany indexes the strategic metadata of many submissions, as
 // StrategicMetadataInsert does for one.
 func (q Queries) StrategicMetadataInsertMany(ctx context.Context, p StrategicMetadataInsertManyParams) error {
-	_, err := q.db.Exec(ctx, StrategicMetadataInsertMany, pgx.NamedArgs{"ids": p.IDs, "strategic_metadata": p.StrategicMetadata})
+	_, err := q.db.Exec(ctx, strategicMetadataInsertMany, pgx.NamedArgs{"ids": p.IDs, "strategic_metadata": p.StrategicMetadata})
 	return err
 }
+
+//go:embed chunks_delete_submissions.sql
+var chunksDeleteSubmissions string
 
 // ChunksDeleteSubmissionsParams are chunks_delete_submissions.sql's.
 type ChunksDeleteSubmissionsParams struct {
@@ -75,7 +64,7 @@ type ChunksDeleteSubmissionsParams struct {
 // ChunksDeleteSubmissions deletes the reservable chunks of submissions that are no longer
 // in progress, in one statement (each partition is scanned once, not once per submission).
 func (q Queries) ChunksDeleteSubmissions(ctx context.Context, p ChunksDeleteSubmissionsParams) error {
-	_, err := q.db.Exec(ctx, ChunksDeleteSubmissions, pgx.NamedArgs{"submission_ids": p.SubmissionIDs})
+	_, err := q.db.Exec(ctx, chunksDeleteSubmissions, pgx.NamedArgs{"submission_ids": p.SubmissionIDs})
 	return err
 }
 
@@ -91,7 +80,7 @@ type SubmissionsCancelParams struct {
 func (q Queries) SubmissionsCancel(ctx context.Context, p SubmissionsCancelParams) ([]int64, error) {
 	var b pgx.Batch
 	for _, id := range p.IDs {
-		b.Queue(SubmissionCancel, pgx.NamedArgs{"id": id})
+		b.Queue(submissionCancel, pgx.NamedArgs{"id": id})
 	}
 	results := q.db.SendBatch(ctx, &b)
 	var moved []int64
@@ -110,6 +99,9 @@ func (q Queries) SubmissionsCancel(ctx context.Context, p SubmissionsCancelParam
 	return moved, results.Close()
 }
 
+//go:embed submissions_notify_dropped.sql
+var submissionsNotifyDropped string
+
 // SubmissionsNotifyDroppedParams are submissions_notify_dropped.sql's: the submissions,
 // and the channels told of them.
 type SubmissionsNotifyDroppedParams struct {
@@ -122,6 +114,6 @@ type SubmissionsNotifyDroppedParams struct {
 // chunks it may hold reservations of (they failed or were cancelled), and whoever waits
 // for them, at the commit of db's transaction when db is one.
 func (q Queries) SubmissionsNotifyDropped(ctx context.Context, p SubmissionsNotifyDroppedParams) error {
-	_, err := q.db.Exec(ctx, SubmissionsNotifyDropped, pgx.NamedArgs{"ids": p.IDs, "released": p.Released, "finished": p.Finished})
+	_, err := q.db.Exec(ctx, submissionsNotifyDropped, pgx.NamedArgs{"ids": p.IDs, "released": p.Released, "finished": p.Finished})
 	return err
 }

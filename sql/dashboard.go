@@ -11,7 +11,7 @@ import (
 // The dashboard (api/ui).
 
 //go:embed dashboard_overview.sql
-var DashboardOverview string
+var dashboardOverview string
 
 // DashboardOverviewParams are dashboard_overview.sql's.
 type DashboardOverviewParams struct {
@@ -30,11 +30,11 @@ type DashboardOverviewRow struct {
 
 // DashboardOverview reads the dashboard's own figures.
 func (q Queries) DashboardOverview(ctx context.Context, p DashboardOverviewParams) (DashboardOverviewRow, error) {
-	return collectOne[DashboardOverviewRow](ctx, q.db, DashboardOverview, pgx.NamedArgs{"since": p.Since})
+	return collectOne[DashboardOverviewRow](ctx, q.db, dashboardOverview, pgx.NamedArgs{"since": p.Since})
 }
 
 //go:embed dashboard_retries.sql
-var DashboardRetries string
+var dashboardRetries string
 
 // DashboardRetriesParams are dashboard_retries.sql's.
 type DashboardRetriesParams struct {
@@ -45,6 +45,6 @@ type DashboardRetriesParams struct {
 // pending or failed (0 for a submission without any, or unknown).
 func (q Queries) DashboardRetries(ctx context.Context, p DashboardRetriesParams) (int64, error) {
 	var n int64
-	err := q.db.QueryRow(ctx, DashboardRetries, pgx.NamedArgs{"id": p.ID}).Scan(&n)
+	err := q.db.QueryRow(ctx, dashboardRetries, pgx.NamedArgs{"id": p.ID}).Scan(&n)
 	return n, err
 }

@@ -8,8 +8,8 @@ import (
 // file that does not exist.
 func TestSource(t *testing.T) {
 	t.Parallel()
-	if got := Source("holds_take.sql"); got != HoldsTake {
-		t.Errorf("Source(holds_take.sql) = %q; want the text HoldsTake runs, %q", got, HoldsTake)
+	if got := Source("holds_take.sql"); got != holdsTake {
+		t.Errorf("Source(holds_take.sql) = %q; want the text HoldsTake sends, %q", got, holdsTake)
 	}
 	for _, name := range []string{"nothing.sql", "admin/drain_instance.sql", ""} {
 		func() {
