@@ -11,6 +11,24 @@ import (
 // Claims (package claims): renewal, balancing, acquisition and release of shards, and the
 // cluster view of GET /v1/cluster.
 
+//go:embed claims_timeouts.sql
+var claimsTimeouts string
+
+// ClaimsTimeoutsParams are claims_timeouts.sql's: the settings' values ("1s").
+type ClaimsTimeoutsParams struct {
+	LockTimeout                     string
+	IdleInTransactionSessionTimeout string
+}
+
+// ClaimsTimeouts sets lock_timeout and idle_in_transaction_session_timeout for the rest of
+// db's transaction.
+func (q Queries) ClaimsTimeouts(ctx context.Context, p ClaimsTimeoutsParams) error {
+	_, err := q.db.Exec(ctx, claimsTimeouts, pgx.NamedArgs{
+		"lock_timeout": p.LockTimeout, "idle_in_transaction_session_timeout": p.IdleInTransactionSessionTimeout,
+	})
+	return err
+}
+
 //go:embed claims_release_disabled.sql
 var claimsReleaseDisabled string
 

@@ -108,6 +108,8 @@ type Statements interface {
 
 	// Claims (claims.go): the shards' owners, for package claims.
 
+	// ClaimsTimeouts sets the short timeouts of a claims transaction.
+	ClaimsTimeouts(ctx context.Context, p ClaimsTimeoutsParams) error
 	// ClaimsRenew renews the shards held, fenced by their generations.
 	ClaimsRenew(ctx context.Context, p ClaimsRenewParams) ([]int, error)
 	// ClaimsBalance reads the live instances and enabled shards.
