@@ -354,11 +354,11 @@ func TestMaxSimultaneousRemembersFullValues(t *testing.T) {
 	if got := reserve(10); len(got) != 1 {
 		t.Fatalf("first reserve: %d chunks; want 1 (the one slot of company 1)", len(got))
 	}
-	before := counter.Count(opsqsql.HoldsTake)
+	before := counter.Count(opsqsql.Source("holds_take.sql"))
 	if got := reserve(10); len(got) != 0 {
 		t.Fatalf("second reserve: %d chunks; want none", len(got))
 	}
-	if n := counter.Count(opsqsql.HoldsTake) - before; n > 1 {
+	if n := counter.Count(opsqsql.Source("holds_take.sql")) - before; n > 1 {
 		t.Errorf("an empty reserve asked for a slot of the full value %d times; want at most once", n)
 	}
 }

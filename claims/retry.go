@@ -20,7 +20,9 @@ const (
 func retrySerializable(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) error {
 	return opsqsql.Retry(ctx, opsqsql.RetryClaims, func() error {
 		return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+lockTimeout+"'; SET LOCAL idle_in_transaction_session_timeout = '"+idleInTxTimeout+"'"); err != nil {
+			if err := opsqsql.New(tx).ClaimsTimeouts(ctx, opsqsql.ClaimsTimeoutsParams{
+				LockTimeout: lockTimeout, IdleInTransactionSessionTimeout: idleInTxTimeout,
+			}); err != nil {
 				return err
 			}
 			return fn(tx)

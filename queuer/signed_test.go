@@ -317,7 +317,7 @@ func firstLine(s string) string { return s[:strings.IndexByte(s, '\n')] }
 // statuses.
 func TestStaleCompletionsReadTheirStatesInOneQuery(t *testing.T) {
 	t.Parallel()
-	one, many := firstLine(opsqsql.ChunkState), firstLine(opsqsql.ChunkStates)
+	one, many := firstLine(opsqsql.Source("chunk_state.sql")), firstLine(opsqsql.Source("chunk_states.sql"))
 	counter := &pgtest.Statements{}
 	pool := pgtest.NewTracedPool(t, counter)
 	q := startQueuer(t, pool)

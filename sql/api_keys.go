@@ -1,23 +1,131 @@
 package sql
 
-import _ "embed"
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
 
 // API keys (apikeys).
 
-//go:embed api_keys_load.sql
-var APIKeysLoad string
+// APIKeyRow is a row of opsq.api_keys without its hash, as api_key_create.sql,
+// api_keys_list.sql and api_key_revoke.sql return it.
+type APIKeyRow struct {
+	ID         int64      `db:"id"`
+	Name       string     `db:"name"`
+	Role       string     `db:"role"`
+	CreatedAt  time.Time  `db:"created_at"`
+	ExpiresAt  *time.Time `db:"expires_at"`
+	RevokedAt  *time.Time `db:"revoked_at"`
+	LastUsedAt *time.Time `db:"last_used_at"`
+}
 
 //go:embed api_key_create.sql
-var APIKeyCreate string
+var apiKeyCreate string
+
+// APIKeyCreateParams are api_key_create.sql's.
+type APIKeyCreateParams struct {
+	Name      string
+	Role      string
+	SHA256    []byte     // the SHA-256 of the key, never the key
+	ExpiresAt *time.Time // nil: never
+}
+
+// ErrAPIKeyNameTaken means that a key of that name exists already (revoked keys keep
+// their names).
+var ErrAPIKeyNameTaken = errors.New("a key of that name exists already")
+
+// errAPIKeySecretTaken means that another key has the same secret (the same SHA-256).
+var errAPIKeySecretTaken = errors.New("another key has the same secret")
+
+// APIKeyCreate adds a key and returns its row. It returns ErrAPIKeyNameTaken when the name
+// is another key's, and an error saying so when the hash is.
+func (q Queries) APIKeyCreate(ctx context.Context, p APIKeyCreateParams) (APIKeyRow, error) {
+	r, err := collectOne[APIKeyRow](ctx, q.db, apiKeyCreate, pgx.NamedArgs{
+		"name": p.Name, "role": p.Role, "sha256": p.SHA256, "expires_at": p.ExpiresAt,
+	})
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
+		if pgErr.ConstraintName == "api_keys_sha256_key" {
+			return APIKeyRow{}, errAPIKeySecretTaken
+		}
+		return APIKeyRow{}, ErrAPIKeyNameTaken
+	}
+	return r, err
+}
 
 //go:embed api_keys_list.sql
-var APIKeysList string
+var apiKeysList string
+
+// APIKeysList reads every key, revoked and expired ones included, by name. It has no
+// parameters.
+func (q Queries) APIKeysList(ctx context.Context) ([]APIKeyRow, error) {
+	return collect[APIKeyRow](ctx, q.db, apiKeysList, nil)
+}
 
 //go:embed api_key_revoke.sql
-var APIKeyRevoke string
+var apiKeyRevoke string
+
+// APIKeyRevokeParams are api_key_revoke.sql's.
+type APIKeyRevokeParams struct {
+	Name string
+}
+
+// APIKeyRevoke revokes the key named p.Name (revoking it again keeps the first time) and
+// returns its row; ErrNotFound when no key has that name.
+func (q Queries) APIKeyRevoke(ctx context.Context, p APIKeyRevokeParams) (APIKeyRow, error) {
+	return collectOne[APIKeyRow](ctx, q.db, apiKeyRevoke, pgx.NamedArgs{"name": p.Name})
+}
+
+//go:embed api_keys_load.sql
+var apiKeysLoad string
+
+// APIKeysLoadRow is a key as an instance caches it: its hash, and whether it is revoked.
+type APIKeysLoadRow struct {
+	ID        int64      `db:"id"`
+	Name      string     `db:"name"`
+	Role      string     `db:"role"`
+	SHA256    []byte     `db:"sha256"`
+	ExpiresAt *time.Time `db:"expires_at"`
+	Revoked   bool       `db:"revoked"`
+}
+
+// APIKeysLoad reads every key with its hash, revoked and expired ones included, in no
+// order. It has no parameters.
+func (q Queries) APIKeysLoad(ctx context.Context) ([]APIKeysLoadRow, error) {
+	return collect[APIKeysLoadRow](ctx, q.db, apiKeysLoad, nil)
+}
 
 //go:embed api_keys_touch.sql
-var APIKeysTouch string
+var apiKeysTouch string
+
+// APIKeysTouchParams are api_keys_touch.sql's.
+type APIKeysTouchParams struct {
+	IDs []int64
+}
+
+// APIKeysTouch records that the keys p.IDs were used now.
+func (q Queries) APIKeysTouch(ctx context.Context, p APIKeysTouchParams) error {
+	_, err := q.db.Exec(ctx, apiKeysTouch, pgx.NamedArgs{"ids": p.IDs})
+	return err
+}
 
 //go:embed submission_created_by.sql
-var SubmissionCreatedBy string
+var submissionCreatedBy string
+
+// SubmissionCreatedByParams are submission_created_by.sql's.
+type SubmissionCreatedByParams struct {
+	ID int64
+}
+
+// SubmissionCreatedBy returns the id of the key that created in-progress submission p.ID
+// (nil: none, or made without keys); ErrNotFound when the submission is not in progress
+// (finished or unknown).
+func (q Queries) SubmissionCreatedBy(ctx context.Context, p SubmissionCreatedByParams) (*int64, error) {
+	var owner *int64
+	err := q.db.QueryRow(ctx, submissionCreatedBy, pgx.NamedArgs{"id": p.ID}).Scan(&owner)
+	return owner, notFound(err)
+}

@@ -2,6 +2,7 @@ package sql
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +30,9 @@ func (f *Fence) args(a pgx.NamedArgs) {
 	}
 }
 
+//go:embed chunk_retry.sql
+var chunkRetry string
+
 // ChunkRetryParams are chunk_retry.sql's.
 type ChunkRetryParams struct {
 	Chunk
@@ -48,7 +52,7 @@ type chunkRetryRow struct {
 func (q Queries) ChunkRetry(ctx context.Context, p ChunkRetryParams) (bool, error) {
 	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "retries": p.Retries}
 	p.Fence.args(args)
-	r, err := collectOne[chunkRetryRow](ctx, q.db, ChunkRetry, args)
+	r, err := collectOne[chunkRetryRow](ctx, q.db, chunkRetry, args)
 	if err != nil {
 		return false, err
 	}
@@ -57,6 +61,9 @@ func (q Queries) ChunkRetry(ctx context.Context, p ChunkRetryParams) (bool, erro
 	}
 	return r.Retries != nil, nil
 }
+
+//go:embed chunk_fail.sql
+var chunkFail string
 
 // ChunkFailParams are chunk_fail.sql's.
 type ChunkFailParams struct {
@@ -78,7 +85,7 @@ type chunkFailRow struct {
 func (q Queries) ChunkFail(ctx context.Context, p ChunkFailParams) (bool, error) {
 	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "retries": p.Retries, "error": p.Error}
 	p.Fence.args(args)
-	r, err := collectOne[chunkFailRow](ctx, q.db, ChunkFail, args)
+	r, err := collectOne[chunkFailRow](ctx, q.db, chunkFail, args)
 	if err != nil {
 		return false, err
 	}
@@ -87,6 +94,9 @@ func (q Queries) ChunkFail(ctx context.Context, p ChunkFailParams) (bool, error)
 	}
 	return r.SubmissionID != nil, nil
 }
+
+//go:embed chunk_state.sql
+var chunkState string
 
 // ChunkStateParams are chunk_state.sql's.
 type ChunkStateParams struct {
@@ -104,10 +114,13 @@ type ChunkStateRow struct {
 
 // ChunkState reads where a chunk is; ErrNotFound when nobody knows it.
 func (q Queries) ChunkState(ctx context.Context, p ChunkStateParams) (ChunkStateRow, error) {
-	return collectOne[ChunkStateRow](ctx, q.db, ChunkState, pgx.NamedArgs{
+	return collectOne[ChunkStateRow](ctx, q.db, chunkState, pgx.NamedArgs{
 		"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex,
 	})
 }
+
+//go:embed chunk_states.sql
+var chunkStates string
 
 // ChunkStatesParams are chunk_states.sql's.
 type ChunkStatesParams struct {
@@ -123,7 +136,7 @@ func (q Queries) ChunkStates(ctx context.Context, p ChunkStatesParams) ([]bool, 
 	for i, c := range p.Chunks {
 		shards[i], sids[i], idxs[i] = int32(c.Shard), c.SubmissionID, c.ChunkIndex
 	}
-	rows, err := q.db.Query(ctx, ChunkStates, pgx.NamedArgs{"shards": shards, "submission_ids": sids, "chunk_indexes": idxs})
+	rows, err := q.db.Query(ctx, chunkStates, pgx.NamedArgs{"shards": shards, "submission_ids": sids, "chunk_indexes": idxs})
 	if err != nil {
 		return nil, err
 	}
@@ -143,22 +156,31 @@ func (q Queries) ChunkStates(ctx context.Context, p ChunkStatesParams) ([]bool, 
 	return known, nil
 }
 
+//go:embed plan_by_key.sql
+var planByKey string
+
 // PlanByKey makes the planner, for the rest of db's transaction, plan as statements that
 // touch a few chunks by primary key (ChunksComplete). It has no parameters.
 func (q Queries) PlanByKey(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, PlanByKey)
+	_, err := q.db.Exec(ctx, planByKey)
 	return err
 }
+
+//go:embed submissions_lock.sql
+var submissionsLock string
 
 // SubmissionsLock locks submissions ids in id order (submissions_lock.sql) and returns
 // those in progress.
 func (q Queries) SubmissionsLock(ctx context.Context, ids []int64) ([]int64, error) {
-	rows, err := q.db.Query(ctx, SubmissionsLock, pgx.NamedArgs{"ids": ids})
+	rows, err := q.db.Query(ctx, submissionsLock, pgx.NamedArgs{"ids": ids})
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
+
+//go:embed chunks_complete.sql
+var chunksComplete string
 
 // ChunksCompleteParams are chunks_complete.sql's: the chunks completed (the same index
 // in each of the first four), every token used, repeats included, and the submissions
@@ -184,7 +206,7 @@ type ChunksCompleteRow struct {
 // ChunksComplete completes a batch of chunks and returns those it completed (the first
 // completion of each). Scanned by position: it is the hot path.
 func (q Queries) ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]ChunksCompleteRow, error) {
-	rows, err := q.db.Query(ctx, ChunksComplete, pgx.NamedArgs{
+	rows, err := q.db.Query(ctx, chunksComplete, pgx.NamedArgs{
 		"submission_ids": p.SubmissionIDs, "chunk_indexes": p.ChunkIndexes, "shards": p.Shards, "outputs": p.Outputs, "tokens": p.Tokens,
 		"locked": p.Locked,
 	})
@@ -200,6 +222,9 @@ func (q Queries) ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]
 	return out, err
 }
 
+//go:embed submissions_finish_completed.sql
+var submissionsFinishCompleted string
+
 // SubmissionsFinishCompletedParams are submissions_finish_completed.sql's.
 type SubmissionsFinishCompletedParams struct {
 	IDs []int64
@@ -208,9 +233,12 @@ type SubmissionsFinishCompletedParams struct {
 // SubmissionsFinishCompleted moves the submissions of p.IDs whose every chunk is done to
 // submissions_completed.
 func (q Queries) SubmissionsFinishCompleted(ctx context.Context, p SubmissionsFinishCompletedParams) error {
-	_, err := q.db.Exec(ctx, SubmissionsFinishCompleted, pgx.NamedArgs{"ids": p.IDs})
+	_, err := q.db.Exec(ctx, submissionsFinishCompleted, pgx.NamedArgs{"ids": p.IDs})
 	return err
 }
+
+//go:embed chunk_inputs.sql
+var chunkInputs string
 
 // ChunkInputsParams are chunk_inputs.sql's.
 type ChunkInputsParams struct {
@@ -233,7 +261,7 @@ func (q Queries) ChunkInputs(ctx context.Context, p ChunkInputsParams, fn func(C
 	for i, c := range p.Chunks {
 		sids[i], idxs[i], shards[i] = c.SubmissionID, c.ChunkIndex, int32(c.Shard)
 	}
-	rows, err := q.db.Query(ctx, ChunkInputs, pgx.NamedArgs{"submission_ids": sids, "chunk_indexes": idxs, "shards": shards})
+	rows, err := q.db.Query(ctx, chunkInputs, pgx.NamedArgs{"submission_ids": sids, "chunk_indexes": idxs, "shards": shards})
 	if err != nil {
 		return err
 	}
@@ -242,6 +270,9 @@ func (q Queries) ChunkInputs(ctx context.Context, p ChunkInputsParams, fn func(C
 	return err
 }
 
+//go:embed chunks_delete_submission.sql
+var chunksDeleteSubmission string
+
 // ChunksDeleteSubmissionParams are chunks_delete_submission.sql's.
 type ChunksDeleteSubmissionParams struct {
 	SubmissionID int64
@@ -249,7 +280,7 @@ type ChunksDeleteSubmissionParams struct {
 
 // ChunksDeleteSubmission deletes the reservable chunks of a submission.
 func (q Queries) ChunksDeleteSubmission(ctx context.Context, p ChunksDeleteSubmissionParams) error {
-	_, err := q.db.Exec(ctx, ChunksDeleteSubmission, pgx.NamedArgs{"submission_id": p.SubmissionID})
+	_, err := q.db.Exec(ctx, chunksDeleteSubmission, pgx.NamedArgs{"submission_id": p.SubmissionID})
 	return err
 }
 
@@ -279,6 +310,9 @@ func collect[T any](ctx context.Context, db DB, query string, args pgx.NamedArgs
 	return pgx.CollectRows(rows, pgx.RowToStructByName[T])
 }
 
+//go:embed chunk_partitions_stale.sql
+var chunkPartitionsStale string
+
 // ChunkPartitionsStaleParams are chunk_partitions_stale.sql's.
 type ChunkPartitionsStaleParams struct {
 	Shards  []int32
@@ -294,7 +328,7 @@ type ChunkPartitionsStaleRow struct {
 // ChunkPartitionsStale returns the partitions of p.Shards that the planner believes to hold
 // under half their live rows (chunk_partitions_stale.sql).
 func (q Queries) ChunkPartitionsStale(ctx context.Context, p ChunkPartitionsStaleParams) ([]ChunkPartitionsStaleRow, error) {
-	rows, err := q.db.Query(ctx, ChunkPartitionsStale, pgx.NamedArgs{"shards": p.Shards, "min_rows": p.MinRows})
+	rows, err := q.db.Query(ctx, chunkPartitionsStale, pgx.NamedArgs{"shards": p.Shards, "min_rows": p.MinRows})
 	if err != nil {
 		return nil, err
 	}

@@ -11,29 +11,29 @@ import (
 // Claims (package claims): renewal, balancing, acquisition and release of shards, and the
 // cluster view of GET /v1/cluster.
 
-//go:embed claims_renew.sql
-var ClaimsRenew string
+//go:embed claims_timeouts.sql
+var claimsTimeouts string
+
+// ClaimsTimeoutsParams are claims_timeouts.sql's: the settings' values ("1s").
+type ClaimsTimeoutsParams struct {
+	LockTimeout                     string
+	IdleInTransactionSessionTimeout string
+}
+
+// ClaimsTimeouts sets lock_timeout and idle_in_transaction_session_timeout for the rest of
+// db's transaction.
+func (q Queries) ClaimsTimeouts(ctx context.Context, p ClaimsTimeoutsParams) error {
+	_, err := q.db.Exec(ctx, claimsTimeouts, pgx.NamedArgs{
+		"lock_timeout": p.LockTimeout, "idle_in_transaction_session_timeout": p.IdleInTransactionSessionTimeout,
+	})
+	return err
+}
 
 //go:embed claims_release_disabled.sql
-var ClaimsReleaseDisabled string
-
-//go:embed claims_balance.sql
-var ClaimsBalance string
-
-//go:embed claims_acquire.sql
-var ClaimsAcquire string
-
-//go:embed claims_release.sql
-var ClaimsRelease string
+var claimsReleaseDisabled string
 
 //go:embed claims_drain_instance.sql
-var ClaimsDrainInstance string
-
-//go:embed claims_cluster.sql
-var ClaimsCluster string
-
-//go:embed claims_publish.sql
-var ClaimsPublish string
+var claimsDrainInstance string
 
 // ClaimsInstanceParams name the instance of the claims statements that take only it:
 // claims_drain_instance.sql and claims_release_disabled.sql.
@@ -43,15 +43,18 @@ type ClaimsInstanceParams struct {
 
 // ClaimsDrainInstance marks the instance draining, as an operator would.
 func (q Queries) ClaimsDrainInstance(ctx context.Context, p ClaimsInstanceParams) error {
-	_, err := q.db.Exec(ctx, ClaimsDrainInstance, pgx.NamedArgs{"instance": p.Instance})
+	_, err := q.db.Exec(ctx, claimsDrainInstance, pgx.NamedArgs{"instance": p.Instance})
 	return err
 }
 
 // ClaimsReleaseDisabled releases the disabled shards the instance holds.
 func (q Queries) ClaimsReleaseDisabled(ctx context.Context, p ClaimsInstanceParams) error {
-	_, err := q.db.Exec(ctx, ClaimsReleaseDisabled, pgx.NamedArgs{"instance": p.Instance})
+	_, err := q.db.Exec(ctx, claimsReleaseDisabled, pgx.NamedArgs{"instance": p.Instance})
 	return err
 }
+
+//go:embed claims_renew.sql
+var claimsRenew string
 
 // ClaimsRenewParams are claims_renew.sql's: the instance, the expiries, and per shard
 // held (the same index in each slice) its generation, the owner's count of live
@@ -70,12 +73,15 @@ type ClaimsRenewParams struct {
 // ClaimsRenew renews the shards held, fenced by their generations, and returns those it
 // renewed: the others are lost.
 func (q Queries) ClaimsRenew(ctx context.Context, p ClaimsRenewParams) ([]int, error) {
-	return collectInts(ctx, q.db, ClaimsRenew, pgx.NamedArgs{
+	return collectInts(ctx, q.db, claimsRenew, pgx.NamedArgs{
 		"instance": p.Instance, "soft_expiry": p.SoftExpiry, "hard_expiry": p.HardExpiry,
 		"shards": p.Shards, "generations": p.Generations, "inflight": p.Inflight,
 		"available": p.Available, "draining": p.Draining,
 	})
 }
+
+//go:embed claims_balance.sql
+var claimsBalance string
 
 // ClaimsBalanceParams are claims_balance.sql's.
 type ClaimsBalanceParams struct {
@@ -91,8 +97,11 @@ type ClaimsBalanceRow struct {
 
 // ClaimsBalance reads what balancing needs.
 func (q Queries) ClaimsBalance(ctx context.Context, p ClaimsBalanceParams) (ClaimsBalanceRow, error) {
-	return collectOne[ClaimsBalanceRow](ctx, q.db, ClaimsBalance, pgx.NamedArgs{"heartbeat_timeout": p.HeartbeatTimeout})
+	return collectOne[ClaimsBalanceRow](ctx, q.db, claimsBalance, pgx.NamedArgs{"heartbeat_timeout": p.HeartbeatTimeout})
 }
+
+//go:embed claims_acquire.sql
+var claimsAcquire string
 
 // ClaimsAcquireParams are claims_acquire.sql's.
 type ClaimsAcquireParams struct {
@@ -111,10 +120,13 @@ type ClaimsAcquireRow struct {
 
 // ClaimsAcquire takes up to p.Want free or expired shards.
 func (q Queries) ClaimsAcquire(ctx context.Context, p ClaimsAcquireParams) ([]ClaimsAcquireRow, error) {
-	return collect[ClaimsAcquireRow](ctx, q.db, ClaimsAcquire, pgx.NamedArgs{
+	return collect[ClaimsAcquireRow](ctx, q.db, claimsAcquire, pgx.NamedArgs{
 		"instance": p.Instance, "want": p.Want, "held": p.Held, "soft_expiry": p.SoftExpiry, "hard_expiry": p.HardExpiry,
 	})
 }
+
+//go:embed claims_release.sql
+var claimsRelease string
 
 // ClaimsReleaseParams are claims_release.sql's: the shards (and, at the same index, the
 // generation each is held under) that the instance gives back.
@@ -127,8 +139,11 @@ type ClaimsReleaseParams struct {
 // ClaimsRelease releases the shards, fenced by their generations, and returns those it
 // released: the others were no longer held.
 func (q Queries) ClaimsRelease(ctx context.Context, p ClaimsReleaseParams) ([]int, error) {
-	return collectInts(ctx, q.db, ClaimsRelease, pgx.NamedArgs{"instance": p.Instance, "shards": p.Shards, "generations": p.Generations})
+	return collectInts(ctx, q.db, claimsRelease, pgx.NamedArgs{"instance": p.Instance, "shards": p.Shards, "generations": p.Generations})
 }
+
+//go:embed claims_publish.sql
+var claimsPublish string
 
 // ClaimsPublishParams are claims_publish.sql's: per shard (the same index in each slice)
 // the generation it is held under and its count of live reservations.
@@ -142,10 +157,13 @@ type ClaimsPublishParams struct {
 // ClaimsPublish publishes the counts, fenced by the generations, and returns the shards
 // it wrote.
 func (q Queries) ClaimsPublish(ctx context.Context, p ClaimsPublishParams) ([]int, error) {
-	return collectInts(ctx, q.db, ClaimsPublish, pgx.NamedArgs{
+	return collectInts(ctx, q.db, claimsPublish, pgx.NamedArgs{
 		"instance": p.Instance, "shards": p.Shards, "generations": p.Generations, "inflight": p.Inflight,
 	})
 }
+
+//go:embed claims_cluster.sql
+var claimsCluster string
 
 // ClaimsClusterRow is a row of claims_cluster.sql: an instance with one of its shards, an
 // instance without shards (Shard nil), or a shard without an instance (Instance nil).
@@ -170,7 +188,7 @@ type ClaimsClusterRow struct {
 // ClaimsCluster reads the instances and the claims table in one statement, so that they
 // agree; ordered by instance (those without one last), then shard. It has no parameters.
 func (q Queries) ClaimsCluster(ctx context.Context) ([]ClaimsClusterRow, error) {
-	return collect[ClaimsClusterRow](ctx, q.db, ClaimsCluster, nil)
+	return collect[ClaimsClusterRow](ctx, q.db, claimsCluster, nil)
 }
 
 // collectInts runs query and returns its one int column.

@@ -2,12 +2,16 @@ package sql
 
 import (
 	"context"
+	_ "embed"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // The statements of queuer about the cluster: the owners of shards, the peers with work,
 // the cluster keys and the max_simultaneous holds. (Package claims runs its own.)
+
+//go:embed shard_owner.sql
+var shardOwner string
 
 // ShardOwnerParams are shard_owner.sql's.
 type ShardOwnerParams struct {
@@ -23,8 +27,11 @@ type ShardOwnerRow struct {
 
 // ShardOwner reads who holds p.Shard; ErrNotFound when nobody does.
 func (q Queries) ShardOwner(ctx context.Context, p ShardOwnerParams) (ShardOwnerRow, error) {
-	return collectOne[ShardOwnerRow](ctx, q.db, ShardOwner, pgx.NamedArgs{"shard": p.Shard})
+	return collectOne[ShardOwnerRow](ctx, q.db, shardOwner, pgx.NamedArgs{"shard": p.Shard})
 }
+
+//go:embed peers_with_work.sql
+var peersWithWork string
 
 // PeersWithWorkParams are peers_with_work.sql's.
 type PeersWithWorkParams struct {
@@ -43,8 +50,11 @@ type PeersWithWorkRow struct {
 
 // PeersWithWork reads the other live instances.
 func (q Queries) PeersWithWork(ctx context.Context, p PeersWithWorkParams) ([]PeersWithWorkRow, error) {
-	return collect[PeersWithWorkRow](ctx, q.db, PeersWithWork, pgx.NamedArgs{"me": p.Me, "heartbeat_timeout": p.HeartbeatTimeout})
+	return collect[PeersWithWorkRow](ctx, q.db, peersWithWork, pgx.NamedArgs{"me": p.Me, "heartbeat_timeout": p.HeartbeatTimeout})
 }
+
+//go:embed cluster_keys_load.sql
+var clusterKeysLoad string
 
 // ClusterKeysLoadParams are cluster_keys_load.sql's.
 type ClusterKeysLoadParams struct {
@@ -62,8 +72,11 @@ type ClusterKeysLoadRow struct {
 
 // ClusterKeysLoad reads the cluster keys that still verify, oldest first.
 func (q Queries) ClusterKeysLoad(ctx context.Context, p ClusterKeysLoadParams) ([]ClusterKeysLoadRow, error) {
-	return collect[ClusterKeysLoadRow](ctx, q.db, ClusterKeysLoad, pgx.NamedArgs{"overlap_us": p.OverlapMicros})
+	return collect[ClusterKeysLoadRow](ctx, q.db, clusterKeysLoad, pgx.NamedArgs{"overlap_us": p.OverlapMicros})
 }
+
+//go:embed holds_take.sql
+var holdsTake string
 
 // HoldsTakeParams are holds_take.sql's: one max_simultaneous slot of Key = Value (JSON)
 // for the reservation Token of a chunk, on a shard held at Generation, when fewer than Max
@@ -82,12 +95,15 @@ type HoldsTakeParams struct {
 // HoldsTake takes the slot and reports whether there was one left.
 func (q Queries) HoldsTake(ctx context.Context, p HoldsTakeParams) (bool, error) {
 	var got bool
-	err := q.db.QueryRow(ctx, HoldsTake, pgx.NamedArgs{
+	err := q.db.QueryRow(ctx, holdsTake, pgx.NamedArgs{
 		"token": p.Token, "key": p.Key, "value": p.Value, "submission_id": p.SubmissionID,
 		"chunk_index": p.ChunkIndex, "shard": p.Shard, "generation": p.Generation, "max": p.Max,
 	}).Scan(&got)
 	return got, err
 }
+
+//go:embed holds_release.sql
+var holdsRelease string
 
 // HoldsReleaseParams are holds_release.sql's.
 type HoldsReleaseParams struct {
@@ -96,12 +112,15 @@ type HoldsReleaseParams struct {
 
 // HoldsRelease frees the slots of reservations that are over.
 func (q Queries) HoldsRelease(ctx context.Context, p HoldsReleaseParams) error {
-	_, err := q.db.Exec(ctx, HoldsRelease, pgx.NamedArgs{"tokens": p.Tokens})
+	_, err := q.db.Exec(ctx, holdsRelease, pgx.NamedArgs{"tokens": p.Tokens})
 	return err
 }
 
+//go:embed holds_collect.sql
+var holdsCollect string
+
 // HoldsCollect deletes the holds that stopped counting. It has no parameters.
 func (q Queries) HoldsCollect(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, HoldsCollect)
+	_, err := q.db.Exec(ctx, holdsCollect)
 	return err
 }

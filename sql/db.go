@@ -2,16 +2,19 @@ package sql
 
 import (
 	"context"
+	_ "embed"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// DB is what a statement runs on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+// DB is what a statement runs on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx. SendBatch is
+// for the methods that send one statement many times in one round trip (SubmissionsCancel).
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // Queries runs the engine's statements on one DB, each with its own parameter struct
@@ -20,14 +23,18 @@ type DB interface {
 // errors come back translated (errors.go). The zero value is not usable; use New. A
 // Queries is as safe for concurrent use as its DB (a pool is, a transaction is not).
 //
-// The statements' text stays in the exported string variables (the tests count them by
-// it); the candidate queries, which strategy builds, are not here.
+// Every statement is reached through its method only; its text is unexported, beside the
+// method (Source gives it to tests). The candidate queries, which strategy compiles, run
+// through CandidatesStream. statements.go lists the methods.
 type Queries struct {
 	db DB
 }
 
 // New returns the statements run on db.
 func New(db DB) Queries { return Queries{db: db} }
+
+//go:embed notify.sql
+var notify string
 
 // NotifyParams are notify.sql's.
 type NotifyParams struct {
@@ -38,6 +45,6 @@ type NotifyParams struct {
 // Notify sends p.Payload on p.Channel (pg_notify), at the commit of db's transaction when
 // db is one.
 func (q Queries) Notify(ctx context.Context, p NotifyParams) error {
-	_, err := q.db.Exec(ctx, Notify, pgx.NamedArgs{"channel": p.Channel, "payload": p.Payload})
+	_, err := q.db.Exec(ctx, notify, pgx.NamedArgs{"channel": p.Channel, "payload": p.Payload})
 	return err
 }

@@ -2,11 +2,15 @@ package sql
 
 import (
 	"context"
+	_ "embed"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // The statements of opsq.instances and opsq.settings (package claims).
+
+//go:embed instance_forget_stale.sql
+var instanceForgetStale string
 
 // InstanceForgetStaleParams are instance_forget_stale.sql's.
 type InstanceForgetStaleParams struct {
@@ -15,9 +19,12 @@ type InstanceForgetStaleParams struct {
 
 // InstanceForgetStale deletes the instances silent for longer than p.Stale.
 func (q Queries) InstanceForgetStale(ctx context.Context, p InstanceForgetStaleParams) error {
-	_, err := q.db.Exec(ctx, InstanceForgetStale, pgx.NamedArgs{"stale": p.Stale})
+	_, err := q.db.Exec(ctx, instanceForgetStale, pgx.NamedArgs{"stale": p.Stale})
 	return err
 }
+
+//go:embed instance_register.sql
+var instanceRegister string
 
 // InstanceRegisterParams are instance_register.sql's.
 type InstanceRegisterParams struct {
@@ -30,9 +37,12 @@ type InstanceRegisterParams struct {
 // ErrNotFound when every node id is taken.
 func (q Queries) InstanceRegister(ctx context.Context, p InstanceRegisterParams) (int, error) {
 	var node int
-	err := q.db.QueryRow(ctx, InstanceRegister, pgx.NamedArgs{"id": p.ID, "advertise_url": p.AdvertiseURL, "version": p.Version}).Scan(&node)
+	err := q.db.QueryRow(ctx, instanceRegister, pgx.NamedArgs{"id": p.ID, "advertise_url": p.AdvertiseURL, "version": p.Version}).Scan(&node)
 	return node, notFound(err)
 }
+
+//go:embed instance_heartbeat.sql
+var instanceHeartbeat string
 
 // InstanceHeartbeatParams are instance_heartbeat.sql's.
 type InstanceHeartbeatParams struct {
@@ -43,9 +53,12 @@ type InstanceHeartbeatParams struct {
 // InstanceHeartbeat marks the instance alive and reports whether it is asked to drain;
 // ErrNotFound when its row (under that node id) is gone.
 func (q Queries) InstanceHeartbeat(ctx context.Context, p InstanceHeartbeatParams) (draining bool, err error) {
-	err = q.db.QueryRow(ctx, InstanceHeartbeat, pgx.NamedArgs{"id": p.ID, "node_id": p.NodeID}).Scan(&draining)
+	err = q.db.QueryRow(ctx, instanceHeartbeat, pgx.NamedArgs{"id": p.ID, "node_id": p.NodeID}).Scan(&draining)
 	return draining, notFound(err)
 }
+
+//go:embed instance_deregister.sql
+var instanceDeregister string
 
 // InstanceDeregisterParams are instance_deregister.sql's.
 type InstanceDeregisterParams struct {
@@ -54,9 +67,12 @@ type InstanceDeregisterParams struct {
 
 // InstanceDeregister deletes the instance's row.
 func (q Queries) InstanceDeregister(ctx context.Context, p InstanceDeregisterParams) error {
-	_, err := q.db.Exec(ctx, InstanceDeregister, pgx.NamedArgs{"id": p.ID})
+	_, err := q.db.Exec(ctx, instanceDeregister, pgx.NamedArgs{"id": p.ID})
 	return err
 }
+
+//go:embed settings_load.sql
+var settingsLoad string
 
 // SettingsLoadRow is one of opsq.settings.
 type SettingsLoadRow struct {
@@ -66,5 +82,5 @@ type SettingsLoadRow struct {
 
 // SettingsLoad reads opsq.settings. It has no parameters.
 func (q Queries) SettingsLoad(ctx context.Context) ([]SettingsLoadRow, error) {
-	return collect[SettingsLoadRow](ctx, q.db, SettingsLoad, nil)
+	return collect[SettingsLoadRow](ctx, q.db, settingsLoad, nil)
 }

@@ -10,7 +10,7 @@ import (
 // The statements of the metrics (queuer.ClusterStats).
 
 //go:embed cluster_stats.sql
-var ClusterStats string
+var clusterStats string
 
 // ClusterStatsParams are cluster_stats.sql's.
 type ClusterStatsParams struct {
@@ -32,5 +32,5 @@ type ClusterStatsRow struct {
 // ClusterStats reads the cluster's figures: sums of the in-progress submissions' counters
 // and of the claims table, never a count over chunks.
 func (q Queries) ClusterStats(ctx context.Context, p ClusterStatsParams) (ClusterStatsRow, error) {
-	return collectOne[ClusterStatsRow](ctx, q.db, ClusterStats, pgx.NamedArgs{"heartbeat_timeout": p.HeartbeatTimeout})
+	return collectOne[ClusterStatsRow](ctx, q.db, clusterStats, pgx.NamedArgs{"heartbeat_timeout": p.HeartbeatTimeout})
 }

@@ -1,39 +1,50 @@
 package sql
 
-import _ "embed"
+import (
+	"context"
+	"fmt"
 
-// Reserving (the candidate queries are built by strategy.CandidateQuery), completing and
-// failing chunks.
+	"github.com/jackc/pgx/v5"
+)
 
-//go:embed submission_info.sql
-var SubmissionInfo string
+// Reserving: the candidate queries, which package strategy compiles (strategy.CandidateQuery,
+// strategy.SubmissionQuery). The other statements of reserving, completing and failing
+// chunks are in chunks.go, submissions.go and cluster.go.
 
-//go:embed plan_by_key.sql
-var PlanByKey string
+// CandidatesStreamParams are a candidate query as package strategy compiles it
+// (strategy.CandidateQuery, strategy.SubmissionQuery): its text and its arguments, the
+// leaf's filters and shards with the caller's keyset arguments (@limit, @after_…).
+type CandidatesStreamParams struct {
+	Query string
+	Args  pgx.NamedArgs
+}
 
-//go:embed submissions_lock.sql
-var SubmissionsLock string
+// CandidatesStreamRow is a candidate chunk, as every candidate query returns it.
+type CandidatesStreamRow struct {
+	SubmissionID int64
+	ChunkIndex   int32
+	Shard        int
+	Retries      int32
+	Input        []byte // the row's own: fn may keep it
+	RandomOrder  int
+	NegPriority  int64 // the negated priority of its submission (custom_priority)
+}
 
-//go:embed chunks_complete.sql
-var ChunksComplete string
-
-//go:embed submissions_finish_completed.sql
-var SubmissionsFinishCompleted string
-
-//go:embed chunk_retry.sql
-var ChunkRetry string
-
-//go:embed chunk_fail.sql
-var ChunkFail string
-
-//go:embed chunk_state.sql
-var ChunkState string
-
-//go:embed chunk_partitions_stale.sql
-var ChunkPartitionsStale string
-
-//go:embed shard_owner.sql
-var ShardOwner string
-
-//go:embed peers_with_work.sql
-var PeersWithWork string
+// CandidatesStream runs a candidate query and calls fn with each of its rows, in the
+// query's order, as they stream from the database. Its errors, fn's included, read
+// "reading candidates: …". The queuer runs it on its candidate pool, whose connections
+// plan these queries (ConfigureCandidateSession).
+func (q Queries) CandidatesStream(ctx context.Context, p CandidatesStreamParams, fn func(CandidatesStreamRow) error) error {
+	rows, err := q.db.Query(ctx, p.Query, p.Args)
+	if err != nil {
+		return fmt.Errorf("reading candidates: %w", err)
+	}
+	var r CandidatesStreamRow
+	_, err = pgx.ForEachRow(rows, []any{&r.SubmissionID, &r.ChunkIndex, &r.Shard, &r.Retries, &r.Input, &r.RandomOrder, &r.NegPriority}, func() error {
+		return fn(r)
+	})
+	if err != nil {
+		return fmt.Errorf("reading candidates: %w", err)
+	}
+	return nil
+}

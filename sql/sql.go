@@ -1,90 +1,15 @@
-// Package sql holds the static SQL that opsq runs, one statement per file, named after what
-// it does, and the operators' recipes under admin/, and is the one way of the engine to the
-// database: Queries (db.go) runs each statement with its own parameter struct (…Params)
-// and, where it returns rows, its own row struct (…Row); the database's errors are
-// translated once (errors.go: ErrNotFound, *FenceError, IsUnavailable); Retry runs a
-// transaction again under a named policy (retry.go). The variables below hold the
-// statements' text.
+// Package sql holds the static SQL that opsq runs, one statement per file named after
+// what it does, and the operators' recipes under admin/, and is the engine's one face to
+// the database: Queries (db.go) runs each statement through a method of its own, with its
+// own parameter struct (…Params) and, where it returns rows, its own row struct (…Row), so
+// that no caller holds a statement's text, builds its arguments by name or scans its
+// columns by position. Each statement is embedded, unexported, in the file of its group
+// beside the method that runs it; statements.go lists every method (Statements). The
+// candidate queries, which package strategy compiles, run through one method too
+// (CandidatesStream).
+//
+// The database's errors are translated once (errors.go: ErrNotFound, *FenceError,
+// IsUnavailable); Retry runs a transaction again under a named policy (retry.go). Source
+// gives the text of a statement file to the tests and tools that recognize a statement,
+// and Admin the recipes to those that run them as psql would.
 package sql
-
-import _ "embed"
-
-// Notifications.
-
-//go:embed notify.sql
-var Notify string
-
-// Settings.
-
-//go:embed settings_load.sql
-var SettingsLoad string
-
-// Cluster keys (queuer.Keyring).
-
-//go:embed cluster_keys_load.sql
-var ClusterKeysLoad string
-
-// Completions (queuer/complete.go).
-
-//go:embed chunk_states.sql
-var ChunkStates string
-
-// Instances.
-
-//go:embed instance_forget_stale.sql
-var InstanceForgetStale string
-
-//go:embed instance_register.sql
-var InstanceRegister string
-
-//go:embed instance_heartbeat.sql
-var InstanceHeartbeat string
-
-//go:embed instance_deregister.sql
-var InstanceDeregister string
-
-// Submissions.
-
-//go:embed idempotency_claim.sql
-var IdempotencyClaim string
-
-//go:embed idempotency_lookup.sql
-var IdempotencyLookup string
-
-//go:embed submission_insert.sql
-var SubmissionInsert string
-
-//go:embed submission_insert_completed.sql
-var SubmissionInsertCompleted string
-
-//go:embed strategic_metadata_insert.sql
-var StrategicMetadataInsert string
-
-//go:embed submission_status.sql
-var SubmissionStatus string
-
-//go:embed submission_list.sql
-var SubmissionList string
-
-//go:embed submission_list_by_metadata.sql
-var SubmissionListByMetadata string
-
-//go:embed submission_cancel.sql
-var SubmissionCancel string
-
-//go:embed chunks_delete_submission.sql
-var ChunksDeleteSubmission string
-
-//go:embed results_stream.sql
-var ResultsStream string
-
-// Retention.
-
-//go:embed retention_expired.sql
-var RetentionExpired string
-
-//go:embed retention_delete_chunks.sql
-var RetentionDeleteChunks string
-
-//go:embed retention_delete_submission.sql
-var RetentionDeleteSubmission string

@@ -2,11 +2,15 @@ package sql
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
+
+//go:embed idempotency_claim.sql
+var idempotencyClaim string
 
 // IdempotencyClaimParams are idempotency_claim.sql's.
 type IdempotencyClaimParams struct {
@@ -19,12 +23,15 @@ type IdempotencyClaimParams struct {
 // taking the same key makes it wait for that one to end.
 func (q Queries) IdempotencyClaim(ctx context.Context, p IdempotencyClaimParams) (bool, error) {
 	var id int64
-	err := q.db.QueryRow(ctx, IdempotencyClaim, pgx.NamedArgs{"key": p.Key, "submission_id": p.SubmissionID}).Scan(&id)
+	err := q.db.QueryRow(ctx, idempotencyClaim, pgx.NamedArgs{"key": p.Key, "submission_id": p.SubmissionID}).Scan(&id)
 	if err = notFound(err); err == ErrNotFound {
 		return false, nil
 	}
 	return err == nil, err
 }
+
+//go:embed idempotency_lookup.sql
+var idempotencyLookup string
 
 // IdempotencyLookupParams are idempotency_lookup.sql's.
 type IdempotencyLookupParams struct {
@@ -35,9 +42,15 @@ type IdempotencyLookupParams struct {
 // none does.
 func (q Queries) IdempotencyLookup(ctx context.Context, p IdempotencyLookupParams) (int64, error) {
 	var id int64
-	err := q.db.QueryRow(ctx, IdempotencyLookup, pgx.NamedArgs{"key": p.Key}).Scan(&id)
+	err := q.db.QueryRow(ctx, idempotencyLookup, pgx.NamedArgs{"key": p.Key}).Scan(&id)
 	return id, notFound(err)
 }
+
+//go:embed submission_insert.sql
+var submissionInsert string
+
+//go:embed submission_insert_completed.sql
+var submissionInsertCompleted string
 
 // SubmissionInsertParams are submission_insert.sql's and submission_insert_completed.sql's.
 type SubmissionInsertParams struct {
@@ -64,15 +77,18 @@ func (p SubmissionInsertParams) args() pgx.NamedArgs {
 
 // SubmissionInsert inserts an in-progress submission (its chunks are inserted apart).
 func (q Queries) SubmissionInsert(ctx context.Context, p SubmissionInsertParams) error {
-	_, err := q.db.Exec(ctx, SubmissionInsert, p.args())
+	_, err := q.db.Exec(ctx, submissionInsert, p.args())
 	return err
 }
 
 // SubmissionInsertCompleted inserts a submission without chunks, completed at once.
 func (q Queries) SubmissionInsertCompleted(ctx context.Context, p SubmissionInsertParams) error {
-	_, err := q.db.Exec(ctx, SubmissionInsertCompleted, p.args())
+	_, err := q.db.Exec(ctx, submissionInsertCompleted, p.args())
 	return err
 }
+
+//go:embed strategic_metadata_insert.sql
+var strategicMetadataInsert string
 
 // StrategicMetadataInsertParams are strategic_metadata_insert.sql's.
 type StrategicMetadataInsertParams struct {
@@ -82,7 +98,7 @@ type StrategicMetadataInsertParams struct {
 
 // StrategicMetadataInsert indexes a submission's strategic metadata, one row per key.
 func (q Queries) StrategicMetadataInsert(ctx context.Context, p StrategicMetadataInsertParams) error {
-	_, err := q.db.Exec(ctx, StrategicMetadataInsert, pgx.NamedArgs{"submission_id": p.SubmissionID, "strategic_metadata": p.StrategicMetadata})
+	_, err := q.db.Exec(ctx, strategicMetadataInsert, pgx.NamedArgs{"submission_id": p.SubmissionID, "strategic_metadata": p.StrategicMetadata})
 	return err
 }
 
@@ -103,6 +119,9 @@ type SubmissionStatusRow struct {
 	Error             *string         `db:"error"`
 }
 
+//go:embed submission_status.sql
+var submissionStatus string
+
 // SubmissionStatusParams are submission_status.sql's.
 type SubmissionStatusParams struct {
 	ID int64
@@ -110,8 +129,14 @@ type SubmissionStatusParams struct {
 
 // SubmissionStatus reads a submission's state; ErrNotFound when there is none.
 func (q Queries) SubmissionStatus(ctx context.Context, p SubmissionStatusParams) (SubmissionStatusRow, error) {
-	return collectOne[SubmissionStatusRow](ctx, q.db, SubmissionStatus, pgx.NamedArgs{"id": p.ID})
+	return collectOne[SubmissionStatusRow](ctx, q.db, submissionStatus, pgx.NamedArgs{"id": p.ID})
 }
+
+//go:embed submission_list.sql
+var submissionList string
+
+//go:embed submission_list_by_metadata.sql
+var submissionListByMetadata string
 
 // SubmissionListParams are submission_list.sql's and, with Key set,
 // submission_list_by_metadata.sql's.
@@ -128,13 +153,16 @@ type SubmissionListParams struct {
 // SubmissionList reads a page of submissions, newest first.
 func (q Queries) SubmissionList(ctx context.Context, p SubmissionListParams) ([]SubmissionStatusRow, error) {
 	args := pgx.NamedArgs{"limit": p.Limit, "state": p.State, "after": p.After}
-	query := SubmissionList
+	query := submissionList
 	if p.Key != "" {
-		query = SubmissionListByMetadata
+		query = submissionListByMetadata
 		args["key"], args["value"] = p.Key, p.Value
 	}
 	return collect[SubmissionStatusRow](ctx, q.db, query, args)
 }
+
+//go:embed submission_cancel.sql
+var submissionCancel string
 
 // SubmissionCancelParams are submission_cancel.sql's.
 type SubmissionCancelParams struct {
@@ -146,8 +174,11 @@ type SubmissionCancelParams struct {
 // has the id.
 func (q Queries) SubmissionCancel(ctx context.Context, p SubmissionCancelParams) error {
 	var id int64
-	return notFound(q.db.QueryRow(ctx, SubmissionCancel, pgx.NamedArgs{"id": p.ID}).Scan(&id))
+	return notFound(q.db.QueryRow(ctx, submissionCancel, pgx.NamedArgs{"id": p.ID}).Scan(&id))
 }
+
+//go:embed results_stream.sql
+var resultsStream string
 
 // ResultsStreamParams are results_stream.sql's.
 type ResultsStreamParams struct {
@@ -163,7 +194,7 @@ type ResultsStreamRow struct {
 // ResultsStream calls fn with each completed chunk's output of a submission, in chunk
 // order, as it streams from the database; a row's Output is valid only during the call.
 func (q Queries) ResultsStream(ctx context.Context, p ResultsStreamParams, fn func(ResultsStreamRow) error) error {
-	rows, err := q.db.Query(ctx, ResultsStream, pgx.NamedArgs{"submission_id": p.SubmissionID})
+	rows, err := q.db.Query(ctx, resultsStream, pgx.NamedArgs{"submission_id": p.SubmissionID})
 	if err != nil {
 		return err
 	}
@@ -171,6 +202,9 @@ func (q Queries) ResultsStream(ctx context.Context, p ResultsStreamParams, fn fu
 	_, err = pgx.ForEachRow(rows, []any{&r.ChunkIndex, &r.Output}, func() error { return fn(r) })
 	return err
 }
+
+//go:embed submission_info.sql
+var submissionInfo string
 
 // SubmissionInfoParams are submission_info.sql's.
 type SubmissionInfoParams struct {
@@ -189,7 +223,7 @@ type SubmissionInfoRow struct {
 // SubmissionInfo reads the in-progress submissions of p.IDs, in no order; fn is called
 // for each, and its row's slices are valid only during the call.
 func (q Queries) SubmissionInfo(ctx context.Context, p SubmissionInfoParams, fn func(SubmissionInfoRow) error) error {
-	rows, err := q.db.Query(ctx, SubmissionInfo, pgx.NamedArgs{"ids": p.IDs})
+	rows, err := q.db.Query(ctx, submissionInfo, pgx.NamedArgs{"ids": p.IDs})
 	if err != nil {
 		return err
 	}
@@ -197,6 +231,9 @@ func (q Queries) SubmissionInfo(ctx context.Context, p SubmissionInfoParams, fn 
 	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Metadata, &r.StrategicMetadata, &r.Prefix, &r.MaxRetries}, func() error { return fn(r) })
 	return err
 }
+
+//go:embed select_only_any.sql
+var selectOnlyAny string
 
 // SelectOnlyAnyParams are select_only_any.sql's.
 type SelectOnlyAnyParams struct {
@@ -208,7 +245,7 @@ type SelectOnlyAnyParams struct {
 // SelectOnlyAny returns the ids of the first in-progress submissions whose strategic
 // metadata has key = value, oldest first.
 func (q Queries) SelectOnlyAny(ctx context.Context, p SelectOnlyAnyParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, SelectOnlyAny, pgx.NamedArgs{"key": p.Key, "value": p.Value, "limit": p.Limit})
+	rows, err := q.db.Query(ctx, selectOnlyAny, pgx.NamedArgs{"key": p.Key, "value": p.Value, "limit": p.Limit})
 	if err != nil {
 		return nil, err
 	}

@@ -16,9 +16,6 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	opsqsql "opsq/sql"
 )
 
@@ -71,21 +68,18 @@ func Hash(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 
 // Key is one row of opsq.api_keys, without its hash.
 type Key struct {
-	ID         int64      `db:"id" json:"id"`
-	Name       string     `db:"name" json:"name"`
-	Role       Role       `db:"role" json:"role"`
-	CreatedAt  time.Time  `db:"created_at" json:"created_at"`
-	ExpiresAt  *time.Time `db:"expires_at" json:"expires_at"`
-	RevokedAt  *time.Time `db:"revoked_at" json:"revoked_at"`
-	LastUsedAt *time.Time `db:"last_used_at" json:"last_used_at"`
+	ID         int64      `json:"id"`
+	Name       string     `json:"name"`
+	Role       Role       `json:"role"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	RevokedAt  *time.Time `json:"revoked_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
 }
 
 // DB is what the functions of this package run their statements on: a *pgxpool.Pool, a
-// *pgx.Conn or a pgx.Tx.
-type DB interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
+// *pgx.Conn or a pgx.Tx (sql.DB, which the statements run on).
+type DB = opsqsql.DB
 
 var (
 	// ErrExists: a key of that name exists already (revoked or not: names are never reused).
@@ -139,34 +133,27 @@ func Add(ctx context.Context, db DB, name string, role Role, expires time.Durati
 		expiresAt = &t
 	}
 	sum := Hash(key)
-	rows, err := db.Query(ctx, opsqsql.APIKeyCreate, pgx.NamedArgs{
-		"name": name, "role": string(role), "sha256": sum[:], "expires_at": expiresAt,
+	r, err := opsqsql.New(db).APIKeyCreate(ctx, opsqsql.APIKeyCreateParams{
+		Name: name, Role: string(role), SHA256: sum[:], ExpiresAt: expiresAt,
 	})
+	if errors.Is(err, opsqsql.ErrAPIKeyNameTaken) {
+		return Key{}, fmt.Errorf("%w: %q (revoked keys keep their names; choose another)", ErrExists, name)
+	}
 	if err != nil {
 		return Key{}, fmt.Errorf("creating API key %q: %w", name, err)
 	}
-	k, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Key])
-	if err != nil {
-		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
-			if pgErr.ConstraintName == "api_keys_sha256_key" {
-				return Key{}, fmt.Errorf("creating API key %q: another key has the same secret", name)
-			}
-			return Key{}, fmt.Errorf("%w: %q (revoked keys keep their names; choose another)", ErrExists, name)
-		}
-		return Key{}, fmt.Errorf("creating API key %q: %w", name, err)
-	}
-	return k, nil
+	return keyOf(r), nil
 }
 
 // List returns every key, revoked and expired ones included, by name.
 func List(ctx context.Context, db DB) ([]Key, error) {
-	rows, err := db.Query(ctx, opsqsql.APIKeysList)
+	rows, err := opsqsql.New(db).APIKeysList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing API keys: %w", err)
 	}
-	keys, err := pgx.CollectRows(rows, pgx.RowToStructByName[Key])
-	if err != nil {
-		return nil, fmt.Errorf("listing API keys: %w", err)
+	keys := make([]Key, len(rows))
+	for i, r := range rows {
+		keys[i] = keyOf(r)
 	}
 	return keys, nil
 }
@@ -174,16 +161,20 @@ func List(ctx context.Context, db DB) ([]Key, error) {
 // Revoke revokes the key named name: every instance refuses it within a second. Revoking a
 // revoked key changes nothing.
 func Revoke(ctx context.Context, db DB, name string) (Key, error) {
-	rows, err := db.Query(ctx, opsqsql.APIKeyRevoke, pgx.NamedArgs{"name": name})
-	if err != nil {
-		return Key{}, fmt.Errorf("revoking API key %q: %w", name, err)
-	}
-	k, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Key])
-	if errors.Is(err, pgx.ErrNoRows) {
+	r, err := opsqsql.New(db).APIKeyRevoke(ctx, opsqsql.APIKeyRevokeParams{Name: name})
+	if errors.Is(err, opsqsql.ErrNotFound) {
 		return Key{}, fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
 	if err != nil {
 		return Key{}, fmt.Errorf("revoking API key %q: %w", name, err)
 	}
-	return k, nil
+	return keyOf(r), nil
+}
+
+// keyOf is the key of row r.
+func keyOf(r opsqsql.APIKeyRow) Key {
+	return Key{
+		ID: r.ID, Name: r.Name, Role: Role(r.Role), CreatedAt: r.CreatedAt,
+		ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt, LastUsedAt: r.LastUsedAt,
+	}
 }

@@ -2,6 +2,7 @@ package apikeys
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	opsqsql "opsq/sql"
@@ -110,30 +110,21 @@ func (s *Set) Notified(string) { s.Refresh() }
 
 // Load reads every key. On an error the keys held before stay.
 func (s *Set) Load(ctx context.Context) error {
-	rows, err := s.pool.Query(ctx, opsqsql.APIKeysLoad)
+	rows, err := opsqsql.New(s.pool).APIKeysLoad(ctx)
 	if err != nil {
 		return fmt.Errorf(`reading opsq.api_keys (is the schema current? "opsq migrate up"): %w`, err)
 	}
-	var keys []cached
-	var c cached
-	var role string
-	var sum []byte
-	var expires *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&c.ID, &c.Name, &role, &sum, &expires, &c.revoked}, func() error {
-		if len(sum) != len(c.sum) {
-			return fmt.Errorf("API key %q has a %d-byte hash; want 32", c.Name, len(sum))
+	keys := make([]cached, 0, len(rows))
+	for _, r := range rows {
+		if len(r.SHA256) != sha256.Size {
+			return fmt.Errorf("reading opsq.api_keys: API key %q has a %d-byte hash; want 32", r.Name, len(r.SHA256))
 		}
-		k := c
-		k.Role = Role(role)
-		copy(k.sum[:], sum)
-		if expires != nil {
-			k.expires = *expires
+		k := cached{Caller: Caller{ID: r.ID, Name: r.Name, Role: Role(r.Role)}, revoked: r.Revoked}
+		copy(k.sum[:], r.SHA256)
+		if r.ExpiresAt != nil {
+			k.expires = *r.ExpiresAt
 		}
 		keys = append(keys, k)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("reading opsq.api_keys: %w", err)
 	}
 	s.mu.Lock()
 	touched := make(map[int64]*atomic.Int64, len(keys))
@@ -213,7 +204,7 @@ func (s *Set) runRefresh(ctx context.Context) {
 					break drain
 				}
 			}
-			if _, err := s.pool.Exec(ctx, opsqsql.APIKeysTouch, pgx.NamedArgs{"ids": ids}); err != nil && ctx.Err() == nil {
+			if err := opsqsql.New(s.pool).APIKeysTouch(ctx, opsqsql.APIKeysTouchParams{IDs: ids}); err != nil && ctx.Err() == nil {
 				s.log.Warn("recording the use of API keys", slog.Any("error", err))
 			}
 			continue
@@ -229,9 +220,8 @@ func (s *Set) runRefresh(ctx context.Context) {
 // SubmissionOwner returns the id of the key that created in-progress submission id (0:
 // none, made without keys), and false when id is not in progress (finished or unknown).
 func (s *Set) SubmissionOwner(ctx context.Context, id int64) (int64, bool, error) {
-	var owner *int64
-	err := s.pool.QueryRow(ctx, opsqsql.SubmissionCreatedBy, pgx.NamedArgs{"id": id}).Scan(&owner)
-	if errors.Is(err, pgx.ErrNoRows) {
+	owner, err := opsqsql.New(s.pool).SubmissionCreatedBy(ctx, opsqsql.SubmissionCreatedByParams{ID: id})
+	if errors.Is(err, opsqsql.ErrNotFound) {
 		return 0, false, nil
 	}
 	if err != nil {

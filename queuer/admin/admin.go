@@ -12,11 +12,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"opsq/claims"
 	opsqsql "opsq/sql"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Overview is the cluster at a glance, for the dashboard: sums of the in-progress
@@ -83,8 +82,8 @@ func (a *Admin) Overview(ctx context.Context, since *time.Time) (Overview, error
 
 // Retries returns the failed attempts so far of a submission's chunks, pending or failed.
 func (a *Admin) Retries(ctx context.Context, id int64) (int64, error) {
-	var n int64
-	if err := a.pool.QueryRow(ctx, opsqsql.DashboardRetries, pgx.NamedArgs{"id": id}).Scan(&n); err != nil {
+	n, err := opsqsql.New(a.pool).DashboardRetries(ctx, opsqsql.DashboardRetriesParams{ID: id})
+	if err != nil {
 		return 0, fmt.Errorf("reading the retries of %d: %w", id, err)
 	}
 	return n, nil
@@ -96,29 +95,31 @@ var ErrNoSuchTarget = errors.New("no such instance or shard")
 // SetDraining drains an instance (draining true) or undoes it: sql/admin/drain_instance.sql
 // and undrain_instance.sql, the operators' recipes themselves.
 func (a *Admin) SetDraining(ctx context.Context, instance string, draining bool) error {
-	stmt := opsqsql.AdminUndrainInstance
+	db := opsqsql.New(a.pool)
+	action := db.AdminUndrainInstance
 	if draining {
-		stmt = opsqsql.AdminDrainInstance
+		action = db.AdminDrainInstance
 	}
-	return a.admin(ctx, stmt, pgx.NamedArgs{"instance": instance})
+	return adminResult(action(ctx, opsqsql.AdminInstanceParams{Instance: instance}))
 }
 
 // SetShardDisabled disables a shard (disabled true) or enables it again:
 // sql/admin/disable_shard.sql and enable_shard.sql.
 func (a *Admin) SetShardDisabled(ctx context.Context, shard int, disabled bool) error {
-	stmt := opsqsql.AdminEnableShard
+	db := opsqsql.New(a.pool)
+	action := db.AdminEnableShard
 	if disabled {
-		stmt = opsqsql.AdminDisableShard
+		action = db.AdminDisableShard
 	}
-	return a.admin(ctx, stmt, pgx.NamedArgs{"shard": shard})
+	return adminResult(action(ctx, opsqsql.AdminShardParams{Shard: shard}))
 }
 
-func (a *Admin) admin(ctx context.Context, stmt string, args pgx.NamedArgs) error {
-	tag, err := a.pool.Exec(ctx, stmt, args)
+// adminResult is the error of an administrative action that changed a row or not.
+func adminResult(changed bool, err error) error {
 	if err != nil {
 		return fmt.Errorf("administering claims: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !changed {
 		return ErrNoSuchTarget
 	}
 	return nil

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"opsq/queuer/tokens"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
@@ -84,10 +82,9 @@ func SendRetried(ctx context.Context, db opsqsql.DB, token string) error {
 // ChannelReleased and "id" on ChannelFinished for each, in one statement
 // (sql/submissions_notify_dropped.sql) for any number of submissions.
 func SendDropped(ctx context.Context, db opsqsql.DB, ids ...int64) error {
-	_, err := db.Exec(ctx, opsqsql.SubmissionsNotifyDropped, pgx.NamedArgs{
-		"ids": ids, "released": ChannelReleased, "finished": ChannelFinished,
+	return opsqsql.New(db).SubmissionsNotifyDropped(ctx, opsqsql.SubmissionsNotifyDroppedParams{
+		IDs: ids, Released: ChannelReleased, Finished: ChannelFinished,
 	})
-	return err
 }
 
 func send(ctx context.Context, db opsqsql.DB, channel, payload string) error {

@@ -3,13 +3,13 @@ package reserve
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"opsq/api/wire"
 	"opsq/claims"
 	"opsq/reserver"
+	opsqsql "opsq/sql"
 	"opsq/strategy"
 )
 
@@ -99,15 +99,11 @@ func (p *preview) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
 		for k, v := range fargs {
 			args[k] = v
 		}
-		rows, err := p.p.scans.Query(ctx, query, args)
-		if err != nil {
-			return fmt.Errorf("reading candidates: %w", err)
-		}
 		var batch []candidate
-		var c candidate
 		n := 0
-		_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order, &c.negPrio}, func() error {
+		err := opsqsql.New(p.p.scans).CandidatesStream(ctx, opsqsql.CandidatesStreamParams{Query: query, Args: args}, func(row opsqsql.CandidatesStreamRow) error {
 			n++
+			c := candidateOf(row)
 			cur.Saw(c.position(), c.order)
 			if !p.seen[c.key] && !p.p.reserver.IsReserved(c.key) && !p.p.tombs.has(c.key) {
 				c.input = nil
@@ -116,7 +112,7 @@ func (p *preview) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("reading candidates: %w", err)
+			return err
 		}
 		p.scanned += n
 		if len(batch) > 0 {

@@ -76,6 +76,14 @@ type candidate struct {
 	info       *submissionInfo
 }
 
+// candidateOf is the candidate of a row of a candidate query.
+func candidateOf(r opsqsql.CandidatesStreamRow) candidate {
+	return candidate{
+		key: reserver.Key{SubmissionID: r.SubmissionID, ChunkIndex: r.ChunkIndex}, shard: r.Shard,
+		retries: r.Retries, input: r.Input, order: r.RandomOrder, negPrio: r.NegPriority,
+	}
+}
+
 // position is where c is in its leaf's order.
 func (c candidate) position() strategy.Position {
 	return strategy.Position{Priority: c.negPrio, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}
@@ -442,15 +450,11 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 // free (neither reserved nor tombstoned). seen is called with every row first; a row it
 // returns false for is left out.
 func (r *run) fetch(ctx context.Context, query string, args pgx.NamedArgs, seen func(candidate) bool) (int, []candidate, error) {
-	rows, err := r.p.scans.Query(ctx, query, args)
-	if err != nil {
-		return 0, nil, fmt.Errorf("reading candidates: %w", err)
-	}
 	var batch []candidate
-	var c candidate
 	n := 0
-	_, err = pgx.ForEachRow(rows, []any{&c.key.SubmissionID, &c.key.ChunkIndex, &c.shard, &c.retries, &c.input, &c.order, &c.negPrio}, func() error {
+	err := opsqsql.New(r.p.scans).CandidatesStream(ctx, opsqsql.CandidatesStreamParams{Query: query, Args: args}, func(row opsqsql.CandidatesStreamRow) error {
 		n++
+		c := candidateOf(row)
 		c.inputBytes = jsonStringLen(c.input)
 		if seen(c) && !r.taken(c) {
 			batch = append(batch, c)
@@ -458,7 +462,7 @@ func (r *run) fetch(ctx context.Context, query string, args pgx.NamedArgs, seen 
 		return nil
 	})
 	if err != nil {
-		return 0, nil, fmt.Errorf("reading candidates: %w", err)
+		return 0, nil, err
 	}
 	r.scanned += n
 	return n, batch, nil

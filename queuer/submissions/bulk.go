@@ -3,7 +3,6 @@ package submissions
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -65,12 +64,12 @@ func SubmitMany(ctx context.Context, pool *pgxpool.Pool, n int64, at func(i int6
 		}
 		for first := int64(0); first < n; first += submitManyBatch {
 			rows := newSubmissionRows(at, first, min(first+submitManyBatch, n))
-			if _, err := tx.Exec(ctx, opsqsql.SubmissionsInsertMany, rows.args()); err != nil {
+			if err := opsqsql.New(tx).SubmissionsInsertMany(ctx, rows.params()); err != nil {
 				return fmt.Errorf("inserting submissions: %w", err)
 			}
 			progress(src.rows + first + int64(len(rows.ids)))
-			if _, err := tx.Exec(ctx, opsqsql.StrategicMetadataInsertMany, pgx.NamedArgs{
-				"ids": rows.ids, "strategic_metadata": rows.strategicMetadata,
+			if err := opsqsql.New(tx).StrategicMetadataInsertMany(ctx, opsqsql.StrategicMetadataInsertManyParams{
+				IDs: rows.ids, StrategicMetadata: rows.strategicMetadata,
 			}); err != nil {
 				return fmt.Errorf("inserting strategic metadata: %w", err)
 			}
@@ -120,9 +119,9 @@ func newSubmissionRows(at func(int64) SmallSubmission, from, to int64) submissio
 	return r
 }
 
-func (r submissionRows) args() pgx.NamedArgs {
-	return pgx.NamedArgs{"ids": r.ids, "chunks_total": r.chunksTotal, "priority": r.priority,
-		"max_retries": r.maxRetries, "metadata": r.metadata, "strategic_metadata": r.strategicMetadata}
+func (r submissionRows) params() opsqsql.SubmissionsInsertManyParams {
+	return opsqsql.SubmissionsInsertManyParams{IDs: r.ids, ChunksTotal: r.chunksTotal, Priority: r.priority,
+		MaxRetries: r.maxRetries, Metadata: r.metadata, StrategicMetadata: r.strategicMetadata}
 }
 
 // manyChunkRows feeds COPY the chunks of submissions 0 to n-1, in order.
@@ -186,14 +185,14 @@ func CancelMany(ctx context.Context, pool *pgxpool.Pool, ids []int64, progress f
 	for first := 0; first < len(ids); first += cancelManyBatch {
 		batch := ids[first:min(first+cancelManyBatch, len(ids))]
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			moved, err := cancelBatch(ctx, tx, batch)
+			moved, err := opsqsql.New(tx).SubmissionsCancel(ctx, opsqsql.SubmissionsCancelParams{IDs: batch})
 			if err != nil {
 				return err
 			}
 			if len(moved) == 0 {
 				return nil
 			}
-			if _, err := tx.Exec(ctx, opsqsql.ChunksDeleteSubmissions, pgx.NamedArgs{"submission_ids": moved}); err != nil {
+			if err := opsqsql.New(tx).ChunksDeleteSubmissions(ctx, opsqsql.ChunksDeleteSubmissionsParams{SubmissionIDs: moved}); err != nil {
 				return err
 			}
 			if err := notify.SendDropped(ctx, tx, moved...); err != nil {
@@ -210,28 +209,4 @@ func CancelMany(ctx context.Context, pool *pgxpool.Pool, ids []int64, progress f
 		}
 	}
 	return cancelled, nil
-}
-
-// cancelBatch moves the submissions ids that are in progress to submissions_cancelled,
-// with submission_cancel.sql, and returns their ids.
-func cancelBatch(ctx context.Context, tx pgx.Tx, ids []int64) ([]int64, error) {
-	var b pgx.Batch
-	for _, id := range ids {
-		b.Queue(opsqsql.SubmissionCancel, pgx.NamedArgs{"id": id})
-	}
-	results := tx.SendBatch(ctx, &b)
-	var moved []int64
-	for range ids {
-		var id int64
-		err := results.QueryRow().Scan(&id)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-		case err != nil:
-			results.Close()
-			return nil, err
-		default:
-			moved = append(moved, id)
-		}
-	}
-	return moved, results.Close()
 }

@@ -28,8 +28,8 @@ func TestPsqlToNamed(t *testing.T) {
 func TestAdminStatements(t *testing.T) {
 	t.Parallel()
 	for name, s := range map[string]string{
-		"drain": AdminDrainInstance, "undrain": AdminUndrainInstance,
-		"disable": AdminDisableShard, "enable": AdminEnableShard,
+		"drain": adminDrainInstance, "undrain": adminUndrainInstance,
+		"disable": adminDisableShard, "enable": adminEnableShard,
 	} {
 		if s == "" || strings.Contains(s, ":'") || strings.Contains(s, "--") {
 			t.Errorf("%s: %q still holds psql variables or comments", name, s)

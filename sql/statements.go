@@ -1,0 +1,198 @@
+package sql
+
+import (
+	"context"
+	"embed"
+	"fmt"
+)
+
+// Statements is the table of contents of the database's one face: every method of
+// Queries, grouped by concern, one line each (River's riverdriver.Executor is the model).
+// Each runs one statement file (or, where it says so, a few), which is embedded beside it
+// in the file named. Nothing implements it but Queries; it is here to be read, and
+// TestStatementsListEveryMethod keeps it complete.
+type Statements interface {
+	// Submissions (submissions.go): producing, reading and cancelling them.
+
+	// IdempotencyClaim takes an idempotency key for a new submission.
+	IdempotencyClaim(ctx context.Context, p IdempotencyClaimParams) (bool, error)
+	// IdempotencyLookup finds the submission that holds an idempotency key.
+	IdempotencyLookup(ctx context.Context, p IdempotencyLookupParams) (int64, error)
+	// SubmissionInsert inserts an in-progress submission.
+	SubmissionInsert(ctx context.Context, p SubmissionInsertParams) error
+	// SubmissionInsertCompleted inserts a submission without chunks, completed at once.
+	SubmissionInsertCompleted(ctx context.Context, p SubmissionInsertParams) error
+	// StrategicMetadataInsert indexes a submission's strategic metadata.
+	StrategicMetadataInsert(ctx context.Context, p StrategicMetadataInsertParams) error
+	// SubmissionStatus reads a submission's state.
+	SubmissionStatus(ctx context.Context, p SubmissionStatusParams) (SubmissionStatusRow, error)
+	// SubmissionList reads a page of submissions, by state or strategic metadata.
+	SubmissionList(ctx context.Context, p SubmissionListParams) ([]SubmissionStatusRow, error)
+	// SubmissionCancel moves an in-progress submission to submissions_cancelled.
+	SubmissionCancel(ctx context.Context, p SubmissionCancelParams) error
+	// ResultsStream streams a submission's outputs in chunk order.
+	ResultsStream(ctx context.Context, p ResultsStreamParams, fn func(ResultsStreamRow) error) error
+	// SubmissionInfo reads what consumers get with the chunks of in-progress submissions.
+	SubmissionInfo(ctx context.Context, p SubmissionInfoParams, fn func(SubmissionInfoRow) error) error
+	// SelectOnlyAny finds the first in-progress submissions with a strategic value.
+	SelectOnlyAny(ctx context.Context, p SelectOnlyAnyParams) ([]int64, error)
+
+	// Many small submissions at once (bulk.go): queuer.SubmitMany and CancelMany.
+
+	// SubmissionsInsertMany is SubmissionInsert for many submissions.
+	SubmissionsInsertMany(ctx context.Context, p SubmissionsInsertManyParams) error
+	// StrategicMetadataInsertMany is StrategicMetadataInsert for many submissions.
+	StrategicMetadataInsertMany(ctx context.Context, p StrategicMetadataInsertManyParams) error
+	// SubmissionsCancel is SubmissionCancel for many, in one batch; it returns those moved.
+	SubmissionsCancel(ctx context.Context, p SubmissionsCancelParams) ([]int64, error)
+	// ChunksDeleteSubmissions is ChunksDeleteSubmission for many submissions.
+	ChunksDeleteSubmissions(ctx context.Context, p ChunksDeleteSubmissionsParams) error
+	// SubmissionsNotifyDropped tells the instances that submissions failed or were cancelled.
+	SubmissionsNotifyDropped(ctx context.Context, p SubmissionsNotifyDroppedParams) error
+
+	// Reserving (reserve.go): the candidate queries that package strategy compiles.
+
+	// CandidatesStream runs a candidate query and streams its candidate chunks.
+	CandidatesStream(ctx context.Context, p CandidatesStreamParams, fn func(CandidatesStreamRow) error) error
+
+	// Chunks (chunks.go): inputs, completions, retries, failures, deletion, statistics.
+
+	// ChunkInputs reads the inputs of a few chunks by key.
+	ChunkInputs(ctx context.Context, p ChunkInputsParams, fn func(ChunkInputsRow) error) error
+	// PlanByKey makes the rest of the transaction plan by primary key.
+	PlanByKey(ctx context.Context) error
+	// SubmissionsLock locks submissions in id order and returns those in progress.
+	SubmissionsLock(ctx context.Context, ids []int64) ([]int64, error)
+	// ChunksComplete completes a batch of chunks.
+	ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]ChunksCompleteRow, error)
+	// SubmissionsFinishCompleted moves the submissions whose every chunk is done.
+	SubmissionsFinishCompleted(ctx context.Context, p SubmissionsFinishCompletedParams) error
+	// ChunkRetry counts a failed attempt and makes the chunk reservable again (fenced).
+	ChunkRetry(ctx context.Context, p ChunkRetryParams) (bool, error)
+	// ChunkFail fails a chunk for good, and its submission with it (fenced).
+	ChunkFail(ctx context.Context, p ChunkFailParams) (bool, error)
+	// ChunkState reads where one chunk is.
+	ChunkState(ctx context.Context, p ChunkStateParams) (ChunkStateRow, error)
+	// ChunkStates tells which of many chunks opsq knows, in one statement.
+	ChunkStates(ctx context.Context, p ChunkStatesParams) ([]bool, error)
+	// ChunksDeleteSubmission deletes the reservable chunks of a submission.
+	ChunksDeleteSubmission(ctx context.Context, p ChunksDeleteSubmissionParams) error
+	// ChunkPartitionsStale finds the chunk partitions whose statistics lag behind.
+	ChunkPartitionsStale(ctx context.Context, p ChunkPartitionsStaleParams) ([]ChunkPartitionsStaleRow, error)
+	// AnalyzePartition runs ANALYZE on one of them.
+	AnalyzePartition(ctx context.Context, partition string) error
+
+	// Retention (retention.go).
+
+	// RetentionExpired finds submissions finished before a cutoff.
+	RetentionExpired(ctx context.Context, p RetentionExpiredParams) ([]int64, error)
+	// RetentionDeleteChunks deletes a batch of a finished submission's chunk rows.
+	RetentionDeleteChunks(ctx context.Context, p RetentionDeleteChunksParams) (int64, error)
+	// RetentionDeleteSubmission deletes a finished submission.
+	RetentionDeleteSubmission(ctx context.Context, p RetentionDeleteSubmissionParams) error
+
+	// The cluster as queuer sees it (cluster.go): owners, peers, keys, holds.
+
+	// ShardOwner reads who holds a shard.
+	ShardOwner(ctx context.Context, p ShardOwnerParams) (ShardOwnerRow, error)
+	// PeersWithWork reads the other live instances and their shards with work.
+	PeersWithWork(ctx context.Context, p PeersWithWorkParams) ([]PeersWithWorkRow, error)
+	// ClusterKeysLoad reads the cluster keys that still verify.
+	ClusterKeysLoad(ctx context.Context, p ClusterKeysLoadParams) ([]ClusterKeysLoadRow, error)
+	// HoldsTake takes a max_simultaneous slot.
+	HoldsTake(ctx context.Context, p HoldsTakeParams) (bool, error)
+	// HoldsRelease frees the slots of reservations that are over.
+	HoldsRelease(ctx context.Context, p HoldsReleaseParams) error
+	// HoldsCollect deletes the holds that stopped counting.
+	HoldsCollect(ctx context.Context) error
+
+	// Claims (claims.go): the shards' owners, for package claims.
+
+	// ClaimsTimeouts sets the short timeouts of a claims transaction.
+	ClaimsTimeouts(ctx context.Context, p ClaimsTimeoutsParams) error
+	// ClaimsRenew renews the shards held, fenced by their generations.
+	ClaimsRenew(ctx context.Context, p ClaimsRenewParams) ([]int, error)
+	// ClaimsBalance reads the live instances and enabled shards.
+	ClaimsBalance(ctx context.Context, p ClaimsBalanceParams) (ClaimsBalanceRow, error)
+	// ClaimsAcquire takes free or expired shards.
+	ClaimsAcquire(ctx context.Context, p ClaimsAcquireParams) ([]ClaimsAcquireRow, error)
+	// ClaimsRelease gives shards back, fenced by their generations.
+	ClaimsRelease(ctx context.Context, p ClaimsReleaseParams) ([]int, error)
+	// ClaimsPublish publishes the in-flight counts, fenced by the generations.
+	ClaimsPublish(ctx context.Context, p ClaimsPublishParams) ([]int, error)
+	// ClaimsDrainInstance marks the instance draining.
+	ClaimsDrainInstance(ctx context.Context, p ClaimsInstanceParams) error
+	// ClaimsReleaseDisabled releases the disabled shards the instance holds.
+	ClaimsReleaseDisabled(ctx context.Context, p ClaimsInstanceParams) error
+	// ClaimsCluster reads the instances and the claims table together.
+	ClaimsCluster(ctx context.Context) ([]ClaimsClusterRow, error)
+
+	// Instances and settings (instances.go), for package claims.
+
+	// InstanceRegister adds the instance under the lowest free node id.
+	InstanceRegister(ctx context.Context, p InstanceRegisterParams) (int, error)
+	// InstanceHeartbeat marks the instance alive and reads whether it drains.
+	InstanceHeartbeat(ctx context.Context, p InstanceHeartbeatParams) (draining bool, err error)
+	// InstanceDeregister deletes the instance's row.
+	InstanceDeregister(ctx context.Context, p InstanceDeregisterParams) error
+	// InstanceForgetStale deletes the instances silent too long.
+	InstanceForgetStale(ctx context.Context, p InstanceForgetStaleParams) error
+	// SettingsLoad reads opsq.settings.
+	SettingsLoad(ctx context.Context) ([]SettingsLoadRow, error)
+
+	// Notifications (db.go).
+
+	// Notify sends a payload on a channel (pg_notify).
+	Notify(ctx context.Context, p NotifyParams) error
+
+	// Metrics (metrics.go) and the dashboard (dashboard.go, admin.go).
+
+	// ClusterStats reads the cluster's figures for the metrics and the dashboard.
+	ClusterStats(ctx context.Context, p ClusterStatsParams) (ClusterStatsRow, error)
+	// DashboardOverview reads the dashboard's own figures.
+	DashboardOverview(ctx context.Context, p DashboardOverviewParams) (DashboardOverviewRow, error)
+	// DashboardRetries reads the failed attempts so far of a submission's chunks.
+	DashboardRetries(ctx context.Context, p DashboardRetriesParams) (int64, error)
+	// AdminDrainInstance runs the recipe admin/drain_instance.sql.
+	AdminDrainInstance(ctx context.Context, p AdminInstanceParams) (bool, error)
+	// AdminUndrainInstance runs the recipe admin/undrain_instance.sql.
+	AdminUndrainInstance(ctx context.Context, p AdminInstanceParams) (bool, error)
+	// AdminDisableShard runs the recipe admin/disable_shard.sql.
+	AdminDisableShard(ctx context.Context, p AdminShardParams) (bool, error)
+	// AdminEnableShard runs the recipe admin/enable_shard.sql.
+	AdminEnableShard(ctx context.Context, p AdminShardParams) (bool, error)
+
+	// API keys (api_keys.go), for package apikeys.
+
+	// APIKeyCreate adds a key.
+	APIKeyCreate(ctx context.Context, p APIKeyCreateParams) (APIKeyRow, error)
+	// APIKeysList reads every key, without the hashes.
+	APIKeysList(ctx context.Context) ([]APIKeyRow, error)
+	// APIKeyRevoke revokes a key by name.
+	APIKeyRevoke(ctx context.Context, p APIKeyRevokeParams) (APIKeyRow, error)
+	// APIKeysLoad reads every key with its hash, what an instance caches.
+	APIKeysLoad(ctx context.Context) ([]APIKeysLoadRow, error)
+	// APIKeysTouch records that keys were used.
+	APIKeysTouch(ctx context.Context, p APIKeysTouchParams) error
+	// SubmissionCreatedBy reads the key that created an in-progress submission.
+	SubmissionCreatedBy(ctx context.Context, p SubmissionCreatedByParams) (*int64, error)
+}
+
+var _ Statements = Queries{}
+
+// sources holds the text of every statement file, for Source.
+//
+//go:embed *.sql
+var sources embed.FS
+
+// Source returns the text of the statement file named file ("holds_take.sql"), as the
+// statement is sent to the database; it panics when there is no such file. It is for tests
+// and tools that recognize a statement (by its text or its first line, in a trace or in
+// pg_stat_statements); run statements through Queries.
+func Source(file string) string {
+	b, err := sources.ReadFile(file)
+	if err != nil {
+		panic(fmt.Sprintf("sql.Source: no statement file %q", file))
+	}
+	return string(b)
+}
