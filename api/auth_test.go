@@ -16,9 +16,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"opsq/api/apikeys"
-	"opsq/migrations/pgtest"
 	"opsq/queuer"
 	"opsq/queuer/queuertest"
+	"opsq/sql/pgtest"
 )
 
 // authEnv is an API server that requires keys, and a key of each role.

@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"opsq/api/wire"
-	"opsq/migrations/pgtest"
 	"opsq/queuer"
 	"opsq/queuer/queuertest"
 	opsqsql "opsq/sql"
+	"opsq/sql/pgtest"
 )
 
 // Tests of DESIGN.md §3 "Bounded by design": every field a client sends has a bound, a

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"opsq/api/wire"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"opsq/api/wire"
 )
 
 // TestNDJSONMillionChunksFlatMemory streams a 1 000 000-chunk NDJSON submission of about

@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 
-	"opsq/migrations/pgtest"
 	"opsq/queuer"
+	"opsq/sql/pgtest"
 )
 
 // rawRequest opens a connection to e and sends head (a request line and headers, ending

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"opsq/api/wire"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +20,8 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/labstack/echo/v4"
+
+	"opsq/api/wire"
 )
 
 // The OpenAPI tests check api/openapi.yaml against the server, with kin-openapi: the

@@ -7,11 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"opsq/api/wire"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"opsq/api/wire"
 )
 
 // waitFor polls cond until it holds, or fails the test after 30 s with what.

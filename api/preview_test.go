@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"opsq/api/wire"
 	"strings"
 	"testing"
+
+	"opsq/api/wire"
 )
 
 // TestReservePreview: POST /v1/reserve/preview answers what a reserve would hand out, in

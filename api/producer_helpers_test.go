@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // Helpers of the producer API tests: plain net/http, so that status codes, headers and

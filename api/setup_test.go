@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"opsq/migrations/pgtest"
 	"opsq/queuer"
 	"opsq/queuer/queuertest"
+	"opsq/sql/pgtest"
 )
 
 func TestMain(m *testing.M) {

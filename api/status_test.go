@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 func TestStatusShape(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // submissionRow is the in-progress row of a submission.

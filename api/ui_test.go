@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"opsq/api/apikeys"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // TestDashboardRoutes: every page of the dashboard renders, its JSON answers, and the

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"opsq/migrations/pgtest"
 	opsqsql "opsq/sql"
+	"opsq/sql/pgtest"
 )
 
 // psqlVars does what psql does with -v name=value to a script: :'name' becomes the value

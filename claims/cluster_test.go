@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 func TestLoadCluster(t *testing.T) {

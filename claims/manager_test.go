@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 func TestManagerSplitsShardsAndRebalances(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"opsq/migrations"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // The claims migration (00002, and what follows it) goes down and up again cleanly.

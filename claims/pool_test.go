@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // TestManagerPoolSession checks the session of the Manager's own connections, as Start

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"opsq/migrations/pgtest"
 	opsqsql "opsq/sql"
+	"opsq/sql/pgtest"
 )
 
 // inflightOf reads shard's published in-flight count.

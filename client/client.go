@@ -13,11 +13,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"opsq/api/wire"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"opsq/api/wire"
 )
 
 // UserAgentDefault is the User-Agent header a Client sends unless WithUserAgent says otherwise.

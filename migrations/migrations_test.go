@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"opsq/migrations"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

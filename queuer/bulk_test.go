@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"opsq/api/wire"
-	"opsq/migrations/pgtest"
 	"opsq/queuer/submissions"
+	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/api/wire"
-	"opsq/migrations/pgtest"
 	"opsq/reserver"
+	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
 

@@ -118,6 +118,16 @@ type Queuer struct {
 	}
 }
 
+// Every background part has the one lifecycle shape.
+var (
+	_ lifecycle.Service = (*claims.Manager)(nil)
+	_ lifecycle.Service = (*notify.Listener)(nil)
+	_ lifecycle.Service = (*tokens.Keyring)(nil)
+	_ lifecycle.Service = (*reserve.Path)(nil)
+	_ lifecycle.Service = (*outcome.Recorder)(nil)
+	_ lifecycle.Service = (*lifecycle.Cron)(nil)
+)
+
 // New returns a Queuer; Start it before use.
 func New(cfg Config) (*Queuer, error) {
 	if cfg.Pool == nil {

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"opsq/claims"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 func TestMain(m *testing.M) {

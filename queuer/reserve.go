@@ -6,11 +6,12 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
+	"time"
+
 	"opsq/api/wire"
 	"opsq/queuer/peers"
 	"opsq/queuer/waiters"
-	"strconv"
-	"time"
 )
 
 // forwardedReserveBudget bounds a reserve another instance forwarded here, well inside the

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"opsq/api/wire"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 func TestDeleteExpired(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"opsq/migrations/pgtest"
 	"opsq/reserver"
+	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
 

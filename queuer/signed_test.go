@@ -15,10 +15,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/api/wire"
-	"opsq/migrations/pgtest"
 	"opsq/queuer/tokens"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
+	"opsq/sql/pgtest"
 )
 
 // chunkRow is what the database holds of a pending chunk.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"opsq/api/wire"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 func submitN(t *testing.T, q *Queuer, n int, sub NewSubmission) int64 {

@@ -17,9 +17,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/api/wire"
-	"opsq/migrations/pgtest"
 	"opsq/queuer/notify"
 	"opsq/queuer/submissions"
+	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
 

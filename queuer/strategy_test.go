@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"opsq/api/wire"
-	"opsq/migrations/pgtest"
 	"opsq/queuer/submissions"
+	"opsq/sql/pgtest"
 )
 
 // genChunks yields n chunks "chunk-<i>", failing with failAt's error at index failAt when

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"opsq/claims"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"opsq/migrations/pgtest"
 	opsqsql "opsq/sql"
+	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/migrations/pgtest"
 	"opsq/queuer/queuertest"
+	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
 

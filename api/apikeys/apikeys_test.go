@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"opsq/migrations/pglocal"
-	"opsq/migrations/pgtest"
 	"opsq/queuer/notify"
+	"opsq/sql/pglocal"
+	"opsq/sql/pgtest"
 )
 
 func TestMain(m *testing.M) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"opsq/queuer/lifecycle"
 	opsqsql "opsq/sql"
 )
 
@@ -74,6 +75,8 @@ type Set struct {
 		touched map[int64]*atomic.Int64 // by key id, kept across reloads
 	}
 }
+
+var _ lifecycle.Service = (*Set)(nil)
 
 // NewSet returns an empty set reading from pool; Start it before use.
 func NewSet(pool *pgxpool.Pool, log *slog.Logger) *Set {

@@ -3,11 +3,12 @@ package ui
 import (
 	"fmt"
 	"net/http"
-	"opsq/queuer"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"opsq/queuer"
 )
 
 // clusterView is the cluster page, and the JSON its script refreshes it from.

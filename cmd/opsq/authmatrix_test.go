@@ -15,7 +15,7 @@ import (
 	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // matrixCaller is who sends a request of the matrix: a key (or none) and what it is.

@@ -11,8 +11,8 @@ import (
 
 	"opsq/api/wire"
 	"opsq/cmd/opsq/clustertest"
-	"opsq/migrations/pgtest"
 	"opsq/queuer/submissions"
+	"opsq/sql/pgtest"
 )
 
 // TestClusterReservedAfterZeroRenewalNotTakenAtSoftExpiry: a chunk reserved right after a

@@ -22,9 +22,9 @@ import (
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/migrations"
-	"opsq/migrations/pglocal"
-	"opsq/migrations/pgtest"
 	opsqsql "opsq/sql"
+	"opsq/sql/pglocal"
+	"opsq/sql/pgtest"
 )
 
 // Multi-instance tests (DESIGN.md §4, §7): real "opsq serve" processes on one database,

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"opsq/migrations/pglocal"
+	"opsq/sql/pglocal"
 )
 
 // devDatabaseName is the database "make run" uses in its development cluster.

@@ -17,7 +17,7 @@ import (
 	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // TestE2EHaproxy runs opsq as it is deployed (DESIGN.md §7, docker-compose.yml): three

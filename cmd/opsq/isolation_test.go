@@ -21,7 +21,7 @@ import (
 
 	"opsq/api/wire"
 	"opsq/cmd/opsq/clustertest"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // Tests of DESIGN.md §8 "Isolation of the claims loop": slow and hostile clients cannot

@@ -14,7 +14,7 @@ import (
 	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // keysCLI runs "opsq keys" with args on dbURL and returns its stdout and stderr.

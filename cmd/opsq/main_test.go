@@ -7,7 +7,7 @@ import (
 	"go.uber.org/goleak"
 
 	"opsq/cmd/opsq/clustertest"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // runMainEnv makes the test binary run "opsq" instead of the tests (TestMain).

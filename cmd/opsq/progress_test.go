@@ -2,10 +2,11 @@ package main
 
 import (
 	"io"
-	"opsq/api/wire"
 	"strings"
 	"testing"
 	"time"
+
+	"opsq/api/wire"
 )
 
 func TestFormatUpload(t *testing.T) {

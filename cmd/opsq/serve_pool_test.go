@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // TestNewPoolTurnsJITOff checks that the request pool of opsq serve runs with JIT off

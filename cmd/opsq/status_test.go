@@ -1,10 +1,11 @@
 package main
 
 import (
-	"opsq/api/wire"
 	"strings"
 	"testing"
 	"time"
+
+	"opsq/api/wire"
 )
 
 func TestFormatStatus(t *testing.T) {

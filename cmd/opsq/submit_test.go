@@ -4,10 +4,11 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"opsq/api/wire"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"opsq/api/wire"
 )
 
 func TestParseSubmitArgs(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // testCA makes a CA and a certificate it signs for 127.0.0.1, and writes them as PEM

@@ -23,7 +23,7 @@ import (
 	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // browserNames are the executables of a Chromium-based browser that chromedp can drive.

@@ -23,8 +23,8 @@ import (
 	"opsq/api/wire"
 	"opsq/claims"
 	"opsq/client"
-	"opsq/migrations/pgtest"
 	"opsq/queuer"
+	"opsq/sql/pgtest"
 )
 
 // End-to-end tests of "opsq work" against a real opsq instance, in process, on a fresh

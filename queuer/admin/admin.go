@@ -12,10 +12,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"opsq/claims"
 	opsqsql "opsq/sql"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Overview is the cluster at a glance, for the dashboard: sums of the in-progress

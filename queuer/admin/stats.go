@@ -3,9 +3,10 @@ package admin
 import (
 	"context"
 	"fmt"
-	opsqsql "opsq/sql"
 	"sync"
 	"time"
+
+	opsqsql "opsq/sql"
 )
 
 // ClusterStatsTTL is how long ClusterStats answers from its cache: however often /metrics

@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
-	"opsq/migrations/pgtest"
 	"opsq/queuer/tokens"
 	"opsq/reserver"
+	"opsq/sql/pgtest"
 )
 
 func TestMain(m *testing.M) {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"opsq/migrations/pgtest"
 	opsqsql "opsq/sql"
+	"opsq/sql/pgtest"
 )
 
 // TestCompletePlannedOncePerConnection checks that the completer's transaction runs the

@@ -12,13 +12,13 @@ import (
 	"go.uber.org/goleak"
 
 	"opsq/claims"
-	"opsq/migrations/pgtest"
 	"opsq/queuer/notify"
 	"opsq/queuer/submissions"
 	"opsq/queuer/tokens"
 	"opsq/queuer/waiters"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
+	"opsq/sql/pgtest"
 )
 
 func TestMain(m *testing.M) {

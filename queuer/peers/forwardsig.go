@@ -9,11 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"opsq/api/wire"
-	"opsq/queuer/tokens"
 	"strconv"
 	"strings"
 	"time"
+
+	"opsq/api/wire"
+	"opsq/queuer/tokens"
 )
 
 // Requests one instance forwards to another (reserves and extends) are signed with the

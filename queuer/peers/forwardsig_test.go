@@ -5,11 +5,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"opsq/api/wire"
-	"opsq/queuer/tokens"
 	"strings"
 	"testing"
 	"time"
+
+	"opsq/api/wire"
+	"opsq/queuer/tokens"
 )
 
 // TestForwardedSignature: a forwarded request's signature verifies as sent, and not once

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"opsq/claims"
-	"opsq/migrations/pgtest"
 	"opsq/queuer/notify"
 	"opsq/queuer/tokens"
+	"opsq/sql/pgtest"
 )
 
 // TestRouterNoteWork: an event of new work counts an announcement, and each shard it

@@ -1,7 +1,7 @@
 // Package queuertest starts queuers and builds backlogs for the tests of the packages that
 // use queuer from outside (api, strategy's plan tests). It is the queuer half of the test
 // kit; the database half, which queuer's own tests use too (they cannot import this
-// package: it imports queuer), is migrations/pgtest.
+// package: it imports queuer), is sql/pgtest.
 //
 // A package that uses it calls pgtest.Main or pgtest.Wrap from its TestMain.
 package queuertest
@@ -15,9 +15,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/migrations/pgtest"
 	"opsq/queuer"
 	"opsq/queuer/submissions"
+	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
 

@@ -7,9 +7,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"opsq/migrations/pgtest"
 	"opsq/queuer"
 	"opsq/queuer/queuertest"
+	"opsq/sql/pgtest"
 )
 
 func TestMain(m *testing.M) {

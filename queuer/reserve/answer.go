@@ -2,7 +2,7 @@ package reserve
 
 import "unicode/utf8"
 
-// A reserve's byte bound (ReserveRequest.MaxBytes) counts a chunk as the answer writes
+// A reserve's byte bound (Request.MaxBytes) counts a chunk as the answer writes
 // it: JSON, where a string can take up to six times its bytes (\u escapes), plus the
 // fields every chunk carries. So the bound holds for the answer as sent, and a forwarded
 // answer fits the read limit of the instance that forwarded it (peerMaxAnswerBytes).

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"opsq/api/wire"
-	"opsq/migrations/pgtest"
 	"opsq/queuer/outcome"
 	"opsq/queuer/submissions"
 	"opsq/reserver"
+	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
 

@@ -14,7 +14,6 @@ import (
 
 	"opsq/api/wire"
 	"opsq/claims"
-	"opsq/migrations/pgtest"
 	"opsq/queuer/lifecycle"
 	"opsq/queuer/notify"
 	"opsq/queuer/outcome"
@@ -22,6 +21,7 @@ import (
 	"opsq/queuer/tokens"
 	"opsq/queuer/waiters"
 	"opsq/reserver"
+	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
 

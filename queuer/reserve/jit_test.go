@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
 

@@ -7,8 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/migrations/pgtest"
 	"opsq/queuer/submissions"
+	"opsq/sql/pgtest"
 )
 
 // streamBreakers are the plan nodes that read or hold a whole range of the backlog before

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // TestPlanStatsRefreshesAPartitionVacuumedMidIngest sets the trap of a large ingest: rows

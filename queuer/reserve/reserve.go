@@ -672,6 +672,6 @@ func (p *Path) GiveBack(out []Chunk) {
 	}
 }
 
-// undoNotifyTimeout bounds the statements of an undo, which runs whether or not the
+// undoNotifyTimeout bounds the statements of a GiveBack, which runs whether or not the
 // request that reserved is still there.
 const undoNotifyTimeout = 5 * time.Second

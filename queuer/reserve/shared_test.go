@@ -1,10 +1,11 @@
 package reserve
 
 import (
-	"opsq/queuer/submissions"
-	"opsq/strategy"
 	"testing"
 	"time"
+
+	"opsq/queuer/submissions"
+	"opsq/strategy"
 )
 
 // TestSharedRunDealsInOrder: one run for three requests fills them in order, each up to its

@@ -16,7 +16,7 @@ import (
 // Bulk operations, for tools that load or clear a backlog of many tiny submissions (the
 // benchmark): Submit and Cancel take a transaction per submission, minutes for hundreds of
 // thousands. These write the same rows through the same statements, many per transaction.
-// They need no running Queuer, only the pool of a migrated database.
+// They need no running instance, only the pool of a migrated database.
 
 // SmallSubmission is one submission of SubmitMany.
 type SmallSubmission struct {

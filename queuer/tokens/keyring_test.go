@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 func TestKeyringSignVerify(t *testing.T) {

@@ -137,7 +137,7 @@ func oneCharacterChanges(tok string) []string {
 
 // FuzzParseToken: parsing never panics, a text that parses re-encodes to itself, and a
 // text other than the signed token never verifies. Run it with
-// go test -run '^$' -fuzz FuzzParseToken ./queuer/
+// go test -run '^$' -fuzz FuzzParseToken ./queuer/tokens/
 func FuzzParseToken(f *testing.F) {
 	keys := testKeyring(clusterKey{id: 1, secret: testSecret(1), until: time.Now().Add(time.Hour)},
 		clusterKey{id: 2, secret: testSecret(2)}) // key 2 signs, key 1 verifies still

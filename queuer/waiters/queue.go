@@ -1,17 +1,18 @@
 // Package waiters is where requests wait on an instance without a database connection:
 // the queue of reserves waiting for work (Queue: first come first woken, as many woken as
 // the new work can serve, a wake-up passed on by a waiter that cannot use it), the waits
-// on one submission's end (ByKey), and the admission bound they share (Config.MaxWaiters,
+// on one submission's end (ByKey), and the admission bound they share (queuer.Config.MaxWaiters,
 // DESIGN.md §8). It does not look for work or read a submission's state: its callers do,
 // between the wake-ups it gives them.
 package waiters
 
 import (
 	"errors"
-	"opsq/queuer/notify"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"opsq/queuer/notify"
 )
 
 // MaxDefault is the default bound of the requests waiting on an instance (queuer.Config.MaxWaiters).

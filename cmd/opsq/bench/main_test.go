@@ -16,7 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 func TestMain(m *testing.M) {

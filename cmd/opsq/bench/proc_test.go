@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 func TestParseProcStat(t *testing.T) {

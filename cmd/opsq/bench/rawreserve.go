@@ -9,8 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"opsq/api/wire"
 	"time"
+
+	"opsq/api/wire"
 )
 
 // rawReserver sends the parked workload's reserves as cheaply as a consumer can: a

@@ -3,13 +3,14 @@ package bench
 import (
 	"encoding/json"
 	"io"
-	"opsq/api/wire"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"opsq/api/wire"
 )
 
 func TestPercentile(t *testing.T) {

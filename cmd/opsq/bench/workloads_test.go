@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 // TestBenchBurndownAndDistinctRun runs "opsq bench --workload burndown,distinct" in a tiny

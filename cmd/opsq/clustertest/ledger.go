@@ -3,7 +3,6 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"opsq/api/wire"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"opsq/api/wire"
 )
 
 // ChunkKey names a chunk.

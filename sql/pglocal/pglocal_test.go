@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
-	"opsq/migrations/pglocal"
+	"opsq/sql/pglocal"
 )
 
 func TestMain(m *testing.M) {

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"opsq/migrations"
-	"opsq/migrations/pgtest"
+	"opsq/sql/pgtest"
 )
 
 func TestMain(m *testing.M) {

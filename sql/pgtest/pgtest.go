@@ -47,7 +47,7 @@ import (
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
 	"opsq/migrations"
-	"opsq/migrations/pglocal"
+	"opsq/sql/pglocal"
 )
 
 // EnvURL names the environment variable holding the URL of a server to test against.
