@@ -13,6 +13,7 @@ import (
 
 	"opsq/api/wire"
 	"opsq/queuer"
+	"opsq/queuer/submissions"
 )
 
 func (s *server) status(c echo.Context) error {
@@ -26,9 +27,9 @@ func (s *server) status(c echo.Context) error {
 	}
 	var st queuer.Status
 	if wait > 0 {
-		st, err = s.q.WaitFinished(c.Request().Context(), id, wait)
+		st, err = s.q.Submissions().WaitFinished(c.Request().Context(), id, wait)
 	} else {
-		st, err = s.q.Status(c.Request().Context(), id)
+		st, err = s.q.Submissions().Status(c.Request().Context(), id)
 	}
 	if err != nil {
 		return err
@@ -47,13 +48,13 @@ func (s *server) results(c echo.Context) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	started := false
-	err = s.q.Results(c.Request().Context(), id, func(idx int64, output []byte) error {
+	err = s.q.Submissions().Results(c.Request().Context(), id, func(r queuer.Result) error {
 		if !started {
 			started = true
 			resp.Header().Set(echo.HeaderContentType, ndjsonType)
 			resp.WriteHeader(http.StatusOK)
 		}
-		return enc.Encode(wire.Result{ChunkIndex: idx, Output: string(output)})
+		return enc.Encode(toResult(r))
 	})
 	if err != nil && started {
 		// The status line is gone: cut the connection so that the client sees a broken
@@ -71,6 +72,15 @@ func (s *server) results(c echo.Context) error {
 	return w.Flush()
 }
 
+// toResult is a results line as the wire has it.
+func toResult(r queuer.Result) wire.Result {
+	if r.State == submissions.ResultCompleted {
+		out := string(r.Output)
+		return wire.Result{ChunkIndex: r.ChunkIndex, Output: &out}
+	}
+	return wire.Result{ChunkIndex: r.ChunkIndex, State: r.State, Error: r.Error}
+}
+
 func (s *server) cancel(c echo.Context) error {
 	id, err := parseID(c.Param("id"), "id")
 	if err != nil {
@@ -79,7 +89,7 @@ func (s *server) cancel(c echo.Context) error {
 	if err := s.checkCancel(c, id); err != nil {
 		return err
 	}
-	st, err := s.q.Cancel(c.Request().Context(), id)
+	st, err := s.q.Submissions().Cancel(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -124,7 +134,7 @@ func (s *server) list(c echo.Context) error {
 		}
 		opts.After = id
 	}
-	list, more, err := s.q.List(c.Request().Context(), opts)
+	list, more, err := s.q.Submissions().List(c.Request().Context(), opts)
 	if err != nil {
 		return err
 	}

@@ -36,13 +36,13 @@ func (s *server) submit(c echo.Context) error {
 		return err
 	}
 	sub.CreatedByKey = createdBy(c)
-	created, err := s.q.Submit(c.Request().Context(), sub, chunks)
+	created, err := s.q.Submissions().Submit(c.Request().Context(), sub, chunks)
 	if err != nil {
 		return err
 	}
 	status := http.StatusCreated
 	if created.Existing {
-		st, err := s.q.Status(c.Request().Context(), created.ID)
+		st, err := s.q.Submissions().Status(c.Request().Context(), created.ID)
 		if err != nil {
 			return err
 		}

@@ -278,7 +278,7 @@ func TestResults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Results: %v", err)
 	}
-	if len(got) != 3 || got[1] != (wire.Result{ChunkIndex: 1, Output: "b\nc"}) {
+	if len(got) != 3 || got[1].Output == nil || *got[1].Output != "b\nc" {
 		t.Errorf("got %+v; want 3 results, the second \"b\\nc\"", got)
 	}
 

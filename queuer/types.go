@@ -20,6 +20,10 @@ type (
 	Created        = submissions.Created
 	Status         = submissions.Status
 	ListOptions    = submissions.ListOptions
+	Lifecycle      = submissions.Lifecycle
+	Result         = submissions.Result
+	FailedChunk    = submissions.FailedChunk
+	RetryOptions   = submissions.RetryOptions
 	ReserveRequest = reserve.Request
 	Chunk          = reserve.Chunk
 	PreviewChunk   = reserve.PreviewChunk
@@ -36,6 +40,8 @@ var (
 	ErrFinished = submissions.ErrFinished
 	// ErrNotCompleted: results exist only for completed submissions.
 	ErrNotCompleted = submissions.ErrNotCompleted
+	// ErrNothingToRetry: a retry found no failed (or skipped) chunk to retry.
+	ErrNothingToRetry = submissions.ErrNothingToRetry
 	// ErrTooManyWaiters: Config.MaxWaiters requests already wait on this instance.
 	ErrTooManyWaiters = waiters.ErrTooMany
 	// ErrForwardedSignature: a request marked forwarded has no valid signature.
@@ -52,32 +58,9 @@ var (
 // call site has to translate them.
 func IsUnavailable(err error) bool { return opsqsql.IsUnavailable(err) }
 
-// Submit inserts a submission and its chunks (see submissions.Store.Submit).
-func (q *Queuer) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (Created, error) {
-	return q.subs.Submit(ctx, sub, chunks)
-}
-
-// Status returns the submission's state, or ErrNotFound.
-func (q *Queuer) Status(ctx context.Context, id int64) (Status, error) { return q.subs.Status(ctx, id) }
-
-// WaitFinished returns the submission's state once it is finished, or when wait has passed
-// (see submissions.Store.WaitFinished).
-func (q *Queuer) WaitFinished(ctx context.Context, id int64, wait time.Duration) (Status, error) {
-	return q.subs.WaitFinished(ctx, id, wait)
-}
-
-// List returns one page of submissions and whether more follow.
-func (q *Queuer) List(ctx context.Context, opts ListOptions) ([]Status, bool, error) {
-	return q.subs.List(ctx, opts)
-}
-
-// Cancel cancels an in-progress submission (see submissions.Store.Cancel).
-func (q *Queuer) Cancel(ctx context.Context, id int64) (Status, error) { return q.subs.Cancel(ctx, id) }
-
-// Results streams the outputs of a completed submission (see submissions.Store.Results).
-func (q *Queuer) Results(ctx context.Context, id int64, fn func(chunkIndex int64, output []byte) error) error {
-	return q.subs.Results(ctx, id, fn)
-}
+// Submissions is the store of the submissions: submit, status, waits, list, cancel,
+// results, failures, retry, pause and resume (see submissions.Store).
+func (q *Queuer) Submissions() *submissions.Store { return q.subs }
 
 // Complete records completions: the first completion of a chunk wins, repeats are
 // harmless (see outcome.Recorder.Complete).

@@ -86,7 +86,7 @@ func (d *dashboard) submissions(c echo.Context) error {
 		opts.After = id
 	}
 	if v.Error == "" {
-		list, more, err := d.q.List(c.Request().Context(), opts)
+		list, more, err := d.q.Submissions().List(c.Request().Context(), opts)
 		if err != nil {
 			return err
 		}
@@ -129,7 +129,7 @@ func (d *dashboard) submissionsJSON(c echo.Context) error {
 	if after := c.QueryParam("after"); after != "" {
 		opts.After, _ = strconv.ParseInt(after, 10, 64)
 	}
-	list, _, err := d.q.List(c.Request().Context(), opts)
+	list, _, err := d.q.Submissions().List(c.Request().Context(), opts)
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (d *dashboard) progress(c echo.Context) error {
 	if err != nil || id <= 0 {
 		return c.JSON(http.StatusBadRequest, wire.ErrorBody{Error: wire.ErrorDetail{Code: "bad_request", Message: "id: not a submission id"}})
 	}
-	st, err := d.q.Status(c.Request().Context(), id)
+	st, err := d.q.Submissions().Status(c.Request().Context(), id)
 	if notFound(err) {
 		return c.JSON(http.StatusNotFound, wire.ErrorBody{Error: wire.ErrorDetail{Code: "not_found", Message: "id: no such submission"}})
 	}
@@ -179,7 +179,7 @@ func (d *dashboard) lookup(c echo.Context) (st queuer.Status, ok bool, err error
 	if err != nil || id <= 0 {
 		return st, false, d.fail(c, http.StatusBadRequest, "%q is not a submission id", c.Param("id"))
 	}
-	st, err = d.q.Status(c.Request().Context(), id)
+	st, err = d.q.Submissions().Status(c.Request().Context(), id)
 	if notFound(err) {
 		return st, false, d.fail(c, http.StatusNotFound, "no submission %d (it may have been deleted after the retention period)", id)
 	}
@@ -223,7 +223,7 @@ func (d *dashboard) cancel(c echo.Context) error {
 	if !ok {
 		return err
 	}
-	if _, err := d.q.Cancel(c.Request().Context(), st.ID); err != nil {
+	if _, err := d.q.Submissions().Cancel(c.Request().Context(), st.ID); err != nil {
 		if errors.Is(err, queuer.ErrFinished) {
 			return d.fail(c, http.StatusConflict, "submission %d is already finished", st.ID)
 		}

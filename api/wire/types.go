@@ -48,6 +48,42 @@ type SubmissionHeader struct {
 	// by the consumer; opsq stores no content.
 	Prefix     string `json:"prefix,omitempty"`
 	ChunkCount int64  `json:"chunk_count,omitempty"`
+	// OnFailure is what a chunk whose attempts are spent does to the submission:
+	// "fail_submission" (the default), "continue", {"fail_after": {"chunks": K}} or
+	// {"fail_after": {"fraction": F}} (DESIGN.md §3). Use OnFailureContinue and the others.
+	OnFailure json.RawMessage `json:"on_failure,omitempty"`
+	// RetryBackoff is how long a retried chunk waits before it is reservable again.
+	RetryBackoff *RetryBackoff `json:"retry_backoff,omitempty"`
+	// NotBefore is an RFC 3339 time or a duration from now (at most 30 days): nothing of the
+	// submission is handed out before then.
+	NotBefore string `json:"not_before,omitempty"`
+}
+
+// The forms of SubmissionHeader.OnFailure.
+var (
+	OnFailureFailSubmission = json.RawMessage(`"fail_submission"`)
+	OnFailureContinue       = json.RawMessage(`"continue"`)
+)
+
+// OnFailureAfterChunks fails the submission once more than k of its chunks have failed.
+func OnFailureAfterChunks(k int64) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"fail_after":{"chunks":%d}}`, k))
+}
+
+// OnFailureAfterFraction fails the submission once more than f × chunks_total of its
+// chunks have failed.
+func OnFailureAfterFraction(f float64) json.RawMessage {
+	b, _ := json.Marshal(map[string]map[string]float64{"fail_after": {"fraction": f}})
+	return b
+}
+
+// RetryBackoff is a submission's retry backoff: a chunk retried for the n-th time waits
+// Initial × Factor^(n−1), at most Max, ±20 % jitter. Durations are Go duration strings;
+// empty fields are the defaults ("1s", 2, "1m").
+type RetryBackoff struct {
+	Initial string  `json:"initial,omitempty"`
+	Factor  float64 `json:"factor,omitempty"`
+	Max     string  `json:"max,omitempty"`
 }
 
 // Submission is a whole JSON submission.
@@ -65,14 +101,19 @@ type Created struct {
 // Status is the state of one submission.
 type Status struct {
 	ID                string                   `json:"id"`
+	Tenant            string                   `json:"tenant"`
 	State             State                    `json:"state"`
+	Paused            bool                     `json:"paused"`
 	ChunksTotal       int64                    `json:"chunks_total"`
 	ChunksDone        int64                    `json:"chunks_done"`
 	ChunksFailed      int64                    `json:"chunks_failed"`
+	ChunksSkipped     int64                    `json:"chunks_skipped"`
 	Priority          int64                    `json:"priority"`
 	Metadata          string                   `json:"metadata"`
 	StrategicMetadata map[string]MetadataValue `json:"strategic_metadata"`
 	Prefix            string                   `json:"prefix,omitempty"`
+	OnFailure         json.RawMessage          `json:"on_failure"`
+	NotBefore         *time.Time               `json:"not_before"`
 	CreatedAt         time.Time                `json:"created_at"`
 	FinishedAt        *time.Time               `json:"finished_at"`
 	Failure           *Failure                 `json:"failure,omitempty"`
@@ -93,11 +134,72 @@ type StatusList struct {
 	NextAfter   *string  `json:"next_after"`
 }
 
-// Result is one line of GET /v1/submissions/{id}/results.
+// Result is one line of GET /v1/submissions/{id}/results: a completed chunk's output, or
+// the State of a chunk that is not completed ("failed", with its last Error, "skipped" or
+// "pending").
 type Result struct {
-	ChunkIndex int64  `json:"chunk_index"`
-	Output     string `json:"output"`
+	ChunkIndex int64   `json:"chunk_index"`
+	Output     *string `json:"output,omitempty"`
+	State      string  `json:"state,omitempty"`
+	Error      string  `json:"error,omitempty"`
 }
+
+// Completed reports whether the line is a completed chunk's.
+func (r Result) Completed() bool { return r.Output != nil }
+
+// Failures is one page of GET /v1/submissions/{id}/failures.
+type Failures struct {
+	Failures  []FailedChunk `json:"failures"`
+	NextAfter *int64        `json:"next_after"`
+}
+
+// FailedChunk is a chunk that failed at least one attempt: State "failed" (its attempts
+// spent) or "retrying", its Retries, its last Error, and its last errors, newest first.
+type FailedChunk struct {
+	ChunkIndex int64          `json:"chunk_index"`
+	State      string         `json:"state"`
+	Retries    int64          `json:"retries"`
+	Error      string         `json:"error"`
+	Errors     []AttemptError `json:"errors"`
+}
+
+// AttemptError is one failed attempt's error, the consumer that reported it ("" when not
+// known) and when.
+type AttemptError struct {
+	Error    string    `json:"error"`
+	Consumer string    `json:"consumer"`
+	At       time.Time `json:"at"`
+}
+
+// RetryRequest is the body of POST /v1/submissions/{id}/retry: Chunks "failed" (the
+// default) or "unfinished" (the skipped ones too); MaxRetries, if set, the new budget.
+type RetryRequest struct {
+	Chunks     string `json:"chunks,omitempty"`
+	MaxRetries *int   `json:"max_retries,omitempty"`
+}
+
+// RetryManyRequest is the body of POST /v1/submissions/retry: every submission in State
+// (default "failed") whose strategic metadata has Key = Value (both or neither), newest
+// first, at most Limit (1 to MaxListLimit, default ListLimitDefault).
+type RetryManyRequest struct {
+	State      State           `json:"state,omitempty"`
+	Key        string          `json:"key,omitempty"`
+	Value      json.RawMessage `json:"value,omitempty"`
+	Limit      int             `json:"limit,omitempty"`
+	Chunks     string          `json:"chunks,omitempty"`
+	MaxRetries *int            `json:"max_retries,omitempty"`
+}
+
+// Retried is the answer of POST /v1/submissions/retry: the ids retried.
+type Retried struct {
+	Retried []string `json:"retried"`
+}
+
+// Retry's chunks.
+const (
+	RetryFailed     = "failed"
+	RetryUnfinished = "unfinished"
+)
 
 // ErrorBody is the body of every error answer.
 type ErrorBody struct {
@@ -243,6 +345,9 @@ type ChunkFailure struct {
 	Token string `json:"token"`
 	Error string `json:"error"`
 	Retry *bool  `json:"retry,omitempty"`
+	// RetryAfter, a Go duration (at most 24 h), sets how long the chunk waits before it is
+	// reservable again, instead of its submission's backoff.
+	RetryAfter string `json:"retry_after,omitempty"`
 }
 
 // FailRequest is the body of POST /v1/fail.

@@ -173,7 +173,9 @@ order: {"chunk_index": 0, "output": "..."}.`, stderr)
 	var werr error // the first error writing to stdout
 	err = fs.client().Results(ctx, id, func(r wire.Result) error {
 		if *outputOnly {
-			_, werr = w.WriteString(r.Output)
+			if r.Output != nil {
+				_, werr = w.WriteString(*r.Output)
+			}
 			if werr == nil {
 				werr = w.WriteByte('\n')
 			}

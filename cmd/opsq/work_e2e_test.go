@@ -103,7 +103,9 @@ func resultsOf(ctx context.Context, t *testing.T, c *client.Client, id string) [
 		if r.ChunkIndex != int64(len(out)) {
 			return fmt.Errorf("got chunk %d; want %d", r.ChunkIndex, len(out))
 		}
-		out = append(out, r.Output)
+		if r.Output != nil {
+			out = append(out, *r.Output)
+		}
 		return nil
 	}); err != nil {
 		t.Fatalf("results of %s: %v", id, err)

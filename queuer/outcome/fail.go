@@ -3,6 +3,7 @@ package outcome
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,8 +18,12 @@ type Failure struct {
 	Token string
 	Error string
 	// Retry counts one failed attempt and makes the chunk reservable again, unless its
-	// attempts are spent; false fails the chunk, and its submission, at once.
+	// attempts are spent; false fails the chunk at once, and its submission's failure
+	// policy decides the rest.
 	Retry bool
+	// RetryAfter is how long the chunk waits before it is reservable again; 0: its
+	// submission's backoff.
+	RetryAfter time.Duration
 }
 
 // errReservationExpired is the error recorded for an attempt whose lease ran out.

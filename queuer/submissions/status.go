@@ -31,6 +31,8 @@ type Status struct {
 	ChunksTotal       int64
 	ChunksDone        int64
 	ChunksFailed      int64
+	ChunksSkipped     int64
+	Paused            bool
 	Priority          int64
 	Metadata          string
 	StrategicMetadata json.RawMessage
@@ -39,6 +41,9 @@ type Status struct {
 	FinishedAt        *time.Time
 	FailedChunkIndex  *int64
 	Error             *string
+	// OnFailure is the failure policy as the producer gave it (JSON).
+	OnFailure json.RawMessage
+	NotBefore *time.Time
 }
 
 // Finished reports whether the submission is in a final state.
@@ -163,22 +168,53 @@ func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
 	return s.Status(ctx, id)
 }
 
-// Results calls fn with each chunk's output of a completed submission, in chunk order,
-// streaming from the database. It returns ErrNotCompleted for a submission in any other
-// state, before calling fn.
-func (s *Store) Results(ctx context.Context, id int64, fn func(chunkIndex int64, output []byte) error) error {
-	st, err := s.Status(ctx, id)
-	if err != nil {
-		return err
-	}
-	if st.State != wire.StateCompleted {
-		return ErrNotCompleted
-	}
-	err = opsqsql.New(s.cfg.Pool).ResultsStream(ctx, opsqsql.ResultsStreamParams{SubmissionID: id}, func(r opsqsql.ResultsStreamRow) error {
-		return fn(r.ChunkIndex, r.Output)
-	})
-	if err != nil {
-		return fmt.Errorf("reading results of %d: %w", id, err)
-	}
-	return nil
+// Results calls fn with a line for each chunk of the submission, in chunk order, in any
+// state: a completed chunk's output, or the state of one that is not (failed, with its
+// last error; skipped; pending). It streams from the database; it returns ErrNotFound for
+// an unknown submission, before calling fn.
+func (s *Store) Results(ctx context.Context, id int64, fn func(Result) error) error {
+	return errors.New("results in any state: not built yet")
+}
+
+// FollowResults is Results as the work runs: it calls fn with each chunk's line once that
+// chunk and every chunk before it are finished (completed, failed or skipped), in chunk
+// order, and returns once the submission is finished and every line written, or when ctx
+// ends. It is woken by the NOTIFYs of the submission's progress, never polling per chunk,
+// and holds no database connection while it waits.
+func (s *Store) FollowResults(ctx context.Context, id int64, fn func(Result) error) error {
+	return errors.New("results follow: not built yet")
+}
+
+// Failures returns the chunks of the submission that failed at least one attempt, in
+// chunk order, from the one after chunk index after (-1: from the first), at most limit
+// (1 to FailuresPageMax), and whether more follow. ErrNotFound for an unknown submission.
+func (s *Store) Failures(ctx context.Context, id, after int64, limit int) ([]FailedChunk, bool, error) {
+	return nil, false, errors.New("failures: not built yet")
+}
+
+// Retry gives the submission's failed chunks (with opts.Unfinished, its skipped ones too)
+// a fresh attempt budget and makes them reservable; completed outputs stay, and a finished
+// submission is in progress again. ErrNothingToRetry when there is nothing to retry,
+// ErrNotFound for an unknown submission.
+func (s *Store) Retry(ctx context.Context, id int64, opts RetryOptions) (Status, error) {
+	return Status{}, errors.New("retry: not built yet")
+}
+
+// RetryMany retries (as Retry) every submission that sel selects, newest first, at most
+// sel.Limit (1 to RetryManyMax), and returns the ids retried; those with nothing to retry
+// are left out.
+func (s *Store) RetryMany(ctx context.Context, sel ListOptions, opts RetryOptions) ([]int64, error) {
+	return nil, errors.New("retry many: not built yet")
+}
+
+// Pause stops handing out the submission's chunks (those in flight finish as usual); Resume
+// makes them reservable again at once. Both are idempotent; ErrFinished for a finished
+// submission, ErrNotFound for an unknown one.
+func (s *Store) Pause(ctx context.Context, id int64) (Status, error) {
+	return Status{}, errors.New("pause: not built yet")
+}
+
+// Resume: see Pause.
+func (s *Store) Resume(ctx context.Context, id int64) (Status, error) {
+	return Status{}, errors.New("resume: not built yet")
 }

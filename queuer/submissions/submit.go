@@ -31,6 +31,8 @@ type NewSubmission struct {
 	// CreatedByKey is the id of the API key that submits it (opsq.api_keys), 0 for none
 	// (OPSQ_AUTH=off): a producer key cancels only its own submissions.
 	CreatedByKey int64
+	// Lifecycle is what the submission does when work goes wrong, and when it may start.
+	Lifecycle Lifecycle
 }
 
 // Chunks yields the contents of a submission's chunks in order. Next returns io.EOF after

@@ -109,7 +109,10 @@ func (a *abuseRun) prepareResults(ctx context.Context) (string, int64, error) {
 	}
 	var size int64
 	err = c.Results(ctx, created.ID, func(res wire.Result) error {
-		size += int64(len(res.Output)) + 32
+		if res.Output != nil {
+			size += int64(len(*res.Output))
+		}
+		size += 32
 		return nil
 	})
 	if err != nil {

@@ -1,0 +1,133 @@
+package submissions
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// What a submission does when work goes wrong, and when its work may start (DESIGN.md §3,
+// the lifecycle fields).
+
+// Bounds and defaults of the lifecycle fields.
+const (
+	BackoffInitialDefault = time.Second
+	BackoffFactorDefault  = 2.0
+	BackoffMaxDefault     = time.Minute
+	// NotBeforeMax bounds how far ahead not_before may be.
+	NotBeforeMax = 30 * 24 * time.Hour
+	// ErrorMax is how much of one failed attempt's error is kept; a longer one is cut, and
+	// the cut marked with ErrorCutMark.
+	ErrorMax     = 8 << 10
+	ErrorCutMark = "…[cut]"
+	// ErrorsKept is how many errors of each chunk are kept, the newest.
+	ErrorsKept = 5
+	// FailuresPageMax bounds a page of Failures, and RetryManyMax the submissions of one
+	// RetryMany.
+	FailuresPageMax = 1000
+	RetryManyMax    = 1000
+)
+
+// Lifecycle is a submission's lifecycle settings; its zero value is the default: fail the
+// submission at its first failed chunk, the default backoff, no not_before.
+type Lifecycle struct {
+	// OnFailure is the policy as the producer gave it (JSON), echoed in the status; nil is
+	// "fail_submission".
+	OnFailure json.RawMessage
+	Policy    FailurePolicy
+	Backoff   Backoff
+	// NotBefore: nothing of the submission is handed out before then; zero for none.
+	NotBefore time.Time
+}
+
+// FailurePolicy decides what a chunk whose attempts are spent does to its submission: with
+// Continue, nothing (the others go on); with AfterChunks or AfterFraction, the submission
+// fails once more than that many chunks, or that fraction of chunks_total, have failed;
+// with none of them set (the zero value), at the first.
+type FailurePolicy struct {
+	Continue      bool
+	AfterChunks   *int64
+	AfterFraction *float64
+}
+
+// maxFailed is how many chunks of total may fail before the submission fails; nil: any.
+func (p FailurePolicy) maxFailed(total int64) *int64 {
+	var n int64
+	switch {
+	case p.Continue:
+		return nil
+	case p.AfterChunks != nil:
+		n = *p.AfterChunks
+	case p.AfterFraction != nil:
+		n = int64(*p.AfterFraction * float64(total))
+	}
+	return &n
+}
+
+// Backoff is how long a retried chunk waits before it is reservable again: Initial ×
+// Factor^(retries−1), at most Max, ±20 % jitter. Zero fields are the defaults.
+type Backoff struct {
+	Initial time.Duration
+	Factor  float64
+	Max     time.Duration
+}
+
+// RetryOptions are a retry's: Unfinished retries the skipped chunks too; MaxRetries, if set,
+// replaces the submission's attempt budget.
+type RetryOptions struct {
+	Unfinished bool
+	MaxRetries *int
+}
+
+// ErrNothingToRetry: the submission has no failed chunk (nor skipped one, for Unfinished),
+// or it was cancelled and only its failed chunks were asked for.
+var ErrNothingToRetry = errors.New("nothing to retry")
+
+// FailedChunk is a chunk that failed at least one attempt (Failures).
+type FailedChunk struct {
+	ChunkIndex int64
+	// State is "failed" (its attempts spent) or "retrying".
+	State   string
+	Retries int64
+	// Errors are its last errors, newest first (at most ErrorsKept).
+	Errors []AttemptError
+}
+
+// AttemptError is one failed attempt's error.
+type AttemptError struct {
+	Error    string
+	Consumer string
+	At       time.Time
+}
+
+// Result is one chunk's line of a submission's results (Results): State is "completed"
+// (with its Output), "failed" (with the last Error), "skipped" or "pending".
+type Result struct {
+	ChunkIndex int64
+	State      string
+	Output     []byte
+	Error      string
+}
+
+// Result states.
+const (
+	ResultCompleted = "completed"
+	ResultFailed    = "failed"
+	ResultSkipped   = "skipped"
+	ResultPending   = "pending"
+)
+
+// CutError cuts a failed attempt's error to ErrorMax bytes, on a rune boundary, and marks
+// the cut.
+func CutError(s string) string {
+	if len(s) <= ErrorMax {
+		return s
+	}
+	n := ErrorMax - len(ErrorCutMark)
+	for n > 0 && !isRuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + ErrorCutMark
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
