@@ -9,10 +9,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/api/wire"
+	"opsq/queuer/submissions"
 	"opsq/reserver"
 	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
+
+// retryAtOnce is the lifecycle of a submission whose failed attempts are retried with no
+// backoff: reservable again at once.
+var retryAtOnce = Lifecycle{Backoff: submissions.Backoff{Initial: new(time.Duration)}}
 
 func reserveN(t *testing.T, q *Queuer, req ReserveRequest) []Chunk {
 	t.Helper()
@@ -108,7 +113,7 @@ func TestFailRetriesThenFailsTheSubmission(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
 	maxRetries := 1
-	id := submitN(t, q, 3, NewSubmission{MaxRetries: &maxRetries})
+	id := submitN(t, q, 3, NewSubmission{MaxRetries: &maxRetries, Lifecycle: retryAtOnce})
 	var target int32 = -1
 	for attempt := range 2 {
 		var tok string

@@ -4,7 +4,7 @@
 // parts, each a package of its own that owns its state and never imports this one:
 //
 //   - submissions: the submission rows — submit, status, waits, list, cancel, results,
-//     retention, ids, and the shard of a chunk;
+//     retention, ids, the shard of a chunk, and the promotion of waiting chunks;
 //   - reserve: the reserve path — the strategy walk, the candidate scans, buffers, resume
 //     hints, tombstones, shared runs, the submission-info cache, max_simultaneous holds,
 //     preview;
@@ -105,6 +105,7 @@ type Queuer struct {
 	keys     *tokens.Keyring
 	admin    *admin.Admin
 	listener *notify.Listener
+	promoter *submissions.Promoter // waiting chunks that are due become reservable
 	jobs     *lifecycle.Cron
 
 	draining atomic.Bool
@@ -172,6 +173,7 @@ func New(cfg Config) (*Queuer, error) {
 	// so that a waiter woken finds the caches up to date.
 	q.bus.Subscribe(q.reserve, q.router, q.subs, notify.HandlerFunc(q.keysChanged), q.waiting)
 	q.listener = notify.NewListener(pool, log, &q.bus, cfg.Notified)
+	q.promoter = submissions.NewPromoter(pool, log)
 	q.jobs = lifecycle.NewCron(append([]lifecycle.Job{
 		{What: fmt.Sprintf("retention %q", cfg.RetentionSchedule), Schedule: cfg.RetentionSchedule, Run: q.subs.RunRetention},
 	}, q.reserve.Jobs()...)...)
@@ -208,7 +210,7 @@ func (q *Queuer) Start(ctx context.Context) error {
 	}
 	// The listener first, so that no NOTIFY about shards acquired by the claims manager is
 	// missed; the cron jobs last. Stop stops them in reverse.
-	services := []lifecycle.Service{q.listener, q.keys, q.reserve, q.outcomes, q.claims, q.jobs}
+	services := []lifecycle.Service{q.listener, q.keys, q.reserve, q.outcomes, q.claims, q.promoter, q.jobs}
 	if err := lifecycle.StartAll(ctx, services); err != nil {
 		return err
 	}

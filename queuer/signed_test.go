@@ -278,7 +278,9 @@ func age(t *testing.T, q *Queuer, pool *pgxpool.Pool, id int, d time.Duration) {
 func TestStaleCompletionReleasesTheHold(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
-	submitN(t, q, 2, sm(`{"company_id": 1}`))
+	sub := sm(`{"company_id": 1}`)
+	sub.Lifecycle = retryAtOnce
+	submitN(t, q, 2, sub)
 	const tree = "max_simultaneous(company_id, 1, oldest_first)"
 	holds := func() int64 { return pgtest.Count(t, pool, "SELECT count(*) FROM opsq.simultaneous_holds") }
 	first := reserveText(t, q, tree, 1)[0]

@@ -53,18 +53,18 @@ func (q Queries) StrategicMetadataInsertMany(ctx context.Context, p StrategicMet
 	return err
 }
 
-//go:embed chunks_delete_submissions.sql
-var chunksDeleteSubmissions string
+//go:embed chunks_skip_submissions.sql
+var chunksSkipSubmissions string
 
-// ChunksDeleteSubmissionsParams are chunks_delete_submissions.sql's.
-type ChunksDeleteSubmissionsParams struct {
+// ChunksSkipSubmissionsParams are chunks_skip_submissions.sql's.
+type ChunksSkipSubmissionsParams struct {
 	SubmissionIDs []int64
 }
 
-// ChunksDeleteSubmissions deletes the reservable chunks of submissions that are no longer
+// ChunksSkipSubmissions deletes the reservable chunks of submissions that are no longer
 // in progress, in one statement (each partition is scanned once, not once per submission).
-func (q Queries) ChunksDeleteSubmissions(ctx context.Context, p ChunksDeleteSubmissionsParams) error {
-	_, err := q.db.Exec(ctx, chunksDeleteSubmissions, pgx.NamedArgs{"submission_ids": p.SubmissionIDs})
+func (q Queries) ChunksSkipSubmissions(ctx context.Context, p ChunksSkipSubmissionsParams) error {
+	_, err := q.db.Exec(ctx, chunksSkipSubmissions, pgx.NamedArgs{"submission_ids": p.SubmissionIDs})
 	return err
 }
 
@@ -76,7 +76,7 @@ type SubmissionsCancelParams struct {
 // SubmissionsCancel moves the submissions of p.IDs that are in progress to
 // submissions_cancelled, as SubmissionCancel moves one, sent together in one batch (one
 // round trip), and returns the ids it moved, in the order of p.IDs. The others (finished,
-// or unknown) are left as they are. Their chunks stay: ChunksDeleteSubmissions.
+// or unknown) are left as they are. Their chunks stay: ChunksSkipSubmissions.
 func (q Queries) SubmissionsCancel(ctx context.Context, p SubmissionsCancelParams) ([]int64, error) {
 	var b pgx.Batch
 	for _, id := range p.IDs {

@@ -1,8 +1,17 @@
--- Fail a chunk for good, and with it its submission: the chunk goes to chunks_failed, the
--- submission's other chunks follow as skipped, the submission to submissions_failed.
--- @retries and @claimant guard the attempt and the claim as in chunk_retry.sql. One row
--- back: fence_held (false: the fence refused, nothing was written) and submission_id (NULL
--- when nothing was done).
+-- Fail a chunk for good (its attempts spent, or failed without a retry) and record its
+-- error; then its submission's failure policy (submission_lifecycle.max_failed; no row:
+-- the default, fail at the first) decides the rest:
+--   - the submission fails once more than max_failed of its chunks have failed (max_failed
+--     NULL with a row: never, on_failure "continue"): its other chunks, reservable or
+--     waiting, follow as skipped, and it moves to submissions_failed;
+--   - else the failure is counted, and a submission whose every chunk is now finished
+--     (done + failed + skipped = total) moves to submissions_failed too;
+--   - else it goes on.
+-- A failed or skipped chunk keeps its input, shard and random order (a retry makes it
+-- reservable again). @retries and @claimant guard the attempt and the claim as in
+-- chunk_retry.sql. One row back: fence_held (false: the fence refused, nothing was
+-- written), submission_id (NULL when nothing was done), and finished (the submission
+-- moved to submissions_failed) and dropped (its other chunks were skipped).
 -- The same move of a submission row as submission_cancel.sql and
 -- submissions_finish_completed.sql: one statement per ending, each with its own condition and
 -- target; a column added to opsq.submissions goes into all three.
@@ -18,27 +27,67 @@ WITH fence AS (
       AND (SELECT held FROM fence)
     FOR UPDATE
 ), sub AS (
-    DELETE FROM opsq.submissions s
+    SELECT s.id, s.chunks_total, s.chunks_done, s.chunks_failed + 1 AS failed, s.chunks_skipped,
+           CASE WHEN l.id IS NULL THEN true
+                ELSE l.max_failed IS NOT NULL AND s.chunks_failed + 1 > l.max_failed END AS fails
+    FROM opsq.submissions s
+    LEFT JOIN opsq.submission_lifecycle l ON l.id = s.id
     WHERE s.id = (SELECT submission_id FROM target)
-    RETURNING s.*
+    FOR UPDATE OF s
 ), gone AS (
     DELETE FROM opsq.chunks c
-    WHERE c.submission_id = (SELECT id FROM sub)
-    RETURNING c.submission_id, c.chunk_index, c.retries
+    USING target t
+    WHERE c.shard = @shard AND c.submission_id = t.submission_id AND c.chunk_index = t.chunk_index
+    RETURNING c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries, c.input
+), skipped_ready AS (
+    DELETE FROM opsq.chunks c
+    WHERE c.submission_id = (SELECT id FROM sub WHERE fails) AND c.chunk_index <> @chunk_index
+    RETURNING c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries, c.input
+), skipped_waiting AS (
+    DELETE FROM opsq.chunks_waiting w
+    WHERE w.submission_id = (SELECT id FROM sub WHERE fails)
+    RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input
 ), holds AS (
-    DELETE FROM opsq.simultaneous_holds h WHERE h.submission_id = (SELECT id FROM sub)
+    DELETE FROM opsq.simultaneous_holds h WHERE h.submission_id = (SELECT id FROM sub WHERE fails)
 ), failed AS (
-    INSERT INTO opsq.chunks_failed (submission_id, chunk_index, retries, error, skipped)
-    SELECT g.submission_id, g.chunk_index, g.retries, @error, g.chunk_index <> @chunk_index
-    FROM gone g
+    INSERT INTO opsq.chunks_failed (submission_id, chunk_index, retries, error, skipped, shard, random_order, input)
+    SELECT submission_id, chunk_index, retries, @error, false, shard, random_order, input FROM gone
+    UNION ALL
+    SELECT submission_id, chunk_index, retries, @error, true, shard, random_order, input FROM skipped_ready
+    UNION ALL
+    SELECT submission_id, chunk_index, retries, @error, true, shard, random_order, input FROM skipped_waiting
+), error AS (
+    INSERT INTO opsq.chunk_errors (submission_id, chunk_index, attempt, error, consumer)
+    SELECT submission_id, chunk_index, retries, @error, @consumer FROM gone
+    ON CONFLICT (submission_id, chunk_index, attempt) DO UPDATE SET error = excluded.error, consumer = excluded.consumer, at = now()
+), older AS (
+    DELETE FROM opsq.chunk_errors e
+    USING target t
+    WHERE e.submission_id = t.submission_id AND e.chunk_index = t.chunk_index AND e.attempt <= t.retries - 5
+), ends AS (
+    SELECT s.id, s.fails, s.fails OR s.chunks_done + s.failed + s.chunks_skipped >= s.chunks_total AS finished,
+           s.failed, (SELECT count(*) FROM skipped_ready) + (SELECT count(*) FROM skipped_waiting) AS skipped
+    FROM sub s
+    WHERE EXISTS (SELECT FROM gone)
+), counted AS (
+    UPDATE opsq.submissions s
+    SET chunks_failed = e.failed
+    FROM ends e
+    WHERE s.id = e.id AND NOT e.finished
+), moved_sub AS (
+    DELETE FROM opsq.submissions s
+    USING ends e
+    WHERE s.id = e.id AND e.finished
+    RETURNING s.*
 ), moved AS (
     INSERT INTO opsq.submissions_failed
-        (id, chunks_total, chunks_done, chunks_failed, priority, max_retries, metadata,
+        (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
          strategic_metadata, prefix, created_at, finished_at, failed_chunk_index, error)
-    SELECT id, chunks_total, chunks_done, 1, priority, max_retries, metadata,
-           strategic_metadata, prefix, created_at, now(), @chunk_index, @error
-    FROM sub
+    SELECT m.id, m.chunks_total, m.chunks_done, e.failed, m.chunks_skipped + e.skipped, m.priority, m.max_retries,
+           m.metadata, m.strategic_metadata, m.prefix, m.created_at, now(), @chunk_index, @error
+    FROM moved_sub m JOIN ends e ON e.id = m.id
     RETURNING id
 )
-SELECT f.held AS fence_held, m.id AS submission_id
-FROM fence f LEFT JOIN moved m ON true
+SELECT f.held AS fence_held, (SELECT submission_id FROM gone) AS submission_id,
+       EXISTS (SELECT FROM moved) AS finished, coalesce((SELECT fails FROM ends), false) AS dropped
+FROM fence f

@@ -1,23 +1,61 @@
 -- Count one failed attempt of a chunk, if the attempt is the one the token names (its
--- retries count) and attempts remain. With @claimant set (the owner releasing an expired
+-- retries count) and attempts remain, and record its error (chunk_errors keeps the last 5).
+-- The chunk waits before it is reservable again: @delay_ms if given (a fail's
+-- retry_after), else its submission's backoff, initial × factor^(retries−1) at most max,
+-- ±20 % jitter (submission_lifecycle; the defaults 1 s, 2, 1 min without a row). A chunk
+-- with a wait, or of a paused submission, moves to chunks_waiting (ready_at; 'infinity'
+-- while paused), out of the table the reserves read; one without stays in opsq.chunks
+-- (an update of its retries count). With @claimant set (the owner releasing an expired
 -- lease), it also requires the claim the reservation was made under (fencing). One row
--- back: fence_held (false: the fence refused, nothing was written) and retries (the new
+-- back: fence_held (false: the fence refused, nothing was written), retries (the new
 -- count; NULL when nothing was counted: the chunk is gone, this attempt was counted
--- already, or no attempts remain).
+-- already, or no attempts remain) and waits (the chunk moved to chunks_waiting).
 WITH fence AS (
     SELECT @claimant::text IS NULL OR EXISTS (
         SELECT 1 FROM opsq.shard_claims sc
         WHERE sc.shard = @shard AND sc.claimant = @claimant::text AND sc.generation = @generation::bigint) AS held
-), retried AS (
-    UPDATE opsq.chunks c
-    SET retries = c.retries + 1
-    FROM opsq.submissions s
+), target AS (
+    SELECT c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries + 1 AS retries, c.input,
+           CASE WHEN s.paused THEN 'infinity'::timestamptz
+                ELSE now() + make_interval(secs => coalesce(@delay_ms::bigint::float8,
+                    least(coalesce(l.backoff_max_ms, 60000)::float8,
+                          coalesce(l.backoff_initial_ms, 1000) * power(coalesce(l.backoff_factor, 2), c.retries))
+                    * (0.8 + random() * 0.4)) / 1000)
+           END AS ready_at
+    FROM opsq.chunks c
+    JOIN opsq.submissions s ON s.id = c.submission_id
+    LEFT JOIN opsq.submission_lifecycle l ON l.id = c.submission_id
     WHERE c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index
       AND c.retries = @retries
-      AND s.id = c.submission_id
       AND c.retries < s.max_retries
       AND (SELECT held FROM fence)
+    FOR UPDATE OF c
+), stays AS (
+    UPDATE opsq.chunks c
+    SET retries = t.retries
+    FROM target t
+    WHERE t.ready_at <= now()
+      AND c.shard = t.shard AND c.submission_id = t.submission_id AND c.chunk_index = t.chunk_index
     RETURNING c.retries
+), leaves AS (
+    DELETE FROM opsq.chunks c
+    USING target t
+    WHERE t.ready_at > now()
+      AND c.shard = t.shard AND c.submission_id = t.submission_id AND c.chunk_index = t.chunk_index
+    RETURNING c.submission_id
+), waits AS (
+    INSERT INTO opsq.chunks_waiting (submission_id, chunk_index, shard, random_order, retries, input, ready_at)
+    SELECT t.submission_id, t.chunk_index, t.shard, t.random_order, t.retries, t.input, t.ready_at
+    FROM target t JOIN leaves ON true
+    RETURNING retries
+), error AS (
+    INSERT INTO opsq.chunk_errors (submission_id, chunk_index, attempt, error, consumer)
+    SELECT submission_id, chunk_index, retries - 1, @error, @consumer FROM target
+), older AS (
+    DELETE FROM opsq.chunk_errors e
+    USING target t
+    WHERE e.submission_id = t.submission_id AND e.chunk_index = t.chunk_index
+      AND e.attempt <= t.retries - 1 - 5
 )
-SELECT f.held AS fence_held, r.retries
-FROM fence f LEFT JOIN retried r ON true
+SELECT f.held AS fence_held, coalesce(s.retries, w.retries) AS retries, w.retries IS NOT NULL AS waits
+FROM fence f LEFT JOIN stays s ON true LEFT JOIN waits w ON true

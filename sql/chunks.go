@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -38,28 +39,47 @@ type ChunkRetryParams struct {
 	Chunk
 	Retries int32 // the attempt's count: the write happens only while the chunk has it
 	Fence   *Fence
+	// Error and Consumer are the failed attempt's, recorded in chunk_errors.
+	Error    string
+	Consumer string
+	// Delay, if set, is how long the chunk waits before it is reservable again, instead of
+	// its submission's backoff (a fail's retry_after).
+	Delay *time.Duration
 }
 
 // chunkRetryRow is chunk_retry.sql's row.
 type chunkRetryRow struct {
 	FenceHeld bool   `db:"fence_held"`
 	Retries   *int32 `db:"retries"`
+	Waits     bool   `db:"waits"`
 }
 
-// ChunkRetry counts one failed attempt at a chunk and makes it reservable again. It
-// reports false when it counted nothing (the chunk is gone, the attempt was counted
-// already, or its attempts are spent), and returns a *FenceError when p.Fence refused.
-func (q Queries) ChunkRetry(ctx context.Context, p ChunkRetryParams) (bool, error) {
-	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "retries": p.Retries}
+// ChunkRetried is what ChunkRetry did: Retried, the attempt was counted; Waits, the chunk
+// waits (its backoff, or its submission is paused) in chunks_waiting instead of being
+// reservable at once.
+type ChunkRetried struct {
+	Retried, Waits bool
+}
+
+// ChunkRetry counts one failed attempt at a chunk and makes it reservable again, at once
+// or after its wait. Retried is false when it counted nothing (the chunk is gone, the
+// attempt was counted already, or its attempts are spent); a *FenceError when p.Fence
+// refused.
+func (q Queries) ChunkRetry(ctx context.Context, p ChunkRetryParams) (ChunkRetried, error) {
+	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "retries": p.Retries,
+		"error": p.Error, "consumer": p.Consumer, "delay_ms": nil}
+	if p.Delay != nil {
+		args["delay_ms"] = p.Delay.Milliseconds()
+	}
 	p.Fence.args(args)
 	r, err := collectOne[chunkRetryRow](ctx, q.db, chunkRetry, args)
 	if err != nil {
-		return false, err
+		return ChunkRetried{}, err
 	}
 	if !r.FenceHeld {
-		return false, &FenceError{Shard: p.Shard, Generation: p.Fence.Generation}
+		return ChunkRetried{}, &FenceError{Shard: p.Shard, Generation: p.Fence.Generation}
 	}
-	return r.Retries != nil, nil
+	return ChunkRetried{Retried: r.Retries != nil, Waits: r.Waits}, nil
 }
 
 //go:embed chunk_fail.sql
@@ -68,31 +88,42 @@ var chunkFail string
 // ChunkFailParams are chunk_fail.sql's.
 type ChunkFailParams struct {
 	Chunk
-	Retries int32 // as in ChunkRetryParams
-	Error   string
-	Fence   *Fence
+	Retries  int32 // as in ChunkRetryParams
+	Error    string
+	Consumer string
+	Fence    *Fence
 }
 
 // chunkFailRow is chunk_fail.sql's row.
 type chunkFailRow struct {
 	FenceHeld    bool   `db:"fence_held"`
 	SubmissionID *int64 `db:"submission_id"`
+	Finished     bool   `db:"finished"`
+	Dropped      bool   `db:"dropped"`
 }
 
-// ChunkFail fails a chunk for good, and its submission with it. It reports false when it
-// did nothing (the chunk is gone or the attempt is over), and returns a *FenceError when
-// p.Fence refused.
-func (q Queries) ChunkFail(ctx context.Context, p ChunkFailParams) (bool, error) {
-	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "retries": p.Retries, "error": p.Error}
+// ChunkFailed is what ChunkFail did: Failed, the chunk failed; Finished, its submission
+// is finished (failed) with it; Dropped, the submission's other chunks were skipped (its
+// failure policy failed it).
+type ChunkFailed struct {
+	Failed, Finished, Dropped bool
+}
+
+// ChunkFail fails a chunk for good; its submission's failure policy decides the rest
+// (chunk_fail.sql). Failed is false when it did nothing (the chunk is gone or the attempt
+// is over); a *FenceError when p.Fence refused.
+func (q Queries) ChunkFail(ctx context.Context, p ChunkFailParams) (ChunkFailed, error) {
+	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "retries": p.Retries,
+		"error": p.Error, "consumer": p.Consumer}
 	p.Fence.args(args)
 	r, err := collectOne[chunkFailRow](ctx, q.db, chunkFail, args)
 	if err != nil {
-		return false, err
+		return ChunkFailed{}, err
 	}
 	if !r.FenceHeld {
-		return false, &FenceError{Shard: p.Shard, Generation: p.Fence.Generation}
+		return ChunkFailed{}, &FenceError{Shard: p.Shard, Generation: p.Fence.Generation}
 	}
-	return r.SubmissionID != nil, nil
+	return ChunkFailed{Failed: r.SubmissionID != nil, Finished: r.Finished, Dropped: r.Dropped}, nil
 }
 
 //go:embed chunk_state.sql
@@ -270,17 +301,17 @@ func (q Queries) ChunkInputs(ctx context.Context, p ChunkInputsParams, fn func(C
 	return err
 }
 
-//go:embed chunks_delete_submission.sql
-var chunksDeleteSubmission string
+//go:embed chunks_skip_submission.sql
+var chunksSkipSubmission string
 
-// ChunksDeleteSubmissionParams are chunks_delete_submission.sql's.
-type ChunksDeleteSubmissionParams struct {
+// ChunksSkipSubmissionParams are chunks_skip_submission.sql's.
+type ChunksSkipSubmissionParams struct {
 	SubmissionID int64
 }
 
-// ChunksDeleteSubmission deletes the reservable chunks of a submission.
-func (q Queries) ChunksDeleteSubmission(ctx context.Context, p ChunksDeleteSubmissionParams) error {
-	_, err := q.db.Exec(ctx, chunksDeleteSubmission, pgx.NamedArgs{"submission_id": p.SubmissionID})
+// ChunksSkipSubmission deletes the reservable chunks of a submission.
+func (q Queries) ChunksSkipSubmission(ctx context.Context, p ChunksSkipSubmissionParams) error {
+	_, err := q.db.Exec(ctx, chunksSkipSubmission, pgx.NamedArgs{"submission_id": p.SubmissionID})
 	return err
 }
 
@@ -347,4 +378,25 @@ func (q Queries) ChunkPartitionsStale(ctx context.Context, p ChunkPartitionsStal
 func (q Queries) AnalyzePartition(ctx context.Context, partition string) error {
 	_, err := q.db.Exec(ctx, "ANALYZE (SKIP_LOCKED) "+partition)
 	return err
+}
+
+//go:embed chunks_promote.sql
+var chunksPromote string
+
+// ChunksPromoteParams are chunks_promote.sql's.
+type ChunksPromoteParams struct {
+	Limit int
+}
+
+// ChunksPromote makes up to p.Limit waiting chunks that are due reservable, and returns the
+// shard of each.
+func (q Queries) ChunksPromote(ctx context.Context, p ChunksPromoteParams) ([]int, error) {
+	rows, err := collect[struct {
+		Shard int `db:"shard"`
+	}](ctx, q.db, chunksPromote, pgx.NamedArgs{"limit": p.Limit})
+	shards := make([]int, len(rows))
+	for i, r := range rows {
+		shards[i] = r.Shard
+	}
+	return shards, err
 }

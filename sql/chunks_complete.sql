@@ -1,5 +1,9 @@
 -- Complete a batch of chunks in one statement: the first completion of a chunk moves it to
--- completed_batches and counts it on its submission; a chunk already gone is left alone.
+-- completed_batches and counts it on its submission; a chunk already gone is left alone. A
+-- chunk that waits in chunks_waiting (retried with a backoff after this attempt, or its
+-- submission paused while it was in flight) is completed there: a late completion wins if
+-- it comes first. A submission whose every chunk is finished (done + failed + skipped =
+-- total) is reported finished.
 -- @locked are the batch's submissions locked by submissions_lock.sql just before, in the
 -- same transaction: chunks of others (finished since) are left alone too.
 WITH input AS (
@@ -8,11 +12,21 @@ WITH input AS (
     -- On the input, not on the chunks: a condition on c.submission_id would lead the
     -- planner away from one primary-key probe per chunk.
     WHERE submission_id = ANY(@locked::bigint[])
-), done AS (
+), done_ready AS (
     DELETE FROM opsq.chunks c
     USING input i
     WHERE c.shard = i.shard AND c.submission_id = i.submission_id AND c.chunk_index = i.chunk_index
     RETURNING c.submission_id, c.chunk_index, c.shard, i.output
+), done_waiting AS (
+    -- Skipped whole after one probe when nothing waits (a one-time filter), as in every
+    -- workload whose chunks do not fail.
+    DELETE FROM opsq.chunks_waiting w
+    USING input i
+    WHERE w.submission_id = i.submission_id AND w.chunk_index = i.chunk_index
+      AND EXISTS (SELECT FROM opsq.chunks_waiting)
+    RETURNING w.submission_id, w.chunk_index, w.shard, i.output
+), done AS (
+    SELECT * FROM done_ready UNION ALL SELECT * FROM done_waiting
 ), stored AS (
     -- One row per submission of the batch (migrations/00006_completed_batches.sql).
     INSERT INTO opsq.completed_batches (submission_id, first_index, chunk_indexes, outputs)
@@ -39,7 +53,7 @@ WITH input AS (
     SET chunks_done = s.chunks_done + d.n
     FROM (SELECT submission_id, count(*) AS n FROM done GROUP BY submission_id) d
     WHERE s.id = d.submission_id
-    RETURNING s.id, s.chunks_done = s.chunks_total AS finished
+    RETURNING s.id, s.chunks_done + s.chunks_failed + s.chunks_skipped = s.chunks_total AS finished
 )
 SELECT d.submission_id, d.chunk_index, d.shard, coalesce(c.finished, false)
 FROM done d LEFT JOIN counted c ON c.id = d.submission_id

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	opsqsql "opsq/sql"
 	"opsq/sql/pgtest"
@@ -56,6 +57,11 @@ func TestFencedWritesReportTheirRefusal(t *testing.T) {
 		if err := db.SubmissionInsert(ctx, p); err != nil {
 			t.Fatal(err)
 		}
+		// Retried at once (no backoff), so that the chunk stays where the writes look.
+		if err := db.SubmissionLifecycleInsert(ctx, opsqsql.SubmissionLifecycleInsertParams{ID: id, OnFailure: []byte(`"fail_submission"`),
+			MaxFailed: new(int64), BackoffFactor: 2, BackoffMax: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := pool.Exec(ctx, "INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order) VALUES ($1, 0, $2, 0)", id, shard); err != nil {
 			t.Fatal(err)
 		}
@@ -84,16 +90,16 @@ func TestFencedWritesReportTheirRefusal(t *testing.T) {
 	}
 
 	fence := &opsqsql.Fence{Claimant: "owner", Generation: held}
-	if retried, err := db.ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk(1), Fence: fence}); err != nil || !retried {
+	if retried, err := db.ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk(1), Fence: fence}); err != nil || !retried.Retried {
 		t.Errorf("ChunkRetry under the generation held: %v, %v; want true, nil", retried, err)
 	}
-	if retried, err := db.ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk(2), Fence: fence}); err != nil || retried {
+	if retried, err := db.ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk(2), Fence: fence}); err != nil || retried.Retried {
 		t.Errorf("ChunkRetry of a chunk with no attempt left: %v, %v; want false, nil (not a fence refusal)", retried, err)
 	}
-	if failed, err := db.ChunkFail(ctx, opsqsql.ChunkFailParams{Chunk: chunk(2), Error: "x", Fence: fence}); err != nil || !failed {
+	if failed, err := db.ChunkFail(ctx, opsqsql.ChunkFailParams{Chunk: chunk(2), Error: "x", Fence: fence}); err != nil || !failed.Failed {
 		t.Errorf("ChunkFail under the generation held: %v, %v; want true, nil", failed, err)
 	}
-	if retried, err := db.ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk(1), Retries: 1}); err != nil || !retried {
+	if retried, err := db.ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk(1), Retries: 1}); err != nil || !retried.Retried {
 		t.Errorf("ChunkRetry without a fence: %v, %v; want true, nil", retried, err)
 	}
 }

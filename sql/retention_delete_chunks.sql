@@ -15,5 +15,12 @@ WITH done AS (
         WHERE submission_id = @submission_id
         LIMIT @batch)
     RETURNING 1
+), errors AS (
+    DELETE FROM opsq.chunk_errors
+    WHERE (submission_id, chunk_index, attempt) IN (
+        SELECT submission_id, chunk_index, attempt FROM opsq.chunk_errors
+        WHERE submission_id = @submission_id
+        LIMIT @batch)
+    RETURNING 1
 )
-SELECT (SELECT count(*) FROM done) + (SELECT count(*) FROM failed)
+SELECT (SELECT count(*) FROM done) + (SELECT count(*) FROM failed) + (SELECT count(*) FROM errors)

@@ -24,6 +24,8 @@ type Statements interface {
 	SubmissionInsertCompleted(ctx context.Context, p SubmissionInsertParams) error
 	// StrategicMetadataInsert indexes a submission's strategic metadata.
 	StrategicMetadataInsert(ctx context.Context, p StrategicMetadataInsertParams) error
+	// SubmissionLifecycleInsert records a submission's lifecycle settings.
+	SubmissionLifecycleInsert(ctx context.Context, p SubmissionLifecycleInsertParams) error
 	// SubmissionStatus reads a submission's state.
 	SubmissionStatus(ctx context.Context, p SubmissionStatusParams) (SubmissionStatusRow, error)
 	// SubmissionList reads a page of submissions, by state or strategic metadata.
@@ -45,8 +47,8 @@ type Statements interface {
 	StrategicMetadataInsertMany(ctx context.Context, p StrategicMetadataInsertManyParams) error
 	// SubmissionsCancel is SubmissionCancel for many, in one batch; it returns those moved.
 	SubmissionsCancel(ctx context.Context, p SubmissionsCancelParams) ([]int64, error)
-	// ChunksDeleteSubmissions is ChunksDeleteSubmission for many submissions.
-	ChunksDeleteSubmissions(ctx context.Context, p ChunksDeleteSubmissionsParams) error
+	// ChunksSkipSubmissions is ChunksSkipSubmission for many submissions.
+	ChunksSkipSubmissions(ctx context.Context, p ChunksSkipSubmissionsParams) error
 	// SubmissionsNotifyDropped tells the instances that submissions failed or were cancelled.
 	SubmissionsNotifyDropped(ctx context.Context, p SubmissionsNotifyDroppedParams) error
 
@@ -67,16 +69,20 @@ type Statements interface {
 	ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]ChunksCompleteRow, error)
 	// SubmissionsFinishCompleted moves the submissions whose every chunk is done.
 	SubmissionsFinishCompleted(ctx context.Context, p SubmissionsFinishCompletedParams) error
-	// ChunkRetry counts a failed attempt and makes the chunk reservable again (fenced).
-	ChunkRetry(ctx context.Context, p ChunkRetryParams) (bool, error)
-	// ChunkFail fails a chunk for good, and its submission with it (fenced).
-	ChunkFail(ctx context.Context, p ChunkFailParams) (bool, error)
+	// ChunkRetry counts a failed attempt and makes the chunk reservable again, at once or
+	// after its backoff (fenced).
+	ChunkRetry(ctx context.Context, p ChunkRetryParams) (ChunkRetried, error)
+	// ChunksPromote makes the waiting chunks that are due reservable.
+	ChunksPromote(ctx context.Context, p ChunksPromoteParams) ([]int, error)
+	// ChunkFail fails a chunk for good; its submission's failure policy decides the rest
+	// (fenced).
+	ChunkFail(ctx context.Context, p ChunkFailParams) (ChunkFailed, error)
 	// ChunkState reads where one chunk is.
 	ChunkState(ctx context.Context, p ChunkStateParams) (ChunkStateRow, error)
 	// ChunkStates tells which of many chunks opsq knows, in one statement.
 	ChunkStates(ctx context.Context, p ChunkStatesParams) ([]bool, error)
-	// ChunksDeleteSubmission deletes the reservable chunks of a submission.
-	ChunksDeleteSubmission(ctx context.Context, p ChunksDeleteSubmissionParams) error
+	// ChunksSkipSubmission deletes the reservable chunks of a submission.
+	ChunksSkipSubmission(ctx context.Context, p ChunksSkipSubmissionParams) error
 	// ChunkPartitionsStale finds the chunk partitions whose statistics lag behind.
 	ChunkPartitionsStale(ctx context.Context, p ChunkPartitionsStaleParams) ([]ChunkPartitionsStaleRow, error)
 	// AnalyzePartition runs ANALYZE on one of them.

@@ -7,13 +7,14 @@ WITH holds AS (
     DELETE FROM opsq.simultaneous_holds WHERE submission_id = @id
 ), moved AS (
     DELETE FROM opsq.submissions WHERE id = @id
-    RETURNING id, chunks_total, chunks_done, priority, max_retries, metadata,
+    RETURNING id, chunks_total, chunks_done, chunks_failed, priority, max_retries, metadata,
               strategic_metadata, prefix, created_at
 )
+-- Every chunk not done nor failed is skipped (chunks_skip_submission.sql moves them).
 INSERT INTO opsq.submissions_cancelled
-    (id, chunks_total, chunks_done, priority, max_retries, metadata, strategic_metadata,
-     prefix, created_at, finished_at)
-SELECT id, chunks_total, chunks_done, priority, max_retries, metadata, strategic_metadata,
-       prefix, created_at, now()
+    (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
+     strategic_metadata, prefix, created_at, finished_at)
+SELECT id, chunks_total, chunks_done, chunks_failed, chunks_total - chunks_done - chunks_failed, priority,
+       max_retries, metadata, strategic_metadata, prefix, created_at, now()
 FROM moved
 RETURNING id

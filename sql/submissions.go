@@ -109,6 +109,8 @@ type SubmissionStatusRow struct {
 	ChunksTotal       int64           `db:"chunks_total"`
 	ChunksDone        int64           `db:"chunks_done"`
 	ChunksFailed      int64           `db:"chunks_failed"`
+	ChunksSkipped     int64           `db:"chunks_skipped"`
+	Paused            bool            `db:"paused"`
 	Priority          int64           `db:"priority"`
 	Metadata          string          `db:"metadata"`
 	StrategicMetadata json.RawMessage `db:"strategic_metadata"`
@@ -117,6 +119,34 @@ type SubmissionStatusRow struct {
 	FinishedAt        *time.Time      `db:"finished_at"`
 	FailedChunkIndex  *int64          `db:"failed_chunk_index"`
 	Error             *string         `db:"error"`
+	OnFailure         json.RawMessage `db:"on_failure"`
+	NotBefore         *time.Time      `db:"not_before"`
+}
+
+//go:embed submission_lifecycle_insert.sql
+var submissionLifecycleInsert string
+
+// SubmissionLifecycleInsertParams are submission_lifecycle_insert.sql's: a submission's
+// lifecycle settings (none of them set: the defaults, and no row is needed).
+type SubmissionLifecycleInsertParams struct {
+	ID        int64
+	OnFailure json.RawMessage // as the producer gave it
+	// MaxFailed: the submission fails once more than this many chunks failed; nil never.
+	MaxFailed      *int64
+	BackoffInitial time.Duration
+	BackoffFactor  float64
+	BackoffMax     time.Duration
+	NotBefore      *time.Time
+}
+
+// SubmissionLifecycleInsert records a submission's lifecycle settings.
+func (q Queries) SubmissionLifecycleInsert(ctx context.Context, p SubmissionLifecycleInsertParams) error {
+	_, err := q.db.Exec(ctx, submissionLifecycleInsert, pgx.NamedArgs{
+		"id": p.ID, "on_failure": string(p.OnFailure), "max_failed": p.MaxFailed,
+		"backoff_initial_ms": p.BackoffInitial.Milliseconds(), "backoff_factor": p.BackoffFactor,
+		"backoff_max_ms": p.BackoffMax.Milliseconds(), "not_before": p.NotBefore,
+	})
+	return err
 }
 
 //go:embed submission_status.sql
@@ -170,7 +200,7 @@ type SubmissionCancelParams struct {
 }
 
 // SubmissionCancel moves an in-progress submission to submissions_cancelled (its chunks
-// stay: ChunksDeleteSubmission). It returns ErrNotFound when no submission in progress
+// stay: ChunksSkipSubmission). It returns ErrNotFound when no submission in progress
 // has the id.
 func (q Queries) SubmissionCancel(ctx context.Context, p SubmissionCancelParams) error {
 	var id int64

@@ -1,17 +1,36 @@
--- Move submissions whose every chunk is done to submissions_completed.
+-- Move submissions whose every chunk is finished (done + failed + skipped = total) to
+-- submissions_completed, or, when any chunk failed (on_failure "continue" or "fail_after"),
+-- to submissions_failed, naming the last chunk that failed and its error.
 -- The same move of a submission row as submission_cancel.sql and
 -- chunk_fail.sql: one statement per ending, each with its own condition and
 -- target; a column added to opsq.submissions goes into all three.
 WITH moved AS (
     DELETE FROM opsq.submissions
-    WHERE id = ANY(@ids::bigint[]) AND chunks_done = chunks_total
-    RETURNING id, chunks_total, chunks_done, priority, max_retries, metadata,
+    WHERE id = ANY(@ids::bigint[]) AND chunks_done + chunks_failed + chunks_skipped = chunks_total
+    RETURNING id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
               strategic_metadata, prefix, created_at
+), completed AS (
+    INSERT INTO opsq.submissions_completed
+        (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
+         strategic_metadata, prefix, created_at, finished_at)
+    SELECT id, chunks_total, chunks_done, 0, chunks_skipped, priority, max_retries, metadata, strategic_metadata,
+           prefix, created_at, now()
+    FROM moved
+    WHERE chunks_failed = 0
+    RETURNING id
+), failed AS (
+    INSERT INTO opsq.submissions_failed
+        (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
+         strategic_metadata, prefix, created_at, finished_at, failed_chunk_index, error)
+    SELECT m.id, m.chunks_total, m.chunks_done, m.chunks_failed, m.chunks_skipped, m.priority, m.max_retries,
+           m.metadata, m.strategic_metadata, m.prefix, m.created_at, now(), l.chunk_index, l.error
+    FROM moved m
+    CROSS JOIN LATERAL (
+        SELECT f.chunk_index, f.error FROM opsq.chunks_failed f
+        WHERE f.submission_id = m.id AND NOT f.skipped
+        ORDER BY f.failed_at DESC, f.chunk_index DESC LIMIT 1
+    ) l
+    WHERE m.chunks_failed > 0
+    RETURNING id
 )
-INSERT INTO opsq.submissions_completed
-    (id, chunks_total, chunks_done, priority, max_retries, metadata, strategic_metadata,
-     prefix, created_at, finished_at)
-SELECT id, chunks_total, chunks_done, priority, max_retries, metadata, strategic_metadata,
-       prefix, created_at, now()
-FROM moved
-RETURNING id
+SELECT id FROM completed UNION ALL SELECT id FROM failed

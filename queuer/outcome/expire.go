@@ -66,7 +66,8 @@ func (e *expirer) run(ctx context.Context) {
 // whose attempts are spent fails.
 func (o *Recorder) expire(ctx context.Context, r reserver.Reservation) {
 	t := tokens.Token{Key: r.Key, Shard: r.Shard, Generation: r.Generation, Retries: r.Retries}
-	status, err := o.failAttempt(ctx, t, r.Token, errReservationExpired, true, &opsqsql.Fence{Claimant: o.cfg.Instance, Generation: r.Generation})
+	status, err := o.failAttempt(ctx, attempt{t: t, tok: r.Token, msg: errReservationExpired, retry: true,
+		fence: &opsqsql.Fence{Claimant: o.cfg.Instance, Generation: r.Generation}})
 	var fenced *opsqsql.FenceError
 	if errors.As(err, &fenced) {
 		// The shard changed owner since the reservation: the new owner counts nothing for

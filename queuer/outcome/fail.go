@@ -9,7 +9,9 @@ import (
 
 	"opsq/api/wire"
 	"opsq/queuer/notify"
+	"opsq/queuer/submissions"
 	"opsq/queuer/tokens"
+	"opsq/reserver"
 	opsqsql "opsq/sql"
 )
 
@@ -39,39 +41,61 @@ func (o *Recorder) Fail(ctx context.Context, items []Failure) ([]wire.TokenStatu
 			status[i] = wire.StatusUnknown
 			continue
 		}
+		a := attempt{t: t, tok: it.Token, msg: it.Error, retry: it.Retry}
+		if it.RetryAfter > 0 {
+			a.delay = &it.RetryAfter
+		}
 		var err error
-		if status[i], err = o.failAttempt(ctx, t, it.Token, it.Error, it.Retry, nil); err != nil {
+		if status[i], err = o.failAttempt(ctx, a); err != nil {
 			return nil, err
 		}
 	}
 	return status, nil
 }
 
-// failAttempt counts the failed attempt t at its chunk: it retries the chunk while attempts
-// remain (and retry is asked), else fails it and its submission. tok is the reservation's
-// token: a consumer's, whose reservation is then dropped wherever it is held, or the
-// expired one the owner passes with the fence f of its claim, under which it is written:
-// a *sql.FenceError, naming the shard, means the shard is no longer held under it, and
-// nothing was written.
-func (o *Recorder) failAttempt(ctx context.Context, t tokens.Token, tok, msg string, retry bool, f *opsqsql.Fence) (wire.TokenStatus, error) {
-	chunk := t.Chunk()
-	if retry {
-		retried := false
+// attempt is a failed attempt to record: the token t of its reservation, whose text tok
+// is a consumer's (its reservation is then dropped wherever it is held) or the expired one
+// the owner passes with the fence of its claim (under which it is written: a
+// *sql.FenceError, naming the shard, means the shard is no longer held under it, and
+// nothing was written); its error, whether a retry is asked, and the wait before the
+// chunk is reservable again (nil: its submission's backoff).
+type attempt struct {
+	t     tokens.Token
+	tok   string
+	msg   string
+	retry bool
+	delay *time.Duration
+	fence *opsqsql.Fence
+}
+
+// failAttempt counts the failed attempt a at its chunk: it retries the chunk while attempts
+// remain (and retry is asked), else fails it, and its submission's failure policy decides
+// the rest.
+func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus, error) {
+	t, chunk := a.t, a.t.Chunk()
+	msg := submissions.CutError(a.msg)
+	consumer := ""
+	if r, ok := o.cfg.Reserver.Get(a.tok); ok {
+		consumer = r.Consumer
+	}
+	if a.retry {
+		var did opsqsql.ChunkRetried
 		err := pgx.BeginFunc(ctx, o.cfg.Pool, func(tx pgx.Tx) error {
 			var err error
-			retried, err = opsqsql.New(tx).ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk, Retries: t.Retries, Fence: f})
-			if err != nil || !retried {
+			did, err = opsqsql.New(tx).ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk, Retries: t.Retries, Fence: a.fence,
+				Error: msg, Consumer: consumer, Delay: a.delay})
+			if err != nil || !did.Retried {
 				return err
 			}
-			return o.notifyRetried(ctx, tx, t, tok)
+			return o.notifyRetried(ctx, tx, t, a.tok, did.Waits)
 		})
 		if err != nil {
 			return "", fmt.Errorf("retrying chunk: %w", err)
 		}
-		if retried {
+		if did.Retried {
 			o.failedAttempts.Add(1)
-			o.cfg.Holds.ReleaseHolds(ctx, []string{tok})
-			o.cfg.Bus.Raise(notify.ChunksFreed{Chunks: []notify.Freed{{Key: t.Key, Shard: t.Shard, Retries: t.Retries, Token: tok}}})
+			o.cfg.Holds.ReleaseHolds(ctx, []string{a.tok})
+			o.cfg.Bus.Raise(notify.ChunksFreed{Chunks: []notify.Freed{{Key: t.Key, Shard: t.Shard, Retries: t.Retries, Token: a.tok}}})
 			return wire.StatusRetrying, nil
 		}
 	}
@@ -84,36 +108,54 @@ func (o *Recorder) failAttempt(ctx context.Context, t tokens.Token, tok, msg str
 		return wire.StatusUnknown, nil
 	case state == chunkFinished || p.retries != t.Retries:
 		return wire.StatusAlreadyFinished, nil // finished, or this attempt was counted already
-	case retry && p.retries < p.maxRetries:
+	case a.retry && p.retries < p.maxRetries:
 		return wire.StatusAlreadyFinished, nil // changed since the retry looked
 	}
-	failed := false
+	var did opsqsql.ChunkFailed
 	err = pgx.BeginFunc(ctx, o.cfg.Pool, func(tx pgx.Tx) error {
 		var err error
-		failed, err = opsqsql.New(tx).ChunkFail(ctx, opsqsql.ChunkFailParams{Chunk: chunk, Retries: t.Retries, Error: msg, Fence: f})
-		if err != nil || !failed {
+		did, err = opsqsql.New(tx).ChunkFail(ctx, opsqsql.ChunkFailParams{Chunk: chunk, Retries: t.Retries, Error: msg, Consumer: consumer, Fence: a.fence})
+		switch {
+		case err != nil || !did.Failed:
+			return err
+		case did.Dropped: // the submission failed: every instance drops its chunks
+			return notify.SendDropped(ctx, tx, t.Key.SubmissionID)
+		}
+		if err := notify.SendFinishedChunks(ctx, tx, []reserver.Key{t.Key}); err != nil {
 			return err
 		}
-		return notify.SendDropped(ctx, tx, t.Key.SubmissionID)
+		if did.Finished {
+			return notify.SendFinished(ctx, tx, t.Key.SubmissionID)
+		}
+		return nil
 	})
 	if err != nil {
 		return "", fmt.Errorf("failing chunk: %w", err)
 	}
-	if !failed {
+	if !did.Failed {
 		return staleStatus(ctx, o.cfg.Pool, t)
 	}
 	o.failedAttempts.Add(1)
-	o.cfg.Bus.Raise(notify.SubmissionDropped{ID: t.Key.SubmissionID})
+	o.cfg.Holds.ReleaseHolds(ctx, []string{a.tok})
+	if did.Dropped {
+		o.cfg.Bus.Raise(notify.SubmissionDropped{ID: t.Key.SubmissionID})
+	} else {
+		o.cfg.Bus.Raise(notify.ChunksFinished{Keys: []reserver.Key{t.Key}})
+	}
 	return wire.StatusFailed, nil
 }
 
-// notifyRetried tells the owner of t's shard that the chunk is reservable again, so that it
-// drops the reservation tok (when another instance holds it) and wakes its consumers.
-func (o *Recorder) notifyRetried(ctx context.Context, tx pgx.Tx, t tokens.Token, tok string) error {
+// notifyRetried tells the owner of t's shard that the attempt was retried, so that it drops
+// the reservation tok (when another instance holds it), and, unless the chunk waits, that
+// it is reservable again, so that its consumers wake.
+func (o *Recorder) notifyRetried(ctx context.Context, tx pgx.Tx, t tokens.Token, tok string, waits bool) error {
 	if _, ours := o.cfg.Reserver.Get(tok); tok != "" && !ours {
 		if err := notify.SendRetried(ctx, tx, tok); err != nil {
 			return err
 		}
+	}
+	if waits {
+		return nil // announced when it is due (the promoter)
 	}
 	return notify.SendWork(ctx, tx, []int{t.Shard})
 }

@@ -88,7 +88,7 @@ func TestFencedWriteUnderAStaleGenerationNamesTheShard(t *testing.T) {
 		}
 
 		stale := &opsqsql.Fence{Claimant: o.cfg.Instance, Generation: tok.Generation + 1}
-		st, err := o.failAttempt(t.Context(), tok, "", errReservationExpired, true, stale)
+		st, err := o.failAttempt(t.Context(), attempt{t: tok, msg: errReservationExpired, retry: true, fence: stale})
 		var fenced *opsqsql.FenceError
 		if !errors.As(err, &fenced) {
 			t.Fatalf("failAttempt under a stale generation = %q, %v; want a *sql.FenceError", st, err)
@@ -105,7 +105,7 @@ func TestFencedWriteUnderAStaleGenerationNamesTheShard(t *testing.T) {
 		}
 
 		held := &opsqsql.Fence{Claimant: o.cfg.Instance, Generation: tok.Generation}
-		st, err = o.failAttempt(t.Context(), tok, "", errReservationExpired, true, held)
+		st, err = o.failAttempt(t.Context(), attempt{t: tok, msg: errReservationExpired, retry: true, fence: held})
 		if err != nil {
 			t.Fatalf("failAttempt under the held generation: %v", err)
 		}

@@ -192,7 +192,7 @@ func CancelMany(ctx context.Context, pool *pgxpool.Pool, ids []int64, progress f
 			if len(moved) == 0 {
 				return nil
 			}
-			if err := opsqsql.New(tx).ChunksDeleteSubmissions(ctx, opsqsql.ChunksDeleteSubmissionsParams{SubmissionIDs: moved}); err != nil {
+			if err := opsqsql.New(tx).ChunksSkipSubmissions(ctx, opsqsql.ChunksSkipSubmissionsParams{SubmissionIDs: moved}); err != nil {
 				return err
 			}
 			if err := notify.SendDropped(ctx, tx, moved...); err != nil {

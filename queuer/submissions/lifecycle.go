@@ -1,9 +1,12 @@
 package submissions
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"time"
+
+	opsqsql "opsq/sql"
 )
 
 // What a submission does when work goes wrong, and when its work may start (DESIGN.md §3,
@@ -64,10 +67,34 @@ func (p FailurePolicy) maxFailed(total int64) *int64 {
 	return &n
 }
 
+// params are l's row of submission_lifecycle for submission id of total chunks, and
+// whether it needs one: the defaults need none.
+func (l Lifecycle) params(id, total int64) (opsqsql.SubmissionLifecycleInsertParams, bool) {
+	if l.OnFailure == nil && l.Policy == (FailurePolicy{}) && l.Backoff == (Backoff{}) && l.NotBefore.IsZero() {
+		return opsqsql.SubmissionLifecycleInsertParams{}, false
+	}
+	p := opsqsql.SubmissionLifecycleInsertParams{
+		ID: id, OnFailure: l.OnFailure, MaxFailed: l.Policy.maxFailed(total),
+		BackoffInitial: BackoffInitialDefault, BackoffFactor: cmp.Or(l.Backoff.Factor, BackoffFactorDefault),
+		BackoffMax: cmp.Or(l.Backoff.Max, BackoffMaxDefault),
+	}
+	if l.Backoff.Initial != nil {
+		p.BackoffInitial = *l.Backoff.Initial // "0s" retries at once
+	}
+	if p.OnFailure == nil {
+		p.OnFailure = json.RawMessage(`"fail_submission"`)
+	}
+	if !l.NotBefore.IsZero() {
+		p.NotBefore = &l.NotBefore
+	}
+	return p, true
+}
+
 // Backoff is how long a retried chunk waits before it is reservable again: Initial ×
-// Factor^(retries−1), at most Max, ±20 % jitter. Zero fields are the defaults.
+// Factor^(retries−1), at most Max, ±20 % jitter. A nil Initial and zero Factor and Max are
+// the defaults (an Initial of 0 retries at once).
 type Backoff struct {
-	Initial time.Duration
+	Initial *time.Duration
 	Factor  float64
 	Max     time.Duration
 }

@@ -65,9 +65,10 @@ func (s *Store) Status(ctx context.Context, id int64) (Status, error) {
 func statusOf(r opsqsql.SubmissionStatusRow) Status {
 	return Status{
 		ID: r.ID, State: wire.State(r.State), ChunksTotal: r.ChunksTotal, ChunksDone: r.ChunksDone,
-		ChunksFailed: r.ChunksFailed, Priority: r.Priority, Metadata: r.Metadata,
-		StrategicMetadata: r.StrategicMetadata, Prefix: r.Prefix, CreatedAt: r.CreatedAt,
+		ChunksFailed: r.ChunksFailed, ChunksSkipped: r.ChunksSkipped, Paused: r.Paused, Priority: r.Priority,
+		Metadata: r.Metadata, StrategicMetadata: r.StrategicMetadata, Prefix: r.Prefix, CreatedAt: r.CreatedAt,
 		FinishedAt: r.FinishedAt, FailedChunkIndex: r.FailedChunkIndex, Error: r.Error,
+		OnFailure: r.OnFailure, NotBefore: r.NotBefore,
 	}
 }
 
@@ -150,7 +151,7 @@ func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
 		if err := db.SubmissionCancel(ctx, opsqsql.SubmissionCancelParams{ID: id}); err != nil {
 			return err
 		}
-		if err := db.ChunksDeleteSubmission(ctx, opsqsql.ChunksDeleteSubmissionParams{SubmissionID: id}); err != nil {
+		if err := db.ChunksSkipSubmission(ctx, opsqsql.ChunksSkipSubmissionParams{SubmissionID: id}); err != nil {
 			return err
 		}
 		return notify.SendDropped(ctx, tx, id)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -74,12 +75,20 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 		}
 	}
 
+	// Chunks that may not be handed out yet (not_before) wait in chunks_waiting, out of the
+	// table the reserves read, until the promoter moves them (waiting.go).
+	waits := sub.Lifecycle.NotBefore.After(time.Now())
+	table, columns := "chunks", []string{"submission_id", "chunk_index", "shard", "random_order", "input"}
 	src := &chunkRows{id: id, shards: s.shardCount, chunks: chunks, row: make([]any, 5)}
+	if waits {
+		table, columns = "chunks_waiting", append(columns, "ready_at")
+		src.row = make([]any, 6)
+		src.row[5] = sub.Lifecycle.NotBefore
+	}
 	if sub.Prefix != "" {
 		src.chunks, src.count = nil, sub.ChunkCount
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"opsq", "chunks"},
-		[]string{"submission_id", "chunk_index", "shard", "random_order", "input"}, src); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"opsq", table}, columns, src); err != nil {
 		if src.err != nil {
 			return Created{}, src.err // the caller's error, as it gave it
 		}
@@ -101,6 +110,9 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 		CreatedByKey: sub.CreatedByKey,
 	}
 	insert, announce := db.SubmissionInsert, func() error { return s.announceWork(ctx, tx, id, src.n) }
+	if waits {
+		announce = func() error { return nil } // the promoter announces them when they are due
+	}
 	if src.n == 0 {
 		insert, announce = db.SubmissionInsertCompleted, func() error { return notify.SendFinished(ctx, tx, id) }
 	}
@@ -112,6 +124,11 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 	}); err != nil {
 		return Created{}, fmt.Errorf("inserting strategic metadata: %w", err)
 	}
+	if lp, ok := sub.Lifecycle.params(id, src.n); ok {
+		if err := db.SubmissionLifecycleInsert(ctx, lp); err != nil {
+			return Created{}, fmt.Errorf("inserting the lifecycle settings: %w", err)
+		}
+	}
 	if err := announce(); err != nil {
 		return Created{}, fmt.Errorf("notifying: %w", err)
 	}
@@ -119,7 +136,7 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 		return Created{}, fmt.Errorf("committing submission: %w", err)
 	}
 	s.ingested.Add(src.n)
-	if src.n > 0 {
+	if src.n > 0 && !waits {
 		// At once, not only when the NOTIFY comes back: a reserve here after the submit sees
 		// its chunks wherever they sort.
 		s.cfg.Bus.Raise(notify.NewWork{Shards: s.shardsOf(id, src.n), Chunks: int(min(src.n, 1<<31-1)), Local: true})

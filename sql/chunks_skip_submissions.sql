@@ -1,0 +1,14 @@
+-- The chunks of many submissions that were just cancelled (submissions.CancelMany): what
+-- chunks_skip_submission.sql does for one, in one statement, so that each partition is
+-- scanned once per statement rather than once per submission.
+WITH ready AS (
+    DELETE FROM opsq.chunks WHERE submission_id = ANY(@submission_ids::bigint[])
+    RETURNING submission_id, chunk_index, shard, random_order, retries, input
+), waiting AS (
+    DELETE FROM opsq.chunks_waiting WHERE submission_id = ANY(@submission_ids::bigint[])
+    RETURNING submission_id, chunk_index, shard, random_order, retries, input
+)
+INSERT INTO opsq.chunks_failed (submission_id, chunk_index, retries, error, skipped, shard, random_order, input)
+SELECT submission_id, chunk_index, retries, 'submission cancelled', true, shard, random_order, input FROM ready
+UNION ALL
+SELECT submission_id, chunk_index, retries, 'submission cancelled', true, shard, random_order, input FROM waiting
