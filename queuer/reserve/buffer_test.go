@@ -105,7 +105,7 @@ func TestBufferNeverHandsOutAChunkFinishedSinceItsScan(t *testing.T) {
 	q, _ := setup(t)
 	setBufferLifetime(q, time.Minute)
 	waitAllShards(t, q)
-	const total = 2400 // about 300 in each window of 8 shards that a random scan reads
+	const total = 2400                                                                                                                           // about 300 in each window of 8 shards that a random scan reads
 	submitN(t, q, total, submissions.NewSubmission{Lifecycle: submissions.Lifecycle{Backoff: submissions.Backoff{Initial: new(time.Duration)}}}) // retried at once
 	random := Request{Max: 1, Strategy: strategy.Node{Kind: strategy.Random}}
 	if c := reserveN(t, q, random); len(c) != 1 {
