@@ -88,6 +88,31 @@ type Statements interface {
 	// AnalyzePartition runs ANALYZE on one of them.
 	AnalyzePartition(ctx context.Context, partition string) error
 
+	// The failure lifecycle (lifecycle.go): results in any state, failures, retry, pause.
+
+	// ResultsRange streams a submission's finished chunks in chunk order, from an index on.
+	ResultsRange(ctx context.Context, p ResultsRangeParams, fn func(ResultsRangeRow) error) error
+	// SubmissionLockAny locks a submission's row in whichever table it is.
+	SubmissionLockAny(ctx context.Context, p SubmissionLockAnyParams) (SubmissionLockAnyRow, error)
+	// ChunksFailedUnplaced reads failed chunks that have no shard (failed before 00007).
+	ChunksFailedUnplaced(ctx context.Context, p ChunksFailedUnplacedParams) ([]int32, error)
+	// ChunksFailedPlace writes the shard and random order of those.
+	ChunksFailedPlace(ctx context.Context, p ChunksFailedPlaceParams) error
+	// ChunksRetryFailed makes a submission's failed (or skipped) chunks pending again.
+	ChunksRetryFailed(ctx context.Context, p ChunksRetryFailedParams) ([]ChunksRetryFailedRow, error)
+	// SubmissionRetryCounters fixes an in-progress submission's counters after a retry.
+	SubmissionRetryCounters(ctx context.Context, p SubmissionRetryParams) error
+	// SubmissionReopen moves a finished submission back in progress for a retry.
+	SubmissionReopen(ctx context.Context, p SubmissionRetryParams) error
+	// ChunkErrorsPage reads a page of the chunks that failed an attempt.
+	ChunkErrorsPage(ctx context.Context, p ChunkErrorsPageParams) ([]int32, error)
+	// ChunkFailures reads the state, retries and last errors of such chunks.
+	ChunkFailures(ctx context.Context, p ChunkFailuresParams) ([]ChunkFailuresRow, error)
+	// SubmissionPause pauses an in-progress submission: its pending chunks wait.
+	SubmissionPause(ctx context.Context, p SubmissionPauseParams) (int64, error)
+	// SubmissionResume resumes it: the chunks its pause held are reservable again.
+	SubmissionResume(ctx context.Context, p SubmissionPauseParams) ([]SubmissionResumeRow, error)
+
 	// Retention (retention.go).
 
 	// RetentionExpired finds submissions finished before a cutoff.

@@ -56,6 +56,15 @@ type SubmissionDropped struct{ ID int64 }
 // SubmissionFinished: a submission reached a final state.
 type SubmissionFinished struct{ ID int64 }
 
+// SubmissionProgress: chunks of these submissions were finished (completed, failed for
+// good, or skipped); their results may be read further.
+type SubmissionProgress struct{ IDs []int64 }
+
+// SubmissionPaused: a submission was paused; its chunks left opsq.chunks (they wait in
+// opsq.chunks_waiting until resumed), so candidates of it read before are stale. Its
+// reservations in flight stay: they finish as usual.
+type SubmissionPaused struct{ ID int64 }
+
 // ShardsChanged: this instance lost or acquired shards.
 type ShardsChanged struct{ Lost, Acquired []int }
 
@@ -71,6 +80,8 @@ func (ChunksFreed) event()        {}
 func (ChunksFinished) event()     {}
 func (SubmissionDropped) event()  {}
 func (SubmissionFinished) event() {}
+func (SubmissionProgress) event() {}
+func (SubmissionPaused) event()   {}
 func (ShardsChanged) event()      {}
 func (Resync) event()             {}
 func (ClusterKeysChanged) event() {}

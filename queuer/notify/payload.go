@@ -23,6 +23,8 @@ import (
 //	                   "*<submission id>"               the submission failed or was cancelled
 //	                   "<token>"                        the attempt of the token was retried
 //	opsq_cluster_keys  ""  the cluster keys were rotated (sql/admin/rotate_cluster_key.sql)
+//	opsq_progress      "<submission id>,…"  chunks of each submission were finished (results follow)
+//	opsq_paused        "<submission id>"    the submission was paused: its chunks wait
 
 // The channels.
 const (
@@ -30,6 +32,8 @@ const (
 	ChannelFinished    = "opsq_finished"
 	ChannelReleased    = "opsq_released"
 	ChannelClusterKeys = "opsq_cluster_keys"
+	ChannelProgress    = "opsq_progress"
+	ChannelPaused      = "opsq_paused"
 )
 
 // payloadMax keeps a payload under PostgreSQL's 8000-byte limit: a list longer than that
@@ -87,6 +91,24 @@ func SendDropped(ctx context.Context, db opsqsql.DB, ids ...int64) error {
 	})
 }
 
+// SendProgress tells every instance that chunks of submissions ids were finished
+// (completed, failed for good, or skipped), at the commit of db's transaction, so that
+// those following the submissions' results read on. Ids repeated within a transaction
+// cost nothing: PostgreSQL folds identical notifications of one transaction.
+func SendProgress(ctx context.Context, db opsqsql.DB, ids ...int64) error {
+	items := make([]string, len(ids))
+	for i, id := range ids {
+		items[i] = strconv.FormatInt(id, 10)
+	}
+	return sendList(ctx, db, ChannelProgress, items)
+}
+
+// SendPaused tells every instance that submission id was paused, so that each drops the
+// candidates of it that it buffered.
+func SendPaused(ctx context.Context, db opsqsql.DB, id int64) error {
+	return send(ctx, db, ChannelPaused, strconv.FormatInt(id, 10))
+}
+
 func send(ctx context.Context, db opsqsql.DB, channel, payload string) error {
 	return opsqsql.New(db).Notify(ctx, opsqsql.NotifyParams{Channel: channel, Payload: payload})
 }
@@ -127,6 +149,20 @@ func parse(channel, payload string) []Event {
 		return parseReleased(payload)
 	case ChannelClusterKeys:
 		return []Event{ClusterKeysChanged{}}
+	case ChannelProgress:
+		var ids []int64
+		for _, f := range strings.Split(payload, ",") {
+			if id, err := strconv.ParseInt(f, 10, 64); err == nil {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) > 0 {
+			return []Event{SubmissionProgress{IDs: ids}}
+		}
+	case ChannelPaused:
+		if id, err := strconv.ParseInt(payload, 10, 64); err == nil {
+			return []Event{SubmissionPaused{ID: id}}
+		}
 	}
 	return nil
 }

@@ -43,6 +43,11 @@ func TestParse(t *testing.T) {
 		{ChannelReleased, tok, []Event{ChunksFreed{Chunks: []Freed{{Key: reserver.Key{SubmissionID: 7, ChunkIndex: 3}, Shard: 5, Retries: 1, Token: tok}}}}},
 		{ChannelReleased, "*1,2:9,junk", []Event{SubmissionDropped{ID: 1}, ChunksFinished{Keys: []reserver.Key{{SubmissionID: 2, ChunkIndex: 9}}}}},
 		{ChannelClusterKeys, "", []Event{ClusterKeysChanged{}}},
+		{ChannelProgress, "42", []Event{SubmissionProgress{IDs: []int64{42}}}},
+		{ChannelProgress, "42,7,junk,9", []Event{SubmissionProgress{IDs: []int64{42, 7, 9}}}},
+		{ChannelProgress, "junk", nil},
+		{ChannelPaused, "42", []Event{SubmissionPaused{ID: 42}}},
+		{ChannelPaused, "x", nil},
 		{"opsq_other", "1", nil},
 	} {
 		if got := parse(tc.channel, tc.payload); !reflect.DeepEqual(got, tc.want) {
@@ -79,6 +84,10 @@ func TestSendersReadBack(t *testing.T) {
 		many[i] = i % 64
 	}
 	keys := []reserver.Key{{SubmissionID: 9, ChunkIndex: 1}}
+	progress := make([]int64, 1000) // more than one payload's worth
+	for i := range progress {
+		progress[i] = 1<<40 + int64(i)
+	}
 	err := pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
 		return errors.Join(
 			SendWorkAll(t.Context(), tx, 100),
@@ -86,6 +95,8 @@ func TestSendersReadBack(t *testing.T) {
 			SendFinished(t.Context(), tx, 11),
 			SendFinishedChunks(t.Context(), tx, keys),
 			SendDropped(t.Context(), tx, 12, 13),
+			SendProgress(t.Context(), tx, progress...),
+			SendPaused(t.Context(), tx, 14),
 		)
 	})
 	if err != nil {
@@ -100,7 +111,7 @@ func TestSendersReadBack(t *testing.T) {
 	pgtest.WaitFor(t, 10*time.Second, "the events of every NOTIFY", func() string {
 		mu.Lock()
 		defer mu.Unlock()
-		shards, finished, dropped := 0, 0, 0
+		shards, finished, dropped, progressed, paused := 0, 0, 0, 0, 0
 		for _, e := range got {
 			switch e := e.(type) {
 			case NewWork:
@@ -109,10 +120,17 @@ func TestSendersReadBack(t *testing.T) {
 				finished++
 			case SubmissionDropped:
 				dropped++
+			case SubmissionProgress:
+				progressed += len(e.IDs)
+			case SubmissionPaused:
+				if e.ID == 14 {
+					paused++
+				}
 			}
 		}
-		if shards != len(many) || finished != 3 || dropped != 2 {
-			return fmt.Sprintf("%d shards named, %d finished, %d dropped; want %d, 3, 2", shards, finished, dropped, len(many))
+		if shards != len(many) || finished != 3 || dropped != 2 || progressed != len(progress) || paused != 1 {
+			return fmt.Sprintf("%d shards named, %d finished, %d dropped, %d progressed, %d paused; want %d, 3, 2, %d, 1",
+				shards, finished, dropped, progressed, paused, len(many), len(progress))
 		}
 		return ""
 	})

@@ -59,7 +59,7 @@ const (
 //     (hints.go) are dropped; random's buffer stays, the chunks are found by a later scan;
 //   - new work (dropNewWork): newest_first's and custom_priority's buffers, since new
 //     chunks may sort first (as hints.clearNewWork); oldest_first's new work sorts last;
-//   - a submission cancelled or failed (dropSubmission): its candidates.
+//   - a submission cancelled, failed or paused (dropSubmission): its candidates.
 //
 // A fill whose scan began before one of these drops installs nothing (the eras).
 //
@@ -278,7 +278,7 @@ func (b *buffers) dropNewWork() {
 	b.dropKinds(strategy.NewestFirst, strategy.CustomPriority)
 }
 
-// dropSubmission removes the candidates of submission id, cancelled or failed, from every
+// dropSubmission removes the candidates of submission id, cancelled, failed or paused, from every
 // buffer.
 func (b *buffers) dropSubmission(id int64) {
 	b.mu.Lock()

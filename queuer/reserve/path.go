@@ -163,6 +163,10 @@ func (p *Path) Handle(e notify.Event) {
 	case notify.SubmissionDropped:
 		p.buffers.dropSubmission(e.ID)
 		p.reserver.DropSubmission(e.ID)
+	case notify.SubmissionPaused:
+		// Its chunks wait now: candidates read before are stale. Its reservations in
+		// flight stay, and finish as usual.
+		p.buffers.dropSubmission(e.ID)
 	case notify.SubmissionFinished:
 		p.infos.forget(e.ID)
 	case notify.ShardsChanged:

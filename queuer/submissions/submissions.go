@@ -1,6 +1,7 @@
 // Package submissions owns the submission rows from insert to deletion: it inserts them
 // with their chunks (Submit, and SubmitMany for tools), reads, lists and waits for their
-// state, cancels them, streams their results, deletes the expired ones (retention, a cron
+// state, cancels them, streams and follows their results, lists their failed chunks,
+// retries, pauses and resumes them, deletes the expired ones (retention, a cron
 // job), and mints their snowflake ids (IDs). The shard and random order of a chunk are
 // here too (ShardOf, RandomOrder): written when a chunk is inserted, read by whoever must
 // find it.
@@ -43,6 +44,7 @@ type Store struct {
 	// shardCount is the number of shards; set once (SetShardCount) before use.
 	shardCount int
 	finished   *waiters.ByKey // WaitFinished, woken by the NOTIFY of a finished submission
+	progress   *waiters.ByKey // FollowResults, woken by the NOTIFYs of progress and of the end
 	ingested   atomic.Int64   // chunks inserted here, for Stats
 }
 
@@ -50,7 +52,7 @@ var _ notify.Handler = (*Store)(nil)
 
 // New returns the store of cfg.Pool's submissions.
 func New(cfg Config) *Store {
-	return &Store{cfg: cfg, finished: waiters.NewByKey()}
+	return &Store{cfg: cfg, finished: waiters.NewByKey(), progress: waiters.NewByKey()}
 }
 
 // SetShardCount sets the number of shards, as the database has it; call it before use.
@@ -59,17 +61,26 @@ func (s *Store) SetShardCount(n int) { s.shardCount = n }
 // Ingested is how many chunks were inserted here.
 func (s *Store) Ingested() int64 { return s.ingested.Load() }
 
-// Handle wakes the waits on a submission that finished, and every wait when
-// notifications may have been missed.
+// Handle wakes the waits on a submission that finished, the followers of a submission
+// that progressed or finished, and every wait when notifications may have been missed.
 func (s *Store) Handle(e notify.Event) {
 	switch e := e.(type) {
+	case notify.SubmissionProgress:
+		for _, id := range e.IDs {
+			s.progress.Wake(id)
+		}
 	case notify.SubmissionFinished:
 		s.finished.Wake(e.ID)
+		s.progress.Wake(e.ID)
 	case notify.Resync:
 		s.finished.WakeAll()
+		s.progress.WakeAll()
 	}
 }
 
-// WakeAll ends every wait on a submission (they answer the state as it is): the instance
-// stops.
-func (s *Store) WakeAll() { s.finished.WakeAll() }
+// WakeAll ends every wait on a submission (they answer the state as it is) and makes every
+// follower look again: the instance stops.
+func (s *Store) WakeAll() {
+	s.finished.WakeAll()
+	s.progress.WakeAll()
+}

@@ -1,0 +1,60 @@
+package submissions
+
+import (
+	"context"
+	"fmt"
+
+	opsqsql "opsq/sql"
+)
+
+// Failures returns the chunks of the submission that failed at least one attempt (those
+// with an error kept; a retry forgets the errors of the chunks it retries), in chunk
+// order, from the one after chunk index after (-1: from the first), at most limit (1 to
+// FailuresPageMax), and whether more follow. Each is "failed" when its attempts are spent
+// and "retrying" otherwise, with its retries count wherever the chunk is and its last
+// errors (at most ErrorsKept), newest first. ErrNotFound for an unknown submission.
+func (s *Store) Failures(ctx context.Context, id, after int64, limit int) ([]FailedChunk, bool, error) {
+	limit = min(max(limit, 1), FailuresPageMax)
+	if _, err := s.Status(ctx, id); err != nil {
+		return nil, false, err
+	}
+	db := opsqsql.New(s.cfg.Pool)
+	idxs, err := db.ChunkErrorsPage(ctx, opsqsql.ChunkErrorsPageParams{
+		SubmissionID: id, After: int32(max(after, -1)), Limit: limit + 1,
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the failed chunks of submission %d: %w", id, err)
+	}
+	more := len(idxs) > limit
+	if more {
+		idxs = idxs[:limit]
+	}
+	out := []FailedChunk{}
+	if len(idxs) == 0 {
+		return out, false, nil
+	}
+	shards := make([]int32, len(idxs))
+	for i, idx := range idxs {
+		shards[i] = int32(ShardOf(id, int(idx), s.shardCount))
+	}
+	rows, err := db.ChunkFailures(ctx, opsqsql.ChunkFailuresParams{
+		SubmissionID: id, ChunkIndexes: idxs, Shards: shards, Kept: ErrorsKept,
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the failed chunks of submission %d: %w", id, err)
+	}
+	for _, r := range rows {
+		fc := FailedChunk{ChunkIndex: int64(r.ChunkIndex), State: r.State, Retries: r.Retries, Errors: make([]AttemptError, len(r.Errors))}
+		for i := range r.Errors {
+			fc.Errors[i] = AttemptError{Error: r.Errors[i], Consumer: r.Consumers[i], At: r.Ats[i]}
+		}
+		out = append(out, fc)
+	}
+	return out, more, nil
+}
+
+// The states of a FailedChunk.
+const (
+	FailedChunkFailed   = "failed"   // its attempts spent
+	FailedChunkRetrying = "retrying" // any other: it may still be tried
+)

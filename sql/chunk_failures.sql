@@ -1,0 +1,28 @@
+-- What the failures page says of each of its chunks (chunk_errors_page.sql; @shards their
+-- shards, for one primary-key probe into opsq.chunks each): "failed" when its attempts are
+-- spent (in chunks_failed, not skipped), else "retrying"; its retries count wherever the
+-- chunk is (a completed chunk's is its last failed attempt's + 1); its last @kept errors,
+-- newest first, as three arrays in the same order.
+SELECT i.chunk_index,
+       CASE WHEN f.skipped = false THEN 'failed' ELSE 'retrying' END AS state,
+       coalesce(c.retries, w.retries, f.retries, e.last_attempt + 1, 0) AS retries,
+       e.errors, e.consumers, e.ats
+FROM unnest(@chunk_indexes::int[], @shards::int[]) AS i(chunk_index, shard)
+LEFT JOIN opsq.chunks c
+       ON c.shard = i.shard AND c.submission_id = @submission_id AND c.chunk_index = i.chunk_index
+LEFT JOIN opsq.chunks_waiting w
+       ON w.submission_id = @submission_id AND w.chunk_index = i.chunk_index
+LEFT JOIN opsq.chunks_failed f
+       ON f.submission_id = @submission_id AND f.chunk_index = i.chunk_index
+CROSS JOIN LATERAL (
+    SELECT coalesce(array_agg(t.error ORDER BY t.attempt DESC), '{}') AS errors,
+           coalesce(array_agg(t.consumer ORDER BY t.attempt DESC), '{}') AS consumers,
+           coalesce(array_agg(t.at ORDER BY t.attempt DESC), '{}') AS ats,
+           max(t.attempt) AS last_attempt
+    FROM (SELECT ce.error, ce.consumer, ce.at, ce.attempt
+          FROM opsq.chunk_errors ce
+          WHERE ce.submission_id = @submission_id AND ce.chunk_index = i.chunk_index
+          ORDER BY ce.attempt DESC
+          LIMIT @kept) t
+) e
+ORDER BY i.chunk_index

@@ -1,0 +1,31 @@
+-- Move a finished submission (failed, cancelled; completed never has anything to retry)
+-- back to opsq.submissions, in progress, for a retry: its finished_at, failed_chunk_index
+-- and error go, the chunks the retry made pending again are uncounted, and its attempt
+-- budget is set (@max_retries NULL: unchanged). It is not paused. The inverse of the moves
+-- of submission_cancel.sql, submissions_finish_completed.sql and chunk_fail.sql: a column
+-- added to opsq.submissions goes here too. No row back: it is in none of those tables.
+WITH gone_failed AS (
+    DELETE FROM opsq.submissions_failed WHERE id = @id
+    RETURNING id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority,
+              max_retries, metadata, strategic_metadata, prefix, created_at
+), gone_cancelled AS (
+    DELETE FROM opsq.submissions_cancelled WHERE id = @id
+    RETURNING id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority,
+              max_retries, metadata, strategic_metadata, prefix, created_at
+), gone_completed AS (
+    DELETE FROM opsq.submissions_completed WHERE id = @id
+    RETURNING id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority,
+              max_retries, metadata, strategic_metadata, prefix, created_at
+), gone AS (
+    SELECT * FROM gone_failed
+    UNION ALL SELECT * FROM gone_cancelled
+    UNION ALL SELECT * FROM gone_completed
+)
+INSERT INTO opsq.submissions
+    (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries,
+     metadata, strategic_metadata, prefix, created_at)
+SELECT id, chunks_total, chunks_done, greatest(chunks_failed - @failed::int, 0),
+       greatest(chunks_skipped - @skipped::int, 0), priority,
+       coalesce(@max_retries::int, max_retries), metadata, strategic_metadata, prefix, created_at
+FROM gone
+RETURNING id

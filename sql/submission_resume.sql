@@ -1,0 +1,24 @@
+-- Resume an in-progress submission (the caller holds its lock, submission_lock_any.sql):
+-- paused = false, and its chunks held by the pause (ready_at 'infinity') back into
+-- opsq.chunks, reservable at once, or, while its not_before is still ahead, left waiting
+-- until then. Chunks that waited out a backoff when paused are reservable at once too.
+-- Like a pause, it moves one row per chunk held. One row per shard of the chunks made
+-- reservable, with how many.
+WITH sub AS (
+    UPDATE opsq.submissions SET paused = false WHERE id = @id
+), lc AS (
+    SELECT l.not_before FROM opsq.submission_lifecycle l
+    WHERE l.id = @id AND l.not_before > now()
+), moved AS (
+    DELETE FROM opsq.chunks_waiting w
+    WHERE w.submission_id = @id AND w.ready_at = 'infinity' AND NOT EXISTS (SELECT FROM lc)
+    RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input
+), ready AS (
+    INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order, retries, input)
+    SELECT submission_id, chunk_index, shard, random_order, retries, input FROM moved
+), delayed AS (
+    UPDATE opsq.chunks_waiting w
+    SET ready_at = (SELECT not_before FROM lc)
+    WHERE w.submission_id = @id AND w.ready_at = 'infinity' AND EXISTS (SELECT FROM lc)
+)
+SELECT shard, count(*) AS n FROM moved GROUP BY shard
