@@ -1,14 +1,19 @@
 -- Make the waiting chunks that are due reservable: up to @limit of them, oldest ready_at
 -- first, move from chunks_waiting to opsq.chunks (a retry's backoff ended, or a
 -- submission's not_before came). Instances may run it at once: each takes rows the others
--- have not locked. Returns the shard of each chunk moved, for the NOTIFY of work.
+-- have not locked. A paused submission's chunks stay: the share lock on its row orders the
+-- move with a pause (submission_pause.sql locks the row first, and then moves the chunks
+-- that are in opsq.chunks), so that none moved meanwhile is left reservable. Returns the
+-- shard of each chunk moved, for the NOTIFY of work.
 WITH due AS (
-    SELECT submission_id, chunk_index
-    FROM opsq.chunks_waiting
-    WHERE ready_at <= now()
-    ORDER BY ready_at
+    SELECT w.submission_id, w.chunk_index
+    FROM opsq.chunks_waiting w
+    JOIN opsq.submissions s ON s.id = w.submission_id
+    WHERE w.ready_at <= now() AND NOT s.paused
+    ORDER BY w.ready_at
     LIMIT @limit
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF w SKIP LOCKED
+    FOR SHARE OF s SKIP LOCKED
 ), moved AS (
     DELETE FROM opsq.chunks_waiting w
     USING due

@@ -191,11 +191,21 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 			if err != nil {
 				return err
 			}
-			var finished []int64
+			var finished, progressed []int64
 			for _, d := range done {
 				completed[reserver.Key{SubmissionID: d.SubmissionID, ChunkIndex: d.ChunkIndex}] = true
-				if d.SubmissionFinished && !slices.Contains(finished, d.SubmissionID) {
+				switch {
+				case d.SubmissionFinished && !slices.Contains(finished, d.SubmissionID):
 					finished = append(finished, d.SubmissionID)
+				case !d.SubmissionFinished && !slices.Contains(progressed, d.SubmissionID):
+					progressed = append(progressed, d.SubmissionID)
+				}
+			}
+			if len(progressed) > 0 {
+				// Those following the results read on (a finished submission's NOTIFY
+				// wakes them too).
+				if err := notify.SendProgress(ctx, tx, progressed...); err != nil {
+					return err
 				}
 			}
 			if len(finished) > 0 {

@@ -80,14 +80,16 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus
 	}
 	if a.retry {
 		var did opsqsql.ChunkRetried
-		err := pgx.BeginFunc(ctx, o.cfg.Pool, func(tx pgx.Tx) error {
-			var err error
-			did, err = opsqsql.New(tx).ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk, Retries: t.Retries, Fence: a.fence,
-				Error: msg, Consumer: consumer, Delay: a.delay})
-			if err != nil || !did.Retried {
-				return err
-			}
-			return o.notifyRetried(ctx, tx, t, a.tok, did.Waits)
+		err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
+			return pgx.BeginFunc(ctx, o.cfg.Pool, func(tx pgx.Tx) error {
+				var err error
+				did, err = opsqsql.New(tx).ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk, Retries: t.Retries, Fence: a.fence,
+					Error: msg, Consumer: consumer, Delay: a.delay})
+				if err != nil || !did.Retried {
+					return err
+				}
+				return o.notifyRetried(ctx, tx, t, a.tok, did.Waits)
+			})
 		})
 		if err != nil {
 			return "", fmt.Errorf("retrying chunk: %w", err)
@@ -112,23 +114,7 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus
 		return wire.StatusAlreadyFinished, nil // changed since the retry looked
 	}
 	var did opsqsql.ChunkFailed
-	err = pgx.BeginFunc(ctx, o.cfg.Pool, func(tx pgx.Tx) error {
-		var err error
-		did, err = opsqsql.New(tx).ChunkFail(ctx, opsqsql.ChunkFailParams{Chunk: chunk, Retries: t.Retries, Error: msg, Consumer: consumer, Fence: a.fence})
-		switch {
-		case err != nil || !did.Failed:
-			return err
-		case did.Dropped: // the submission failed: every instance drops its chunks
-			return notify.SendDropped(ctx, tx, t.Key.SubmissionID)
-		}
-		if err := notify.SendFinishedChunks(ctx, tx, []reserver.Key{t.Key}); err != nil {
-			return err
-		}
-		if did.Finished {
-			return notify.SendFinished(ctx, tx, t.Key.SubmissionID)
-		}
-		return nil
-	})
+	err = opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error { return o.failChunk(ctx, a, msg, consumer, &did) })
 	if err != nil {
 		return "", fmt.Errorf("failing chunk: %w", err)
 	}
@@ -143,6 +129,29 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus
 		o.cfg.Bus.Raise(notify.ChunksFinished{Keys: []reserver.Key{t.Key}})
 	}
 	return wire.StatusFailed, nil
+}
+
+// failChunk fails a's chunk for good in one transaction (chunk_fail.sql), and tells every
+// instance what changed at its commit; did says what it did.
+func (o *Recorder) failChunk(ctx context.Context, a attempt, msg, consumer string, did *opsqsql.ChunkFailed) error {
+	t, chunk := a.t, a.t.Chunk()
+	return pgx.BeginFunc(ctx, o.cfg.Pool, func(tx pgx.Tx) error {
+		var err error
+		*did, err = opsqsql.New(tx).ChunkFail(ctx, opsqsql.ChunkFailParams{Chunk: chunk, Retries: t.Retries, Error: msg, Consumer: consumer, Fence: a.fence})
+		switch {
+		case err != nil || !did.Failed:
+			return err
+		case did.Dropped: // the submission failed: every instance drops its chunks
+			return notify.SendDropped(ctx, tx, t.Key.SubmissionID)
+		}
+		if err := notify.SendFinishedChunks(ctx, tx, []reserver.Key{t.Key}); err != nil {
+			return err
+		}
+		if did.Finished {
+			return notify.SendFinished(ctx, tx, t.Key.SubmissionID)
+		}
+		return notify.SendProgress(ctx, tx, t.Key.SubmissionID) // those following the results read on
+	})
 }
 
 // notifyRetried tells the owner of t's shard that the attempt was retried, so that it drops
