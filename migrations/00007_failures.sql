@@ -101,7 +101,8 @@ CREATE OR REPLACE VIEW opsq.submission_status AS
       FROM opsq.submissions_cancelled;
 
 -- +goose Down
-CREATE OR REPLACE VIEW opsq.submission_status AS
+DROP VIEW opsq.submission_status;
+CREATE VIEW opsq.submission_status AS
     SELECT id, 'in_progress'::text AS state, chunks_total, chunks_done, 0 AS chunks_failed,
            priority, max_retries, metadata, strategic_metadata, prefix, created_at,
            NULL::timestamptz AS finished_at, NULL::int AS failed_chunk_index, NULL::text AS error
