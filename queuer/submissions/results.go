@@ -13,8 +13,15 @@ import (
 
 // followInterval is the least time between two reads of a followed submission: a follower
 // woken more often (a NOTIFY per completion batch) reads at most this many times a second,
-// each read catching up with every chunk finished since.
-const followInterval = 250 * time.Millisecond
+// each read catching up with every chunk finished since. A read costs what the
+// submission's completed batches hold up to the first pending chunk (completions are
+// stored a batch to a row, the chunks of a batch in any order): a follower whose reads
+// take long waits followReadShare times a read's time between two, so that following a
+// submission of 10⁶ chunks costs the database about a tenth of a core, not a whole one.
+const (
+	followInterval  = 250 * time.Millisecond
+	followReadShare = 10
+)
 
 // Results calls fn with a line for each chunk of the submission, in chunk order, in any
 // state: a completed chunk's output, or the state of one that is not (failed, with its
@@ -55,6 +62,7 @@ func (s *Store) FollowResults(ctx context.Context, id int64, fn func(Result) err
 		if err != nil || done {
 			return err
 		}
+		interval := max(followInterval, followReadShare*time.Since(read))
 		select {
 		case <-woken:
 		case <-ctx.Done():
@@ -62,7 +70,7 @@ func (s *Store) FollowResults(ctx context.Context, id int64, fn func(Result) err
 		}
 		unregister()
 		woken, unregister = s.progress.Add(id)
-		if wait := followInterval - time.Since(read); wait > 0 {
+		if wait := interval - time.Since(read); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
