@@ -15,14 +15,10 @@ import (
 // The lifecycle fields of a submission (DESIGN.md §3): on_failure, retry_backoff and
 // not_before, each checked on its own so that every error names its field.
 
-// Bounds of the lifecycle fields that the engine does not declare.
-const (
-	// MaxBackoff bounds retry_backoff.initial and retry_backoff.max, and a fail's
-	// retry_after.
-	MaxBackoff = 24 * time.Hour
-	// maxFailAfterChunks bounds on_failure's fail_after.chunks: chunk counts are int32.
-	maxFailAfterChunks = math.MaxInt32
-)
+// maxFailAfterChunks bounds on_failure's fail_after.chunks: chunk counts are int32. The
+// other bounds are the engine's (queuer/submissions/lifecycle.go) and the wire's
+// (wire.MaxBackoff).
+const maxFailAfterChunks = math.MaxInt32
 
 // onFailureForms is what on_failure may be, for error messages.
 const onFailureForms = `"fail_submission", "continue", {"fail_after": {"chunks": K}} with K ≥ 0, or {"fail_after": {"fraction": F}} with 0 < F ≤ 1`
@@ -101,12 +97,12 @@ func parseBackoff(raw json.RawMessage) (submissions.Backoff, error) {
 				return b, badRequest("retry_backoff.%s: must be a duration string such as \"30s\", not %s", name, abbreviate(v))
 			}
 			d, err := time.ParseDuration(s)
-			if err != nil || d < lo || d > MaxBackoff {
+			if err != nil || d < lo || d > wire.MaxBackoff {
 				what := "0s"
 				if name == "max" {
 					what = "more than 0s"
 				}
-				return b, badRequest("retry_backoff.%s: must be a duration from %s to %s, such as \"30s\", not %s", name, what, MaxBackoff, abbreviate(v))
+				return b, badRequest("retry_backoff.%s: must be a duration from %s to %s, such as \"30s\", not %s", name, what, wire.MaxBackoff, abbreviate(v))
 			}
 			if name == "initial" {
 				b.Initial = d
@@ -162,7 +158,7 @@ func progressDays(d time.Duration) string {
 }
 
 // parseRetryAfter reads a fail's retry_after: a duration greater than 0 and at most
-// MaxBackoff.
+// wire.MaxBackoff.
 func parseRetryAfter(field string, raw json.RawMessage) (time.Duration, error) {
 	if len(raw) == 0 || isNull(raw) {
 		return 0, nil
@@ -172,8 +168,8 @@ func parseRetryAfter(field string, raw json.RawMessage) (time.Duration, error) {
 		return 0, badRequest("%s: must be a duration string such as \"30s\", not %s", field, abbreviate(raw))
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 || d > MaxBackoff {
-		return 0, badRequest("%s: must be a duration greater than 0s and at most %s, such as \"30s\", not %s", field, MaxBackoff, abbreviate(raw))
+	if err != nil || d <= 0 || d > wire.MaxBackoff {
+		return 0, badRequest("%s: must be a duration greater than 0s and at most %s, such as \"30s\", not %s", field, wire.MaxBackoff, abbreviate(raw))
 	}
 	return d, nil
 }
