@@ -19,10 +19,11 @@ import (
 
 // Defaults of Config.
 const (
-	MaxBodyDefault          = 32 << 20 // OPSQ_MAX_BODY
-	MaxChunkBytesDefault    = 1 << 20  // OPSQ_MAX_CHUNK_BYTES
-	MaxIngestsDefault       = 8        // OPSQ_MAX_INGESTS
-	MaxResultStreamsDefault = 8        // OPSQ_MAX_RESULT_STREAMS
+	MaxBodyDefault          = 32 << 20  // OPSQ_MAX_BODY
+	MaxChunkBytesDefault    = 1 << 20   // OPSQ_MAX_CHUNK_BYTES
+	MaxIngestsDefault       = 8         // OPSQ_MAX_INGESTS
+	MaxResultStreamsDefault = 8         // OPSQ_MAX_RESULT_STREAMS
+	MaxFollowDefault        = time.Hour // OPSQ_MAX_FOLLOW
 )
 
 // Config configures the API.
@@ -48,6 +49,10 @@ type Config struct {
 	// MaxResultStreams bounds the results streams (GET /v1/submissions/{id}/results)
 	// served at once, like MaxIngests. Defaults to 8.
 	MaxResultStreams int
+	// MaxFollow bounds how long one results stream with ?follow=true lasts: it then ends
+	// after a whole line, before the submission has finished, and the client follows
+	// again, skipping the lines it has (the Go client's ResultsFollow does). Defaults to 1h.
+	MaxFollow time.Duration
 	// LimitWait is how long a request beyond MaxIngests or MaxResultStreams waits for a
 	// slot. Defaults to 1s.
 	LimitWait time.Duration
@@ -70,6 +75,7 @@ type server struct {
 	q       *queuer.Queuer
 	log     *slog.Logger
 	parking *parking
+	now     func() time.Time // where a not_before given as a duration counts from
 }
 
 // New returns the HTTP handler of the API.
@@ -79,6 +85,7 @@ func New(cfg Config) *Handler {
 	cfg.MaxChunkBytes = cmp.Or(cfg.MaxChunkBytes, MaxChunkBytesDefault)
 	cfg.MaxIngests = cmp.Or(cfg.MaxIngests, MaxIngestsDefault)
 	cfg.MaxResultStreams = cmp.Or(cfg.MaxResultStreams, MaxResultStreamsDefault)
+	cfg.MaxFollow = cmp.Or(cfg.MaxFollow, MaxFollowDefault)
 	cfg.LimitWait = cmp.Or(cfg.LimitWait, LimitWaitDefault)
 	cfg.BodyIdleTimeout = cmp.Or(cfg.BodyIdleTimeout, BodyIdleTimeoutDefault)
 	cfg.MaxSubmissionChunks = cmp.Or(max(cfg.MaxSubmissionChunks, 0), MaxSubmissionChunksDefault)
@@ -86,7 +93,7 @@ func New(cfg Config) *Handler {
 	if cfg.Ready == nil {
 		cfg.Ready = cfg.Queuer.Ready
 	}
-	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger, parking: newParking()}
+	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger, parking: newParking(), now: time.Now}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -108,7 +115,12 @@ func New(cfg Config) *Handler {
 	v1.GET("/submissions", s.list, s.authenticate(producerRoles))
 	v1.GET("/submissions/:id", s.status, s.authenticate(readerRoles))
 	v1.GET("/submissions/:id/results", s.results, s.authenticate(producerRoles), streams.middleware, writeIdle(cfg.BodyIdleTimeout))
+	v1.GET("/submissions/:id/failures", s.failures, s.authenticate(producerRoles))
 	v1.POST("/submissions/:id/cancel", s.cancel, s.authenticate(producerRoles))
+	v1.POST("/submissions/:id/retry", s.retry, s.authenticate(producerRoles))
+	v1.POST("/submissions/:id/pause", s.pause, s.authenticate(producerRoles))
+	v1.POST("/submissions/:id/resume", s.resume, s.authenticate(producerRoles))
+	v1.POST("/submissions/retry", s.retryMany, s.authenticate(producerRoles))
 	v1.POST("/reserve", s.reserve, s.authenticate(consumerRoles))
 	v1.POST("/reserve/preview", s.preview, s.authenticate(consumerRoles))
 	v1.POST("/complete", s.complete, s.authenticate(consumerRoles))

@@ -58,7 +58,12 @@ var Routes = []Route{
 	{Method: http.MethodGet, Path: "/v1/submissions", Roles: producerRoles},
 	{Method: http.MethodGet, Path: "/v1/submissions/:id", Roles: readerRoles},
 	{Method: http.MethodGet, Path: "/v1/submissions/:id/results", Roles: producerRoles},
+	{Method: http.MethodGet, Path: "/v1/submissions/:id/failures", Roles: producerRoles},
 	{Method: http.MethodPost, Path: "/v1/submissions/:id/cancel", Roles: producerRoles, Own: true},
+	{Method: http.MethodPost, Path: "/v1/submissions/:id/retry", Roles: producerRoles, Own: true},
+	{Method: http.MethodPost, Path: "/v1/submissions/:id/pause", Roles: producerRoles, Own: true},
+	{Method: http.MethodPost, Path: "/v1/submissions/:id/resume", Roles: producerRoles, Own: true},
+	{Method: http.MethodPost, Path: "/v1/submissions/retry", Roles: producerRoles},
 	{Method: http.MethodPost, Path: "/v1/reserve", Roles: consumerRoles},
 	{Method: http.MethodPost, Path: "/v1/reserve/preview", Roles: consumerRoles},
 	{Method: http.MethodPost, Path: "/v1/complete", Roles: consumerRoles},
@@ -167,19 +172,22 @@ func caller(c echo.Context) (apikeys.Caller, bool) {
 	return k, ok
 }
 
-// checkCancel refuses to let a producer key cancel a submission another key created.
-func (s *server) checkCancel(c echo.Context, id int64) error {
+// checkOwn refuses to let a producer key cancel, pause, resume or retry a submission another
+// key created; verb says which ("cancels"). Only an in-progress submission knows who
+// created it (opsq.submissions.created_by_key): a finished one is let through, until
+// tenants scope every route (DESIGN.md §8).
+func (s *server) checkOwn(c echo.Context, id int64, verb string) error {
 	k, ok := caller(c)
 	if !ok || k.Role == apikeys.Admin {
 		return nil
 	}
 	owner, inProgress, err := s.cfg.Keys.SubmissionOwner(c.Request().Context(), id)
 	if err != nil || !inProgress {
-		return err // not in progress: the cancel answers 404 or 409 as usual
+		return err // not in progress: the route answers 404 or 409 as usual
 	}
 	if owner != k.ID {
 		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: fmt.Sprintf(
-			"the key %q did not create submission %d: a producer key cancels only its own submissions (an admin key cancels any)", k.Name, id)}
+			"the key %q did not create submission %d: a producer key %s only its own submissions (an admin key any)", k.Name, id, verb)}
 	}
 	return nil
 }

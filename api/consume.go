@@ -141,9 +141,10 @@ func (s *server) complete(c echo.Context) error {
 func (s *server) fail(c echo.Context) error {
 	var body struct {
 		Failures []struct {
-			Token *string         `json:"token"`
-			Error json.RawMessage `json:"error"`
-			Retry *bool           `json:"retry"`
+			Token      *string         `json:"token"`
+			Error      json.RawMessage `json:"error"`
+			Retry      *bool           `json:"retry"`
+			RetryAfter json.RawMessage `json:"retry_after"`
 		} `json:"failures"`
 	}
 	if err := s.decodeBody(c, &body); err != nil {
@@ -161,7 +162,11 @@ func (s *server) fail(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		items[i] = queuer.Failure{Token: *it.Token, Error: cutError(msg), Retry: it.Retry == nil || *it.Retry}
+		after, err := parseRetryAfter(fmt.Sprintf("failures[%d].retry_after", i), it.RetryAfter)
+		if err != nil {
+			return err
+		}
+		items[i] = queuer.Failure{Token: *it.Token, Error: cutError(msg), Retry: it.Retry == nil || *it.Retry, RetryAfter: after}
 	}
 	status, err := s.q.Fail(c.Request().Context(), items)
 	if err != nil {

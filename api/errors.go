@@ -87,6 +87,8 @@ func toError(err error, c echo.Context) *Error {
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "id: no such submission (it may have been deleted after the retention period)"}
 	case errors.Is(err, queuer.ErrFinished):
 		return &Error{Status: http.StatusConflict, Code: "already_finished", Message: "the submission is already finished (completed, failed or cancelled)"}
+	case errors.Is(err, queuer.ErrNothingToRetry):
+		return &Error{Status: http.StatusConflict, Code: "nothing_to_retry", Message: "the submission has no failed chunk to retry (with \"chunks\": \"unfinished\", nor skipped one); a cancelled submission retries only with \"chunks\": \"unfinished\""}
 	case errors.Is(err, queuer.ErrNotCompleted):
 		return &Error{Status: http.StatusConflict, Code: "not_completed", Message: "results exist only for completed submissions; wait with GET /v1/submissions/{id}?wait=60s"}
 	case errors.Is(err, queuer.ErrTooManyWaiters):

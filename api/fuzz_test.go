@@ -10,10 +10,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"opsq/api/wire"
 	"opsq/queuer"
+	"opsq/queuer/submissions"
 )
 
 // Fuzz targets of what a client sends: the submission body (JSON), the NDJSON reader and
@@ -24,7 +26,7 @@ import (
 
 // fuzzServer is a server with small limits, so that the fuzzer reaches them.
 func fuzzServer() *server {
-	return &server{cfg: Config{MaxBody: 1 << 16, MaxChunkBytes: 64, MaxSubmissionChunks: 20, MaxReserveBytes: 1 << 20}}
+	return &server{cfg: Config{MaxBody: 1 << 16, MaxChunkBytes: 64, MaxSubmissionChunks: 20, MaxReserveBytes: 1 << 20}, now: time.Now}
 }
 
 // roomy returns s with room for a body written again: its escapes may take more bytes
@@ -132,13 +134,25 @@ func headerJSON(sub queuer.NewSubmission) map[string]any {
 	if sub.Prefix != "" {
 		h["prefix"], h["chunk_count"] = sub.Prefix, sub.ChunkCount
 	}
+	lc := sub.Lifecycle
+	if lc.OnFailure != nil {
+		h["on_failure"] = lc.OnFailure
+	}
+	if lc.Backoff != (submissions.Backoff{}) {
+		h["retry_backoff"] = map[string]any{"initial": lc.Backoff.Initial.String(), "factor": lc.Backoff.Factor, "max": lc.Backoff.Max.String()}
+	}
+	if !lc.NotBefore.IsZero() {
+		h["not_before"] = lc.NotBefore.Format(time.RFC3339Nano)
+	}
 	return h
 }
 
 func sameSubmission(a, b queuer.NewSubmission) bool {
 	return a.Metadata == b.Metadata && bytes.Equal(a.StrategicMetadata, b.StrategicMetadata) && a.Priority == b.Priority &&
 		(a.MaxRetries == nil) == (b.MaxRetries == nil) && (a.MaxRetries == nil || *a.MaxRetries == *b.MaxRetries) &&
-		a.IdempotencyKey == b.IdempotencyKey && a.Prefix == b.Prefix && a.ChunkCount == b.ChunkCount
+		a.IdempotencyKey == b.IdempotencyKey && a.Prefix == b.Prefix && a.ChunkCount == b.ChunkCount &&
+		bytes.Equal(a.Lifecycle.OnFailure, b.Lifecycle.OnFailure) && a.Lifecycle.Backoff == b.Lifecycle.Backoff &&
+		a.Lifecycle.NotBefore.Equal(b.Lifecycle.NotBefore)
 }
 
 func sameChunks(a, b [][]byte) bool {
@@ -180,6 +194,9 @@ var submissionSeeds = []string{
 	  "strategic_metadata": {"company_id": 42, "mode": "preview", "big": 9007199254740993}, "priority": -9223372036854775807, "max_retries": 3}`,
 	`{"prefix": "s3://bucket/run-7/", "chunk_count": 20, "idempotency_key": "k-1"}`,
 	`{"chunks": ["\ud83d\ude00"]}`, `{}`, `{"chunks": null, "metadata": null}`,
+	`{"chunks": ["a"], "on_failure": {"fail_after": {"fraction": 0.5}}, "retry_backoff": {"initial": "0s", "factor": 1.5}, "not_before": "2026-01-01T00:00:00Z"}`,
+	`{"chunks": ["a"], "on_failure": "continue", "retry_backoff": {}, "not_before": "10m"}`,
+	`{"on_failure": {"fail_after": {"chunks": -1}}}`, `{"retry_backoff": {"factor": 0}}`, `{"not_before": "soon"}`,
 	// Bad inputs, one of each kind.
 	`{"chunks": [`, `{"chunks": []} x`, ``, `["a"]`, `null`, `{"chunk": 1}`, `{"chunks": ["a", 1]}`, `{"chunks": ["a", null]}`,
 	`{"priority": 1.5}`, `{"priority": -9223372036854775808}`, `{"max_retries": -1}`, `{"strategic_metadata": [1]}`,

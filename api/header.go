@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"opsq/api/wire"
 	"opsq/queuer"
@@ -23,8 +24,9 @@ const (
 // parseHeader validates the fields of a submission other than "chunks" and returns them.
 // fields is the body decoded one level deep; each field is decoded on its own so that every
 // error names its field. allowChunks says whether a "chunks" field may be present (the JSON
-// form) or not (the NDJSON header line). maxChunks bounds chunk_count.
-func parseHeader(fields map[string]json.RawMessage, allowChunks bool, maxChunks int64) (queuer.NewSubmission, error) {
+// form) or not (the NDJSON header line). maxChunks bounds chunk_count; now is when a
+// not_before given as a duration counts from.
+func parseHeader(fields map[string]json.RawMessage, allowChunks bool, maxChunks int64, now time.Time) (queuer.NewSubmission, error) {
 	var sub queuer.NewSubmission
 	names := make([]string, 0, len(fields))
 	for name := range fields {
@@ -86,8 +88,26 @@ func parseHeader(fields map[string]json.RawMessage, allowChunks bool, maxChunks 
 			if err := json.Unmarshal(raw, &sub.ChunkCount); err != nil || sub.ChunkCount < 0 || sub.ChunkCount > maxChunks {
 				return sub, badRequest("chunk_count: must be an integer between 0 and %d (OPSQ_MAX_SUBMISSION_CHUNKS)", maxChunks)
 			}
+		case "on_failure":
+			policy, echo, err := parseOnFailure(raw)
+			if err != nil {
+				return sub, err
+			}
+			sub.Lifecycle.Policy, sub.Lifecycle.OnFailure = policy, echo
+		case "retry_backoff":
+			b, err := parseBackoff(raw)
+			if err != nil {
+				return sub, err
+			}
+			sub.Lifecycle.Backoff = b
+		case "not_before":
+			t, err := parseNotBefore(raw, now)
+			if err != nil {
+				return sub, err
+			}
+			sub.Lifecycle.NotBefore = t
 		default:
-			return sub, badRequest("%s; a submission has chunks, metadata, strategic_metadata, priority, max_retries, idempotency_key, prefix and chunk_count", unknownField(name))
+			return sub, badRequest("%s; a submission has chunks, metadata, strategic_metadata, priority, max_retries, idempotency_key, prefix, chunk_count, on_failure, retry_backoff and not_before", unknownField(name))
 		}
 	}
 	_, hasChunks := fields["chunks"]

@@ -312,13 +312,28 @@ func TestOpenAPIRun(t *testing.T) {
 	expect(call("POST", "/v1/complete", js, string(comp)), 200, "complete")
 	no := false
 	failure, _ := json.Marshal(wire.FailRequest{Failures: []wire.ChunkFailure{
-		{Token: tokens[b.ID][0], Error: "boom", Retry: &no}, {Token: tokens[b.ID][1], Error: "retry me"},
+		{Token: tokens[b.ID][0], Error: "boom", Retry: &no}, {Token: tokens[b.ID][1], Error: "retry me", RetryAfter: "30s"},
 	}})
 	expect(call("POST", "/v1/fail", js, string(failure)), 200, "fail")
 	expect(call("GET", "/v1/submissions/"+a.ID+"?wait=5s", "", ""), 200, "status wait")
 	expect(call("GET", "/v1/submissions/"+b.ID+"?wait=100ms", "", ""), 200, "status of a failed submission")
 	expect(call("GET", "/v1/submissions/"+a.ID+"/results", "", ""), 200, "results")
 	expect(call("POST", "/v1/submissions/"+c.ID+"/cancel", "", ""), 200, "cancel")
+
+	// The lifecycle: its fields, failures, pause, resume, follow, retry.
+	var d wire.Created
+	decode(expect(call("POST", "/v1/submissions", js, `{"chunks": ["l"], "on_failure": {"fail_after": {"fraction": 0.5}},
+		"retry_backoff": {"initial": "0s", "factor": 2, "max": "1m"}, "not_before": "1s"}`), 201, "submit with the lifecycle fields"), &d)
+	expect(call("POST", "/v1/submissions", nd, "{\"on_failure\": \"continue\", \"not_before\": \"2026-01-01T00:00:00Z\"}\n\"x\"\n"), 201, "submit NDJSON with the lifecycle fields")
+	expect(call("GET", "/v1/submissions/"+d.ID, "", ""), 200, "status with the lifecycle fields")
+	expect(call("GET", "/v1/submissions/"+b.ID+"/failures?limit=10", "", ""), 200, "failures")
+	expect(call("POST", "/v1/submissions/"+d.ID+"/pause", "", ""), 200, "pause")
+	expect(call("POST", "/v1/submissions/"+d.ID+"/resume", "", ""), 200, "resume")
+	expect(call("GET", "/v1/submissions/"+a.ID+"/results?follow=true", "", ""), 200, "results followed")
+	expect(call("POST", "/v1/submissions/"+b.ID+"/retry", js, `{"chunks": "unfinished", "max_retries": 1}`), 200, "retry")
+	expect(call("POST", "/v1/submissions/retry", js, `{"state": "failed", "key": "company_id", "value": 7, "limit": 10}`), 200, "bulk retry")
+	expect(call("POST", "/v1/submissions/"+a.ID+"/retry", "", ""), 409, "retry of a completed submission")
+	expect(call("POST", "/v1/submissions/"+a.ID+"/pause", "", ""), 409, "pause of a completed submission")
 	expect(call("POST", "/v1/reserve", js, `{"wait": "200ms", "strategy": "random"}`), 200, "reserve that waits and finds nothing")
 	expect(call("POST", "/v1/reserve", "", ""), 200, "reserve with no body")
 
@@ -336,10 +351,12 @@ func TestOpenAPIRun(t *testing.T) {
 	expect(call("GET", "/v1/submissions?limit=5000", "", ""), 400, "list limit 5000")
 	expect(call("POST", "/v1/reserve", js, `{"strategy": {"select_only": {"key": "mode"}}}`), 400, "reserve select_only without a value")
 	expect(call("POST", "/v1/fail", js, `{"failures": [{"error": "no token"}]}`), 400, "fail without a token")
+	expect(call("POST", "/v1/submissions", js, `{"chunks": ["a"], "on_failure": "sometimes"}`), 400, "submit a bad on_failure")
+	expect(call("POST", "/v1/submissions/retry", js, `{"limit": 0}`), 400, "bulk retry limit 0")
 	ctx = t.Context()
 	expect(call("GET", "/v1/submissions/12345", "", ""), 404, "status of an unknown id")
 	expect(call("POST", "/v1/submissions/"+c.ID+"/cancel", "", ""), 409, "cancel of a cancelled submission")
-	expect(call("GET", "/v1/submissions/"+b.ID+"/results", "", ""), 409, "results of a failed submission")
+	expect(call("GET", "/v1/submissions/"+b.ID+"/results", "", ""), 200, "results of a failed submission")
 	expect(call("POST", "/v1/submissions", js, `{"chunks": ["`+strings.Repeat("x", 70<<10)+`"]}`), 413, "submit over MaxBody")
 	expect(call("GET", "/readyz", "", ""), 503, "readyz when not ready")
 	// 408: an upload that stalls; the server cuts it after BodyIdleTimeout.
@@ -364,7 +381,10 @@ func TestOpenAPIRun(t *testing.T) {
 		"POST /v1/submissions/{id}/cancel 200", "POST /v1/reserve 200", "POST /v1/complete 200",
 		"POST /v1/fail 200", "POST /v1/extend 200", "GET /v1/cluster 200",
 		"POST /v1/reserve 400", "GET /v1/submissions/{id} 404", "POST /v1/submissions 408",
-		"POST /v1/submissions 413", "GET /readyz 503", "GET /v1/submissions/{id}/results 409",
+		"POST /v1/submissions 413", "GET /readyz 503",
+		"GET /v1/submissions/{id}/failures 200", "POST /v1/submissions/{id}/retry 200", "POST /v1/submissions/retry 200",
+		"POST /v1/submissions/{id}/pause 200", "POST /v1/submissions/{id}/resume 200", "POST /v1/submissions/{id}/retry 409",
+		"POST /v1/submissions/{id}/pause 409",
 	} {
 		if !v.seen[want] {
 			t.Errorf("the run saw no %s", want)
@@ -416,4 +436,52 @@ func TestOpenAPIAuth(t *testing.T) {
 			t.Errorf("%s %s (key %t): %d; want %d", c.method, c.path, c.key != "", got, c.want)
 		}
 	}
+}
+
+// TestOpenAPILifecycleRequests: the lifecycle fields of a submission, a fail's
+// retry_after, and the refusals of the lifecycle routes validate against the document
+// (TestOpenAPIRun has the routes' answers, once the engine serves them).
+func TestOpenAPILifecycleRequests(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	v := newValidator(t, e.URL)
+	hc := &http.Client{Transport: v}
+	call := func(ctx context.Context, method, path, contentType, body string, want int) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, e.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body == "" {
+			req.Body, req.GetBody, req.ContentLength = http.NoBody, nil, 0
+		}
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s %s: %d %s; want %d", method, path, resp.StatusCode, b, want)
+		}
+	}
+	ctx, bad := t.Context(), context.WithValue(t.Context(), invalidKey{}, true)
+	const js, nd = "application/json", "application/x-ndjson"
+	call(ctx, "POST", "/v1/submissions", js, `{"chunks": ["a"], "on_failure": {"fail_after": {"chunks": 3}},
+		"retry_backoff": {"initial": "0s", "factor": 1.5, "max": "1m"}, "not_before": "2026-01-01T00:00:00Z"}`, 201)
+	call(ctx, "POST", "/v1/submissions", nd, "{\"on_failure\": \"continue\", \"retry_backoff\": {}, \"not_before\": \"10m\"}\n\"a\"\n", 201)
+	call(ctx, "POST", "/v1/submissions", js, `{"chunks": ["a"], "on_failure": {"fail_after": {"fraction": 0.5}}}`, 201)
+	call(ctx, "POST", "/v1/fail", js, `{"failures": [{"token": "forged", "error": "429", "retry_after": "30s"}]}`, 200)
+	call(bad, "POST", "/v1/submissions", js, `{"chunks": ["a"], "on_failure": "sometimes"}`, 400)
+	call(bad, "POST", "/v1/submissions", js, `{"chunks": ["a"], "on_failure": {"fail_after": {"fraction": 2}}}`, 400)
+	call(bad, "POST", "/v1/submissions", js, `{"chunks": ["a"], "retry_backoff": {"factor": 0}}`, 400)
+	call(bad, "POST", "/v1/submissions", js, `{"chunks": ["a"], "retry_backoff": {"jitter": 1}}`, 400)
+	call(bad, "GET", "/v1/submissions/1/failures?limit=0", "", "", 400)
+	call(bad, "GET", "/v1/submissions/1/results?follow=maybe", "", "", 400)
+	call(bad, "POST", "/v1/submissions/1/retry", js, `{"chunks": "all"}`, 400)
+	call(bad, "POST", "/v1/submissions/retry", js, `{"limit": 1001}`, 400)
+	call(bad, "POST", "/v1/submissions/retry", js, `{"state": "done"}`, 400)
 }

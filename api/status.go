@@ -2,7 +2,9 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,39 +39,88 @@ func (s *server) status(c echo.Context) error {
 	return c.JSON(http.StatusOK, toStatus(st))
 }
 
-// results streams the outputs of a completed submission as NDJSON, in chunk order.
+// results streams one line per chunk as NDJSON, in chunk order, in any state. With
+// ?follow=true it writes each line once its chunk (and every chunk before it) is finished,
+// and ends when the submission finishes, or after Config.MaxFollow.
 func (s *server) results(c echo.Context) error {
 	id, err := parseID(c.Param("id"), "id")
 	if err != nil {
 		return err
 	}
+	follow, err := parseBool(c.QueryParam("follow"), "follow")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
 	resp := c.Response()
 	w := bufio.NewWriterSize(resp, 64<<10)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	started := false
-	err = s.q.Submissions().Results(c.Request().Context(), id, func(r queuer.Result) error {
-		if !started {
-			started = true
-			resp.Header().Set(echo.HeaderContentType, ndjsonType)
-			resp.WriteHeader(http.StatusOK)
+	start := func() {
+		started = true
+		resp.Header().Set(echo.HeaderContentType, ndjsonType)
+		resp.WriteHeader(http.StatusOK)
+	}
+	if !follow {
+		err = s.q.Submissions().Results(ctx, id, func(r queuer.Result) error {
+			if !started {
+				start()
+			}
+			return enc.Encode(toResult(r))
+		})
+	} else {
+		// The status line goes out at once, so that a follower knows the submission
+		// exists while it waits for the first line: an unknown id is a 404 first.
+		if _, err := s.q.Submissions().Status(ctx, id); err != nil {
+			return err
 		}
-		return enc.Encode(toResult(r))
-	})
+		start()
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		resp.Flush()
+		fctx, cancel := context.WithTimeout(ctx, s.cfg.MaxFollow)
+		defer cancel()
+		err = s.q.Submissions().FollowResults(fctx, id, func(r queuer.Result) error {
+			if err := enc.Encode(toResult(r)); err != nil {
+				return err
+			}
+			if err := w.Flush(); err != nil { // each line as the engine hands it
+				return err
+			}
+			resp.Flush()
+			return nil
+		})
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = nil // MaxFollow: the stream ends after a whole line; the client follows again
+		}
+	}
 	if err != nil && started {
 		// The status line is gone: cut the connection so that the client sees a broken
 		// answer rather than a short one.
-		s.log.WarnContext(c.Request().Context(), "results stream broken", "submission_id", id, "error", err)
+		s.log.WarnContext(ctx, "results stream broken", "submission_id", id, "error", err)
 		panic(http.ErrAbortHandler)
 	}
 	if err != nil {
 		return err
 	}
 	if !started {
-		resp.Header().Set(echo.HeaderContentType, ndjsonType)
-		resp.WriteHeader(http.StatusOK)
+		start()
 	}
 	return w.Flush()
+}
+
+// parseBool reads a boolean query parameter: "" is false.
+func parseBool(v, field string) (bool, error) {
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badRequest("%s: must be true or false, not %q", field, abbreviate([]byte(v)))
+	}
+	return b, nil
 }
 
 // toResult is a results line as the wire has it.
@@ -86,7 +137,7 @@ func (s *server) cancel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.checkCancel(c, id); err != nil {
+	if err := s.checkOwn(c, id, "cancels"); err != nil {
 		return err
 	}
 	st, err := s.q.Submissions().Cancel(c.Request().Context(), id)
@@ -185,18 +236,32 @@ func parseWait(v string) (time.Duration, error) {
 	return d, nil
 }
 
+// TenantDefault is the tenant of every submission until tenants come (DESIGN.md §8).
+const TenantDefault = "default"
+
 // toStatus converts the queuer's status to its wire form.
 func toStatus(st queuer.Status) wire.Status {
 	out := wire.Status{
-		ID:           strconv.FormatInt(st.ID, 10),
-		State:        st.State,
-		ChunksTotal:  st.ChunksTotal,
-		ChunksDone:   st.ChunksDone,
-		ChunksFailed: st.ChunksFailed,
-		Priority:     st.Priority,
-		Metadata:     st.Metadata,
-		CreatedAt:    st.CreatedAt.UTC(),
-		FinishedAt:   st.FinishedAt,
+		ID:            strconv.FormatInt(st.ID, 10),
+		Tenant:        TenantDefault,
+		State:         st.State,
+		Paused:        st.Paused,
+		ChunksTotal:   st.ChunksTotal,
+		ChunksDone:    st.ChunksDone,
+		ChunksFailed:  st.ChunksFailed,
+		ChunksSkipped: st.ChunksSkipped,
+		Priority:      st.Priority,
+		Metadata:      st.Metadata,
+		OnFailure:     st.OnFailure,
+		CreatedAt:     st.CreatedAt.UTC(),
+		FinishedAt:    st.FinishedAt,
+	}
+	if len(out.OnFailure) == 0 {
+		out.OnFailure = wire.OnFailureFailSubmission
+	}
+	if st.NotBefore != nil {
+		t := st.NotBefore.UTC()
+		out.NotBefore = &t
 	}
 	out.StrategicMetadata = map[string]wire.MetadataValue{}
 	_ = json.Unmarshal(st.StrategicMetadata, &out.StrategicMetadata) // validated on the way in
@@ -207,6 +272,7 @@ func toStatus(st queuer.Status) wire.Status {
 		t := st.FinishedAt.UTC()
 		out.FinishedAt = &t
 	}
+	// The chunk that failed the submission, or under "continue" its last failed chunk.
 	if st.State == wire.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
 		out.Failure = &wire.Failure{ChunkIndex: *st.FailedChunkIndex, Error: *st.Error}
 	}

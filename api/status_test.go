@@ -34,7 +34,8 @@ func TestStatusShape(t *testing.T) {
 	expectJSONType(t, r)
 	st := decodeObject(t, r.Body)
 
-	want := []string{"chunks_done", "chunks_failed", "chunks_total", "created_at", "finished_at", "id", "metadata", "priority", "state", "strategic_metadata"}
+	want := []string{"chunks_done", "chunks_failed", "chunks_skipped", "chunks_total", "created_at", "finished_at", "id", "metadata",
+		"not_before", "on_failure", "paused", "priority", "state", "strategic_metadata", "tenant"}
 	if got := sortedKeys(st); !slices.Equal(got, want) {
 		t.Errorf("fields %q; want %q (no failure while in progress)", got, want)
 	}
@@ -46,6 +47,11 @@ func TestStatusShape(t *testing.T) {
 	expectField(t, st, "priority", "9223372036854775807")
 	expectField(t, st, "metadata", `"m \"q\""`)
 	expectField(t, st, "finished_at", "null")
+	expectField(t, st, "tenant", `"default"`)
+	expectField(t, st, "paused", "false")
+	expectField(t, st, "chunks_skipped", "0")
+	expectField(t, st, "on_failure", `"fail_submission"`)
+	expectField(t, st, "not_before", "null")
 
 	// Values keep their JSON types and exact digits.
 	var meta map[string]json.RawMessage
@@ -94,7 +100,12 @@ func TestBadAndUnknownIDs(t *testing.T) {
 		{http.MethodGet, "/v1/submissions/%s"},
 		{http.MethodGet, "/v1/submissions/%s?wait=1s"},
 		{http.MethodGet, "/v1/submissions/%s/results"},
+		{http.MethodGet, "/v1/submissions/%s/results?follow=true"},
+		{http.MethodGet, "/v1/submissions/%s/failures"},
 		{http.MethodPost, "/v1/submissions/%s/cancel"},
+		{http.MethodPost, "/v1/submissions/%s/retry"},
+		{http.MethodPost, "/v1/submissions/%s/pause"},
+		{http.MethodPost, "/v1/submissions/%s/resume"},
 	}
 	for _, route := range routes {
 		for _, id := range []string{"abc", "-1", "0", "1.5", "9223372036854775808", "99999999999999999999", "1e3", "%20"} {
@@ -232,10 +243,12 @@ func TestResults(t *testing.T) {
 	t.Parallel()
 	e := setup(t, Config{})
 
+	// Results in any state (DESIGN.md §3): a line per chunk, its output or its state.
 	t.Run("in progress", func(t *testing.T) {
 		t.Parallel()
-		id := mustSubmit(t, e, `{"chunks": ["a"]}`, 1)
-		expectError(t, getPath(t, e, "/v1/submissions/"+id+"/results"), http.StatusConflict, "not_completed")
+		id := mustSubmit(t, e, `{"chunks": ["a", "b"]}`, 2)
+		expectResultLines(t, getPath(t, e, "/v1/submissions/"+id+"/results"),
+			`{"chunk_index":0,"state":"pending"}`, `{"chunk_index":1,"state":"pending"}`)
 	})
 	t.Run("cancelled", func(t *testing.T) {
 		t.Parallel()
@@ -243,7 +256,7 @@ func TestResults(t *testing.T) {
 		if r := httpCall(t, http.MethodPost, e.URL+"/v1/submissions/"+id+"/cancel", "", nil); r.Status != http.StatusOK {
 			t.Fatalf("cancel: status %d; want 200", r.Status)
 		}
-		expectError(t, getPath(t, e, "/v1/submissions/"+id+"/results"), http.StatusConflict, "not_completed")
+		expectResultLines(t, getPath(t, e, "/v1/submissions/"+id+"/results"), `{"chunk_index":0,"state":"skipped"}`)
 	})
 	t.Run("zero chunks", func(t *testing.T) {
 		t.Parallel()
@@ -504,4 +517,22 @@ func TestListBadParameters(t *testing.T) {
 		t.Parallel()
 		listSubmissions(t, e, "limit=1000")
 	})
+}
+
+// expectResultLines checks a 200 NDJSON results answer of exactly these lines.
+func expectResultLines(t *testing.T, r reply, lines ...string) {
+	t.Helper()
+	if r.Status != http.StatusOK {
+		t.Fatalf("status %d (%s); want 200", r.Status, r.Body)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		t.Errorf("Content-Type %q; want application/x-ndjson", ct)
+	}
+	want := strings.Join(lines, "\n")
+	if len(lines) > 0 {
+		want += "\n"
+	}
+	if string(r.Body) != want {
+		t.Errorf("body\n%s\nwant\n%s", r.Body, want)
+	}
 }

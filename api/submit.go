@@ -61,7 +61,7 @@ func (s *server) readJSONSubmission(r *http.Request) (queuer.NewSubmission, queu
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		return queuer.NewSubmission{}, nil, badRequest("body: must be a JSON object (%s)", jsonProblem(err))
 	}
-	sub, err := parseHeader(fields, true, s.maxChunks())
+	sub, err := parseHeader(fields, true, s.maxChunks(), s.now())
 	if err != nil {
 		return sub, nil, err
 	}
@@ -173,7 +173,7 @@ func (s *server) readNDJSONHeader(r *http.Request) (queuer.NewSubmission, queuer
 	if err := json.Unmarshal(header, &fields); err != nil || fields == nil {
 		return queuer.NewSubmission{}, nil, badRequest("line 1: the header must be a JSON object (%s)", jsonProblem(err))
 	}
-	sub, err := parseHeader(fields, false, s.maxChunks())
+	sub, err := parseHeader(fields, false, s.maxChunks(), s.now())
 	if err != nil || sub.Prefix == "" {
 		return sub, lines, err
 	}

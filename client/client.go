@@ -170,43 +170,165 @@ func (c *Client) Status(ctx context.Context, id string, wait time.Duration) (wir
 	return s, err
 }
 
-// Results streams the results of completed submission id, one per chunk in chunk order,
-// calling fn for each; an error from fn stops the stream and is returned as is. The server
-// answers 409 unless the submission is completed.
+// Results streams the results of submission id, in any state, one line per chunk in
+// chunk order, calling fn for each: a completed chunk's output, or the state of one that
+// is not (failed, skipped, pending). An error from fn stops the stream and is returned as
+// is.
 func (c *Client) Results(ctx context.Context, id string, fn func(wire.Result) error) error {
+	_, err := c.results(ctx, id, false, -1, fn)
+	return err
+}
+
+// ResultsFollow streams the results of submission id as its chunks finish: fn is called
+// with each chunk's line once that chunk and every chunk before it are finished
+// (completed, failed or skipped), in chunk order, and ResultsFollow returns once the
+// submission is finished and every line handed to fn, or when ctx ends. The server ends a
+// followed stream after a while (OPSQ_MAX_FOLLOW, 1h); ResultsFollow then follows again
+// from the line after the last it handed to fn, so fn sees each line once.
+func (c *Client) ResultsFollow(ctx context.Context, id string, fn func(wire.Result) error) error {
+	last := int64(-1)
+	for {
+		n, err := c.results(ctx, id, true, last, fn)
+		if err != nil {
+			return err
+		}
+		progressed := n > last
+		last = n
+		// The stream ended: the submission finished, or the server's bound on a follow.
+		st, err := c.Status(ctx, id, 0)
+		switch {
+		case err != nil:
+			return err
+		case st.Finished() && last+1 >= st.ChunksTotal:
+			return nil
+		case st.Finished() && !progressed:
+			return fmt.Errorf("opsq: following results of submission %s: the stream ended after chunk %d of %d", id, last, st.ChunksTotal)
+		case !progressed:
+			// Nothing new before the stream ended: do not spin on a server or proxy that
+			// cuts streams at once.
+			t := time.NewTimer(time.Second)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// results streams the results of submission id, following them or not, skipping the
+// lines up to chunk index after, and returns the last chunk index handed to fn (after
+// when none).
+func (c *Client) results(ctx context.Context, id string, follow bool, after int64, fn func(wire.Result) error) (int64, error) {
 	path, err := submissionPath(id, "/results")
 	if err != nil {
-		return err
+		return after, err
 	}
-	resp, err := c.do(ctx, http.MethodGet, path, nil, "", nil)
+	var q url.Values
+	if follow {
+		q = url.Values{"follow": {"true"}}
+	}
+	resp, err := c.do(ctx, http.MethodGet, path, q, "", nil)
 	if err != nil {
-		return err
+		return after, err
 	}
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
 	for {
 		var r wire.Result
 		if err := dec.Decode(&r); err == io.EOF {
-			return nil
+			return after, nil
 		} else if err != nil {
-			return fmt.Errorf("opsq: reading results of submission %s: %w", id, err)
+			return after, fmt.Errorf("opsq: reading results of submission %s: %w", id, err)
+		}
+		if r.ChunkIndex <= after {
+			continue // handed to fn by an earlier stream
 		}
 		if err := fn(r); err != nil {
-			return err
+			return after, err
 		}
+		after = r.ChunkIndex
 	}
 }
 
-// Cancel cancels submission id and returns its status. The server answers 409 if it has
-// already finished.
-func (c *Client) Cancel(ctx context.Context, id string) (wire.Status, error) {
-	path, err := submissionPath(id, "/cancel")
+// FailuresOptions selects a page of Failures.
+type FailuresOptions struct {
+	// Limit is the page size, at most 1000. Defaults to the server's (100).
+	Limit int
+	// After is the NextAfter of the previous page; nil for the first page.
+	After *int64
+}
+
+// Failures returns one page of the chunks of submission id that failed at least one
+// attempt, in chunk order, each with its last errors.
+func (c *Client) Failures(ctx context.Context, id string, opts FailuresOptions) (wire.Failures, error) {
+	path, err := submissionPath(id, "/failures")
+	if err != nil {
+		return wire.Failures{}, err
+	}
+	q := url.Values{}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.After != nil {
+		q.Set("after", strconv.FormatInt(*opts.After, 10))
+	}
+	var f wire.Failures
+	err = c.call(ctx, http.MethodGet, path, q, "", nil, &f)
+	return f, err
+}
+
+// Retry gives the failed chunks of submission id (with req.Chunks RetryUnfinished, the
+// skipped ones too) a fresh attempt budget and returns its status. The server answers 409
+// (code nothing_to_retry) when there is nothing to retry.
+func (c *Client) Retry(ctx context.Context, id string, req wire.RetryRequest) (wire.Status, error) {
+	path, err := submissionPath(id, "/retry")
+	if err != nil {
+		return wire.Status{}, err
+	}
+	var s wire.Status
+	err = c.postJSON(ctx, path, req, &s)
+	return s, err
+}
+
+// RetryMany retries every submission req selects, newest first, and returns the ids
+// retried (those with nothing to retry are left out).
+func (c *Client) RetryMany(ctx context.Context, req wire.RetryManyRequest) ([]string, error) {
+	var out wire.Retried
+	if err := c.postJSON(ctx, "/v1/submissions/retry", req, &out); err != nil {
+		return nil, err
+	}
+	return out.Retried, nil
+}
+
+// Pause stops handing out the chunks of submission id (those in flight finish as usual)
+// and returns its status. Pausing a paused submission is harmless; the server answers 409
+// if it has finished.
+func (c *Client) Pause(ctx context.Context, id string) (wire.Status, error) {
+	return c.postStatus(ctx, id, "/pause")
+}
+
+// Resume makes a paused submission reservable again at once and returns its status.
+func (c *Client) Resume(ctx context.Context, id string) (wire.Status, error) {
+	return c.postStatus(ctx, id, "/resume")
+}
+
+// postStatus posts to /v1/submissions/{id}{suffix}, without a body, and decodes the status.
+func (c *Client) postStatus(ctx context.Context, id, suffix string) (wire.Status, error) {
+	path, err := submissionPath(id, suffix)
 	if err != nil {
 		return wire.Status{}, err
 	}
 	var s wire.Status
 	err = c.call(ctx, http.MethodPost, path, nil, "", nil, &s)
 	return s, err
+}
+
+// Cancel cancels submission id and returns its status. The server answers 409 if it has
+// already finished.
+func (c *Client) Cancel(ctx context.Context, id string) (wire.Status, error) {
+	return c.postStatus(ctx, id, "/cancel")
 }
 
 // ListOptions selects the submissions List returns. The zero value lists the newest

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -405,5 +406,154 @@ func TestMaxResponseBytes(t *testing.T) {
 		if got := errors.Is(err, client.ErrResponseTooLarge); got != tt.wantErr {
 			t.Errorf("a %d-byte answer read with a limit of %d: got %v; want ErrResponseTooLarge: %v", len(answer), tt.limit, err, tt.wantErr)
 		}
+	}
+}
+
+func TestResultsAnyState(t *testing.T) {
+	t.Parallel()
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery != "" {
+			t.Errorf("got query %q; want none without follow", r.URL.RawQuery)
+		}
+		_, _ = io.WriteString(w, "{\"chunk_index\":0,\"output\":\"a\"}\n{\"chunk_index\":1,\"state\":\"failed\",\"error\":\"boom\"}\n{\"chunk_index\":2,\"state\":\"skipped\"}\n")
+	})
+	var got []wire.Result
+	if err := c.Results(t.Context(), "9", func(r wire.Result) error { got = append(got, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || !got[0].Completed() || got[1].Completed() || got[1].State != "failed" || got[1].Error != "boom" || got[2].State != "skipped" {
+		t.Errorf("got %+v; want an output, a failed chunk and a skipped one", got)
+	}
+}
+
+// TestResultsFollow: the server ends the first followed stream before the submission has
+// finished (its bound on a follow); ResultsFollow follows again and hands each line to fn
+// once.
+func TestResultsFollow(t *testing.T) {
+	t.Parallel()
+	streams := 0
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/submissions/9/results":
+			if r.URL.Query().Get("follow") != "true" {
+				t.Errorf("got query %q; want follow=true", r.URL.RawQuery)
+			}
+			streams++
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			_, _ = io.WriteString(w, "{\"chunk_index\":0,\"output\":\"a\"}\n{\"chunk_index\":1,\"state\":\"failed\",\"error\":\"e\"}\n")
+			if streams > 1 {
+				_, _ = io.WriteString(w, "{\"chunk_index\":2,\"output\":\"c\"}\n")
+			}
+		case "/v1/submissions/9":
+			state := wire.StateInProgress
+			if streams > 1 {
+				state = wire.StateFailed
+			}
+			writeJSON(w, http.StatusOK, wire.Status{ID: "9", State: state, ChunksTotal: 3})
+		default:
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+		}
+	})
+	var got []int64
+	err := c.ResultsFollow(t.Context(), "9", func(r wire.Result) error {
+		got = append(got, r.ChunkIndex)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("ResultsFollow: %v", err)
+	}
+	if fmt.Sprint(got) != "[0 1 2]" || streams != 2 {
+		t.Errorf("got lines %v over %d streams; want [0 1 2] over 2", got, streams)
+	}
+}
+
+func TestResultsFollowStreamShortOfAFinishedSubmission(t *testing.T) {
+	t.Parallel()
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/results") {
+			_, _ = io.WriteString(w, "{\"chunk_index\":0,\"output\":\"a\"}\n")
+			return
+		}
+		writeJSON(w, http.StatusOK, wire.Status{ID: "9", State: wire.StateCompleted, ChunksTotal: 2})
+	})
+	err := c.ResultsFollow(t.Context(), "9", func(wire.Result) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "after chunk 0 of 2") {
+		t.Errorf("got %v; want an error saying the stream ended short", err)
+	}
+}
+
+func TestFailures(t *testing.T) {
+	t.Parallel()
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/v1/submissions/5/failures" || r.URL.RawQuery != "after=7&limit=2" {
+			t.Errorf("got %s %s; want GET /v1/submissions/5/failures?after=7&limit=2", r.Method, r.URL)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"failures": [{"chunk_index": 8, "state": "retrying", "retries": 2, "error": "boom",
+			"errors": [{"error": "boom", "consumer": "c-1", "at": "2026-01-02T03:04:05Z"}, {"error": "bang", "consumer": "", "at": "2026-01-02T03:04:00Z"}]}],
+			"next_after": 8}`)
+	})
+	after := int64(7)
+	f, err := c.Failures(t.Context(), "5", client.FailuresOptions{Limit: 2, After: &after})
+	if err != nil {
+		t.Fatalf("Failures: %v", err)
+	}
+	if len(f.Failures) != 1 || f.NextAfter == nil || *f.NextAfter != 8 {
+		t.Fatalf("got %+v; want one failed chunk and next_after 8", f)
+	}
+	fc := f.Failures[0]
+	if fc.ChunkIndex != 8 || fc.State != "retrying" || fc.Retries != 2 || len(fc.Errors) != 2 || fc.Errors[0].Consumer != "c-1" || fc.Errors[1].At.IsZero() {
+		t.Errorf("got %+v; want chunk 8 retrying with its 2 errors", fc)
+	}
+}
+
+func TestRetryPauseResume(t *testing.T) {
+	t.Parallel()
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			t.Errorf("got %s; want POST", r.Method)
+		}
+		body, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/v1/submissions/5/retry":
+			if want := `{"chunks":"unfinished","max_retries":3}`; string(body) != want {
+				t.Errorf("retry body %s; want %s", body, want)
+			}
+			writeJSON(w, http.StatusOK, wire.Status{ID: "5", State: wire.StateInProgress})
+		case "/v1/submissions/retry":
+			if want := `{"state":"failed","key":"batch","value":7,"limit":20}`; string(body) != want {
+				t.Errorf("bulk retry body %s; want %s", body, want)
+			}
+			writeJSON(w, http.StatusOK, wire.Retried{Retried: []string{"6", "5"}})
+		case "/v1/submissions/5/pause":
+			writeJSON(w, http.StatusOK, wire.Status{ID: "5", Paused: true})
+		case "/v1/submissions/5/resume":
+			writeJSON(w, http.StatusOK, wire.Status{ID: "5"})
+		case "/v1/submissions/6/retry":
+			writeJSON(w, http.StatusConflict, wire.ErrorBody{Error: wire.ErrorDetail{Code: "nothing_to_retry", Message: "nothing failed"}})
+		default:
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+		}
+	})
+	three := 3
+	if s, err := c.Retry(t.Context(), "5", wire.RetryRequest{Chunks: wire.RetryUnfinished, MaxRetries: &three}); err != nil || s.State != wire.StateInProgress {
+		t.Errorf("Retry: %+v, %v; want in progress", s, err)
+	}
+	ids, err := c.RetryMany(t.Context(), wire.RetryManyRequest{State: wire.StateFailed, Key: "batch", Value: json.RawMessage(`7`), Limit: 20})
+	if err != nil || fmt.Sprint(ids) != "[6 5]" {
+		t.Errorf("RetryMany: %v, %v; want [6 5]", ids, err)
+	}
+	if s, err := c.Pause(t.Context(), "5"); err != nil || !s.Paused {
+		t.Errorf("Pause: %+v, %v; want paused", s, err)
+	}
+	if s, err := c.Resume(t.Context(), "5"); err != nil || s.Paused {
+		t.Errorf("Resume: %+v, %v; want not paused", s, err)
+	}
+	var e *client.Error
+	if _, err := c.Retry(t.Context(), "6", wire.RetryRequest{}); !errors.As(err, &e) || e.StatusCode != 409 || e.Code != "nothing_to_retry" {
+		t.Errorf("Retry with nothing to retry: %v; want a 409 nothing_to_retry", err)
+	}
+	if _, err := c.Pause(t.Context(), ""); err == nil {
+		t.Error("Pause with an empty id: got no error")
 	}
 }

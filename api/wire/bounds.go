@@ -23,4 +23,7 @@ const (
 	// GET /v1/submissions ("limit": 1 to MaxListLimit).
 	ListLimitDefault = 100
 	MaxListLimit     = 1000
+	// MaxBackoff bounds a submission's retry_backoff.initial and retry_backoff.max, and a
+	// fail's retry_after.
+	MaxBackoff = 24 * time.Hour
 )

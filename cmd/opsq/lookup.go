@@ -159,9 +159,13 @@ func advice(e *client.Error, baseURL, conflict string) string {
 }
 
 func runResults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newClientFlags("results", "ID", `Print the results of a completed submission as NDJSON, one line per chunk in chunk
-order: {"chunk_index": 0, "output": "..."}.`, stderr)
-	outputOnly := fs.Bool("output-only", false, "print only the outputs, one per line (an output that holds a newline spans several lines)")
+	fs := newClientFlags("results", "ID", `Print the results of a submission as NDJSON, one line per chunk in chunk order, in
+any state: {"chunk_index": 0, "output": "..."} for a completed chunk, else its state
+({"chunk_index": 7, "state": "failed", "error": "..."}, "skipped" or "pending"). With
+--follow, print each line as soon as its chunk and every chunk before it are finished,
+and exit once the submission finishes (progress on stderr).`, stderr)
+	outputOnly := fs.Bool("output-only", false, "print only the outputs, one per line (an output that holds a newline spans several lines; a chunk not completed prints an empty line)")
+	follow := fs.Bool("follow", false, "print the lines as the chunks finish, until the submission finishes")
 	pos, err := fs.parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -171,7 +175,22 @@ order: {"chunk_index": 0, "output": "..."}.`, stderr)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	var werr error // the first error writing to stdout
-	err = fs.client().Results(ctx, id, func(r wire.Result) error {
+	results := fs.client().Results
+	var line *progress.Line
+	var lines int64
+	if *follow {
+		results = fs.client().ResultsFollow
+		line = progress.NewLine(stderr)
+		line.Show(fmt.Sprintf("following the results of %s: waiting for chunk 0", id))
+	}
+	err = results(ctx, id, func(r wire.Result) error {
+		if *follow {
+			lines++
+			if !r.Completed() {
+				line.Note("chunk %d: %s %s", r.ChunkIndex, r.State, oneLine(r.Error, 300))
+			}
+			line.Show(fmt.Sprintf("following the results of %s: %s lines, waiting for chunk %d", id, progress.GroupDigits(lines), r.ChunkIndex+1))
+		}
 		if *outputOnly {
 			if r.Output != nil {
 				_, werr = w.WriteString(*r.Output)
@@ -182,16 +201,21 @@ order: {"chunk_index": 0, "output": "..."}.`, stderr)
 		} else {
 			werr = enc.Encode(r)
 		}
+		if werr == nil && *follow {
+			werr = w.Flush() // each line as it comes
+		}
 		return werr
 	})
+	if line != nil {
+		line.Clear()
+	}
 	if werr == nil {
 		werr = w.Flush()
 	}
 	if werr != nil {
 		return fmt.Errorf("writing results: %w", werr)
 	}
-	return explain(err, fs.url, fmt.Sprintf(
-		`results exist once a submission is completed: "opsq status %s" shows its state, "opsq status --wait %s" waits for it to finish`, id, id))
+	return explain(err, fs.url, "")
 }
 
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {

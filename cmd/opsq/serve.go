@@ -46,6 +46,7 @@ type serveConfig struct {
 	// Limits against slow and hostile clients (DESIGN.md §3, §8).
 	maxIngests       int
 	maxResultStreams int
+	maxFollow        time.Duration
 	bodyIdleTimeout  time.Duration
 
 	// Bounds of what a client sends and gets (DESIGN.md §3 "Bounded by design").
@@ -84,6 +85,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envDuration(fs, &cfg.shutdownGrace, "shutdown-grace", "OPSQ_SHUTDOWN_GRACE", 60*time.Second, "how long SIGTERM waits for requests in flight"),
 		envInt(fs, &cfg.maxIngests, "max-ingests", "OPSQ_MAX_INGESTS", 0, "submissions served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
 		envInt(fs, &cfg.maxResultStreams, "max-result-streams", "OPSQ_MAX_RESULT_STREAMS", 0, "results streams served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
+		envDuration(fs, &cfg.maxFollow, "max-follow", "OPSQ_MAX_FOLLOW", api.MaxFollowDefault, "a results stream with ?follow=true ends after this long (the Go client follows again)"),
 		envDuration(fs, &cfg.bodyIdleTimeout, "body-idle-timeout", "OPSQ_BODY_IDLE_TIMEOUT", api.BodyIdleTimeoutDefault, "cut a request body that sends nothing, or a results reader that reads nothing, for this long (408)"),
 	)
 }
@@ -109,6 +111,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--max-ingests (OPSQ_MAX_INGESTS) = %d: must be 0 (a quarter of the pool) or more", cfg.maxIngests)
 	case cfg.maxResultStreams < 0:
 		return fmt.Errorf("--max-result-streams (OPSQ_MAX_RESULT_STREAMS) = %d: must be 0 (a quarter of the pool) or more", cfg.maxResultStreams)
+	case cfg.maxFollow <= 0:
+		return fmt.Errorf("--max-follow (OPSQ_MAX_FOLLOW) = %s: must be positive", cfg.maxFollow)
 	case cfg.bodyIdleTimeout <= 0:
 		return fmt.Errorf("--body-idle-timeout (OPSQ_BODY_IDLE_TIMEOUT) = %s: must be positive", cfg.bodyIdleTimeout)
 	case cfg.maxReserveBytes < 1 || cfg.maxReserveBytes > api.MaxReserveBytesDefault:
@@ -213,6 +217,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxChunkBytes:    int(cfg.maxChunkBytes),
 		MaxIngests:       cmp.Or(cfg.maxIngests, quarter),
 		MaxResultStreams: cmp.Or(cfg.maxResultStreams, quarter),
+		MaxFollow:        cfg.maxFollow,
 		BodyIdleTimeout:  cfg.bodyIdleTimeout,
 		Ready: func(ctx context.Context) error {
 			return errors.Join(q.Ready(ctx), migrations.CheckCurrent(ctx, pool))

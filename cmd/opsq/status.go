@@ -54,14 +54,28 @@ func formatStatus(s wire.Status, now time.Time) string {
 		fmt.Fprintf(&b, "%-10s %s\n", name, fmt.Sprintf(format, args...))
 	}
 	row("id", "%s", s.ID)
-	row("state", "%s", s.State)
+	if s.Paused {
+		row("state", "%s, paused (\"opsq resume %s\" hands its chunks out again)", s.State, s.ID)
+	} else {
+		row("state", "%s", s.State)
+	}
 	chunks := fmt.Sprintf("%s / %s done", progress.GroupDigits(s.ChunksDone), progress.GroupDigits(s.ChunksTotal))
 	if s.ChunksTotal > 0 {
 		chunks += fmt.Sprintf(" (%d%%)", progress.Percent(s.ChunksDone, s.ChunksTotal))
 	}
-	row("chunks", "%s, %s failed", chunks, progress.GroupDigits(s.ChunksFailed))
+	chunks += ", " + progress.GroupDigits(s.ChunksFailed) + " failed"
+	if s.ChunksSkipped > 0 {
+		chunks += ", " + progress.GroupDigits(s.ChunksSkipped) + " skipped"
+	}
+	row("chunks", "%s", chunks)
 	if s.Failure != nil {
 		row("failure", "chunk %d: %s", s.Failure.ChunkIndex, s.Failure.Error)
+	}
+	if len(s.OnFailure) > 0 && string(s.OnFailure) != string(wire.OnFailureFailSubmission) {
+		row("on failure", "%s", s.OnFailure)
+	}
+	if s.NotBefore != nil && s.NotBefore.After(now) {
+		row("not before", "%s (in %s)", s.NotBefore.Format(timeLayout), progress.Duration(s.NotBefore.Sub(now)))
 	}
 	row("priority", "%d", s.Priority)
 	if s.Metadata != "" {
@@ -93,7 +107,7 @@ func unsuccessful(s wire.Status) error {
 		if s.Failure != nil {
 			why = fmt.Sprintf(" at chunk %d: %s", s.Failure.ChunkIndex, s.Failure.Error)
 		}
-		return fmt.Errorf(`submission %s failed%s; fix the cause and submit again ("opsq status %s" shows details)`, s.ID, why, s.ID)
+		return fmt.Errorf(`submission %s failed%s; fix the cause and retry its failed chunks with "opsq retry %s" ("opsq failures %s" lists them)`, s.ID, why, s.ID, s.ID)
 	case wire.StateCancelled:
 		return fmt.Errorf("submission %s was cancelled; submit it again to run it", s.ID)
 	}

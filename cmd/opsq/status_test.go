@@ -32,6 +32,24 @@ func TestFormatStatus(t *testing.T) {
 	if got := formatStatus(s, created.Add(5*time.Minute)); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
+
+	// The lifecycle: paused, skipped chunks, a policy other than the default, not_before.
+	notBefore := created.Add(time.Hour)
+	s = wire.Status{
+		ID: "43", State: wire.StateInProgress, Paused: true, ChunksTotal: 10, ChunksDone: 2, ChunksFailed: 1, ChunksSkipped: 3,
+		OnFailure: wire.OnFailureAfterChunks(2), NotBefore: &notBefore, CreatedAt: created,
+	}
+	want = "" +
+		"id         43\n" +
+		"state      in_progress, paused (\"opsq resume 43\" hands its chunks out again)\n" +
+		"chunks     2 / 10 done (20%), 1 failed, 3 skipped\n" +
+		"on failure {\"fail_after\":{\"chunks\":2}}\n" +
+		"not before 2026-01-02T04:04:05Z (in 55m0s)\n" +
+		"priority   0\n" +
+		"created    2026-01-02T03:04:05Z (5m0s ago)\n"
+	if got := formatStatus(s, created.Add(5*time.Minute)); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
 }
 
 func TestUnsuccessful(t *testing.T) {
@@ -40,7 +58,7 @@ func TestUnsuccessful(t *testing.T) {
 		t.Errorf("completed: got %v; want nil", err)
 	}
 	err := unsuccessful(wire.Status{ID: "1", State: wire.StateFailed, Failure: &wire.Failure{ChunkIndex: 3, Error: "boom"}})
-	if err == nil || !strings.Contains(err.Error(), "failed at chunk 3: boom") {
+	if err == nil || !strings.Contains(err.Error(), "failed at chunk 3: boom") || !strings.Contains(err.Error(), "opsq retry 1") {
 		t.Errorf("failed: got %v; want the failure", err)
 	}
 	if err := unsuccessful(wire.Status{ID: "1", State: wire.StateCancelled}); err == nil || !strings.Contains(err.Error(), "cancelled") {

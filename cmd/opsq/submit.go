@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -35,6 +38,7 @@ progress and a summary on stderr. With --prefix, no input is read: the chunks ar
 PREFIX+index in object storage, which the consumers read themselves.`, stderr)
 	var o submitOptions
 	h := &o.header
+	var backoffInitial, backoffMax time.Duration
 	fs.BoolVar(&o.ndjson, "ndjson", false, "the input is NDJSON: one chunk per line, each a JSON string")
 	fs.StringVar(&h.Metadata, "metadata", "", "opaque `text` handed to every consumer of the chunks")
 	fs.Func("meta", "strategic metadata `key=value`, repeatable; an integer value is an integer, anything else a string", func(s string) error {
@@ -63,12 +67,48 @@ PREFIX+index in object storage, which the consumers read themselves.`, stderr)
 	fs.StringVar(&h.IdempotencyKey, "idempotency-key", "", "a `key` that makes a repeated submit return the first submission instead of a new one")
 	fs.StringVar(&h.Prefix, "prefix", "", "object-storage mode: the chunks are `PREFIX`+index (needs --chunk-count; no input is read)")
 	fs.Int64Var(&h.ChunkCount, "chunk-count", 0, "the number of chunks, `N`, with --prefix")
+	fs.Func("on-failure", "what a chunk whose attempts are spent does to the submission: `POLICY` fail_submission (the default), continue, fail_after:K (more than K chunks failed) or fail_after:F% (more than F percent)", func(v string) error {
+		raw, err := parseOnFailureFlag(v)
+		h.OnFailure = raw
+		return err
+	})
+	fs.StringVar(&h.NotBefore, "not-before", "", "hand nothing out before `TIME` (RFC 3339, such as 2026-01-02T15:04:05Z) or a duration from now (such as 10m); at most 30 days ahead")
+	var backoff wire.RetryBackoff
+	fs.DurationVar(&backoffInitial, "backoff-initial", 0, "a retried chunk waits this `duration` before its first retry (0s: at once; default 1s)")
+	fs.Float64Var(&backoff.Factor, "backoff-factor", 0, "each further retry waits this `factor` longer (default 2)")
+	fs.DurationVar(&backoffMax, "backoff-max", 0, "a retry waits at most this `duration` (default 1m)")
 	fs.BoolVar(&o.wait, "wait", false, "after submitting, show progress until the submission finishes; exit with status 1 if it failed or was cancelled")
 	pos, err := fs.parse(args, 0, 1)
 	if err != nil {
 		return o, err
 	}
 	o.url, o.key = fs.url, fs.key
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["backoff-initial"] || set["backoff-factor"] || set["backoff-max"] {
+		switch {
+		case backoffInitial < 0 || backoffInitial > wire.MaxBackoff:
+			return o, fs.usageError("--backoff-initial %s: want 0s to %s", backoffInitial, wire.MaxBackoff)
+		case set["backoff-factor"] && !(backoff.Factor > 0 && !math.IsInf(backoff.Factor, 0)):
+			return o, fs.usageError("--backoff-factor %g: want a number greater than 0, such as 2", backoff.Factor)
+		case set["backoff-max"] && (backoffMax <= 0 || backoffMax > wire.MaxBackoff):
+			return o, fs.usageError("--backoff-max %s: want more than 0s, at most %s", backoffMax, wire.MaxBackoff)
+		}
+		if set["backoff-initial"] {
+			backoff.Initial = backoffInitial.String()
+		}
+		if set["backoff-max"] {
+			backoff.Max = backoffMax.String()
+		}
+		h.RetryBackoff = &backoff
+	}
+	if h.NotBefore != "" {
+		if _, err := time.Parse(time.RFC3339Nano, h.NotBefore); err != nil {
+			if d, err := time.ParseDuration(h.NotBefore); err != nil || d < 0 {
+				return o, fs.usageError("--not-before %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z, or a duration from now such as 10m", h.NotBefore)
+			}
+		}
+	}
 	if len(pos) == 1 {
 		o.input = pos[0]
 	}
@@ -81,6 +121,33 @@ PREFIX+index in object storage, which the consumers read themselves.`, stderr)
 		return o, fs.usageError("--prefix reads no input: drop the FILE argument and --ndjson")
 	}
 	return o, nil
+}
+
+// parseOnFailureFlag turns --on-failure into the JSON of on_failure: fail_submission,
+// continue, fail_after:K (a number of chunks) or fail_after:F% (a percentage of them).
+func parseOnFailureFlag(v string) (json.RawMessage, error) {
+	switch v {
+	case "fail_submission":
+		return wire.OnFailureFailSubmission, nil
+	case "continue":
+		return wire.OnFailureContinue, nil
+	}
+	n, ok := strings.CutPrefix(v, "fail_after:")
+	if !ok {
+		return nil, errors.New("want fail_submission, continue, fail_after:K or fail_after:F%")
+	}
+	if pct, ok := strings.CutSuffix(n, "%"); ok {
+		f, err := strconv.ParseFloat(pct, 64)
+		if err != nil || !(f > 0 && f <= 100) {
+			return nil, errors.New("fail_after:F%: want a percentage greater than 0 and at most 100, such as fail_after:5%")
+		}
+		return wire.OnFailureAfterFraction(f / 100), nil
+	}
+	k, err := strconv.ParseInt(n, 10, 32)
+	if err != nil || k < 0 {
+		return nil, errors.New("fail_after:K: want a whole number of chunks, 0 or more, such as fail_after:10 (or a percentage, fail_after:5%)")
+	}
+	return wire.OnFailureAfterChunks(k), nil
 }
 
 // parseMeta parses "key=value"; a value that parses as an int64 is an integer.

@@ -63,6 +63,10 @@ type workOptions struct {
 	consumer    string
 	once        bool
 	maxOutput   int64
+	// retryAfterExit are the exit statuses that mean "retry later": the chunk fails with
+	// retryAfter as its retry_after.
+	retryAfterExit map[int]bool
+	retryAfter     time.Duration
 }
 
 // parseWorkArgs parses the arguments of "opsq work".
@@ -74,9 +78,13 @@ command writes to stdout, exactly, becomes the chunk's output. A command that ex
 non-zero status, or cannot start, fails the chunk (one attempt; the chunk is retried while
 its submission's max_retries allows), with the end of its stderr as the error.
 
+A command that exits with a status given to --retry-after-exit (say 75, EX_TEMPFAIL, when
+a downstream said "slow down") fails the chunk with a retry_after of --retry-after: the
+chunk waits that long before it is handed out again, instead of its submission's backoff.
+
 While a command runs, its lease is extended every third of --lease; if the chunk went
 elsewhere meanwhile (its submission cancelled or failed, its shard lost), the command is
-killed and its output dropped. On SIGINT or SIGTERM the worker reserves nothing more, lets
+killed and its output dropped, and the worker says which. On SIGINT or SIGTERM the worker reserves nothing more, lets
 the running commands finish for up to --lease, then kills the rest and fails their chunks
 ("worker stopped", retried elsewhere), and exits with status 0.
 
@@ -90,6 +98,18 @@ Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 	fs.BoolVar(&o.once, "once", false, "exit once a reserve finds no work after its wait and no command is running, instead of waiting for more")
 	maxOutput := byteSize(o.maxOutput)
 	fs.Var(&maxOutput, "max-output", "largest output in `bytes` (such as 1048576 or 1MiB); a command that writes more fails its chunk")
+	fs.Func("retry-after-exit", "an exit `status` (1 to 255, repeatable) that means \"retry later\": the chunk fails with --retry-after as its retry_after", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 255 {
+			return errors.New("want an exit status from 1 to 255")
+		}
+		if o.retryAfterExit == nil {
+			o.retryAfterExit = map[int]bool{}
+		}
+		o.retryAfterExit[n] = true
+		return nil
+	})
+	fs.DurationVar(&o.retryAfter, "retry-after", 0, "with --retry-after-exit, how long the chunk waits before it is handed out again (more than 0s, at most 24h)")
 	pos, err := fs.parse(args, 1, math.MaxInt)
 	if err != nil {
 		return o, err
@@ -105,6 +125,12 @@ Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 		return o, fs.usageError("--lease %s: want %s to %s", o.lease, wire.MinLease, wire.MaxLease)
 	case o.wait < 0 || o.wait > wire.MaxWait:
 		return o, fs.usageError("--wait %s: want 0 to %s", o.wait, wire.MaxWait)
+	case len(o.retryAfterExit) > 0 && o.retryAfter == 0:
+		return o, fs.usageError("--retry-after-exit needs --retry-after, the time such a chunk waits (such as 30s)")
+	case len(o.retryAfterExit) == 0 && o.retryAfter != 0:
+		return o, fs.usageError("--retry-after goes with --retry-after-exit, the exit status that asks for it")
+	case o.retryAfter < 0 || o.retryAfter > wire.MaxBackoff:
+		return o, fs.usageError("--retry-after %s: want more than 0s, at most %s", o.retryAfter, wire.MaxBackoff)
 	}
 	if _, err := exec.LookPath(o.command[0]); err != nil {
 		// Caught here, since a worker whose every command fails to start would burn the
@@ -284,9 +310,10 @@ const workerStopped = "worker stopped"
 
 // outcome is what became of a chunk's command.
 type outcome struct {
-	output  string
-	failure string // not empty: the chunk failed with this error
-	gone    string // not empty: the chunk went elsewhere (why); report nothing
+	output     string
+	failure    string        // not empty: the chunk failed with this error
+	retryAfter time.Duration // with failure: the retry_after to fail it with; 0 for none
+	gone       string        // not empty: the chunk went elsewhere (why); report nothing
 }
 
 // process runs the command of one chunk and reports the outcome. It takes no ctx: once
@@ -298,9 +325,9 @@ func (w *worker) process(ch wire.ReservedChunk) {
 		w.lost.Add(1)
 		w.display.note("chunk %s/%d: %s; the command was killed and its output dropped", ch.SubmissionID, ch.ChunkIndex, out.gone)
 	case out.failure != "":
-		w.report(ch, "", out.failure)
+		w.report(ch, "", out.failure, out.retryAfter)
 	default:
-		w.report(ch, out.output, "")
+		w.report(ch, out.output, "", 0)
 	}
 }
 
@@ -347,7 +374,12 @@ func (w *worker) execute(ch wire.ReservedChunk) outcome {
 			case killed != "":
 				return outcome{gone: killed}
 			}
-			return commandOutcome(err, stdout, stderr.String(), w.opts.maxOutput)
+			out := commandOutcome(err, stdout, stderr.String(), w.opts.maxOutput)
+			if out.failure != "" && !stdout.overflow && w.opts.retryAfterExit[cmd.ProcessState.ExitCode()] {
+				out.retryAfter = w.opts.retryAfter
+				out.failure = fmt.Sprintf("retry after %s: %s", w.opts.retryAfter, out.failure)
+			}
+			return out
 		case <-extend.C:
 			if killed != "" {
 				continue
@@ -381,19 +413,52 @@ func (w *worker) extend(ch wire.ReservedChunk) string {
 	case results[0].Status == wire.StatusExtended:
 		return ""
 	}
-	return "extending the lease answered " + string(results[0].Status)
+	return w.whyGone(ch, "extending the lease answered "+string(results[0].Status))
+}
+
+// whyGone says why ch is no longer the worker's, the server having answered so: its
+// submission failed or was cancelled, or else the chunk went elsewhere (its lease ran out,
+// its shard changed owner, another consumer finished it).
+func (w *worker) whyGone(ch wire.ReservedChunk, answered string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if s, err := w.c.Status(ctx, ch.SubmissionID, 0); err == nil {
+		if why := submissionEnded(s); why != "" {
+			return why
+		}
+	}
+	return answered + "; the chunk went elsewhere"
+}
+
+// submissionEnded says how s ended, when it failed or was cancelled; "" otherwise.
+func submissionEnded(s wire.Status) string {
+	switch s.State {
+	case wire.StateFailed:
+		why := ""
+		if s.Failure != nil {
+			why = fmt.Sprintf(" (chunk %d: %s)", s.Failure.ChunkIndex, oneLine(s.Failure.Error, 200))
+		}
+		return fmt.Sprintf("submission %s failed%s", s.ID, why)
+	case wire.StateCancelled:
+		return fmt.Sprintf("submission %s was cancelled", s.ID)
+	}
+	return ""
 }
 
 // report completes or fails ch, retrying while the server cannot be reached and the lease
 // lasts; after that the server releases the chunk itself.
-func (w *worker) report(ch wire.ReservedChunk, output, failure string) {
+func (w *worker) report(ch wire.ReservedChunk, output, failure string, retryAfter time.Duration) {
 	giveUp := time.Now().Add(w.opts.lease)
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		var results []wire.TokenResult
 		var err error
 		if failure != "" {
-			results, err = w.c.Fail(ctx, wire.ChunkFailure{Token: ch.Token, Error: failure})
+			f := wire.ChunkFailure{Token: ch.Token, Error: failure}
+			if retryAfter > 0 {
+				f.RetryAfter = retryAfter.String()
+			}
+			results, err = w.c.Fail(ctx, f)
 		} else {
 			results, err = w.c.Complete(ctx, wire.Completion{Token: ch.Token, Output: output})
 		}
@@ -424,9 +489,9 @@ func (w *worker) reported(ch wire.ReservedChunk, status wire.TokenStatus, failur
 	case wire.StatusRetrying, wire.StatusFailed:
 		w.failed.Add(1)
 		w.display.note("chunk %s/%d failed (%s): %s", ch.SubmissionID, ch.ChunkIndex, status, oneLine(failure, 300))
-	default: // already_finished, unknown: the chunk went elsewhere meanwhile
+	default: // already_finished, unknown: the submission ended, or the chunk went elsewhere
 		w.lost.Add(1)
-		w.display.note("chunk %s/%d: the server answered %s; the chunk went elsewhere", ch.SubmissionID, ch.ChunkIndex, status)
+		w.display.note("chunk %s/%d: %s", ch.SubmissionID, ch.ChunkIndex, w.whyGone(ch, "the server answered "+string(status)))
 	}
 }
 

@@ -1,0 +1,210 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"opsq/api/wire"
+	"opsq/queuer"
+	"opsq/queuer/submissions"
+)
+
+// When work goes wrong (DESIGN.md §3): a submission's failed chunks, retrying them (one
+// submission, or many by filter), and pausing and resuming a submission.
+
+// Bounds of the failures page.
+const (
+	// FailuresLimitDefault is the page size of GET /v1/submissions/{id}/failures without
+	// ?limit=.
+	FailuresLimitDefault = 100
+)
+
+func (s *server) failures(c echo.Context) error {
+	id, err := parseID(c.Param("id"), "id")
+	if err != nil {
+		return err
+	}
+	limit := FailuresLimitDefault
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > submissions.FailuresPageMax {
+			return badRequest("limit: must be an integer between 1 and %d", submissions.FailuresPageMax)
+		}
+		limit = n
+	}
+	after := int64(-1)
+	if v := c.QueryParam("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 0 {
+			return badRequest("after: must be a chunk index (an integer, 0 or more), the next_after of the previous page")
+		}
+		after = n
+	}
+	list, more, err := s.q.Submissions().Failures(c.Request().Context(), id, after, limit)
+	if err != nil {
+		return err
+	}
+	page := wire.Failures{Failures: make([]wire.FailedChunk, 0, len(list))}
+	for _, f := range list {
+		page.Failures = append(page.Failures, toFailedChunk(f))
+	}
+	if more && len(list) > 0 {
+		next := list[len(list)-1].ChunkIndex
+		page.NextAfter = &next
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+// toFailedChunk is a failed chunk as the wire has it: Error is its last error.
+func toFailedChunk(f queuer.FailedChunk) wire.FailedChunk {
+	out := wire.FailedChunk{ChunkIndex: f.ChunkIndex, State: f.State, Retries: f.Retries, Errors: make([]wire.AttemptError, len(f.Errors))}
+	for i, e := range f.Errors {
+		out.Errors[i] = wire.AttemptError{Error: e.Error, Consumer: e.Consumer, At: e.At.UTC()}
+	}
+	if len(f.Errors) > 0 {
+		out.Error = f.Errors[0].Error
+	}
+	return out
+}
+
+// retryBody is what POST /v1/submissions/{id}/retry and POST /v1/submissions/retry share.
+type retryBody struct {
+	Chunks     *string `json:"chunks"`
+	MaxRetries *int    `json:"max_retries"`
+}
+
+// options checks the body and returns the engine's options.
+func (b retryBody) options() (queuer.RetryOptions, error) {
+	var opts queuer.RetryOptions
+	if b.Chunks != nil {
+		switch *b.Chunks {
+		case wire.RetryFailed:
+		case wire.RetryUnfinished:
+			opts.Unfinished = true
+		default:
+			return opts, badRequest("chunks: must be %q (the failed chunks, the default) or %q (the skipped ones too), not %q",
+				wire.RetryFailed, wire.RetryUnfinished, abbreviate([]byte(*b.Chunks)))
+		}
+	}
+	if b.MaxRetries != nil {
+		if *b.MaxRetries < 0 || *b.MaxRetries > maxRetriesLimit {
+			return opts, badRequest("max_retries: must be an integer between 0 and %d", maxRetriesLimit)
+		}
+		opts.MaxRetries = b.MaxRetries
+	}
+	return opts, nil
+}
+
+func (s *server) retry(c echo.Context) error {
+	id, err := parseID(c.Param("id"), "id")
+	if err != nil {
+		return err
+	}
+	var body retryBody
+	if err := s.decodeBody(c, &body); err != nil {
+		return err
+	}
+	opts, err := body.options()
+	if err != nil {
+		return err
+	}
+	if err := s.checkOwn(c, id, "retries"); err != nil {
+		return err
+	}
+	st, err := s.q.Submissions().Retry(c.Request().Context(), id, opts)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toStatus(st))
+}
+
+func (s *server) retryMany(c echo.Context) error {
+	var body struct {
+		retryBody
+		State *string         `json:"state"`
+		Key   *string         `json:"key"`
+		Value json.RawMessage `json:"value"`
+		Limit *int            `json:"limit"`
+	}
+	if err := s.decodeBody(c, &body); err != nil {
+		return err
+	}
+	opts, err := body.options()
+	if err != nil {
+		return err
+	}
+	sel := queuer.ListOptions{State: wire.StateFailed, Limit: wire.ListLimitDefault}
+	if body.State != nil {
+		sel.State = wire.State(*body.State)
+		if !slices.Contains(wire.States(), sel.State) {
+			return badRequest("state: must be one of in_progress, completed, failed, cancelled")
+		}
+	}
+	hasValue := len(body.Value) > 0 && !isNull(body.Value)
+	switch {
+	case body.Key != nil && !hasValue:
+		return badRequest("value: required with key")
+	case body.Key == nil && hasValue:
+		return badRequest("key: required with value")
+	case body.Key != nil:
+		if *body.Key == "" || strings.ContainsRune(*body.Key, 0) || !utf8.ValidString(*body.Key) {
+			return badRequest("key: must be 1 or more bytes of UTF-8 text without NUL characters")
+		}
+		var v wire.MetadataValue
+		if err := json.Unmarshal(body.Value, &v); err != nil {
+			return badRequest("value: must be an integer (int64) or a string, not %s", abbreviate(body.Value))
+		}
+		if v.IsString() {
+			if err := checkText("value", body.Value, v.Str(), MaxStrategicValueBytes); err != nil {
+				return err
+			}
+		}
+		canonical, _ := v.MarshalJSON()
+		sel.Key, sel.Value = *body.Key, canonical
+	}
+	if body.Limit != nil {
+		if *body.Limit < 1 || *body.Limit > submissions.RetryManyMax {
+			return badRequest("limit: must be an integer between 1 and %d", submissions.RetryManyMax)
+		}
+		sel.Limit = *body.Limit
+	}
+	ids, err := s.q.Submissions().RetryMany(c.Request().Context(), sel, opts)
+	if err != nil {
+		return err
+	}
+	out := wire.Retried{Retried: make([]string, len(ids))}
+	for i, id := range ids {
+		out.Retried[i] = strconv.FormatInt(id, 10)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *server) pause(c echo.Context) error {
+	return s.pauseOrResume(c, "pauses", (*submissions.Store).Pause)
+}
+
+func (s *server) resume(c echo.Context) error {
+	return s.pauseOrResume(c, "resumes", (*submissions.Store).Resume)
+}
+
+func (s *server) pauseOrResume(c echo.Context, verb string, do func(*submissions.Store, context.Context, int64) (queuer.Status, error)) error {
+	id, err := parseID(c.Param("id"), "id")
+	if err != nil {
+		return err
+	}
+	if err := s.checkOwn(c, id, verb); err != nil {
+		return err
+	}
+	st, err := do(s.q.Submissions(), c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toStatus(st))
+}

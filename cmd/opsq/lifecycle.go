@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"opsq/api/wire"
+	"opsq/client"
+	"opsq/cmd/opsq/progress"
+)
+
+// This file holds the commands for when work goes wrong: failures, retry, pause, resume.
+
+// failuresPage is how many failed chunks "opsq failures" asks for at a time.
+const failuresPage = 1000
+
+func runFailures(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newClientFlags("failures", "ID", `List the chunks of a submission that failed at least one attempt, in chunk order: their
+state (failed: attempts spent; retrying), retries, and last error. With --json, one JSON
+object per chunk and line, with its last errors (newest first), who reported them and when.`, stderr)
+	asJSON := fs.Bool("json", false, "print one JSON object per failed chunk and line (NDJSON)")
+	limit := fs.Int64("limit", 0, "print at most `N` chunks (default: all)")
+	pos, err := fs.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *limit < 0 {
+		return fs.usageError("--limit %d: want 1 or more, or 0 for all", *limit)
+	}
+	id := pos[0]
+	c := fs.client()
+	line := progress.NewLine(stderr)
+	var tw *tabwriter.Writer
+	var enc *json.Encoder
+	if *asJSON {
+		enc = json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+	} else {
+		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "CHUNK\tSTATE\tRETRIES\tLAST ERROR")
+	}
+	var n int64
+	var after *int64
+	for {
+		size := failuresPage
+		if *limit > 0 {
+			size = int(min(*limit-n, failuresPage))
+		}
+		page, err := c.Failures(ctx, id, client.FailuresOptions{Limit: size, After: after})
+		if err != nil {
+			line.Clear()
+			return explain(err, fs.url, "")
+		}
+		for _, f := range page.Failures {
+			if enc != nil {
+				if err := enc.Encode(f); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\n", f.ChunkIndex, f.State, f.Retries, oneLine(f.Error, 200))
+			}
+		}
+		n += int64(len(page.Failures))
+		if page.NextAfter == nil || (*limit > 0 && n >= *limit) {
+			break
+		}
+		after = page.NextAfter
+		line.Show(fmt.Sprintf("failures of %s: %s chunks read", id, progress.GroupDigits(n)))
+	}
+	line.Clear()
+	if tw != nil {
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if n == 0 {
+		fmt.Fprintf(stderr, "no chunk of %s has failed an attempt\n", id)
+	}
+	return nil
+}
+
+func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newClientFlags("retry", "ID", `Retry a submission's failed chunks: they get a fresh attempt budget and are handed out
+again; completed outputs stay, and a finished submission is in progress again. With
+--unfinished, its skipped chunks too (those a failure or a cancel left undone). With
+--wait, show its progress until it finishes again.`, stderr)
+	var req wire.RetryRequest
+	unfinished := fs.Bool("unfinished", false, "retry the skipped chunks too, not only the failed ones")
+	fs.Func("max-retries", "give each chunk retried `N` retries, N+1 attempts (default: the submission's max_retries)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a whole number, 0 or more")
+		}
+		req.MaxRetries = &n
+		return nil
+	})
+	wait := fs.Bool("wait", false, "after retrying, show progress until the submission finishes; exit with status 1 if it failed again or was cancelled")
+	pos, err := fs.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	if *unfinished {
+		req.Chunks = wire.RetryUnfinished
+	}
+	c := fs.client()
+	s, err := c.Retry(ctx, id, req)
+	if err != nil {
+		return explain(err, fs.url, fmt.Sprintf(`nothing to retry: no chunk of %s failed (with --unfinished, none was skipped either); "opsq failures %s" lists what failed`, id, id))
+	}
+	fmt.Fprintf(stdout, "retrying %s: %s, %s / %s chunks done\n", s.ID, s.State, progress.GroupDigits(s.ChunksDone), progress.GroupDigits(s.ChunksTotal))
+	if !*wait {
+		return nil
+	}
+	s, err = waitFinished(ctx, c, id, progress.NewLine(stderr))
+	if err != nil {
+		return explain(err, fs.url, "")
+	}
+	return unsuccessful(s)
+}
+
+func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return pauseOrResume(ctx, "pause", `Pause a submission: nothing more of it is handed out until "opsq resume"; the chunks
+in flight finish as usual. Pausing a paused submission is harmless.`, (*client.Client).Pause, args, stdout, stderr)
+}
+
+func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return pauseOrResume(ctx, "resume", `Resume a paused submission: its chunks are handed out again at once. Resuming a
+submission that is not paused is harmless.`, (*client.Client).Resume, args, stdout, stderr)
+}
+
+func pauseOrResume(ctx context.Context, name, about string, do func(*client.Client, context.Context, string) (wire.Status, error), args []string, stdout, stderr io.Writer) error {
+	fs := newClientFlags(name, "ID", about, stderr)
+	pos, err := fs.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	s, err := do(fs.client(), ctx, id)
+	if err != nil {
+		return explain(err, fs.url, fmt.Sprintf(`it has already finished: "opsq status %s" shows how ("opsq retry %s" runs its failed chunks again)`, id, id))
+	}
+	fmt.Fprintln(stdout, formatPaused(s))
+	return nil
+}
+
+// formatPaused says whether a submission is paused, and how far it is.
+func formatPaused(s wire.Status) string {
+	state := "running"
+	if s.Paused {
+		state = "paused"
+	}
+	return fmt.Sprintf("%s %s: %s / %s chunks done", state, s.ID, progress.GroupDigits(s.ChunksDone), progress.GroupDigits(s.ChunksTotal))
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"opsq/api/wire"
+	"opsq/client"
+)
+
+// End-to-end tests of the lifecycle commands against a real opsq instance, in process
+// (startWorkServer). All but the first need the submissions store's operations.
+
+// runCLI runs one client command and returns its stdout, stderr and error.
+func runCLI(ctx context.Context, t *testing.T, run func(context.Context, []string, io.Writer, io.Writer) error, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr lockedBuffer
+	err := run(ctx, args, &stdout, &stderr)
+	return stdout.String(), stderr.String(), err
+}
+
+// TestWorkSaysTheSubmissionFailed: a command still running when another chunk fails its
+// submission is killed, and the worker says that the submission failed, not that the chunk
+// went elsewhere.
+func TestWorkSaysTheSubmissionFailed(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := startWorkServer(t)
+	c := client.New(u)
+	id := submitChunks(ctx, t, c, 0, "fail", "slow")
+	dir := t.TempDir()
+	stderr, err := runWorkTest(ctx, t, "--url", u, "--once", "--wait", "1s", "--lease", "3s", "--concurrency", "2", "--", "sh", "-c",
+		`if [ "$(cat)" = fail ]; then echo broken >&2; exit 3; fi; touch `+filepath.Join(dir, "slow")+`; sleep 60`)
+	if err != nil {
+		t.Fatalf("work: %v\n%s", err, stderr)
+	}
+	if want := "submission " + id + " failed (chunk 0: exit status 3: broken)"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr\n%s\nwant %q", stderr, want)
+	}
+	if strings.Contains(stderr, "went elsewhere") {
+		t.Errorf("stderr\n%s\nsays the chunk went elsewhere; want that the submission failed", stderr)
+	}
+}
+
+// TestWorkRetryAfterExit: a command that exits with the status given to
+// --retry-after-exit fails its chunk with --retry-after, which holds it that long.
+func TestWorkRetryAfterExit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := startWorkServer(t)
+	c := client.New(u)
+	id := submitChunks(ctx, t, c, 5, "x")
+	stderr, err := runWorkTest(ctx, t, "--url", u, "--once", "--wait", "1s", "--retry-after-exit", "75", "--retry-after", "1h",
+		"--", "sh", "-c", "echo slow down >&2; exit 75")
+	if err != nil {
+		t.Fatalf("work: %v\n%s", err, stderr)
+	}
+	// One attempt only: the chunk waits an hour before it is handed out again.
+	if !strings.Contains(stderr, "0 done, 1 failed") {
+		t.Errorf("stderr\n%s\nwant one failed attempt", stderr)
+	}
+	f, err := c.Failures(ctx, id, client.FailuresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Failures) != 1 || f.Failures[0].State != "retrying" || !strings.Contains(f.Failures[0].Error, "retry after 1h0m0s: exit status 75: slow down") {
+		t.Errorf("failures %+v; want chunk 0 retrying after its retry-later exit", f.Failures)
+	}
+}
+
+// TestLifecycleCommands: submit with the lifecycle flags, results --follow, failures,
+// retry, pause and resume, as a user runs them.
+func TestLifecycleCommands(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := startWorkServer(t)
+	c := client.New(u)
+	input := filepath.Join(t.TempDir(), "in.txt")
+	writeFile(t, input, "a\nbad\nc\n")
+	out, errOut, err := runCLI(ctx, t, runSubmit, "--url", u, "--on-failure", "continue", "--max-retries", "0",
+		"--backoff-initial", "0s", "--not-before", "0s", input)
+	if err != nil {
+		t.Fatalf("submit: %v\n%s", err, errOut)
+	}
+	id := strings.TrimSpace(out)
+	st, err := c.Status(ctx, id, 0)
+	if err != nil || string(st.OnFailure) != `"continue"` {
+		t.Fatalf("status %+v, %v; want on_failure continue", st, err)
+	}
+
+	// Follow the results while a worker runs.
+	type followed struct {
+		out, stderr string
+		err         error
+	}
+	done := make(chan followed, 1)
+	go func() {
+		out, errOut, err := runCLI(ctx, t, runResults, "--url", u, "--follow", id)
+		done <- followed{out, errOut, err}
+	}()
+	if _, err := runWorkTest(ctx, t, "--url", u, "--once", "--wait", "1s", "--", "sh", "-c",
+		`if [ "$(cat)" = bad ]; then echo nope >&2; exit 1; fi; echo ok`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case f := <-done:
+		if f.err != nil {
+			t.Fatalf("results --follow: %v\n%s", f.err, f.stderr)
+		}
+		want := `{"chunk_index":0,"output":"ok\n"}` + "\n" + `{"chunk_index":1,"state":"failed","error":"exit status 1: nope"}` + "\n" + `{"chunk_index":2,"output":"ok\n"}` + "\n"
+		if f.out != want {
+			t.Errorf("results --follow printed\n%s\nwant\n%s", f.out, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("results --follow did not end within 30s of the work")
+	}
+
+	// failures, as a table and as JSON.
+	out, errOut, err = runCLI(ctx, t, runFailures, "--url", u, id)
+	if err != nil || !strings.HasPrefix(out, "CHUNK") || !strings.Contains(out, "\n1 ") ||
+		!slices.Equal(strings.Fields(strings.Split(out, "\n")[1]), []string{"1", "failed", "0", "exit", "status", "1:", "nope"}) {
+		t.Errorf("failures: %v\n%s%s", err, out, errOut)
+	}
+	out, _, err = runCLI(ctx, t, runFailures, "--url", u, "--json", id)
+	var fc wire.FailedChunk
+	if err != nil || json.Unmarshal([]byte(out), &fc) != nil || fc.ChunkIndex != 1 || len(fc.Errors) != 1 {
+		t.Errorf("failures --json: %v\n%s; want chunk 1 with its error", err, out)
+	}
+
+	// retry, then pause and resume.
+	out, errOut, err = runCLI(ctx, t, runRetry, "--url", u, "--max-retries", "2", id)
+	if err != nil || !strings.Contains(out, "retrying "+id+": in_progress") {
+		t.Errorf("retry: %v\n%s%s", err, out, errOut)
+	}
+	if _, errOut, err = runCLI(ctx, t, runRetry, "--url", u, "--max-retries", "2", "12345"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("retry of an unknown id: %v %s; want a 404", err, errOut)
+	}
+	out, _, err = runCLI(ctx, t, runPause, "--url", u, id)
+	if err != nil || !strings.HasPrefix(out, "paused "+id) {
+		t.Errorf("pause: %v %q; want paused", err, out)
+	}
+	out, _, err = runCLI(ctx, t, runResume, "--url", u, id)
+	if err != nil || !strings.HasPrefix(out, "running "+id) {
+		t.Errorf("resume: %v %q; want running", err, out)
+	}
+	if _, err := c.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err = runCLI(ctx, t, runPause, "--url", u, id); err == nil || !strings.Contains(err.Error(), "already finished") {
+		t.Errorf("pause of a cancelled submission: %v; want the 409 explained", err)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
