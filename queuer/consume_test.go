@@ -17,7 +17,7 @@ import (
 
 // retryAtOnce is the lifecycle of a submission whose failed attempts are retried with no
 // backoff: reservable again at once.
-var retryAtOnce = Lifecycle{Backoff: submissions.Backoff{Initial: new(time.Duration)}}
+var retryAtOnce = Lifecycle{Backoff: submissions.Backoff{Factor: 2, Max: time.Minute}}
 
 func reserveN(t *testing.T, q *Queuer, req ReserveRequest) []Chunk {
 	t.Helper()

@@ -122,7 +122,7 @@ func TestRetryBackoff(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
 	initial := 1500 * time.Millisecond
-	id := submitN(t, q, 2, NewSubmission{Lifecycle: Lifecycle{Backoff: submissions.Backoff{Initial: &initial}}})
+	id := submitN(t, q, 2, NewSubmission{Lifecycle: Lifecycle{Backoff: submissions.Backoff{Initial: initial, Factor: 2, Max: time.Minute}}})
 	chunks := reserveN(t, q, ReserveRequest{Max: 2, Strategy: strategy.Node{Kind: strategy.OldestFirst}})
 	if len(chunks) != 2 {
 		t.Fatalf("reserved %d chunks; want 2", len(chunks))

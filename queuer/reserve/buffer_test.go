@@ -106,7 +106,7 @@ func TestBufferNeverHandsOutAChunkFinishedSinceItsScan(t *testing.T) {
 	setBufferLifetime(q, time.Minute)
 	waitAllShards(t, q)
 	const total = 2400                                                                                                                           // about 300 in each window of 8 shards that a random scan reads
-	submitN(t, q, total, submissions.NewSubmission{Lifecycle: submissions.Lifecycle{Backoff: submissions.Backoff{Initial: new(time.Duration)}}}) // retried at once
+	submitN(t, q, total, submissions.NewSubmission{Lifecycle: submissions.Lifecycle{Backoff: submissions.Backoff{Factor: 2, Max: time.Minute}}}) // retried at once
 	random := Request{Max: 1, Strategy: strategy.Node{Kind: strategy.Random}}
 	if c := reserveN(t, q, random); len(c) != 1 {
 		t.Fatalf("the first random reserve got %d chunks; want 1", len(c))

@@ -1,7 +1,6 @@
 package submissions
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"time"
@@ -75,11 +74,10 @@ func (l Lifecycle) params(id, total int64) (opsqsql.SubmissionLifecycleInsertPar
 	}
 	p := opsqsql.SubmissionLifecycleInsertParams{
 		ID: id, OnFailure: l.OnFailure, MaxFailed: l.Policy.maxFailed(total),
-		BackoffInitial: BackoffInitialDefault, BackoffFactor: cmp.Or(l.Backoff.Factor, BackoffFactorDefault),
-		BackoffMax: cmp.Or(l.Backoff.Max, BackoffMaxDefault),
+		BackoffInitial: BackoffInitialDefault, BackoffFactor: BackoffFactorDefault, BackoffMax: BackoffMaxDefault,
 	}
-	if l.Backoff.Initial != nil {
-		p.BackoffInitial = *l.Backoff.Initial // "0s" retries at once
+	if l.Backoff != (Backoff{}) {
+		p.BackoffInitial, p.BackoffFactor, p.BackoffMax = l.Backoff.Initial, l.Backoff.Factor, l.Backoff.Max
 	}
 	if p.OnFailure == nil {
 		p.OnFailure = json.RawMessage(`"fail_submission"`)
@@ -91,10 +89,11 @@ func (l Lifecycle) params(id, total int64) (opsqsql.SubmissionLifecycleInsertPar
 }
 
 // Backoff is how long a retried chunk waits before it is reservable again: Initial ×
-// Factor^(retries−1), at most Max, ±20 % jitter. A nil Initial and zero Factor and Max are
-// the defaults (an Initial of 0 retries at once).
+// Factor^(retries−1), at most Max, ±20 % jitter. Its zero value is the defaults (1 s, 2,
+// 1 min); any other value is taken as it is, every field (an Initial of 0 retries at
+// once): the api fills in the defaults of the fields a producer leaves out.
 type Backoff struct {
-	Initial *time.Duration
+	Initial time.Duration
 	Factor  float64
 	Max     time.Duration
 }
