@@ -32,7 +32,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	fs.SetOutput(stderr)
 	cfg := benchArgs{Config: bench.Config{IngestChunks: bench.IngestChunksDefault, BurndownChunks: bench.BurndownChunksDefault,
 		RSSReservations: bench.RSSReservationsDefault, DistinctSubmissions: bench.DistinctSubmissionsDefault,
-		DistinctValues: bench.DistinctValuesDefault}}
+		DistinctValues: bench.DistinctValuesDefault, FailureChunks: bench.FailureChunksDefault}}
 	envString(fs, &cfg.databaseURL, "database-url", "OPSQ_DATABASE_URL", "",
 		"PostgreSQL `URL` of the server to measure on; the bench creates a scratch database opsq_bench_<pid> through this URL's database, and drops it at the end")
 	envString(fs, &cfg.devCluster, "dev-cluster", "OPSQ_DEV_CLUSTER", benchDevClusterDefault,
@@ -53,6 +53,8 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	fs.IntVar(&cfg.DistinctHeld, "distinct-held", bench.DistinctHeldDefault, "distinct: `N` reservations held, each saturating its value, while the reserves are timed; fewer than --distinct-values")
 	fs.IntVar(&cfg.ParkedConsumers, "parked-consumers", bench.ParkedConsumersDefault, "parked: `N` consumers parked (reserve max 1, wait 60s) before as many chunks arrive")
 	fs.IntVar(&cfg.ParkedProducers, "parked-producers", bench.ParkedProducersDefault, "parked: `N` producers waiting on their one-chunk submissions (status ?wait=60s) while they are completed")
+	fs.Var((*countFlag)(&cfg.FailureChunks), "failure-chunks", "failures: `N` chunks in each of the two submissions burnt down, the failing one and the clean one")
+	fs.Float64Var(&cfg.FailureRate, "failure-rate", bench.FailureRateDefault, "failures: the `share` of its attempts that a consumer fails (retry true), 0 to 1")
 	fs.Var((*countFlag)(&cfg.RSSReservations), "rss-reservations", "rss: `N` live reservations held by instance 0 when its memory is read")
 	fs.BoolVar(&cfg.River, "river", false, "burndown: first build River's burn-down (the Go module in --river-dir) and run it on the same PostgreSQL with as many jobs, then compare: jobs/s, PostgreSQL CPU and WAL per job")
 	fs.StringVar(&cfg.RiverDir, "river-dir", "", "burndown --river: the `directory` of the River module (cmd/opsq/bench/river of the source tree); empty: where this binary was built from, else ./cmd/opsq/bench/river")
@@ -95,6 +97,11 @@ workloads:
             all are served, and the instances' memory per parked consumer; then
             --parked-producers producers wait on their submissions while they are completed:
             how long after its last completion each is told
+  failures  --consumers consumers burn down a --failure-chunks submission (on_failure continue,
+            retry_backoff initial 0s), failing --failure-rate of their attempts (retry true)
+            and completing the rest; then as many chunks without failures: both rates, their
+            ratio, chunks failed for good, and chunks handed out while a reservation of them
+            was live (not in the default list: run it with --workload failures)
 
 flags:`)
 		printFlagDefaults(fs)

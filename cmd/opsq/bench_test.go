@@ -66,6 +66,25 @@ func TestParseBenchArgs(t *testing.T) {
 		{name: "zero values", args: []string{"--distinct-values", "0"}, wantErr: errUsage},
 		{name: "too few submissions for the reserves", args: []string{"--workload", "distinct", "--distinct-submissions", "2519",
 			"--distinct-values", "600"}, wantErr: errUsage},
+		{
+			name: "failures",
+			args: []string{"--workload", "failures,latency", "--failure-chunks", "2k", "--failure-rate", "0.05"},
+			check: func(t *testing.T, cfg benchArgs) {
+				if cfg.FailureChunks != 2000 || cfg.FailureRate != 0.05 {
+					t.Errorf("got --failure-chunks %d, --failure-rate %g; want 2000, 0.05", cfg.FailureChunks, cfg.FailureRate)
+				}
+			},
+		},
+		{
+			name: "failures defaults",
+			check: func(t *testing.T, cfg benchArgs) {
+				if cfg.FailureChunks != 100_000 || cfg.FailureRate != 0.01 {
+					t.Errorf("got --failure-chunks %d, --failure-rate %g; want 100000, 0.01", cfg.FailureChunks, cfg.FailureRate)
+				}
+			},
+		},
+		{name: "failure rate over 1", args: []string{"--failure-rate", "1.5"}, wantErr: errUsage},
+		{name: "no failure chunk", args: []string{"--failure-chunks", "0"}, wantErr: errUsage},
 		{name: "few submissions fine without distinct", args: []string{"--workload", "ingest", "--distinct-submissions", "10",
 			"--distinct-values", "5", "--distinct-held", "4"}},
 	}
@@ -92,7 +111,7 @@ func TestBenchHelpListsEveryFlagWithDefault(t *testing.T) {
 	help := b.String()
 	for _, name := range []string{"database-url", "dev-cluster", "instances", "workload", "ingest-chunks", "burndown-chunks",
 		"consumers", "max", "backlogs", "samples", "rss-reservations", "river-rate", "json",
-		"distinct-submissions", "distinct-values", "distinct-held"} {
+		"distinct-submissions", "distinct-values", "distinct-held", "failure-chunks", "failure-rate"} {
 		i := strings.Index(help, "\n  --"+name+" ")
 		if i < 0 {
 			i = strings.Index(help, "\n  --"+name+"\n")

@@ -19,10 +19,11 @@ const (
 	workloadRSS      = "rss"
 	workloadAbuse    = "abuse"
 	workloadParked   = "parked"
+	workloadFailures = "failures"
 )
 
 // Workloads names the workloads, in the order "opsq bench --help" lists them.
-var Workloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadAbuse}
+var Workloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadFailures, workloadAbuse}
 
 // Config is what "opsq bench" is asked to measure; its flags set it (cmd/opsq/bench.go).
 type Config struct {
@@ -71,6 +72,10 @@ type Config struct {
 	AbuseKeys       int           // abuse: keys of the hostile submission. Defaults to 300 000.
 	ParkedConsumers int           // parked: parked consumers. Defaults to 10 000.
 	ParkedProducers int           // parked: waiting producers. Defaults to 10 000.
+	FailureChunks   int64         // failures: chunks of each of the two submissions. Defaults to 100 000.
+	// FailureRate is the share of its attempts that a consumer of the failures workload
+	// fails (retry true), 0 to 1. Defaults to 0.01.
+	FailureRate float64
 }
 
 // Defaults of Config; the sizes are those of DESIGN.md §6, except the large latency
@@ -96,8 +101,10 @@ const (
 	AbuseMethodsDefault        = 3_000
 	AbuseBigChunksDefault      = 10_000
 	AbuseKeysDefault           = 300_000
-	ParkedConsumersDefault     = 10_000 // DESIGN.md §6's size
-	ParkedProducersDefault     = 10_000 // DESIGN.md §6's size
+	ParkedConsumersDefault     = 10_000  // DESIGN.md §6's size
+	ParkedProducersDefault     = 10_000  // DESIGN.md §6's size
+	FailureChunksDefault       = 100_000 // DESIGN.md §6's size
+	FailureRateDefault         = 0.01    // DESIGN.md §6's rate
 )
 
 // latencyWarmup is how many reserves the latency workload makes, untimed, before it
@@ -130,6 +137,10 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("--parked-consumers %d, --parked-producers %d: want 1 or more", cfg.ParkedConsumers, cfg.ParkedProducers)
 	case cfg.RSSReservations < 1:
 		return fmt.Errorf("--rss-reservations %d: want 1 or more", cfg.RSSReservations)
+	case cfg.FailureChunks < 1:
+		return fmt.Errorf("--failure-chunks %d: want 1 or more", cfg.FailureChunks)
+	case !(cfg.FailureRate >= 0 && cfg.FailureRate <= 1):
+		return fmt.Errorf("--failure-rate %g: want 0 to 1", cfg.FailureRate)
 	case cfg.RiverRate < 0:
 		return fmt.Errorf("--river-rate %g: want 0 (not compared) or more", cfg.RiverRate)
 	case cfg.AbuseDuration < time.Second || cfg.AbuseDuration > time.Hour:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
@@ -94,55 +95,22 @@ func (r *benchRun) burndown(ctx context.Context) error {
 		return err
 	}
 	defer r.discard(ctx, created.ID)
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	b := &burndown{id: created.ID, total: n, deliveries: make([]atomic.Int32, n), finish: cancel}
 	before, err := r.env.cost.sample(ctx)
 	if err != nil {
 		return err
 	}
-	b.start = time.Now()
-	var wg sync.WaitGroup
-	for i := range r.cfg.Consumers {
-		c := r.env.clients[i%len(r.env.clients)]
-		wg.Go(func() {
-			if err := b.consume(runCtx, c, r.cfg.Max, fmt.Sprintf("bench-consumer-%d", i)); err != nil {
-				cancel(err)
-			}
-		})
-	}
-	wg.Go(func() { b.watch(runCtx) })
-	stop := r.showProgress(b.describe)
-	wg.Wait()
-	stop()
-	if cause := context.Cause(runCtx); !errors.Is(cause, errBurndownDone) {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return cause
+	b, err := r.burnDown(ctx, "burndown", created.ID, n, 0)
+	if err != nil {
+		return err
 	}
 	took := b.end.Sub(b.start)
 	spent, err := r.env.cost.since(ctx, before)
 	if err != nil {
 		return err
 	}
-
-	st, err := r.env.clients[0].Status(ctx, b.id, 10*time.Second)
+	twice, err := r.checkBurnDown(ctx, b)
 	if err != nil {
-		return fmt.Errorf("reading the submission's final state: %w", err)
-	}
-	if st.State != wire.StateCompleted || st.ChunksDone != n {
-		r.broke("burndown: every chunk was completed, yet the submission is %s with %d of %d chunks done", st.State, st.ChunksDone, n)
-	}
-	twice, never := b.counts()
-	if twice > 0 {
-		r.broke("burndown: %d chunks handed out more than once (lease 5m, none expired)", twice)
-	}
-	if never > 0 {
-		r.broke("burndown: %d chunks never handed out, yet the submission finished", never)
-	}
-	if o := b.otherStatus.Load(); o > 0 {
-		r.broke("burndown: %d completions answered other than %q", o, wire.StatusCompleted)
+		return err
 	}
 
 	rateRow := measured("burndown.rate", fmt.Sprintf("%s chunks, %d consumers, max %d", progress.GroupDigits(n), r.cfg.Consumers, r.cfg.Max),
@@ -173,6 +141,72 @@ func (r *benchRun) burndown(ctx context.Context) error {
 	return nil
 }
 
+// burnDown runs --consumers consumers, consumer i talking to instance i % --instances,
+// that reserve (--max at a time) and finish the chunks of submission id, its n chunks
+// inserted already, until every one is finished; label names it in the progress and in
+// what broke. A consumer fails (retry true) failRate of its attempts at the submission's
+// chunks, at random, and completes the rest; 0: it completes every one. checkBurnDown
+// then checks the outcome.
+func (r *benchRun) burnDown(ctx context.Context, label, id string, n int64, failRate float64) (*burndown, error) {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	b := &burndown{label: label, id: id, total: n, failRate: failRate, deliveries: make([]atomic.Int32, n), finish: cancel}
+	if failRate > 0 {
+		b.releases = make([]atomic.Int32, n)
+	}
+	b.start = time.Now()
+	var wg sync.WaitGroup
+	for i := range r.cfg.Consumers {
+		c := r.env.clients[i%len(r.env.clients)]
+		wg.Go(func() {
+			if err := b.consume(runCtx, c, r.cfg.Max, fmt.Sprintf("bench-consumer-%d", i)); err != nil {
+				cancel(err)
+			}
+		})
+	}
+	wg.Go(func() { b.watch(runCtx) })
+	stop := r.showProgress(b.describe)
+	wg.Wait()
+	stop()
+	if cause := context.Cause(runCtx); !errors.Is(cause, errBurndownDone) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, cause
+	}
+	return b, nil
+}
+
+// checkBurnDown checks what a finished burn-down's own figures cannot hide: the
+// submission's final state, no chunk handed out while a reservation of it was live, none
+// never handed out, every answer as expected. What it finds is recorded as broken, and the
+// bench goes on. It returns how many chunks were handed out while reserved.
+func (r *benchRun) checkBurnDown(ctx context.Context, b *burndown) (twice int64, err error) {
+	st, err := r.env.clients[0].Status(ctx, b.id, 10*time.Second)
+	if err != nil {
+		return 0, fmt.Errorf("reading the submission's final state: %w", err)
+	}
+	n, failed, want := b.total, b.failed.Load(), wire.StateCompleted
+	if failed > 0 {
+		want = wire.StateFailed
+	}
+	if st.State != want || st.ChunksDone != n-failed || st.ChunksFailed != failed {
+		r.broke("%s: every chunk was finished, %d of them failed for good, yet the submission is %s with %d of %d chunks done and %d failed; want %s",
+			b.label, failed, st.State, st.ChunksDone, n, st.ChunksFailed, want)
+	}
+	twice, never := b.counts()
+	if twice > 0 {
+		r.broke("%s: %d chunks handed out while a reservation of them was live (lease 5m, none expired)", b.label, twice)
+	}
+	if never > 0 {
+		r.broke("%s: %d chunks never handed out, yet the submission finished", b.label, never)
+	}
+	if o := b.otherStatus.Load(); o > 0 {
+		r.broke("%s: %d completions or fails answered other than %q, %q or %q", b.label, o, wire.StatusCompleted, wire.StatusRetrying, wire.StatusFailed)
+	}
+	return twice, nil
+}
+
 // costRows are the rows of what PostgreSQL spent per item (a chunk, a job) over n items:
 // its CPU, when measured, and its WAL.
 func (r *benchRun) costRows(cpuKey, walKey, item string, spent pgSpent, n int64) (cpuRow, walRow benchRow) {
@@ -201,20 +235,29 @@ var errBurndownDone = errors.New("every chunk completed")
 
 // burndown is the state of a running burn-down; its methods are safe for concurrent use.
 type burndown struct {
-	id         string
-	total      int64
-	deliveries []atomic.Int32 // times each chunk was handed out
+	label    string // "burndown", or the workload and which of its burn-downs
+	id       string
+	total    int64
+	failRate float64 // the share of attempts at the submission's chunks failed, retry true
+	// deliveries counts the times each chunk was handed out, releases the attempts given
+	// back by a fail (nil when failRate is 0): a chunk is reserved while deliveries exceed
+	// releases. A release is counted before the fail is sent, so that the next delivery,
+	// which the fail makes possible, sees it.
+	deliveries []atomic.Int32
+	releases   []atomic.Int32
 	finish     context.CancelCauseFunc
 	start      time.Time
-	end        time.Time // written once, by the consumer that completes the last chunk
+	end        time.Time // written once, by the consumer that finishes the last chunk
 
-	done        atomic.Int64 // chunks completed
-	otherStatus atomic.Int64 // completions answered other than "completed"
+	done        atomic.Int64 // chunks finished: completed, or failed for good
+	failed      atomic.Int64 // chunks failed for good (their attempts spent)
+	failures    atomic.Int64 // attempts failed (retry true)
+	otherStatus atomic.Int64 // completions answered other than "completed", fails other than "retrying" or "failed"
 	foreign     atomic.Int64 // chunks of other submissions
-	twice       atomic.Int64 // chunks handed out more than once
+	twice       atomic.Int64 // chunks handed out while reserved already
 }
 
-// consume reserves and completes chunks until ctx ends.
+// consume reserves chunks and completes them, or fails some (failRate), until ctx ends.
 func (b *burndown) consume(ctx context.Context, c *client.Client, max int, name string) error {
 	req := wire.ReserveRequest{Max: max, Strategy: randomStrategy, Lease: "5m", Wait: "1s", Consumer: name}
 	for {
@@ -228,10 +271,39 @@ func (b *burndown) consume(ctx context.Context, c *client.Client, max int, name 
 		if len(chunks) == 0 {
 			continue // the rest is reserved by other consumers
 		}
-		completions := make([]wire.Completion, len(chunks))
-		for i, ch := range chunks {
-			b.delivered(ch)
-			completions[i] = wire.Completion{Token: ch.Token, Output: "ok"}
+		completions, ours := make([]wire.Completion, 0, len(chunks)), make([]bool, 0, len(chunks))
+		var fails []wire.ChunkFailure
+		for _, ch := range chunks {
+			own := b.delivered(ch)
+			if own && b.failRate > 0 && rand.Float64() < b.failRate {
+				b.releases[ch.ChunkIndex].Add(1)
+				fails = append(fails, wire.ChunkFailure{Token: ch.Token, Error: "opsq bench: a failure at random (--failure-rate)", Retry: &retryTrue})
+				continue
+			}
+			completions, ours = append(completions, wire.Completion{Token: ch.Token, Output: "ok"}), append(ours, own)
+		}
+		if len(fails) > 0 {
+			results, err := c.Fail(ctx, fails...)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("failing: %w", err)
+			}
+			b.failures.Add(int64(len(fails)))
+			for _, res := range results {
+				switch res.Status {
+				case wire.StatusRetrying:
+				case wire.StatusFailed:
+					b.failed.Add(1)
+					b.finished()
+				default:
+					b.otherStatus.Add(1)
+				}
+			}
+		}
+		if len(completions) == 0 {
+			continue
 		}
 		results, err := c.Complete(ctx, completions...)
 		if ctx.Err() != nil {
@@ -244,39 +316,52 @@ func (b *burndown) consume(ctx context.Context, c *client.Client, max int, name 
 			switch {
 			case res.Status != wire.StatusCompleted:
 				b.otherStatus.Add(1)
-			case chunks[i].SubmissionID == b.id && b.done.Add(1) == b.total:
-				b.end = time.Now()
-				b.finish(errBurndownDone)
+			case ours[i]:
+				b.finished()
 			}
 		}
 	}
 }
 
-// delivered counts a chunk handed out.
-func (b *burndown) delivered(ch wire.ReservedChunk) {
+// retryTrue is a fail's retry: the attempt counts, and the chunk is reservable again.
+var retryTrue = true
+
+// finished counts a chunk of the submission finished, and ends the burn-down at the last.
+func (b *burndown) finished() {
+	if b.done.Add(1) == b.total {
+		b.end = time.Now()
+		b.finish(errBurndownDone)
+	}
+}
+
+// delivered counts a chunk handed out, and reports whether it is of the submission.
+func (b *burndown) delivered(ch wire.ReservedChunk) bool {
 	if ch.SubmissionID != b.id || ch.ChunkIndex < 0 || ch.ChunkIndex >= b.total {
 		b.foreign.Add(1)
-		return
+		return false
 	}
-	if b.deliveries[ch.ChunkIndex].Add(1) == 2 {
+	d := b.deliveries[ch.ChunkIndex].Add(1)
+	if b.releases != nil {
+		d -= b.releases[ch.ChunkIndex].Load()
+	}
+	if d == 2 {
 		b.twice.Add(1)
 	}
+	return true
 }
 
-// counts returns how many chunks were handed out more than once, and never.
+// counts returns how many chunks were handed out while a reservation of them was live,
+// and how many never.
 func (b *burndown) counts() (twice, never int64) {
 	for i := range b.deliveries {
-		switch d := b.deliveries[i].Load(); {
-		case d == 0:
+		if b.deliveries[i].Load() == 0 {
 			never++
-		case d > 1:
-			twice++
 		}
 	}
-	return twice, never
+	return b.twice.Load(), never
 }
 
-// watch stops the burn-down when no chunk has been completed for burndownStallTimeout.
+// watch stops the burn-down when no chunk has been finished for burndownStallTimeout.
 func (b *burndown) watch(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -290,7 +375,7 @@ func (b *burndown) watch(ctx context.Context) {
 		if d := b.done.Load(); d != last {
 			last, since = d, time.Now()
 		} else if time.Since(since) > burndownStallTimeout {
-			b.finish(fmt.Errorf("no chunk completed for %s, %s of %s done: chunks lost, or a server stuck",
+			b.finish(fmt.Errorf("no chunk finished for %s, %s of %s done: chunks lost, or a server stuck",
 				burndownStallTimeout, progress.GroupDigits(d), progress.GroupDigits(b.total)))
 			return
 		}
@@ -300,8 +385,12 @@ func (b *burndown) watch(ctx context.Context) {
 // describe is the progress line of the burn-down.
 func (b *burndown) describe() string {
 	done := b.done.Load()
-	return fmt.Sprintf("burndown: %s / %s chunks done (%d%%), %s chunks/s, %d handed out twice", progress.GroupDigits(done), progress.GroupDigits(b.total),
+	s := fmt.Sprintf("%s: %s / %s chunks done (%d%%), %s chunks/s, %d handed out twice", b.label, progress.GroupDigits(done), progress.GroupDigits(b.total),
 		progress.Percent(done, b.total), progress.GroupDigits(progress.RoundSignificant(perSecond(done, time.Since(b.start)), 3)), b.twice.Load())
+	if b.failRate > 0 {
+		s += fmt.Sprintf(", %s attempts failed, %s chunks failed for good", progress.GroupDigits(b.failures.Load()), progress.GroupDigits(b.failed.Load()))
+	}
+	return s
 }
 
 // latencyMetadata is the strategic metadata of the latency backlog, so that the strategies
@@ -571,6 +660,11 @@ func (r *benchRun) submit(ctx context.Context, c *client.Client, n int64, label 
 
 // submitWith is submit with strategic metadata on the submission.
 func (r *benchRun) submitWith(ctx context.Context, c *client.Client, n int64, label string, meta map[string]wire.MetadataValue) (wire.Created, time.Duration, error) {
+	return r.submitHeader(ctx, c, n, label, wire.SubmissionHeader{StrategicMetadata: meta})
+}
+
+// submitHeader is submit with the fields of h on the submission; its metadata names label.
+func (r *benchRun) submitHeader(ctx context.Context, c *client.Client, n int64, label string, h wire.SubmissionHeader) (wire.Created, time.Duration, error) {
 	gen := &chunkLines{n: n}
 	start := time.Now()
 	stop := r.showProgress(func() string {
@@ -581,7 +675,8 @@ func (r *benchRun) submitWith(ctx context.Context, c *client.Client, n int64, la
 		return fmt.Sprintf("%s: sent %s / %s chunks (%d%%), %s chunks/s", label, progress.GroupDigits(sent), progress.GroupDigits(n),
 			progress.Percent(sent, n), progress.GroupDigits(progress.RoundSignificant(perSecond(sent, elapsed), 3)))
 	})
-	created, err := c.SubmitNDJSON(ctx, wire.SubmissionHeader{Metadata: "opsq bench: " + label, StrategicMetadata: meta}, gen)
+	h.Metadata = "opsq bench: " + label
+	created, err := c.SubmitNDJSON(ctx, h, gen)
 	took := time.Since(start)
 	stop()
 	if err != nil {
