@@ -47,6 +47,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	backlogList := fs.String("backlogs", bench.BacklogsDefault, "latency: comma-separated backlog `sizes` to measure the reserve latency at (DESIGN.md §6 names 4M)")
 	strategyList := fs.String("strategies", "random", "latency: `list` of strategies, separated by ';', in the text or JSON form, each timed at every backlog size (the targets are random's)")
 	fs.IntVar(&cfg.Samples, "samples", bench.SamplesDefault, "latency, distinct: `N` reserves timed at each backlog size, and with prefer_distinct")
+	fs.Var((*waitingFlag)(&cfg.Waiting), "waiting", "latency: `N` chunks that wait (a submission with not_before a day ahead) added beside each backlog once it is timed, then the backlog timed again beside them (0: none)")
 	fs.BoolVar(&cfg.Vacuum, "vacuum", false, "latency: VACUUM ANALYZE the chunks after loading each backlog, before timing it (as once autovacuum has caught up)")
 	fs.Var((*countFlag)(&cfg.DistinctSubmissions), "distinct-submissions", "distinct: `N` single-chunk submissions in the backlog")
 	fs.Var((*countFlag)(&cfg.DistinctValues), "distinct-values", "distinct: `N` values of company_id over the submissions (submission i has i % N)")
@@ -81,7 +82,9 @@ workloads:
             chunks handed out twice, and what PostgreSQL spent per chunk (CPU when the
             server is local, WAL bytes); with --river, River's burn-down of as many jobs
             first, on the same PostgreSQL, and the ratios
-  latency   one consumer times --samples reserves (max 1, random) at each --backlogs size
+  latency   one consumer times --samples reserves (max 1, random) at each --backlogs size;
+            with --waiting N, then again beside N chunks that wait (not_before a day ahead),
+            and the ratio of the two
   distinct  --distinct-submissions single-chunk submissions (inserted with COPY, not through
             the API) over --distinct-values values of company_id; one consumer holds
             --distinct-held reservations, then times --samples reserves (max 1, prefer_distinct
@@ -190,6 +193,19 @@ func (c *countFlag) Set(s string) error {
 	}
 	*c = countFlag(n * mult)
 	return nil
+}
+
+// waitingFlag is a flag value of a count that may be 0: "0", "20000", "20k" or "1M".
+type waitingFlag int64
+
+func (w *waitingFlag) String() string { return strconv.FormatInt(int64(*w), 10) }
+
+func (w *waitingFlag) Set(s string) error {
+	if strings.TrimSpace(s) == "0" {
+		*w = 0
+		return nil
+	}
+	return (*countFlag)(w).Set(s)
 }
 
 // printFlagDefaults is flag.PrintDefaults with every default shown, zero values included.

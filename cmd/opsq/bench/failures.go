@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"opsq/api/wire"
 	"opsq/client"
@@ -16,12 +17,15 @@ import (
 )
 
 // The failures workload of "opsq bench" (DESIGN.md §6, "Failure"), and the submissions
-// with lifecycle fields (DESIGN.md §3) that it makes.
+// with lifecycle fields (DESIGN.md §3) that it and the latency workload's waiting chunks
+// make.
 
 // Targets of DESIGN.md §6's failure line.
 const (
-	failureRateTarget = 0.90 // the failing burn-down's rate over the clean one's, at least
-	failureRateDesign = 0.01 // the share of failed attempts the target is for
+	failureRateTarget   = 0.90 // the failing burn-down's rate over the clean one's, at least
+	failureRateDesign   = 0.01 // the share of failed attempts the target is for
+	waitingP50Target    = 1.5  // reserve p50 beside waiting chunks over the same without, at most
+	waitingNotBeforeFor = "24h"
 )
 
 // failuresHeader is the header of both submissions of the failures workload: a chunk whose
@@ -176,4 +180,27 @@ func sameJSON(a, b json.RawMessage) bool {
 		return false
 	}
 	return bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
+// waitingChunks is a submission of chunks that wait (not_before a day ahead) beside a
+// latency backlog: the reserves timed beside it must not hand out any of them.
+type waitingChunks struct {
+	id      string
+	n       int64
+	refused string // why the chunks do not wait, if they do not (submitLifecycle)
+	seen    int64  // of its chunks handed out by the timed reserves
+}
+
+// addWaiting submits --waiting chunks with not_before a day ahead, through c.
+func (r *benchRun) addWaiting(ctx context.Context, c *client.Client, size int64) (*waitingChunks, error) {
+	n := r.cfg.Waiting
+	label := fmt.Sprintf("latency: %s waiting chunks beside backlog %s", progress.GroupDigits(n), progress.GroupDigits(size))
+	start := time.Now()
+	created, refused, err := r.submitLifecycle(ctx, c, n, label,
+		wire.SubmissionHeader{NotBefore: waitingNotBeforeFor, StrategicMetadata: latencyMetadata})
+	if err != nil {
+		return nil, err
+	}
+	r.say("%s: submitted in %s", label, progress.Duration(time.Since(start)))
+	return &waitingChunks{id: created.ID, n: n, refused: refused}, nil
 }

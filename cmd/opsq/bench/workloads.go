@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -401,16 +402,25 @@ var latencyMetadata = map[string]wire.MetadataValue{"company_id": wire.Int(7), "
 // latency measures the reserve round trip at each --backlogs size: a fresh backlog of
 // that size (the previous one cancelled), then one consumer, consumer 0, times --samples
 // sequential reserves of one chunk with each of --strategies, each reserve followed by an
-// untimed complete. The targets are the random strategy's (DESIGN.md §6).
+// untimed complete. With --waiting N, it then adds N chunks that wait (not_before a day
+// ahead) and times the backlog again beside them. The targets are the random strategy's
+// (DESIGN.md §6).
 func (r *benchRun) latency(ctx context.Context) error {
 	c := r.env.clients[0]
 	var stats []latencyStats // random's, per backlog
-	prev := ""
-	for _, size := range r.cfg.Backlogs {
-		if prev != "" {
-			if _, err := r.cancel(ctx, prev); err != nil {
+	var prev []string        // the submissions of the previous backlog
+	cancelPrev := func() error {
+		for _, id := range prev {
+			if _, err := r.cancel(ctx, id); err != nil {
 				return err
 			}
+		}
+		prev = nil
+		return nil
+	}
+	for _, size := range r.cfg.Backlogs {
+		if err := cancelPrev(); err != nil {
+			return err
 		}
 		label := "latency backlog " + progress.GroupDigits(size)
 		created, _, err := r.submitWith(ctx, c, size, label, latencyMetadata)
@@ -418,49 +428,35 @@ func (r *benchRun) latency(ctx context.Context) error {
 			return err
 		}
 		defer r.discard(ctx, created.ID)
-		prev = created.ID
+		prev = append(prev, created.ID)
 		if r.cfg.Vacuum {
 			if err := r.vacuumChunks(ctx, label); err != nil {
 				return err
 			}
 		}
-		for _, n := range r.cfg.Strategies {
-			js, err := json.Marshal(n)
-			if err != nil {
-				return err
-			}
-			req := wire.ReserveRequest{Max: 1, Strategy: js, Lease: "5m", Consumer: "bench-latency"}
-			reserves, completes, err := r.timeReserves(ctx, c, req, label+", "+n.String(), nil)
-			if err != nil {
-				return fmt.Errorf("%s: %w", n, err)
-			}
-			st, ct := summarize(reserves), summarize(completes)
-			at, key := "backlog "+progress.GroupDigits(size)+", ", fmt.Sprintf("latency.%d.", size)
-			if r.cfg.Vacuum {
-				at = "backlog " + progress.GroupDigits(size) + " vacuumed, "
-			}
-			if n.Kind != strategy.Random || len(r.cfg.Strategies) > 1 {
-				at += n.String() + ", "
-				key += n.String() + "."
-			}
-			p50 := measured(key+"reserve_p50", at+"reserve p50", inMillis(st.P50), unitMillis)
-			p99 := measured(key+"reserve_p99", at+"reserve p99", inMillis(st.P99), unitMillis)
-			if n.Equal(strategy.Default) {
-				stats = append(stats, st)
-				p50, p99 = p50.want("<=", latencyP50TargetMs), p99.want("<=", latencyP99TargetMs)
-			}
-			r.report.add(p50,
-				measured(key+"reserve_p90", at+"reserve p90", inMillis(st.P90), unitMillis),
-				p99,
-				measured(key+"reserve_max", at+"reserve max", inMillis(st.Max), unitMillis),
-				measured(key+"complete_p50", at+"complete p50", inMillis(ct.P50), unitMillis).note("of the chunk just reserved; no target"),
-				measured(key+"complete_p99", at+"complete p99", inMillis(ct.P99), unitMillis).note("no target"),
-			)
-			r.say("%s, %s: reserve p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (%d samples); complete p50 %.2f ms, p99 %.2f ms", label, n,
-				inMillis(st.P50), inMillis(st.P90), inMillis(st.P99), inMillis(st.Max), st.N, inMillis(ct.P50), inMillis(ct.P99))
+		without, err := r.timeBacklog(ctx, c, size, label, nil)
+		if err != nil {
+			return err
 		}
+		if without != nil {
+			stats = append(stats, *without)
+		}
+		if r.cfg.Waiting == 0 {
+			continue
+		}
+		w, err := r.addWaiting(ctx, c, size)
+		if err != nil {
+			return err
+		}
+		defer r.discard(ctx, w.id)
+		prev = append(prev, w.id)
+		with, err := r.timeBacklog(ctx, c, size, fmt.Sprintf("%s beside %s waiting", label, progress.GroupDigits(w.n)), w)
+		if err != nil {
+			return err
+		}
+		r.waitingRows(size, w, without, with)
 	}
-	if _, err := r.cancel(ctx, prev); err != nil {
+	if err := cancelPrev(); err != nil {
 		return err
 	}
 	if len(stats) < 2 || len(stats) != len(r.cfg.Backlogs) {
@@ -481,6 +477,93 @@ func (r *benchRun) latency(ctx context.Context) error {
 		measured("latency.growth_p99", growth+"p99", durationRatio(stats[large].P99, stats[small].P99), unitRatio).want("<=", latencyGrowthTarget),
 	)
 	return nil
+}
+
+// timeBacklog times the reserves of each of --strategies on the backlog of size size and
+// reports them; beside waiting chunks (w not nil), their rows say so, have no targets of
+// their own, and any chunk of w handed out is counted. It returns the default strategy's
+// figures, nil if it was not timed.
+func (r *benchRun) timeBacklog(ctx context.Context, c *client.Client, size int64, label string, w *waitingChunks) (*latencyStats, error) {
+	var random *latencyStats
+	var seen func(wire.ReservedChunk)
+	if w != nil {
+		seen = func(ch wire.ReservedChunk) {
+			if ch.SubmissionID == w.id {
+				w.seen++
+			}
+		}
+	}
+	for _, n := range r.cfg.Strategies {
+		js, err := json.Marshal(n)
+		if err != nil {
+			return nil, err
+		}
+		req := wire.ReserveRequest{Max: 1, Strategy: js, Lease: "5m", Consumer: "bench-latency"}
+		reserves, completes, err := r.timeReserves(ctx, c, req, label+", "+n.String(), seen)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", n, err)
+		}
+		st, ct := summarize(reserves), summarize(completes)
+		at, key := "backlog "+progress.GroupDigits(size)+", ", fmt.Sprintf("latency.%d.", size)
+		if r.cfg.Vacuum {
+			at = "backlog " + progress.GroupDigits(size) + " vacuumed, "
+		}
+		if w != nil {
+			at = strings.TrimSuffix(at, ", ") + fmt.Sprintf(" beside %s waiting, ", progress.GroupDigits(w.n))
+			key += "waiting."
+		}
+		if n.Kind != strategy.Random || len(r.cfg.Strategies) > 1 {
+			at += n.String() + ", "
+			key += n.String() + "."
+		}
+		p50 := measured(key+"reserve_p50", at+"reserve p50", inMillis(st.P50), unitMillis)
+		p99 := measured(key+"reserve_p99", at+"reserve p99", inMillis(st.P99), unitMillis)
+		if n.Equal(strategy.Default) {
+			random = &st
+			if w == nil {
+				p50, p99 = p50.want("<=", latencyP50TargetMs), p99.want("<=", latencyP99TargetMs)
+			}
+		}
+		r.report.add(p50,
+			measured(key+"reserve_p90", at+"reserve p90", inMillis(st.P90), unitMillis),
+			p99,
+			measured(key+"reserve_max", at+"reserve max", inMillis(st.Max), unitMillis),
+			measured(key+"complete_p50", at+"complete p50", inMillis(ct.P50), unitMillis).note("of the chunk just reserved; no target"),
+			measured(key+"complete_p99", at+"complete p99", inMillis(ct.P99), unitMillis).note("no target"),
+		)
+		r.say("%s, %s: reserve p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (%d samples); complete p50 %.2f ms, p99 %.2f ms", label, n,
+			inMillis(st.P50), inMillis(st.P90), inMillis(st.P99), inMillis(st.Max), st.N, inMillis(ct.P50), inMillis(ct.P99))
+	}
+	return random, nil
+}
+
+// waitingRows reports the backlog of size size timed beside the waiting chunks w against
+// the same without them: the default strategy's p50 and p99 ratios (DESIGN.md §6: p50
+// within 1.5×), and how many waiting chunks the timed reserves handed out (none may be).
+func (r *benchRun) waitingRows(size int64, w *waitingChunks, without, with *latencyStats) {
+	key := fmt.Sprintf("latency.%d.waiting_", size)
+	at := fmt.Sprintf("backlog %s beside %s waiting over without, ", progress.GroupDigits(size), progress.GroupDigits(w.n))
+	seenRow := measured(key+"handed_out", fmt.Sprintf("backlog %s: waiting chunks handed out", progress.GroupDigits(size)), float64(w.seen), unitCount)
+	switch {
+	case w.refused != "":
+		seenRow = seenRow.note("the chunks do not wait: %s", w.refused)
+	default:
+		seenRow = seenRow.want("==", 0).note("not_before %s ahead", waitingNotBeforeFor)
+		if w.seen > 0 {
+			r.broke("latency: %d chunks of a submission with not_before %s ahead handed out beside backlog %s", w.seen, waitingNotBeforeFor, progress.GroupDigits(size))
+		}
+	}
+	r.report.add(seenRow)
+	if without == nil || with == nil {
+		return
+	}
+	p50 := measured(key+"p50_ratio", at+"reserve p50", durationRatio(with.P50, without.P50), unitRatio)
+	if w.refused != "" {
+		p50 = p50.note("not DESIGN.md §6's measurement (target ≤ %g×): %s", waitingP50Target, w.refused)
+	} else {
+		p50 = p50.want("<=", waitingP50Target)
+	}
+	r.report.add(p50, measured(key+"p99_ratio", at+"reserve p99", durationRatio(with.P99, without.P99), unitRatio).note("no target"))
 }
 
 // vacuumChunks runs VACUUM ANALYZE on opsq.chunks (--vacuum), showing how long it has run.
