@@ -32,7 +32,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	fs.SetOutput(stderr)
 	cfg := benchArgs{Config: bench.Config{IngestChunks: bench.IngestChunksDefault, BurndownChunks: bench.BurndownChunksDefault,
 		RSSReservations: bench.RSSReservationsDefault, DistinctSubmissions: bench.DistinctSubmissionsDefault,
-		DistinctValues: bench.DistinctValuesDefault}}
+		DistinctValues: bench.DistinctValuesDefault, FailureChunks: bench.FailureChunksDefault}}
 	envString(fs, &cfg.databaseURL, "database-url", "OPSQ_DATABASE_URL", "",
 		"PostgreSQL `URL` of the server to measure on; the bench creates a scratch database opsq_bench_<pid> through this URL's database, and drops it at the end")
 	envString(fs, &cfg.devCluster, "dev-cluster", "OPSQ_DEV_CLUSTER", benchDevClusterDefault,
@@ -47,12 +47,15 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	backlogList := fs.String("backlogs", bench.BacklogsDefault, "latency: comma-separated backlog `sizes` to measure the reserve latency at (DESIGN.md §6 names 4M)")
 	strategyList := fs.String("strategies", "random", "latency: `list` of strategies, separated by ';', in the text or JSON form, each timed at every backlog size (the targets are random's)")
 	fs.IntVar(&cfg.Samples, "samples", bench.SamplesDefault, "latency, distinct: `N` reserves timed at each backlog size, and with prefer_distinct")
+	fs.Var((*waitingFlag)(&cfg.Waiting), "waiting", "latency: `N` chunks that wait (a submission with not_before a day ahead) added beside each backlog once it is timed, then the backlog timed again beside them (0: none)")
 	fs.BoolVar(&cfg.Vacuum, "vacuum", false, "latency: VACUUM ANALYZE the chunks after loading each backlog, before timing it (as once autovacuum has caught up)")
 	fs.Var((*countFlag)(&cfg.DistinctSubmissions), "distinct-submissions", "distinct: `N` single-chunk submissions in the backlog")
 	fs.Var((*countFlag)(&cfg.DistinctValues), "distinct-values", "distinct: `N` values of company_id over the submissions (submission i has i % N)")
 	fs.IntVar(&cfg.DistinctHeld, "distinct-held", bench.DistinctHeldDefault, "distinct: `N` reservations held, each saturating its value, while the reserves are timed; fewer than --distinct-values")
 	fs.IntVar(&cfg.ParkedConsumers, "parked-consumers", bench.ParkedConsumersDefault, "parked: `N` consumers parked (reserve max 1, wait 60s) before as many chunks arrive")
 	fs.IntVar(&cfg.ParkedProducers, "parked-producers", bench.ParkedProducersDefault, "parked: `N` producers waiting on their one-chunk submissions (status ?wait=60s) while they are completed")
+	fs.Var((*countFlag)(&cfg.FailureChunks), "failure-chunks", "failures: `N` chunks in each of the two submissions burnt down, the failing one and the clean one")
+	fs.Float64Var(&cfg.FailureRate, "failure-rate", bench.FailureRateDefault, "failures: the `share` of its attempts that a consumer fails (retry true), 0 to 1")
 	fs.Var((*countFlag)(&cfg.RSSReservations), "rss-reservations", "rss: `N` live reservations held by instance 0 when its memory is read")
 	fs.BoolVar(&cfg.River, "river", false, "burndown: first build River's burn-down (the Go module in --river-dir) and run it on the same PostgreSQL with as many jobs, then compare: jobs/s, PostgreSQL CPU and WAL per job")
 	fs.StringVar(&cfg.RiverDir, "river-dir", "", "burndown --river: the `directory` of the River module (cmd/opsq/bench/river of the source tree); empty: where this binary was built from, else ./cmd/opsq/bench/river")
@@ -79,7 +82,9 @@ workloads:
             chunks handed out twice, and what PostgreSQL spent per chunk (CPU when the
             server is local, WAL bytes); with --river, River's burn-down of as many jobs
             first, on the same PostgreSQL, and the ratios
-  latency   one consumer times --samples reserves (max 1, random) at each --backlogs size
+  latency   one consumer times --samples reserves (max 1, random) at each --backlogs size;
+            with --waiting N, then again beside N chunks that wait (not_before a day ahead),
+            and the ratio of the two
   distinct  --distinct-submissions single-chunk submissions (inserted with COPY, not through
             the API) over --distinct-values values of company_id; one consumer holds
             --distinct-held reservations, then times --samples reserves (max 1, prefer_distinct
@@ -95,6 +100,11 @@ workloads:
             all are served, and the instances' memory per parked consumer; then
             --parked-producers producers wait on their submissions while they are completed:
             how long after its last completion each is told
+  failures  --consumers consumers burn down a --failure-chunks submission (on_failure continue,
+            retry_backoff initial 0s), failing --failure-rate of their attempts (retry true)
+            and completing the rest; then as many chunks without failures: both rates, their
+            ratio, chunks failed for good, and chunks handed out while a reservation of them
+            was live (not in the default list: run it with --workload failures)
 
 flags:`)
 		printFlagDefaults(fs)
@@ -183,6 +193,19 @@ func (c *countFlag) Set(s string) error {
 	}
 	*c = countFlag(n * mult)
 	return nil
+}
+
+// waitingFlag is a flag value of a count that may be 0: "0", "20000", "20k" or "1M".
+type waitingFlag int64
+
+func (w *waitingFlag) String() string { return strconv.FormatInt(int64(*w), 10) }
+
+func (w *waitingFlag) Set(s string) error {
+	if strings.TrimSpace(s) == "0" {
+		*w = 0
+		return nil
+	}
+	return (*countFlag)(w).Set(s)
 }
 
 // printFlagDefaults is flag.PrintDefaults with every default shown, zero values included.

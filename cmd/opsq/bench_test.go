@@ -66,6 +66,30 @@ func TestParseBenchArgs(t *testing.T) {
 		{name: "zero values", args: []string{"--distinct-values", "0"}, wantErr: errUsage},
 		{name: "too few submissions for the reserves", args: []string{"--workload", "distinct", "--distinct-submissions", "2519",
 			"--distinct-values", "600"}, wantErr: errUsage},
+		{
+			name: "failures and waiting",
+			args: []string{"--workload", "failures,latency", "--failure-chunks", "2k", "--failure-rate", "0.05", "--backlogs", "10000", "--waiting", "20k"},
+			check: func(t *testing.T, cfg benchArgs) {
+				if cfg.FailureChunks != 2000 || cfg.FailureRate != 0.05 || cfg.Waiting != 20_000 {
+					t.Errorf("got --failure-chunks %d, --failure-rate %g, --waiting %d; want 2000, 0.05, 20000", cfg.FailureChunks, cfg.FailureRate, cfg.Waiting)
+				}
+			},
+		},
+		{
+			name: "failures and waiting defaults",
+			check: func(t *testing.T, cfg benchArgs) {
+				if cfg.FailureChunks != 100_000 || cfg.FailureRate != 0.01 || cfg.Waiting != 0 {
+					t.Errorf("got --failure-chunks %d, --failure-rate %g, --waiting %d; want 100000, 0.01, 0", cfg.FailureChunks, cfg.FailureRate, cfg.Waiting)
+				}
+			},
+		},
+		{name: "waiting 0", args: []string{"--waiting", "0"}},
+		{name: "negative waiting", args: []string{"--waiting", "-1"}, wantErr: errUsage},
+		{name: "failure rate over 1", args: []string{"--failure-rate", "1.5"}, wantErr: errUsage},
+		{name: "no failure chunk", args: []string{"--failure-chunks", "0"}, wantErr: errUsage},
+		{name: "backlog too small to be timed twice", args: []string{"--workload", "latency", "--backlogs", "1000", "--samples", "480", "--waiting", "10"},
+			wantErr: errUsage},
+		{name: "backlog timed once without waiting", args: []string{"--workload", "latency", "--backlogs", "1000", "--samples", "480"}},
 		{name: "few submissions fine without distinct", args: []string{"--workload", "ingest", "--distinct-submissions", "10",
 			"--distinct-values", "5", "--distinct-held", "4"}},
 	}
@@ -92,7 +116,7 @@ func TestBenchHelpListsEveryFlagWithDefault(t *testing.T) {
 	help := b.String()
 	for _, name := range []string{"database-url", "dev-cluster", "instances", "workload", "ingest-chunks", "burndown-chunks",
 		"consumers", "max", "backlogs", "samples", "rss-reservations", "river-rate", "json",
-		"distinct-submissions", "distinct-values", "distinct-held"} {
+		"distinct-submissions", "distinct-values", "distinct-held", "waiting", "failure-chunks", "failure-rate"} {
 		i := strings.Index(help, "\n  --"+name+" ")
 		if i < 0 {
 			i = strings.Index(help, "\n  --"+name+"\n")

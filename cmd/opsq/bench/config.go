@@ -19,10 +19,11 @@ const (
 	workloadRSS      = "rss"
 	workloadAbuse    = "abuse"
 	workloadParked   = "parked"
+	workloadFailures = "failures"
 )
 
 // Workloads names the workloads, in the order "opsq bench --help" lists them.
-var Workloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadAbuse}
+var Workloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadFailures, workloadAbuse}
 
 // Config is what "opsq bench" is asked to measure; its flags set it (cmd/opsq/bench.go).
 type Config struct {
@@ -42,6 +43,10 @@ type Config struct {
 	Backlogs       []int64         // latency: backlog sizes. Defaults to 10 000 and 1 000 000.
 	Strategies     []strategy.Node // latency: strategies timed at every backlog size. Defaults to random.
 	Samples        int             // latency, distinct: timed reserves. Defaults to 2 000.
+	// Waiting is how many chunks that wait (not_before a day ahead) the latency workload adds
+	// beside each backlog before it times the backlog a second time; 0: none, the backlog is
+	// timed once. Defaults to 0.
+	Waiting int64
 	// Vacuum runs VACUUM ANALYZE on opsq.chunks after each latency backlog is loaded, before
 	// it is timed: the backlog as it is once autovacuum has caught up (its pages
 	// all-visible, its statistics fresh), rather than right after its ingest. Defaults to
@@ -71,6 +76,10 @@ type Config struct {
 	AbuseKeys       int           // abuse: keys of the hostile submission. Defaults to 300 000.
 	ParkedConsumers int           // parked: parked consumers. Defaults to 10 000.
 	ParkedProducers int           // parked: waiting producers. Defaults to 10 000.
+	FailureChunks   int64         // failures: chunks of each of the two submissions. Defaults to 100 000.
+	// FailureRate is the share of its attempts that a consumer of the failures workload
+	// fails (retry true), 0 to 1. Defaults to 0.01.
+	FailureRate float64
 }
 
 // Defaults of Config; the sizes are those of DESIGN.md §6, except the large latency
@@ -96,8 +105,10 @@ const (
 	AbuseMethodsDefault        = 3_000
 	AbuseBigChunksDefault      = 10_000
 	AbuseKeysDefault           = 300_000
-	ParkedConsumersDefault     = 10_000 // DESIGN.md §6's size
-	ParkedProducersDefault     = 10_000 // DESIGN.md §6's size
+	ParkedConsumersDefault     = 10_000  // DESIGN.md §6's size
+	ParkedProducersDefault     = 10_000  // DESIGN.md §6's size
+	FailureChunksDefault       = 100_000 // DESIGN.md §6's size
+	FailureRateDefault         = 0.01    // DESIGN.md §6's rate
 )
 
 // latencyWarmup is how many reserves the latency workload makes, untimed, before it
@@ -130,6 +141,12 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("--parked-consumers %d, --parked-producers %d: want 1 or more", cfg.ParkedConsumers, cfg.ParkedProducers)
 	case cfg.RSSReservations < 1:
 		return fmt.Errorf("--rss-reservations %d: want 1 or more", cfg.RSSReservations)
+	case cfg.FailureChunks < 1:
+		return fmt.Errorf("--failure-chunks %d: want 1 or more", cfg.FailureChunks)
+	case !(cfg.FailureRate >= 0 && cfg.FailureRate <= 1):
+		return fmt.Errorf("--failure-rate %g: want 0 to 1", cfg.FailureRate)
+	case cfg.Waiting < 0:
+		return fmt.Errorf("--waiting %d: want 0 or more", cfg.Waiting)
 	case cfg.RiverRate < 0:
 		return fmt.Errorf("--river-rate %g: want 0 (not compared) or more", cfg.RiverRate)
 	case cfg.AbuseDuration < time.Second || cfg.AbuseDuration > time.Hour:
@@ -149,9 +166,13 @@ func (cfg Config) Validate() error {
 	case len(cfg.Strategies) == 0 && slices.Contains(cfg.Workloads, workloadLatency):
 		return fmt.Errorf("--strategies: want one or more")
 	}
-	if need := int64(len(cfg.Strategies) * (cfg.Samples + latencyWarmup)); slices.Contains(cfg.Workloads, workloadLatency) && slices.Min(cfg.Backlogs) <= need {
-		return fmt.Errorf("--backlogs %s: each backlog must be larger than the %d reserves that consume it (%d strategies × (--samples %d + %d to warm up))",
-			joinCounts(cfg.Backlogs), need, len(cfg.Strategies), cfg.Samples, latencyWarmup)
+	timings := 1 // each backlog is timed once, and again beside the waiting chunks
+	if cfg.Waiting > 0 {
+		timings = 2
+	}
+	if need := int64(timings * len(cfg.Strategies) * (cfg.Samples + latencyWarmup)); slices.Contains(cfg.Workloads, workloadLatency) && slices.Min(cfg.Backlogs) <= need {
+		return fmt.Errorf("--backlogs %s: each backlog must be larger than the %d reserves that consume it (%d timings × %d strategies × (--samples %d + %d to warm up))",
+			joinCounts(cfg.Backlogs), need, timings, len(cfg.Strategies), cfg.Samples, latencyWarmup)
 	}
 	if need := int64(cfg.DistinctHeld + cfg.Samples + latencyWarmup); slices.Contains(cfg.Workloads, workloadDistinct) && cfg.DistinctSubmissions <= need {
 		return fmt.Errorf("--distinct-submissions %d: must be larger than the %d reserves that consume them (--distinct-held %d + --samples %d + %d to warm up)",

@@ -91,6 +91,7 @@ func (r *benchRun) runWorkloads(ctx context.Context) error {
 		workloadRSS:      r.rss,
 		workloadAbuse:    r.abuse,
 		workloadParked:   r.parked,
+		workloadFailures: r.failures,
 	}
 	for _, w := range r.cfg.Workloads {
 		if err := run[w](ctx); err != nil {

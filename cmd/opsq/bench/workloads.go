@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,55 +96,22 @@ func (r *benchRun) burndown(ctx context.Context) error {
 		return err
 	}
 	defer r.discard(ctx, created.ID)
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	b := &burndown{id: created.ID, total: n, deliveries: make([]atomic.Int32, n), finish: cancel}
 	before, err := r.env.cost.sample(ctx)
 	if err != nil {
 		return err
 	}
-	b.start = time.Now()
-	var wg sync.WaitGroup
-	for i := range r.cfg.Consumers {
-		c := r.env.clients[i%len(r.env.clients)]
-		wg.Go(func() {
-			if err := b.consume(runCtx, c, r.cfg.Max, fmt.Sprintf("bench-consumer-%d", i)); err != nil {
-				cancel(err)
-			}
-		})
-	}
-	wg.Go(func() { b.watch(runCtx) })
-	stop := r.showProgress(b.describe)
-	wg.Wait()
-	stop()
-	if cause := context.Cause(runCtx); !errors.Is(cause, errBurndownDone) {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return cause
+	b, err := r.burnDown(ctx, "burndown", created.ID, n, 0)
+	if err != nil {
+		return err
 	}
 	took := b.end.Sub(b.start)
 	spent, err := r.env.cost.since(ctx, before)
 	if err != nil {
 		return err
 	}
-
-	st, err := r.env.clients[0].Status(ctx, b.id, 10*time.Second)
+	twice, err := r.checkBurnDown(ctx, b)
 	if err != nil {
-		return fmt.Errorf("reading the submission's final state: %w", err)
-	}
-	if st.State != wire.StateCompleted || st.ChunksDone != n {
-		r.broke("burndown: every chunk was completed, yet the submission is %s with %d of %d chunks done", st.State, st.ChunksDone, n)
-	}
-	twice, never := b.counts()
-	if twice > 0 {
-		r.broke("burndown: %d chunks handed out more than once (lease 5m, none expired)", twice)
-	}
-	if never > 0 {
-		r.broke("burndown: %d chunks never handed out, yet the submission finished", never)
-	}
-	if o := b.otherStatus.Load(); o > 0 {
-		r.broke("burndown: %d completions answered other than %q", o, wire.StatusCompleted)
+		return err
 	}
 
 	rateRow := measured("burndown.rate", fmt.Sprintf("%s chunks, %d consumers, max %d", progress.GroupDigits(n), r.cfg.Consumers, r.cfg.Max),
@@ -173,6 +142,72 @@ func (r *benchRun) burndown(ctx context.Context) error {
 	return nil
 }
 
+// burnDown runs --consumers consumers, consumer i talking to instance i % --instances,
+// that reserve (--max at a time) and finish the chunks of submission id, its n chunks
+// inserted already, until every one is finished; label names it in the progress and in
+// what broke. A consumer fails (retry true) failRate of its attempts at the submission's
+// chunks, at random, and completes the rest; 0: it completes every one. checkBurnDown
+// then checks the outcome.
+func (r *benchRun) burnDown(ctx context.Context, label, id string, n int64, failRate float64) (*burndown, error) {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	b := &burndown{label: label, id: id, total: n, failRate: failRate, deliveries: make([]atomic.Int32, n), finish: cancel}
+	if failRate > 0 {
+		b.releases = make([]atomic.Int32, n)
+	}
+	b.start = time.Now()
+	var wg sync.WaitGroup
+	for i := range r.cfg.Consumers {
+		c := r.env.clients[i%len(r.env.clients)]
+		wg.Go(func() {
+			if err := b.consume(runCtx, c, r.cfg.Max, fmt.Sprintf("bench-consumer-%d", i)); err != nil {
+				cancel(err)
+			}
+		})
+	}
+	wg.Go(func() { b.watch(runCtx) })
+	stop := r.showProgress(b.describe)
+	wg.Wait()
+	stop()
+	if cause := context.Cause(runCtx); !errors.Is(cause, errBurndownDone) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, cause
+	}
+	return b, nil
+}
+
+// checkBurnDown checks what a finished burn-down's own figures cannot hide: the
+// submission's final state, no chunk handed out while a reservation of it was live, none
+// never handed out, every answer as expected. What it finds is recorded as broken, and the
+// bench goes on. It returns how many chunks were handed out while reserved.
+func (r *benchRun) checkBurnDown(ctx context.Context, b *burndown) (twice int64, err error) {
+	st, err := r.env.clients[0].Status(ctx, b.id, 10*time.Second)
+	if err != nil {
+		return 0, fmt.Errorf("reading the submission's final state: %w", err)
+	}
+	n, failed, want := b.total, b.failed.Load(), wire.StateCompleted
+	if failed > 0 {
+		want = wire.StateFailed
+	}
+	if st.State != want || st.ChunksDone != n-failed || st.ChunksFailed != failed {
+		r.broke("%s: every chunk was finished, %d of them failed for good, yet the submission is %s with %d of %d chunks done and %d failed; want %s",
+			b.label, failed, st.State, st.ChunksDone, n, st.ChunksFailed, want)
+	}
+	twice, never := b.counts()
+	if twice > 0 {
+		r.broke("%s: %d chunks handed out while a reservation of them was live (lease 5m, none expired)", b.label, twice)
+	}
+	if never > 0 {
+		r.broke("%s: %d chunks never handed out, yet the submission finished", b.label, never)
+	}
+	if o := b.otherStatus.Load(); o > 0 {
+		r.broke("%s: %d completions or fails answered other than %q, %q or %q", b.label, o, wire.StatusCompleted, wire.StatusRetrying, wire.StatusFailed)
+	}
+	return twice, nil
+}
+
 // costRows are the rows of what PostgreSQL spent per item (a chunk, a job) over n items:
 // its CPU, when measured, and its WAL.
 func (r *benchRun) costRows(cpuKey, walKey, item string, spent pgSpent, n int64) (cpuRow, walRow benchRow) {
@@ -201,20 +236,29 @@ var errBurndownDone = errors.New("every chunk completed")
 
 // burndown is the state of a running burn-down; its methods are safe for concurrent use.
 type burndown struct {
-	id         string
-	total      int64
-	deliveries []atomic.Int32 // times each chunk was handed out
+	label    string // "burndown", or the workload and which of its burn-downs
+	id       string
+	total    int64
+	failRate float64 // the share of attempts at the submission's chunks failed, retry true
+	// deliveries counts the times each chunk was handed out, releases the attempts given
+	// back by a fail (nil when failRate is 0): a chunk is reserved while deliveries exceed
+	// releases. A release is counted before the fail is sent, so that the next delivery,
+	// which the fail makes possible, sees it.
+	deliveries []atomic.Int32
+	releases   []atomic.Int32
 	finish     context.CancelCauseFunc
 	start      time.Time
-	end        time.Time // written once, by the consumer that completes the last chunk
+	end        time.Time // written once, by the consumer that finishes the last chunk
 
-	done        atomic.Int64 // chunks completed
-	otherStatus atomic.Int64 // completions answered other than "completed"
+	done        atomic.Int64 // chunks finished: completed, or failed for good
+	failed      atomic.Int64 // chunks failed for good (their attempts spent)
+	failures    atomic.Int64 // attempts failed (retry true)
+	otherStatus atomic.Int64 // completions answered other than "completed", fails other than "retrying" or "failed"
 	foreign     atomic.Int64 // chunks of other submissions
-	twice       atomic.Int64 // chunks handed out more than once
+	twice       atomic.Int64 // chunks handed out while reserved already
 }
 
-// consume reserves and completes chunks until ctx ends.
+// consume reserves chunks and completes them, or fails some (failRate), until ctx ends.
 func (b *burndown) consume(ctx context.Context, c *client.Client, max int, name string) error {
 	req := wire.ReserveRequest{Max: max, Strategy: randomStrategy, Lease: "5m", Wait: "1s", Consumer: name}
 	for {
@@ -228,10 +272,39 @@ func (b *burndown) consume(ctx context.Context, c *client.Client, max int, name 
 		if len(chunks) == 0 {
 			continue // the rest is reserved by other consumers
 		}
-		completions := make([]wire.Completion, len(chunks))
-		for i, ch := range chunks {
-			b.delivered(ch)
-			completions[i] = wire.Completion{Token: ch.Token, Output: "ok"}
+		completions, ours := make([]wire.Completion, 0, len(chunks)), make([]bool, 0, len(chunks))
+		var fails []wire.ChunkFailure
+		for _, ch := range chunks {
+			own := b.delivered(ch)
+			if own && b.failRate > 0 && rand.Float64() < b.failRate {
+				b.releases[ch.ChunkIndex].Add(1)
+				fails = append(fails, wire.ChunkFailure{Token: ch.Token, Error: "opsq bench: a failure at random (--failure-rate)", Retry: &retryTrue})
+				continue
+			}
+			completions, ours = append(completions, wire.Completion{Token: ch.Token, Output: "ok"}), append(ours, own)
+		}
+		if len(fails) > 0 {
+			results, err := c.Fail(ctx, fails...)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("failing: %w", err)
+			}
+			b.failures.Add(int64(len(fails)))
+			for _, res := range results {
+				switch res.Status {
+				case wire.StatusRetrying:
+				case wire.StatusFailed:
+					b.failed.Add(1)
+					b.finished()
+				default:
+					b.otherStatus.Add(1)
+				}
+			}
+		}
+		if len(completions) == 0 {
+			continue
 		}
 		results, err := c.Complete(ctx, completions...)
 		if ctx.Err() != nil {
@@ -244,39 +317,52 @@ func (b *burndown) consume(ctx context.Context, c *client.Client, max int, name 
 			switch {
 			case res.Status != wire.StatusCompleted:
 				b.otherStatus.Add(1)
-			case chunks[i].SubmissionID == b.id && b.done.Add(1) == b.total:
-				b.end = time.Now()
-				b.finish(errBurndownDone)
+			case ours[i]:
+				b.finished()
 			}
 		}
 	}
 }
 
-// delivered counts a chunk handed out.
-func (b *burndown) delivered(ch wire.ReservedChunk) {
+// retryTrue is a fail's retry: the attempt counts, and the chunk is reservable again.
+var retryTrue = true
+
+// finished counts a chunk of the submission finished, and ends the burn-down at the last.
+func (b *burndown) finished() {
+	if b.done.Add(1) == b.total {
+		b.end = time.Now()
+		b.finish(errBurndownDone)
+	}
+}
+
+// delivered counts a chunk handed out, and reports whether it is of the submission.
+func (b *burndown) delivered(ch wire.ReservedChunk) bool {
 	if ch.SubmissionID != b.id || ch.ChunkIndex < 0 || ch.ChunkIndex >= b.total {
 		b.foreign.Add(1)
-		return
+		return false
 	}
-	if b.deliveries[ch.ChunkIndex].Add(1) == 2 {
+	d := b.deliveries[ch.ChunkIndex].Add(1)
+	if b.releases != nil {
+		d -= b.releases[ch.ChunkIndex].Load()
+	}
+	if d == 2 {
 		b.twice.Add(1)
 	}
+	return true
 }
 
-// counts returns how many chunks were handed out more than once, and never.
+// counts returns how many chunks were handed out while a reservation of them was live,
+// and how many never.
 func (b *burndown) counts() (twice, never int64) {
 	for i := range b.deliveries {
-		switch d := b.deliveries[i].Load(); {
-		case d == 0:
+		if b.deliveries[i].Load() == 0 {
 			never++
-		case d > 1:
-			twice++
 		}
 	}
-	return twice, never
+	return b.twice.Load(), never
 }
 
-// watch stops the burn-down when no chunk has been completed for burndownStallTimeout.
+// watch stops the burn-down when no chunk has been finished for burndownStallTimeout.
 func (b *burndown) watch(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -290,7 +376,7 @@ func (b *burndown) watch(ctx context.Context) {
 		if d := b.done.Load(); d != last {
 			last, since = d, time.Now()
 		} else if time.Since(since) > burndownStallTimeout {
-			b.finish(fmt.Errorf("no chunk completed for %s, %s of %s done: chunks lost, or a server stuck",
+			b.finish(fmt.Errorf("no chunk finished for %s, %s of %s done: chunks lost, or a server stuck",
 				burndownStallTimeout, progress.GroupDigits(d), progress.GroupDigits(b.total)))
 			return
 		}
@@ -300,8 +386,12 @@ func (b *burndown) watch(ctx context.Context) {
 // describe is the progress line of the burn-down.
 func (b *burndown) describe() string {
 	done := b.done.Load()
-	return fmt.Sprintf("burndown: %s / %s chunks done (%d%%), %s chunks/s, %d handed out twice", progress.GroupDigits(done), progress.GroupDigits(b.total),
+	s := fmt.Sprintf("%s: %s / %s chunks done (%d%%), %s chunks/s, %d handed out twice", b.label, progress.GroupDigits(done), progress.GroupDigits(b.total),
 		progress.Percent(done, b.total), progress.GroupDigits(progress.RoundSignificant(perSecond(done, time.Since(b.start)), 3)), b.twice.Load())
+	if b.failRate > 0 {
+		s += fmt.Sprintf(", %s attempts failed, %s chunks failed for good", progress.GroupDigits(b.failures.Load()), progress.GroupDigits(b.failed.Load()))
+	}
+	return s
 }
 
 // latencyMetadata is the strategic metadata of the latency backlog, so that the strategies
@@ -312,16 +402,25 @@ var latencyMetadata = map[string]wire.MetadataValue{"company_id": wire.Int(7), "
 // latency measures the reserve round trip at each --backlogs size: a fresh backlog of
 // that size (the previous one cancelled), then one consumer, consumer 0, times --samples
 // sequential reserves of one chunk with each of --strategies, each reserve followed by an
-// untimed complete. The targets are the random strategy's (DESIGN.md §6).
+// untimed complete. With --waiting N, it then adds N chunks that wait (not_before a day
+// ahead) and times the backlog again beside them. The targets are the random strategy's
+// (DESIGN.md §6).
 func (r *benchRun) latency(ctx context.Context) error {
 	c := r.env.clients[0]
 	var stats []latencyStats // random's, per backlog
-	prev := ""
-	for _, size := range r.cfg.Backlogs {
-		if prev != "" {
-			if _, err := r.cancel(ctx, prev); err != nil {
+	var prev []string        // the submissions of the previous backlog
+	cancelPrev := func() error {
+		for _, id := range prev {
+			if _, err := r.cancel(ctx, id); err != nil {
 				return err
 			}
+		}
+		prev = nil
+		return nil
+	}
+	for _, size := range r.cfg.Backlogs {
+		if err := cancelPrev(); err != nil {
+			return err
 		}
 		label := "latency backlog " + progress.GroupDigits(size)
 		created, _, err := r.submitWith(ctx, c, size, label, latencyMetadata)
@@ -329,49 +428,35 @@ func (r *benchRun) latency(ctx context.Context) error {
 			return err
 		}
 		defer r.discard(ctx, created.ID)
-		prev = created.ID
+		prev = append(prev, created.ID)
 		if r.cfg.Vacuum {
 			if err := r.vacuumChunks(ctx, label); err != nil {
 				return err
 			}
 		}
-		for _, n := range r.cfg.Strategies {
-			js, err := json.Marshal(n)
-			if err != nil {
-				return err
-			}
-			req := wire.ReserveRequest{Max: 1, Strategy: js, Lease: "5m", Consumer: "bench-latency"}
-			reserves, completes, err := r.timeReserves(ctx, c, req, label+", "+n.String(), nil)
-			if err != nil {
-				return fmt.Errorf("%s: %w", n, err)
-			}
-			st, ct := summarize(reserves), summarize(completes)
-			at, key := "backlog "+progress.GroupDigits(size)+", ", fmt.Sprintf("latency.%d.", size)
-			if r.cfg.Vacuum {
-				at = "backlog " + progress.GroupDigits(size) + " vacuumed, "
-			}
-			if n.Kind != strategy.Random || len(r.cfg.Strategies) > 1 {
-				at += n.String() + ", "
-				key += n.String() + "."
-			}
-			p50 := measured(key+"reserve_p50", at+"reserve p50", inMillis(st.P50), unitMillis)
-			p99 := measured(key+"reserve_p99", at+"reserve p99", inMillis(st.P99), unitMillis)
-			if n.Equal(strategy.Default) {
-				stats = append(stats, st)
-				p50, p99 = p50.want("<=", latencyP50TargetMs), p99.want("<=", latencyP99TargetMs)
-			}
-			r.report.add(p50,
-				measured(key+"reserve_p90", at+"reserve p90", inMillis(st.P90), unitMillis),
-				p99,
-				measured(key+"reserve_max", at+"reserve max", inMillis(st.Max), unitMillis),
-				measured(key+"complete_p50", at+"complete p50", inMillis(ct.P50), unitMillis).note("of the chunk just reserved; no target"),
-				measured(key+"complete_p99", at+"complete p99", inMillis(ct.P99), unitMillis).note("no target"),
-			)
-			r.say("%s, %s: reserve p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (%d samples); complete p50 %.2f ms, p99 %.2f ms", label, n,
-				inMillis(st.P50), inMillis(st.P90), inMillis(st.P99), inMillis(st.Max), st.N, inMillis(ct.P50), inMillis(ct.P99))
+		without, err := r.timeBacklog(ctx, c, size, label, nil)
+		if err != nil {
+			return err
 		}
+		if without != nil {
+			stats = append(stats, *without)
+		}
+		if r.cfg.Waiting == 0 {
+			continue
+		}
+		w, err := r.addWaiting(ctx, c, size)
+		if err != nil {
+			return err
+		}
+		defer r.discard(ctx, w.id)
+		prev = append(prev, w.id)
+		with, err := r.timeBacklog(ctx, c, size, fmt.Sprintf("%s beside %s waiting", label, progress.GroupDigits(w.n)), w)
+		if err != nil {
+			return err
+		}
+		r.waitingRows(size, w, without, with)
 	}
-	if _, err := r.cancel(ctx, prev); err != nil {
+	if err := cancelPrev(); err != nil {
 		return err
 	}
 	if len(stats) < 2 || len(stats) != len(r.cfg.Backlogs) {
@@ -392,6 +477,93 @@ func (r *benchRun) latency(ctx context.Context) error {
 		measured("latency.growth_p99", growth+"p99", durationRatio(stats[large].P99, stats[small].P99), unitRatio).want("<=", latencyGrowthTarget),
 	)
 	return nil
+}
+
+// timeBacklog times the reserves of each of --strategies on the backlog of size size and
+// reports them; beside waiting chunks (w not nil), their rows say so, have no targets of
+// their own, and any chunk of w handed out is counted. It returns the default strategy's
+// figures, nil if it was not timed.
+func (r *benchRun) timeBacklog(ctx context.Context, c *client.Client, size int64, label string, w *waitingChunks) (*latencyStats, error) {
+	var random *latencyStats
+	var seen func(wire.ReservedChunk)
+	if w != nil {
+		seen = func(ch wire.ReservedChunk) {
+			if ch.SubmissionID == w.id {
+				w.seen++
+			}
+		}
+	}
+	for _, n := range r.cfg.Strategies {
+		js, err := json.Marshal(n)
+		if err != nil {
+			return nil, err
+		}
+		req := wire.ReserveRequest{Max: 1, Strategy: js, Lease: "5m", Consumer: "bench-latency"}
+		reserves, completes, err := r.timeReserves(ctx, c, req, label+", "+n.String(), seen)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", n, err)
+		}
+		st, ct := summarize(reserves), summarize(completes)
+		at, key := "backlog "+progress.GroupDigits(size)+", ", fmt.Sprintf("latency.%d.", size)
+		if r.cfg.Vacuum {
+			at = "backlog " + progress.GroupDigits(size) + " vacuumed, "
+		}
+		if w != nil {
+			at = strings.TrimSuffix(at, ", ") + fmt.Sprintf(" beside %s waiting, ", progress.GroupDigits(w.n))
+			key += "waiting."
+		}
+		if n.Kind != strategy.Random || len(r.cfg.Strategies) > 1 {
+			at += n.String() + ", "
+			key += n.String() + "."
+		}
+		p50 := measured(key+"reserve_p50", at+"reserve p50", inMillis(st.P50), unitMillis)
+		p99 := measured(key+"reserve_p99", at+"reserve p99", inMillis(st.P99), unitMillis)
+		if n.Equal(strategy.Default) {
+			random = &st
+			if w == nil {
+				p50, p99 = p50.want("<=", latencyP50TargetMs), p99.want("<=", latencyP99TargetMs)
+			}
+		}
+		r.report.add(p50,
+			measured(key+"reserve_p90", at+"reserve p90", inMillis(st.P90), unitMillis),
+			p99,
+			measured(key+"reserve_max", at+"reserve max", inMillis(st.Max), unitMillis),
+			measured(key+"complete_p50", at+"complete p50", inMillis(ct.P50), unitMillis).note("of the chunk just reserved; no target"),
+			measured(key+"complete_p99", at+"complete p99", inMillis(ct.P99), unitMillis).note("no target"),
+		)
+		r.say("%s, %s: reserve p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms (%d samples); complete p50 %.2f ms, p99 %.2f ms", label, n,
+			inMillis(st.P50), inMillis(st.P90), inMillis(st.P99), inMillis(st.Max), st.N, inMillis(ct.P50), inMillis(ct.P99))
+	}
+	return random, nil
+}
+
+// waitingRows reports the backlog of size size timed beside the waiting chunks w against
+// the same without them: the default strategy's p50 and p99 ratios (DESIGN.md §6: p50
+// within 1.5×), and how many waiting chunks the timed reserves handed out (none may be).
+func (r *benchRun) waitingRows(size int64, w *waitingChunks, without, with *latencyStats) {
+	key := fmt.Sprintf("latency.%d.waiting_", size)
+	at := fmt.Sprintf("backlog %s beside %s waiting over without, ", progress.GroupDigits(size), progress.GroupDigits(w.n))
+	seenRow := measured(key+"handed_out", fmt.Sprintf("backlog %s: waiting chunks handed out", progress.GroupDigits(size)), float64(w.seen), unitCount)
+	switch {
+	case w.refused != "":
+		seenRow = seenRow.note("the chunks do not wait: %s", w.refused)
+	default:
+		seenRow = seenRow.want("==", 0).note("not_before %s ahead", waitingNotBeforeFor)
+		if w.seen > 0 {
+			r.broke("latency: %d chunks of a submission with not_before %s ahead handed out beside backlog %s", w.seen, waitingNotBeforeFor, progress.GroupDigits(size))
+		}
+	}
+	r.report.add(seenRow)
+	if without == nil || with == nil {
+		return
+	}
+	p50 := measured(key+"p50_ratio", at+"reserve p50", durationRatio(with.P50, without.P50), unitRatio)
+	if w.refused != "" {
+		p50 = p50.note("not DESIGN.md §6's measurement (target ≤ %g×): %s", waitingP50Target, w.refused)
+	} else {
+		p50 = p50.want("<=", waitingP50Target)
+	}
+	r.report.add(p50, measured(key+"p99_ratio", at+"reserve p99", durationRatio(with.P99, without.P99), unitRatio).note("no target"))
 }
 
 // vacuumChunks runs VACUUM ANALYZE on opsq.chunks (--vacuum), showing how long it has run.
@@ -571,6 +743,11 @@ func (r *benchRun) submit(ctx context.Context, c *client.Client, n int64, label 
 
 // submitWith is submit with strategic metadata on the submission.
 func (r *benchRun) submitWith(ctx context.Context, c *client.Client, n int64, label string, meta map[string]wire.MetadataValue) (wire.Created, time.Duration, error) {
+	return r.submitHeader(ctx, c, n, label, wire.SubmissionHeader{StrategicMetadata: meta})
+}
+
+// submitHeader is submit with the fields of h on the submission; its metadata names label.
+func (r *benchRun) submitHeader(ctx context.Context, c *client.Client, n int64, label string, h wire.SubmissionHeader) (wire.Created, time.Duration, error) {
 	gen := &chunkLines{n: n}
 	start := time.Now()
 	stop := r.showProgress(func() string {
@@ -581,7 +758,8 @@ func (r *benchRun) submitWith(ctx context.Context, c *client.Client, n int64, la
 		return fmt.Sprintf("%s: sent %s / %s chunks (%d%%), %s chunks/s", label, progress.GroupDigits(sent), progress.GroupDigits(n),
 			progress.Percent(sent, n), progress.GroupDigits(progress.RoundSignificant(perSecond(sent, elapsed), 3)))
 	})
-	created, err := c.SubmitNDJSON(ctx, wire.SubmissionHeader{Metadata: "opsq bench: " + label, StrategicMetadata: meta}, gen)
+	h.Metadata = "opsq bench: " + label
+	created, err := c.SubmitNDJSON(ctx, h, gen)
 	took := time.Since(start)
 	stop()
 	if err != nil {

@@ -162,3 +162,83 @@ func TestFindRiverDir(t *testing.T) {
 		t.Errorf("findRiverDir of an empty directory: %v; want an error that says to give --river-dir", err)
 	}
 }
+
+// TestBenchFailuresRuns runs the failures workload small: both burn-downs are reported,
+// their ratio, the failed attempts, and no chunk was handed out while a reservation of it
+// was live. Before the server knows on_failure and retry_backoff, the bench submits
+// without them and says so: the rows are there either way; the speed is not checked.
+func TestBenchFailuresRuns(t *testing.T) {
+	t.Parallel()
+	out, err := runBench(t, 5*time.Minute, "--workload", "failures", "--instances", "1", "--consumers", "8",
+		"--failure-chunks", "1000", "--failure-rate", "0.05")
+	if err != nil {
+		t.Fatalf("opsq bench: %v\n%s", err, out.stderr.String())
+	}
+	report := out.report(t)
+	if len(report.Broken) > 0 {
+		t.Errorf("broken: %q", report.Broken)
+	}
+	rows := map[string]benchRow{}
+	for _, r := range report.Rows {
+		rows[r.Key] = r
+	}
+	for _, key := range []string{"failures.rate", "failures.clean_rate", "failures.rate_ratio", "failures.attempts_failed"} {
+		if r, ok := rows[key]; !ok || r.Value <= 0 {
+			t.Errorf("%s = %v (%s); want a positive value", key, r.Value, r.Note)
+		}
+	}
+	if _, ok := rows["failures.chunks_failed"]; !ok {
+		t.Errorf("the report has no failures.chunks_failed")
+	}
+	for _, key := range []string{"failures.handed_out_twice", "failures.clean_handed_out_twice"} {
+		r, ok := rows[key]
+		if !ok || r.Value != 0 || r.Target == nil {
+			t.Errorf("%s = %v (in the report: %v, target %v); want 0 against a target", key, r.Value, ok, r.Target)
+		}
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s\nstderr:\n%s", out.stdout.String(), out.stderr.String())
+	}
+}
+
+// TestBenchLatencyWaitingRuns runs the latency workload small with --waiting: the backlog
+// is timed without and then beside the waiting chunks, the ratio is reported, and the
+// chunks handed out of the waiting submission are counted (none, once the server keeps
+// not_before; the bench marks a chunk handed out early as broken).
+func TestBenchLatencyWaitingRuns(t *testing.T) {
+	t.Parallel()
+	out, err := runBench(t, 5*time.Minute, "--workload", "latency", "--instances", "1", "--backlogs", "600",
+		"--samples", "50", "--waiting", "1000")
+	if err != nil {
+		t.Fatalf("opsq bench: %v\n%s", err, out.stderr.String())
+	}
+	report := out.report(t)
+	if len(report.Broken) > 0 {
+		t.Errorf("broken: %q", report.Broken)
+	}
+	rows := map[string]benchRow{}
+	for _, r := range report.Rows {
+		rows[r.Key] = r
+	}
+	for _, key := range []string{"latency.600.reserve_p50", "latency.600.reserve_p99", "latency.600.waiting.reserve_p50",
+		"latency.600.waiting.reserve_p99", "latency.600.waiting_p50_ratio", "latency.600.waiting_p99_ratio"} {
+		if r, ok := rows[key]; !ok || r.Value <= 0 {
+			t.Errorf("%s = %v (%s); want a positive value", key, r.Value, r.Note)
+		}
+	}
+	if r := rows["latency.600.reserve_p50"]; r.Target == nil {
+		t.Errorf("latency.600.reserve_p50 has no target; want the backlog's own (≤ 1 ms)")
+	}
+	if m := rows["latency.600.waiting.reserve_p50"].Measure; !strings.Contains(m, "beside 1 000 waiting") {
+		t.Errorf("latency.600.waiting.reserve_p50 is %q; want it to say beside how many waiting chunks", m)
+	}
+	seen, ok := rows["latency.600.waiting_handed_out"]
+	if !ok {
+		t.Errorf("the report has no latency.600.waiting_handed_out")
+	} else if seen.Target != nil && seen.Value != 0 {
+		t.Errorf("%v waiting chunks handed out; want none", seen.Value)
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s\nstderr:\n%s", out.stdout.String(), out.stderr.String())
+	}
+}
