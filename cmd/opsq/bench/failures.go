@@ -2,12 +2,9 @@ package bench
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -44,18 +41,16 @@ func (r *benchRun) failures(ctx context.Context) error {
 		key, label string
 		failRate   float64
 		b          *burndown
-		refused    string
 	}
 	runs := []*run{
 		{key: "failures.", label: "failures", failRate: rate},
 		{key: "failures.clean_", label: "failures, clean", failRate: 0},
 	}
 	for _, u := range runs {
-		created, refused, err := r.submitLifecycle(ctx, r.env.clients[0], n, u.label+" backlog", failuresHeader())
+		created, err := r.submitLifecycle(ctx, r.env.clients[0], n, u.label+" backlog", failuresHeader())
 		if err != nil {
 			return err
 		}
-		u.refused = refused
 		b, err := r.burnDown(ctx, u.label, created.ID, n, u.failRate)
 		if err == nil {
 			_, err = r.checkBurnDown(ctx, b)
@@ -72,7 +67,6 @@ func (r *benchRun) failures(ctx context.Context) error {
 	}
 
 	failing, clean := runs[0], runs[1]
-	refused := cmp.Or(failing.refused, clean.refused)
 	at := fmt.Sprintf("%s chunks, %d consumers, max %d, ", progress.GroupDigits(n), r.cfg.Consumers, r.cfg.Max)
 	failingRate, cleanRate := perSecond(n, failing.b.end.Sub(failing.b.start)), perSecond(n, clean.b.end.Sub(clean.b.start))
 	ratio := 0.0
@@ -81,8 +75,6 @@ func (r *benchRun) failures(ctx context.Context) error {
 	}
 	ratioRow := measured("failures.rate_ratio", "failing rate over clean rate", ratio, unitRatio)
 	switch {
-	case refused != "":
-		ratioRow = ratioRow.note("not DESIGN.md §6's measurement (target ≥ %g×): %s", failureRateTarget, refused)
 	case rate != failureRateDesign:
 		ratioRow = ratioRow.note("the target, ≥ %g×, is for %g %% of attempts failed", failureRateTarget, failureRateDesign*100)
 	default:
@@ -90,13 +82,7 @@ func (r *benchRun) failures(ctx context.Context) error {
 	}
 	failingRow := measured("failures.rate", at+fmt.Sprintf("%g %% of attempts failed", rate*100), failingRate, unitRate).
 		note("chunks finished (completed, or failed for good) per second; on_failure continue, retry_backoff initial 0s")
-	if failing.refused != "" {
-		failingRow = failingRow.note("submitted without on_failure and retry_backoff (see the ratio's note): the server's defaults")
-	}
 	cleanRow := measured("failures.clean_rate", at+"none failed", cleanRate, unitRate).note("the same submission, its consumers failing nothing")
-	if clean.refused != "" {
-		cleanRow = cleanRow.note("submitted without on_failure and retry_backoff (see the ratio's note)")
-	}
 	r.report.add(failingRow, cleanRow, ratioRow,
 		measured("failures.attempts_failed", "attempts failed (retry true)", float64(failing.b.failures.Load()), unitCount).
 			note("of %s attempts", progress.GroupDigits(deliveriesOf(failing.b))),
@@ -122,32 +108,18 @@ func deliveriesOf(b *burndown) int64 {
 	return n
 }
 
-// lifecycleFields are the submission header's lifecycle fields (DESIGN.md §3), as a server
-// that does not know them names them in its 400.
-var lifecycleFields = []string{"on_failure", "retry_backoff", "not_before"}
-
-// submitLifecycle is submitHeader for a submission with lifecycle fields. A server that
-// refuses them (a 400 naming one: a server from before them) is sent the submission again
-// without them, so that the workload still runs; refused then says so, and what the server
-// answered, for the report. A server that takes them but whose status does not show them
-// (on_failure, not_before) is told the same way.
-func (r *benchRun) submitLifecycle(ctx context.Context, c *client.Client, n int64, label string, h wire.SubmissionHeader) (created wire.Created, refused string, err error) {
-	created, _, err = r.submitHeader(ctx, c, n, label, h)
-	var apiErr *client.Error
-	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusBadRequest && namesLifecycleField(apiErr.Message) {
-		refused = fmt.Sprintf("the server refused the lifecycle fields (%d %s: %s)", apiErr.StatusCode, apiErr.Code, apiErr.Message)
-		r.say("%s: %s; submitted without them: not the measurement DESIGN.md §6 means", label, refused)
-		h.OnFailure, h.RetryBackoff, h.NotBefore = nil, nil, ""
-		created, _, err = r.submitHeader(ctx, c, n, label, h)
-		return created, refused, err
-	}
+// submitLifecycle is submitHeader for a submission with lifecycle fields, and checks that
+// its status shows them (on_failure, not_before): a bench whose server ignored them would
+// measure something else.
+func (r *benchRun) submitLifecycle(ctx context.Context, c *client.Client, n int64, label string, h wire.SubmissionHeader) (wire.Created, error) {
+	created, _, err := r.submitHeader(ctx, c, n, label, h)
 	if err != nil {
-		return created, "", err
+		return created, err
 	}
 	st, err := c.Status(ctx, created.ID, 0)
 	if err != nil {
 		r.discard(ctx, created.ID)
-		return created, "", fmt.Errorf("%s: reading its status: %w", label, err)
+		return created, fmt.Errorf("%s: reading its status: %w", label, err)
 	}
 	var ignored []string
 	if h.OnFailure != nil && !sameJSON(st.OnFailure, h.OnFailure) {
@@ -157,20 +129,10 @@ func (r *benchRun) submitLifecycle(ctx context.Context, c *client.Client, n int6
 		ignored = append(ignored, fmt.Sprintf("not_before %q, the status has none", h.NotBefore))
 	}
 	if len(ignored) > 0 {
-		refused = "the server took but ignored " + strings.Join(ignored, "; ")
-		r.say("%s: %s: not the measurement DESIGN.md §6 means", label, refused)
+		r.discard(ctx, created.ID)
+		return created, fmt.Errorf("%s: the server took but ignored %s", label, strings.Join(ignored, "; "))
 	}
-	return created, refused, nil
-}
-
-// namesLifecycleField reports whether an error message names a lifecycle field.
-func namesLifecycleField(msg string) bool {
-	for _, f := range lifecycleFields {
-		if strings.Contains(msg, f) {
-			return true
-		}
-	}
-	return false
+	return created, nil
 }
 
 // sameJSON reports whether a and b are the same JSON text but for white space.
@@ -185,10 +147,9 @@ func sameJSON(a, b json.RawMessage) bool {
 // waitingChunks is a submission of chunks that wait (not_before a day ahead) beside a
 // latency backlog: the reserves timed beside it must not hand out any of them.
 type waitingChunks struct {
-	id      string
-	n       int64
-	refused string // why the chunks do not wait, if they do not (submitLifecycle)
-	seen    int64  // of its chunks handed out by the timed reserves
+	id   string
+	n    int64
+	seen int64 // of its chunks handed out by the timed reserves
 }
 
 // addWaiting submits --waiting chunks with not_before a day ahead, through c.
@@ -196,11 +157,11 @@ func (r *benchRun) addWaiting(ctx context.Context, c *client.Client, size int64)
 	n := r.cfg.Waiting
 	label := fmt.Sprintf("latency: %s waiting chunks beside backlog %s", progress.GroupDigits(n), progress.GroupDigits(size))
 	start := time.Now()
-	created, refused, err := r.submitLifecycle(ctx, c, n, label,
+	created, err := r.submitLifecycle(ctx, c, n, label,
 		wire.SubmissionHeader{NotBefore: waitingNotBeforeFor, StrategicMetadata: latencyMetadata})
 	if err != nil {
 		return nil, err
 	}
 	r.say("%s: submitted in %s", label, progress.Duration(time.Since(start)))
-	return &waitingChunks{id: created.ID, n: n, refused: refused}, nil
+	return &waitingChunks{id: created.ID, n: n}, nil
 }

@@ -165,8 +165,8 @@ func TestFindRiverDir(t *testing.T) {
 
 // TestBenchFailuresRuns runs the failures workload small: both burn-downs are reported,
 // their ratio, the failed attempts, and no chunk was handed out while a reservation of it
-// was live. Before the server knows on_failure and retry_backoff, the bench submits
-// without them and says so: the rows are there either way; the speed is not checked.
+// was live (the bench fails if the server ignored on_failure or retry_backoff); the speed
+// is not checked.
 func TestBenchFailuresRuns(t *testing.T) {
 	t.Parallel()
 	out, err := runBench(t, 5*time.Minute, "--workload", "failures", "--instances", "1", "--consumers", "8",
