@@ -16,9 +16,10 @@
 -- submissions_finish_completed.sql: one statement per ending, each with its own condition and
 -- target; a column added to opsq.submissions goes into all three.
 WITH fence AS (
-    SELECT @claimant::text IS NULL OR EXISTS (
+    SELECT @generation::bigint IS NULL OR EXISTS (
         SELECT 1 FROM opsq.shard_claims sc
-        WHERE sc.shard = @shard AND sc.claimant = @claimant::text AND sc.generation = @generation::bigint) AS held
+        WHERE sc.shard = @shard AND sc.generation = @generation::bigint
+          AND (@claimant::text IS NULL OR sc.claimant = @claimant::text)) AS held
 ), target AS (
     SELECT c.submission_id, c.chunk_index, c.retries
     FROM opsq.chunks c

@@ -5,15 +5,18 @@
 -- ±20 % jitter (submission_lifecycle; the defaults 1 s, 2, 1 min without a row). A chunk
 -- with a wait, or of a paused submission, moves to chunks_waiting (ready_at; 'infinity'
 -- while paused), out of the table the reserves read; one without stays in opsq.chunks
--- (an update of its retries count). With @claimant set (the owner releasing an expired
--- lease), it also requires the claim the reservation was made under (fencing). One row
+-- (an update of its retries count). With @generation set it also requires the claim the
+-- reservation was made under (fencing): the shard still at that generation (a consumer's
+-- fail: a token from before the chunk's shard changed owner is stale), and with @claimant
+-- set too, held by that instance (the owner releasing an expired lease). One row
 -- back: fence_held (false: the fence refused, nothing was written), retries (the new
 -- count; NULL when nothing was counted: the chunk is gone, this attempt was counted
 -- already, or no attempts remain) and waits (the chunk moved to chunks_waiting).
 WITH fence AS (
-    SELECT @claimant::text IS NULL OR EXISTS (
+    SELECT @generation::bigint IS NULL OR EXISTS (
         SELECT 1 FROM opsq.shard_claims sc
-        WHERE sc.shard = @shard AND sc.claimant = @claimant::text AND sc.generation = @generation::bigint) AS held
+        WHERE sc.shard = @shard AND sc.generation = @generation::bigint
+          AND (@claimant::text IS NULL OR sc.claimant = @claimant::text)) AS held
 ), target AS (
     SELECT c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries + 1 AS retries, c.input,
            CASE WHEN s.paused THEN 'infinity'::timestamptz

@@ -16,10 +16,11 @@ type Chunk struct {
 	ChunkIndex   int32
 }
 
-// Fence is the claim a write is made under: it happens only while Claimant holds the
-// shard at Generation, and is refused with a *FenceError otherwise.
+// Fence is the claim a write is made under: it happens only while the shard is at
+// Generation, held by Claimant when it is set, and is refused with a *FenceError
+// otherwise.
 type Fence struct {
-	Claimant   string
+	Claimant   string // "": any
 	Generation int64
 }
 
@@ -27,7 +28,10 @@ type Fence struct {
 func (f *Fence) args(a pgx.NamedArgs) {
 	a["claimant"], a["generation"] = nil, nil
 	if f != nil {
-		a["claimant"], a["generation"] = f.Claimant, f.Generation
+		a["generation"] = f.Generation
+		if f.Claimant != "" {
+			a["claimant"] = f.Claimant
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package outcome
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,12 +42,20 @@ func (o *Recorder) Fail(ctx context.Context, items []Failure) ([]wire.TokenStatu
 			status[i] = wire.StatusUnknown
 			continue
 		}
-		a := attempt{t: t, tok: it.Token, msg: it.Error, retry: it.Retry}
+		// Fenced by the generation the token was issued under: once the chunk's shard has
+		// changed owner, the chunk was handed out again (or will be), and this attempt is
+		// over: its fail is lost and changes nothing (DESIGN.md §8).
+		a := attempt{t: t, tok: it.Token, msg: it.Error, retry: it.Retry, fence: &opsqsql.Fence{Generation: t.Generation}}
 		if it.RetryAfter > 0 {
 			a.delay = &it.RetryAfter
 		}
 		var err error
-		if status[i], err = o.failAttempt(ctx, a); err != nil {
+		status[i], err = o.failAttempt(ctx, a)
+		var fenced *opsqsql.FenceError
+		if errors.As(err, &fenced) {
+			status[i], err = wire.StatusLost, nil
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

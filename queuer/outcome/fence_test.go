@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
+	"opsq/api/wire"
 	"opsq/claims"
 	"opsq/queuer/notify"
 	"opsq/queuer/submissions"
@@ -112,5 +113,44 @@ func TestFencedWriteUnderAStaleGenerationNamesTheShard(t *testing.T) {
 		if p.maxRetries > 0 && st != "retrying" || p.maxRetries == 0 && st != "failed" {
 			t.Errorf("failAttempt under the held generation (max_retries %d) = %q; want retrying, or failed when no attempt remains", p.maxRetries, st)
 		}
+	}
+}
+
+// TestStaleTokenFailIsLost: a consumer's fail of a token issued before its chunk's shard
+// changed owner is lost and changes nothing (the chunk was, or will be, handed out again
+// by the new owner); a fail of a token of the current generation counts.
+func TestStaleTokenFailIsLost(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	o, subs := newTestRecorder(t, pool)
+	noRetry := 0
+	c, err := subs.Submit(t.Context(), submissions.NewSubmission{MaxRetries: &noRetry}, &oneChunk{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard := submissions.ShardOf(c.ID, 0, o.shardCount)
+	// The shard moved from generation 7 (the old holder's) to 8 (the new one's).
+	if _, err := pool.Exec(t.Context(), "UPDATE opsq.shard_claims SET claimant = 'new-holder', generation = 8 WHERE shard = $1", shard); err != nil {
+		t.Fatal(err)
+	}
+	token := func(gen int64) string {
+		return tokens.New(reserver.Key{SubmissionID: c.ID}, shard, gen, 0).Signed(o.cfg.Keys).String()
+	}
+	for _, retry := range []bool{false, true} {
+		st, err := o.Fail(t.Context(), []Failure{{Token: token(7), Error: "from the old holder", Retry: retry}})
+		if err != nil || st[0] != wire.StatusLost {
+			t.Fatalf("fail (retry %v) of a token of generation 7 with the shard at 8: %v, %v; want lost", retry, st, err)
+		}
+	}
+	state, p, err := readChunk(t.Context(), pool, tokens.Token{Key: reserver.Key{SubmissionID: c.ID}, Shard: shard})
+	if err != nil || state != chunkPending || p.retries != 0 {
+		t.Fatalf("after the stale fails the chunk is %q with %d retries (%v); want pending with 0", state, p.retries, err)
+	}
+	if st, err := subs.Status(t.Context(), c.ID); err != nil || st.State != wire.StateInProgress {
+		t.Fatalf("after the stale fails the submission is %q (%v); want in progress", st.State, err)
+	}
+	st, err := o.Fail(t.Context(), []Failure{{Token: token(8), Error: "from the new holder"}})
+	if err != nil || st[0] != wire.StatusFailed {
+		t.Fatalf("fail of a token of the current generation: %v, %v; want failed", st, err)
 	}
 }
