@@ -37,14 +37,15 @@ WITH fence AS (
     UPDATE opsq.chunks c
     SET retries = t.retries
     FROM target t
+    -- The key as parameters, not from target: the plan then reads one partition only.
     WHERE t.ready_at <= now()
-      AND c.shard = t.shard AND c.submission_id = t.submission_id AND c.chunk_index = t.chunk_index
+      AND c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index
     RETURNING c.retries
 ), leaves AS (
     DELETE FROM opsq.chunks c
     USING target t
     WHERE t.ready_at > now()
-      AND c.shard = t.shard AND c.submission_id = t.submission_id AND c.chunk_index = t.chunk_index
+      AND c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index
     RETURNING c.submission_id
 ), waits AS (
     INSERT INTO opsq.chunks_waiting (submission_id, chunk_index, shard, random_order, retries, input, ready_at)
@@ -59,6 +60,19 @@ WITH fence AS (
     USING target t
     WHERE e.submission_id = t.submission_id AND e.chunk_index = t.chunk_index
       AND e.attempt <= t.retries - 1 - 5
+), holds AS (
+    -- The attempt's max_simultaneous slots are free (skipped after one probe when no
+    -- reservation holds any, as in completions).
+    DELETE FROM opsq.simultaneous_holds h
+    WHERE h.token = @token AND EXISTS (SELECT FROM target) AND EXISTS (SELECT FROM opsq.simultaneous_holds)
 )
-SELECT f.held AS fence_held, coalesce(s.retries, w.retries) AS retries, w.retries IS NOT NULL AS waits
+-- The NOTIFYs of a retry, at the commit of the statement's transaction: to the instance
+-- holding the reservation (@released: the token's payload, when another instance holds it),
+-- and of the chunk reservable again (@work: its shard), unless it waits (the promoter
+-- announces it when it is due). Channels and payloads are queuer/notify's.
+SELECT f.held AS fence_held, coalesce(s.retries, w.retries) AS retries, w.retries IS NOT NULL AS waits,
+       CASE WHEN coalesce(s.retries, w.retries) IS NOT NULL AND @released_payload::text IS NOT NULL
+            THEN (SELECT true FROM pg_notify(@released_channel, @released_payload)) ELSE false END AS released_notified,
+       CASE WHEN s.retries IS NOT NULL AND @work_payload::text IS NOT NULL
+            THEN (SELECT true FROM pg_notify(@work_channel, @work_payload)) ELSE false END AS work_notified
 FROM fence f LEFT JOIN stays s ON true LEFT JOIN waits w ON true

@@ -49,13 +49,35 @@ type ChunkRetryParams struct {
 	// Delay, if set, is how long the chunk waits before it is reservable again, instead of
 	// its submission's backoff (a fail's retry_after).
 	Delay *time.Duration
+	// Token is the reservation's: its max_simultaneous slots are freed.
+	Token string
+	// Released and Work are the NOTIFYs of a retry, sent at commit: Released to the
+	// instance holding the reservation (none: zero), Work of the chunk reservable again
+	// (sent unless the chunk waits).
+	Released, Work Notice
+}
+
+// Notice is a NOTIFY's channel and payload; the zero Notice is none.
+type Notice struct {
+	Channel, Payload string
+}
+
+// args puts the notice's channel and payload in a as name_channel and name_payload: NULLs
+// for none.
+func (n Notice) args(a pgx.NamedArgs, name string) {
+	a[name+"_channel"], a[name+"_payload"] = nil, nil
+	if n.Channel != "" {
+		a[name+"_channel"], a[name+"_payload"] = n.Channel, n.Payload
+	}
 }
 
 // chunkRetryRow is chunk_retry.sql's row.
 type chunkRetryRow struct {
-	FenceHeld bool   `db:"fence_held"`
-	Retries   *int32 `db:"retries"`
-	Waits     bool   `db:"waits"`
+	FenceHeld        bool   `db:"fence_held"`
+	Retries          *int32 `db:"retries"`
+	Waits            bool   `db:"waits"`
+	ReleasedNotified bool   `db:"released_notified"`
+	WorkNotified     bool   `db:"work_notified"`
 }
 
 // ChunkRetried is what ChunkRetry did: Retried, the attempt was counted; Waits, the chunk
@@ -66,16 +88,19 @@ type ChunkRetried struct {
 }
 
 // ChunkRetry counts one failed attempt at a chunk and makes it reservable again, at once
-// or after its wait. Retried is false when it counted nothing (the chunk is gone, the
+// or after its wait, frees its reservation's max_simultaneous slots and sends p's NOTIFYs,
+// in one statement (one round trip: a fail is a transaction of its own, not batched). Retried is false when it counted nothing (the chunk is gone, the
 // attempt was counted already, or its attempts are spent); a *FenceError when p.Fence
 // refused.
 func (q Queries) ChunkRetry(ctx context.Context, p ChunkRetryParams) (ChunkRetried, error) {
 	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "retries": p.Retries,
-		"error": p.Error, "consumer": p.Consumer, "delay_ms": nil}
+		"error": p.Error, "consumer": p.Consumer, "delay_ms": nil, "token": p.Token}
 	if p.Delay != nil {
 		args["delay_ms"] = p.Delay.Milliseconds()
 	}
 	p.Fence.args(args)
+	p.Released.args(args, "released")
+	p.Work.args(args, "work")
 	r, err := collectOne[chunkRetryRow](ctx, q.db, chunkRetry, args)
 	if err != nil {
 		return ChunkRetried{}, err

@@ -75,6 +75,16 @@ func SendFinishedChunks(ctx context.Context, db opsqsql.DB, keys []reserver.Key)
 	return sendList(ctx, db, ChannelReleased, items)
 }
 
+// RetriedNotices are the NOTIFYs of a retried attempt at a chunk of shard, for a statement
+// that sends them itself (chunk_retry.sql): to the instance holding the reservation token,
+// unless held here (heldHere), so that it drops it; and that the chunk is reservable again.
+func RetriedNotices(shard int, token string, heldHere bool) (released, work opsqsql.Notice) {
+	if token != "" && !heldHere {
+		released = opsqsql.Notice{Channel: ChannelReleased, Payload: token}
+	}
+	return released, opsqsql.Notice{Channel: ChannelWork, Payload: strconv.Itoa(shard)}
+}
+
 // SendRetried tells the instance holding the reservation token that its attempt was
 // retried elsewhere: it drops the reservation.
 func SendRetried(ctx context.Context, db opsqsql.DB, token string) error {

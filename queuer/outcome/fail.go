@@ -88,24 +88,20 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus
 		consumer = r.Consumer
 	}
 	if a.retry {
+		_, heldHere := o.cfg.Reserver.Get(a.tok)
+		released, work := notify.RetriedNotices(t.Shard, a.tok, heldHere)
 		var did opsqsql.ChunkRetried
 		err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
-			return pgx.BeginFunc(ctx, o.cfg.Pool, func(tx pgx.Tx) error {
-				var err error
-				did, err = opsqsql.New(tx).ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk, Retries: t.Retries, Fence: a.fence,
-					Error: msg, Consumer: consumer, Delay: a.delay})
-				if err != nil || !did.Retried {
-					return err
-				}
-				return o.notifyRetried(ctx, tx, t, a.tok, did.Waits)
-			})
+			var err error
+			did, err = opsqsql.New(o.cfg.Pool).ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk, Retries: t.Retries, Fence: a.fence,
+				Error: msg, Consumer: consumer, Delay: a.delay, Token: a.tok, Released: released, Work: work})
+			return err
 		})
 		if err != nil {
 			return "", fmt.Errorf("retrying chunk: %w", err)
 		}
 		if did.Retried {
 			o.failedAttempts.Add(1)
-			o.cfg.Holds.ReleaseHolds(ctx, []string{a.tok})
 			o.cfg.Bus.Raise(notify.ChunksFreed{Chunks: []notify.Freed{{Key: t.Key, Shard: t.Shard, Retries: t.Retries, Token: a.tok}}})
 			return wire.StatusRetrying, nil
 		}
@@ -161,19 +157,4 @@ func (o *Recorder) failChunk(ctx context.Context, a attempt, msg, consumer strin
 		}
 		return notify.SendProgress(ctx, tx, t.Key.SubmissionID) // those following the results read on
 	})
-}
-
-// notifyRetried tells the owner of t's shard that the attempt was retried, so that it drops
-// the reservation tok (when another instance holds it), and, unless the chunk waits, that
-// it is reservable again, so that its consumers wake.
-func (o *Recorder) notifyRetried(ctx context.Context, tx pgx.Tx, t tokens.Token, tok string, waits bool) error {
-	if _, ours := o.cfg.Reserver.Get(tok); tok != "" && !ours {
-		if err := notify.SendRetried(ctx, tx, tok); err != nil {
-			return err
-		}
-	}
-	if waits {
-		return nil // announced when it is due (the promoter)
-	}
-	return notify.SendWork(ctx, tx, []int{t.Shard})
 }
