@@ -35,6 +35,15 @@ function cell(tr, text, cls) {
   return td;
 }
 
+// labelCells labels each cell of the table's body with its column's heading (data-l),
+// which a narrow screen shows beside it (style.css), as the server's rows have.
+function labelCells(table) {
+  const heads = [...table.tHead.rows[0].cells].map(function (th) { return th.textContent; });
+  for (const tr of table.tBodies[0].rows) {
+    [...tr.cells].forEach(function (td, i) { if (heads[i]) td.dataset.l = heads[i]; });
+  }
+}
+
 async function getJSON(url) {
   const r = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
   if (!r.ok) throw new Error(url + ": " + r.status);
@@ -61,6 +70,7 @@ const live = {
       cell(tr, i.heartbeat_age + " ago"); cell(tr, i.shards); cell(tr, i.inflight);
       return tr;
     }));
+    labelCells(document.getElementById("instances"));
   },
 
   async submissions() {
@@ -119,6 +129,7 @@ const live = {
       cell(tr, "").appendChild(a);
       return tr;
     }));
+    labelCells(document.getElementById("instances"));
   },
 };
 
