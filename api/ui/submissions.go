@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -26,6 +27,10 @@ type submissionView struct {
 	Total      int64
 	Done       int64
 	Failed     int64
+	Skipped    int64
+	Paused     bool
+	Policy     string // the failure policy, in words
+	NotBefore  string // "" for none
 	Priority   int64
 	Age        string
 	Metadata   string
@@ -40,7 +45,7 @@ type submissionView struct {
 func toView(st queuer.Status, now time.Time) submissionView {
 	v := submissionView{
 		ID: strconv.FormatInt(st.ID, 10), State: st.State, Total: st.ChunksTotal, Done: st.ChunksDone,
-		Failed: st.ChunksFailed, Priority: st.Priority, Age: ago(now.Sub(st.CreatedAt)), Metadata: st.Metadata,
+		Failed: st.ChunksFailed, Skipped: st.ChunksSkipped, Paused: st.Paused, Policy: policyText(st.OnFailure), Priority: st.Priority, Age: ago(now.Sub(st.CreatedAt)), Metadata: st.Metadata,
 		Strategic: string(st.StrategicMetadata), CreatedAt: st.CreatedAt.UTC().Format(time.RFC3339),
 	}
 	if st.Prefix != nil {
@@ -48,6 +53,9 @@ func toView(st queuer.Status, now time.Time) submissionView {
 	}
 	if st.FinishedAt != nil {
 		v.FinishedAt = st.FinishedAt.UTC().Format(time.RFC3339)
+	}
+	if st.NotBefore != nil {
+		v.NotBefore = st.NotBefore.UTC().Format(time.RFC3339)
 	}
 	if st.State == wire.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
 		v.Failure = &wire.Failure{ChunkIndex: *st.FailedChunkIndex, Error: *st.Error}
@@ -62,12 +70,15 @@ type listView struct {
 	Rows                     []submissionView
 	Next                     string
 	Error                    string
+	Bulk                     []bulkButton // the buttons that act on the page's submissions
+	Notice                   string       // what the last bulk action did
 }
 
-func (d *dashboard) submissions(c echo.Context) error {
-	v := listView{State: c.QueryParam("state"), Key: c.QueryParam("key"), Value: c.QueryParam("value"),
-		After: c.QueryParam("after"), States: wire.States()}
-	opts := queuer.ListOptions{Limit: pageSize}
+// listFilter reads the list's filter and page from get (the query or the form), and the
+// options to list them with; v.Error says what is wrong with them.
+func listFilter(get func(string) string) (v listView, opts queuer.ListOptions) {
+	v = listView{State: get("state"), Key: get("key"), Value: get("value"), After: get("after"), States: wire.States()}
+	opts = queuer.ListOptions{Limit: pageSize}
 	if v.State != "" && !slices.Contains(v.States, wire.State(v.State)) {
 		v.Error = "state: must be one of in_progress, completed, failed, cancelled"
 	}
@@ -85,35 +96,54 @@ func (d *dashboard) submissions(c echo.Context) error {
 		}
 		opts.After = id
 	}
+	return v, opts
+}
+
+// listPage reads the page of the list that opts select into v.
+func (d *dashboard) listPage(ctx context.Context, v *listView, opts queuer.ListOptions) error {
+	list, more, err := d.q.Submissions().List(ctx, opts)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, st := range list {
+		v.Rows = append(v.Rows, toView(st, now))
+	}
+	if more {
+		v.Next = v.Rows[len(v.Rows)-1].ID
+	}
+	return nil
+}
+
+func (d *dashboard) submissions(c echo.Context) error {
+	v, opts := listFilter(c.QueryParam)
 	if v.Error == "" {
-		list, more, err := d.q.Submissions().List(c.Request().Context(), opts)
-		if err != nil {
+		if err := d.listPage(c.Request().Context(), &v, opts); err != nil {
 			return err
 		}
-		now := time.Now()
-		for _, st := range list {
-			v.Rows = append(v.Rows, toView(st, now))
-		}
-		if more {
-			v.Next = v.Rows[len(v.Rows)-1].ID
-		}
+		v.Bulk = bulkButtons(v.Rows)
+		v.Notice = doneNotice(c.QueryParam("done"), c.QueryParam("n"), c.QueryParam("of"))
 	}
 	return d.render(c, http.StatusOK, "submissions", page{Title: "Submissions", Nav: "submissions", Live: "submissions", Data: v})
 }
 
 // progressView is a submission's progress, for the pages' scripts.
 type progressView struct {
-	ID           string     `json:"id"`
-	State        wire.State `json:"state"`
-	ChunksTotal  int64      `json:"chunks_total"`
-	ChunksDone   int64      `json:"chunks_done"`
-	ChunksFailed int64      `json:"chunks_failed"`
-	FinishedAt   string     `json:"finished_at"`
+	ID            string     `json:"id"`
+	State         wire.State `json:"state"`
+	ChunksTotal   int64      `json:"chunks_total"`
+	ChunksDone    int64      `json:"chunks_done"`
+	ChunksFailed  int64      `json:"chunks_failed"`
+	ChunksSkipped int64      `json:"chunks_skipped"`
+	Paused        bool       `json:"paused"`
+	FinishedAt    string     `json:"finished_at"`
+	Actions       []string   `json:"actions"` // the actions that apply now (actionsOf)
 }
 
 func toProgress(st queuer.Status) progressView {
 	v := toView(st, time.Now())
-	return progressView{ID: v.ID, State: v.State, ChunksTotal: v.Total, ChunksDone: v.Done, ChunksFailed: v.Failed, FinishedAt: v.FinishedAt}
+	return progressView{ID: v.ID, State: v.State, ChunksTotal: v.Total, ChunksDone: v.Done, ChunksFailed: v.Failed,
+		ChunksSkipped: v.Skipped, Paused: v.Paused, FinishedAt: v.FinishedAt, Actions: actionsOf(v)}
 }
 
 // submissionsJSON answers the progress of the submissions of a page of the list (the same
@@ -186,14 +216,45 @@ func (d *dashboard) lookup(c echo.Context) (st queuer.Status, ok bool, err error
 	return st, err == nil, err
 }
 
+// detailView is a submission's page.
+type detailView struct {
+	submissionView
+	Actions  []submissionAction // the lifecycle's buttons, each shown when it applies
+	Applies  map[string]bool    // by action name, Cancel included
+	Failures []failureView      // a page of its failed chunks
+	After    string             // the chunk index the page of failures starts after; "" first
+	Next     string             // the after of the next page of failures; "" for none
+}
+
 func (d *dashboard) submission(c echo.Context) error {
 	st, ok, err := d.lookup(c)
 	if !ok {
 		return err
 	}
-	v := toView(st, time.Now())
-	if v.Retries, err = d.q.Admin().Retries(c.Request().Context(), st.ID); err != nil {
+	after := int64(-1)
+	if a := c.QueryParam("after"); a != "" {
+		if after, err = strconv.ParseInt(a, 10, 64); err != nil || after < 0 {
+			return d.fail(c, http.StatusBadRequest, "after: %q is not a chunk index", cut(a, 40))
+		}
+	}
+	ctx := c.Request().Context()
+	v := detailView{submissionView: toView(st, time.Now()), Actions: submissionActions, Applies: map[string]bool{}}
+	for _, a := range actionsOf(v.submissionView) {
+		v.Applies[a] = true
+	}
+	if v.Retries, err = d.q.Admin().Retries(ctx, st.ID); err != nil {
 		return err
+	}
+	fcs, more, err := d.q.Submissions().Failures(ctx, st.ID, after, failuresPageSize)
+	if err != nil && !notFound(err) { // deleted since the lookup: the page says what it read
+		return err
+	}
+	v.Failures = toFailures(fcs)
+	if after >= 0 {
+		v.After = strconv.FormatInt(after, 10)
+	}
+	if more {
+		v.Next = strconv.FormatInt(fcs[len(fcs)-1].ChunkIndex, 10)
 	}
 	return d.render(c, http.StatusOK, "submission", page{Title: "Submission " + v.ID, Nav: "submissions", Live: "submission", Data: v})
 }

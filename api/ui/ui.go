@@ -67,10 +67,14 @@ func Register(e *echo.Echo, cfg Config) {
 	g.GET("/overview.json", d.overviewJSON)
 	g.GET("/submissions", d.submissions)
 	g.GET("/submissions.json", d.submissionsJSON)
+	g.GET("/submissions/confirm", d.confirmMany)
+	g.POST("/submissions/action", d.actMany)
 	g.GET("/submissions/:id", d.submission)
 	g.GET("/submissions/:id/progress", d.progress)
 	g.GET("/submissions/:id/cancel", d.confirmCancel)
 	g.POST("/submissions/:id/cancel", d.cancel)
+	g.GET("/submissions/:id/confirm", d.confirmSubmission)
+	g.POST("/submissions/:id/action", d.submissionAction)
 	g.GET("/cluster", d.cluster)
 	g.GET("/cluster.json", d.clusterJSON)
 	g.GET("/cluster/confirm", d.confirmAction)
@@ -96,6 +100,8 @@ func sameOrigin(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 var funcs = template.FuncMap{
+	"num": num,
+	"cut": cut,
 	"age": func(t *time.Time) string {
 		if t == nil {
 			return "—"

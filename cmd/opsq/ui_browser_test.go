@@ -420,4 +420,202 @@ func TestDashboard(t *testing.T) {
 	cs.Stop()
 	b.open(t, base+"/ui/submissions/"+big, "submission-after", true)
 	b.check(t, "last look")
+
+	// The failure lifecycle, on a desktop and on a phone: a submission's failed chunks, and
+	// Retry, Pause and Resume of one submission and of a page of the list.
+	for i, w := range []int64{1280, 390} {
+		b.run(t, "setting the width", chromedp.EmulateViewport(w, 900))
+		lifecycleFlow(t, b, api, base, w, int64(100+i))
+		bulkFlow(t, b, api, base, w, int64(200+i))
+	}
+	b.run(t, "setting the width", chromedp.EmulateViewport(390, 900))
+	for _, p := range []string{"/ui/", "/ui/cluster", "/ui/strategy?strategy=random"} {
+		b.open(t, base+p, "390"+strings.NewReplacer("/", "-", "?", "-", "=", "-").Replace(p), p != "/ui/strategy?strategy=random")
+		b.noSideways(t, p+" at 390 px")
+	}
+	b.check(t, "other pages at 390 px")
+}
+
+// failedSubmission makes a submission of chunks chunks, with no retry, whose first chunk
+// fails for good with error msg, which fails it (under the default policy) and skips the
+// others. company is its company_id, to reserve its chunk by.
+func failedSubmission(t *testing.T, api *client.Client, chunks int, company int64, msg string) string {
+	t.Helper()
+	ctx := t.Context()
+	zero := 0
+	in := make([]string, chunks)
+	for i := range in {
+		in[i] = strconv.Itoa(i)
+	}
+	created, err := api.Submit(ctx, wire.Submission{Chunks: in, SubmissionHeader: wire.SubmissionHeader{
+		MaxRetries: &zero, StrategicMetadata: map[string]wire.MetadataValue{"company_id": wire.Int(company)}}})
+	if err != nil {
+		t.Fatalf("submitting: %v", err)
+	}
+	got, err := api.Reserve(ctx, wire.ReserveRequest{Strategy: fmt.Appendf(nil, `{"select_only": {"key": "company_id", "value": %d}}`, company)})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("reserving the chunk to fail: %v, %d chunks", err, len(got))
+	}
+	no := false
+	if _, err := api.Fail(ctx, wire.ChunkFailure{Token: got[0].Token, Error: msg, Retry: &no}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := api.Status(ctx, created.ID, 0); err != nil || st.State != wire.StateFailed {
+		t.Fatalf("submission %s after its chunk failed: %s (%v); want failed", created.ID, st.State, err)
+	}
+	return created.ID
+}
+
+// reservable reserves (for 1 s) the chunks of company that are reservable now, and says
+// how many it got. (Whether a submission is paused is seen by what a reserve hands out:
+// the status the API answers in this tree does not carry "paused" yet.)
+func reservable(t *testing.T, api *client.Client, company int64) int {
+	t.Helper()
+	got, err := api.Reserve(t.Context(), wire.ReserveRequest{Max: 10, Lease: "1s",
+		Strategy: fmt.Appendf(nil, `{"select_only": {"key": "company_id", "value": %d}}`, company)})
+	if err != nil {
+		t.Fatalf("reserving: %v", err)
+	}
+	return len(got)
+}
+
+// waitReservable waits until a reserve hands out at least n chunks of company.
+func waitReservable(t *testing.T, api *client.Client, company int64, n int) {
+	t.Helper()
+	got := 0
+	clustertest.PollUntil(t, 10*time.Second, "the resumed chunks to be handed out", func() string {
+		if got += reservable(t, api, company); got < n {
+			return fmt.Sprintf("%d of %d chunks handed out", got, n)
+		}
+		return ""
+	})
+}
+
+// noSideways checks that the page does not scroll sideways.
+func (b *browser) noSideways(t *testing.T, what string) {
+	t.Helper()
+	var sw, iw int64
+	b.run(t, "measuring "+what, chromedp.Evaluate(`document.documentElement.scrollWidth`, &sw), chromedp.Evaluate(`window.innerWidth`, &iw))
+	if sw > iw {
+		t.Errorf("%s is %d px wide in a %d px window; want no sideways scroll", what, sw, iw)
+	}
+}
+
+// press clicks the button sel, then Confirm on the page it leads to, and waits for wait.
+func (b *browser) press(t *testing.T, sel, wait, shot string) {
+	t.Helper()
+	b.run(t, "pressing "+sel, chromedp.Click(sel, chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery))
+	if shot != "" {
+		b.screenshot(t, shot)
+	}
+	b.run(t, "confirming "+sel, chromedp.Click("#confirm", chromedp.ByQuery), chromedp.WaitVisible(wait, chromedp.ByQuery))
+}
+
+// lifecycleFlow: a failed submission's page shows its failed chunk and error, the policy
+// and the buttons that apply; Retry makes it in progress again, Pause and Resume do what
+// they say, the page shows it each time, and nothing scrolls sideways.
+func lifecycleFlow(t *testing.T, b *browser, api *client.Client, base string, width, company int64) {
+	t.Helper()
+	ctx := t.Context()
+	msg := "boom: the downstream answered 500 <b>not bold</b> " + strings.Repeat("and again ", 60) + "END"
+	id := failedSubmission(t, api, 3, company, msg)
+	w := strconv.FormatInt(width, 10)
+	b.open(t, base+"/ui/submissions/"+id, "lifecycle-failed-"+w, true)
+	b.noSideways(t, "a failed submission's page at "+w+" px")
+	var rows []string
+	b.run(t, "reading the failed chunks", chromedp.Evaluate(`[...document.querySelectorAll("#failures tr[data-chunk]")].map(r => r.dataset.chunk + " " + r.cells[1].textContent)`, &rows))
+	if !slices.Equal(rows, []string{"0 failed"}) {
+		t.Errorf("failed chunks shown: %q; want [\"0 failed\"]", rows)
+	}
+	if got := b.text(t, "#failures summary"); !strings.HasPrefix(got, "boom: the downstream answered 500 <b>not bold</b>") || !strings.HasSuffix(got, "…") || len(got) > 400 {
+		t.Errorf("the failed chunk's row shows %q; want its error, cut", got)
+	}
+	var whole string
+	b.run(t, "reading the whole error", chromedp.Evaluate(`document.querySelector("#failures details pre").textContent`, &whole))
+	if whole != msg {
+		t.Errorf("the failed chunk's details hold %d bytes of the error; want all %d", len(whole), len(msg))
+	}
+	b.run(t, "opening the details", chromedp.Click("#failures summary", chromedp.ByQuery))
+	b.screenshot(t, "lifecycle-failed-details-"+w)
+	b.noSideways(t, "the error's details at "+w+" px")
+	if got := b.text(t, "#policy"); !strings.HasPrefix(got, "fail_submission") {
+		t.Errorf("policy shown: %q; want fail_submission", got)
+	}
+	if got := b.text(t, ".counts"); got != "0 / 1 / 2 / 3" {
+		t.Errorf("counts: %q; want 0 / 1 / 2 / 3 (done / failed / skipped / total)", got)
+	}
+	var shown []string
+	b.run(t, "reading the buttons", chromedp.Evaluate(`[...document.querySelectorAll("[data-action]")].filter(a => !a.hidden).map(a => a.id)`, &shown))
+	if !slices.Equal(shown, []string{"retry", "retry_unfinished"}) {
+		t.Errorf("buttons of a failed submission: %v; want [retry retry_unfinished]", shown)
+	}
+	b.check(t, "failed submission at "+w+" px")
+
+	b.press(t, "#retry", "#submission", "lifecycle-confirm-retry-"+w)
+	if got := b.text(t, "#state"); got != "in_progress" {
+		t.Errorf("after Retry, the page says %q; want in_progress", got)
+	}
+	if st, err := api.Status(ctx, id, 0); err != nil || st.State != wire.StateInProgress || st.ChunksFailed != 0 {
+		t.Errorf("after Retry from the page, the API says %s with %d failed (%v); want in_progress with none", st.State, st.ChunksFailed, err)
+	}
+	b.waitRefreshed(t)
+	b.screenshot(t, "lifecycle-retried-"+w)
+	b.check(t, "retry at "+w+" px")
+
+	b.press(t, "#pause", "#submission", "")
+	b.poll(t, 10*time.Second, "the page to say paused", `document.getElementById("paused").hidden + " " + document.getElementById("resume").hidden`, func(v string) bool { return v == "false false" })
+	if n := reservable(t, api, company); n != 0 {
+		t.Errorf("after Pause from the page, a reserve got %d chunks of the submission; want none", n)
+	}
+	b.waitRefreshed(t)
+	b.screenshot(t, "lifecycle-paused-"+w)
+	b.noSideways(t, "a paused submission's page at "+w+" px")
+	b.press(t, "#resume", "#submission", "")
+	b.poll(t, 10*time.Second, "the page to say resumed", `document.getElementById("paused").hidden + " " + document.getElementById("pause").hidden`, func(v string) bool { return v == "true false" })
+	if st, err := api.Status(ctx, id, 0); err != nil || st.State != wire.StateInProgress {
+		t.Errorf("after Resume from the page, the API says %s (%v); want in_progress", st.State, err)
+	}
+	waitReservable(t, api, company, 1)
+	b.check(t, "pause and resume at "+w+" px")
+}
+
+// bulkFlow: the list, filtered to one company's failed submissions, retries them all;
+// filtered to the company, it pauses and resumes them all.
+func bulkFlow(t *testing.T, b *browser, api *client.Client, base string, width, company int64) {
+	t.Helper()
+	ctx := t.Context()
+	ids := []string{failedSubmission(t, api, 2, company, "bulk boom"), failedSubmission(t, api, 2, company, "bulk boom")}
+	w := strconv.FormatInt(width, 10)
+	filter := fmt.Sprintf("/ui/submissions?key=company_id&value=%d", company)
+	b.open(t, base+filter+"&state=failed", "bulk-failed-"+w, true)
+	b.noSideways(t, "the list at "+w+" px")
+	b.press(t, "#bulk-retry", "#notice", "bulk-confirm-retry-"+w)
+	if got := b.text(t, "#notice"); got != "Retried 2 of 2 submissions." {
+		t.Errorf("after Retry failed on the list: %q; want Retried 2 of 2 submissions.", got)
+	}
+	b.open(t, base+filter, "bulk-retried-"+w, true)
+	b.press(t, "#bulk-pause", "#notice", "")
+	if got := b.text(t, "#notice"); got != "Paused 2 of 2 submissions." {
+		t.Errorf("after Pause all on the list: %q; want Paused 2 of 2 submissions.", got)
+	}
+	var paused int
+	b.run(t, "counting paused rows", chromedp.Evaluate(`[...document.querySelectorAll("#submissions .paused")].filter(p => !p.hidden).length`, &paused))
+	if paused != 2 {
+		t.Errorf("the list marks %d submissions paused; want 2", paused)
+	}
+	b.screenshot(t, "bulk-paused-"+w)
+	for _, id := range ids {
+		if st, err := api.Status(ctx, id, 0); err != nil || st.State != wire.StateInProgress {
+			t.Errorf("after the list's Retry and Pause, the API says %s is %s (%v); want in_progress", id, st.State, err)
+		}
+	}
+	if n := reservable(t, api, company); n != 0 {
+		t.Errorf("after the list's Pause, a reserve got %d chunks of its submissions; want none", n)
+	}
+	b.press(t, "#bulk-resume", "#notice", "")
+	if got := b.text(t, "#notice"); got != "Resumed 2 of 2 submissions." {
+		t.Errorf("after Resume all on the list: %q; want Resumed 2 of 2 submissions.", got)
+	}
+	waitReservable(t, api, company, 2)
+	b.check(t, "bulk actions at "+w+" px")
 }

@@ -6,12 +6,25 @@ const every = 2000;
 
 function pct(part, total) { return total > 0 ? (100 * part / total).toFixed(2) : "0"; }
 
-function setBar(bar, done, failed, total) {
-  bar.dataset.done = done; bar.dataset.failed = failed; bar.dataset.total = total;
+// num writes n with its thousands separated by no-break spaces, as the server does.
+function num(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, "\u00a0"); }
+
+function setBar(bar, s) {
+  const done = s.chunks_done, failed = s.chunks_failed, skipped = s.chunks_skipped, total = s.chunks_total;
+  bar.dataset.done = done; bar.dataset.failed = failed; bar.dataset.skipped = skipped; bar.dataset.total = total;
   bar.querySelector(".done").style.width = pct(done, total) + "%";
   bar.querySelector(".failed").style.width = pct(failed, total) + "%";
+  bar.querySelector(".skipped").style.width = pct(skipped, total) + "%";
   const counts = bar.nextElementSibling;
-  if (counts && counts.classList.contains("counts")) counts.textContent = done + " / " + failed + " / " + total;
+  if (counts && counts.classList.contains("counts")) counts.textContent = [done, failed, skipped, total].map(num).join(" / ");
+}
+
+// setState shows a submission's state, and whether it is paused, in the element st and
+// the "paused" mark beside it.
+function setState(st, s) {
+  st.textContent = s.state; st.className = "state state-" + s.state;
+  const p = st.parentElement.querySelector(".paused");
+  if (p) p.hidden = !s.paused;
 }
 
 function cell(tr, text, cls) {
@@ -20,6 +33,15 @@ function cell(tr, text, cls) {
   if (cls) td.className = cls;
   tr.appendChild(td);
   return td;
+}
+
+// labelCells labels each cell of the table's body with its column's heading (data-l),
+// which a narrow screen shows beside it (style.css), as the server's rows have.
+function labelCells(table) {
+  const heads = [...table.tHead.rows[0].cells].map(function (th) { return th.textContent; });
+  for (const tr of table.tBodies[0].rows) {
+    [...tr.cells].forEach(function (td, i) { if (heads[i]) td.dataset.l = heads[i]; });
+  }
 }
 
 async function getJSON(url) {
@@ -34,7 +56,7 @@ const live = {
     for (const el of document.querySelectorAll("[data-k]")) {
       const val = v[el.dataset.k];
       if (val === undefined) continue;
-      el.textContent = val;
+      el.textContent = typeof val === "number" ? num(val) : val;
       if (el.dataset.href !== undefined) {
         if (val === "—") el.removeAttribute("href"); else el.href = el.dataset.href + val;
       }
@@ -48,6 +70,7 @@ const live = {
       cell(tr, i.heartbeat_age + " ago"); cell(tr, i.shards); cell(tr, i.inflight);
       return tr;
     }));
+    labelCells(document.getElementById("instances"));
   },
 
   async submissions() {
@@ -61,21 +84,20 @@ const live = {
     for (const tr of rows) {
       const s = byID.get(tr.dataset.id);
       if (!s) continue;
-      setBar(tr.querySelector(".bar"), s.chunks_done, s.chunks_failed, s.chunks_total);
-      const st = tr.querySelector(".state");
-      st.textContent = s.state; st.className = "state state-" + s.state;
+      setBar(tr.querySelector(".bar"), s);
+      setState(tr.querySelector(".state"), s);
     }
   },
 
   async submission() {
     const box = document.getElementById("submission");
     const s = await getJSON("/ui/submissions/" + box.dataset.id + "/progress");
-    setBar(box.querySelector(".bar"), s.chunks_done, s.chunks_failed, s.chunks_total);
-    const st = document.getElementById("state");
-    st.textContent = s.state; st.className = "state state-" + s.state;
+    setBar(box.querySelector(".bar"), s);
+    setState(document.getElementById("state"), s);
     document.getElementById("finished").textContent = s.finished_at || "";
-    const cancel = document.getElementById("cancel");
-    if (cancel && s.state !== "in_progress") cancel.remove();
+    // The buttons that apply now: the others are hidden, not removed, so that a state
+    // that comes back (a retry from elsewhere) brings them back.
+    for (const a of box.querySelectorAll("[data-action]")) a.hidden = !s.actions.includes(a.dataset.action);
   },
 
   async cluster() {
@@ -107,6 +129,7 @@ const live = {
       cell(tr, "").appendChild(a);
       return tr;
     }));
+    labelCells(document.getElementById("instances"));
   },
 };
 
