@@ -192,8 +192,9 @@ func TestWorkRetriesAFailedAttempt(t *testing.T) {
 	c := client.New(u)
 	id := submitChunks(ctx, t, c, 1, "abc")
 
-	// The first attempt fails, the second (OPSQ_RETRIES=1) succeeds.
-	stderr, err := runWorkTest(ctx, t, "--url", u, "--once", "--wait", "1s", "--", "sh", "-c",
+	// The first attempt fails, the second (OPSQ_RETRIES=1) succeeds, once the retried chunk
+	// has waited out its backoff (1 s by default, ±20 %): --once waits for it.
+	stderr, err := runWorkTest(ctx, t, "--url", u, "--once", "--wait", "10s", "--", "sh", "-c",
 		`if [ "$OPSQ_RETRIES" = 0 ]; then echo first >&2; exit 1; fi; tr a-z A-Z`)
 	if err != nil {
 		t.Fatalf("work: %v\n%s", err, stderr)
