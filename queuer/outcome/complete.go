@@ -33,14 +33,26 @@ const (
 	completeBatchBytesMax = 64 << 20
 )
 
-// completeJob is one request's completions, waiting for the completer.
+// completeJob is one request's completions, or one retried attempt, waiting for the
+// completer.
 type completeJob struct {
 	items  []Completion
 	bytes  int // of the items' outputs
 	tokens []tokens.Token
 	status []wire.TokenStatus
+	retry  *retryJob
 	err    error
 	done   chan struct{}
+}
+
+// retryJob is a retried attempt (chunk_retry.sql), written in the completer's transaction
+// with the completions of the moment: a retry writes about as much as a completion, and a
+// transaction of its own, with its commit, cost the burn-down of a backlog failing 1 % of
+// its attempts a quarter of its rate (the bench's failures workload).
+type retryJob struct {
+	p   opsqsql.ChunkRetryParams
+	did opsqsql.ChunkRetried
+	err error // a *sql.FenceError: the fence refused, nothing was written for it
 }
 
 // Complete records completions (see completer.Complete).
@@ -112,6 +124,26 @@ func (c *completer) Complete(ctx context.Context, items []Completion) ([]wire.To
 	}
 }
 
+// Retry counts a failed attempt and makes the chunk reservable again (chunk_retry.sql), in
+// the completer's next transaction; a *sql.FenceError when p.Fence refused.
+func (c *completer) Retry(ctx context.Context, p opsqsql.ChunkRetryParams) (opsqsql.ChunkRetried, error) {
+	job := &completeJob{retry: &retryJob{p: p}, done: make(chan struct{})}
+	select {
+	case c.jobs <- job:
+	case <-ctx.Done():
+		return opsqsql.ChunkRetried{}, ctx.Err()
+	}
+	select {
+	case <-job.done:
+		if job.err != nil {
+			return opsqsql.ChunkRetried{}, job.err
+		}
+		return job.retry.did, job.retry.err
+	case <-ctx.Done():
+		return opsqsql.ChunkRetried{}, ctx.Err() // the flush goes on
+	}
+}
+
 // run writes completions until ctx ends: it takes every job waiting, up to
 // completeBatchMax completions or completeBatchBytesMax bytes, and writes them in one
 // transaction.
@@ -124,13 +156,13 @@ func (c *completer) run(ctx context.Context) {
 		case j := <-c.jobs:
 			jobs = append(jobs, j)
 		}
-		n, bytes := len(jobs[0].items), jobs[0].bytes
+		n, bytes := max(len(jobs[0].items), 1), jobs[0].bytes
 	more:
 		for n < completeBatchMax && bytes < completeBatchBytesMax {
 			select {
 			case j := <-c.jobs:
 				jobs = append(jobs, j)
-				n, bytes = n+len(j.items), bytes+j.bytes
+				n, bytes = n+max(len(j.items), 1), bytes+j.bytes
 			default:
 				break more
 			}
@@ -143,7 +175,8 @@ func (c *completer) run(ctx context.Context) {
 	}
 }
 
-// flush writes the jobs' completions in one transaction and fills in their statuses.
+// flush writes the jobs' completions and retries in one transaction and fills in their
+// statuses.
 func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 	type ref struct{ job, item int }
 	first := map[reserver.Key]ref{} // the first completion of each chunk in the batch
@@ -178,6 +211,12 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 		clear(completed)
 		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 			db := opsqsql.New(tx)
+			if err := c.retry(ctx, db, jobs); err != nil {
+				return err
+			}
+			if len(sids) == 0 {
+				return nil
+			}
 			if err := db.PlanByKey(ctx); err != nil {
 				return err
 			}
@@ -253,6 +292,25 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 		jobs[r.job].status[r.item] = wire.StatusUnknown
 		if known[i] {
 			jobs[r.job].status[r.item] = wire.StatusAlreadyFinished
+		}
+	}
+	return nil
+}
+
+// retry writes the jobs' retries on db, each job's outcome in it: a fence's refusal is
+// the job's, not the transaction's (nothing was written for it).
+func (c *completer) retry(ctx context.Context, db opsqsql.Queries, jobs []*completeJob) error {
+	for _, j := range jobs {
+		if j.retry == nil {
+			continue
+		}
+		var fenced *opsqsql.FenceError
+		j.retry.did, j.retry.err = db.ChunkRetry(ctx, j.retry.p)
+		if errors.As(j.retry.err, &fenced) {
+			continue
+		}
+		if j.retry.err != nil {
+			return j.retry.err
 		}
 	}
 	return nil

@@ -90,13 +90,9 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus
 	if a.retry {
 		_, heldHere := o.cfg.Reserver.Get(a.tok)
 		released, work := notify.RetriedNotices(t.Shard, a.tok, heldHere)
-		var did opsqsql.ChunkRetried
-		err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
-			var err error
-			did, err = opsqsql.New(o.cfg.Pool).ChunkRetry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk, Retries: t.Retries, Fence: a.fence,
-				Error: msg, Consumer: consumer, Delay: a.delay, Token: a.tok, Released: released, Work: work})
-			return err
-		})
+		// In the completer's next transaction, with the completions of the moment.
+		did, err := o.completer.Retry(ctx, opsqsql.ChunkRetryParams{Chunk: chunk, Retries: t.Retries, Fence: a.fence,
+			Error: msg, Consumer: consumer, Delay: a.delay, Token: a.tok, Released: released, Work: work})
 		if err != nil {
 			return "", fmt.Errorf("retrying chunk: %w", err)
 		}

@@ -31,8 +31,9 @@ type noHolds struct{}
 
 func (noHolds) ReleaseHolds(context.Context, []string) {}
 
-// newTestRecorder returns a recorder on pool that is not started (its statements run, its
-// loops do not), and a submissions store to insert chunks with.
+// newTestRecorder returns a recorder on pool, started and stopped when the test ends (its
+// expirer has nothing to expire: no reservation is made here), and a submissions store to
+// insert chunks with.
 func newTestRecorder(t *testing.T, pool *pgxpool.Pool) (*Recorder, *submissions.Store) {
 	t.Helper()
 	log := pgtest.Logger(t, slog.LevelWarn)
@@ -48,6 +49,10 @@ func newTestRecorder(t *testing.T, pool *pgxpool.Pool) (*Recorder, *submissions.
 	o := New(Config{Pool: pool, Log: log, Now: time.Now, Instance: "fence-test", Reserver: reserver.New(reserver.Config{}),
 		Keys: keys, Holds: noHolds{}, Bus: &bus})
 	o.SetShardCount(settings.ShardCount)
+	if err := o.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Stop)
 	ids := submissions.NewIDs()
 	ids.SetNode(1, time.Now().Add(time.Hour))
 	subs := submissions.New(submissions.Config{Pool: pool, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0), Bus: &bus})
