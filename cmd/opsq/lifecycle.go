@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"opsq/api/wire"
@@ -84,10 +87,23 @@ object per chunk and line, with its last errors (newest first), who reported the
 }
 
 func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newClientFlags("retry", "ID", `Retry a submission's failed chunks: they get a fresh attempt budget and are handed out
+	fs := newClientFlags("retry", "ID | --all", `Retry a submission's failed chunks: they get a fresh attempt budget and are handed out
 again; completed outputs stay, and a finished submission is in progress again. With
 --unfinished, its skipped chunks too (those a failure or a cancel left undone). With
---wait, show its progress until it finishes again.`, stderr)
+--wait, show its progress until it finishes again. With --all instead of an ID, retry every
+submission in --state (failed) with --meta key=value, newest first, at most --limit.`, stderr)
+	all := fs.Bool("all", false, "retry every submission that --state and --meta select, newest first (no ID)")
+	var many wire.RetryManyRequest
+	state := fs.String("state", string(wire.StateFailed), "with --all: submissions in this `state`: "+stateNames())
+	fs.Func("meta", "with --all: submissions whose strategic metadata has `key=value` (value=42: the integer 42; value='\"42\"': the string)", func(m string) error {
+		k, v, ok := strings.Cut(m, "=")
+		if !ok || k == "" || v == "" {
+			return fmt.Errorf("want key=value, such as company_id=42")
+		}
+		many.Key, many.Value = k, metaValueJSON(v)
+		return nil
+	})
+	fs.IntVar(&many.Limit, "limit", 0, "with --all: at most `N` submissions, up to 1000 (default: the server's, 100)")
 	var req wire.RetryRequest
 	unfinished := fs.Bool("unfinished", false, "retry the skipped chunks too, not only the failed ones")
 	fs.Func("max-retries", "give each chunk retried `N` retries, N+1 attempts (default: the submission's max_retries)", func(s string) error {
@@ -99,15 +115,42 @@ again; completed outputs stay, and a finished submission is in progress again. W
 		return nil
 	})
 	wait := fs.Bool("wait", false, "after retrying, show progress until the submission finishes; exit with status 1 if it failed again or was cancelled")
-	pos, err := fs.parse(args, 1, 1)
+	pos, err := fs.parse(args, 0, 1)
 	if err != nil {
 		return err
 	}
-	id := pos[0]
 	if *unfinished {
 		req.Chunks = wire.RetryUnfinished
 	}
 	c := fs.client()
+	switch {
+	case *all && len(pos) > 0:
+		return fs.usageError("--all retries the submissions --state and --meta select: give no ID with it")
+	case !*all && len(pos) == 0:
+		return fs.usageError("give the ID of the submission to retry, or --all")
+	case !*all && (isSet(fs.FlagSet, "meta") || isSet(fs.FlagSet, "limit") || isSet(fs.FlagSet, "state")):
+		return fs.usageError("--state, --meta and --limit go with --all")
+	case *all && *wait:
+		return fs.usageError("--wait follows one submission: give its ID instead of --all")
+	case *all:
+		many.State, many.Chunks, many.MaxRetries = wire.State(*state), req.Chunks, req.MaxRetries
+		switch {
+		case !slices.Contains(wire.States(), many.State):
+			return fs.usageError("unknown --state %q: want one of %s", many.State, stateNames())
+		case many.Limit < 0 || many.Limit > wire.MaxListLimit:
+			return fs.usageError("--limit %d: want 1 to %d", many.Limit, wire.MaxListLimit)
+		}
+		ids, err := c.RetryMany(ctx, many)
+		if err != nil {
+			return explain(err, fs.url, "")
+		}
+		for _, id := range ids {
+			fmt.Fprintln(stdout, id)
+		}
+		fmt.Fprintf(stderr, "retried %s submissions\n", progress.GroupDigits(int64(len(ids))))
+		return nil
+	}
+	id := pos[0]
 	s, err := c.Retry(ctx, id, req)
 	if err != nil {
 		return explain(err, fs.url, fmt.Sprintf(`nothing to retry: no chunk of %s failed (with --unfinished, none was skipped either); "opsq failures %s" lists what failed`, id, id))
@@ -155,4 +198,25 @@ func formatPaused(s wire.Status) string {
 		state = "paused"
 	}
 	return fmt.Sprintf("%s %s: %s / %s chunks done", state, s.ID, progress.GroupDigits(s.ChunksDone), progress.GroupDigits(s.ChunksTotal))
+}
+
+// metaValueJSON is a --meta value as JSON: an integer as a number, a JSON string as it is,
+// any other text as a string.
+func metaValueJSON(v string) json.RawMessage {
+	if _, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return json.RawMessage(v)
+	}
+	var s string
+	if json.Unmarshal([]byte(v), &s) == nil && strings.HasPrefix(v, `"`) {
+		return json.RawMessage(v)
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// isSet reports whether flag name was given.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -164,3 +164,72 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestRetryAll: "opsq retry --all --meta k=v" retries every failed submission with that
+// strategic metadata, and no other; usage mistakes name the flag.
+func TestRetryAll(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := startWorkServer(t)
+	c := client.New(u)
+	none := 0
+	submitFailed := func(company int64) string {
+		t.Helper()
+		created, err := c.Submit(ctx, wire.Submission{SubmissionHeader: wire.SubmissionHeader{MaxRetries: &none,
+			StrategicMetadata: map[string]wire.MetadataValue{"company_id": wire.Int(company)}}, Chunks: []string{"x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return created.ID
+	}
+	mine := []string{submitFailed(7), submitFailed(7)}
+	other := submitFailed(8)
+	for { // every chunk of the three, failed: each submission fails
+		chunks, err := c.Reserve(ctx, wire.ReserveRequest{Max: 10, Wait: "1s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(chunks) == 0 {
+			break
+		}
+		for _, ch := range chunks {
+			no := false
+			if _, err := c.Fail(ctx, wire.ChunkFailure{Token: ch.Token, Error: "boom", Retry: &no}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	stdout, stderr, err := runCLI(ctx, t, runRetry, "--url", u, "--all", "--meta", "company_id=7")
+	if err != nil {
+		t.Fatalf("retry --all: %v\n%s", err, stderr)
+	}
+	got := strings.Fields(stdout)
+	slices.Sort(got)
+	want := slices.Sorted(slices.Values(mine))
+	if !slices.Equal(got, want) || !strings.Contains(stderr, "retried 2 submissions") {
+		t.Fatalf("retry --all printed %q (stderr %q); want %q and \"retried 2 submissions\"", got, stderr, want)
+	}
+	for _, id := range append(mine, other) {
+		st, err := c.Status(ctx, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState := wire.StateInProgress
+		if id == other {
+			wantState = wire.StateFailed
+		}
+		if st.State != wantState {
+			t.Errorf("submission %s is %s after the retry; want %s", id, st.State, wantState)
+		}
+	}
+	for _, args := range [][]string{
+		{"--all", mine[0]},
+		{"--meta", "company_id=7", mine[0]},
+		{"--all", "--wait"},
+		{},
+	} {
+		if _, stderr, err := runCLI(ctx, t, runRetry, append([]string{"--url", u}, args...)...); err == nil || !strings.Contains(stderr, "usage:") {
+			t.Errorf("retry %q: %v, stderr %q; want a usage error", args, err, stderr)
+		}
+	}
+}
