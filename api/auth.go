@@ -140,7 +140,7 @@ func (s *server) authenticate(allowed []apikeys.Role) echo.MiddlewareFunc {
 			}
 			c.Set(callerKey, caller)
 			// A reserve or extend this instance forwards to another carries the caller's
-			// key (queuer/forward.go's peer client reads it from the context).
+			// key (queuer/peers/forward.go's peer client reads it from the context).
 			c.SetRequest(req.WithContext(client.ContextWithKey(req.Context(), key)))
 			return next(c)
 		}
