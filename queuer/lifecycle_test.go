@@ -244,14 +244,24 @@ func TestFollowResults(t *testing.T) {
 					t.Fatalf("followed line %q; want %q", l, w)
 				}
 			case err := <-ended:
+				// The lines are buffered: one written before the end may still wait.
+				select {
+				case l := <-got:
+					if l != w {
+						t.Fatalf("followed line %q; want %q", l, w)
+					}
+					ended <- err
+					continue
+				default:
+				}
 				t.Fatalf("FollowResults ended (%v) before line %q", err, w)
 			case <-ctx.Done():
 				t.Fatalf("no line %q", w)
 			}
 		}
 	}
-	// The completer does not send the progress NOTIFY yet (the lead adds SendProgress to it):
-	// the test sends it after each change, from another connection, as that will.
+	// The completer sends the progress NOTIFY itself; failContinue (plain SQL) does not, so
+	// the test sends it after each change too, from another connection.
 	progress := func() {
 		t.Helper()
 		if err := notify.SendProgress(ctx, pool, id); err != nil {
@@ -268,37 +278,25 @@ func TestFollowResults(t *testing.T) {
 	failContinue(t, pool, id, 2)
 	progress()
 	expect("2:failed:boom 2")
+	// The last completions finish the submission (failed: one chunk failed), and the
+	// completer announces it: the follower writes the last lines, then ends.
 	complete(t, q, c[3], c[4], c[5])
-	progress()
 	expect("3:completed:out-3", "4:completed:out-4", "5:completed:out-5")
-	select {
-	case err := <-ended:
-		t.Fatalf("FollowResults ended (%v) with the submission in progress", err)
-	default:
-	}
-	// Every chunk is finished; with one failed, the lead's completer will end the
-	// submission as failed. Until then the test moves it, and announces it as that will.
-	if _, err := pool.Exec(ctx, `
-WITH sub AS (DELETE FROM opsq.submissions WHERE id = $1 RETURNING *)
-INSERT INTO opsq.submissions_failed
-    (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
-     strategic_metadata, prefix, created_at, finished_at, failed_chunk_index, error)
-SELECT id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
-       strategic_metadata, prefix, created_at, now(), 2, 'boom 2' FROM sub`, id); err != nil {
-		t.Fatal(err)
-	}
-	if err := notify.SendFinished(ctx, pool, id); err != nil {
-		t.Fatal(err)
-	}
 	select {
 	case err := <-ended:
 		if err != nil {
 			t.Fatalf("FollowResults: %v; want nil at the end of the submission", err)
 		}
-	case l := <-got:
-		t.Fatalf("a line more: %q", l)
 	case <-ctx.Done():
 		t.Fatal("FollowResults did not end with the submission")
+	}
+	select {
+	case l := <-got:
+		t.Fatalf("a line more: %q", l)
+	default:
+	}
+	if st, err := q.Submissions().Status(ctx, id); err != nil || st.State != wire.StateFailed {
+		t.Fatalf("status after the last chunk: %+v, %v; want failed", st, err)
 	}
 	// A finished submission is followed to its end at once.
 	var n int
