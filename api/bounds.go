@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"math"
+	"opsq/queuer/submissions"
 	"strings"
 	"unicode/utf8"
 )
@@ -24,7 +25,7 @@ const (
 	MaxSubmissionChunksDefault = 100_000_000
 	// MaxErrorBytes is how much of a fail's error is kept, in bytes; a longer error is
 	// cut at a character boundary and the cut is marked (see cutError).
-	MaxErrorBytes = 8 << 10
+	MaxErrorBytes = submissions.ErrorMax
 	// MaxConsumerBytes bounds the consumer name of a reserve, in bytes.
 	MaxConsumerBytes = 256
 	// MaxReserveBytesDefault is the default of Config.MaxReserveBytes
@@ -123,18 +124,4 @@ func hex4(raw []byte, at int) (rune, bool) {
 
 // cutError keeps at most MaxErrorBytes of a fail's error: a longer one is cut at a
 // character boundary and ends with a mark saying how many bytes were cut.
-func cutError(s string) string {
-	if len(s) <= MaxErrorBytes {
-		return s
-	}
-	// The mark's length depends on the number it holds, which depends on where the cut
-	// is: reserve room for the longest number a cut of s can give.
-	room := MaxErrorBytes - len(cutMark(len(s)))
-	keep := room
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
-	}
-	return s[:keep] + cutMark(len(s)-keep)
-}
-
-func cutMark(n int) string { return fmt.Sprintf("… [cut: %d bytes]", n) }
+func cutError(s string) string { return submissions.CutError(s) }

@@ -3,7 +3,9 @@ package submissions
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
+	"unicode/utf8"
 
 	opsqsql "opsq/sql"
 )
@@ -19,9 +21,8 @@ const (
 	// NotBeforeMax bounds how far ahead not_before may be.
 	NotBeforeMax = 30 * 24 * time.Hour
 	// ErrorMax is how much of one failed attempt's error is kept; a longer one is cut, and
-	// the cut marked with ErrorCutMark.
-	ErrorMax     = 8 << 10
-	ErrorCutMark = "…[cut]"
+	// the cut marked (CutError).
+	ErrorMax = 8 << 10
 	// ErrorsKept is how many errors of each chunk are kept, the newest.
 	ErrorsKept = 5
 	// FailuresPageMax bounds a page of Failures, and RetryManyMax the submissions of one
@@ -144,16 +145,20 @@ const (
 )
 
 // CutError cuts a failed attempt's error to ErrorMax bytes, on a rune boundary, and marks
-// the cut.
+// the cut with how many bytes it dropped: "… [cut: 1234 bytes]". The api cuts a fail's
+// error with it; the engine cuts again what reaches it from elsewhere (harmless on a cut
+// one, which fits).
 func CutError(s string) string {
 	if len(s) <= ErrorMax {
 		return s
 	}
-	n := ErrorMax - len(ErrorCutMark)
-	for n > 0 && !isRuneStart(s[n]) {
-		n--
+	// The mark's length depends on the number it holds, which depends on where the cut
+	// is: reserve room for the longest number a cut of s can give.
+	keep := ErrorMax - len(cutMark(len(s)))
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
 	}
-	return s[:n] + ErrorCutMark
+	return s[:keep] + cutMark(len(s)-keep)
 }
 
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+func cutMark(n int) string { return fmt.Sprintf("… [cut: %d bytes]", n) }
