@@ -610,3 +610,47 @@ func TestPausedInFlightCompletes(t *testing.T) {
 		t.Errorf("results: %q; want chunk 0 completed", got)
 	}
 }
+
+// TestPausedInFlightFails: a chunk reserved before its submission was paused can still
+// fail while the submission is paused. A fail with a retry counts the attempt and keeps
+// the chunk held by the pause; a fail for good fails it. Neither answers
+// already_finished, which would lose the attempt (issue 19).
+func TestPausedInFlightFails(t *testing.T) {
+	t.Parallel()
+	q, pool := setup(t)
+	id := submitN(t, q, 3, NewSubmission{Lifecycle: Lifecycle{OnFailure: json.RawMessage(`"continue"`), Policy: submissions.FailurePolicy{Continue: true}}})
+	inFlight := oldestFirst(t, q, 2)
+	if _, err := q.Submissions().Pause(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	st, err := q.Fail(t.Context(), []Failure{
+		{Token: inFlight[0].Token, Error: "later", Retry: true},
+		{Token: inFlight[1].Token, Error: "bad input", Retry: false},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(st, []wire.TokenStatus{wire.StatusRetrying, wire.StatusFailed}) {
+		t.Fatalf("fails of chunks reserved before the pause: %v; want [retrying failed]", st)
+	}
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_waiting WHERE submission_id = $1 AND chunk_index = 0 AND retries = 1 AND ready_at = 'infinity'", id); n != 1 {
+		t.Errorf("chunk 0 after its retry while paused: %d rows held by the pause with retries 1; want 1", n)
+	}
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunk_errors WHERE submission_id = $1", id); n != 2 {
+		t.Errorf("%d errors recorded; want 2", n)
+	}
+	s, err := q.Submissions().Status(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.State != wire.StateInProgress || s.ChunksFailed != 1 || !s.Paused {
+		t.Errorf("status %+v; want in progress, paused, 1 chunk failed", s)
+	}
+	if _, err := q.Submissions().Resume(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	got := oldestFirst(t, q, 10)
+	if len(got) != 2 || got[0].ChunkIndex != 0 || got[0].Retries != 1 || got[1].ChunkIndex != 2 {
+		t.Fatalf("after the resume: %+v; want chunk 0 (its second attempt) and chunk 2", got)
+	}
+}

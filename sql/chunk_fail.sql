@@ -7,6 +7,8 @@
 --   - else the failure is counted, and a submission whose every chunk is now finished
 --     (done + failed + skipped = total) moves to submissions_failed too;
 --   - else it goes on.
+-- The chunk is looked for in chunks_waiting too: one in flight when its submission was
+-- paused waits there.
 -- A failed or skipped chunk keeps its input, shard and random order (a retry makes it
 -- reservable again). @retries and @claimant guard the attempt and the claim as in
 -- chunk_retry.sql. One row back: fence_held (false: the fence refused, nothing was
@@ -20,13 +22,26 @@ WITH fence AS (
         SELECT 1 FROM opsq.shard_claims sc
         WHERE sc.shard = @shard AND sc.generation = @generation::bigint
           AND (@claimant::text IS NULL OR sc.claimant = @claimant::text)) AS held
-), target AS (
+), target_ready AS (
     SELECT c.submission_id, c.chunk_index, c.retries
     FROM opsq.chunks c
     WHERE c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index
       AND c.retries = @retries
       AND (SELECT held FROM fence)
     FOR UPDATE
+), target_waiting AS (
+    -- A chunk in flight when its submission was paused waits in chunks_waiting (skipped
+    -- whole after one probe when nothing waits).
+    SELECT w.submission_id, w.chunk_index, w.retries
+    FROM opsq.chunks_waiting w
+    WHERE w.submission_id = @submission_id AND w.chunk_index = @chunk_index
+      AND w.retries = @retries
+      AND (SELECT held FROM fence)
+      AND EXISTS (SELECT FROM opsq.chunks_waiting)
+      AND NOT EXISTS (SELECT FROM target_ready)
+    FOR UPDATE
+), target AS (
+    SELECT * FROM target_ready UNION ALL SELECT * FROM target_waiting
 ), sub AS (
     SELECT s.id, s.chunks_total, s.chunks_done, s.chunks_failed + 1 AS failed, s.chunks_skipped,
            CASE WHEN l.id IS NULL THEN true
@@ -35,18 +50,25 @@ WITH fence AS (
     LEFT JOIN opsq.submission_lifecycle l ON l.id = s.id
     WHERE s.id = (SELECT submission_id FROM target)
     FOR UPDATE OF s
-), gone AS (
+), gone_ready AS (
     DELETE FROM opsq.chunks c
-    USING target t
+    USING target_ready t
     WHERE c.shard = @shard AND c.submission_id = t.submission_id AND c.chunk_index = t.chunk_index
     RETURNING c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries, c.input
+), gone_waiting AS (
+    DELETE FROM opsq.chunks_waiting w
+    USING target_waiting t
+    WHERE w.submission_id = t.submission_id AND w.chunk_index = t.chunk_index
+    RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input
+), gone AS (
+    SELECT * FROM gone_ready UNION ALL SELECT * FROM gone_waiting
 ), skipped_ready AS (
     DELETE FROM opsq.chunks c
     WHERE c.submission_id = (SELECT id FROM sub WHERE fails) AND c.chunk_index <> @chunk_index
     RETURNING c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries, c.input
 ), skipped_waiting AS (
     DELETE FROM opsq.chunks_waiting w
-    WHERE w.submission_id = (SELECT id FROM sub WHERE fails)
+    WHERE w.submission_id = (SELECT id FROM sub WHERE fails) AND w.chunk_index <> @chunk_index
     RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input
 ), holds AS (
     DELETE FROM opsq.simultaneous_holds h WHERE h.submission_id = (SELECT id FROM sub WHERE fails)

@@ -12,46 +12,77 @@
 -- back: fence_held (false: the fence refused, nothing was written), retries (the new
 -- count; NULL when nothing was counted: the chunk is gone, this attempt was counted
 -- already, or no attempts remain) and waits (the chunk moved to chunks_waiting).
+-- A chunk already in chunks_waiting (its submission was paused while it was in flight) is
+-- counted there: its wait becomes the longer of the pause and its backoff.
 WITH fence AS (
     SELECT @generation::bigint IS NULL OR EXISTS (
         SELECT 1 FROM opsq.shard_claims sc
         WHERE sc.shard = @shard AND sc.generation = @generation::bigint
           AND (@claimant::text IS NULL OR sc.claimant = @claimant::text)) AS held
-), target AS (
-    SELECT c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries + 1 AS retries, c.input,
-           CASE WHEN s.paused THEN 'infinity'::timestamptz
-                ELSE now() + make_interval(secs => coalesce(@delay_ms::bigint::float8,
-                    least(coalesce(l.backoff_max_ms, 60000)::float8,
-                          coalesce(l.backoff_initial_ms, 1000) * power(coalesce(l.backoff_factor, 2), c.retries))
-                    * (0.8 + random() * 0.4)) / 1000)
-           END AS ready_at
+), settings AS (
+    SELECT s.paused, s.max_retries, l.backoff_initial_ms, l.backoff_factor, l.backoff_max_ms
+    FROM opsq.submissions s
+    LEFT JOIN opsq.submission_lifecycle l ON l.id = s.id
+    WHERE s.id = @submission_id
+), target_ready AS (
+    SELECT c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries + 1 AS retries, c.input
     FROM opsq.chunks c
-    JOIN opsq.submissions s ON s.id = c.submission_id
-    LEFT JOIN opsq.submission_lifecycle l ON l.id = c.submission_id
     WHERE c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index
       AND c.retries = @retries
-      AND c.retries < s.max_retries
+      AND c.retries < (SELECT max_retries FROM settings)
       AND (SELECT held FROM fence)
     FOR UPDATE OF c
+), target_waiting AS (
+    -- Skipped whole after one probe when nothing waits (a one-time filter).
+    SELECT w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries + 1 AS retries, w.input, w.ready_at
+    FROM opsq.chunks_waiting w
+    WHERE w.submission_id = @submission_id AND w.chunk_index = @chunk_index
+      AND w.retries = @retries
+      AND w.retries < (SELECT max_retries FROM settings)
+      AND (SELECT held FROM fence)
+      AND EXISTS (SELECT FROM opsq.chunks_waiting)
+      AND NOT EXISTS (SELECT FROM target_ready)
+    FOR UPDATE OF w
+), target AS (
+    SELECT t.submission_id, t.chunk_index, t.shard, t.random_order, t.retries, t.input, t.in_waiting,
+           CASE WHEN st.paused THEN 'infinity'::timestamptz
+                ELSE greatest(t.was_ready_at, now() + make_interval(secs => coalesce(@delay_ms::bigint::float8,
+                    least(coalesce(st.backoff_max_ms, 60000)::float8,
+                          coalesce(st.backoff_initial_ms, 1000) * power(coalesce(st.backoff_factor, 2), t.retries - 1))
+                    * (0.8 + random() * 0.4)) / 1000))
+           END AS ready_at
+    FROM (SELECT submission_id, chunk_index, shard, random_order, retries, input, false AS in_waiting,
+                 NULL::timestamptz AS was_ready_at FROM target_ready
+          UNION ALL
+          SELECT submission_id, chunk_index, shard, random_order, retries, input, true, ready_at FROM target_waiting) t
+    CROSS JOIN settings st
 ), stays AS (
     UPDATE opsq.chunks c
     SET retries = t.retries
     FROM target t
     -- The key as parameters, not from target: the plan then reads one partition only.
-    WHERE t.ready_at <= now()
+    WHERE t.ready_at <= now() AND NOT t.in_waiting
       AND c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index
     RETURNING c.retries
 ), leaves AS (
     DELETE FROM opsq.chunks c
     USING target t
-    WHERE t.ready_at > now()
+    WHERE t.ready_at > now() AND NOT t.in_waiting
       AND c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index
     RETURNING c.submission_id
-), waits AS (
+), moved_out AS (
     INSERT INTO opsq.chunks_waiting (submission_id, chunk_index, shard, random_order, retries, input, ready_at)
     SELECT t.submission_id, t.chunk_index, t.shard, t.random_order, t.retries, t.input, t.ready_at
     FROM target t JOIN leaves ON true
     RETURNING retries
+), kept_waiting AS (
+    UPDATE opsq.chunks_waiting w
+    SET retries = t.retries, ready_at = t.ready_at
+    FROM target t
+    WHERE t.in_waiting AND w.submission_id = @submission_id AND w.chunk_index = @chunk_index
+    RETURNING w.retries
+), waits AS (
+    SELECT retries FROM moved_out UNION ALL SELECT retries FROM kept_waiting
 ), error AS (
     INSERT INTO opsq.chunk_errors (submission_id, chunk_index, attempt, error, consumer)
     SELECT submission_id, chunk_index, retries - 1, @error, @consumer FROM target
