@@ -70,7 +70,7 @@ ALTER TABLE opsq.chunks_failed
 CREATE TABLE opsq.chunk_errors (
     submission_id bigint NOT NULL,
     chunk_index   int NOT NULL,
-    -- The chunk's retries count when the attempt failed: 0 for the first attempt.
+    -- The chunk's failures in order, 0 for its first, across retries of its submission.
     attempt       int NOT NULL,
     error         text NOT NULL,
     consumer      text NOT NULL DEFAULT '',

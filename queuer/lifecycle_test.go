@@ -383,8 +383,8 @@ func TestRetryFailedSubmission(t *testing.T) {
 	if n := pgtest.Count(t, pool, "SELECT max_retries FROM opsq.submissions WHERE id = $1", id); n != 7 {
 		t.Errorf("max_retries %d; want 7", n)
 	}
-	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunk_errors WHERE submission_id = $1", id); n != 0 {
-		t.Errorf("%d errors kept of the chunks retried; want 0: a new attempt counts from 0", n)
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunk_errors WHERE submission_id = $1", id); n != 2 {
+		t.Errorf("%d errors kept of the chunk retried; want its 2: a retry keeps them", n)
 	}
 	want := []string{"0:completed:out-0", "1:completed:out-1", "2:pending", "3:skipped", "4:skipped", "5:skipped"}
 	if got := lines(t, q, id); !reflect.DeepEqual(got, want) {
@@ -393,6 +393,45 @@ func TestRetryFailedSubmission(t *testing.T) {
 	got := oldestFirst(t, q, 10)
 	if len(got) != 1 || got[0].SubmissionID != id || got[0].ChunkIndex != 2 || got[0].Retries != 0 || string(got[0].Input) != "chunk-2" {
 		t.Fatalf("reserve after the retry: %+v; want chunk 2 with its input, retries 0", got)
+	}
+	// Its new attempt fails too: its error comes after the two before the retry, and its
+	// next attempt then completes.
+	if st, err := q.Fail(t.Context(), []Failure{{Token: got[0].Token, Error: "after the retry", Retry: true}}); err != nil || st[0] != wire.StatusRetrying {
+		t.Fatalf("fail after the retry: %v, %v; want retrying", st, err)
+	}
+	failures := func() submissions.FailedChunk {
+		t.Helper()
+		page, _, err := q.Submissions().Failures(t.Context(), id, -1, 10)
+		if err != nil || len(page) != 1 {
+			t.Fatalf("failures: %+v, %v; want chunk 2", page, err)
+		}
+		return page[0]
+	}
+	if f := failures(); f.State != submissions.FailedChunkRetrying || len(f.Errors) != 3 ||
+		f.Errors[0].Error != "after the retry" || f.Errors[1].Error != "attempt 1" || f.Errors[2].Error != "attempt 0" {
+		t.Errorf("chunk 2 after failing again: %+v; want retrying, with the new error before the two older ones", f)
+	}
+	pgtest.Eventually(t, 20*time.Second, "chunk 2 reservable after its backoff", func() bool {
+		if again := reserveN(t, q, ReserveRequest{Max: 10, Strategy: strategy.Node{Kind: strategy.OldestFirst}}); len(again) == 1 {
+			got = again
+			return true
+		}
+		return false
+	})
+	if got[0].ChunkIndex != 2 || got[0].Retries != 1 {
+		t.Fatalf("after the backoff: %+v; want chunk 2, retries 1", got)
+	}
+	complete(t, q, got[0])
+	if f := failures(); f.State != submissions.FailedChunkCompleted || len(f.Errors) != 3 {
+		t.Errorf("chunk 2 once completed: %+v; want completed, its 3 errors kept", f)
+	}
+	// Every chunk is finished, three of them skipped: the submission failed again.
+	pgtest.Eventually(t, 20*time.Second, "the submission finished", func() bool {
+		st, err := q.Submissions().Status(t.Context(), id)
+		return err == nil && st.State != wire.StateInProgress
+	})
+	if st, _ := q.Submissions().Status(t.Context(), id); st.State != wire.StateFailed || st.Error == nil || *st.Error != "3 chunks skipped" {
+		t.Errorf("after its retried chunk completed: %+v; want failed, \"3 chunks skipped\"", st)
 	}
 
 	// Nothing failed now: a retry of the failed chunks has nothing to do; of the
@@ -403,7 +442,7 @@ func TestRetryFailedSubmission(t *testing.T) {
 	if _, err := q.Submissions().Retry(t.Context(), id, RetryOptions{Unfinished: true}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := counters(t, pool, id), [3]int64{2, 0, 0}; got != want {
+	if got, want := counters(t, pool, id), [3]int64{3, 0, 0}; got != want {
 		t.Errorf("counters after retrying the unfinished: %v; want %v", got, want)
 	}
 	var idxs []int
@@ -413,7 +452,7 @@ func TestRetryFailedSubmission(t *testing.T) {
 	if !reflect.DeepEqual(idxs, []int{3, 4, 5}) {
 		t.Errorf("reserve after retrying the unfinished: chunks %v; want [3 4 5]", idxs)
 	}
-	complete(t, q, append(got, c[3:]...)...) // the old tokens of 3-5 were dropped with the submission
+	complete(t, q, c[3:]...) // the old tokens of 3-5 were dropped with the submission
 }
 
 func TestRetryCancelledAndNothingToRetry(t *testing.T) {

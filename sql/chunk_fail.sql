@@ -80,13 +80,18 @@ WITH fence AS (
     UNION ALL
     SELECT submission_id, chunk_index, retries, @error, true, shard, random_order, input FROM skipped_waiting
 ), error AS (
+    -- Numbered after the chunk's earlier failures, as in chunk_retry.sql; the last 5 kept.
     INSERT INTO opsq.chunk_errors (submission_id, chunk_index, attempt, error, consumer)
-    SELECT submission_id, chunk_index, retries, @error, @consumer FROM gone
-    ON CONFLICT (submission_id, chunk_index, attempt) DO UPDATE SET error = excluded.error, consumer = excluded.consumer, at = now()
+    SELECT g.submission_id, g.chunk_index,
+           coalesce((SELECT max(e.attempt) + 1 FROM opsq.chunk_errors e
+                     WHERE e.submission_id = g.submission_id AND e.chunk_index = g.chunk_index), 0),
+           @error, @consumer
+    FROM gone g
+    RETURNING attempt
 ), older AS (
     DELETE FROM opsq.chunk_errors e
-    USING target t
-    WHERE e.submission_id = t.submission_id AND e.chunk_index = t.chunk_index AND e.attempt <= t.retries - 5
+    USING target t, error n
+    WHERE e.submission_id = t.submission_id AND e.chunk_index = t.chunk_index AND e.attempt <= n.attempt - 5
 ), ends AS (
     SELECT s.id, s.fails, s.fails OR s.chunks_done + s.failed + s.chunks_skipped >= s.chunks_total AS finished,
            s.failed, (SELECT count(*) FROM skipped_ready) + (SELECT count(*) FROM skipped_waiting) AS skipped

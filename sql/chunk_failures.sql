@@ -1,11 +1,16 @@
 -- What the failures page says of each of its chunks (chunk_errors_page.sql; @shards their
 -- shards, for one primary-key probe into opsq.chunks each): "failed" when its attempts are
--- spent (in chunks_failed, not skipped), else "retrying"; its retries count wherever the
--- chunk is (a completed chunk's is its last failed attempt's + 1); its last @kept errors,
--- newest first, as three arrays in the same order.
+-- spent (in chunks_failed, not skipped), "skipped" (in chunks_failed, skipped: its
+-- submission failed or was cancelled), "retrying" (still to be handed out or in flight),
+-- else "completed" (it failed before and then completed); its retries count wherever the
+-- chunk is (a completed chunk's: how many of its failures are kept); its last @kept
+-- errors, newest first, as three arrays in the same order.
 SELECT i.chunk_index,
-       CASE WHEN f.skipped = false THEN 'failed' ELSE 'retrying' END AS state,
-       coalesce(c.retries, w.retries, f.retries, e.last_attempt + 1, 0) AS retries,
+       CASE WHEN f.skipped = false THEN 'failed'
+            WHEN f.skipped THEN 'skipped'
+            WHEN c.chunk_index IS NOT NULL OR w.chunk_index IS NOT NULL THEN 'retrying'
+            ELSE 'completed' END AS state,
+       coalesce(c.retries, w.retries, f.retries, e.kept, 0) AS retries,
        e.errors, e.consumers, e.ats
 FROM unnest(@chunk_indexes::int[], @shards::int[]) AS i(chunk_index, shard)
 LEFT JOIN opsq.chunks c
@@ -18,7 +23,7 @@ CROSS JOIN LATERAL (
     SELECT coalesce(array_agg(t.error ORDER BY t.attempt DESC), '{}') AS errors,
            coalesce(array_agg(t.consumer ORDER BY t.attempt DESC), '{}') AS consumers,
            coalesce(array_agg(t.at ORDER BY t.attempt DESC), '{}') AS ats,
-           max(t.attempt) AS last_attempt
+           count(*)::int AS kept
     FROM (SELECT ce.error, ce.consumer, ce.at, ce.attempt
           FROM opsq.chunk_errors ce
           WHERE ce.submission_id = @submission_id AND ce.chunk_index = i.chunk_index

@@ -84,13 +84,20 @@ WITH fence AS (
 ), waits AS (
     SELECT retries FROM moved_out UNION ALL SELECT retries FROM kept_waiting
 ), error AS (
+    -- The chunk's failures are numbered in order across retries of the submission (a
+    -- retry keeps a chunk's errors); the last 5 are kept.
     INSERT INTO opsq.chunk_errors (submission_id, chunk_index, attempt, error, consumer)
-    SELECT submission_id, chunk_index, retries - 1, @error, @consumer FROM target
+    SELECT t.submission_id, t.chunk_index,
+           coalesce((SELECT max(e.attempt) + 1 FROM opsq.chunk_errors e
+                     WHERE e.submission_id = t.submission_id AND e.chunk_index = t.chunk_index), 0),
+           @error, @consumer
+    FROM target t
+    RETURNING attempt
 ), older AS (
     DELETE FROM opsq.chunk_errors e
-    USING target t
+    USING target t, error n
     WHERE e.submission_id = t.submission_id AND e.chunk_index = t.chunk_index
-      AND e.attempt <= t.retries - 1 - 5
+      AND e.attempt <= n.attempt - 5
 ), holds AS (
     -- The attempt's max_simultaneous slots are free (skipped after one probe when no
     -- reservation holds any, as in completions).

@@ -1,8 +1,8 @@
 -- Give a submission's failed chunks (with @unfinished, its skipped ones too) a fresh attempt
 -- budget: out of chunks_failed, with retries 0 and their input, into opsq.chunks, or into
 -- opsq.chunks_waiting when they may not be handed out yet (@paused: until resumed; the
--- submission's not_before still ahead: until then). Their errors go: a new attempt counts
--- from 0 again (chunk_errors' key). The caller holds the submission's lock
+-- submission's not_before still ahead: until then). Their errors stay (chunk_errors numbers
+-- a chunk's failures in order, across retries; the last 5 are kept). The caller holds the submission's lock
 -- (submission_lock_any.sql) and fixes its counters. One row per shard and kind of chunk
 -- moved: the shard, skipped, how many, and whether they are reservable now.
 WITH lc AS (
@@ -12,10 +12,6 @@ WITH lc AS (
     DELETE FROM opsq.chunks_failed f
     WHERE f.submission_id = @submission_id AND (NOT f.skipped OR @unfinished::boolean)
     RETURNING f.chunk_index, f.shard, f.random_order, f.input, f.skipped
-), errors AS (
-    DELETE FROM opsq.chunk_errors e
-    USING moved m
-    WHERE e.submission_id = @submission_id AND e.chunk_index = m.chunk_index
 ), ready AS (
     INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order, retries, input)
     SELECT @submission_id, m.chunk_index, m.shard, m.random_order, 0, m.input

@@ -33,7 +33,7 @@ const (
 // failureView is a failed chunk's row.
 type failureView struct {
 	Index   int64
-	State   string // failed (its attempts spent) or retrying
+	State   string // failed (its attempts spent), skipped, retrying or completed
 	Retries int64
 	Last    string // the newest error, cut to errorShown
 	Errors  []attemptView

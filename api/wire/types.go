@@ -154,7 +154,10 @@ type Failures struct {
 }
 
 // FailedChunk is a chunk that failed at least one attempt: State "failed" (its attempts
-// spent) or "retrying", its Retries, its last Error, and its last errors, newest first.
+// spent), "skipped" (its submission failed or was cancelled first), "retrying" (to be
+// handed out again, or in flight) or "completed" (after failing), its Retries, its last
+// Error, and its last errors (at most 5, kept across retries of the submission), newest
+// first.
 type FailedChunk struct {
 	ChunkIndex int64          `json:"chunk_index"`
 	State      string         `json:"state"`

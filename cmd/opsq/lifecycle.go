@@ -23,7 +23,7 @@ const failuresPage = 1000
 
 func runFailures(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newClientFlags("failures", "ID", `List the chunks of a submission that failed at least one attempt, in chunk order: their
-state (failed: attempts spent; retrying), retries, and last error. With --json, one JSON
+state (failed: attempts spent; skipped; retrying; completed after failing), retries, and last error. With --json, one JSON
 object per chunk and line, with its last errors (newest first), who reported them and when.`, stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object per failed chunk and line (NDJSON)")
 	limit := fs.Int64("limit", 0, "print at most `N` chunks (default: all)")

@@ -8,11 +8,11 @@ import (
 )
 
 // Failures returns the chunks of the submission that failed at least one attempt (those
-// with an error kept; a retry forgets the errors of the chunks it retries), in chunk
-// order, from the one after chunk index after (-1: from the first), at most limit (1 to
-// FailuresPageMax), and whether more follow. Each is "failed" when its attempts are spent
-// and "retrying" otherwise, with its retries count wherever the chunk is and its last
-// errors (at most ErrorsKept), newest first. ErrNotFound for an unknown submission.
+// with an error kept, across retries of the submission), in chunk order, from the one
+// after chunk index after (-1: from the first), at most limit (1 to FailuresPageMax), and
+// whether more follow. Each is in one of the FailedChunk states, with its retries count
+// wherever the chunk is and its last errors (at most ErrorsKept), newest first.
+// ErrNotFound for an unknown submission.
 func (s *Store) Failures(ctx context.Context, id, after int64, limit int) ([]FailedChunk, bool, error) {
 	limit = min(max(limit, 1), FailuresPageMax)
 	if _, err := s.Status(ctx, id); err != nil {
@@ -55,6 +55,8 @@ func (s *Store) Failures(ctx context.Context, id, after int64, limit int) ([]Fai
 
 // The states of a FailedChunk.
 const (
-	FailedChunkFailed   = "failed"   // its attempts spent
-	FailedChunkRetrying = "retrying" // any other: it may still be tried
+	FailedChunkFailed    = "failed"    // its attempts spent
+	FailedChunkSkipped   = "skipped"   // its submission failed or was cancelled first
+	FailedChunkRetrying  = "retrying"  // to be handed out again, or in flight
+	FailedChunkCompleted = "completed" // it failed before, then completed
 )

@@ -113,7 +113,7 @@ var ErrNothingToRetry = errors.New("nothing to retry")
 // FailedChunk is a chunk that failed at least one attempt (Failures).
 type FailedChunk struct {
 	ChunkIndex int64
-	// State is "failed" (its attempts spent) or "retrying".
+	// State is one of FailedChunkFailed, Skipped, Retrying and Completed.
 	State   string
 	Retries int64
 	// Errors are its last errors, newest first (at most ErrorsKept).
