@@ -78,14 +78,21 @@ func TestParseBenchArgs(t *testing.T) {
 		{
 			name: "failures and waiting defaults",
 			check: func(t *testing.T, cfg benchArgs) {
-				if cfg.FailureChunks != 100_000 || cfg.FailureRate != 0.01 || cfg.Waiting != 0 {
-					t.Errorf("got --failure-chunks %d, --failure-rate %g, --waiting %d; want 100000, 0.01, 0", cfg.FailureChunks, cfg.FailureRate, cfg.Waiting)
+				if cfg.FailureChunks != 100_000 || cfg.FailureRate != 0.01 || cfg.FailureRounds != 3 || cfg.Waiting != 0 {
+					t.Errorf("got --failure-chunks %d, --failure-rate %g, --failure-rounds %d, --waiting %d; want 100000, 0.01, 3, 0",
+						cfg.FailureChunks, cfg.FailureRate, cfg.FailureRounds, cfg.Waiting)
 				}
 			},
 		},
 		{name: "waiting 0", args: []string{"--waiting", "0"}},
 		{name: "negative waiting", args: []string{"--waiting", "-1"}, wantErr: errUsage},
 		{name: "failure rate over 1", args: []string{"--failure-rate", "1.5"}, wantErr: errUsage},
+		{name: "no failure round", args: []string{"--failure-rounds", "0"}, wantErr: errUsage},
+		{name: "failure rounds", args: []string{"--failure-rounds", "5"}, check: func(t *testing.T, cfg benchArgs) {
+			if cfg.FailureRounds != 5 {
+				t.Errorf("--failure-rounds 5: got %d", cfg.FailureRounds)
+			}
+		}},
 		{name: "no failure chunk", args: []string{"--failure-chunks", "0"}, wantErr: errUsage},
 		{name: "backlog too small to be timed twice", args: []string{"--workload", "latency", "--backlogs", "1000", "--samples", "480", "--waiting", "10"},
 			wantErr: errUsage},

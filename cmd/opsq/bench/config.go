@@ -80,6 +80,9 @@ type Config struct {
 	// FailureRate is the share of its attempts that a consumer of the failures workload
 	// fails (retry true), 0 to 1. Defaults to 0.01.
 	FailureRate float64
+	// FailureRounds is how many pairs of burn-downs (failing, clean) the failures workload
+	// runs, the order alternating. Defaults to 3.
+	FailureRounds int
 }
 
 // Defaults of Config; the sizes are those of DESIGN.md §6, except the large latency
@@ -109,6 +112,7 @@ const (
 	ParkedProducersDefault     = 10_000  // DESIGN.md §6's size
 	FailureChunksDefault       = 100_000 // DESIGN.md §6's size
 	FailureRateDefault         = 0.01    // DESIGN.md §6's rate
+	FailureRoundsDefault       = 3
 )
 
 // latencyWarmup is how many reserves the latency workload makes, untimed, before it
@@ -143,6 +147,8 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("--rss-reservations %d: want 1 or more", cfg.RSSReservations)
 	case cfg.FailureChunks < 1:
 		return fmt.Errorf("--failure-chunks %d: want 1 or more", cfg.FailureChunks)
+	case cfg.FailureRounds < 1 || cfg.FailureRounds > 20:
+		return fmt.Errorf("--failure-rounds %d: want 1 to 20", cfg.FailureRounds)
 	case !(cfg.FailureRate >= 0 && cfg.FailureRate <= 1):
 		return fmt.Errorf("--failure-rate %g: want 0 to 1", cfg.FailureRate)
 	case cfg.Waiting < 0:

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,71 +34,193 @@ func failuresHeader() wire.SubmissionHeader {
 }
 
 // failures burns down a submission of --failure-chunks chunks whose consumers fail
-// --failure-rate of their attempts (retry true) and complete the rest, then a second one of
-// as many chunks that they complete at once, with the burndown's consumers (burnDown), and
+// --failure-rate of their attempts (retry true) and complete the rest, and one of as many
+// chunks that they complete at once, with the burndown's consumers (burnDown), and
 // compares the two rates: chunks finished (completed, or failed for good) per second.
+// Each burn-down lasts a few seconds, and a machine's other work moves a rate by ±10 %
+// from one to the next, so it runs --failure-rounds rounds of the pair, the order
+// alternating (the first burn-down of a run meets colder caches, the second the first's
+// dead rows), and judges the median of the rounds' ratios. Beside the rates it reports the
+// CPU per chunk of every process that took part (PostgreSQL, the instances, the bench's
+// consumers): on a busy machine a rate says how much of the machine it got; the CPU says
+// what a chunk cost.
 func (r *benchRun) failures(ctx context.Context) error {
-	n, rate := r.cfg.FailureChunks, r.cfg.FailureRate
+	n, rate, rounds := r.cfg.FailureChunks, r.cfg.FailureRate, r.cfg.FailureRounds
 	type run struct {
-		key, label string
-		failRate   float64
-		b          *burndown
+		label    string
+		failRate float64
+		b        *burndown
+		cpu      time.Duration // PostgreSQL, the instances and the bench, over the burn-down
 	}
-	runs := []*run{
-		{key: "failures.", label: "failures", failRate: rate},
-		{key: "failures.clean_", label: "failures, clean", failRate: 0},
-	}
-	for _, u := range runs {
-		created, err := r.submitLifecycle(ctx, r.env.clients[0], n, u.label+" backlog", failuresHeader())
+	burn := func(label string, failRate float64) (*run, error) {
+		created, err := r.submitLifecycle(ctx, r.env.clients[0], n, label+" backlog", failuresHeader())
 		if err != nil {
-			return err
+			return nil, err
 		}
-		b, err := r.burnDown(ctx, u.label, created.ID, n, u.failRate)
-		if err == nil {
-			_, err = r.checkBurnDown(ctx, b)
-		}
-		r.discard(ctx, created.ID)
+		defer r.discard(ctx, created.ID)
+		before, err := r.cpuNow(ctx)
 		if err != nil {
-			return fmt.Errorf("%s: %w", u.label, err)
+			return nil, err
 		}
-		u.b = b
+		b, err := r.burnDown(ctx, label, created.ID, n, failRate)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", label, err)
+		}
+		after, err := r.cpuNow(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := r.checkBurnDown(ctx, b); err != nil {
+			return nil, fmt.Errorf("%s: %w", label, err)
+		}
+		u := &run{label: label, failRate: failRate, b: b, cpu: after - before}
 		took := b.end.Sub(b.start)
-		r.say("%s: %s chunks in %s (%s chunks/s), %s attempts failed, %s chunks failed for good, %d handed out while reserved",
-			u.label, progress.GroupDigits(n), progress.Duration(took), progress.GroupDigits(progress.RoundSignificant(perSecond(n, took), 3)),
-			progress.GroupDigits(b.failures.Load()), progress.GroupDigits(b.failed.Load()), b.twice.Load())
+		r.say("%s: %s chunks in %s (%s chunks/s), %s attempts failed, %s chunks failed for good, %d handed out while reserved, %.1f µs of CPU per chunk",
+			label, progress.GroupDigits(n), progress.Duration(took), progress.GroupDigits(progress.RoundSignificant(perSecond(n, took), 3)),
+			progress.GroupDigits(b.failures.Load()), progress.GroupDigits(b.failed.Load()), b.twice.Load(), micros(u.cpu, n))
+		return u, nil
 	}
 
-	failing, clean := runs[0], runs[1]
-	at := fmt.Sprintf("%s chunks, %d consumers, max %d, ", progress.GroupDigits(n), r.cfg.Consumers, r.cfg.Max)
-	failingRate, cleanRate := perSecond(n, failing.b.end.Sub(failing.b.start)), perSecond(n, clean.b.end.Sub(clean.b.start))
-	ratio := 0.0
-	if cleanRate > 0 {
-		ratio = failingRate / cleanRate
+	var failing, clean []*run
+	var ratios, cpuRatios []float64
+	for i := range rounds {
+		pair := [2]*run{}
+		order := []int{0, 1}
+		if i%2 == 1 {
+			order = []int{1, 0}
+		}
+		for _, k := range order {
+			label, fr := fmt.Sprintf("failures, round %d of %d", i+1, rounds), rate
+			if k == 1 {
+				label, fr = fmt.Sprintf("failures, clean, round %d of %d", i+1, rounds), 0
+			}
+			u, err := burn(label, fr)
+			if err != nil {
+				return err
+			}
+			pair[k] = u
+		}
+		failing, clean = append(failing, pair[0]), append(clean, pair[1])
+		fRate, cRate := perSecond(n, pair[0].b.end.Sub(pair[0].b.start)), perSecond(n, pair[1].b.end.Sub(pair[1].b.start))
+		if cRate > 0 {
+			ratios = append(ratios, fRate/cRate)
+		}
+		if pair[0].cpu > 0 {
+			cpuRatios = append(cpuRatios, float64(pair[1].cpu)/float64(pair[0].cpu))
+		}
 	}
-	ratioRow := measured("failures.rate_ratio", "failing rate over clean rate", ratio, unitRatio)
+
+	rates := func(runs []*run) (med float64, all []string) {
+		var v []float64
+		for _, u := range runs {
+			x := perSecond(n, u.b.end.Sub(u.b.start))
+			v = append(v, x)
+			all = append(all, progress.GroupDigits(progress.RoundSignificant(x, 3)))
+		}
+		return median(v), all
+	}
+	cpus := func(runs []*run) float64 {
+		var v []float64
+		for _, u := range runs {
+			v = append(v, micros(u.cpu, n))
+		}
+		return median(v)
+	}
+	fMed, fAll := rates(failing)
+	cMed, cAll := rates(clean)
+	at := fmt.Sprintf("%s chunks, %d consumers, max %d, ", progress.GroupDigits(n), r.cfg.Consumers, r.cfg.Max)
+	ratioRow := measured("failures.rate_ratio", "failing rate over clean rate, median of the rounds", median(ratios), unitRatio)
 	switch {
 	case rate != failureRateDesign:
-		ratioRow = ratioRow.note("the target, ≥ %g×, is for %g %% of attempts failed", failureRateTarget, failureRateDesign*100)
+		ratioRow = ratioRow.note("rounds: %s; the target, ≥ %g×, is for %g %% of attempts failed", joinRatios(ratios), failureRateTarget, failureRateDesign*100)
 	default:
-		ratioRow = ratioRow.want(">=", failureRateTarget)
+		ratioRow = ratioRow.note("rounds: %s", joinRatios(ratios)).want(">=", failureRateTarget)
 	}
-	failingRow := measured("failures.rate", at+fmt.Sprintf("%g %% of attempts failed", rate*100), failingRate, unitRate).
-		note("chunks finished (completed, or failed for good) per second; on_failure continue, retry_backoff initial 0s")
-	cleanRow := measured("failures.clean_rate", at+"none failed", cleanRate, unitRate).note("the same submission, its consumers failing nothing")
+	failingRow := measured("failures.rate", at+fmt.Sprintf("%g %% of attempts failed, median", rate*100), fMed, unitRate).
+		note("chunks finished (completed, or failed for good) per second, rounds: %s; on_failure continue, retry_backoff initial 0s", strings.Join(fAll, ", "))
+	cleanRow := measured("failures.clean_rate", at+"none failed, median", cMed, unitRate).
+		note("the same submission, its consumers failing nothing, rounds: %s", strings.Join(cAll, ", "))
+	var attempts, failedAttempts, failedChunks, twice, cleanTwice int64
+	for _, u := range failing {
+		attempts += deliveriesOf(u.b)
+		failedAttempts += u.b.failures.Load()
+		failedChunks += u.b.failed.Load()
+		twice += u.b.twice.Load()
+	}
+	for _, u := range clean {
+		cleanTwice += u.b.twice.Load()
+	}
 	r.report.add(failingRow, cleanRow, ratioRow,
-		measured("failures.attempts_failed", "attempts failed (retry true)", float64(failing.b.failures.Load()), unitCount).
-			note("of %s attempts", progress.GroupDigits(deliveriesOf(failing.b))),
-		measured("failures.chunks_failed", "chunks failed for good (attempts spent)", float64(failing.b.failed.Load()), unitCount).
+		measured("failures.cpu_per_chunk", "CPU per chunk, failing, median (PostgreSQL, instances, bench)", cpus(failing), unitMicros),
+		measured("failures.clean_cpu_per_chunk", "CPU per chunk, clean, median (PostgreSQL, instances, bench)", cpus(clean), unitMicros),
+		measured("failures.cpu_ratio", "clean CPU per chunk over failing, median of the rounds", median(cpuRatios), unitRatio).
+			note("what the rate ratio would be on a machine that ran nothing else; rounds: %s", joinRatios(cpuRatios)),
+		measured("failures.attempts_failed", "attempts failed (retry true), all rounds", float64(failedAttempts), unitCount).
+			note("of %s attempts", progress.GroupDigits(attempts)),
+		measured("failures.chunks_failed", "chunks failed for good (attempts spent), all rounds", float64(failedChunks), unitCount).
 			note("the server's default_max_retries"),
-		measured("failures.handed_out_twice", "chunks handed out while reserved, failing", float64(failing.b.twice.Load()), unitCount).want("==", 0),
-		measured("failures.clean_handed_out_twice", "chunks handed out while reserved, clean", float64(clean.b.twice.Load()), unitCount).want("==", 0),
+		measured("failures.handed_out_twice", "chunks handed out while reserved, failing", float64(twice), unitCount).want("==", 0),
+		measured("failures.clean_handed_out_twice", "chunks handed out while reserved, clean", float64(cleanTwice), unitCount).want("==", 0),
 	)
-	for _, u := range runs {
+	for _, u := range append(failing, clean...) {
 		if f := u.b.foreign.Load(); f > 0 {
-			r.report.add(measured(u.key+"other_chunks", u.label+": chunks of other submissions", float64(f), unitCount).note("left over from earlier workloads"))
+			r.report.add(measured("failures.other_chunks", u.label+": chunks of other submissions", float64(f), unitCount).note("left over from earlier workloads"))
 		}
 	}
 	return nil
+}
+
+// cpuNow returns the CPU time used so far by PostgreSQL (0 when it is not measured here),
+// the instances and this process.
+func (r *benchRun) cpuNow(ctx context.Context) (time.Duration, error) {
+	pg, err := r.env.cost.sample(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := pg.cpu
+	inst, err := r.instancesCPU()
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range inst {
+		total += d
+	}
+	own, err := procCPU(os.Getpid())
+	if err != nil {
+		return 0, err
+	}
+	return total + own, nil
+}
+
+// micros is d per item, in microseconds.
+func micros(d time.Duration, n int64) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return float64(d.Microseconds()) / float64(n)
+}
+
+// median returns the median of v (the mean of the middle two of an even count); 0 when v
+// is empty.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// joinRatios writes ratios as "0.93×, 0.97×".
+func joinRatios(v []float64) string {
+	out := make([]string, len(v))
+	for i, x := range v {
+		out[i] = fmt.Sprintf("%.2f×", x)
+	}
+	return strings.Join(out, ", ")
 }
 
 // deliveriesOf returns how many chunks b handed out in all.

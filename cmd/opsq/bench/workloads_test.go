@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -163,14 +164,14 @@ func TestFindRiverDir(t *testing.T) {
 	}
 }
 
-// TestBenchFailuresRuns runs the failures workload small: both burn-downs are reported,
-// their ratio, the failed attempts, and no chunk was handed out while a reservation of it
-// was live (the bench fails if the server ignored on_failure or retry_backoff); the speed
-// is not checked.
+// TestBenchFailuresRuns runs the failures workload small, two rounds: both burn-downs are
+// reported, the median of their ratios with each round's, the CPU per chunk, the failed
+// attempts, and no chunk was handed out while a reservation of it was live (the bench
+// fails if the server ignored on_failure or retry_backoff); the speed is not checked.
 func TestBenchFailuresRuns(t *testing.T) {
 	t.Parallel()
 	out, err := runBench(t, 5*time.Minute, "--workload", "failures", "--instances", "1", "--consumers", "8",
-		"--failure-chunks", "1000", "--failure-rate", "0.05")
+		"--failure-chunks", "1000", "--failure-rate", "0.05", "--failure-rounds", "2")
 	if err != nil {
 		t.Fatalf("opsq bench: %v\n%s", err, out.stderr.String())
 	}
@@ -182,10 +183,14 @@ func TestBenchFailuresRuns(t *testing.T) {
 	for _, r := range report.Rows {
 		rows[r.Key] = r
 	}
-	for _, key := range []string{"failures.rate", "failures.clean_rate", "failures.rate_ratio", "failures.attempts_failed"} {
+	for _, key := range []string{"failures.rate", "failures.clean_rate", "failures.rate_ratio", "failures.attempts_failed",
+		"failures.cpu_per_chunk", "failures.clean_cpu_per_chunk", "failures.cpu_ratio"} {
 		if r, ok := rows[key]; !ok || r.Value <= 0 {
 			t.Errorf("%s = %v (%s); want a positive value", key, r.Value, r.Note)
 		}
+	}
+	if r := rows["failures.rate_ratio"]; !regexp.MustCompile(`rounds: [0-9.]+×, [0-9.]+×;`).MatchString(r.Note) {
+		t.Errorf("failures.rate_ratio's note %q; want the two rounds' ratios", r.Note)
 	}
 	if _, ok := rows["failures.chunks_failed"]; !ok {
 		t.Errorf("the report has no failures.chunks_failed")
