@@ -165,10 +165,12 @@ func TestRoutesAndMethods(t *testing.T) {
 		status       int
 		code         string
 	}{
-		{http.MethodGet, "/v1/nope", http.StatusNotFound, "not_found"},
-		{http.MethodGet, "/nope", http.StatusNotFound, "not_found"},
-		{http.MethodPost, "/v2/submissions", http.StatusNotFound, "not_found"},
-		{http.MethodGet, "/v1/submissions/1/nope", http.StatusNotFound, "not_found"},
+		{http.MethodGet, "/v1/nope", http.StatusNotFound, "unknown_route"},
+		{http.MethodGet, "/nope", http.StatusNotFound, "unknown_route"},
+		{http.MethodPost, "/v2/submissions", http.StatusNotFound, "unknown_route"},
+		{http.MethodGet, "/v1/submissions/1/nope", http.StatusNotFound, "unknown_route"},
+		{http.MethodGet, "/v1/submision/1", http.StatusNotFound, "unknown_route"},
+		{http.MethodGet, "/v1/v1/submissions/1", http.StatusNotFound, "unknown_route"},
 		{http.MethodDelete, "/v1/submissions", http.StatusMethodNotAllowed, "method_not_allowed"},
 		{http.MethodPut, "/v1/submissions", http.StatusMethodNotAllowed, "method_not_allowed"},
 		{http.MethodGet, "/v1/submissions/1/cancel", http.StatusMethodNotAllowed, "method_not_allowed"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,56 +16,15 @@ import (
 	"opsq/sql/pgtest"
 )
 
-// psqlVars does what psql does with -v name=value to a script: :'name' becomes the value
-// as a quoted literal, :name the value itself (sql.PsqlVariables reads the syntax).
-// Unlike psql it fails on a variable that is not set.
-func psqlVars(script string, vars map[string]string) (string, error) {
-	return opsqsql.PsqlVariables(script, true, func(name string, quoted bool) (string, error) {
-		v, ok := vars[name]
-		if !ok {
-			return "", fmt.Errorf("variable %q is not set", name)
-		}
-		if quoted {
-			return "'" + strings.ReplaceAll(v, "'", "''") + "'", nil
-		}
-		return v, nil
-	})
-}
-
-func TestPsqlVars(t *testing.T) {
-	t.Parallel()
-	vars := map[string]string{"shard": "17", "instance": "it's-me"}
-	for _, tc := range []struct{ in, want string }{
-		{"WHERE shard = :shard", "WHERE shard = 17"},
-		{"WHERE id = :'instance'", "WHERE id = 'it''s-me'"},
-		{"SELECT value::int, :shard::int", "SELECT value::int, 17::int"},
-		{"-- psql -v shard=1 :shard\nSELECT :shard", "-- psql -v shard=1 :shard\nSELECT 17"},
-		{"SELECT ':shard', :shard", "SELECT ':shard', 17"},
-		{"SELECT 'a''b:shard'", "SELECT 'a''b:shard'"},
-	} {
-		got, err := psqlVars(tc.in, vars)
-		if err != nil || got != tc.want {
-			t.Errorf("psqlVars(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
-		}
-	}
-	if _, err := psqlVars("SELECT :missing", vars); err == nil {
-		t.Error("psqlVars with an unset variable = nil error; want one")
-	}
-}
-
-// runRecipe runs sql/admin/name with psql variables, as an operator would.
+// runRecipe runs sql/admin/name with psql and the variables vars, as an operator would.
 func (f *fixture) runRecipe(name string, vars map[string]string) {
 	f.t.Helper()
-	script, err := fs.ReadFile(opsqsql.Admin, "admin/"+name)
-	if err != nil {
-		f.t.Fatal(err)
+	var args []string
+	for k, v := range vars {
+		args = append(args, k+"="+v)
 	}
-	sql, err := psqlVars(string(script), vars)
-	if err != nil {
-		f.t.Fatalf("%s: %v", name, err)
-	}
-	if _, err := f.pool.Exec(context.Background(), sql); err != nil {
-		f.t.Fatalf("running %s: %v", name, err)
+	if out, err := pgtest.Psql(f.t, f.url, filepath.Join("..", "sql", "admin", name), args...); err != nil {
+		f.t.Fatalf("running %s: %v\n%s", name, err, out)
 	}
 }
 

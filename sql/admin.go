@@ -14,6 +14,10 @@ import (
 //
 //	psql "$OPSQ_DATABASE_URL" -v shard=17 -f sql/admin/force_release_shard.sql
 //
+// Each sets ON_ERROR_STOP, so that psql stops and exits non-zero at the first error, and
+// each that changes something fails so too when it changed nothing (an unknown shard,
+// instance or key name).
+//
 //go:embed admin/*.sql
 var Admin embed.FS
 
@@ -90,7 +94,26 @@ func adminStatement(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return psqlToNamed(string(script))
+	return psqlToNamed(recipeStatement(string(script)))
+}
+
+// recipeStatement returns the statement of a recipe: its lines from the first that is
+// neither a comment, blank, nor a psql meta-command (\set ON_ERROR_STOP on) to the first
+// that ends with ";". What follows it is psql's alone: the check that makes psql fail when
+// the statement changed nothing (a \gexec); the dashboard reads the rows affected instead.
+func recipeStatement(script string) string {
+	var b strings.Builder
+	for line := range strings.Lines(script) {
+		trimmed := strings.TrimSpace(line)
+		if b.Len() == 0 && (trimmed == "" || strings.HasPrefix(trimmed, "--") || strings.HasPrefix(trimmed, `\`)) {
+			continue
+		}
+		b.WriteString(line)
+		if strings.HasSuffix(trimmed, ";") {
+			break
+		}
+	}
+	return b.String()
 }
 
 // psqlToNamed turns psql variables into pgx named arguments (see adminStatement).
@@ -103,8 +126,8 @@ func psqlToNamed(script string) (string, error) {
 // quoted literal: quoted true) and :name (the text itself) — with what replace returns for
 // it. Quoted strings and :: casts are left as they are, and so are comments when
 // keepComments (else they are left out). The one reader of this syntax: adminStatement
-// makes bound statements of the recipes with it, and the recipes' tests (claims) run
-// them as psql would, with values.
+// makes bound statements of the recipes with it (the recipes' tests run them with psql
+// itself, pgtest.Psql).
 func PsqlVariables(script string, keepComments bool, replace func(name string, quoted bool) (string, error)) (string, error) {
 	identChar := func(c byte) bool {
 		return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'

@@ -31,8 +31,20 @@ func TestAdminStatements(t *testing.T) {
 		"drain": adminDrainInstance, "undrain": adminUndrainInstance,
 		"disable": adminDisableShard, "enable": adminEnableShard,
 	} {
-		if s == "" || strings.Contains(s, ":'") || strings.Contains(s, "--") {
-			t.Errorf("%s: %q still holds psql variables or comments", name, s)
+		if s == "" || strings.Contains(s, ":'") || strings.Contains(s, "--") || strings.Contains(s, `\`) {
+			t.Errorf("%s: %q still holds psql variables, comments or meta-commands", name, s)
 		}
+		if strings.Count(s, ";") != 1 || !strings.HasSuffix(s, ";") {
+			t.Errorf("%s: %q is not one statement", name, s)
+		}
+	}
+}
+
+func TestRecipeStatement(t *testing.T) {
+	t.Parallel()
+	script := "-- Drain.\n--   psql -f x.sql\n\\set ON_ERROR_STOP on\nUPDATE t\n-- why\nSET a = 1\nWHERE id = :'id';\n-- check\nSELECT 'x' WHERE :ROW_COUNT = 0 \\gexec\n"
+	want := "UPDATE t\n-- why\nSET a = 1\nWHERE id = :'id';\n"
+	if got := recipeStatement(script); got != want {
+		t.Errorf("recipeStatement = %q; want %q", got, want)
 	}
 }

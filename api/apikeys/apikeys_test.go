@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -15,7 +14,6 @@ import (
 	"go.uber.org/goleak"
 
 	"opsq/queuer/notify"
-	"opsq/sql/pglocal"
 	"opsq/sql/pgtest"
 )
 
@@ -257,23 +255,11 @@ func psql(t *testing.T, dbURL, recipe string, vars ...string) string {
 	return out
 }
 
-// runPsql runs psql with ON_ERROR_STOP, so that it fails when the recipe does.
+// runPsql runs an sql/admin recipe with psql as an operator would, with no ON_ERROR_STOP
+// but the recipe's own, so that it fails when the recipe does.
 func runPsql(t *testing.T, dbURL, recipe string, vars ...string) (string, error) {
 	t.Helper()
-	bin, err := exec.LookPath("psql")
-	if err != nil {
-		dir, derr := pglocal.BinDir()
-		if derr != nil {
-			t.Fatalf("the admin recipes are tested with psql, which is not on the PATH nor beside the server binaries: %v", derr)
-		}
-		bin = filepath.Join(dir, "psql")
-	}
-	args := []string{dbURL, "-X", "-v", "ON_ERROR_STOP=1", "-f", filepath.Join("..", "..", "sql", "admin", recipe)}
-	for _, v := range vars {
-		args = append(args, "-v", v)
-	}
-	out, err := exec.CommandContext(t.Context(), bin, args...).CombinedOutput()
-	return string(out), err
+	return pgtest.Psql(t, dbURL, filepath.Join("..", "..", "sql", "admin", recipe), vars...)
 }
 
 // TestAdminRecipes: a key made with sql/admin/create_api_key.sql from a key the operator

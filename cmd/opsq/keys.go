@@ -95,6 +95,11 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageError("unknown action or extra arguments: %q", pos)
 	}
 
+	if dbURL == "" && devDir == "" {
+		// Not databaseURL's advice to run "make run": that starts a database which this
+		// command finds only when told where it is.
+		return errors.New(`no database: the keys are in PostgreSQL, not in an instance; set --database-url or OPSQ_DATABASE_URL (postgres://user@host:5432/db), or, for the development PostgreSQL of "make run", --dev-cluster .data/pg (OPSQ_DEV_CLUSTER)`)
+	}
 	log, err := newLogger("warn", stderr)
 	if err != nil {
 		return err

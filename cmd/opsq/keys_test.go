@@ -219,3 +219,22 @@ func mustID(t *testing.T, s string) int64 {
 	}
 	return n
 }
+
+// TestKeysWithoutDatabase: with no database configured, "opsq keys" says how to point it
+// at one, "make run"'s included.
+func TestKeysWithoutDatabase(t *testing.T) { // not parallel: t.Setenv
+	t.Setenv("OPSQ_DATABASE_URL", "")
+	t.Setenv("OPSQ_DEV_CLUSTER", "")
+	for _, args := range [][]string{{"list"}, {"revoke", "ci"}, {"create", "--name", "ci", "--role", "producer"}} {
+		var stdout, stderr strings.Builder
+		err := runKeys(t.Context(), args, &stdout, &stderr)
+		if err == nil {
+			t.Fatalf("opsq keys %s with no database succeeded", strings.Join(args, " "))
+		}
+		for _, want := range []string{"no database", "--database-url", "OPSQ_DATABASE_URL", `"make run"`, "--dev-cluster .data/pg"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("opsq keys %s: %q; want it to say %q", strings.Join(args, " "), err, want)
+			}
+		}
+	}
+}

@@ -142,6 +142,9 @@ func advice(e *client.Error, baseURL, conflict string) string {
 		return `give an API key with --key or OPSQ_KEY ("opsq keys create" makes one; "opsq keys list" shows which are revoked or expired)`
 	case e.StatusCode == http.StatusForbidden:
 		return `use a key of a role that may do this ("opsq keys list" shows the roles)`
+	case e.StatusCode == http.StatusNotFound && (e.Code == "unknown_route" || strings.HasPrefix(e.Message, "no route ")):
+		// An unknown route, not an unknown id (servers before unknown_route said not_found).
+		return fmt.Sprintf("the server has no such route: is --url (%s) the address of opsq, with no path after the port?", baseURL)
 	case e.StatusCode == http.StatusNotFound:
 		return `check the submission id ("opsq list" shows recent submissions)`
 	case e.StatusCode == http.StatusConflict && conflict != "":

@@ -107,6 +107,8 @@ func TestExplainAnswers(t *testing.T) {
 		want     string
 	}{
 		{"not found", &client.Error{StatusCode: 404, Code: "not_found", Message: "no submission 9"}, "", `opsq list`},
+		{"unknown route", &client.Error{StatusCode: 404, Code: "unknown_route", Message: "no route GET /v1/v1/submissions/9: check the URL"}, "", "the server has no such route: is --url (http://x) the address of opsq"},
+		{"unknown route of an older server", &client.Error{StatusCode: 404, Code: "not_found", Message: "no route GET /x/v1/submissions/9"}, "", "no such route"},
 		{"conflict", &client.Error{StatusCode: 409, Code: "conflict", Message: "in_progress"}, "wait for it", "; wait for it"},
 		{"not ready", &client.Error{StatusCode: 503, Code: "not_ready", Message: "db"}, "", "retry in a moment"},
 		{"load balancer", &client.Error{StatusCode: 502, Code: "http_502", Message: "<html>"}, "", "found no instance to answer"},

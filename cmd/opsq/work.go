@@ -641,6 +641,35 @@ func (w *worker) counts() string {
 // rateWindow is the span over which the progress line's rate is measured.
 const rateWindow = 10 * time.Second
 
+// rateMeter measures the rate at which chunks finish over the last rateWindow, as of the
+// last tick where one did: once none finishes (the work is done, or the queue is empty)
+// the rate stays at what it was while the work flowed, rather than falling towards 0 as
+// the window fills with idle time. Not safe for concurrent use.
+type rateMeter struct {
+	samples []rateSample // the ticks of the last rateWindow
+	rate    float64      // chunks/s as of the last tick where the count changed
+}
+
+type rateSample struct {
+	at       time.Time
+	finished int64
+}
+
+// add records the count of finished chunks at a tick and returns the rate in chunks/s.
+func (m *rateMeter) add(at time.Time, finished int64) float64 {
+	m.samples = append(m.samples, rateSample{at, finished})
+	for len(m.samples) > 1 && at.Sub(m.samples[0].at) > rateWindow {
+		m.samples = m.samples[1:]
+	}
+	if n := len(m.samples); n > 1 && finished != m.samples[n-2].finished {
+		first := m.samples[0]
+		if d := at.Sub(first.at).Seconds(); d > 0 {
+			m.rate = float64(finished-first.finished) / d
+		}
+	}
+	return m.rate
+}
+
 // showProgress shows the progress line until quit is closed, then clears it and closes
 // shown. On a terminal the line is redrawn all the time; in a log it is printed when it
 // changes.
@@ -648,11 +677,8 @@ func (w *worker) showProgress(quit <-chan struct{}, shown chan<- struct{}) {
 	defer close(shown)
 	t := time.NewTicker(w.display.line.Every())
 	defer t.Stop()
-	type sample struct {
-		at       time.Time
-		finished int64
-	}
-	samples := []sample{{at: time.Now()}} // the rate counts from the start until the window is full
+	var rate rateMeter
+	rate.add(time.Now(), 0)
 	last := ""
 	for {
 		select {
@@ -660,21 +686,13 @@ func (w *worker) showProgress(quit <-chan struct{}, shown chan<- struct{}) {
 			w.display.clear()
 			return
 		case now := <-t.C:
-			finished := w.done.Load() + w.failed.Load()
-			samples = append(samples, sample{now, finished})
-			for len(samples) > 1 && now.Sub(samples[0].at) > rateWindow {
-				samples = samples[1:]
-			}
-			rate := 0.0
-			if d := now.Sub(samples[0].at).Seconds(); d > 0 {
-				rate = float64(finished-samples[0].finished) / d
-			}
+			r := rate.add(now, w.done.Load()+w.failed.Load())
 			s := fmt.Sprintf("work: %s, %d running", w.counts(), w.running.Load())
 			if !w.display.line.TTY() && s == last {
 				continue // nothing new for the log
 			}
 			last = s
-			w.display.show(fmt.Sprintf("%s, %.1f chunks/s", s, rate))
+			w.display.show(fmt.Sprintf("%s, %.1f chunks/s", s, r))
 		}
 	}
 }

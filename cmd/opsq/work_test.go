@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"math"
 	"os/exec"
 	"slices"
 	"strings"
@@ -251,5 +252,38 @@ func TestExplainConsumerAPI(t *testing.T) {
 	bad := &client.Error{StatusCode: 400, Code: "bad_request", Message: "strategy: unknown"}
 	if got := explainConsumerAPI(bad, "http://q:1"); got == nil || !strings.HasSuffix(got.Error(), "fix the request and retry") {
 		t.Errorf("got %v; want explain's advice for a 400", got)
+	}
+}
+
+// TestRateMeter: the progress line's rate is the rate of the last rateWindow while chunks
+// finish, and stays there once they stop, rather than falling while the worker idles.
+func TestRateMeter(t *testing.T) {
+	t.Parallel()
+	const tick = 100 * time.Millisecond
+	var m rateMeter
+	at, finished := time.Unix(1e9, 0), int64(0)
+	run := func(d time.Duration, every int) (rates []float64) { // a chunk every `every` ticks (0: none)
+		for i := 1; i <= int(d/tick); i++ {
+			at = at.Add(tick)
+			if every > 0 && i%every == 0 {
+				finished++
+			}
+			rates = append(rates, m.add(at, finished))
+		}
+		return rates
+	}
+	near := func(got, want float64) bool { return math.Abs(got-want) < want/20 }
+	m.add(at, 0)
+	if r := run(20*time.Second, 1); !near(r[len(r)-1], 10) {
+		t.Fatalf("rate after 20s of 10 chunks/s = %.2f; want 10", r[len(r)-1])
+	}
+	for i, r := range run(60*time.Second, 0) {
+		if !near(r, 10) {
+			t.Fatalf("rate %s after the last chunk = %.2f; want it to stay 10", time.Duration(i+1)*tick, r)
+		}
+	}
+	// Slow work: a chunk every 5s, the window full of it.
+	if r := run(30*time.Second, 50); !near(r[len(r)-1], 0.2) {
+		t.Errorf("rate after 30s of a chunk every 5s = %.3f; want 0.2", r[len(r)-1])
 	}
 }

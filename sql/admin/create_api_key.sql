@@ -10,6 +10,7 @@
 --   echo "$KEY"   # give it to its user; it cannot be shown again
 --
 -- Every instance accepts it within a second (the table's trigger notifies them).
+\set ON_ERROR_STOP on
 INSERT INTO opsq.api_keys (name, role, sha256, expires_at)
 VALUES (:'name', :'role', decode(:'sha256', 'hex'),
         now() + nullif(:'expires', 'never')::interval)

@@ -5,7 +5,13 @@
 -- claims_overview.sql.
 --
 --   psql "$OPSQ_DATABASE_URL" -v instance=opsq-7f3a -f sql/admin/drain_instance.sql
+\set ON_ERROR_STOP on
 UPDATE opsq.instances
 SET draining = true
 WHERE id = :'instance'
 RETURNING id, advertise_url, draining;
+-- It changed nothing (no such instance): fail, so that psql exits non-zero.
+SELECT format('DO %L', format('BEGIN RAISE EXCEPTION USING MESSAGE = %L, HINT = %L; END',
+              'drain_instance.sql: no instance ' || quote_literal(:'instance') || '; nothing was drained',
+              'claims_overview.sql lists the instances'))
+WHERE :ROW_COUNT = 0 \gexec

@@ -11,6 +11,7 @@
 -- A leaked key: rotate, then delete the leaked row (reservations signed with it then answer
 -- "unknown", and their chunks are handed out again when their leases run out):
 --   DELETE FROM opsq.cluster_keys WHERE id = <leaked id>; SELECT pg_notify('opsq_cluster_keys', '');
+\set ON_ERROR_STOP on
 WITH added AS (
     INSERT INTO opsq.cluster_keys (id, secret)
     SELECT coalesce(max(id), 0) + 1,

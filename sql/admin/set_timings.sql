@@ -18,6 +18,7 @@
 --
 -- To change a single value:
 --   UPDATE opsq.settings SET value = '30s' WHERE key = 'claim_soft_expiry';
+\set ON_ERROR_STOP on
 UPDATE opsq.settings AS s
 SET value = v.value
 FROM (VALUES ('claim_renew_interval',       :'renew_interval'),
