@@ -211,14 +211,18 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 		clear(completed)
 		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 			db := opsqsql.New(tx)
+			// First: the retries are statements by key too. Planned without it, each
+			// retry was planned anew, a custom plan over every chunk partition: a third
+			// of PostgreSQL's CPU in a burn-down failing 1 % of its attempts (perf), and
+			// 10 µs more per chunk than a clean one.
+			if err := db.PlanByKey(ctx); err != nil {
+				return err
+			}
 			if err := c.retry(ctx, db, jobs); err != nil {
 				return err
 			}
 			if len(sids) == 0 {
 				return nil
-			}
-			if err := db.PlanByKey(ctx); err != nil {
-				return err
 			}
 			locked, err := db.SubmissionsLock(ctx, submissions)
 			if err != nil {

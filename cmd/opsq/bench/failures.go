@@ -50,7 +50,7 @@ func (r *benchRun) failures(ctx context.Context) error {
 		label    string
 		failRate float64
 		b        *burndown
-		cpu      time.Duration // PostgreSQL, the instances and the bench, over the burn-down
+		cpu      cpuSplit // over the burn-down
 	}
 	burn := func(label string, failRate float64) (*run, error) {
 		created, err := r.submitLifecycle(ctx, r.env.clients[0], n, label+" backlog", failuresHeader())
@@ -73,11 +73,12 @@ func (r *benchRun) failures(ctx context.Context) error {
 		if _, err := r.checkBurnDown(ctx, b); err != nil {
 			return nil, fmt.Errorf("%s: %w", label, err)
 		}
-		u := &run{label: label, failRate: failRate, b: b, cpu: after - before}
+		u := &run{label: label, failRate: failRate, b: b, cpu: after.minus(before)}
 		took := b.end.Sub(b.start)
-		r.say("%s: %s chunks in %s (%s chunks/s), %s attempts failed, %s chunks failed for good, %d handed out while reserved, %.1f µs of CPU per chunk",
+		r.say("%s: %s chunks in %s (%s chunks/s), %s attempts failed, %s chunks failed for good, %d handed out while reserved; CPU per chunk %.1f µs (PostgreSQL %.1f, instances %.1f, bench %.1f)",
 			label, progress.GroupDigits(n), progress.Duration(took), progress.GroupDigits(progress.RoundSignificant(perSecond(n, took), 3)),
-			progress.GroupDigits(b.failures.Load()), progress.GroupDigits(b.failed.Load()), b.twice.Load(), micros(u.cpu, n))
+			progress.GroupDigits(b.failures.Load()), progress.GroupDigits(b.failed.Load()), b.twice.Load(),
+			micros(u.cpu.total(), n), micros(u.cpu.pg, n), micros(u.cpu.instances, n), micros(u.cpu.bench, n))
 		return u, nil
 	}
 
@@ -105,8 +106,8 @@ func (r *benchRun) failures(ctx context.Context) error {
 		if cRate > 0 {
 			ratios = append(ratios, fRate/cRate)
 		}
-		if pair[0].cpu > 0 {
-			cpuRatios = append(cpuRatios, float64(pair[1].cpu)/float64(pair[0].cpu))
+		if pair[0].cpu.total() > 0 {
+			cpuRatios = append(cpuRatios, float64(pair[1].cpu.total())/float64(pair[0].cpu.total()))
 		}
 	}
 
@@ -119,12 +120,17 @@ func (r *benchRun) failures(ctx context.Context) error {
 		}
 		return median(v), all
 	}
-	cpus := func(runs []*run) float64 {
+	cpus := func(runs []*run, part func(cpuSplit) time.Duration) float64 {
 		var v []float64
 		for _, u := range runs {
-			v = append(v, micros(u.cpu, n))
+			v = append(v, micros(part(u.cpu), n))
 		}
 		return median(v)
+	}
+	cpuRow := func(key, which string, runs []*run) benchRow {
+		return measured(key, "CPU per chunk, "+which+", median (PostgreSQL, instances, bench)", cpus(runs, cpuSplit.total), unitMicros).
+			note("PostgreSQL %.1f µs, instances %.1f µs, bench %.1f µs", cpus(runs, func(c cpuSplit) time.Duration { return c.pg }),
+				cpus(runs, func(c cpuSplit) time.Duration { return c.instances }), cpus(runs, func(c cpuSplit) time.Duration { return c.bench }))
 	}
 	fMed, fAll := rates(failing)
 	cMed, cAll := rates(clean)
@@ -151,8 +157,8 @@ func (r *benchRun) failures(ctx context.Context) error {
 		cleanTwice += u.b.twice.Load()
 	}
 	r.report.add(failingRow, cleanRow, ratioRow,
-		measured("failures.cpu_per_chunk", "CPU per chunk, failing, median (PostgreSQL, instances, bench)", cpus(failing), unitMicros),
-		measured("failures.clean_cpu_per_chunk", "CPU per chunk, clean, median (PostgreSQL, instances, bench)", cpus(clean), unitMicros),
+		cpuRow("failures.cpu_per_chunk", "failing", failing),
+		cpuRow("failures.clean_cpu_per_chunk", "clean", clean),
 		measured("failures.cpu_ratio", "clean CPU per chunk over failing, median of the rounds", median(cpuRatios), unitRatio).
 			note("what the rate ratio would be on a machine that ran nothing else; rounds: %s", joinRatios(cpuRatios)),
 		measured("failures.attempts_failed", "attempts failed (retry true), all rounds", float64(failedAttempts), unitCount).
@@ -170,26 +176,35 @@ func (r *benchRun) failures(ctx context.Context) error {
 	return nil
 }
 
-// cpuNow returns the CPU time used so far by PostgreSQL (0 when it is not measured here),
-// the instances and this process.
-func (r *benchRun) cpuNow(ctx context.Context) (time.Duration, error) {
+// cpuSplit is CPU time of PostgreSQL (0 when it is not measured here), of the instances,
+// and of this process (the bench's consumers).
+type cpuSplit struct{ pg, instances, bench time.Duration }
+
+func (c cpuSplit) total() time.Duration { return c.pg + c.instances + c.bench }
+
+func (c cpuSplit) minus(o cpuSplit) cpuSplit {
+	return cpuSplit{pg: c.pg - o.pg, instances: c.instances - o.instances, bench: c.bench - o.bench}
+}
+
+// cpuNow returns the CPU time used so far by PostgreSQL, the instances and this process.
+func (r *benchRun) cpuNow(ctx context.Context) (cpuSplit, error) {
+	var c cpuSplit
 	pg, err := r.env.cost.sample(ctx)
 	if err != nil {
-		return 0, err
+		return c, err
 	}
-	total := pg.cpu
+	c.pg = pg.cpu
 	inst, err := r.instancesCPU()
 	if err != nil {
-		return 0, err
+		return c, err
 	}
 	for _, d := range inst {
-		total += d
+		c.instances += d
 	}
-	own, err := procCPU(os.Getpid())
-	if err != nil {
-		return 0, err
+	if c.bench, err = procCPU(os.Getpid()); err != nil {
+		return c, err
 	}
-	return total + own, nil
+	return c, nil
 }
 
 // micros is d per item, in microseconds.
