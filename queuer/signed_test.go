@@ -479,7 +479,7 @@ func rotate(t *testing.T, pool *pgxpool.Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(context.Background(), string(script)); err != nil {
+	if _, err := pool.Exec(context.Background(), opsqsql.RecipeStatement(string(script))); err != nil {
 		t.Fatalf("running rotate_cluster_key.sql: %v", err)
 	}
 }

@@ -94,14 +94,15 @@ func adminStatement(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return psqlToNamed(recipeStatement(string(script)))
+	return psqlToNamed(RecipeStatement(string(script)))
 }
 
-// recipeStatement returns the statement of a recipe: its lines from the first that is
-// neither a comment, blank, nor a psql meta-command (\set ON_ERROR_STOP on) to the first
-// that ends with ";". What follows it is psql's alone: the check that makes psql fail when
-// the statement changed nothing (a \gexec); the dashboard reads the rows affected instead.
-func recipeStatement(script string) string {
+// RecipeStatement returns the statement of a recipe (for the dashboard, and for tests that
+// run a recipe through pgx): its lines from the first that is neither a comment, blank,
+// nor a psql meta-command (\set ON_ERROR_STOP on) to the first that ends with ";". What
+// follows it is psql's alone: the check that makes psql fail when the statement changed
+// nothing (a \gexec); the dashboard reads the rows affected instead.
+func RecipeStatement(script string) string {
 	var b strings.Builder
 	for line := range strings.Lines(script) {
 		trimmed := strings.TrimSpace(line)

@@ -44,7 +44,7 @@ func TestRecipeStatement(t *testing.T) {
 	t.Parallel()
 	script := "-- Drain.\n--   psql -f x.sql\n\\set ON_ERROR_STOP on\nUPDATE t\n-- why\nSET a = 1\nWHERE id = :'id';\n-- check\nSELECT 'x' WHERE :ROW_COUNT = 0 \\gexec\n"
 	want := "UPDATE t\n-- why\nSET a = 1\nWHERE id = :'id';\n"
-	if got := recipeStatement(script); got != want {
-		t.Errorf("recipeStatement = %q; want %q", got, want)
+	if got := RecipeStatement(script); got != want {
+		t.Errorf("RecipeStatement = %q; want %q", got, want)
 	}
 }

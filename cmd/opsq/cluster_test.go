@@ -846,7 +846,7 @@ func TestClusterForceReleaseNoticed(t *testing.T) {
 		oldGen := rows[shard].Generation
 		var gotShard int
 		var gen int64
-		if err := c.Pool.QueryRow(ctx, strings.ReplaceAll(string(recipe), ":shard", strconv.Itoa(shard))).Scan(&gotShard, &gen); err != nil {
+		if err := c.Pool.QueryRow(ctx, strings.ReplaceAll(opsqsql.RecipeStatement(string(recipe)), ":shard", strconv.Itoa(shard))).Scan(&gotShard, &gen); err != nil {
 			t.Fatalf("running force_release_shard.sql for shard %d: %v", shard, err)
 		}
 		released := time.Now()
