@@ -109,3 +109,40 @@ func TestDeployDashboardIngestPost(t *testing.T) {
 		t.Errorf("%s: no expression of route /v1/submissions; want the ingest panel's", dashboardFile)
 	}
 }
+
+// TestDeployPrometheusExample: the example configuration is valid for Prometheus and
+// scrapes the instances as alerts.yml expects (job "opsq", every 15s).
+func TestDeployPrometheusExample(t *testing.T) {
+	t.Parallel()
+	const file = "../deploy/prometheus/prometheus.example.yml"
+	out, err := exec.CommandContext(t.Context(), promtoolPath(t), "check", "config", "--syntax-only", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check config %s: %v\n%s", file, err, out)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Global struct {
+			ScrapeInterval     string `yaml:"scrape_interval"`
+			EvaluationInterval string `yaml:"evaluation_interval"`
+		} `yaml:"global"`
+		RuleFiles     []string `yaml:"rule_files"`
+		ScrapeConfigs []struct {
+			JobName string `yaml:"job_name"`
+		} `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if cfg.Global.ScrapeInterval != "15s" || cfg.Global.EvaluationInterval != "15s" {
+		t.Errorf("%s: scrape_interval %q, evaluation_interval %q; want the 15s alerts.yml assumes", file, cfg.Global.ScrapeInterval, cfg.Global.EvaluationInterval)
+	}
+	if !slices.Contains(cfg.RuleFiles, "alerts.yml") {
+		t.Errorf("%s: rule_files %v; want alerts.yml", file, cfg.RuleFiles)
+	}
+	if len(cfg.ScrapeConfigs) != 1 || cfg.ScrapeConfigs[0].JobName != "opsq" {
+		t.Errorf("%s: scrape configs %+v; want the one job \"opsq\" that alerts.yml selects", file, cfg.ScrapeConfigs)
+	}
+}
