@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strconv"
@@ -41,7 +42,8 @@ var instanceMetrics = []struct {
 	{"opsq_claims_acquired_total", "Shards this instance acquired; each acquisition is a change of generation.", true, func(m queuer.Metrics) float64 { return float64(m.Claims.Acquired) }},
 	{"opsq_claims_lost_total", "Shards a renewal of this instance found taken by another instance or an operator.", true, func(m queuer.Metrics) float64 { return float64(m.Claims.Lost) }},
 	{"opsq_claims_released_total", "Shards this instance released (drained, or at stop).", true, func(m queuer.Metrics) float64 { return float64(m.Claims.Released) }},
-	{"opsq_claims_renew_failures_total", "Renewals of this instance's claims that failed.", true, func(m queuer.Metrics) float64 { return float64(m.Claims.RenewFailures) }},
+	{"opsq_claims_renew_failures_total", "Claims cycles of this instance whose renewal did not succeed: the renewal failed, or the heartbeat before it (database unreachable).", true, func(m queuer.Metrics) float64 { return float64(m.Claims.RenewFailures) }},
+	{"opsq_claims_cycle_failures_total", "Claims cycles of this instance that failed at any step (heartbeat, renewal, release, acquire).", true, func(m queuer.Metrics) float64 { return float64(m.Claims.CycleFailures) }},
 }
 
 func newMetrics(q *queuer.Queuer, parked func() int64) *metrics {
@@ -57,7 +59,7 @@ func newMetrics(q *queuer.Queuer, parked func() int64) *metrics {
 	m.registry.MustRegister(m.requests,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&queuerCollector{q: q, parked: parked})
+		&queuerCollector{q: q, parked: parked, made: time.Now()})
 	return m
 }
 
@@ -67,6 +69,7 @@ func newMetrics(q *queuer.Queuer, parked func() int64) *metrics {
 type queuerCollector struct {
 	q      *queuer.Queuer
 	parked func() int64
+	made   time.Time // the age of the cluster's figures counts from here until one is read
 }
 
 var (
@@ -79,12 +82,16 @@ var (
 		"How long the successful renewals of this instance's claims took (one serializable transaction).", nil, nil)
 	descSinceRenew = prometheus.NewDesc("opsq_claims_seconds_since_renewal",
 		"Seconds since the last successful renewal of this instance's claims began; past claim_soft_expiry (10s) its shards stop being served.", nil, nil)
+	descClusterAge = prometheus.NewDesc("opsq_cluster_stats_age_seconds",
+		"Seconds since the cluster's figures (opsq_cluster_*) were last read from the database, or since the server started if never. "+
+			"When a read fails the figures are left out of the scrape rather than shown stale, and this keeps growing.", nil, nil)
 	descCluster  = map[string]*prometheus.Desc{}
 	descInstance = map[string]*prometheus.Desc{}
 )
 
 // clusterMetrics are the cluster's figures, the same on every instance (take max() over
-// instances); read from the database at most every queuer.ClusterStatsTTL.
+// instances); read from the database at most every queuer.ClusterStatsTTL. A scrape has
+// them only when the last read succeeded (opsq_cluster_stats_age_seconds says how old).
 var clusterMetrics = []struct {
 	name, help string
 	counter    bool
@@ -98,7 +105,6 @@ var clusterMetrics = []struct {
 	{"opsq_cluster_shards_disabled", "Shards an operator disabled.", false, func(s queuer.ClusterStats) float64 { return float64(s.ShardsDisabled) }},
 	{"opsq_cluster_owner_switches_total", "Changes of owner (generations) of every shard since the cluster began.", true, func(s queuer.ClusterStats) float64 { return float64(s.OwnerSwitches) }},
 	{"opsq_cluster_instances_live", "Instances whose heartbeat is younger than instance_heartbeat_timeout.", false, func(s queuer.ClusterStats) float64 { return float64(s.InstancesLive) }},
-	{"opsq_cluster_stats_age_seconds", "Age of the cluster figures above (cached, read from the database).", false, func(s queuer.ClusterStats) float64 { return time.Since(s.At).Seconds() }},
 }
 
 func init() {
@@ -148,8 +154,12 @@ func (c *queuerCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	cs, err := c.q.Admin().ClusterStats(ctx)
-	if err != nil && cs.At.IsZero() {
-		return // never read: nothing to show; the scrape still has the instance's own figures
+	ch <- prometheus.MustNewConstMetric(descClusterAge, prometheus.GaugeValue, time.Since(cmp.Or(cs.At, c.made)).Seconds())
+	if err != nil {
+		// The last read failed (the database is unreachable or slow): figures read before
+		// would be shown as now — a stale 0 unserved shards during an outage. Leave them
+		// out; the age above says how old the last good ones are.
+		return
 	}
 	for _, cm := range clusterMetrics {
 		kind := prometheus.GaugeValue

@@ -45,11 +45,24 @@ func (m *Manager) snapshotLocked() []heldShard {
 // shards (those missed are lost), balance (mark the surplus draining, release what has
 // drained, take free or expired shards up to the target). Nothing is dropped locally when
 // the database cannot be reached: the local deadlines take care of that.
+//
+// A failed cycle counts in the stats: as a cycle failure always, and as a renewal failure
+// when it failed before its renewal succeeded — the heartbeat fails first when the
+// database is unreachable, and the held shards are not renewed then either.
 func (m *Manager) cycle(ctx context.Context) (err error) {
 	m.cycleMu.Lock()
 	defer m.cycleMu.Unlock()
 	began := time.Now()
-	defer func() { m.endCycle(began, err) }()
+	renewedOK := false
+	defer func() {
+		if err != nil {
+			m.stats.cycleFailures.Add(1)
+			if !renewedOK {
+				m.stats.renewFailures.Add(1)
+			}
+		}
+		m.endCycle(began, err)
+	}()
 
 	settings := m.Settings()
 	loaded, settingsErr := m.loadSettings(ctx)
@@ -106,9 +119,9 @@ func (m *Manager) cycle(ctx context.Context) (err error) {
 	})
 	if err != nil {
 		m.unlockRenewal()
-		m.stats.renewFailures.Add(1)
 		return fmt.Errorf("renewing %d shards: %w", len(held), err)
 	}
+	renewedOK = true
 	m.stats.renewed(renewStart, time.Since(renewStart))
 	lost := m.applyRenewal(held, renewed, renewStart.Add(settings.SoftExpiry))
 	m.unlockRenewal()

@@ -19,8 +19,13 @@ type Stats struct {
 	Lost int64
 	// Released counts the shards this instance gave back (drained, or at Stop).
 	Released int64
-	// RenewFailures counts the renewals that failed (the database did not answer in time).
+	// RenewFailures counts the cycles whose renewal of the held shards did not succeed:
+	// the renewal failed, or a step before it did (the heartbeat, when the database is
+	// unreachable). Each is a renew interval in which the shards' deadlines did not move.
 	RenewFailures int64
+	// CycleFailures counts the cycles that failed at any step: those of RenewFailures, and
+	// those whose renewal succeeded but whose balancing (release, acquire) failed.
+	CycleFailures int64
 	// LastRenewal is when the last successful renewal began; zero before the first.
 	LastRenewal time.Time
 	// Renewals is the latency of the successful renewals.
@@ -38,7 +43,7 @@ type Histogram struct {
 
 // stats are the Manager's counters. Safe for concurrent use.
 type stats struct {
-	acquired, lost, released, renewFailures atomic.Int64
+	acquired, lost, released, renewFailures, cycleFailures atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -69,8 +74,8 @@ func (m *Manager) Stats() Stats {
 	s := &m.stats
 	out := Stats{
 		Acquired: s.acquired.Load(), Lost: s.lost.Load(), Released: s.released.Load(),
-		RenewFailures: s.renewFailures.Load(),
-		Renewals:      Histogram{Bounds: RenewBuckets, Counts: make([]uint64, len(RenewBuckets))},
+		RenewFailures: s.renewFailures.Load(), CycleFailures: s.cycleFailures.Load(),
+		Renewals: Histogram{Bounds: RenewBuckets, Counts: make([]uint64, len(RenewBuckets))},
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

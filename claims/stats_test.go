@@ -1,8 +1,11 @@
 package claims
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"opsq/sql/pgtest"
 )
 
 // TestStats: the counters follow what the loop did — shards acquired, a renewal timed, a
@@ -37,5 +40,45 @@ func TestStats(t *testing.T) {
 	s = m.Stats()
 	if s.Released == 0 || s.Released > s.Acquired {
 		t.Errorf("Stats().Released %d after Stop (acquired %d); want the shards held at Stop", s.Released, s.Acquired)
+	}
+}
+
+// TestStatsCountFailedCycles: with the database unreachable every cycle fails at its
+// heartbeat, before the renewal; each counts as a renewal failure and a cycle failure, so
+// that opsq_claims_renew_failures_total rises during an outage. Back, they stop counting.
+func TestStatsCountFailedCycles(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fast)
+	ctl := f.control()
+	m := f.start("failures")
+	waitCycles(t, m.Manager, 2)
+	if s := m.Stats(); s.RenewFailures != 0 || s.CycleFailures != 0 {
+		t.Fatalf("Stats() with the database up: %d renewal failures, %d cycle failures; want 0", s.RenewFailures, s.CycleFailures)
+	}
+
+	ctl.cut()
+	pgtest.WaitFor(t, 20*time.Second, "3 failed renewals with the database unreachable", func() string {
+		if s := m.Stats(); s.RenewFailures < 3 {
+			return fmt.Sprintf("Stats().RenewFailures %d, CycleFailures %d", s.RenewFailures, s.CycleFailures)
+		}
+		return ""
+	})
+	ctl.restore()
+	pgtest.WaitFor(t, 20*time.Second, "a successful cycle after the database came back", func() string {
+		if err := m.Running(); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	waitCycles(t, m.Manager, 1)
+	before := m.Stats()
+	if before.CycleFailures < before.RenewFailures {
+		t.Errorf("Stats(): %d cycle failures < %d renewal failures; want every failed renewal counted as a failed cycle",
+			before.CycleFailures, before.RenewFailures)
+	}
+	waitCycles(t, m.Manager, 3)
+	if after := m.Stats(); after.RenewFailures != before.RenewFailures {
+		t.Errorf("Stats().RenewFailures %d after 3 more cycles with the database back; want it to stay %d",
+			after.RenewFailures, before.RenewFailures)
 	}
 }
