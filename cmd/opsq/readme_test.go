@@ -17,23 +17,35 @@ import (
 
 // The README's walkthrough runs as a test, so that it cannot rot (docs/design.md §7).
 //
-// Every ```sh block under the walkthrough's heading runs, in order, in one bash with
-// "set -eu", as a reader would paste it: shell variables (an id, a token) carry from one
-// command to the next. A comment line "# → text" after a command is what it prints: the
-// words of each such line (keys, words; not numbers, ids or timings) must appear, in
-// order, on one line of what the commands since the previous "# →" printed.
+// Every ```sh block under a runnable section's heading (readmeSections) runs, in order, in
+// one bash with "set -eu", as a reader would paste it into one terminal: shell variables
+// (an id, a token) carry from one command to the next. A comment line "# → text" after a
+// command is what it prints: the words of each such line (keys, words; not numbers, ids or
+// timings) must appear, in order, on one line of what the commands since the previous
+// "# →" printed.
 
 const (
 	readmePath          = "../../README.md"
-	walkthroughHeading  = "## A five-minute walkthrough"
 	readmeDevAddr       = "localhost:3999" // where the README's commands find "make run"
 	expectationPrefix   = "# → "
 	walkthroughDeadline = 4 * time.Minute // the run takes well under a minute; this holds on a busy machine
 )
 
-// walkthroughSubsections must each have a block that runs: the walkthrough's parts.
-var walkthroughSubsections = []string{
-	"### Submit", "### Consume", "### Watch", "### When a chunk fails", "### The same over HTTP",
+// readmeSection is a section of the README whose ```sh blocks run.
+type readmeSection struct {
+	heading string
+	// subsections must each have a block that runs.
+	subsections []string
+	// auth is the OPSQ_AUTH of the instance the section runs against, as the README
+	// tells the reader to start it.
+	auth string
+}
+
+var readmeSections = []readmeSection{
+	{heading: "## A five-minute walkthrough", auth: "off", subsections: []string{
+		"### Submit", "### Consume", "### Watch", "### When a chunk fails", "### The same over HTTP",
+	}},
+	{heading: "## Security", auth: "required"}, // the walkthrough with keys
 }
 
 // readmeStep is what the walkthrough runs between two expectations, and what it must print.
@@ -43,12 +55,13 @@ type readmeStep struct {
 	want   []string // the "# →" lines after them, without the prefix
 }
 
-// walkthroughSteps reads the runnable blocks of the walkthrough out of a README.
-func walkthroughSteps(readme string) (steps []readmeStep, err error) {
+// sectionSteps reads the runnable blocks of a README's section.
+func sectionSteps(readme string, sec readmeSection) (steps []readmeStep, err error) {
 	lines := strings.Split(readme, "\n")
 	in, found := false, false
 	sub := ""                // the current ### heading
 	ran := map[string]bool{} // subsections with a runnable block
+	blocks := 0
 	inBlock, runBlock := false, false
 	var cur *readmeStep
 	flush := func() {
@@ -85,7 +98,7 @@ func walkthroughSteps(readme string) (steps []readmeStep, err error) {
 		}
 		switch {
 		case strings.HasPrefix(l, "## "):
-			in = l == walkthroughHeading
+			in = l == sec.heading
 			found = found || in
 		case in && strings.HasPrefix(l, "### "):
 			sub = l
@@ -94,15 +107,19 @@ func walkthroughSteps(readme string) (steps []readmeStep, err error) {
 			runBlock = in && strings.TrimSpace(strings.TrimPrefix(l, "```")) == "sh"
 			if runBlock {
 				ran[sub] = true
+				blocks++
 			}
 		}
 	}
 	if !found {
-		return nil, fmt.Errorf("README.md has no %q section", walkthroughHeading)
+		return nil, fmt.Errorf("README.md has no %q section", sec.heading)
 	}
-	for _, s := range walkthroughSubsections {
+	if blocks == 0 {
+		return nil, fmt.Errorf("README.md's %q has no ```sh block", sec.heading)
+	}
+	for _, s := range sec.subsections {
 		if !ran[s] {
-			return nil, fmt.Errorf("README.md's walkthrough has no ```sh block under %q", s)
+			return nil, fmt.Errorf("README.md's %q has no ```sh block under %q", sec.heading, s)
 		}
 	}
 	return steps, nil
@@ -145,7 +162,8 @@ func TestReadmeWalkthroughParsing(t *testing.T) {
 		"```sh\nID=$(opsq submit f)\n# → submitted 3 chunks in 4ms\necho \"$ID\"\n```\n\n```\nnot run\n```\n\n" +
 		"### Consume\n```sh\nopsq work\n```\n### Watch\n```sh\nopsq status\n```\n### When a chunk fails\n```sh\nx\n```\n" +
 		"### The same over HTTP\n```sh\ny\n# → {\"id\":\"1\",\"chunks_total\":2}\n```\n\n## Strategies\n\n```sh\nnot run either\n```\n"
-	steps, err := walkthroughSteps(readme)
+	walk := readmeSections[0]
+	steps, err := sectionSteps(readme, walk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,11 +182,17 @@ func TestReadmeWalkthroughParsing(t *testing.T) {
 		t.Errorf("steps:\n%s\nwant:\n%s", strings.Join(scripts, "\n"), strings.Join(want, "\n"))
 	}
 
-	if _, err := walkthroughSteps(strings.Replace(readme, "### Watch", "### Look", 1)); err == nil {
+	if _, err := sectionSteps(strings.Replace(readme, "### Watch", "### Look", 1), walk); err == nil {
 		t.Error("a walkthrough without a Watch block: no error")
 	}
-	if _, err := walkthroughSteps(strings.Replace(readme, walkthroughHeading, "## Walk", 1)); err == nil {
+	if _, err := sectionSteps(strings.Replace(readme, walk.heading, "## Walk", 1), walk); err == nil {
 		t.Error("a README without the walkthrough: no error")
+	}
+	if _, err := sectionSteps(readme, readmeSection{heading: "## Strategies"}); err != nil {
+		t.Errorf("a section with a block: %v", err)
+	}
+	if _, err := sectionSteps(readme+"\n## Security\n\nno block\n", readmeSection{heading: "## Security"}); err == nil {
+		t.Error("a section without a block: no error")
 	}
 
 	for _, c := range []struct {
@@ -188,12 +212,14 @@ func TestReadmeWalkthroughParsing(t *testing.T) {
 	}
 }
 
-// TestReadmeWalkthrough runs the walkthrough against a fresh instance on a fresh database,
-// with the commands' "opsq" this test binary and "localhost:3999" the instance.
+// TestReadmeWalkthrough runs the README's runnable sections (readmeSections) in order, as
+// one reader in one terminal would, each against a fresh instance on a fresh database
+// started as the README says (keys off for the walkthrough, required for Security), with
+// the commands' "opsq" this test binary and "localhost:3999" that section's instance.
 func TestReadmeWalkthrough(t *testing.T) {
 	t.Parallel()
 	for _, tool := range []struct{ name, pkg string }{
-		{"bash", "bash"}, {"curl", "curl"}, {"jq", "jq"},
+		{"bash", "bash"}, {"curl", "curl"}, {"jq", "jq"}, {"grep", "grep"},
 		{"sed", "sed"}, {"seq", "coreutils"}, {"tr", "coreutils"}, {"tee", "coreutils"}, {"head", "coreutils"},
 	} {
 		if _, err := exec.LookPath(tool.name); err != nil {
@@ -204,26 +230,28 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps, err := walkthroughSteps(string(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	var steps []readmeStep
+	var starts []int // the index in steps of each section's first step
 	checks := 0
-	for _, s := range steps {
-		for _, w := range s.want {
-			if len(expectedWords(w)) == 0 {
-				t.Fatalf("README.md:%d: %q%s shows no word to check", s.line, expectationPrefix, w)
-			}
-			checks++
+	for _, sec := range readmeSections {
+		ss, err := sectionSteps(string(raw), sec)
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, s := range ss {
+			for _, w := range s.want {
+				if len(expectedWords(w)) == 0 {
+					t.Fatalf("README.md:%d: %q%s shows no word to check", s.line, expectationPrefix, w)
+				}
+				checks++
+			}
+		}
+		starts = append(starts, len(steps))
+		steps = append(steps, ss...)
 	}
-	if checks < 15 {
-		t.Fatalf("README.md's walkthrough shows %d outputs (%q lines); want at least 15", checks, expectationPrefix)
+	if checks < 25 {
+		t.Fatalf("README.md's runnable sections show %d outputs (%q lines); want at least 25", checks, expectationPrefix)
 	}
-
-	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
-	inst := c.StartN(1)[0]
-	addr := strings.TrimPrefix(inst.URL, "http://")
 
 	// The reader's clone: bin/opsq, which the walkthrough's first command puts on the PATH.
 	dir := t.TempDir()
@@ -240,13 +268,26 @@ func TestReadmeWalkthrough(t *testing.T) {
 	outDir := t.TempDir()
 	var script strings.Builder
 	script.WriteString("set -eu\n")
-	for i, s := range steps {
-		body := strings.ReplaceAll(s.script, readmeDevAddr, addr)
-		if strings.Contains(body, "3999") {
-			t.Fatalf("README.md:%d: the walkthrough names port 3999 other than as %s:\n%s", s.line, readmeDevAddr, s.script)
+	for si, sec := range readmeSections {
+		inst, dbURL := readmeInstance(t, sec.auth)
+		addr := strings.TrimPrefix(inst.URL, "http://")
+		// What the reader's make run gives the CLI: opsq at its default URL and, for
+		// "opsq keys", the development database (OPSQ_DATABASE_URL wins over
+		// OPSQ_DEV_CLUSTER).
+		fmt.Fprintf(&script, "export OPSQ_URL=%q OPSQ_DATABASE_URL=%q\n", inst.URL, dbURL)
+		end := len(steps)
+		if si+1 < len(starts) {
+			end = starts[si+1]
 		}
-		fmt.Fprintf(&script, "{\n%s} > %q 2>&1\n: > %q\n", body,
-			filepath.Join(outDir, fmt.Sprint(i)), filepath.Join(outDir, fmt.Sprint(i)+".ok"))
+		for i := starts[si]; i < end; i++ {
+			s := steps[i]
+			body := strings.ReplaceAll(s.script, readmeDevAddr, addr)
+			if strings.Contains(body, "3999") {
+				t.Fatalf("README.md:%d: a runnable block names port 3999 other than as %s:\n%s", s.line, readmeDevAddr, s.script)
+			}
+			fmt.Fprintf(&script, "{\n%s} > %q 2>&1\n: > %q\n", body,
+				filepath.Join(outDir, fmt.Sprint(i)), filepath.Join(outDir, fmt.Sprint(i)+".ok"))
+		}
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), walkthroughDeadline)
@@ -258,14 +299,11 @@ func TestReadmeWalkthrough(t *testing.T) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	// "opsq" is this test binary (TestMain); OPSQ_URL points the CLI at the instance, as
-	// its default http://localhost:3999 points it at "make run".
-	cmd.Env = append(cmd.Env, opsqBinary.Env...)
-	cmd.Env = append(cmd.Env, "OPSQ_URL="+inst.URL)
+	cmd.Env = append(cmd.Env, opsqBinary.Env...) // "opsq" is this test binary (TestMain)
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
 	runOut, runErr := cmd.CombinedOutput()
-	t.Logf("the walkthrough's %d steps ran in %s", len(steps), time.Since(start).Round(time.Millisecond))
+	t.Logf("the README's %d steps ran in %s", len(steps), time.Since(start).Round(time.Millisecond))
 
 	for i, s := range steps {
 		out, _ := os.ReadFile(filepath.Join(outDir, fmt.Sprint(i)))
@@ -283,6 +321,19 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if runErr != nil {
 		t.Fatalf("the walkthrough's bash: %v\n%s", runErr, runOut)
 	}
+}
+
+// readmeInstance starts one instance on a fresh database with OPSQ_AUTH auth, as
+// "make run" or "OPSQ_AUTH=required make run" does, and returns it and its database.
+func readmeInstance(t *testing.T, auth string) (*clustertest.Instance, string) {
+	t.Helper()
+	dbURL := pgtest.NewDB(t)
+	c := clustertest.New(t, opsqBinary, dbURL)
+	c.Env = append(c.Env, "OPSQ_AUTH="+auth)
+	if auth == "required" {
+		c.Key = createKey(t, dbURL, "readme-test-admin", "admin") // for the kit's own checks
+	}
+	return c.StartN(1)[0], dbURL
 }
 
 func ctxNote(ctx context.Context) string {
