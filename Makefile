@@ -11,10 +11,11 @@ GOFILES    = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not
 build:
 	$(GO) build -o $(BIN) ./cmd/opsq
 
-## run: serve on :3999, on OPSQ_DATABASE_URL if set, else on a local PostgreSQL under .data/,
-## without API keys (OPSQ_AUTH=off) unless OPSQ_AUTH=required is set
+## run: serve on 127.0.0.1:3999 (OPSQ_LISTEN=:3999 opens it to the network), on
+## OPSQ_DATABASE_URL if set, else on a local PostgreSQL under .data/, without API keys
+## (OPSQ_AUTH=off) unless OPSQ_AUTH=required is set
 run: build
-	OPSQ_DEV_CLUSTER=$${OPSQ_DEV_CLUSTER:-$(DEV_DIR)} OPSQ_AUTH=$${OPSQ_AUTH:-off} ./$(BIN) serve
+	OPSQ_LISTEN=$${OPSQ_LISTEN:-127.0.0.1:3999} OPSQ_DEV_CLUSTER=$${OPSQ_DEV_CLUSTER:-$(DEV_DIR)} OPSQ_AUTH=$${OPSQ_AUTH:-off} ./$(BIN) serve
 
 ## stop: stop the development PostgreSQL of "make run" (it keeps running after opsq exits,
 ## so that the next "make run" starts at once); its data stay in .data/
