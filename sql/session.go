@@ -15,7 +15,7 @@ import "github.com/jackc/pgx/v5"
 // slower than at 20 000 000 chunks (issue 10). The ordered leaves over an instance's shards
 // and the per-submission scan pass the threshold near 20 000 000 chunks too, and a
 // select_only filter passes the inlining and optimization thresholds (500 000) at a few
-// million; the complete statement's estimate stays flat (README, Benchmarks, measured with
+// million; the complete statement's estimate stays flat (docs/benchmarks.md, measured with
 // EXPLAIN at 6, 20 and 100 million chunks). The hot statements each read a batch of rows
 // through an index, so compiled expressions never pay for their compilation there, and the
 // few bulk ones (failing or cancelling a whole submission, retention) are rare: JIT is off
