@@ -15,9 +15,9 @@ import (
 	"opsq/queuer"
 )
 
-// metrics are the Prometheus metrics of one API server, on GET /metrics (docs/operations.md, "Metrics
-// and alerts"). Each server has its own registry, so that several servers in one process
-// (the tests) do not collide.
+// metrics are the Prometheus metrics of one API server, on GET /metrics
+// (docs/operations.md, "Metrics and alerts"). Each server has its own registry, so that
+// several servers in one process (the tests) do not collide.
 type metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.HistogramVec
