@@ -66,7 +66,8 @@ type Parked struct {
 // admitted among the waiters (or ErrTooManyWaiters), whose Wait does the rest. This lets a
 // caller hand the waiting to a cheaper place than the request's own goroutine.
 func (q *Queuer) ReserveOrPark(ctx context.Context, req ReserveRequest) ([]Chunk, *Parked, error) {
-	if req.Wait <= 0 || req.Forwarded {
+	if req.Wait <= 0 || req.Forwarded || q.draining.Load() {
+		// Draining: no wait here; the look may still find work elsewhere (forwarding).
 		chunks, _, err := q.look(ctx, req)
 		return chunks, nil, err
 	}
@@ -126,6 +127,11 @@ func (p *Parked) WaitWith(ctx context.Context, block Block) ([]Chunk, error) {
 	defer q.waiting.Leave(w)
 	retry := p.retry
 	for {
+		// Checked while w is queued or holds a wake-up: Drain broadcasts after it sets
+		// draining, so a drain that began after this check wakes the sleep below.
+		if q.draining.Load() {
+			return []Chunk{}, nil // the instance drains: no chunks here; ask elsewhere
+		}
 		until := p.deadline
 		if retry {
 			// An instance forwarded to did not answer: it may have work that no wake-up
@@ -149,6 +155,9 @@ func (p *Parked) WaitWith(ctx context.Context, block Block) ([]Chunk, error) {
 			continue // early: wait again
 		}
 		q.waiting.Rejoin(w)
+		if q.draining.Load() {
+			return []Chunk{}, nil
+		}
 		chunks, r, err := q.look(ctx, req)
 		if err != nil || len(chunks) > 0 {
 			return chunks, err
