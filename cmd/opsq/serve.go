@@ -130,6 +130,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// SIGTERM or SIGINT ends ctx (main); a second one, counted here from now on, skips the
+	// shutdown's waits.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	if cfg.instanceID == "" {
 		cfg.instanceID = randomID()
 	}
@@ -245,11 +250,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("serving", slog.String("listen", ln.Addr().String()), slog.String("instance", cfg.instanceID),
 		slog.String("advertise_url", cfg.advertiseURL), slog.String("version", version()), slog.String("auth", cfg.auth))
-
-	// SIGTERM or SIGINT ends ctx (main); a second one, counted here, skips the waits.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 
 	select {
 	case err := <-served:
