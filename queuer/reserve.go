@@ -64,7 +64,9 @@ type Parked struct {
 // ReserveOrPark is Reserve up to the moment it would wait: it looks for work once (here,
 // then elsewhere); when it finds none and req.Wait is positive, it returns a Parked,
 // admitted among the waiters (or ErrTooManyWaiters), whose Wait does the rest. This lets a
-// caller hand the waiting to a cheaper place than the request's own goroutine.
+// caller hand the waiting to a cheaper place than the request's own goroutine. A draining
+// instance parks nothing: it looks once, and a parked reserve answers no chunks at once
+// when the drain begins (DESIGN.md §4).
 func (q *Queuer) ReserveOrPark(ctx context.Context, req ReserveRequest) ([]Chunk, *Parked, error) {
 	if req.Wait <= 0 || req.Forwarded || q.draining.Load() {
 		// Draining: no wait here; the look may still find work elsewhere (forwarding).
