@@ -132,16 +132,15 @@ func (m *Manager) cycle(ctx context.Context) (err error) {
 	}
 
 	// Balance.
-	release, want := m.plan(target(balance.EnabledShards, balance.LiveInstances, draining || drainAll), renewStart, settings)
-	if len(release) > 0 {
-		released, err := m.release(ctx, release)
-		if err != nil {
-			return fmt.Errorf("releasing %d drained shards: %w", len(release), err)
-		}
-		m.forget(release)
-		m.stats.released.Add(int64(len(released)))
-		m.log.InfoContext(ctx, "released drained shards", slog.Any("shards", released))
-		m.notifyLost(heldShards(release))
+	release, back, want := m.plan(target(balance.EnabledShards, balance.LiveInstances, draining || drainAll), renewStart, settings)
+	if len(back) > 0 && m.cfg.OnAcquired != nil {
+		m.cfg.OnAcquired(back) // reservable again: waiting consumers may take their chunks
+	}
+	// A draining shard is released with reservations on it only after drain_timeout: its
+	// count, reported at least half a renew interval after it stopped being reservable,
+	// was not 0.
+	if _, err := m.giveUp(ctx, release, func(h heldShard) bool { return h.inflight > 0 }); err != nil {
+		return fmt.Errorf("releasing drained shards: %w", err)
 	}
 	if want > 0 {
 		if err := m.acquire(ctx, want, settings); err != nil {
@@ -223,11 +222,12 @@ func (m *Manager) applyRenewal(held []heldShard, renewed []int, deadline time.Ti
 }
 
 // plan applies the target: it marks the surplus draining, or takes draining shards back
-// when below target, and returns the draining shards to release now and how many shards to
-// acquire. A shard is released once a Report taken at least half a renew interval after it
-// stopped being reservable said 0 — so that a reservation begun just before is counted —
-// or once it has drained for drain_timeout.
-func (m *Manager) plan(target int, reportedAt time.Time, s Settings) (release []heldShard, want int) {
+// (back) when below target, and returns the draining shards to release now and how many
+// shards to acquire. A shard is released once a Report taken at least half a renew
+// interval after it stopped being reservable said 0 — so that a reservation begun just
+// before is counted — or once it has drained for drain_timeout (its reservations left are
+// then abandoned: Config.Abandon).
+func (m *Manager) plan(target int, reportedAt time.Time, s Settings) (release []heldShard, back []int, want int) {
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -248,7 +248,7 @@ func (m *Manager) plan(target int, reportedAt time.Time, s Settings) (release []
 		}
 		m.log.Info("draining surplus shards", slog.Int("target", target), slog.Any("shards", surplus))
 	case len(active) < target && len(draining) > 0:
-		back := chooseReactivate(draining, target-len(active))
+		back = chooseReactivate(draining, target-len(active))
 		for _, shard := range back {
 			m.mu.leases[shard].draining = false
 		}
@@ -266,7 +266,7 @@ func (m *Manager) plan(target int, reportedAt time.Time, s Settings) (release []
 			release = append(release, heldShard{shard: shard, generation: l.generation, draining: true, inflight: l.inflight})
 		}
 	}
-	return release, want
+	return release, back, want
 }
 
 // release gives shards back, fenced by generation, and returns those released; the others
@@ -320,9 +320,12 @@ func (m *Manager) acquire(ctx context.Context, want int, s Settings) error {
 		return err
 	}
 	shards := make([]int, len(got))
+	now := time.Now()
 	m.mu.Lock()
 	for i, a := range got {
-		m.mu.leases[a.Shard] = &lease{generation: a.Generation, deadline: began.Add(s.SoftExpiry)}
+		// Taken by a cycle that began before Drain: never reservable, released by the next.
+		m.mu.leases[a.Shard] = &lease{generation: a.Generation, deadline: began.Add(s.SoftExpiry),
+			draining: m.mu.drainAll, drainingSince: now}
 		shards[i] = a.Shard
 	}
 	m.mu.Unlock()

@@ -61,9 +61,17 @@ type Config struct {
 	// one call at a time, without Manager locks held; it may call Reservable and Lease, not
 	// Stop or Drain. Optional.
 	OnLost func(shards []int)
-	// OnAcquired is called with newly acquired shards (the queuer wakes waiting consumers).
-	// Called like OnLost. Optional.
+	// OnAcquired is called with newly acquired shards, and with draining shards served
+	// again because the target rose (the queuer wakes waiting consumers). Called like
+	// OnLost. Optional.
 	OnAcquired func(shards []int)
+	// Abandon is called with shards about to be released while reservations may still be
+	// in flight on them (a drain that reached drain_timeout, Drain's context ending, Stop),
+	// before the release and while the claims still hold: the queuer records each
+	// reservation left on them as a failed attempt, as if its lease had run out, written
+	// under the lease's generation. The shards are no longer reservable. Called like
+	// OnLost, with a context that bounds it. Optional.
+	Abandon func(ctx context.Context, leases []Lease)
 	// OnNode is called after each successful heartbeat (and after Register): this
 	// instance's node id and until when, by the local monotonic clock, it certainly still
 	// holds it (the start of the heartbeat + NodeReuseAfter/2). When the instance was
@@ -124,8 +132,9 @@ type Manager struct {
 		node     int
 		// opDraining: an operator drained the instance (opsq.instances.draining).
 		opDraining bool
-		// drainAll: Drain was called; the target is 0 for good.
-		drainAll bool
+		// drainAll: Drain was called (at drainAllSince); the target is 0 for good.
+		drainAll      bool
+		drainAllSince time.Time
 		// lastOK is when the last successful cycle began.
 		lastOK   time.Time
 		failures int // consecutive failed cycles
@@ -201,7 +210,9 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.markStopped()
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 		defer cancel()
-		m.releaseAll(dctx)
+		if _, rerr := m.releaseAll(dctx); rerr != nil {
+			m.log.WarnContext(ctx, "releasing shards after a failed start; they will expire", slog.Any("error", rerr))
+		}
 		if derr := Deregister(dctx, m.pool, m.cfg.Instance.ID); derr != nil {
 			m.log.WarnContext(ctx, "deregistering instance", slog.Any("error", derr))
 		}
@@ -229,12 +240,11 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the loop, releases every shard whose in-flight count (Report) is 0, calls
-// OnLost with them, and deregisters the instance. Shards with reservations in flight stay
-// claimed until they expire (the hard expiry, as their last renewal published their
-// in-flight count), so that no other instance hands their chunks out while consumers still
-// work on them. Call Drain first for a graceful shutdown. Stop is safe twice and before
-// Start; it must not be called from the callbacks.
+// Stop ends the loop, releases every shard still held (those with reservations in
+// flight after Abandon: a stopped instance never leaves its shards to expire), calls
+// OnLost with them, and deregisters the instance. Call Drain first for a graceful
+// shutdown, so that the reservations in flight may end first. Stop is safe twice and
+// before Start; it must not be called from the callbacks.
 func (m *Manager) Stop() {
 	m.mu.Lock()
 	if !m.mu.started || m.mu.stopped {
@@ -252,7 +262,9 @@ func (m *Manager) Stop() {
 
 	ctx, cancelStop := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancelStop()
-	m.releaseAll(ctx)
+	if _, err := m.releaseAll(ctx); err != nil {
+		m.log.WarnContext(ctx, "releasing shards at stop; they will expire", slog.Any("error", err))
+	}
 	if err := Deregister(ctx, m.pool, m.cfg.Instance.ID); err != nil {
 		m.log.WarnContext(ctx, "deregistering instance", slog.Any("error", err))
 	}
@@ -303,41 +315,80 @@ func (m *Manager) markStopped() {
 	}
 }
 
-// releaseAll releases, after the loop ended, every shard whose in-flight count is 0.
-func (m *Manager) releaseAll(ctx context.Context) {
+// releaseAll releases every shard held, Abandon first. It returns how many shards it
+// released.
+func (m *Manager) releaseAll(ctx context.Context) (int, error) {
 	m.cycleMu.Lock()
 	defer m.cycleMu.Unlock()
-	m.mu.Lock()
-	held := m.snapshotLocked()
-	m.mu.Unlock()
-	var free []heldShard
-	for _, h := range held {
+	return m.giveUp(ctx, m.stopServing(), func(heldShard) bool { return true })
+}
+
+// releaseEmpty releases the held shards whose in-flight count (Report, taken now) is 0.
+// Every held shard must have stopped being reservable at least half a renew interval
+// before, so that a reservation begun just before is counted (see Config.Report).
+func (m *Manager) releaseEmpty(ctx context.Context) (int, error) {
+	m.cycleMu.Lock()
+	defer m.cycleMu.Unlock()
+	var empty []heldShard
+	for _, h := range m.stopServing() {
 		if inflight, _ := m.cfg.Report(h.shard); inflight == 0 {
-			free = append(free, h)
+			empty = append(empty, h)
 		}
 	}
-	if len(free) == 0 {
-		return
+	return m.giveUp(ctx, empty, func(heldShard) bool { return false })
+}
+
+// stopServing marks every held shard draining, so that no reservation starts on it, and
+// returns them.
+func (m *Manager) stopServing() []heldShard {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range m.mu.leases {
+		if !l.draining {
+			l.draining, l.drainingSince = true, now
+		}
 	}
-	released, err := m.release(ctx, free)
+	return m.snapshotLocked()
+}
+
+// giveUp releases shards this instance holds, fenced by generation: Abandon first with
+// those on which reservations may be left (abandon says which), then the release, then
+// OnLost. cycleMu is held. It returns how many shards it released.
+func (m *Manager) giveUp(ctx context.Context, hs []heldShard, abandon func(heldShard) bool) (int, error) {
+	if len(hs) == 0 {
+		return 0, nil
+	}
+	var leases []Lease
+	for _, h := range hs {
+		if abandon(h) {
+			leases = append(leases, Lease{Shard: h.shard, Generation: h.generation, Draining: true})
+		}
+	}
+	if len(leases) > 0 && m.cfg.Abandon != nil {
+		m.cfg.Abandon(ctx, leases)
+	}
+	released, err := m.release(ctx, hs)
 	if err != nil {
-		m.log.WarnContext(ctx, "releasing shards at stop; they will expire", slog.Any("error", err))
-		return
+		return 0, fmt.Errorf("releasing %d shards: %w", len(hs), err)
 	}
-	m.forget(free)
+	m.forget(hs)
 	m.stats.released.Add(int64(len(released)))
 	if len(released) > 0 {
 		m.log.InfoContext(ctx, "released shards", slog.Any("shards", released))
 	}
-	m.notifyLost(heldShards(free))
+	m.notifyLost(heldShards(hs))
+	return len(released), nil
 }
 
-// Drain starts a graceful shutdown: from now on no shard is reservable, the instance is
-// marked draining in opsq.instances (so the others take over its shards) and claims nothing
-// more, and each cycle releases the shards whose in-flight count has reached 0 (or that
-// have drained for drain_timeout). Drain returns nil when every shard is released, or
-// ctx's error when ctx ends first (pass a context bounded by the drain timeout). Call Stop
-// afterwards; the loop keeps renewing what is left until then.
+// Drain starts a graceful shutdown (DESIGN.md §4): from now on no shard is reservable,
+// the instance is marked draining in opsq.instances (so the others take over its shards)
+// and claims nothing more. Half a renew interval later (once a reservation begun before
+// is counted) it releases every shard with nothing in flight, and each cycle releases
+// those whose in-flight count has reached 0 since. Drain returns nil when every shard is
+// released. When ctx ends first (pass a context bounded by drain_timeout, and cancel it to
+// skip the wait), it releases every shard still held, Abandon first, and returns an error
+// wrapping ctx's. Call Stop afterwards.
 func (m *Manager) Drain(ctx context.Context) error {
 	m.mu.Lock()
 	if !m.mu.started || m.mu.stopped {
@@ -346,15 +397,14 @@ func (m *Manager) Drain(ctx context.Context) error {
 	}
 	if !m.mu.drainAll {
 		m.mu.drainAll = true
-		now := time.Now()
-		for _, l := range m.mu.leases {
-			if !l.draining {
-				l.draining, l.drainingSince = true, now
-			}
-		}
+		m.mu.drainAllSince = time.Now()
 		m.log.InfoContext(ctx, "draining all shards", slog.Int("shards", len(m.mu.leases)))
 	}
+	settledAt := m.mu.drainAllSince.Add(m.mu.settings.RenewInterval / 2)
 	m.mu.Unlock()
+	m.stopServing()
+	settled := time.NewTimer(time.Until(settledAt))
+	defer settled.Stop()
 	for {
 		m.mu.Lock()
 		left, stopped, cycled := len(m.mu.leases), m.mu.stopped, m.mu.cycled
@@ -367,10 +417,27 @@ func (m *Manager) Drain(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("draining: %d shards still held: %w", left, ctx.Err())
+			return m.abandonRest(ctx, left)
+		case <-settled.C:
+			if _, err := m.releaseEmpty(ctx); err != nil && ctx.Err() == nil {
+				m.log.WarnContext(ctx, "releasing the drained shards with nothing in flight; the next cycles try again", slog.Any("error", err))
+			}
 		case <-cycled:
 		}
 	}
+}
+
+// abandonRest releases what a Drain whose ctx ended leaves: every shard, Abandon first.
+func (m *Manager) abandonRest(ctx context.Context, left int) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	n, err := m.releaseAll(rctx)
+	if err != nil {
+		return fmt.Errorf("draining: %d shards still held; releasing them: %w (%w)", left, err, ctx.Err())
+	}
+	m.log.InfoContext(ctx, "drain ended with reservations in flight: released the shards they were on",
+		slog.Int("shards", n), slog.Any("cause", ctx.Err()))
+	return fmt.Errorf("draining: released %d shards with reservations in flight: %w", n, ctx.Err())
 }
 
 // Reservable returns the shards to reserve chunks from now, ordered by shard: held, not

@@ -116,7 +116,11 @@ type manager struct {
 		defaultInflight int
 		lost            []event
 		acquired        []event
-		node            int
+		abandoned       []Lease
+		// abandonedFree: shards Abandon was called with that the database did not show
+		// held by the manager under the lease's generation at the time.
+		abandonedFree []int
+		node          int
 	}
 }
 
@@ -161,6 +165,32 @@ func (tm *manager) lostSince(t time.Time) (shards []int, last time.Time) {
 	return shards, last
 }
 
+// abandoned returns the shards Abandon was called with, sorted, and those of them that
+// were not held under the lease's generation when it was.
+func (tm *manager) abandoned() (shards, free []int) {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	for _, l := range tm.mu.abandoned {
+		shards = append(shards, l.Shard)
+	}
+	slices.Sort(shards)
+	return shards, slices.Clone(tm.mu.abandonedFree)
+}
+
+// acquiredSince returns the shards reported acquired (or served again) after t.
+func (tm *manager) acquiredSince(t time.Time) []int {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	var shards []int
+	for _, e := range tm.mu.acquired {
+		if e.at.After(t) {
+			shards = append(shards, e.shards...)
+		}
+	}
+	slices.Sort(shards)
+	return shards
+}
+
 func (tm *manager) shards() []int {
 	var out []int
 	for _, l := range tm.Reservable() {
@@ -188,6 +218,21 @@ func (f *fixture) newManager(name string) *manager {
 			tm.mu.Lock()
 			defer tm.mu.Unlock()
 			tm.mu.acquired = append(tm.mu.acquired, event{time.Now(), shards})
+		},
+		Abandon: func(ctx context.Context, leases []Lease) {
+			var free []int
+			for _, l := range leases {
+				var held bool
+				err := f.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM opsq.shard_claims
+					WHERE shard = $1 AND claimant = $2 AND generation = $3)`, l.Shard, tm.id, l.Generation).Scan(&held)
+				if err != nil || !held {
+					free = append(free, l.Shard)
+				}
+			}
+			tm.mu.Lock()
+			defer tm.mu.Unlock()
+			tm.mu.abandoned = append(tm.mu.abandoned, leases...)
+			tm.mu.abandonedFree = append(tm.mu.abandonedFree, free...)
 		},
 		OnNode: func(node int, validUntil time.Time) {
 			tm.mu.Lock()

@@ -156,6 +156,7 @@ func New(cfg Config) (*Queuer, error) {
 		},
 		OnLost:     func(shards []int) { q.bus.Raise(notify.ShardsChanged{Lost: shards}) },
 		OnAcquired: func(shards []int) { q.bus.Raise(notify.ShardsChanged{Acquired: shards}) },
+		Abandon:    q.abandon,
 		OnNode:     q.ids.SetNode,
 	})
 	if err != nil {
@@ -221,17 +222,48 @@ func (q *Queuer) Start(ctx context.Context) error {
 // Settings returns the cluster-wide settings as last read.
 func (q *Queuer) Settings() claims.Settings { return q.claims.Settings() }
 
-// Drain is the first step of a graceful shutdown: reserve nothing more, and release each
-// shard once its reservations are completed, failed or expired, until ctx ends. Complete
-// and fail keep working meanwhile.
+// Drain is the graceful shutdown of DESIGN.md §4, up to the exit: reserve nothing more
+// (the reserves waiting here answer no chunks at once, and new ones do not wait), answer
+// the status waits with the state as it is, release each shard once its reservations are
+// completed, failed or expired, and when ctx ends (drain_timeout, or a second signal)
+// release the shards still held, their reservations abandoned: each counts one failed
+// attempt, as if its lease had run out, and its chunk is reservable elsewhere after its
+// backoff. Complete, fail and extend keep working meanwhile. It returns nil when every
+// reservation ended before ctx did.
 func (q *Queuer) Drain(ctx context.Context) error {
 	q.draining.Store(true)
-	q.waiting.Broadcast() // waiting reserves look again, and find nothing here
+	q.waiting.Broadcast() // waiting reserves see the drain and answer no chunks
+	q.subs.EndWaits()
 	return q.claims.Drain(ctx)
 }
 
-// Stop ends the goroutines, releases the shards without reservations and deregisters the
-// instance. It is safe twice and before Start.
+// abandon records the reservations still held on shards about to be released
+// (claims.Config.Abandon): those made under the lease's generation, each a failed attempt
+// as an expired lease is.
+func (q *Queuer) abandon(ctx context.Context, leases []claims.Lease) {
+	var rs []reserver.Reservation
+	shards := 0
+	for _, l := range leases {
+		before := len(rs)
+		for _, r := range q.reserver.ShardReservations(l.Shard) {
+			if r.Generation == l.Generation {
+				rs = append(rs, r)
+			}
+		}
+		if len(rs) > before {
+			shards++
+		}
+	}
+	if len(rs) == 0 {
+		return
+	}
+	n := q.outcomes.Abandon(ctx, rs)
+	q.log.Warn("shards released with reservations in flight: each counts a failed attempt, and its chunk is reservable again after its backoff",
+		slog.Int("shards", shards), slog.Int("reservations", len(rs)), slog.Int("recorded", n))
+}
+
+// Stop ends the goroutines, releases the shards (the reservations still held on them
+// abandoned, as in Drain) and deregisters the instance. It is safe twice and before Start.
 func (q *Queuer) Stop() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -239,9 +271,10 @@ func (q *Queuer) Stop() {
 		return
 	}
 	q.mu.stopped = true
-	lifecycle.StopAll(q.mu.services)
-	q.subs.WakeAll()
+	q.draining.Store(true)
 	q.waiting.Broadcast()
+	q.subs.EndWaits()
+	lifecycle.StopAll(q.mu.services)
 }
 
 // Ready reports whether the instance can serve: the database answers, the claims loop

@@ -64,9 +64,12 @@ type Parked struct {
 // ReserveOrPark is Reserve up to the moment it would wait: it looks for work once (here,
 // then elsewhere); when it finds none and req.Wait is positive, it returns a Parked,
 // admitted among the waiters (or ErrTooManyWaiters), whose Wait does the rest. This lets a
-// caller hand the waiting to a cheaper place than the request's own goroutine.
+// caller hand the waiting to a cheaper place than the request's own goroutine. A draining
+// instance parks nothing: it looks once, and a parked reserve answers no chunks at once
+// when the drain begins (DESIGN.md §4).
 func (q *Queuer) ReserveOrPark(ctx context.Context, req ReserveRequest) ([]Chunk, *Parked, error) {
-	if req.Wait <= 0 || req.Forwarded {
+	if req.Wait <= 0 || req.Forwarded || q.draining.Load() {
+		// Draining: no wait here; the look may still find work elsewhere (forwarding).
 		chunks, _, err := q.look(ctx, req)
 		return chunks, nil, err
 	}
@@ -126,6 +129,11 @@ func (p *Parked) WaitWith(ctx context.Context, block Block) ([]Chunk, error) {
 	defer q.waiting.Leave(w)
 	retry := p.retry
 	for {
+		// Checked while w is queued or holds a wake-up: Drain broadcasts after it sets
+		// draining, so a drain that began after this check wakes the sleep below.
+		if q.draining.Load() {
+			return []Chunk{}, nil // the instance drains: no chunks here; ask elsewhere
+		}
 		until := p.deadline
 		if retry {
 			// An instance forwarded to did not answer: it may have work that no wake-up
@@ -149,6 +157,9 @@ func (p *Parked) WaitWith(ctx context.Context, block Block) ([]Chunk, error) {
 			continue // early: wait again
 		}
 		q.waiting.Rejoin(w)
+		if q.draining.Load() {
+			return []Chunk{}, nil
+		}
 		chunks, r, err := q.look(ctx, req)
 		if err != nil || len(chunks) > 0 {
 			return chunks, err

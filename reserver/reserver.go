@@ -241,6 +241,23 @@ func (r *Reserver) DropShard(shard int) []Reservation {
 	return out
 }
 
+// ShardReservations returns the reservations of the shard, in the order they were
+// made, leaving them held: what an owner that gives the shard up records as abandoned
+// before it releases it. It returns nil if the shard has none.
+func (r *Reserver) ShardReservations(shard int) []Reservation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.mu.byShard[shard]
+	if l == nil {
+		return nil
+	}
+	out := make([]Reservation, 0, l.n)
+	for e := l.head; e != nil; e = e.next {
+		out = append(out, e.res)
+	}
+	return out
+}
+
 // InflightShard returns the number of live reservations on the shard.
 func (r *Reserver) InflightShard(shard int) int {
 	r.mu.Lock()

@@ -518,6 +518,28 @@ func TestDropShard(t *testing.T) {
 	}
 }
 
+// TestShardReservations: ShardReservations lists a shard's reservations in reservation
+// order and leaves them held.
+func TestShardReservations(t *testing.T) {
+	t.Parallel()
+	r := setup(t,
+		mk("a", 1, 0, 0, 30, "company_id", "1"),
+		mk("b", 1, 1, 0, 10, "company_id", "1"),
+		mk("c", 2, 0, 1, 20, "company_id", "2"),
+		mk("d", 2, 1, 0, 20, "company_id", "2"),
+	)
+	if got := tokens(r.ShardReservations(0)); !slices.Equal(got, []string{"a", "b", "d"}) {
+		t.Fatalf("ShardReservations(0) = %q; want [a b d] (in reservation order)", got)
+	}
+	if got := r.ShardReservations(2); got != nil {
+		t.Fatalf("ShardReservations(2) = %q; want nil", tokens(got))
+	}
+	if got := r.InflightShard(0); got != 3 {
+		t.Fatalf("InflightShard(0) after ShardReservations = %d; want 3 (still held)", got)
+	}
+	checkInvariants(t, r)
+}
+
 // TestTakeExpired: TakeExpired returns the reservations due, earliest first (ties in
 // reservation order), and holds them until they are released.
 func TestTakeExpired(t *testing.T) {

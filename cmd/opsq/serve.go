@@ -14,8 +14,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -128,6 +130,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// SIGTERM or SIGINT ends ctx (main); a second one, counted here from now on, skips the
+	// shutdown's waits.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	if cfg.instanceID == "" {
 		cfg.instanceID = randomID()
 	}
@@ -250,17 +257,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case <-ctx.Done():
 	}
 	// Graceful shutdown (DESIGN.md §4): stop reserving at once (readyz turns 503, so a
-	// load balancer stops sending work here), keep serving complete, fail and extend while
-	// the reservations handed out here finish, releasing each shard as it empties, up to
-	// drain_timeout; then finish the requests in flight and release what is left.
+	// load balancer stops sending work here; parked reserves answer no chunks, status
+	// waits the state as it is), release the shards with nothing in flight, keep serving
+	// complete, fail and extend while the reservations handed out here finish, releasing
+	// each shard as it empties, up to drain_timeout; then release every shard still held
+	// (their reservations count a failed attempt each, as expired leases do), finish the
+	// requests in flight, and exit. A second signal skips the waits.
+	hurry, cancelHurry := context.WithCancel(context.Background())
+	defer cancelHurry()
+	go secondSignal(sigs, hurry, cancelHurry, log)
 	drainTimeout := q.Settings().DrainTimeout
-	log.Info("draining: no more reservations here; waiting for those in flight", slog.Duration("drain_timeout", drainTimeout))
-	drainCtx, cancelDrain := context.WithTimeout(context.Background(), drainTimeout)
+	log.Info("draining: no more reservations here; waiting for those in flight (a second signal stops at once)",
+		slog.Duration("drain_timeout", drainTimeout))
+	drainCtx, cancelDrain := context.WithTimeout(hurry, drainTimeout)
 	defer cancelDrain()
 	if err := q.Drain(drainCtx); err != nil {
-		log.Warn("drain timeout: shards with reservations in flight stay claimed until they expire", slog.Any("error", err))
+		log.Warn("drain ended with reservations in flight; their shards are released", slog.Any("error", err))
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
+	shutdownCtx, cancel := context.WithTimeout(hurry, cfg.shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		log.Warn("requests still in flight at the end of the grace period", slog.Any("error", err))
@@ -268,8 +282,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := handler.Shutdown(shutdownCtx); err != nil {
 		log.Warn("parked reserves answered with no chunks at the end of the grace period", slog.Any("error", err))
 	}
+	q.Stop()
 	log.Info("stopped")
 	return nil
+}
+
+// secondSignal cancels the shutdown's waits (hurry) at the second signal on sigs, which
+// hears every signal, the first (that ended serve's context) included; it returns when
+// hurry ends.
+func secondSignal(sigs <-chan os.Signal, hurry context.Context, cancel context.CancelFunc, log *slog.Logger) {
+	n := 0
+	for {
+		select {
+		case <-hurry.Done():
+			return
+		case sig := <-sigs:
+			if n++; n >= 2 {
+				log.Warn("second signal: releasing every shard and stopping now", slog.String("signal", sig.String()))
+				cancel()
+				return
+			}
+		}
+	}
 }
 
 // databaseURL returns the configured URL or, with a development cluster directory, the URL

@@ -239,6 +239,7 @@ func (w *worker) reserveLoop(ctx context.Context, jobs *sync.WaitGroup) error {
 		}
 
 		asked := time.Now()
+		unsettled := w.failed.Load() + w.lost.Load()
 		chunks, err := w.reserve(ctx, n)
 		for range n - len(chunks) {
 			<-w.slots
@@ -274,9 +275,13 @@ func (w *worker) reserveLoop(ctx context.Context, jobs *sync.WaitGroup) error {
 			})
 		}
 		if len(chunks) == 0 {
-			// n == cap: no command ran during the reserve, so none can release a chunk for
-			// a retry after it.
-			if w.opts.once && n == cap(w.slots) {
+			// --once: the reserve waited its whole wait and found nothing; stop when no
+			// command runs and none that ended meanwhile may bring its chunk back (a failed
+			// attempt retried, a chunk lost). A command that was still running when the
+			// reserve began does not call for another whole wait (2 × --wait after the
+			// last chunk at --concurrency > 1): it either completed its chunk, or it is
+			// counted here. Counters are updated before running is decremented.
+			if w.opts.once && w.running.Load() == 0 && w.failed.Load()+w.lost.Load() == unsettled {
 				return nil
 			}
 			if sleep(ctx, reserveGapMin-time.Since(asked)) != nil {

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,6 +157,53 @@ func TestWorkCompletesChunks(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "25 done, 0 failed, 0 lost") {
 		t.Errorf("got stderr\n%s\nwant a summary of 25 done", stderr)
+	}
+}
+
+// TestWorkOnceStopsAboutAWaitAfterTheLastChunk: with --once at --concurrency 16, the
+// worker exits about --wait after the last chunk is completed. Before, the reserve begun
+// while the last commands ran came back empty after --wait, and another whole --wait
+// followed, with every slot free.
+func TestWorkOnceStopsAboutAWaitAfterTheLastChunk(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := startWorkServer(t)
+	c := client.New(u)
+	chunks := make([]string, 200)
+	for i := range chunks {
+		chunks[i] = strconv.Itoa(i)
+	}
+	id := submitChunks(ctx, t, c, 0, chunks...)
+
+	const wait = 5 * time.Second
+	completed := make(chan time.Time, 1)
+	go func() {
+		for ctx.Err() == nil { // a status wait is at most a minute
+			if st, err := c.Status(ctx, id, time.Minute); err == nil && st.State == wire.StateCompleted {
+				completed <- time.Now()
+				return
+			}
+		}
+	}()
+	stderr, err := runWorkTest(ctx, t, "--url", u, "--once", "--wait", wait.String(), "--concurrency", "16", "--", "sh", "-c", "cat")
+	exited := time.Now()
+	if err != nil {
+		t.Fatalf("work: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "200 done, 0 failed, 0 lost") {
+		t.Errorf("got stderr\n%s\nwant a summary of 200 done", stderr)
+	}
+	var done time.Time
+	select {
+	case done = <-completed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the submission was not seen completed within 30s of the worker's exit")
+	}
+	after := exited.Sub(done)
+	t.Logf("opsq work --once --concurrency 16 --wait %s exited %s after the last chunk was completed", wait, after.Round(time.Millisecond))
+	// About --wait; 2 × --wait before. 3s of slack for a busy machine.
+	if limit := wait + 3*time.Second; after > limit {
+		t.Errorf("opsq work --once exited %s after the last chunk; want about --wait %s (at most %s)", after, wait, limit)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"opsq/api/wire"
@@ -61,12 +63,67 @@ func (e *expirer) run(ctx context.Context) {
 	}
 }
 
-// expire records that r's lease ran out: a failed attempt ("reservation expired"), written
-// only while this instance still holds the claim the reservation was made under; a chunk
-// whose attempts are spent fails.
+// expire records that r's lease ran out (lapse); a recording that failed is tried again
+// after expiryRetry, the chunk held meanwhile.
 func (o *Recorder) expire(ctx context.Context, r reserver.Reservation) {
+	if err := o.lapse(ctx, r, errReservationExpired); err != nil {
+		if ctx.Err() == nil {
+			o.cfg.Log.Warn("recording an expired reservation; trying again later", slog.Int64("submission_id", r.Key.SubmissionID),
+				slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.Any("error", err))
+		}
+		return // still held: TakeExpired returns it again after expiryRetry
+	}
+	o.expired.Add(1)
+}
+
+// errReservationAbandoned is the error recorded for an attempt whose reservation its
+// owner gave up: the instance stopped, or released the shard after a drain timed out.
+const errReservationAbandoned = "reservation abandoned: its instance released the shard"
+
+// abandonWorkers is how many abandoned reservations are recorded at once: they share the
+// completer's transactions.
+const abandonWorkers = 16
+
+// Abandon records the reservations of shards this instance is about to release while
+// they are still in flight (a drain that timed out, a stop) as their leases running out
+// would be: one failed attempt each, the chunk reservable again after its backoff, or
+// failed when its attempts are spent, each written under the claim the reservation was
+// made under, which the caller must still hold. It returns how many it recorded; those it
+// could not record (the database unreachable, ctx ended) go back with the shard without
+// their attempt counted.
+func (o *Recorder) Abandon(ctx context.Context, rs []reserver.Reservation) int {
+	var recorded atomic.Int64
+	work := make(chan reserver.Reservation)
+	var wg sync.WaitGroup
+	for range min(abandonWorkers, len(rs)) {
+		wg.Go(func() {
+			for r := range work {
+				if err := o.lapse(ctx, r, errReservationAbandoned); err != nil {
+					if ctx.Err() == nil {
+						o.cfg.Log.Warn("recording an abandoned reservation; its attempt is not counted", slog.Int64("submission_id", r.Key.SubmissionID),
+							slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.Any("error", err))
+					}
+					continue
+				}
+				recorded.Add(1)
+			}
+		})
+	}
+	for _, r := range rs {
+		work <- r
+	}
+	close(work)
+	wg.Wait()
+	return int(recorded.Load())
+}
+
+// lapse records that r ended without an outcome from its consumer: a failed attempt
+// (msg), written only while this instance still holds the claim the reservation was made
+// under; a chunk whose attempts are spent fails. The reservation stays held until it is
+// recorded (the events of the outcome release it); an error means nothing was recorded.
+func (o *Recorder) lapse(ctx context.Context, r reserver.Reservation, msg string) error {
 	t := tokens.Token{Key: r.Key, Shard: r.Shard, Generation: r.Generation, Retries: r.Retries}
-	status, err := o.failAttempt(ctx, attempt{t: t, tok: r.Token, msg: errReservationExpired, retry: true,
+	status, err := o.failAttempt(ctx, attempt{t: t, tok: r.Token, msg: msg, retry: true,
 		fence: &opsqsql.Fence{Claimant: o.cfg.Instance, Generation: r.Generation}})
 	var fenced *opsqsql.FenceError
 	if errors.As(err, &fenced) {
@@ -75,17 +132,14 @@ func (o *Recorder) expire(ctx context.Context, r reserver.Reservation) {
 		status, err = wire.StatusLost, nil
 	}
 	if err != nil {
-		if ctx.Err() == nil {
-			o.cfg.Log.Warn("recording an expired reservation; trying again later", slog.Int64("submission_id", r.Key.SubmissionID),
-				slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.Any("error", err))
-		}
-		return // still held: TakeExpired returns it again after expiryRetry
+		return err
 	}
-	o.expired.Add(1)
 	if status != wire.StatusRetrying { // retried: failAttempt released it
 		o.cfg.Holds.ReleaseHolds(ctx, []string{r.Token})
 		o.cfg.Bus.Raise(notify.ChunksFreed{Chunks: []notify.Freed{{Key: r.Key, Shard: r.Shard, Retries: notify.NotRetried, Token: r.Token}}})
 	}
-	o.cfg.Log.Debug("reservation expired", slog.Int64("submission_id", r.Key.SubmissionID),
-		slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.String("consumer", r.Consumer), slog.String("status", string(status)))
+	o.cfg.Log.Debug("reservation ended without an outcome", slog.Int64("submission_id", r.Key.SubmissionID),
+		slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.String("consumer", r.Consumer),
+		slog.String("error", msg), slog.String("status", string(status)))
+	return nil
 }

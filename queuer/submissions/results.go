@@ -43,7 +43,8 @@ func (s *Store) Results(ctx context.Context, id int64, fn func(Result) error) er
 // and end (SubmissionFinished), never polling per chunk, and holds no database connection
 // while it waits; woken often, it reads at most every followInterval (a few times a
 // second), each read from its cursor on and only up to the first pending chunk. It counts
-// among the instance's waiting requests (waiters.ErrTooMany past their bound).
+// among the instance's waiting requests (waiters.ErrTooMany past their bound). It returns
+// early, after the lines it can write, when the instance drains (Store.EndWaits).
 // ErrNotFound for an unknown submission, before calling fn.
 func (s *Store) FollowResults(ctx context.Context, id int64, fn func(Result) error) error {
 	if err := s.cfg.Admission.Admit(); err != nil {
@@ -65,6 +66,8 @@ func (s *Store) FollowResults(ctx context.Context, id int64, fn func(Result) err
 		interval := max(followInterval, followReadShare*time.Since(read))
 		select {
 		case <-woken:
+		case <-s.ended:
+			return nil // the instance drains: the stream ends, and the client follows elsewhere
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -74,7 +74,7 @@ func statusOf(r opsqsql.SubmissionStatusRow) Status {
 
 // WaitFinished returns the submission's state once it is finished, or when wait has passed,
 // whichever comes first. It is woken by the NOTIFY that finishing a submission sends, not
-// by polling. When the instance's bound of waiting requests is reached, it returns
+// by polling, and ends at once when the instance drains (Store.EndWaits). When the instance's bound of waiting requests is reached, it returns
 // waiters.ErrTooMany.
 func (s *Store) WaitFinished(ctx context.Context, id int64, wait time.Duration) (Status, error) {
 	if err := s.cfg.Admission.Admit(); err != nil {
@@ -96,6 +96,8 @@ func (s *Store) WaitFinished(ctx context.Context, id int64, wait time.Duration) 
 			unregister()
 			woken, unregister = s.finished.Add(id)
 		case <-timer.C:
+			return s.Status(ctx, id)
+		case <-s.ended: // the instance drains: the state as it is
 			return s.Status(ctx, id)
 		case <-ctx.Done():
 			return Status{}, ctx.Err()

@@ -13,6 +13,7 @@ package submissions
 
 import (
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,13 +47,15 @@ type Store struct {
 	finished   *waiters.ByKey // WaitFinished, woken by the NOTIFY of a finished submission
 	progress   *waiters.ByKey // FollowResults, woken by the NOTIFYs of progress and of the end
 	ingested   atomic.Int64   // chunks inserted here, for Stats
+	ended      chan struct{}  // closed by EndWaits
+	endOnce    sync.Once
 }
 
 var _ notify.Handler = (*Store)(nil)
 
 // New returns the store of cfg.Pool's submissions.
 func New(cfg Config) *Store {
-	return &Store{cfg: cfg, finished: waiters.NewByKey(), progress: waiters.NewByKey()}
+	return &Store{cfg: cfg, finished: waiters.NewByKey(), progress: waiters.NewByKey(), ended: make(chan struct{})}
 }
 
 // SetShardCount sets the number of shards, as the database has it; call it before use.
@@ -78,9 +81,10 @@ func (s *Store) Handle(e notify.Event) {
 	}
 }
 
-// WakeAll ends every wait on a submission (they answer the state as it is) and makes every
-// follower look again: the instance stops.
-func (s *Store) WakeAll() {
+// EndWaits ends every wait on a submission, now and from now on: they answer the state as
+// it is (the instance drains). Followers of results look again. Safe twice.
+func (s *Store) EndWaits() {
+	s.endOnce.Do(func() { close(s.ended) })
 	s.finished.WakeAll()
 	s.progress.WakeAll()
 }
