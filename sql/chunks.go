@@ -89,9 +89,9 @@ type ChunkRetried struct {
 
 // ChunkRetry counts one failed attempt at a chunk and makes it reservable again, at once
 // or after its wait, frees its reservation's max_simultaneous slots and sends p's NOTIFYs,
-// in one statement (one round trip: a fail is a transaction of its own, not batched). Retried is false when it counted nothing (the chunk is gone, the
-// attempt was counted already, or its attempts are spent); a *FenceError when p.Fence
-// refused.
+// in one statement (one round trip, in the completer's transaction of the moment, after
+// PlanByKey). Retried is false when it counted nothing (the chunk is gone, the attempt was
+// counted already, or its attempts are spent); a *FenceError when p.Fence refused.
 func (q Queries) ChunkRetry(ctx context.Context, p ChunkRetryParams) (ChunkRetried, error) {
 	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "retries": p.Retries,
 		"error": p.Error, "consumer": p.Consumer, "delay_ms": nil, "token": p.Token}
