@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"opsq/api/wire"
 	"os"
 	"strings"
 	"time"
+
+	"opsq/api/wire"
 )
 
 // How often progress is shown: a terminal line is redrawn about 5 times a second; a log
