@@ -103,6 +103,19 @@ func policyText(raw json.RawMessage) string {
 // spaces: "1 234 567".
 func num(n int64) string { return wire.GroupDigits(n, "\u00a0") }
 
+// numAny is num for the templates, for any integer they hold.
+func numAny(v any) string {
+	switch n := v.(type) {
+	case int:
+		return num(int64(n))
+	case int32:
+		return num(int64(n))
+	case int64:
+		return num(n)
+	}
+	return fmt.Sprint(v)
+}
+
 // A submission action: a button of the submission page, and of the list for many.
 type submissionAction struct {
 	Name     string
