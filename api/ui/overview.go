@@ -21,11 +21,15 @@ const (
 	chartHeight  = 120
 )
 
-// chartView is the chart of completions and failed attempts per minute, and its figures.
+// chartView is the chart of completions and failed attempts per minute, its zoom on the
+// last hour, and their figures.
 type chartView struct {
-	Completed     string `json:"chart_completed"` // the area under the completions (an SVG path)
-	Failed        string `json:"chart_failed"`    // the line of the failed attempts
-	Top           string `json:"chart_top"`       // the most in one minute: the chart's top
+	Completed     string `json:"chart_completed"`      // the area under the completions (an SVG path)
+	Failed        string `json:"chart_failed"`         // the line of the failed attempts
+	Top           string `json:"chart_top"`            // the most in one minute: the chart's top
+	HourCompleted string `json:"chart_hour_completed"` // the same for the last hour
+	HourFailed    string `json:"chart_hour_failed"`
+	HourTop       string `json:"chart_hour_top"`
 	CompletedHour string `json:"completed_hour"`
 	FailedHour    string `json:"failed_hour"`
 	CompletedDay  string `json:"completed_day"`
@@ -39,30 +43,50 @@ func activityChart(minutes []admin.Minute, now time.Time) chartView {
 	end := now.UTC().Truncate(time.Minute)
 	start := end.Add(-(chartMinutes - 1) * time.Minute)
 	var completed, failed [chartMinutes]int64
-	var v chartView
-	var top, hourC, hourF, dayC, dayF int64
 	for _, m := range minutes {
-		i := int(m.At.UTC().Sub(start) / time.Minute)
-		if i < 0 || i >= chartMinutes {
-			continue
-		}
-		completed[i], failed[i] = m.Completed, m.Failed
-		top = max(top, m.Completed, m.Failed)
-		dayC, dayF = dayC+m.Completed, dayF+m.Failed
-		if i >= chartMinutes-60 {
-			hourC, hourF = hourC+m.Completed, hourF+m.Failed
+		if i := int(m.At.UTC().Sub(start) / time.Minute); i >= 0 && i < chartMinutes {
+			completed[i], failed[i] = m.Completed, m.Failed
 		}
 	}
-	v.Completed = "M0," + strconv.Itoa(chartHeight) + " " + chartPath(completed[:], top, "L") + " L" + strconv.Itoa(chartMinutes-1) + "," + strconv.Itoa(chartHeight) + " Z"
-	v.Failed = "M" + chartPath(failed[:], top, "L")[1:]
-	v.Top, v.CompletedHour, v.FailedHour = num(top), num(hourC), num(hourF)
-	v.CompletedDay, v.FailedDay, v.LastMinute = num(dayC), num(dayF), num(completed[chartMinutes-2])
-	return v
+	hourC, hourF := completed[chartMinutes-60:], failed[chartMinutes-60:]
+	top, hourTop := max(peak(completed[:]), peak(failed[:])), max(peak(hourC), peak(hourF))
+	return chartView{
+		Completed: area(completed[:], top), Failed: line(failed[:], top), Top: num(top),
+		HourCompleted: area(hourC, hourTop), HourFailed: line(hourF, hourTop), HourTop: num(hourTop),
+		CompletedHour: num(sum(hourC)), FailedHour: num(sum(hourF)),
+		CompletedDay: num(sum(completed[:])), FailedDay: num(sum(failed[:])),
+		LastMinute: num(completed[chartMinutes-2]),
+	}
 }
 
-// chartPath writes the points of values, scaled to top, each after cmd; of a run of equal
+func peak(values []int64) (n int64) {
+	for _, v := range values {
+		n = max(n, v)
+	}
+	return n
+}
+
+func sum(values []int64) (n int64) {
+	for _, v := range values {
+		n += v
+	}
+	return n
+}
+
+// area is the SVG path of the area under values, one x unit each, scaled to top.
+func area(values []int64, top int64) string {
+	h := strconv.Itoa(chartHeight)
+	return "M0," + h + " " + points(values, top, "L") + " L" + strconv.Itoa(len(values)-1) + "," + h + " Z"
+}
+
+// line is the SVG path of the line through values.
+func line(values []int64, top int64) string {
+	return "M" + points(values, top, "L")[1:]
+}
+
+// points writes the points of values, scaled to top, each after cmd; of a run of equal
 // values only its ends, so that an idle day is a few points, not 1 440.
-func chartPath(values []int64, top int64, cmd string) string {
+func points(values []int64, top int64, cmd string) string {
 	scale := float64(max(top, 1))
 	var b strings.Builder
 	for i, n := range values {

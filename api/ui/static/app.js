@@ -63,6 +63,8 @@ const live = {
     }
     document.getElementById("chart-completed").setAttribute("d", v.chart_completed);
     document.getElementById("chart-failed").setAttribute("d", v.chart_failed);
+    document.getElementById("chart-hour-completed").setAttribute("d", v.chart_hour_completed);
+    document.getElementById("chart-hour-failed").setAttribute("d", v.chart_hour_failed);
     const consumers = document.querySelector("#consumers tbody");
     if (v.consumers.length === 0) {
       const tr = document.createElement("tr");
