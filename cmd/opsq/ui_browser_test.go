@@ -438,6 +438,15 @@ func TestDashboard(t *testing.T) {
 	if _, err := api.Pause(ctx, kept); err != nil {
 		t.Fatal(err)
 	}
+	// A consumer with a long name, and no space to break it at: seen (it asked), holding
+	// nothing (kept is paused). The pages must still not scroll sideways.
+	long := strings.Repeat("render-farm-eu-west-", 12) + "pid-4242"
+	if got, err := api.Reserve(ctx, wire.ReserveRequest{Consumer: long, Strategy: []byte(`{"select_only": {"key": "company_id", "value": 8}}`)}); err != nil || len(got) != 0 {
+		t.Fatalf("reserving from the paused submission: %v, %d chunks; want none", err, len(got))
+	}
+	b.open(t, base+"/ui/", "overview-long-name", true)
+	b.poll(t, 60*time.Second, "who is working to list the long name", `[...document.querySelectorAll("#consumers tbody tr")].map(r => r.cells[0].textContent).join(" ")`,
+		func(v string) bool { return strings.Contains(v, long) })
 	for _, w := range []int64{1440, 390} {
 		b.run(t, "setting the width", chromedp.EmulateViewport(w, 900))
 		everyPage(t, b, base, w, pages{big: big, paused: kept, failed: failing.ID, drainable: insts[1].ID})
@@ -531,11 +540,14 @@ func everyPage(t *testing.T, b *browser, base string, width int64, ps pages) {
 		{"/ui/cluster", "cluster", true, []string{"#instances a.button", ".shard"}, "dashboard-shards"},
 		{"/ui/cluster/confirm?action=drain&target=" + ps.drainable, "confirm-drain", false, []string{"#confirm", "#back"}, ""},
 		{"/ui/strategy?strategy=random", "strategy", false, []string{"#preview"}, ""},
+		{"/ui/login", "login", false, []string{"#login"}, ""},
 	} {
 		what := p.name + " at " + w + " px"
 		b.open(t, base+p.path, p.name+"-"+w, p.live)
 		b.noSideways(t, what)
-		b.reachable(t, "Log out on "+what, "#logout")
+		if p.name != "login" { // the login page has nobody to log out
+			b.reachable(t, "Log out on "+what, "#logout")
+		}
 		for _, sel := range p.actions {
 			b.reachable(t, sel+" on "+what, sel)
 		}
