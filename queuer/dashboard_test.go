@@ -62,10 +62,10 @@ func TestActivity(t *testing.T) {
 	ctx := t.Context()
 	q, pool, clock := setupClock(t)
 	submitN(t, q, 10, NewSubmission{})
-	w1 := reserveN(t, q, ReserveRequest{Max: 3, Consumer: "host-1/pid-7"})
+	w1 := reserveN(t, q, ReserveRequest{Max: 3, Consumer: "host-1/pid-7", Lease: time.Hour}) // past the clock moved by hand
 	clock.Add(90 * time.Second)
-	reserveN(t, q, ReserveRequest{Max: 1, Consumer: "host-1/pid-7"})
-	reserveN(t, q, ReserveRequest{Max: 2, Consumer: "host-2/pid-9"})
+	reserveN(t, q, ReserveRequest{Max: 1, Consumer: "host-1/pid-7", Lease: time.Hour})
+	reserveN(t, q, ReserveRequest{Max: 2, Consumer: "host-2/pid-9", Lease: time.Hour})
 	if _, err := q.Complete(ctx, []Completion{{Token: w1[0].Token, Output: []byte("ok")}}); err != nil {
 		t.Fatal(err)
 	}
