@@ -3,6 +3,10 @@
 // JavaScript that refreshes them from small JSON answers. Every instance serves it; what it
 // shows comes from the database, so every instance shows the same: the cluster, and what
 // the instances write of their activity (completions per minute, who is working).
+//
+// Not here yet (DESIGN.md §9, later issues): the throttles and rate limits in force, and
+// the filters by tenant. The overview is where the first would go (beside "who is
+// working"), and the list's filter form where the second would.
 package ui
 
 import (
