@@ -421,6 +421,10 @@ func TestDashboard(t *testing.T) {
 		func(v string) bool { return v == "true" })
 	b.poll(t, 60*time.Second, "who is working to list both consumers", `[...document.querySelectorAll("#consumers tbody tr")].map(r => r.cells[0].textContent).sort().join(" ")`,
 		func(v string) bool { return strings.Contains(v, "consumer-1 consumer-2") }) // and "(unnamed)": this test's own reserves
+	b.poll(t, 60*time.Second, "who is working to show the consumers' chunks in flight and oldest lease",
+		`[...document.querySelectorAll("#consumers tbody tr")].filter(r => r.cells[0].textContent.startsWith("consumer-") && r.cells[1].textContent !== "0" && r.cells[2].textContent !== "—").length + ""`,
+		func(v string) bool { return v != "0" })
+	docShots(t, b, base, big)
 	var working []string
 	b.run(t, "reading who is working", chromedp.Evaluate(`[...document.querySelectorAll("#consumers tbody tr")].map(r => [...r.cells].map(c => c.textContent).join("|"))`, &working))
 	for _, row := range working {
@@ -518,29 +522,45 @@ type pages struct {
 	big, paused, failed, drainable string
 }
 
+// docShots writes the docs' screenshots (OPSQ_SCREENSHOTS) of the overview, big's page
+// and the cluster at 1 440 and 390 px, while consumers work on big; nothing without it.
+func docShots(t *testing.T, b *browser, base, big string) {
+	t.Helper()
+	if b.docs == "" {
+		return
+	}
+	for _, w := range []int64{1440, 390} {
+		b.run(t, "setting the width", chromedp.EmulateViewport(w, 900))
+		suffix := map[int64]string{1440: "", 390: "-390"}[w]
+		for path, name := range map[string]string{"/ui/": "dashboard-overview", "/ui/submissions/" + big: "dashboard-submission", "/ui/cluster": "dashboard-shards"} {
+			b.open(t, base+path, name+suffix, true)
+			b.doc(t, name+suffix)
+		}
+	}
+	b.run(t, "setting the width", chromedp.EmulateViewport(1440, 900))
+	b.check(t, "the docs' screenshots")
+}
+
 // everyPage opens every page of the dashboard at width px: none scrolls sideways, Log out
-// and every action button on it can be seen and pressed. The overview, big's page and the
-// cluster are the docs' screenshots (OPSQ_SCREENSHOTS).
+// and every action button on it can be seen and pressed.
 func everyPage(t *testing.T, b *browser, base string, width int64, ps pages) {
 	t.Helper()
 	w := strconv.FormatInt(width, 10)
-	suffix := map[int64]string{1440: "", 390: "-390"}[width]
 	for _, p := range []struct {
 		path, name string
 		live       bool
 		actions    []string // selectors of the buttons that must be reachable
-		doc        string
 	}{
-		{"/ui/", "overview", true, nil, "dashboard-overview"},
-		{"/ui/submissions", "submissions", true, []string{"#bulk a.button", "#submissions a"}, ""},
-		{"/ui/submissions/" + ps.big, "submission", true, nil, "dashboard-submission"},
-		{"/ui/submissions/" + ps.paused, "submission-paused", true, []string{"#submission [data-action]"}, ""},
-		{"/ui/submissions/" + ps.failed, "submission-failed", true, []string{"#submission [data-action]", "#failures summary"}, ""},
-		{"/ui/submissions/" + ps.paused + "/confirm?action=resume", "confirm-resume", false, []string{"#confirm", "#back"}, ""},
-		{"/ui/cluster", "cluster", true, []string{"#instances a.button", ".shard"}, "dashboard-shards"},
-		{"/ui/cluster/confirm?action=drain&target=" + ps.drainable, "confirm-drain", false, []string{"#confirm", "#back"}, ""},
-		{"/ui/strategy?strategy=random", "strategy", false, []string{"#preview"}, ""},
-		{"/ui/login", "login", false, []string{"#login"}, ""},
+		{"/ui/", "overview", true, nil},
+		{"/ui/submissions", "submissions", true, []string{"#bulk a.button", "#submissions a"}},
+		{"/ui/submissions/" + ps.big, "submission", true, nil},
+		{"/ui/submissions/" + ps.paused, "submission-paused", true, []string{"#submission [data-action]"}},
+		{"/ui/submissions/" + ps.failed, "submission-failed", true, []string{"#submission [data-action]", "#failures summary"}},
+		{"/ui/submissions/" + ps.paused + "/confirm?action=resume", "confirm-resume", false, []string{"#confirm", "#back"}},
+		{"/ui/cluster", "cluster", true, []string{"#instances a.button", ".shard"}},
+		{"/ui/cluster/confirm?action=drain&target=" + ps.drainable, "confirm-drain", false, []string{"#confirm", "#back"}},
+		{"/ui/strategy?strategy=random", "strategy", false, []string{"#preview"}},
+		{"/ui/login", "login", false, []string{"#login"}},
 	} {
 		what := p.name + " at " + w + " px"
 		b.open(t, base+p.path, p.name+"-"+w, p.live)
@@ -550,9 +570,6 @@ func everyPage(t *testing.T, b *browser, base string, width int64, ps pages) {
 		}
 		for _, sel := range p.actions {
 			b.reachable(t, sel+" on "+what, sel)
-		}
-		if p.doc != "" {
-			b.doc(t, p.doc+suffix)
 		}
 		b.check(t, what)
 	}
