@@ -3,9 +3,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,8 +174,16 @@ func (b *browser) doc(t *testing.T, name string) {
 // It fails when sel matches nothing visible.
 func (b *browser) reachable(t *testing.T, what, sel string) {
 	t.Helper()
+	for _, p := range b.unreachable(t, sel) {
+		t.Errorf("%s: %s", what, p)
+	}
+}
+
+// unreachable says what is wrong with the elements sel matches (reachable).
+func (b *browser) unreachable(t *testing.T, sel string) []string {
+	t.Helper()
 	var problems []string
-	b.run(t, "checking "+what, chromedp.Evaluate(`(() => {
+	b.run(t, "checking "+sel, chromedp.Evaluate(`(() => {
   const els = [...document.querySelectorAll(`+strconv.Quote(sel)+`)].filter(e => !e.closest("[hidden]"));
   if (els.length === 0) return ["nothing matches"];
   const out = [];
@@ -192,9 +202,7 @@ func (b *browser) reachable(t *testing.T, what, sel string) {
   window.scrollTo(0, 0);
   return out;
 })()`, &problems))
-	for _, p := range problems {
-		t.Errorf("%s: %s", what, p)
-	}
+	return problems
 }
 
 // text returns the text of the element sel.
@@ -633,10 +641,40 @@ func waitReservable(t *testing.T, api *client.Client, company int64, n int) {
 // noSideways checks that the page does not scroll sideways.
 func (b *browser) noSideways(t *testing.T, what string) {
 	t.Helper()
-	var sw, iw int64
-	b.run(t, "measuring "+what, chromedp.Evaluate(`document.documentElement.scrollWidth`, &sw), chromedp.Evaluate(`window.innerWidth`, &iw))
-	if sw > iw {
+	if sw, iw := b.widths(t); sw > iw {
 		t.Errorf("%s is %d px wide in a %d px window; want no sideways scroll", what, sw, iw)
+	}
+}
+
+// widths returns the page's scroll width and the window's inner width.
+func (b *browser) widths(t *testing.T) (scroll, window int64) {
+	t.Helper()
+	b.run(t, "measuring the page", chromedp.Evaluate(`document.documentElement.scrollWidth`, &scroll), chromedp.Evaluate(`window.innerWidth`, &window))
+	return scroll, window
+}
+
+// TestUIChecksCanFail: the checks every page of the dashboard passes do fail on a page
+// that scrolls sideways, a button out of the window, one covered by another element, one
+// of no size, and a selector that matches nothing visible.
+func TestUIChecksCanFail(t *testing.T) {
+	b := newBrowser(t)
+	b.run(t, "setting the width", chromedp.EmulateViewport(390, 900))
+	page := `<!doctype html><meta name="viewport" content="width=device-width, initial-scale=1"><main>
+<div style="width: 600px">wide</div>
+<button id="ok">ok</button>
+<button id="off" style="position: absolute; left: -300px">off</button>
+<div style="position: relative"><button id="covered">covered</button><div style="position: absolute; inset: 0"></div></div>
+<button id="flat" style="width: 0; height: 0; padding: 0; border: 0"></button>
+<button id="gone" hidden>gone</button></main>`
+	b.run(t, "opening the page", chromedp.Navigate("data:text/html,"+url.PathEscape(page)), chromedp.WaitReady("main", chromedp.ByQuery))
+	if sw, iw := b.widths(t); sw <= iw {
+		t.Errorf("a 600 px page measures %d px in a %d px window; want it found too wide", sw, iw)
+	}
+	for sel, want := range map[string]string{"#ok": "", "#off": "outside the window", "#covered": "covered by", "#flat": "no size", "#gone": "nothing matches"} {
+		got := strings.Join(b.unreachable(t, sel), "; ")
+		if want == "" && got != "" || !strings.Contains(got, want) {
+			t.Errorf("unreachable(%s) = %q; want %q", sel, got, cmp.Or(want, "nothing"))
+		}
 	}
 }
 
