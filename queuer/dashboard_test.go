@@ -1,8 +1,12 @@
 package queuer
 
 import (
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
+	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
 
@@ -47,5 +51,68 @@ func TestOverview(t *testing.T) {
 	}
 	if got := after.Completed(o); got != 5 {
 		t.Errorf("Completed between the two overviews = %d; want 5 (%+v, then %+v)", got, o, after)
+	}
+}
+
+// TestActivity: the activity an instance writes is what the dashboard reads back — the
+// completions and failed attempts of the current minute, who holds what since when — and
+// a slot of the ring that holds a minute a day old starts again from zero.
+func TestActivity(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	q, pool, clock := setupClock(t)
+	submitN(t, q, 10, NewSubmission{})
+	w1 := reserveN(t, q, ReserveRequest{Max: 3, Consumer: "host-1/pid-7", Lease: time.Hour}) // past the clock moved by hand
+	clock.Add(90 * time.Second)
+	reserveN(t, q, ReserveRequest{Max: 1, Consumer: "host-1/pid-7", Lease: time.Hour})
+	reserveN(t, q, ReserveRequest{Max: 2, Consumer: "host-2/pid-9", Lease: time.Hour})
+	if _, err := q.Complete(ctx, []Completion{{Token: w1[0].Token, Output: []byte("ok")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Fail(ctx, []Failure{{Token: w1[1].Token, Error: "boom", Retry: true}}); err != nil {
+		t.Fatal(err)
+	}
+	q.activity.Write(ctx)
+
+	minutes, now, err := q.Admin().Minutes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(minutes) != 1 || minutes[0].Completed != 1 || minutes[0].Failed != 1 || now.Sub(minutes[0].At) > time.Minute {
+		t.Errorf("minutes: %+v (now %v); want one, this minute's, with 1 completed and 1 failed", minutes, now)
+	}
+	consumers, err := q.Admin().Consumers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range consumers {
+		oldest := "-"
+		if c.OldestLeaseAge != nil {
+			oldest = c.OldestLeaseAge.Round(30 * time.Second).String()
+		}
+		got = append(got, fmt.Sprintf("%s:%d:%s:%v", c.Name, c.Inflight, oldest, c.LastSeenAge < 30*time.Second))
+	}
+	if want := []string{"host-1/pid-7:2:1m30s:true", "host-2/pid-9:2:0s:true"}; !slices.Equal(got, want) {
+		t.Errorf("consumers: %v; want %v (name:in flight:oldest lease:seen lately)", got, want)
+	}
+
+	// Nothing new counted: no write. A day later the slot starts again.
+	q.activity.Write(ctx)
+	if _, err := pool.Exec(ctx, "UPDATE opsq.activity_minutes SET minute = minute - interval '1 day'"); err != nil {
+		t.Fatal(err)
+	}
+	if minutes, _, err := q.Admin().Minutes(ctx); err != nil || len(minutes) != 0 {
+		t.Errorf("minutes after a day: %+v (%v); want none", minutes, err)
+	}
+	if _, err := q.Complete(ctx, []Completion{{Token: w1[2].Token, Output: []byte("ok")}}); err != nil {
+		t.Fatal(err)
+	}
+	q.activity.Write(ctx)
+	if minutes, _, err := q.Admin().Minutes(ctx); err != nil || len(minutes) != 1 || minutes[0].Completed != 1 || minutes[0].Failed != 0 {
+		t.Errorf("minutes after a day and one completion: %+v (%v); want one with 1 completed, 0 failed", minutes, err)
+	}
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.activity_minutes"); n != 1 {
+		t.Errorf("%d rows in the ring; want 1", n)
 	}
 }

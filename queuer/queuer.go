@@ -107,6 +107,8 @@ type Queuer struct {
 	listener *notify.Listener
 	promoter *submissions.Promoter // waiting chunks that are due become reservable
 	jobs     *lifecycle.Cron
+	seen     *admin.Seen           // when each consumer name last asked for work here
+	activity *admin.ActivityWriter // completions per minute and who is working, for the dashboard
 
 	draining atomic.Bool
 
@@ -127,6 +129,7 @@ var (
 	_ lifecycle.Service = (*reserve.Path)(nil)
 	_ lifecycle.Service = (*outcome.Recorder)(nil)
 	_ lifecycle.Service = (*lifecycle.Cron)(nil)
+	_ lifecycle.Service = (*admin.ActivityWriter)(nil)
 )
 
 // New returns a Queuer; Start it before use.
@@ -170,6 +173,13 @@ func New(cfg Config) (*Queuer, error) {
 		Reserver: q.reserver, Keys: q.keys, Router: q.router, Holds: q.reserve, Bus: &q.bus})
 	q.subs = submissions.New(submissions.Config{Pool: pool, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus})
 	q.admin = admin.New(pool, manager)
+	q.seen = admin.NewSeen()
+	q.activity = admin.NewActivityWriter(admin.ActivityConfig{Pool: pool, Instance: cfg.Instance.ID, Log: log, Now: now,
+		Counts: func() (int64, int64) {
+			completed, failed, expired := q.outcomes.Counts()
+			return completed, failed + expired
+		},
+		Consumers: q.reserver.Consumers, Seen: q.seen})
 	// Every event goes to every part that caches something it changes; the waiters last,
 	// so that a waiter woken finds the caches up to date.
 	q.bus.Subscribe(q.reserve, q.router, q.subs, notify.HandlerFunc(q.keysChanged), q.waiting)
@@ -210,8 +220,9 @@ func (q *Queuer) Start(ctx context.Context) error {
 		return err
 	}
 	// The listener first, so that no NOTIFY about shards acquired by the claims manager is
-	// missed; the cron jobs last. Stop stops them in reverse.
-	services := []lifecycle.Service{q.listener, q.keys, q.reserve, q.outcomes, q.claims, q.promoter, q.jobs}
+	// missed; the cron jobs last. Stop stops them in reverse: the activity writer after the
+	// completer, so that its last write counts the completer's last batch.
+	services := []lifecycle.Service{q.listener, q.keys, q.activity, q.reserve, q.outcomes, q.claims, q.promoter, q.jobs}
 	if err := lifecycle.StartAll(ctx, services); err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ const forwardRetryDelay = time.Second
 // already wait here, a reserve that would wait returns ErrTooManyWaiters.
 func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, error) {
 	if req.Forwarded {
+		q.seen.Note(req.Consumer, q.cfg.Clock.Now())
 		// Give up, and give the chunks back, before the forwarder does: an answer it no
 		// longer reads holds its chunks until their lease runs out. Running out of that
 		// budget is an empty answer ("nothing here in time"), not a fault.
@@ -68,6 +69,7 @@ type Parked struct {
 // instance parks nothing: it looks once, and a parked reserve answers no chunks at once
 // when the drain begins (DESIGN.md §4).
 func (q *Queuer) ReserveOrPark(ctx context.Context, req ReserveRequest) ([]Chunk, *Parked, error) {
+	q.seen.Note(req.Consumer, q.cfg.Clock.Now()) // who is working (the dashboard)
 	if req.Wait <= 0 || req.Forwarded || q.draining.Load() {
 		// Draining: no wait here; the look may still find work elsewhere (forwarding).
 		chunks, _, err := q.look(ctx, req)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"opsq/queuer/admin"
 	"opsq/queuer/lifecycle"
 	"opsq/queuer/notify"
 	"opsq/queuer/outcome"
@@ -22,6 +23,7 @@ func TestServicesStopBeforeStartAndTwice(t *testing.T) {
 		"keyring":         tokens.NewKeyring(nil, nil),
 		"outcomes":        outcome.New(outcome.Config{}),
 		"cron jobs":       lifecycle.NewCron(),
+		"activity writer": admin.NewActivityWriter(admin.ActivityConfig{}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			s.Stop()

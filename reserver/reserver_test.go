@@ -130,6 +130,25 @@ func checkInvariants(t testing.TB, r *Reserver) {
 	if listed != n {
 		t.Fatalf("shard lists hold %d entries; want %d", listed, n)
 	}
+	inConsumers := 0
+	for name, l := range r.mu.byConsumer {
+		count := 0
+		var prev *entry
+		for e := l.head; e != nil; e = e.cnext {
+			if e.cprev != prev || e.res.Consumer != name || r.mu.byToken[e.res.Token] != e {
+				t.Fatalf("consumer %q: broken list at %q", name, e.res.Token)
+			}
+			prev = e
+			count++
+		}
+		if count == 0 || count != l.n || l.tail != prev {
+			t.Fatalf("consumer %q: list has %d entries, count %d; want equal and not 0, tail last", name, count, l.n)
+		}
+		inConsumers += count
+	}
+	if inConsumers != n {
+		t.Fatalf("consumer lists hold %d entries; want %d", inConsumers, n)
+	}
 	want := make(map[valuePair]int)
 	for _, e := range r.mu.byToken {
 		for k, v := range e.res.Values {

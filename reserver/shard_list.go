@@ -37,3 +37,39 @@ func (l *shardList) remove(e *entry) {
 	e.prev, e.next = nil, nil
 	l.n--
 }
+
+// consumerList is the same list through the entries' cprev and cnext: the entries of
+// one consumer name, in reservation order.
+type consumerList struct {
+	head, tail *entry
+	n          int
+}
+
+// pushBack appends e, which must not be in any consumer's list.
+func (l *consumerList) pushBack(e *entry) {
+	e.cprev = l.tail
+	e.cnext = nil
+	if l.tail != nil {
+		l.tail.cnext = e
+	} else {
+		l.head = e
+	}
+	l.tail = e
+	l.n++
+}
+
+// remove unlinks e, which must be in l.
+func (l *consumerList) remove(e *entry) {
+	if e.cprev != nil {
+		e.cprev.cnext = e.cnext
+	} else {
+		l.head = e.cnext
+	}
+	if e.cnext != nil {
+		e.cnext.cprev = e.cprev
+	} else {
+		l.tail = e.cprev
+	}
+	e.cprev, e.cnext = nil, nil
+	l.n--
+}

@@ -184,6 +184,14 @@ type Statements interface {
 	DashboardOverview(ctx context.Context, p DashboardOverviewParams) (DashboardOverviewRow, error)
 	// DashboardRetries reads the failed attempts so far of a submission's chunks.
 	DashboardRetries(ctx context.Context, p DashboardRetriesParams) (int64, error)
+	// ActivityAdd adds an instance's completions and failed attempts to the current minute.
+	ActivityAdd(ctx context.Context, p ActivityAddParams) error
+	// ActivityMinutes reads the completions and failed attempts per minute of the last 24 h.
+	ActivityMinutes(ctx context.Context) ([]ActivityMinutesRow, error)
+	// ConsumerActivityWrite replaces an instance's summary of its top consumers.
+	ConsumerActivityWrite(ctx context.Context, p ConsumerActivityWriteParams) error
+	// ConsumerActivity reads the instances' fresh summaries of their consumers.
+	ConsumerActivity(ctx context.Context, p ConsumerActivityParams) ([]ConsumerActivityRow, error)
 	// AdminDrainInstance runs the recipe admin/drain_instance.sql.
 	AdminDrainInstance(ctx context.Context, p AdminInstanceParams) (bool, error)
 	// AdminUndrainInstance runs the recipe admin/undrain_instance.sql.

@@ -60,7 +60,7 @@ func clusterData(cl queuer.Cluster, now time.Time) clusterView {
 		if owner == "" {
 			owner = "nobody"
 		}
-		c.Title = fmt.Sprintf("shard %d · %s · owner %s · generation %d · in flight %d", c.Shard, c.State, owner, c.Generation, c.Inflight)
+		c.Title = fmt.Sprintf("shard %d · %s · owner %s · generation %s · in flight %s", c.Shard, c.State, owner, num(c.Generation), num(int64(c.Inflight)))
 	}
 	return v
 }

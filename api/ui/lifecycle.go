@@ -101,21 +101,19 @@ func policyText(raw json.RawMessage) string {
 
 // num writes n with its thousands separated by no-break spaces, as the CLI does with
 // spaces: "1 234 567".
-func num(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
+func num(n int64) string { return wire.GroupDigits(n, "\u00a0") }
+
+// numAny is num for the templates, for any integer they hold.
+func numAny(v any) string {
+	switch n := v.(type) {
+	case int:
+		return num(int64(n))
+	case int32:
+		return num(int64(n))
+	case int64:
+		return num(n)
 	}
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteString("\u00a0")
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return fmt.Sprint(v)
 }
 
 // A submission action: a button of the submission page, and of the list for many.

@@ -6,124 +6,136 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"opsq/queuer"
+	"opsq/queuer/admin"
 )
 
-// Bounds of the completion chart.
+// The completion chart: one x unit per minute of the last 24 h, drawn by the server as
+// SVG paths (no script library), from the minutes kept in PostgreSQL (admin.Minutes).
 const (
-	rateWindow   = 15 * time.Minute
-	rateInterval = 5 * time.Second // at most one sample per interval
-	rateSamples  = int(rateWindow/rateInterval) + 1
-	chartWidth   = 600
+	chartMinutes = 24 * 60
 	chartHeight  = 120
 )
 
-// rateSample is the completion rate between two overviews.
-type rateSample struct {
-	at     time.Time // the database's clock
-	perSec float64
+// chartView is the chart of completions and failed attempts per minute, its zoom on the
+// last hour, and their figures.
+type chartView struct {
+	Completed     string `json:"chart_completed"`      // the area under the completions (an SVG path)
+	Failed        string `json:"chart_failed"`         // the line of the failed attempts
+	Top           string `json:"chart_top"`            // the most in one minute: the chart's top
+	HourCompleted string `json:"chart_hour_completed"` // the same for the last hour
+	HourFailed    string `json:"chart_hour_failed"`
+	HourTop       string `json:"chart_hour_top"`
+	CompletedHour string `json:"completed_hour"`
+	FailedHour    string `json:"failed_hour"`
+	CompletedDay  string `json:"completed_day"`
+	FailedDay     string `json:"failed_day"`
+	LastMinute    string `json:"last_minute"` // completions in the last full minute
 }
 
-// rateRing keeps the completions per second over the last 15 minutes, one sample per
-// overview read at least rateInterval after the previous one: sampled while somebody looks
-// at the overview, so the chart has gaps when nobody did. Safe for concurrent use.
-type rateRing struct {
-	mu struct {
-		sync.Mutex
-		last    *queuer.Overview // the previous sample's overview
-		samples []rateSample     // oldest first, at most rateSamples
+// activityChart draws minutes (oldest first, as admin.Minutes returns them) over the 24 h
+// that end at now's minute; minutes without a row count nothing.
+func activityChart(minutes []admin.Minute, now time.Time) chartView {
+	end := now.UTC().Truncate(time.Minute)
+	start := end.Add(-(chartMinutes - 1) * time.Minute)
+	var completed, failed [chartMinutes]int64
+	for _, m := range minutes {
+		if i := int(m.At.UTC().Sub(start) / time.Minute); i >= 0 && i < chartMinutes {
+			completed[i], failed[i] = m.Completed, m.Failed
+		}
+	}
+	hourC, hourF := completed[chartMinutes-60:], failed[chartMinutes-60:]
+	top, hourTop := max(peak(completed[:]), peak(failed[:])), max(peak(hourC), peak(hourF))
+	return chartView{
+		Completed: area(completed[:], top), Failed: line(failed[:], top), Top: num(top),
+		HourCompleted: area(hourC, hourTop), HourFailed: line(hourF, hourTop), HourTop: num(hourTop),
+		CompletedHour: num(sum(hourC)), FailedHour: num(sum(hourF)),
+		CompletedDay: num(sum(completed[:])), FailedDay: num(sum(failed[:])),
+		LastMinute: num(completed[chartMinutes-2]),
 	}
 }
 
-func newRateRing() *rateRing { return &rateRing{} }
-
-// since is the time the next overview must count finished submissions from.
-func (r *rateRing) since() *time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.mu.last == nil {
-		return nil
+func peak(values []int64) (n int64) {
+	for _, v := range values {
+		n = max(n, v)
 	}
-	t := r.mu.last.Now
-	return &t
+	return n
 }
 
-// add records o, read with since(): it becomes a sample when far enough from the last.
-func (r *rateRing) add(o queuer.Overview, since *time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	last := r.mu.last
-	switch {
-	case last == nil || since == nil:
-		r.mu.last = &o
-		return
-	case !since.Equal(last.Now) || o.Now.Sub(last.Now) < rateInterval:
-		return // another request sampled meanwhile, or too soon
+func sum(values []int64) (n int64) {
+	for _, v := range values {
+		n += v
 	}
-	per := float64(o.Completed(*last)) / o.Now.Sub(last.Now).Seconds()
-	r.mu.samples = append(r.mu.samples, rateSample{at: o.Now, perSec: per})
-	if n := len(r.mu.samples); n > rateSamples {
-		r.mu.samples = append(r.mu.samples[:0], r.mu.samples[n-rateSamples:]...)
-	}
-	r.mu.last = &o
+	return n
 }
 
-// chart returns the polyline points of the last 15 minutes ending at now, the highest
-// rate and the latest.
-func (r *rateRing) chart(now time.Time) (points string, top, latest float64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	from := now.Add(-rateWindow)
-	for _, s := range r.mu.samples {
-		top = max(top, s.perSec)
-	}
-	if n := len(r.mu.samples); n > 0 {
-		latest = r.mu.samples[n-1].perSec
-	}
-	scale := max(top, 1)
+// area is the SVG path of the area under values, one x unit each, scaled to top.
+func area(values []int64, top int64) string {
+	h := strconv.Itoa(chartHeight)
+	return "M0," + h + " " + points(values, top, "L") + " L" + strconv.Itoa(len(values)-1) + "," + h + " Z"
+}
+
+// line is the SVG path of the line through values.
+func line(values []int64, top int64) string {
+	return "M" + points(values, top, "L")[1:]
+}
+
+// points writes the points of values, scaled to top, each after cmd; of a run of equal
+// values only its ends, so that an idle day is a few points, not 1 440.
+func points(values []int64, top int64, cmd string) string {
+	scale := float64(max(top, 1))
 	var b strings.Builder
-	for _, s := range r.mu.samples {
-		if s.at.Before(from) {
+	for i, n := range values {
+		if i > 0 && i < len(values)-1 && n == values[i-1] && n == values[i+1] {
 			continue
 		}
-		x := float64(chartWidth) * s.at.Sub(from).Seconds() / rateWindow.Seconds()
-		y := float64(chartHeight) - (float64(chartHeight)-10)*s.perSec/scale
-		fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
+		y := float64(chartHeight) - (float64(chartHeight)-6)*float64(n)/scale
+		fmt.Fprintf(&b, "%s%d,%.1f ", cmd, i, y)
 	}
-	return strings.TrimSpace(b.String()), top, latest
+	return strings.TrimSpace(b.String())
 }
 
-// area closes the polyline points into the polygon under them.
-func area(points string) string {
-	if points == "" {
-		return ""
+// consumerView is a row of "who is working".
+type consumerView struct {
+	Name        string `json:"name"`
+	Inflight    int    `json:"inflight"`
+	OldestLease string `json:"oldest_lease"`
+	LastSeen    string `json:"last_seen"`
+	Instances   int    `json:"instances"`
+}
+
+func consumerViews(cs []admin.Consumer) []consumerView {
+	out := make([]consumerView, len(cs))
+	for i, c := range cs {
+		v := consumerView{Name: c.Name, Inflight: c.Inflight, OldestLease: "—", LastSeen: ago(c.LastSeenAge) + " ago", Instances: c.Instances}
+		if v.Name == "" {
+			v.Name = "(unnamed)"
+		}
+		if c.OldestLeaseAge != nil {
+			v.OldestLease = ago(*c.OldestLeaseAge)
+		}
+		out[i] = v
 	}
-	first, _, _ := strings.Cut(points, ",")
-	last := points[strings.LastIndexByte(points, ' ')+1:]
-	lastX, _, _ := strings.Cut(last, ",")
-	return fmt.Sprintf("%s %s,%d %s,%d", points, lastX, chartHeight, first, chartHeight)
+	return out
 }
 
 // overviewView is what the overview page shows, and the JSON its script refreshes it from.
 type overviewView struct {
-	InProgress     int64          `json:"in_progress"`
-	ChunksWaiting  int64          `json:"chunks_waiting"`
-	Inflight       int64          `json:"inflight"`
-	FailedLastHour int64          `json:"failed_last_hour"`
-	OldestID       string         `json:"oldest_id"`
-	OldestAge      string         `json:"oldest_age"`
-	RateLatest     string         `json:"rate_latest"`
-	RateTop        string         `json:"rate_top"`
-	ChartPoints    string         `json:"chart_points"`
-	ChartArea      string         `json:"chart_area"`
-	Instances      []instanceView `json:"instances"`
-	Live           int            `json:"live"`
-	Draining       int            `json:"draining"`
+	InProgress     int64  `json:"in_progress"`
+	ChunksWaiting  int64  `json:"chunks_waiting"`
+	Inflight       int64  `json:"inflight"`
+	FailedLastHour int64  `json:"failed_last_hour"`
+	OldestID       string `json:"oldest_id"`
+	OldestAge      string `json:"oldest_age"`
+	chartView
+	Consumers []consumerView `json:"consumers"`
+	Instances []instanceView `json:"instances"`
+	Live      int            `json:"live"`
+	Draining  int            `json:"draining"`
 }
 
 // instanceView is a row of the instance tables.
@@ -139,27 +151,32 @@ type instanceView struct {
 }
 
 func (d *dashboard) overviewData(ctx context.Context) (overviewView, error) {
-	since := d.rate.since()
-	o, err := d.q.Admin().Overview(ctx, since)
+	a := d.q.Admin()
+	o, err := a.Overview(ctx, nil)
 	if err != nil {
 		return overviewView{}, err
 	}
-	d.rate.add(o, since)
-	cl, err := d.q.Admin().Cluster(ctx)
+	cl, err := a.Cluster(ctx)
 	if err != nil {
 		return overviewView{}, err
+	}
+	minutes, now, err := a.Minutes(ctx)
+	if err != nil {
+		return overviewView{}, fmt.Errorf("reading the completions per minute: %w", err)
+	}
+	consumers, err := a.Consumers(ctx)
+	if err != nil {
+		return overviewView{}, fmt.Errorf("reading who is working: %w", err)
 	}
 	v := overviewView{
 		InProgress: o.InProgress, ChunksWaiting: max(o.ChunksLeft-o.Inflight, 0), Inflight: o.Inflight,
 		FailedLastHour: o.FailedLastHour, OldestID: "—", OldestAge: "—",
+		chartView: activityChart(minutes, now), Consumers: consumerViews(consumers),
 	}
 	if o.OldestID != nil {
 		v.OldestID = strconv.FormatInt(*o.OldestID, 10)
 		v.OldestAge = ago(o.Now.Sub(*o.OldestCreatedAt))
 	}
-	points, top, latest := d.rate.chart(o.Now)
-	v.ChartPoints, v.ChartArea = points, area(points)
-	v.RateTop, v.RateLatest = strconv.FormatFloat(top, 'f', 1, 64), strconv.FormatFloat(latest, 'f', 1, 64)
 	v.Instances = instanceViews(cl, time.Now())
 	for _, in := range v.Instances {
 		switch in.State {

@@ -5,45 +5,76 @@ import (
 	"testing"
 	"time"
 
-	"opsq/queuer"
+	"opsq/queuer/admin"
 )
 
-// TestRateRing: the completion rate between overviews, counting the submissions that
-// finished in between, at most one sample per rateInterval, and the chart of it.
-func TestRateRing(t *testing.T) {
+// TestActivityChart: the minutes of the last 24 h are placed by their time, those older
+// left out; the figures add them up, and an idle stretch costs two points, not one each.
+func TestActivityChart(t *testing.T) {
 	t.Parallel()
-	r := newRateRing()
-	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	if s := r.since(); s != nil {
-		t.Fatalf("since of an empty ring = %v; want nil", s)
+	now := time.Date(2026, 1, 2, 12, 30, 20, 0, time.UTC)
+	minute := func(ago int, completed, failed int64) admin.Minute {
+		return admin.Minute{At: now.Truncate(time.Minute).Add(-time.Duration(ago) * time.Minute), Completed: completed, Failed: failed}
 	}
-	r.add(queuer.Overview{Now: t0, DoneInProgress: 100}, nil)
-	// 10 s later: a submission that had 30 done at t0 finished with 60 done, and the ones
-	// still in progress went from 70 to 70: (70 + 60) - 100 = 30 completions.
-	since := r.since()
-	if since == nil || !since.Equal(t0) {
-		t.Fatalf("since = %v; want %v", since, t0)
+	v := activityChart([]admin.Minute{
+		minute(1440, 999_999, 0), // 24 h ago: out of the chart
+		minute(1439, 10, 1),      // the chart's first minute
+		minute(90, 1_000, 0),
+		minute(59, 2_000, 30), // the last hour's first minute
+		minute(1, 1_500, 2),   // the last full minute
+		minute(0, 40, 0),      // this minute, so far
+	}, now)
+	want := chartView{Top: "2\u00a0000", HourTop: "2\u00a0000", CompletedHour: "3\u00a0540", FailedHour: "32",
+		CompletedDay: "4\u00a0550", FailedDay: "33", LastMinute: "1\u00a0500"}
+	got := v
+	got.Completed, got.Failed, got.HourCompleted, got.HourFailed = "", "", "", ""
+	if got != want {
+		t.Errorf("figures %+v; want %+v", got, want)
 	}
-	r.add(queuer.Overview{Now: t0.Add(time.Second), DoneInProgress: 500}, since) // too soon: ignored
-	r.add(queuer.Overview{Now: t0.Add(10 * time.Second), DoneInProgress: 70, DoneFinishedSince: 60}, since)
-	points, top, latest := r.chart(t0.Add(10 * time.Second))
-	if latest != 3 || top != 3 {
-		t.Errorf("rate = %v (top %v); want 3/s (30 completions in 10 s)", latest, top)
+	if !strings.HasPrefix(v.Completed, "M0,120 L0,119.4 ") || !strings.HasSuffix(v.Completed, " L1439,117.7 L1439,120 Z") {
+		t.Errorf("24 h area %q; want it to start at the first minute and end at this one", v.Completed)
 	}
-	if !strings.HasPrefix(points, "600.0,") {
-		t.Errorf("chart points %q; want one point at the right edge (x 600)", points)
+	if !strings.Contains(v.Completed, " L1380,6.0 ") {
+		t.Errorf("24 h area %q; want the peak (2 000, 59 minutes ago) at x 1380, the top", v.Completed)
 	}
-	if got, want := area("1.0,5.0 3.0,7.0"), "1.0,5.0 3.0,7.0 3.0,120 1.0,120"; got != want {
-		t.Errorf("area = %q; want %q", got, want)
+	if n := strings.Count(v.Completed, "L"); n > 20 {
+		t.Errorf("24 h area has %d points; want an idle stretch drawn by its ends", n)
 	}
-	for i := range rateSamples + 10 {
-		s := r.since()
-		r.add(queuer.Overview{Now: s.Add(rateInterval), DoneInProgress: 70 + int64(i)}, s)
+	if !strings.HasPrefix(v.HourCompleted, "M0,120 L0,6.0 ") || !strings.HasPrefix(v.HourFailed, "M0,") {
+		t.Errorf("last hour: %q and %q; want the peak at its first minute", v.HourCompleted, v.HourFailed)
 	}
-	r.mu.Lock()
-	n := len(r.mu.samples)
-	r.mu.Unlock()
-	if n != rateSamples {
-		t.Errorf("%d samples kept; want at most %d", n, rateSamples)
+	empty := activityChart(nil, now)
+	if empty.Top != "0" || empty.Completed != "M0,120 L0,120.0 L1439,120.0 L1439,120 Z" || empty.Failed != "M0,120.0 L1439,120.0" {
+		t.Errorf("an idle day: %+v; want flat lines at the bottom", empty)
+	}
+}
+
+// TestConsumerViews: a consumer that named itself nothing is "(unnamed)"; one with nothing
+// in flight has no oldest lease.
+func TestConsumerViews(t *testing.T) {
+	t.Parallel()
+	old := 95 * time.Second
+	got := consumerViews([]admin.Consumer{
+		{Name: "host-3/pid-77", Inflight: 12_000, OldestLeaseAge: &old, LastSeenAge: 2 * time.Second, Instances: 3},
+		{Name: "", LastSeenAge: time.Hour},
+	})
+	want := []consumerView{
+		{Name: "host-3/pid-77", Inflight: 12_000, OldestLease: "1m35s", LastSeen: "2s ago", Instances: 3},
+		{Name: "(unnamed)", OldestLease: "—", LastSeen: "1h00m ago"},
+	}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("consumerViews = %+v; want %+v", got, want)
+	}
+}
+
+func TestNumAny(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   any
+		want string
+	}{{1234, "1\u00a0234"}, {int32(-98765), "-98\u00a0765"}, {int64(1e12), "1\u00a0000\u00a0000\u00a0000\u00a0000"}, {"x", "x"}} {
+		if got := numAny(c.in); got != c.want {
+			t.Errorf("numAny(%v) = %q; want %q", c.in, got, c.want)
+		}
 	}
 }

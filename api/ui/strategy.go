@@ -50,7 +50,7 @@ func tree(n strategy.Node) treeNode {
 	case strategy.SelectOnly:
 		t.Label += fmt.Sprintf(" %s = %s", n.Key, n.Value)
 	case strategy.PreferDistinct, strategy.MaxSimultaneous:
-		t.Label += fmt.Sprintf(" %s, max %d", n.Key, n.Max)
+		t.Label += fmt.Sprintf(" %s, max %s", n.Key, num(int64(n.Max)))
 	}
 	for _, c := range []*strategy.Node{n.Then, n.First, n.Fallback} {
 		if c != nil {
@@ -65,7 +65,7 @@ func (d *dashboard) strategy(c echo.Context) error {
 	if m := c.QueryParam("max"); m != "" {
 		n, err := strconv.Atoi(m)
 		if err != nil || n < 1 || n > previewMax {
-			v.Error = fmt.Sprintf("max: must be between 1 and %d", previewMax)
+			v.Error = fmt.Sprintf("max: must be between 1 and %s", num(previewMax))
 		}
 		v.Max = n
 	}

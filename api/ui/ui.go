@@ -1,8 +1,12 @@
 // Package ui is opsq's web dashboard at /ui/ (DESIGN.md §3, Operations): pages rendered on
 // the server with html/template from files embedded in the binary, and a little plain
 // JavaScript that refreshes them from small JSON answers. Every instance serves it; what it
-// shows comes from the database (the cluster) and, for the completion rate, from samples
-// this instance takes while a page is open.
+// shows comes from the database, so every instance shows the same: the cluster, and what
+// the instances write of their activity (completions per minute, who is working).
+//
+// Not here yet (DESIGN.md §9, later issues): the throttles and rate limits in force, and
+// the filters by tenant. The overview is where the first would go (beside "who is
+// working"), and the list's filter form where the second would.
 package ui
 
 import (
@@ -47,7 +51,6 @@ type dashboard struct {
 	keys  *apikeys.Set
 	log   *slog.Logger
 	pages map[string]*template.Template
-	rate  *rateRing
 }
 
 // Register adds the dashboard's routes under /ui/ to e.
@@ -55,7 +58,7 @@ func Register(e *echo.Echo, cfg Config) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	d := &dashboard{q: cfg.Queuer, keys: cfg.Keys, log: cfg.Logger, pages: parsePages(), rate: newRateRing()}
+	d := &dashboard{q: cfg.Queuer, keys: cfg.Keys, log: cfg.Logger, pages: parsePages()}
 	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/ui/") })
 	static, _ := fs.Sub(files, "static")
 	e.GET("/ui/static/*", echo.WrapHandler(http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))))
@@ -100,7 +103,7 @@ func sameOrigin(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 var funcs = template.FuncMap{
-	"num": num,
+	"num": numAny,
 	"cut": cut,
 	"age": func(t *time.Time) string {
 		if t == nil {

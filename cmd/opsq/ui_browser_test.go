@@ -3,9 +3,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +52,7 @@ func findBrowser(t *testing.T) string {
 type browser struct {
 	ctx  context.Context
 	shot string // the screenshot folder
+	docs string // $OPSQ_SCREENSHOTS: where the screenshots of the docs go; "" for none
 	mu   sync.Mutex
 	bad  []string
 }
@@ -57,7 +60,7 @@ type browser struct {
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
 	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
-		chromedp.ExecPath(findBrowser(t)), chromedp.NoSandbox, chromedp.WindowSize(1280, 900),
+		chromedp.ExecPath(findBrowser(t)), chromedp.NoSandbox, chromedp.WindowSize(1440, 900),
 		chromedp.Flag("disable-dev-shm-usage", true))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
@@ -67,7 +70,7 @@ func newBrowser(t *testing.T) *browser {
 		t.Fatal(err)
 	}
 	t.Logf("screenshots of every page: %s", dir)
-	b := &browser{ctx: ctx, shot: dir}
+	b := &browser{ctx: ctx, shot: dir, docs: os.Getenv("OPSQ_SCREENSHOTS")}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		switch ev := ev.(type) {
 		case *runtime.EventConsoleAPICalled:
@@ -150,6 +153,56 @@ func (b *browser) screenshot(t *testing.T, name string) {
 	if err := os.WriteFile(filepath.Join(b.shot, name+".png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// doc writes a screenshot of the page for the docs, as $OPSQ_SCREENSHOTS/name.png, when
+// that variable names a folder (OPSQ_SCREENSHOTS=$PWD/docs refreshes docs/dashboard-*.png).
+func (b *browser) doc(t *testing.T, name string) {
+	t.Helper()
+	if b.docs == "" {
+		return
+	}
+	var png []byte
+	b.run(t, "screenshot "+name, chromedp.FullScreenshot(&png, 100))
+	if err := os.WriteFile(filepath.Join(b.docs, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reachable checks that every element sel matches that is not hidden can be seen and
+// clicked once scrolled into view: inside the window, not covered by another element.
+// It fails when sel matches nothing visible.
+func (b *browser) reachable(t *testing.T, what, sel string) {
+	t.Helper()
+	for _, p := range b.unreachable(t, sel) {
+		t.Errorf("%s: %s", what, p)
+	}
+}
+
+// unreachable says what is wrong with the elements sel matches (reachable).
+func (b *browser) unreachable(t *testing.T, sel string) []string {
+	t.Helper()
+	var problems []string
+	b.run(t, "checking "+sel, chromedp.Evaluate(`(() => {
+  const els = [...document.querySelectorAll(`+strconv.Quote(sel)+`)].filter(e => !e.closest("[hidden]"));
+  if (els.length === 0) return ["nothing matches"];
+  const out = [];
+  for (const e of els) {
+    e.scrollIntoView({block: "center", inline: "center"});
+    const r = e.getBoundingClientRect();
+    const name = (e.id ? "#" + e.id : e.tagName.toLowerCase()) + " " + JSON.stringify(e.textContent.trim());
+    if (r.width === 0 || r.height === 0) { out.push(name + " has no size"); continue; }
+    if (r.left < 0 || r.top < 0 || r.right > window.innerWidth || r.bottom > window.innerHeight) {
+      out.push(name + " is outside the window: " + JSON.stringify([r.left, r.top, r.right, r.bottom]) + " in " + window.innerWidth + "x" + window.innerHeight);
+      continue;
+    }
+    const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+    if (!hit || !(hit === e || e.contains(hit))) out.push(name + " is covered by " + (hit ? hit.outerHTML.slice(0, 80) : "nothing"));
+  }
+  window.scrollTo(0, 0);
+  return out;
+})()`, &problems))
+	return problems
 }
 
 // text returns the text of the element sel.
@@ -247,7 +300,7 @@ func TestDashboard(t *testing.T) {
 		l.AddSubmission(created.ID, int64(n))
 		return created.ID
 	}
-	big := submit(400, 1, 0)
+	big := submit(1500, 1, 0) // still at work when the pages are looked at, at both widths
 	small := submit(60, 2, 5)
 	doomed := submit(100, 3, 0)
 	// One submission fails: its one chunk, reserved by its company, fails for good.
@@ -279,8 +332,8 @@ func TestDashboard(t *testing.T) {
 	if got, want := b.text(t, "#in-progress"), strconv.Itoa(len(page.Submissions)); got != want {
 		t.Errorf("overview: %s submissions in progress; the API lists %s", got, want)
 	}
-	if got, want := b.text(t, "#chunks-waiting"), strconv.FormatInt(left, 10); got != want {
-		t.Errorf("overview: %s chunks pending; the API's submissions leave %s", got, want)
+	if got, want := b.text(t, "#chunks-waiting"), wire.GroupDigits(left, "\u00a0"); got != want || !strings.Contains(got, "\u00a0") {
+		t.Errorf("overview: %q chunks pending; the API's submissions leave %q (want thousands separated)", got, want)
 	}
 	if got := b.text(t, "#inflight"); got != "0" {
 		t.Errorf("overview: %s chunks in flight with no consumer; want 0", got)
@@ -367,12 +420,53 @@ func TestDashboard(t *testing.T) {
 	})
 	b.screenshot(t, "submission-moving")
 	t.Logf("progress bar of %s: %s then %s chunks done", big, start, moved)
-	// The overview samples the completion rate every 5 s while it is open: wait for a line.
+	// The overview: the completions per minute, which every instance adds to PostgreSQL
+	// every 10 s, and who is working (the consumers' names, chunks in flight, oldest lease).
 	b.open(t, base+"/ui/", "overview-start", true)
-	b.poll(t, 60*time.Second, "the completion chart to draw a line", `document.getElementById("chart").getAttribute("points").split(" ").filter(Boolean).length + ""`,
-		func(v string) bool { n, _ := strconv.Atoi(v); return n >= 3 })
+	b.poll(t, 60*time.Second, "the chart to count completions in the last hour", `document.getElementById("completed-hour").textContent`,
+		func(v string) bool { return v != "" && v != "0" })
+	b.poll(t, 30*time.Second, "the chart to draw them", `document.getElementById("chart-completed").getAttribute("d").split(" ").some(p => parseFloat(p.split(",")[1]) < 119) + ""`,
+		func(v string) bool { return v == "true" })
+	b.poll(t, 60*time.Second, "who is working to list both consumers", `[...document.querySelectorAll("#consumers tbody tr")].map(r => r.cells[0].textContent).sort().join(" ")`,
+		func(v string) bool { return strings.Contains(v, "consumer-1 consumer-2") }) // and "(unnamed)": this test's own reserves
+	b.poll(t, 60*time.Second, "who is working to show the consumers' chunks in flight and oldest lease",
+		`[...document.querySelectorAll("#consumers tbody tr")].filter(r => r.cells[0].textContent.startsWith("consumer-") && r.cells[1].textContent !== "0" && r.cells[2].textContent !== "—").length + ""`,
+		func(v string) bool { return v != "0" })
+	docShots(t, b, base, big)
+	var working []string
+	b.run(t, "reading who is working", chromedp.Evaluate(`[...document.querySelectorAll("#consumers tbody tr")].map(r => [...r.cells].map(c => c.textContent).join("|"))`, &working))
+	for _, row := range working {
+		cells := strings.Split(row, "|")
+		if len(cells) != 5 || !strings.HasSuffix(cells[3], "s ago") {
+			t.Errorf("who is working: row %q; want consumer|in flight|oldest lease|last seen (…s ago)|instances", row)
+		}
+	}
 	b.screenshot(t, "overview")
 	b.check(t, "progress")
+
+	// Every page at 1 440 and 390 px: nothing scrolls sideways, and every action — Log out,
+	// the submission's buttons, the list's, Drain, Confirm — can be seen and pressed.
+	kept := submit(3, 8, 0)
+	if _, err := api.Pause(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	// A consumer with a long name, and no space to break it at: seen (it asked), holding
+	// nothing (kept is paused). The pages must still not scroll sideways.
+	long := strings.Repeat("render-farm-eu-west-", 12) + "pid-4242"
+	if got, err := api.Reserve(ctx, wire.ReserveRequest{Consumer: long, Strategy: []byte(`{"select_only": {"key": "company_id", "value": 8}}`)}); err != nil || len(got) != 0 {
+		t.Fatalf("reserving from the paused submission: %v, %d chunks; want none", err, len(got))
+	}
+	b.open(t, base+"/ui/", "overview-long-name", true)
+	b.poll(t, 60*time.Second, "who is working to list the long name", `[...document.querySelectorAll("#consumers tbody tr")].map(r => r.cells[0].textContent).join(" ")`,
+		func(v string) bool { return strings.Contains(v, long) })
+	for _, w := range []int64{1440, 390} {
+		b.run(t, "setting the width", chromedp.EmulateViewport(w, 900))
+		everyPage(t, b, base, w, pages{big: big, paused: kept, failed: failing.ID, drainable: insts[1].ID})
+	}
+	if _, err := api.Resume(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	b.run(t, "setting the width", chromedp.EmulateViewport(1440, 900))
 
 	// Cluster: the shard map is /v1/cluster's; Drain from the page drains.
 	b.open(t, base+"/ui/cluster", "cluster", true)
@@ -423,17 +517,70 @@ func TestDashboard(t *testing.T) {
 
 	// The failure lifecycle, on a desktop and on a phone: a submission's failed chunks, and
 	// Retry, Pause and Resume of one submission and of a page of the list.
-	for i, w := range []int64{1280, 390} {
+	for i, w := range []int64{1440, 390} {
 		b.run(t, "setting the width", chromedp.EmulateViewport(w, 900))
 		lifecycleFlow(t, b, api, base, w, int64(100+i))
 		bulkFlow(t, b, api, base, w, int64(200+i))
 	}
-	b.run(t, "setting the width", chromedp.EmulateViewport(390, 900))
-	for _, p := range []string{"/ui/", "/ui/cluster", "/ui/strategy?strategy=random"} {
-		b.open(t, base+p, "390"+strings.NewReplacer("/", "-", "?", "-", "=", "-").Replace(p), p != "/ui/strategy?strategy=random")
-		b.noSideways(t, p+" at 390 px")
+}
+
+// pages are what everyPage looks at: submissions in progress (big, with consumers at
+// work), paused and failed, and an instance to drain.
+type pages struct {
+	big, paused, failed, drainable string
+}
+
+// docShots writes the docs' screenshots (OPSQ_SCREENSHOTS) of the overview, big's page
+// and the cluster at 1 440 and 390 px, while consumers work on big; nothing without it.
+func docShots(t *testing.T, b *browser, base, big string) {
+	t.Helper()
+	if b.docs == "" {
+		return
 	}
-	b.check(t, "other pages at 390 px")
+	for _, w := range []int64{1440, 390} {
+		b.run(t, "setting the width", chromedp.EmulateViewport(w, 900))
+		suffix := map[int64]string{1440: "", 390: "-390"}[w]
+		for path, name := range map[string]string{"/ui/": "dashboard-overview", "/ui/submissions/" + big: "dashboard-submission", "/ui/cluster": "dashboard-shards"} {
+			b.open(t, base+path, name+suffix, true)
+			b.doc(t, name+suffix)
+		}
+	}
+	b.run(t, "setting the width", chromedp.EmulateViewport(1440, 900))
+	b.check(t, "the docs' screenshots")
+}
+
+// everyPage opens every page of the dashboard at width px: none scrolls sideways, Log out
+// and every action button on it can be seen and pressed.
+func everyPage(t *testing.T, b *browser, base string, width int64, ps pages) {
+	t.Helper()
+	w := strconv.FormatInt(width, 10)
+	for _, p := range []struct {
+		path, name string
+		live       bool
+		actions    []string // selectors of the buttons that must be reachable
+	}{
+		{"/ui/", "overview", true, nil},
+		{"/ui/submissions", "submissions", true, []string{"#bulk a.button", "#submissions a"}},
+		{"/ui/submissions/" + ps.big, "submission", true, nil},
+		{"/ui/submissions/" + ps.paused, "submission-paused", true, []string{"#submission [data-action]"}},
+		{"/ui/submissions/" + ps.failed, "submission-failed", true, []string{"#submission [data-action]", "#failures summary"}},
+		{"/ui/submissions/" + ps.paused + "/confirm?action=resume", "confirm-resume", false, []string{"#confirm", "#back"}},
+		{"/ui/cluster", "cluster", true, []string{"#instances a.button", ".shard"}},
+		{"/ui/cluster/confirm?action=drain&target=" + ps.drainable, "confirm-drain", false, []string{"#confirm", "#back"}},
+		{"/ui/strategy?strategy=random", "strategy", false, []string{"#preview"}},
+		{"/ui/login", "login", false, []string{"#login"}},
+	} {
+		what := p.name + " at " + w + " px"
+		b.open(t, base+p.path, p.name+"-"+w, p.live)
+		b.noSideways(t, what)
+		if p.name != "login" { // the login page has nobody to log out
+			b.reachable(t, "Log out on "+what, "#logout")
+		}
+		for _, sel := range p.actions {
+			b.reachable(t, sel+" on "+what, sel)
+		}
+		b.check(t, what)
+	}
 }
 
 // failedSubmission makes a submission of chunks chunks, with no retry, whose first chunk
@@ -494,10 +641,40 @@ func waitReservable(t *testing.T, api *client.Client, company int64, n int) {
 // noSideways checks that the page does not scroll sideways.
 func (b *browser) noSideways(t *testing.T, what string) {
 	t.Helper()
-	var sw, iw int64
-	b.run(t, "measuring "+what, chromedp.Evaluate(`document.documentElement.scrollWidth`, &sw), chromedp.Evaluate(`window.innerWidth`, &iw))
-	if sw > iw {
+	if sw, iw := b.widths(t); sw > iw {
 		t.Errorf("%s is %d px wide in a %d px window; want no sideways scroll", what, sw, iw)
+	}
+}
+
+// widths returns the page's scroll width and the window's inner width.
+func (b *browser) widths(t *testing.T) (scroll, window int64) {
+	t.Helper()
+	b.run(t, "measuring the page", chromedp.Evaluate(`document.documentElement.scrollWidth`, &scroll), chromedp.Evaluate(`window.innerWidth`, &window))
+	return scroll, window
+}
+
+// TestUIChecksCanFail: the checks every page of the dashboard passes do fail on a page
+// that scrolls sideways, a button out of the window, one covered by another element, one
+// of no size, and a selector that matches nothing visible.
+func TestUIChecksCanFail(t *testing.T) {
+	b := newBrowser(t)
+	b.run(t, "setting the width", chromedp.EmulateViewport(390, 900))
+	page := `<!doctype html><meta name="viewport" content="width=device-width, initial-scale=1"><main>
+<div style="width: 600px">wide</div>
+<button id="ok">ok</button>
+<button id="off" style="position: absolute; left: -300px">off</button>
+<div style="position: relative"><button id="covered">covered</button><div style="position: absolute; inset: 0"></div></div>
+<button id="flat" style="width: 0; height: 0; padding: 0; border: 0"></button>
+<button id="gone" hidden>gone</button></main>`
+	b.run(t, "opening the page", chromedp.Navigate("data:text/html,"+url.PathEscape(page)), chromedp.WaitReady("main", chromedp.ByQuery))
+	if sw, iw := b.widths(t); sw <= iw {
+		t.Errorf("a 600 px page measures %d px in a %d px window; want it found too wide", sw, iw)
+	}
+	for sel, want := range map[string]string{"#ok": "", "#off": "outside the window", "#covered": "covered by", "#flat": "no size", "#gone": "nothing matches"} {
+		got := strings.Join(b.unreachable(t, sel), "; ")
+		if want == "" && got != "" || !strings.Contains(got, want) {
+			t.Errorf("unreachable(%s) = %q; want %q", sel, got, cmp.Or(want, "nothing"))
+		}
 	}
 }
 

@@ -3,7 +3,9 @@
 // watch (ClusterStats, cached), the dashboard's overview and a submission's retries, and
 // the operators' actions that the dashboard offers — drain an instance, disable a shard —
 // run as the recipes of sql/admin/ themselves. It reads the database only: no part of the
-// engine's state is here, so it answers the same on every instance.
+// engine's state is here, so it answers the same on every instance. The one thing it
+// writes is the instance's activity (activity.go: completions per minute and who is
+// working), from counts the engine hands it, on a loop of its own.
 package admin
 
 import (

@@ -100,6 +100,7 @@ type run struct {
 	shards     []int32
 	generation map[int]int64
 	expires    time.Time
+	reserved   time.Time // when the run began: its reservations' ReservedAt
 	out        []Chunk
 	// want is how many chunks the requests ask for together.
 	want    int
@@ -132,8 +133,9 @@ func (p *Path) reserveFor(ctx context.Context, asks []Request) ([][]Chunk, error
 		}
 		return out, nil
 	}
+	now := p.cfg.Now()
 	r := &run{p: p, strategy: asks[0].Strategy, asks: asks, generation: make(map[int]int64, len(leases)),
-		expires: p.cfg.Now().Add(asks[0].Lease), exhaustive: true}
+		expires: now.Add(asks[0].Lease), reserved: now, exhaustive: true}
 	for _, a := range asks {
 		r.want += a.Max
 	}
@@ -537,7 +539,7 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	tok := tokens.New(c.key, c.shard, gen, c.retries).Signed(r.p.cfg.Keys).String()
 	if !r.p.reserver.Reserve(reserver.Reservation{
 		Token: tok, Key: c.key, Shard: c.shard, Generation: gen, Retries: c.retries,
-		Consumer: ask.Consumer, ExpiresAt: r.expires, Values: c.info.values, Pairs: c.info.pairs,
+		Consumer: ask.Consumer, ReservedAt: r.reserved, ExpiresAt: r.expires, Values: c.info.values, Pairs: c.info.pairs,
 	}) {
 		return false, nil // another request took it meanwhile
 	}

@@ -61,13 +61,29 @@ const live = {
         if (val === "—") el.removeAttribute("href"); else el.href = el.dataset.href + val;
       }
     }
-    document.getElementById("chart").setAttribute("points", v.chart_points);
-    document.getElementById("chart-area").setAttribute("points", v.chart_area);
+    document.getElementById("chart-completed").setAttribute("d", v.chart_completed);
+    document.getElementById("chart-failed").setAttribute("d", v.chart_failed);
+    document.getElementById("chart-hour-completed").setAttribute("d", v.chart_hour_completed);
+    document.getElementById("chart-hour-failed").setAttribute("d", v.chart_hour_failed);
+    const consumers = document.querySelector("#consumers tbody");
+    if (v.consumers.length === 0) {
+      const tr = document.createElement("tr");
+      tr.className = "none";
+      cell(tr, "no consumer seen in the last hour", "muted").colSpan = 5;
+      consumers.replaceChildren(tr);
+    } else {
+      consumers.replaceChildren(...v.consumers.map(function (c) {
+        const tr = document.createElement("tr");
+        cell(tr, c.name); cell(tr, num(c.inflight)); cell(tr, c.oldest_lease); cell(tr, c.last_seen); cell(tr, num(c.instances));
+        return tr;
+      }));
+      labelCells(document.getElementById("consumers"));
+    }
     const tbody = document.querySelector("#instances tbody");
     tbody.replaceChildren(...v.instances.map(function (i) {
       const tr = document.createElement("tr");
       cell(tr, i.id); cell(tr, i.url); cell(tr, i.state, "state-" + i.state);
-      cell(tr, i.heartbeat_age + " ago"); cell(tr, i.shards); cell(tr, i.inflight);
+      cell(tr, i.heartbeat_age + " ago"); cell(tr, num(i.shards)); cell(tr, num(i.inflight));
       return tr;
     }));
     labelCells(document.getElementById("instances"));
@@ -111,8 +127,8 @@ const live = {
       a.dataset.owner = c.owner; a.dataset.state = c.state;
       a.href = "/ui/cluster/confirm?action=" + (c.state === "disabled" ? "enable" : "disable") + "&target=" + c.shard;
     }
-    document.getElementById("unclaimed").textContent = v.unclaimed;
-    document.getElementById("disabled").textContent = v.disabled;
+    document.getElementById("unclaimed").textContent = num(v.unclaimed);
+    document.getElementById("disabled").textContent = num(v.disabled);
     const tbody = document.querySelector("#instances tbody");
     tbody.replaceChildren(...v.instances.map(function (i) {
       const tr = document.createElement("tr");
@@ -121,12 +137,12 @@ const live = {
       sw.className = "swatch"; sw.style.background = i.color;
       cell(tr, "").appendChild(sw);
       cell(tr, i.id); cell(tr, i.url); cell(tr, i.state, "state-" + i.state);
-      cell(tr, i.heartbeat_age + " ago"); cell(tr, i.shards); cell(tr, i.inflight);
+      cell(tr, i.heartbeat_age + " ago"); cell(tr, num(i.shards)); cell(tr, num(i.inflight));
       const a = document.createElement("a");
       a.className = i.draining ? "button" : "button danger";
       a.textContent = i.draining ? "Undrain…" : "Drain…";
       a.href = "/ui/cluster/confirm?action=" + (i.draining ? "undrain" : "drain") + "&target=" + encodeURIComponent(i.id);
-      cell(tr, "").appendChild(a);
+      cell(tr, "", "act").appendChild(a);
       return tr;
     }));
     labelCells(document.getElementById("instances"));

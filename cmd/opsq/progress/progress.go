@@ -9,9 +9,10 @@ import (
 	"io"
 	"math"
 	"os"
-	"strconv"
 	"strings"
 	"time"
+
+	"opsq/api/wire"
 )
 
 // How often progress is shown: a terminal line is redrawn about 5 times a second; a log
@@ -119,23 +120,9 @@ func Bytes(n int64) string {
 	return fmt.Sprintf("%.1f %s", f, units[i])
 }
 
-// GroupDigits writes n with its thousands separated by spaces: "1 234 567".
-func GroupDigits(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// GroupDigits writes n with its thousands separated by spaces: "1 234 567" (wire.GroupDigits,
+// which the dashboard writes its numbers with too).
+func GroupDigits(n int64) string { return wire.GroupDigits(n, " ") }
 
 // RoundSignificant rounds x to digits significant digits: 312 512 → 313 000.
 func RoundSignificant(x float64, digits int) int64 {
