@@ -66,13 +66,16 @@ func TestDashboardRoutes(t *testing.T) {
 		t.Errorf("disable shard 3: %d, disabled %v; want 303 and disabled", got, disabled())
 	}
 	form.Set("action", "enable")
-	if got := post("/ui/cluster/action", form, ""); got != http.StatusSeeOther || disabled() {
+	if got := post("/ui/cluster/action", form, ""); got != http.StatusForbidden || !disabled() {
+		t.Errorf("a POST without an Origin: %d, disabled %v; want 403 and nothing done", got, disabled())
+	}
+	if got := post("/ui/cluster/action", form, e.URL); got != http.StatusSeeOther || disabled() {
 		t.Errorf("enable shard 3: %d, disabled %v; want 303 and enabled", got, disabled())
 	}
-	if got := post("/ui/cluster/action", url.Values{"action": {"drain"}, "target": {"no-such-instance"}}, ""); got != http.StatusNotFound {
+	if got := post("/ui/cluster/action", url.Values{"action": {"drain"}, "target": {"no-such-instance"}}, e.URL); got != http.StatusNotFound {
 		t.Errorf("drain an unknown instance: %d; want 404", got)
 	}
-	if got := post("/ui/submissions/"+id+"/cancel", nil, ""); got != http.StatusSeeOther {
+	if got := post("/ui/submissions/"+id+"/cancel", nil, e.URL); got != http.StatusSeeOther {
 		t.Errorf("cancel from the dashboard: %d; want 303", got)
 	}
 	if got := jsonString(t, statusOf(t, e, id)["state"]); got != "cancelled" {
@@ -81,9 +84,10 @@ func TestDashboardRoutes(t *testing.T) {
 }
 
 // TestDashboardKeys: with keys on, the dashboard sends a browser without an admin key to
-// its login page, refuses other roles' keys, keeps an admin key in an HttpOnly,
-// SameSite=Strict cookie for /ui/ only, and stops taking it once revoked; the cookie is no
-// key for /v1/.
+// its login page, refuses other roles' keys, exchanges an admin key for a session whose id
+// (never the key) it keeps in an HttpOnly, SameSite=Strict cookie for /ui/ only, Secure
+// behind a TLS proxy, and stops taking it at logout (everywhere) and once the key is
+// revoked; the cookie is no key for /v1/; every answer forbids framing.
 func TestDashboardKeys(t *testing.T) {
 	t.Parallel()
 	a := setupAuth(t)
@@ -101,14 +105,34 @@ func TestDashboardKeys(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	login := func(key string) *http.Response {
+	postForm := func(path string, form url.Values, cookie *http.Cookie, header ...string) *http.Response {
 		t.Helper()
-		resp, err := noRedirect.PostForm(a.URL+"/ui/login", url.Values{"key": {key}, "next": {"/ui/cluster"}})
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, a.URL+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", a.URL)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		resp, err := noRedirect.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		return resp
+	}
+	login := func(key string, header ...string) *http.Response {
+		t.Helper()
+		return postForm("/ui/login", url.Values{"key": {key}, "next": {"/ui/cluster"}}, nil, header...)
+	}
+	if resp := get("/ui/login", nil); !strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") ||
+		resp.Header.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("the login page's headers %v; want a CSP with frame-ancestors 'none' and X-Frame-Options DENY", resp.Header)
+	}
+	if resp := postForm("/ui/login", url.Values{"key": {a.key["admin"]}}, nil, "Origin", "http://evil.example"); resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+		t.Errorf("a login posted from another site: %d, cookies %v; want 403 and no session", resp.StatusCode, resp.Cookies())
 	}
 
 	if resp := get("/ui/cluster", nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login?next=%2Fui%2Fcluster" {
@@ -132,8 +156,23 @@ func TestDashboardKeys(t *testing.T) {
 		t.Fatalf("login with the admin key: %d to %q, cookies %v; want 303 to /ui/cluster and one cookie", resp.StatusCode, resp.Header.Get("Location"), resp.Cookies())
 	}
 	ck := resp.Cookies()[0]
-	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/ui/" || ck.Value != a.key["admin"] {
-		t.Errorf("cookie %+v; want HttpOnly, SameSite=Strict, Path /ui/, holding the key", ck)
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/ui/" || ck.Secure ||
+		ck.Value == "" || strings.Contains(ck.Value, a.key["admin"]) || ck.MaxAge != int(apikeys.SessionTTL/time.Second) {
+		t.Errorf("cookie %+v; want HttpOnly, SameSite=Strict, Path /ui/, not Secure over plain HTTP, a session id (not the key), 12 h", ck)
+	}
+	if n := pgtest.Count(t, a.Pool, "SELECT count(*) FROM opsq.ui_sessions WHERE id_sha256 = sha256(convert_to($1, 'UTF8'))", ck.Value); n != 1 {
+		t.Errorf("%d sessions stored under the SHA-256 of the cookie's id; want 1", n)
+	}
+	if behind := login(a.key["admin"], "X-Forwarded-Proto", "https"); len(behind.Cookies()) != 1 || !behind.Cookies()[0].Secure {
+		t.Errorf("a login behind a TLS proxy: cookies %v; want one, Secure", behind.Cookies())
+	}
+	// Logging out ends the session: the id no longer opens a page, here or anywhere.
+	other := login(a.key["admin"]).Cookies()[0]
+	if resp := postForm("/ui/logout", nil, &http.Cookie{Name: other.Name, Value: other.Value}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("logout: %d; want 303", resp.StatusCode)
+	}
+	if resp := get("/ui/cluster", &http.Cookie{Name: other.Name, Value: other.Value}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("GET /ui/cluster with a session ended at logout: %d; want 303 to the login page", resp.StatusCode)
 	}
 	for _, path := range []string{"/ui/cluster", "/ui/overview.json", "/ui/submissions"} {
 		if resp := get(path, &http.Cookie{Name: ck.Name, Value: ck.Value}); resp.StatusCode != http.StatusOK {

@@ -129,3 +129,41 @@ func (q Queries) SubmissionCreatedBy(ctx context.Context, p SubmissionCreatedByP
 	err := q.db.QueryRow(ctx, submissionCreatedBy, pgx.NamedArgs{"id": p.ID}).Scan(&owner)
 	return owner, notFound(err)
 }
+
+//go:embed ui_session_create.sql
+var uiSessionCreate string
+
+// UISessionParams name a dashboard session by the SHA-256 of its id; KeyID and TTL are for
+// UISessionCreate only.
+type UISessionParams struct {
+	IDSHA256 []byte
+	KeyID    int64
+	TTL      time.Duration
+}
+
+// UISessionCreate starts a dashboard session of key p.KeyID, ending after p.TTL, and deletes
+// the sessions that ended.
+func (q Queries) UISessionCreate(ctx context.Context, p UISessionParams) error {
+	_, err := q.db.Exec(ctx, uiSessionCreate, pgx.NamedArgs{"id_sha256": p.IDSHA256, "key_id": p.KeyID, "ttl_ms": p.TTL.Milliseconds()})
+	return err
+}
+
+//go:embed ui_session_read.sql
+var uiSessionRead string
+
+// UISessionKey returns the key of the live session p.IDSHA256; ErrNotFound when there is
+// none or it ended.
+func (q Queries) UISessionKey(ctx context.Context, p UISessionParams) (int64, error) {
+	var id int64
+	err := q.db.QueryRow(ctx, uiSessionRead, pgx.NamedArgs{"id_sha256": p.IDSHA256}).Scan(&id)
+	return id, notFound(err)
+}
+
+//go:embed ui_session_end.sql
+var uiSessionEnd string
+
+// UISessionEnd ends the session p.IDSHA256, if it exists.
+func (q Queries) UISessionEnd(ctx context.Context, p UISessionParams) error {
+	_, err := q.db.Exec(ctx, uiSessionEnd, pgx.NamedArgs{"id_sha256": p.IDSHA256})
+	return err
+}

@@ -213,6 +213,10 @@ type Statements interface {
 	APIKeysLoad(ctx context.Context) ([]APIKeysLoadRow, error)
 	// APIKeysTouch records that keys were used.
 	APIKeysTouch(ctx context.Context, p APIKeysTouchParams) error
+	// UISessionCreate, UISessionKey and UISessionEnd keep the dashboard's sessions.
+	UISessionCreate(ctx context.Context, p UISessionParams) error
+	UISessionKey(ctx context.Context, p UISessionParams) (int64, error)
+	UISessionEnd(ctx context.Context, p UISessionParams) error
 	// SubmissionCreatedBy reads the key that created an in-progress submission.
 	SubmissionCreatedBy(ctx context.Context, p SubmissionCreatedByParams) (*int64, error)
 }

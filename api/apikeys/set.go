@@ -72,6 +72,7 @@ type Set struct {
 	mu struct {
 		sync.RWMutex
 		keys    map[[32]byte]cached     // by the SHA-256 of the key
+		byID    map[int64][32]byte      // the SHA-256 of each key, by id (sessions)
 		touched map[int64]*atomic.Int64 // by key id, kept across reloads
 	}
 }
@@ -132,7 +133,9 @@ func (s *Set) Load(ctx context.Context) error {
 	s.mu.Lock()
 	touched := make(map[int64]*atomic.Int64, len(keys))
 	bySum := make(map[[32]byte]cached, len(keys))
+	byID := make(map[int64][32]byte, len(keys))
 	for _, k := range keys {
+		byID[k.ID] = k.sum
 		t := s.mu.touched[k.ID]
 		if t == nil {
 			t = new(atomic.Int64)
@@ -140,7 +143,7 @@ func (s *Set) Load(ctx context.Context) error {
 		touched[k.ID], k.touched = t, t
 		bySum[k.sum] = k
 	}
-	s.mu.keys, s.mu.touched = bySum, touched
+	s.mu.keys, s.mu.byID, s.mu.touched = bySum, byID, touched
 	s.mu.Unlock()
 	if s.loaded != nil {
 		s.loaded()
@@ -162,6 +165,24 @@ func (s *Set) Check(key string) (Caller, error) {
 	if !found || subtle.ConstantTimeCompare(sum[:], k.sum[:]) != 1 {
 		return Caller{}, ErrUnknown
 	}
+	return s.usable(k)
+}
+
+// CheckID is Check for the key of id: a dashboard session holds its key's id, and is
+// refused as soon as its key is revoked, expires or is deleted.
+func (s *Set) CheckID(id int64) (Caller, error) {
+	s.mu.RLock()
+	sum, found := s.mu.byID[id]
+	k := s.mu.keys[sum]
+	s.mu.RUnlock()
+	if !found {
+		return Caller{}, ErrUnknown
+	}
+	return s.usable(k)
+}
+
+// usable returns k's caller unless it is revoked or expired, and records its use.
+func (s *Set) usable(k cached) (Caller, error) {
 	now := time.Now()
 	switch {
 	case k.revoked:

@@ -15,29 +15,81 @@ import (
 )
 
 // With API keys on (Config.Keys), the dashboard asks for an admin key once, on its login
-// page, and keeps it in a cookie that scripts cannot read (HttpOnly), that no other site's
-// page sends (SameSite=Strict) and that only /ui/ receives. Every request checks the key
-// again against the instance's cache, so a revoked or expired key stops working within a
-// second, as on the API. The pages' scripts read only /ui/ answers; the cookie is no key
-// for /v1/, which takes keys in the Authorization header only.
+// page, and exchanges it for a session (DESIGN.md §8; apikeys.NewSession): a random id,
+// stored hashed in PostgreSQL so that every instance knows it, ending after 12 h, at
+// logout, or as soon as its key is revoked or expires (every request checks the key in the
+// instance's cache). The browser keeps the session id, never the key, in a cookie that
+// scripts cannot read (HttpOnly), that no other site's page sends (SameSite=Strict), that
+// only /ui/ receives, and that is Secure when the page came over TLS or through a proxy
+// that says so (X-Forwarded-Proto: https). A request that changes something must come from
+// the dashboard's own origin (sameOrigin), and every answer forbids framing (headers). The
+// pages' scripts read only /ui/ answers; the cookie is no key for /v1/, which takes keys in
+// the Authorization header only.
 
-const (
-	cookieName = "opsq_ui_key"
-	// cookieMaxAge is how long the browser keeps the key: the key's own expiry and its
-	// revocation still apply at every request.
-	cookieMaxAge = 30 * 24 * time.Hour
-)
+const cookieName = "opsq_ui_session"
 
-// authenticate lets through requests whose cookie holds an admin key; without one, a page
-// goes to the login page and anything else gets 401.
+// headers sets on every answer of the dashboard what keeps its pages out of other sites'
+// frames and from loading anything but their own files.
+func headers(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		return next(c)
+	}
+}
+
+// sameOrigin refuses (403) a request that changes something (not GET or HEAD) unless its
+// Origin, or without one its Referer, is the dashboard's own: another site's page cannot
+// make a logged-in browser drain an instance or cancel a submission.
+func sameOrigin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			return next(c)
+		}
+		from := r.Header.Get("Origin")
+		if from == "" || from == "null" {
+			from = r.Header.Get("Referer")
+		}
+		u, err := url.Parse(from)
+		if from == "" || err != nil || u.Host != r.Host {
+			return c.JSON(http.StatusForbidden, wire.ErrorBody{Error: wire.ErrorDetail{Code: "forbidden",
+				Message: "the dashboard takes changes from its own pages only (the request's Origin is not this host)"}})
+		}
+		return next(c)
+	}
+}
+
+// secure reports whether the browser reached the dashboard over TLS, directly or through a
+// proxy that ends TLS and says so.
+func secure(c echo.Context) bool {
+	return c.IsTLS() || strings.EqualFold(c.Request().Header.Get("X-Forwarded-Proto"), "https")
+}
+
+// sessionCookie is the cookie that holds session id (MaxAge -1: delete it).
+func sessionCookie(c echo.Context, id string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: cookieName, Value: id, Path: "/ui/", MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(c)}
+}
+
+// authenticate lets through requests of a live session of an admin key; without one, a
+// page goes to the login page and anything else gets 401.
 func (d *dashboard) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	if d.keys == nil {
 		return next
 	}
 	return func(c echo.Context) error {
 		if ck, err := c.Cookie(cookieName); err == nil {
-			if caller, err := d.keys.Check(ck.Value); err == nil && caller.Role == apikeys.Admin {
+			caller, err := d.keys.Session(c.Request().Context(), ck.Value)
+			switch {
+			case err == nil && caller.Role == apikeys.Admin:
 				return next(c)
+			case err != nil && !errors.Is(err, apikeys.ErrNoSession) && !errors.Is(err, apikeys.ErrUnknown) &&
+				!errors.Is(err, apikeys.ErrRevoked) && !errors.Is(err, apikeys.ErrExpired):
+				return err // the database: a 503 from the error handler, not a login page
 			}
 		}
 		r := c.Request()
@@ -92,14 +144,22 @@ func (d *dashboard) login(c echo.Context) error {
 		// The form, again, with what was wrong: a page that loaded, 200.
 		return d.render(c, http.StatusOK, "login", page{Title: "Log in", Data: v})
 	}
-	c.SetCookie(&http.Cookie{Name: cookieName, Value: key, Path: "/ui/", MaxAge: int(cookieMaxAge / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.IsTLS()})
+	id, err := d.keys.NewSession(c.Request().Context(), caller)
+	if err != nil {
+		return err
+	}
+	c.SetCookie(sessionCookie(c, id, int(apikeys.SessionTTL/time.Second)))
 	d.log.InfoContext(c.Request().Context(), "dashboard login", "key", caller.Name)
 	return c.Redirect(http.StatusSeeOther, v.Next)
 }
 
+// logout ends the session on every instance, not only in this browser.
 func (d *dashboard) logout(c echo.Context) error {
-	c.SetCookie(&http.Cookie{Name: cookieName, Value: "", Path: "/ui/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.IsTLS()})
+	if ck, err := c.Cookie(cookieName); err == nil && d.keys != nil {
+		if err := d.keys.EndSession(c.Request().Context(), ck.Value); err != nil {
+			return err
+		}
+	}
+	c.SetCookie(sessionCookie(c, "", -1))
 	return c.Redirect(http.StatusSeeOther, "/ui/login")
 }

@@ -1,0 +1,3 @@
+-- The key of a live dashboard session, by the SHA-256 of its id; no row when there is none
+-- or it ended.
+SELECT key_id FROM opsq.ui_sessions WHERE id_sha256 = @id_sha256 AND expires_at > now()
