@@ -107,7 +107,7 @@ func New(cfg Config) *Handler {
 	e.GET("/metrics", echo.WrapHandler(m.handler()), s.authenticate(metricsRoles))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-	e.GET("/readyz", s.readyz)
+	e.GET("/readyz", s.readyz(newReadyLog(cfg.Logger)))
 
 	// The roles of each route: auth.go.
 	v1 := e.Group("/v1")
@@ -131,11 +131,4 @@ func New(cfg Config) *Handler {
 	// The dashboard, /ui/.
 	ui.Register(e, ui.Config{Queuer: cfg.Queuer, Keys: cfg.Keys, Logger: cfg.Logger})
 	return &Handler{Handler: e, parking: s.parking}
-}
-
-func (s *server) readyz(c echo.Context) error {
-	if err := s.cfg.Ready(c.Request().Context()); err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: err.Error(), RetryAfter: RetryAfterDefault}
-	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
