@@ -14,6 +14,7 @@ import (
 
 	"opsq/api/apikeys"
 	"opsq/api/ui"
+	"opsq/api/wire"
 	"opsq/queuer"
 )
 
@@ -68,6 +69,10 @@ type Config struct {
 	// bytes of JSON, and always holds at least one chunk; 0 or less is the default.
 	// Defaults to 16 MiB (MaxReserveBytesDefault), which is also its most.
 	MaxReserveBytes int
+	// MaxLease bounds the lease a reserve or extend may ask for (OPSQ_MAX_LEASE): past it,
+	// 400 naming "lease"; a request that names none gets the lesser of 5m and it. Between
+	// 1s and 24h (wire.MinLease, wire.MaxLease); 0 or less is the default. Defaults to 24h.
+	MaxLease time.Duration
 }
 
 type server struct {
@@ -90,6 +95,7 @@ func New(cfg Config) *Handler {
 	cfg.BodyIdleTimeout = cmp.Or(cfg.BodyIdleTimeout, BodyIdleTimeoutDefault)
 	cfg.MaxSubmissionChunks = cmp.Or(max(cfg.MaxSubmissionChunks, 0), MaxSubmissionChunksDefault)
 	cfg.MaxReserveBytes = cmp.Or(max(cfg.MaxReserveBytes, 0), MaxReserveBytesDefault)
+	cfg.MaxLease = min(max(cmp.Or(max(cfg.MaxLease, 0), wire.MaxLease), wire.MinLease), wire.MaxLease)
 	if cfg.Ready == nil {
 		cfg.Ready = cfg.Queuer.Ready
 	}

@@ -84,7 +84,7 @@ func (s *server) parseReserve(raw []byte) (queuer.ReserveRequest, error) {
 	if err != nil {
 		return queuer.ReserveRequest{}, err
 	}
-	req := queuer.ReserveRequest{Max: 1, Lease: wire.LeaseDefault, Consumer: consumer, MaxBytes: s.cfg.MaxReserveBytes}
+	req := queuer.ReserveRequest{Max: 1, Lease: s.leaseDefault(), Consumer: consumer, MaxBytes: s.cfg.MaxReserveBytes}
 	if body.Max != nil {
 		if *body.Max < 1 || *body.Max > wire.MaxReserveChunks {
 			return req, badRequest("max: must be between 1 and %d", wire.MaxReserveChunks)
@@ -95,7 +95,7 @@ func (s *server) parseReserve(raw []byte) (queuer.ReserveRequest, error) {
 		return req, badRequest("%s", err)
 	}
 	if body.Lease != nil {
-		if req.Lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, wire.MaxLease); err != nil {
+		if req.Lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, s.cfg.MaxLease); err != nil {
 			return req, err
 		}
 	}
@@ -203,10 +203,10 @@ func (s *server) extend(c echo.Context) error {
 	if len(body.Tokens) > wire.MaxRequestItems {
 		return badRequest("tokens: at most %d per request", wire.MaxRequestItems)
 	}
-	lease := wire.LeaseDefault
+	lease := s.leaseDefault()
 	if body.Lease != nil {
 		var err error
-		if lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, wire.MaxLease); err != nil {
+		if lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, s.cfg.MaxLease); err != nil {
 			return err
 		}
 	}
@@ -299,6 +299,10 @@ func decodeContent(field string, raw json.RawMessage) (string, error) {
 	}
 	return s, nil
 }
+
+// leaseDefault is the lease of a reserve or extend that names none: 5m, or less under a
+// lower OPSQ_MAX_LEASE.
+func (s *server) leaseDefault() time.Duration { return min(wire.LeaseDefault, s.cfg.MaxLease) }
 
 func parseDuration(v, field string, lo, hi time.Duration) (time.Duration, error) {
 	d, err := time.ParseDuration(v)

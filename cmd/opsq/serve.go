@@ -24,6 +24,7 @@ import (
 
 	"opsq/api"
 	"opsq/api/apikeys"
+	"opsq/api/wire"
 	"opsq/claims"
 	"opsq/migrations"
 	"opsq/queuer"
@@ -55,6 +56,7 @@ type serveConfig struct {
 	maxSubmissionChunks int
 	maxReserveBytes     byteSize
 	maxWaiters          int
+	maxLease            time.Duration
 
 	tls tlsFiles // TLS (tls.go)
 }
@@ -84,6 +86,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envInt(fs, &cfg.maxSubmissionChunks, "max-submission-chunks", "OPSQ_MAX_SUBMISSION_CHUNKS", api.MaxSubmissionChunksDefault, "most chunks in one submission"),
 		envBytes(fs, &cfg.maxReserveBytes, "max-reserve-bytes", "OPSQ_MAX_RESERVE_BYTES", api.MaxReserveBytesDefault, "a reserve answer stops adding chunks once it is this many bytes of JSON (it always holds one); at most 16 MiB"),
 		envInt(fs, &cfg.maxWaiters, "max-waiters", "OPSQ_MAX_WAITERS", queuer.MaxWaitersDefault, "most requests waiting on this instance (reserves with a wait and status waits together); beyond, 503 with Retry-After"),
+		envDuration(fs, &cfg.maxLease, "max-lease", "OPSQ_MAX_LEASE", wire.MaxLease, "longest lease a reserve or extend may ask for (1s to 24h); beyond, 400"),
 		envDuration(fs, &cfg.shutdownGrace, "shutdown-grace", "OPSQ_SHUTDOWN_GRACE", 60*time.Second, "how long SIGTERM waits for requests in flight"),
 		envInt(fs, &cfg.maxIngests, "max-ingests", "OPSQ_MAX_INGESTS", 0, "submissions served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
 		envInt(fs, &cfg.maxResultStreams, "max-result-streams", "OPSQ_MAX_RESULT_STREAMS", 0, "results streams served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
@@ -117,6 +120,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--max-follow (OPSQ_MAX_FOLLOW) = %s: must be positive", cfg.maxFollow)
 	case cfg.bodyIdleTimeout <= 0:
 		return fmt.Errorf("--body-idle-timeout (OPSQ_BODY_IDLE_TIMEOUT) = %s: must be positive", cfg.bodyIdleTimeout)
+	case cfg.maxLease < wire.MinLease || cfg.maxLease > wire.MaxLease:
+		return fmt.Errorf("--max-lease (OPSQ_MAX_LEASE) = %s: must be between %s and %s", cfg.maxLease, wire.MinLease, wire.MaxLease)
 	case cfg.maxReserveBytes < 1 || cfg.maxReserveBytes > api.MaxReserveBytesDefault:
 		// An instance reads at most that much of an answer it forwarded a reserve for.
 		return fmt.Errorf("--max-reserve-bytes (OPSQ_MAX_RESERVE_BYTES) = %d: must be between 1 and %d (16 MiB, what an instance reads of a forwarded answer)", cfg.maxReserveBytes, api.MaxReserveBytesDefault)
@@ -232,6 +237,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 		MaxSubmissionChunks: int64(cfg.maxSubmissionChunks),
 		MaxReserveBytes:     int(cfg.maxReserveBytes),
+		MaxLease:            cfg.maxLease,
 	})
 	// No ReadTimeout or WriteTimeout: they would bound whole requests, and long polls,
 	// NDJSON uploads and results streams may take long. The API bounds each read of a body
