@@ -12,6 +12,7 @@ import (
 
 	"opsq/api/apikeys"
 	"opsq/client"
+	"opsq/queuer/identity"
 )
 
 // API keys (DESIGN.md §8). With Config.Keys set, every route but the open ones (/healthz,
@@ -140,8 +141,10 @@ func (s *server) authenticate(allowed []apikeys.Role) echo.MiddlewareFunc {
 			}
 			c.Set(callerKey, caller)
 			// A reserve or extend this instance forwards to another carries the caller's
-			// key (queuer/peers/forward.go's peer client reads it from the context).
-			c.SetRequest(req.WithContext(client.ContextWithKey(req.Context(), key)))
+			// key (queuer/peers/forward.go's peer client reads it from the context). The
+			// caller's identity bounds its waiters (queuer/waiters).
+			ctx := identity.With(req.Context(), identity.Caller{Name: caller.Name, Role: string(caller.Role)})
+			c.SetRequest(req.WithContext(client.ContextWithKey(ctx, key)))
 			return next(c)
 		}
 	}

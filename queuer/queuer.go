@@ -73,6 +73,11 @@ type Config struct {
 	// status waits together; beyond it they get ErrTooManyWaiters. Defaults to 20 000
 	// (MaxWaitersDefault).
 	MaxWaiters int
+	// MaxWaitersPerKey bounds the waiting requests of one API key (by its name), so that
+	// no key takes every slot; beyond it its requests get ErrTooManyWaiters. 0 or less:
+	// half of MaxWaiters (DESIGN.md §8). Requests without a key (OPSQ_AUTH=off) count
+	// against MaxWaiters only.
+	MaxWaitersPerKey int
 	// PeerTLS is the TLS configuration of the calls to other instances (their https://
 	// advertise URLs); nil uses the system's roots.
 	PeerTLS *tls.Config
@@ -145,7 +150,7 @@ func New(cfg Config) (*Queuer, error) {
 	pool, log, now := cfg.Pool, cfg.Logger, cfg.Clock.Now
 	q := &Queuer{
 		cfg: cfg, log: log, ids: submissions.NewIDs(), reserver: reserver.New(reserver.Config{}),
-		waiting: waiters.New(cfg.MaxWaiters), keys: tokens.NewKeyring(pool, log),
+		waiting: waiters.New(cfg.MaxWaiters, cfg.MaxWaitersPerKey), keys: tokens.NewKeyring(pool, log),
 	}
 	manager, err := claims.New(claims.Config{
 		Pool:     pool,

@@ -44,6 +44,9 @@ var (
 	ErrNothingToRetry = submissions.ErrNothingToRetry
 	// ErrTooManyWaiters: Config.MaxWaiters requests already wait on this instance.
 	ErrTooManyWaiters = waiters.ErrTooMany
+	// ErrTooManyWaitersForKey: the caller's key holds its share of them
+	// (Config.MaxWaitersPerKey); it wraps ErrTooManyWaiters.
+	ErrTooManyWaitersForKey = waiters.ErrTooManyForKey
 	// ErrForwardedSignature: a request marked forwarded has no valid signature.
 	ErrForwardedSignature = peers.ErrForwardedSignature
 	// ErrUnavailable means the database cannot be reached now (it is down, restarting, or
