@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
 	"opsq/api/apikeys"
 	"opsq/api/ui"
@@ -104,7 +103,7 @@ func New(cfg Config) *Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
-	e.Use(middleware.Recover())
+	e.Use(recoverPanics(cfg.Logger))
 	m := newMetrics(cfg.Queuer, s.parking.now.Load)
 	e.Use(m.middleware)
 	e.Use(bodyIdle(cfg.BodyIdleTimeout))
