@@ -72,6 +72,10 @@ type Config struct {
 	// 400 naming "lease"; a request that names none gets the lesser of 5m and it. Between
 	// 1s and 24h (wire.MinLease, wire.MaxLease); 0 or less is the default. Defaults to 24h.
 	MaxLease time.Duration
+	// AuthFailuresPerSecond is how many failed authentications a client address may have
+	// in a second before its failures are answered 429 for 5s instead of 401
+	// (OPSQ_AUTH_FAILURES_PER_SECOND, authfail.go); 0 or less is the default. Defaults to 20.
+	AuthFailuresPerSecond int
 }
 
 type server struct {
@@ -80,6 +84,8 @@ type server struct {
 	log     *slog.Logger
 	parking *parking
 	now     func() time.Time // where a not_before given as a duration counts from
+
+	authFails *authFailures // failed authentications by address (authfail.go)
 }
 
 // New returns the HTTP handler of the API.
@@ -98,7 +104,7 @@ func New(cfg Config) *Handler {
 	if cfg.Ready == nil {
 		cfg.Ready = cfg.Queuer.Ready
 	}
-	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger, parking: newParking(), now: time.Now}
+	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger, parking: newParking(), now: time.Now, authFails: newAuthFailures(cfg.Logger, cfg.AuthFailuresPerSecond)}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

@@ -22,8 +22,9 @@ import (
 //
 // A missing, unknown, expired or revoked key is 401, a key whose role may not call the
 // route 403, both in the usual error shape and with WWW-Authenticate. An unknown route or
-// method is 404 or 405 with or without a key. Keys never reach a log: the check logs
-// nothing, and error answers never repeat the key.
+// method is 404 or 405 with or without a key. Keys never reach a log: a failed check is
+// logged and throttled per address without the key (authfail.go), and error answers
+// never repeat the key.
 
 // These go with every route (api.go and Routes).
 var (
@@ -125,14 +126,14 @@ func (s *server) authenticate(allowed []apikeys.Role) echo.MiddlewareFunc {
 			req := c.Request()
 			key, ok := bearer(req.Header.Get(echo.HeaderAuthorization))
 			if !ok {
-				return unauthorized(c, "missing API key: send Authorization: Bearer <key> (keys are made with \"opsq keys create\")")
+				return s.authFails.failed(c, "", "missing API key", unauthorized(c, "missing API key: send Authorization: Bearer <key> (keys are made with \"opsq keys create\")"))
 			}
 			caller, err := s.cfg.Keys.Check(key)
 			switch {
 			case errors.Is(err, apikeys.ErrUnknown):
-				return unauthorized(c, "unknown API key")
-			case err != nil:
-				return unauthorized(c, err.Error()) // names the key, never the key itself
+				return s.authFails.failed(c, key, "unknown API key", unauthorized(c, "unknown API key"))
+			case err != nil: // names the key, never the key itself
+				return s.authFails.failed(c, key, err.Error(), unauthorized(c, err.Error()))
 			case !slices.Contains(allowed, caller.Role):
 				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="opsq", error="insufficient_scope"`)
 				return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: fmt.Sprintf(
