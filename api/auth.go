@@ -11,7 +11,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"opsq/api/apikeys"
-	"opsq/client"
 	"opsq/queuer/identity"
 )
 
@@ -123,6 +122,12 @@ func (s *server) authenticate(allowed []apikeys.Role) echo.MiddlewareFunc {
 			return next
 		}
 		return func(c echo.Context) error {
+			if handled, err := s.forwardedCaller(c, allowed); handled { // forwarded_auth.go
+				if err != nil {
+					return err
+				}
+				return next(c)
+			}
 			req := c.Request()
 			key, ok := bearer(req.Header.Get(echo.HeaderAuthorization))
 			if !ok {
@@ -141,11 +146,10 @@ func (s *server) authenticate(allowed []apikeys.Role) echo.MiddlewareFunc {
 					caller.Name, caller.Role, req.Method, c.Path(), joinRoles(allowed))}
 			}
 			c.Set(callerKey, caller)
-			// A reserve or extend this instance forwards to another carries the caller's
-			// key (queuer/peers/forward.go's peer client reads it from the context). The
-			// caller's identity bounds its waiters (queuer/waiters).
-			ctx := identity.With(req.Context(), identity.Caller{Name: caller.Name, Role: string(caller.Role)})
-			c.SetRequest(req.WithContext(client.ContextWithKey(ctx, key)))
+			// The caller's identity, never its key, goes with a reserve or extend this
+			// instance forwards to another (queuer/peers signs it); it bounds the caller's
+			// waiters too (queuer/waiters).
+			c.SetRequest(req.WithContext(identity.With(req.Context(), identity.Caller{Name: caller.Name, Role: string(caller.Role)})))
 			return next(c)
 		}
 	}
@@ -206,8 +210,11 @@ func createdBy(c echo.Context) int64 {
 	return k.ID
 }
 
-// forwardContext is parent carrying the key of c's request, for the requests a parked
+// forwardContext is parent carrying the caller of c's request, for the requests a parked
 // reserve forwards to other instances on a context not derived from the request's.
 func forwardContext(parent context.Context, c echo.Context) context.Context {
-	return client.ContextWithKey(parent, client.KeyFromContext(c.Request().Context()))
+	if id, ok := identity.From(c.Request().Context()); ok {
+		return identity.With(parent, id)
+	}
+	return parent
 }

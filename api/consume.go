@@ -240,14 +240,14 @@ func (s *server) decodeBody(c echo.Context, v any) error {
 // (queuer/peers/forwardsig.go). One marked forwarded whose signature does not verify is refused
 // with 401 before anything is done with it. body is the request's whole body.
 func (s *server) forwarded(c echo.Context, body []byte) (bool, error) {
-	r := c.Request()
-	from := r.Header.Get(wire.ForwardedHeader)
-	if from == "" {
+	if verified, _ := c.Get(forwardedVerifiedKey).(bool); verified {
+		return true, nil // by the auth middleware (forwarded_auth.go)
+	}
+	if c.Request().Header.Get(wire.ForwardedHeader) == "" {
 		return false, nil
 	}
-	if err := s.q.VerifyForwarded(r.Method, r.RequestURI, from, body, r.Header.Get(wire.ForwardedSignatureHeader)); err != nil {
-		return false, &Error{Status: http.StatusUnauthorized, Code: "forwarded_signature",
-			Message: fmt.Sprintf("%v: only an instance of this cluster may forward a request; a client leaves the %s header out", err, wire.ForwardedHeader)}
+	if _, _, err := s.verifyForwarded(c, body); err != nil {
+		return false, err
 	}
 	return true, nil
 }

@@ -26,10 +26,12 @@ type (
 	RetryOptions   = submissions.RetryOptions
 	ReserveRequest = reserve.Request
 	Chunk          = reserve.Chunk
-	PreviewChunk   = reserve.PreviewChunk
-	Completion     = outcome.Completion
-	Failure        = outcome.Failure
-	Extended       = outcome.Extended
+	// Forwarded is what marks and signs a request another instance forwarded here.
+	Forwarded    = peers.Forwarded
+	PreviewChunk = reserve.PreviewChunk
+	Completion   = outcome.Completion
+	Failure      = outcome.Failure
+	Extended     = outcome.Extended
 )
 
 // Errors that callers branch on.
