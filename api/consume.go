@@ -95,7 +95,7 @@ func (s *server) parseReserve(raw []byte) (queuer.ReserveRequest, error) {
 		return req, badRequest("%s", err)
 	}
 	if body.Lease != nil {
-		if req.Lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, s.cfg.MaxLease); err != nil {
+		if req.Lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, s.maxLease()); err != nil {
 			return req, err
 		}
 	}
@@ -206,7 +206,7 @@ func (s *server) extend(c echo.Context) error {
 	lease := s.leaseDefault()
 	if body.Lease != nil {
 		var err error
-		if lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, s.cfg.MaxLease); err != nil {
+		if lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, s.maxLease()); err != nil {
 			return err
 		}
 	}
@@ -302,7 +302,16 @@ func decodeContent(field string, raw json.RawMessage) (string, error) {
 
 // leaseDefault is the lease of a reserve or extend that names none: 5m, or less under a
 // lower OPSQ_MAX_LEASE.
-func (s *server) leaseDefault() time.Duration { return min(wire.LeaseDefault, s.cfg.MaxLease) }
+func (s *server) leaseDefault() time.Duration { return min(wire.LeaseDefault, s.maxLease()) }
+
+// maxLease is the longest lease a reserve or extend may ask for (Config.MaxLease; New sets
+// it, a server built without New has none set).
+func (s *server) maxLease() time.Duration {
+	if s.cfg.MaxLease <= 0 {
+		return wire.MaxLease
+	}
+	return s.cfg.MaxLease
+}
 
 func parseDuration(v, field string, lo, hi time.Duration) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
