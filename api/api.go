@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
 	"opsq/api/apikeys"
 	"opsq/api/ui"
+	"opsq/api/wire"
 	"opsq/queuer"
 )
 
@@ -68,6 +68,14 @@ type Config struct {
 	// bytes of JSON, and always holds at least one chunk; 0 or less is the default.
 	// Defaults to 16 MiB (MaxReserveBytesDefault), which is also its most.
 	MaxReserveBytes int
+	// MaxLease bounds the lease a reserve or extend may ask for (OPSQ_MAX_LEASE): past it,
+	// 400 naming "lease"; a request that names none gets the lesser of 5m and it. Between
+	// 1s and 24h (wire.MinLease, wire.MaxLease); 0 or less is the default. Defaults to 24h.
+	MaxLease time.Duration
+	// AuthFailuresPerSecond is how many failed authentications a client address may have
+	// in a second before its failures are answered 429 for 5s instead of 401
+	// (OPSQ_AUTH_FAILURES_PER_SECOND, authfail.go); 0 or less is the default. Defaults to 20.
+	AuthFailuresPerSecond int
 }
 
 type server struct {
@@ -76,6 +84,8 @@ type server struct {
 	log     *slog.Logger
 	parking *parking
 	now     func() time.Time // where a not_before given as a duration counts from
+
+	authFails *authFailures // failed authentications by address (authfail.go)
 }
 
 // New returns the HTTP handler of the API.
@@ -90,15 +100,16 @@ func New(cfg Config) *Handler {
 	cfg.BodyIdleTimeout = cmp.Or(cfg.BodyIdleTimeout, BodyIdleTimeoutDefault)
 	cfg.MaxSubmissionChunks = cmp.Or(max(cfg.MaxSubmissionChunks, 0), MaxSubmissionChunksDefault)
 	cfg.MaxReserveBytes = cmp.Or(max(cfg.MaxReserveBytes, 0), MaxReserveBytesDefault)
+	cfg.MaxLease = min(max(cmp.Or(max(cfg.MaxLease, 0), wire.MaxLease), wire.MinLease), wire.MaxLease)
 	if cfg.Ready == nil {
 		cfg.Ready = cfg.Queuer.Ready
 	}
-	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger, parking: newParking(), now: time.Now}
+	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger, parking: newParking(), now: time.Now, authFails: newAuthFailures(cfg.Logger, cfg.AuthFailuresPerSecond)}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
-	e.Use(middleware.Recover())
+	e.Use(recoverPanics(cfg.Logger))
 	m := newMetrics(cfg.Queuer, s.parking.now.Load)
 	e.Use(m.middleware)
 	e.Use(bodyIdle(cfg.BodyIdleTimeout))
@@ -107,7 +118,7 @@ func New(cfg Config) *Handler {
 	e.GET("/metrics", echo.WrapHandler(m.handler()), s.authenticate(metricsRoles))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-	e.GET("/readyz", s.readyz)
+	e.GET("/readyz", s.readyz(newReadyLog(cfg.Logger)))
 
 	// The roles of each route: auth.go.
 	v1 := e.Group("/v1")
@@ -131,11 +142,4 @@ func New(cfg Config) *Handler {
 	// The dashboard, /ui/.
 	ui.Register(e, ui.Config{Queuer: cfg.Queuer, Keys: cfg.Keys, Logger: cfg.Logger})
 	return &Handler{Handler: e, parking: s.parking}
-}
-
-func (s *server) readyz(c echo.Context) error {
-	if err := s.cfg.Ready(c.Request().Context()); err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: err.Error(), RetryAfter: RetryAfterDefault}
-	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"opsq/api/apikeys"
-	"opsq/client"
+	"opsq/queuer/identity"
 )
 
 // API keys (DESIGN.md §8). With Config.Keys set, every route but the open ones (/healthz,
@@ -21,8 +21,9 @@ import (
 //
 // A missing, unknown, expired or revoked key is 401, a key whose role may not call the
 // route 403, both in the usual error shape and with WWW-Authenticate. An unknown route or
-// method is 404 or 405 with or without a key. Keys never reach a log: the check logs
-// nothing, and error answers never repeat the key.
+// method is 404 or 405 with or without a key. Keys never reach a log: a failed check is
+// logged and throttled per address without the key (authfail.go), and error answers
+// never repeat the key.
 
 // These go with every route (api.go and Routes).
 var (
@@ -121,17 +122,23 @@ func (s *server) authenticate(allowed []apikeys.Role) echo.MiddlewareFunc {
 			return next
 		}
 		return func(c echo.Context) error {
+			if handled, err := s.forwardedCaller(c, allowed); handled { // forwarded_auth.go
+				if err != nil {
+					return err
+				}
+				return next(c)
+			}
 			req := c.Request()
 			key, ok := bearer(req.Header.Get(echo.HeaderAuthorization))
 			if !ok {
-				return unauthorized(c, "missing API key: send Authorization: Bearer <key> (keys are made with \"opsq keys create\")")
+				return s.authFails.failed(c, "", "missing API key", unauthorized(c, "missing API key: send Authorization: Bearer <key> (keys are made with \"opsq keys create\")"))
 			}
 			caller, err := s.cfg.Keys.Check(key)
 			switch {
 			case errors.Is(err, apikeys.ErrUnknown):
-				return unauthorized(c, "unknown API key")
-			case err != nil:
-				return unauthorized(c, err.Error()) // names the key, never the key itself
+				return s.authFails.failed(c, key, "unknown API key", unauthorized(c, "unknown API key"))
+			case err != nil: // names the key, never the key itself
+				return s.authFails.failed(c, key, err.Error(), unauthorized(c, err.Error()))
 			case !slices.Contains(allowed, caller.Role):
 				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="opsq", error="insufficient_scope"`)
 				return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: fmt.Sprintf(
@@ -139,9 +146,10 @@ func (s *server) authenticate(allowed []apikeys.Role) echo.MiddlewareFunc {
 					caller.Name, caller.Role, req.Method, c.Path(), joinRoles(allowed))}
 			}
 			c.Set(callerKey, caller)
-			// A reserve or extend this instance forwards to another carries the caller's
-			// key (queuer/peers/forward.go's peer client reads it from the context).
-			c.SetRequest(req.WithContext(client.ContextWithKey(req.Context(), key)))
+			// The caller's identity, never its key, goes with a reserve or extend this
+			// instance forwards to another (queuer/peers signs it); it bounds the caller's
+			// waiters too (queuer/waiters).
+			c.SetRequest(req.WithContext(identity.With(req.Context(), identity.Caller{Name: caller.Name, Role: string(caller.Role)})))
 			return next(c)
 		}
 	}
@@ -202,8 +210,11 @@ func createdBy(c echo.Context) int64 {
 	return k.ID
 }
 
-// forwardContext is parent carrying the key of c's request, for the requests a parked
+// forwardContext is parent carrying the caller of c's request, for the requests a parked
 // reserve forwards to other instances on a context not derived from the request's.
 func forwardContext(parent context.Context, c echo.Context) context.Context {
-	return client.ContextWithKey(parent, client.KeyFromContext(c.Request().Context()))
+	if id, ok := identity.From(c.Request().Context()); ok {
+		return identity.With(parent, id)
+	}
+	return parent
 }

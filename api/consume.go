@@ -84,7 +84,7 @@ func (s *server) parseReserve(raw []byte) (queuer.ReserveRequest, error) {
 	if err != nil {
 		return queuer.ReserveRequest{}, err
 	}
-	req := queuer.ReserveRequest{Max: 1, Lease: wire.LeaseDefault, Consumer: consumer, MaxBytes: s.cfg.MaxReserveBytes}
+	req := queuer.ReserveRequest{Max: 1, Lease: s.leaseDefault(), Consumer: consumer, MaxBytes: s.cfg.MaxReserveBytes}
 	if body.Max != nil {
 		if *body.Max < 1 || *body.Max > wire.MaxReserveChunks {
 			return req, badRequest("max: must be between 1 and %d", wire.MaxReserveChunks)
@@ -95,7 +95,7 @@ func (s *server) parseReserve(raw []byte) (queuer.ReserveRequest, error) {
 		return req, badRequest("%s", err)
 	}
 	if body.Lease != nil {
-		if req.Lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, wire.MaxLease); err != nil {
+		if req.Lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, s.maxLease()); err != nil {
 			return req, err
 		}
 	}
@@ -203,10 +203,10 @@ func (s *server) extend(c echo.Context) error {
 	if len(body.Tokens) > wire.MaxRequestItems {
 		return badRequest("tokens: at most %d per request", wire.MaxRequestItems)
 	}
-	lease := wire.LeaseDefault
+	lease := s.leaseDefault()
 	if body.Lease != nil {
 		var err error
-		if lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, wire.MaxLease); err != nil {
+		if lease, err = parseDuration(*body.Lease, "lease", wire.MinLease, s.maxLease()); err != nil {
 			return err
 		}
 	}
@@ -240,14 +240,14 @@ func (s *server) decodeBody(c echo.Context, v any) error {
 // (queuer/peers/forwardsig.go). One marked forwarded whose signature does not verify is refused
 // with 401 before anything is done with it. body is the request's whole body.
 func (s *server) forwarded(c echo.Context, body []byte) (bool, error) {
-	r := c.Request()
-	from := r.Header.Get(wire.ForwardedHeader)
-	if from == "" {
+	if verified, _ := c.Get(forwardedVerifiedKey).(bool); verified {
+		return true, nil // by the auth middleware (forwarded_auth.go)
+	}
+	if c.Request().Header.Get(wire.ForwardedHeader) == "" {
 		return false, nil
 	}
-	if err := s.q.VerifyForwarded(r.Method, r.RequestURI, from, body, r.Header.Get(wire.ForwardedSignatureHeader)); err != nil {
-		return false, &Error{Status: http.StatusUnauthorized, Code: "forwarded_signature",
-			Message: fmt.Sprintf("%v: only an instance of this cluster may forward a request; a client leaves the %s header out", err, wire.ForwardedHeader)}
+	if _, _, err := s.verifyForwarded(c, body); err != nil {
+		return false, err
 	}
 	return true, nil
 }
@@ -298,6 +298,19 @@ func decodeContent(field string, raw json.RawMessage) (string, error) {
 		return "", badRequest("%s: %s", field, p)
 	}
 	return s, nil
+}
+
+// leaseDefault is the lease of a reserve or extend that names none: 5m, or less under a
+// lower OPSQ_MAX_LEASE.
+func (s *server) leaseDefault() time.Duration { return min(wire.LeaseDefault, s.maxLease()) }
+
+// maxLease is the longest lease a reserve or extend may ask for (Config.MaxLease; New sets
+// it, a server built without New has none set).
+func (s *server) maxLease() time.Duration {
+	if s.cfg.MaxLease <= 0 {
+		return wire.MaxLease
+	}
+	return s.cfg.MaxLease
 }
 
 func parseDuration(v, field string, lo, hi time.Duration) (time.Duration, error) {

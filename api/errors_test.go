@@ -1,11 +1,14 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -197,15 +200,48 @@ func TestRoutesAndMethods(t *testing.T) {
 	}
 }
 
-// TestReadyzNotReady: a failing readiness check is a 503 in the error shape.
+// TestReadyzNotReady: a failing readiness check is a 503 in the error shape that says
+// "not ready" and nothing more: the reason (here naming the database's user, host, port
+// and name) goes to the log only, once while it stays the same (DESIGN.md §8).
 func TestReadyzNotReady(t *testing.T) {
 	t.Parallel()
 	e := setup(t, Config{})
+	const reason = "database unreachable: failed to connect to `user=opsq database=prod`: 10.1.2.3:5432"
+	var logged syncBuffer
 	srv := httptest.NewServer(New(Config{
 		Queuer: e.Q,
-		Ready:  func(context.Context) error { return errors.New("database unreachable") },
+		Ready:  func(context.Context) error { return errors.New(reason) },
+		Logger: slog.New(slog.NewTextHandler(&logged, nil)),
 	}))
 	defer srv.Close()
-	r := httpCall(t, http.MethodGet, srv.URL+"/readyz", "", nil)
-	expectError(t, r, http.StatusServiceUnavailable, "not_ready", "database unreachable")
+	for range 3 {
+		r := httpCall(t, http.MethodGet, srv.URL+"/readyz", "", nil)
+		expectError(t, r, http.StatusServiceUnavailable, "not_ready", "not ready")
+		for _, secret := range []string{"opsq", "prod", "10.1.2.3", "5432", "database"} {
+			if strings.Contains(string(r.Body), secret) {
+				t.Errorf("/readyz body %s mentions %q; want ready or not, nothing more", r.Body, secret)
+			}
+		}
+	}
+	if n := strings.Count(logged.String(), "10.1.2.3:5432"); n != 1 {
+		t.Errorf("the reason was logged %d times over 3 probes; want once:\n%s", n, logged.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use (a logger's output).
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

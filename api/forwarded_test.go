@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"opsq/api/wire"
+	"opsq/queuer/identity"
 	"opsq/queuer/peers"
 	"opsq/queuer/tokens"
 )
@@ -71,4 +73,82 @@ func TestForgedForwardedRequestsRefused(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &got) != nil || len(got.Chunks) != 1 || *got.Chunks[0].Input != "free" {
 		t.Errorf("signed forwarded reserve: %d %s; want the free chunk", resp.StatusCode, body)
 	}
+}
+
+// captureTransport records the requests it is given and answers 204.
+type captureTransport struct{ reqs []*http.Request }
+
+func (c *captureTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.reqs = append(c.reqs, r)
+	return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Request: r}, nil
+}
+
+// signedAs returns the headers and body of a request to path that an instance forwards
+// for caller, as its peer client signs it.
+func signedAs(t *testing.T, keys *tokens.Keyring, caller identity.Caller, path, body string) (http.Header, string) {
+	t.Helper()
+	var ct captureTransport
+	hc := &http.Client{Transport: peers.SigningTransport(keys, "opsq-x", &ct)}
+	req, _ := http.NewRequestWithContext(identity.With(t.Context(), caller), http.MethodPost, "http://peer"+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer the-callers-key-stays-home")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	h := ct.reqs[0].Header.Clone()
+	if h.Get("Authorization") != "" {
+		t.Fatalf("a forwarded request carries the caller's key: %q", h.Get("Authorization"))
+	}
+	return h, body
+}
+
+// sendHeaders posts body to url with exactly h (plus key, when given, as Authorization).
+func sendHeaders(t *testing.T, url string, h http.Header, body, key string) reply {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	req.Header = h.Clone()
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// TestForwardedRequestsUsedOnceForTheirCaller: with keys required, a forwarded request
+// carries the caller's identity under the signature and no key, and is served for that
+// identity; the same request sent again is refused, with or without another caller's key
+// added; a signed identity whose role may not call the route is 403; a caller header
+// changed after signing is refused.
+func TestForwardedRequestsUsedOnceForTheirCaller(t *testing.T) {
+	t.Parallel()
+	a := setupAuth(t)
+	keys := tokens.NewKeyring(a.Pool, slog.New(slog.DiscardHandler))
+	if err := keys.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	consumer := identity.Caller{Name: "consumer", Role: "consumer"}
+	h, body := signedAs(t, keys, consumer, "/v1/reserve", `{"max": 10}`)
+	if r := sendHeaders(t, a.URL+"/v1/reserve", h, body, ""); r.Status != http.StatusOK {
+		t.Fatalf("a forwarded reserve for a consumer: %d %s; want 200", r.Status, r.Body)
+	}
+	expectError(t, sendHeaders(t, a.URL+"/v1/reserve", h, body, ""), http.StatusUnauthorized, "forwarded_signature", "replay")
+	expectError(t, sendHeaders(t, a.URL+"/v1/reserve", h, body, a.key["admin"]), http.StatusUnauthorized, "forwarded_signature", "replay")
+
+	h, body = signedAs(t, keys, identity.Caller{Name: "producer", Role: "producer"}, "/v1/reserve", `{"max": 10}`)
+	expectError(t, sendHeaders(t, a.URL+"/v1/reserve", h, body, ""), http.StatusForbidden, "forbidden", "producer")
+
+	h, body = signedAs(t, keys, consumer, "/v1/extend", `{"tokens": []}`)
+	h.Set(wire.ForwardedCallerHeader, base64.RawURLEncoding.EncodeToString([]byte(`{"name":"admin","role":"admin"}`)))
+	expectError(t, sendHeaders(t, a.URL+"/v1/extend", h, body, ""), http.StatusUnauthorized, "forwarded_signature")
+
+	// Marked forwarded, signed, but on a route no instance forwards: the key decides.
+	h, body = signedAs(t, keys, identity.Caller{Name: "admin", Role: "admin"}, "/v1/submissions", `{"chunks": ["a"]}`)
+	expectError(t, sendHeaders(t, a.URL+"/v1/submissions", h, body, ""), http.StatusUnauthorized, "unauthorized")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"opsq/queuer"
+	"opsq/queuer/panics"
 )
 
 // A reserve that finds no work and may wait is parked: the API takes the connection over
@@ -108,8 +109,14 @@ func (s *server) park(c echo.Context, p *queuer.Parked) bool {
 		p.OnWake(interruptRead(conn))
 		stop := context.AfterFunc(ctx, interruptRead(conn))
 		defer stop()
-		chunks, err := p.WaitWith(ctx, func(wake <-chan struct{}, until time.Time) (bool, error) {
-			return readUntil(ctx, conn, wake, until)
+		// Outside net/http's goroutine, so outside the Recover middleware: a panic in the
+		// look (a strategy's walk, a forward) answers this reserve 500, nothing more.
+		var chunks []queuer.Chunk
+		err := panics.Run(ctx, s.log, "parked reserve", func() (err error) {
+			chunks, err = p.WaitWith(ctx, func(wake <-chan struct{}, until time.Time) (bool, error) {
+				return readUntil(ctx, conn, wake, until)
+			})
+			return err
 		})
 		switch {
 		case errors.Is(err, errClientLeft):

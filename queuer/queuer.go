@@ -39,6 +39,7 @@ import (
 
 	"opsq/claims"
 	"opsq/queuer/admin"
+	"opsq/queuer/identity"
 	"opsq/queuer/lifecycle"
 	"opsq/queuer/notify"
 	"opsq/queuer/outcome"
@@ -73,6 +74,11 @@ type Config struct {
 	// status waits together; beyond it they get ErrTooManyWaiters. Defaults to 20 000
 	// (MaxWaitersDefault).
 	MaxWaiters int
+	// MaxWaitersPerKey bounds the waiting requests of one API key (by its name), so that
+	// no key takes every slot; beyond it its requests get ErrTooManyWaiters. 0 or less:
+	// half of MaxWaiters (DESIGN.md §8). Requests without a key (OPSQ_AUTH=off) count
+	// against MaxWaiters only.
+	MaxWaitersPerKey int
 	// PeerTLS is the TLS configuration of the calls to other instances (their https://
 	// advertise URLs); nil uses the system's roots.
 	PeerTLS *tls.Config
@@ -103,6 +109,7 @@ type Queuer struct {
 	router   *peers.Router
 	outcomes *outcome.Recorder
 	keys     *tokens.Keyring
+	forwards *peers.Verifier // checks forwarded requests, each once
 	admin    *admin.Admin
 	listener *notify.Listener
 	promoter *submissions.Promoter // waiting chunks that are due become reservable
@@ -148,8 +155,9 @@ func New(cfg Config) (*Queuer, error) {
 	pool, log, now := cfg.Pool, cfg.Logger, cfg.Clock.Now
 	q := &Queuer{
 		cfg: cfg, log: log, ids: submissions.NewIDs(), reserver: reserver.New(reserver.Config{}),
-		waiting: waiters.New(cfg.MaxWaiters), keys: tokens.NewKeyring(pool, log),
+		waiting: waiters.New(cfg.MaxWaiters, cfg.MaxWaitersPerKey), keys: tokens.NewKeyring(pool, log),
 	}
+	q.forwards = peers.NewVerifier(q.keys, 0)
 	manager, err := claims.New(claims.Config{
 		Pool:     pool,
 		Instance: cfg.Instance,
@@ -311,7 +319,8 @@ func (q *Queuer) Ready(ctx context.Context) error {
 func (q *Queuer) Admin() *admin.Admin { return q.admin }
 
 // VerifyForwarded checks the signature of a request that another instance says it
-// forwarded here: nil, or an error wrapping ErrForwardedSignature.
-func (q *Queuer) VerifyForwarded(method, uri, from string, body []byte, sig string) error {
-	return peers.VerifyForwarded(q.keys, method, uri, from, body, sig, time.Now())
+// forwarded here (once: a replay of it is refused) and returns the caller's identity it
+// carries (ok false: none), or an error wrapping ErrForwardedSignature.
+func (q *Queuer) VerifyForwarded(method, uri string, f Forwarded, body []byte) (id identity.Caller, ok bool, err error) {
+	return q.forwards.Verify(method, uri, f, body, time.Now())
 }

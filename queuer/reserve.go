@@ -75,7 +75,7 @@ func (q *Queuer) ReserveOrPark(ctx context.Context, req ReserveRequest) ([]Chunk
 		chunks, _, err := q.look(ctx, req)
 		return chunks, nil, err
 	}
-	w, err := q.waiting.Join() // before looking, so that no wake-up is missed
+	w, err := q.waiting.Join(ctx) // before looking, so that no wake-up is missed
 	if err != nil {
 		return nil, nil, err
 	}

@@ -26,10 +26,12 @@ type (
 	RetryOptions   = submissions.RetryOptions
 	ReserveRequest = reserve.Request
 	Chunk          = reserve.Chunk
-	PreviewChunk   = reserve.PreviewChunk
-	Completion     = outcome.Completion
-	Failure        = outcome.Failure
-	Extended       = outcome.Extended
+	// Forwarded is what marks and signs a request another instance forwarded here.
+	Forwarded    = peers.Forwarded
+	PreviewChunk = reserve.PreviewChunk
+	Completion   = outcome.Completion
+	Failure      = outcome.Failure
+	Extended     = outcome.Extended
 )
 
 // Errors that callers branch on.
@@ -44,6 +46,9 @@ var (
 	ErrNothingToRetry = submissions.ErrNothingToRetry
 	// ErrTooManyWaiters: Config.MaxWaiters requests already wait on this instance.
 	ErrTooManyWaiters = waiters.ErrTooMany
+	// ErrTooManyWaitersForKey: the caller's key holds its share of them
+	// (Config.MaxWaitersPerKey); it wraps ErrTooManyWaiters.
+	ErrTooManyWaitersForKey = waiters.ErrTooManyForKey
 	// ErrForwardedSignature: a request marked forwarded has no valid signature.
 	ErrForwardedSignature = peers.ErrForwardedSignature
 	// ErrUnavailable means the database cannot be reached now (it is down, restarting, or

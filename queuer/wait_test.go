@@ -130,7 +130,7 @@ func TestWaitersDefaultBound(t *testing.T) {
 	t.Parallel()
 	q, _ := setup(t)
 	for i := range MaxWaitersDefault {
-		if err := q.waiting.Admit(); err != nil {
+		if err := q.waiting.Admit(t.Context()); err != nil {
 			t.Fatalf("waiter %d: %v", i+1, err)
 		}
 	}
@@ -138,7 +138,7 @@ func TestWaitersDefaultBound(t *testing.T) {
 	if !errors.Is(err, ErrTooManyWaiters) {
 		t.Errorf("reserve %d with a wait: err = %v; want ErrTooManyWaiters", MaxWaitersDefault+1, err)
 	}
-	q.waiting.Done()
+	q.waiting.Done(t.Context())
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	if _, err := q.Reserve(ctx, ReserveRequest{Max: 1, Lease: time.Minute, Wait: 50 * time.Millisecond, Strategy: strategy.Default}); err != nil && !errors.Is(err, context.DeadlineExceeded) {

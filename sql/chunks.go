@@ -179,6 +179,29 @@ func (q Queries) ChunkState(ctx context.Context, p ChunkStateParams) (ChunkState
 	})
 }
 
+//go:embed chunk_attempt_error.sql
+var chunkAttemptError string
+
+// ChunkAttemptErrorParams are chunk_attempt_error.sql's.
+type ChunkAttemptErrorParams struct {
+	Chunk
+	Back int // 0: the latest failed attempt, 1: the one before, …
+}
+
+// ChunkAttemptError reads the error recorded for one of a chunk's last failed attempts;
+// ErrNotFound when none is recorded that far back.
+func (q Queries) ChunkAttemptError(ctx context.Context, p ChunkAttemptErrorParams) (string, error) {
+	r, err := collectOne[chunkAttemptErrorRow](ctx, q.db, chunkAttemptError, pgx.NamedArgs{
+		"submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "back": p.Back,
+	})
+	return r.Error, err
+}
+
+// chunkAttemptErrorRow is chunk_attempt_error.sql's row.
+type chunkAttemptErrorRow struct {
+	Error string `db:"error"`
+}
+
 //go:embed chunk_states.sql
 var chunkStates string
 

@@ -79,6 +79,8 @@ type Statements interface {
 	ChunkFail(ctx context.Context, p ChunkFailParams) (ChunkFailed, error)
 	// ChunkState reads where one chunk is.
 	ChunkState(ctx context.Context, p ChunkStateParams) (ChunkStateRow, error)
+	// ChunkAttemptError reads the error recorded for one of a chunk's last failed attempts.
+	ChunkAttemptError(ctx context.Context, p ChunkAttemptErrorParams) (string, error)
 	// ChunkStates tells which of many chunks opsq knows, in one statement.
 	ChunkStates(ctx context.Context, p ChunkStatesParams) ([]bool, error)
 	// ChunksSkipSubmission deletes the reservable chunks of a submission.

@@ -285,6 +285,11 @@ const ForwardedHeader = "Opsq-Forwarded"
 // cluster key (DESIGN.md §8): a request marked forwarded without a valid one is refused.
 const ForwardedSignatureHeader = "Opsq-Forwarded-Signature"
 
+// ForwardedCallerHeader carries, under the signature of a forwarded request, the identity
+// of the caller the forwarding instance authenticated (its key's name and role), in place
+// of the caller's key, which never leaves the instance it was given to.
+const ForwardedCallerHeader = "Opsq-Forwarded-Caller"
+
 // TokenStatus is the outcome for one token of complete, fail or extend: what the engine
 // decided for the item and what the server answers for it.
 type TokenStatus string

@@ -24,6 +24,7 @@ import (
 
 	"opsq/api"
 	"opsq/api/apikeys"
+	"opsq/api/wire"
 	"opsq/claims"
 	"opsq/migrations"
 	"opsq/queuer"
@@ -55,6 +56,9 @@ type serveConfig struct {
 	maxSubmissionChunks int
 	maxReserveBytes     byteSize
 	maxWaiters          int
+	maxWaitersPerKey    int
+	maxLease            time.Duration
+	authFailuresPerSec  int
 
 	tls tlsFiles // TLS (tls.go)
 }
@@ -84,6 +88,9 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envInt(fs, &cfg.maxSubmissionChunks, "max-submission-chunks", "OPSQ_MAX_SUBMISSION_CHUNKS", api.MaxSubmissionChunksDefault, "most chunks in one submission"),
 		envBytes(fs, &cfg.maxReserveBytes, "max-reserve-bytes", "OPSQ_MAX_RESERVE_BYTES", api.MaxReserveBytesDefault, "a reserve answer stops adding chunks once it is this many bytes of JSON (it always holds one); at most 16 MiB"),
 		envInt(fs, &cfg.maxWaiters, "max-waiters", "OPSQ_MAX_WAITERS", queuer.MaxWaitersDefault, "most requests waiting on this instance (reserves with a wait and status waits together); beyond, 503 with Retry-After"),
+		envInt(fs, &cfg.maxWaitersPerKey, "max-waiters-per-key", "OPSQ_MAX_WAITERS_PER_KEY", 0, "most waiting requests of one API key (default 0: half of --max-waiters); beyond, 503 with Retry-After"),
+		envInt(fs, &cfg.authFailuresPerSec, "auth-failures-per-second", "OPSQ_AUTH_FAILURES_PER_SECOND", api.AuthFailuresPerSecondDefault, "failed authentications one client address may have in a second; beyond, its failures get 429 for 5s"),
+		envDuration(fs, &cfg.maxLease, "max-lease", "OPSQ_MAX_LEASE", wire.MaxLease, "longest lease a reserve or extend may ask for (1s to 24h); beyond, 400"),
 		envDuration(fs, &cfg.shutdownGrace, "shutdown-grace", "OPSQ_SHUTDOWN_GRACE", 60*time.Second, "how long SIGTERM waits for requests in flight"),
 		envInt(fs, &cfg.maxIngests, "max-ingests", "OPSQ_MAX_INGESTS", 0, "submissions served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
 		envInt(fs, &cfg.maxResultStreams, "max-result-streams", "OPSQ_MAX_RESULT_STREAMS", 0, "results streams served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
@@ -117,6 +124,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--max-follow (OPSQ_MAX_FOLLOW) = %s: must be positive", cfg.maxFollow)
 	case cfg.bodyIdleTimeout <= 0:
 		return fmt.Errorf("--body-idle-timeout (OPSQ_BODY_IDLE_TIMEOUT) = %s: must be positive", cfg.bodyIdleTimeout)
+	case cfg.authFailuresPerSec < 1:
+		return fmt.Errorf("--auth-failures-per-second (OPSQ_AUTH_FAILURES_PER_SECOND) = %d: must be 1 or more", cfg.authFailuresPerSec)
+	case cfg.maxWaitersPerKey < 0:
+		return fmt.Errorf("--max-waiters-per-key (OPSQ_MAX_WAITERS_PER_KEY) = %d: must be 0 (half of --max-waiters) or more", cfg.maxWaitersPerKey)
+	case cfg.maxLease < wire.MinLease || cfg.maxLease > wire.MaxLease:
+		return fmt.Errorf("--max-lease (OPSQ_MAX_LEASE) = %s: must be between %s and %s", cfg.maxLease, wire.MinLease, wire.MaxLease)
 	case cfg.maxReserveBytes < 1 || cfg.maxReserveBytes > api.MaxReserveBytesDefault:
 		// An instance reads at most that much of an answer it forwarded a reserve for.
 		return fmt.Errorf("--max-reserve-bytes (OPSQ_MAX_RESERVE_BYTES) = %d: must be between 1 and %d (16 MiB, what an instance reads of a forwarded answer)", cfg.maxReserveBytes, api.MaxReserveBytesDefault)
@@ -198,12 +211,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		notified = map[string]func(string){apikeys.Channel: keys.Notified}
 	}
 	q, err := queuer.New(queuer.Config{
-		Pool:       pool,
-		Logger:     log,
-		Instance:   claims.Instance{ID: cfg.instanceID, AdvertiseURL: cfg.advertiseURL, Version: version()},
-		MaxWaiters: cfg.maxWaiters,
-		PeerTLS:    peerTLS,
-		Notified:   notified,
+		Pool:             pool,
+		Logger:           log,
+		Instance:         claims.Instance{ID: cfg.instanceID, AdvertiseURL: cfg.advertiseURL, Version: version()},
+		MaxWaiters:       cfg.maxWaiters,
+		MaxWaitersPerKey: cfg.maxWaitersPerKey,
+		PeerTLS:          peerTLS,
+		Notified:         notified,
 	})
 	if err != nil {
 		return err
@@ -230,8 +244,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return errors.Join(q.Ready(ctx), migrations.CheckCurrent(ctx, pool))
 		},
 
-		MaxSubmissionChunks: int64(cfg.maxSubmissionChunks),
-		MaxReserveBytes:     int(cfg.maxReserveBytes),
+		MaxSubmissionChunks:   int64(cfg.maxSubmissionChunks),
+		MaxReserveBytes:       int(cfg.maxReserveBytes),
+		MaxLease:              cfg.maxLease,
+		AuthFailuresPerSecond: cfg.authFailuresPerSec,
 	})
 	// No ReadTimeout or WriteTimeout: they would bound whole requests, and long polls,
 	// NDJSON uploads and results streams may take long. The API bounds each read of a body

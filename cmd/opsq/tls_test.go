@@ -139,7 +139,8 @@ func TestClusterTLS(t *testing.T) {
 }
 
 // TestServeRefusesHalfATLSConfiguration: a certificate without its key (or the other way
-// round), an http:// advertise URL for an HTTPS instance, and unreadable files are refused
+// round), an http:// advertise URL for an HTTPS instance, an https:// one for an instance
+// without TLS, and unreadable files are refused
 // at start, each naming what to set.
 func TestServeRefusesHalfATLSConfiguration(t *testing.T) {
 	t.Parallel()
@@ -153,6 +154,7 @@ func TestServeRefusesHalfATLSConfiguration(t *testing.T) {
 		{[]string{"--tls-cert", cert}, "OPSQ_TLS_KEY"},
 		{[]string{"--tls-key", key}, "OPSQ_TLS_CERT"},
 		{[]string{"--tls-cert", cert, "--tls-key", key, "--advertise-url", "http://127.0.0.1:3999"}, "https://"},
+		{[]string{"--advertise-url", "https://127.0.0.1:3999"}, "OPSQ_TLS_CERT"}, // https:// without TLS
 		{[]string{"--tls-cert", key, "--tls-key", cert}, "OPSQ_TLS_CERT"},
 		{[]string{"--tls-cert", cert, "--tls-key", key, "--tls-ca", filepath.Join(dir, "nothing.pem")}, "OPSQ_TLS_CA"},
 	} {
@@ -161,6 +163,75 @@ func TestServeRefusesHalfATLSConfiguration(t *testing.T) {
 		err := runServe(t.Context(), args, &stderr, &stderr)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("opsq serve %s: got %v; want an error naming %s", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+}
+
+// TestTLSAcceptsOnlyAEADSuites: the server's configuration, as "opsq serve" builds it,
+// refuses a TLS 1.2 client that offers only CBC suites (with SHA-1 or SHA-256), and
+// accepts one that offers an AEAD suite, and TLS 1.3; the peers' configuration offers the
+// same suites.
+func TestTLSAcceptsOnlyAEADSuites(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	roots := testCA(t, dir)
+	f := tlsFiles{cert: filepath.Join(dir, "cert.pem"), key: filepath.Join(dir, "key.pem"), ca: filepath.Join(dir, "ca.pem")}
+	srvCfg, err := f.server()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", srvCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	defer func() { ln.Close(); <-done }()
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake() // the client's side tells
+			c.Close()
+		}
+	}()
+	peerCfg, err := f.peers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		cfg    *tls.Config
+		wantOK bool
+	}{
+		{"TLS 1.2 ECDHE-ECDSA-AES128-CBC-SHA", &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA}}, false},
+		{"TLS 1.2 ECDHE-ECDSA-AES256-CBC-SHA", &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA}}, false},
+		{"TLS 1.2 ECDHE-ECDSA-AES128-CBC-SHA256", &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256}}, false},
+		{"TLS 1.1", &tls.Config{MaxVersion: tls.VersionTLS11}, false},
+		{"TLS 1.2 ECDHE-ECDSA-AES128-GCM", &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}, true},
+		{"TLS 1.2 ECDHE-ECDSA-CHACHA20", &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256}}, true},
+		{"TLS 1.3", &tls.Config{MinVersion: tls.VersionTLS13}, true},
+		{"the peers' configuration at TLS 1.2", func() *tls.Config { c := peerCfg.Clone(); c.MaxVersion = tls.VersionTLS12; return c }(), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg.Clone()
+			cfg.RootCAs, cfg.ServerName = roots, "127.0.0.1"
+			d := &net.Dialer{Timeout: 30 * time.Second}
+			c, err := tls.DialWithDialer(d, "tcp", ln.Addr().String(), cfg)
+			if err == nil {
+				c.Close()
+			}
+			if (err == nil) != tc.wantOK {
+				t.Errorf("handshake: %v; want ok %v", err, tc.wantOK)
+			}
+		})
+	}
+	for _, s := range peerCfg.CipherSuites {
+		if suite := tls.CipherSuiteName(s); !strings.Contains(suite, "GCM") && !strings.Contains(suite, "CHACHA20") {
+			t.Errorf("the peers' configuration offers %s; want AEAD suites only", suite)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"opsq/api/wire"
 	"opsq/queuer/lifecycle"
 	"opsq/queuer/notify"
+	"opsq/queuer/panics"
 	"opsq/queuer/tokens"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
@@ -66,7 +67,11 @@ func (e *expirer) run(ctx context.Context) {
 // expire records that r's lease ran out (lapse); a recording that failed is tried again
 // after expiryRetry, the chunk held meanwhile.
 func (o *Recorder) expire(ctx context.Context, r reserver.Reservation) {
-	if err := o.lapse(ctx, r, errReservationExpired); err != nil {
+	// A panic recording one expiry (the loop's goroutine) is that reservation's error: the
+	// loop goes on, and the recording is tried again later.
+	if err := panics.Run(ctx, o.cfg.Log, "recording an expired reservation", func() error {
+		return o.lapse(ctx, r, errReservationExpired)
+	}); err != nil {
 		if ctx.Err() == nil {
 			o.cfg.Log.Warn("recording an expired reservation; trying again later", slog.Int64("submission_id", r.Key.SubmissionID),
 				slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.Any("error", err))
@@ -98,7 +103,10 @@ func (o *Recorder) Abandon(ctx context.Context, rs []reserver.Reservation) int {
 	for range min(abandonWorkers, len(rs)) {
 		wg.Go(func() {
 			for r := range work {
-				if err := o.lapse(ctx, r, errReservationAbandoned); err != nil {
+				err := panics.Run(ctx, o.cfg.Log, "recording an abandoned reservation", func() error {
+					return o.lapse(ctx, r, errReservationAbandoned)
+				})
+				if err != nil {
 					if ctx.Err() == nil {
 						o.cfg.Log.Warn("recording an abandoned reservation; its attempt is not counted", slog.Int64("submission_id", r.Key.SubmissionID),
 							slog.Int("chunk_index", int(r.Key.ChunkIndex)), slog.Any("error", err))

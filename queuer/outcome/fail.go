@@ -109,8 +109,10 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus
 	switch {
 	case state == chunkUnknown:
 		return wire.StatusUnknown, nil
-	case state == chunkFinished || p.retries != t.Retries:
-		return wire.StatusAlreadyFinished, nil // finished, or this attempt was counted already
+	case state == chunkFinished:
+		return wire.StatusAlreadyFinished, nil
+	case p.retries != t.Retries:
+		return o.endedAttempt(ctx, t, p.retries)
 	case a.retry && p.retries < p.maxRetries:
 		return wire.StatusAlreadyFinished, nil // changed since the retry looked
 	}
@@ -120,6 +122,13 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus
 		return "", fmt.Errorf("failing chunk: %w", err)
 	}
 	if !did.Failed {
+		state, p, err := readChunk(ctx, o.cfg.Pool, t)
+		switch {
+		case err != nil:
+			return "", err
+		case state == chunkPending && p.retries != t.Retries:
+			return o.endedAttempt(ctx, t, p.retries)
+		}
 		return staleStatus(ctx, o.cfg.Pool, t)
 	}
 	o.failedAttempts.Add(1)
@@ -153,4 +162,26 @@ func (o *Recorder) failChunk(ctx context.Context, a attempt, msg, consumer strin
 		}
 		return notify.SendProgress(ctx, tx, t.Key.SubmissionID) // those following the results read on
 	})
+}
+
+// endedAttempt answers the fail of a token whose attempt is over while its chunk is
+// pending at attempt now (DESIGN.md §8: every hand-out is a new attempt). When the
+// attempt ended without its consumer — its lease ran out, or its instance abandoned it
+// at a stop — the chunk was (or will be) handed out again and the old token's fail is
+// lost; when it was this token's own fail, counted already, a repeat of it is
+// already_finished, as a repeated completion is.
+func (o *Recorder) endedAttempt(ctx context.Context, t tokens.Token, now int32) (wire.TokenStatus, error) {
+	if now < t.Retries { // its submission was retried since: the counts began again
+		return wire.StatusLost, nil
+	}
+	msg, err := opsqsql.New(o.cfg.Pool).ChunkAttemptError(ctx, opsqsql.ChunkAttemptErrorParams{Chunk: t.Chunk(), Back: int(now - 1 - t.Retries)})
+	switch {
+	case errors.Is(err, opsqsql.ErrNotFound): // older than the errors kept
+		return wire.StatusLost, nil
+	case err != nil:
+		return "", fmt.Errorf("reading the error of attempt %d: %w", t.Retries, err)
+	case msg == errReservationExpired || msg == errReservationAbandoned:
+		return wire.StatusLost, nil
+	}
+	return wire.StatusAlreadyFinished, nil
 }

@@ -55,7 +55,7 @@ func newTestRecorder(t *testing.T, pool *pgxpool.Pool) (*Recorder, *submissions.
 	t.Cleanup(o.Stop)
 	ids := submissions.NewIDs()
 	ids.SetNode(1, time.Now().Add(time.Hour))
-	subs := submissions.New(submissions.Config{Pool: pool, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0), Bus: &bus})
+	subs := submissions.New(submissions.Config{Pool: pool, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0, 0), Bus: &bus})
 	subs.SetShardCount(settings.ShardCount)
 	return o, subs
 }

@@ -2,6 +2,7 @@ package peers
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,20 +11,38 @@ import (
 	"time"
 
 	"opsq/api/wire"
+	"opsq/queuer/identity"
 	"opsq/queuer/tokens"
 )
 
-// TestForwardedSignature: a forwarded request's signature verifies as sent, and not once
-// any part it covers changes, any character of it changes, or it is too old or too far
-// ahead.
+// TestForwardedSignature: a forwarded request's signature verifies as sent, once; not
+// again (a replay), not once any part it covers changes (the caller's identity
+// included), any character of it changes, or it is too old or too far ahead.
 func TestForwardedSignature(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	k := tokens.NewStaticKeyring([]byte(strings.Repeat("a", 32)), []byte(strings.Repeat("b", 32)))
 	body := []byte(`{"max":1,"lease":"30s"}`)
-	sig := signForwarded(k, http.MethodPost, "/v1/reserve", "opsq-1", body, now)
-	if err := VerifyForwarded(k, http.MethodPost, "/v1/reserve", "opsq-1", body, sig, now); err != nil {
-		t.Fatalf("VerifyForwarded of a fresh signature: %v", err)
+	caller := encodeCaller(identity.Caller{Name: "etl-consumer", Role: "consumer"})
+	fwd := Forwarded{From: "opsq-1", Caller: caller}
+	sign := func() Forwarded {
+		f := fwd
+		f.Signature = signForwarded(k, http.MethodPost, "/v1/reserve", f, body, now, newNonce())
+		return f
+	}
+	v := NewVerifier(k, 0)
+	f := sign()
+	id, ok, err := v.Verify(http.MethodPost, "/v1/reserve", f, body, now)
+	if err != nil || !ok || id != (identity.Caller{Name: "etl-consumer", Role: "consumer"}) {
+		t.Fatalf("Verify of a fresh signature: %+v, %v, %v; want the caller etl-consumer, consumer", id, ok, err)
+	}
+	if _, _, err := v.Verify(http.MethodPost, "/v1/reserve", f, body, now.Add(time.Second)); !errors.Is(err, ErrForwardedSignature) || !strings.Contains(err.Error(), "replay") {
+		t.Errorf("Verify of the same request again: %v; want a replay refused", err)
+	}
+	admin := f
+	admin.Caller = encodeCaller(identity.Caller{Name: "ops", Role: "admin"})
+	if _, _, err := NewVerifier(k, 0).Verify(http.MethodPost, "/v1/reserve", admin, body, now); !errors.Is(err, ErrForwardedSignature) {
+		t.Errorf("Verify of the signature with another caller: %v; want it refused", err)
 	}
 	for _, tc := range []struct {
 		name, method, uri, from, body, sig string
@@ -38,11 +57,13 @@ func TestForwardedSignature(t *testing.T) {
 		{name: "no signature", sig: "-"},
 		{name: "older than ForwardedMaxAge", at: now.Add(ForwardedMaxAge + time.Second)},
 		{name: "ahead by more than ForwardedMaxAge", at: now.Add(-ForwardedMaxAge - time.Second)},
-		{name: "garbage", sig: "v1 key=2 at=x mac=y"},
-		{name: "too long", sig: "v1 key=2 at=1 mac=" + strings.Repeat("A", maxSignatureHeader)},
+		{name: "garbage", sig: "v2 key=2 at=x nonce=y mac=z"},
+		{name: "version 1, without a nonce", sig: "v1 key=2 at=1 mac=AAAAAAAAAAAAAAAAAAAAAA"},
+		{name: "too long", sig: "v2 key=2 at=1 nonce=AAAAAAAAAAAAAAAAAAAAAA mac=" + strings.Repeat("A", maxSignatureHeader)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			method, uri, from, b, s, at := http.MethodPost, "/v1/reserve", "opsq-1", body, sig, now
+			f := sign()
+			method, uri, b, at := http.MethodPost, "/v1/reserve", body, now
 			if tc.method != "" {
 				method = tc.method
 			}
@@ -50,7 +71,7 @@ func TestForwardedSignature(t *testing.T) {
 				uri = tc.uri
 			}
 			if tc.from != "" {
-				from = tc.from
+				f.From = tc.from
 			}
 			switch tc.body {
 			case "":
@@ -62,55 +83,118 @@ func TestForwardedSignature(t *testing.T) {
 			switch tc.sig {
 			case "":
 			case "-":
-				s = ""
+				f.Signature = ""
 			default:
-				s = tc.sig
+				f.Signature = tc.sig
 			}
 			if !tc.at.IsZero() {
 				at = tc.at
 			}
-			if err := VerifyForwarded(k, method, uri, from, b, s, at); !errors.Is(err, ErrForwardedSignature) {
-				t.Errorf("VerifyForwarded = %v; want ErrForwardedSignature", err)
+			if _, _, err := NewVerifier(k, 0).Verify(method, uri, f, b, at); !errors.Is(err, ErrForwardedSignature) {
+				t.Errorf("Verify = %v; want ErrForwardedSignature", err)
 			}
 		})
 	}
 	// Every one-character change of the header is refused.
+	f = sign()
+	sig := f.Signature
 	for i := range sig {
 		for _, c := range []byte{'0', '1', 'A', 'z', '_', ' '} {
 			if sig[i] == c {
 				continue
 			}
-			forged := sig[:i] + string(c) + sig[i+1:]
-			if err := VerifyForwarded(k, http.MethodPost, "/v1/reserve", "opsq-1", body, forged, now); err == nil {
-				t.Errorf("VerifyForwarded accepted %q, %q with one character changed", forged, sig)
+			forged := f
+			forged.Signature = sig[:i] + string(c) + sig[i+1:]
+			if _, _, err := NewVerifier(k, 0).Verify(http.MethodPost, "/v1/reserve", forged, body, now); err == nil {
+				t.Errorf("Verify accepted %q, %q with one character changed", forged.Signature, sig)
 			}
 		}
 	}
 }
 
+// TestVerifierNonces: the nonces kept are forgotten once their signatures are too old to
+// verify anyway, and never more than the bound are kept (past it, forwarded requests are
+// refused until the oldest age out).
+func TestVerifierNonces(t *testing.T) {
+	t.Parallel()
+	k := tokens.NewStaticKeyring([]byte(strings.Repeat("n", 32)))
+	v := NewVerifier(k, 3)
+	now := time.Now()
+	send := func(at, check time.Time) error {
+		f := Forwarded{From: "opsq-1"}
+		f.Signature = signForwarded(k, http.MethodPost, "/v1/extend", f, nil, at, newNonce())
+		_, _, err := v.Verify(http.MethodPost, "/v1/extend", f, nil, check)
+		return err
+	}
+	for i := range 3 {
+		if err := send(now, now); err != nil {
+			t.Fatalf("forwarded request %d: %v", i+1, err)
+		}
+	}
+	if err := send(now, now); !errors.Is(err, ErrForwardedSignature) {
+		t.Errorf("a fourth forwarded request with 3 nonces kept, the bound: %v; want it refused", err)
+	}
+	later := now.Add(ForwardedMaxAge + time.Second)
+	if err := send(later, later); err != nil {
+		t.Errorf("a forwarded request once the first three aged out: %v; want it accepted", err)
+	}
+	v.mu.Lock()
+	n := len(v.mu.seen)
+	v.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d nonces kept; want 1", n)
+	}
+}
+
 // TestSigningTransport: the peer client's transport marks and signs each request, as the
-// receiving instance checks it, and leaves the caller's request as it was.
+// receiving instance checks it, with the caller's identity from the request's context in
+// place of its key, and leaves the caller's request as it was.
 func TestSigningTransport(t *testing.T) {
 	t.Parallel()
 	k := tokens.NewStaticKeyring([]byte(strings.Repeat("h", 32)))
-	var verified error
+	v := NewVerifier(k, 0)
+	type seen struct {
+		id   identity.Caller
+		ok   bool
+		err  error
+		auth string
+	}
+	got := make(chan seen, 2)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		verified = VerifyForwarded(k, r.Method, r.RequestURI, r.Header.Get(wire.ForwardedHeader), body,
-			r.Header.Get(wire.ForwardedSignatureHeader), time.Now())
+		f := Forwarded{From: r.Header.Get(wire.ForwardedHeader), Signature: r.Header.Get(wire.ForwardedSignatureHeader),
+			Caller: r.Header.Get(wire.ForwardedCallerHeader)}
+		id, ok, err := v.Verify(r.Method, r.RequestURI, f, body, time.Now())
+		got <- seen{id, ok, err, r.Header.Get("Authorization")}
 	}))
 	defer srv.Close()
 	hc := &http.Client{Transport: SigningTransport(k, "opsq-9", http.DefaultTransport)}
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/extend", strings.NewReader(`{"tokens":["t"]}`))
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if verified != nil {
-		t.Errorf("the receiver could not verify a signed request: %v", verified)
-	}
-	if req.Header.Get(wire.ForwardedSignatureHeader) != "" {
-		t.Error("SigningTransport changed the caller's request")
+	caller := identity.Caller{Name: "etl-consumer", Role: "consumer"}
+	for i, ctx := range []struct {
+		withCaller bool
+	}{{true}, {false}} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/extend", strings.NewReader(`{"tokens":["t"]}`))
+		req.Header.Set("Authorization", "Bearer opsq_the-callers-key")
+		if ctx.withCaller {
+			req = req.WithContext(identity.With(req.Context(), caller))
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		s := <-got
+		want := seen{}
+		if ctx.withCaller {
+			want = seen{id: caller, ok: true}
+		} else {
+			want.auth = "Bearer opsq_the-callers-key" // a test's own key, passed as it is
+		}
+		if fmt.Sprint(s) != fmt.Sprint(want) {
+			t.Errorf("request %d: the receiver saw %+v; want %+v", i+1, s, want)
+		}
+		if req.Header.Get(wire.ForwardedSignatureHeader) != "" || req.Header.Get("Authorization") == "" {
+			t.Error("SigningTransport changed the caller's request")
+		}
 	}
 }

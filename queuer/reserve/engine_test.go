@@ -97,7 +97,7 @@ func startEngine(t *testing.T, pool *pgxpool.Pool) *engine {
 		Bus: &bus, Availability: allAvailable{}})
 	e.outcomes = outcome.New(outcome.Config{Pool: pool, Log: log, Now: time.Now, Instance: "reserve-test", Claims: e.claims,
 		Reserver: e.reserver, Keys: keys, Router: noForwarder{}, Holds: e.path, Bus: &bus})
-	e.subs = submissions.New(submissions.Config{Pool: pool, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0), Bus: &bus})
+	e.subs = submissions.New(submissions.Config{Pool: pool, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0, 0), Bus: &bus})
 	for _, p := range []interface{ SetShardCount(int) }{e.path, e.outcomes, e.subs} {
 		p.SetShardCount(settings.ShardCount)
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"opsq/queuer/panics"
 )
 
 // Reserves that look for work here at the same moment, with the same strategy and lease,
@@ -100,7 +102,13 @@ func (p *Path) serveShared(k shareKey, g *shareGroup) {
 			reqs[i] = a.req
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), sharedRunTimeout)
-		out, err := p.reserveFor(ctx, reqs)
+		var out [][]Chunk
+		// A panic in the strategy's walk ends this run with an error for its reserves
+		// (500 each), not the instance.
+		err := panics.Run(ctx, p.cfg.Log, "shared reserve run", func() (err error) {
+			out, err = p.reserveFor(ctx, reqs)
+			return err
+		})
 		cancel()
 		var back []Chunk
 		for i, a := range asks {

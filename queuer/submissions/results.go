@@ -47,10 +47,10 @@ func (s *Store) Results(ctx context.Context, id int64, fn func(Result) error) er
 // early, after the lines it can write, when the instance drains (Store.EndWaits).
 // ErrNotFound for an unknown submission, before calling fn.
 func (s *Store) FollowResults(ctx context.Context, id int64, fn func(Result) error) error {
-	if err := s.cfg.Admission.Admit(); err != nil {
+	if err := s.cfg.Admission.Admit(ctx); err != nil {
 		return err
 	}
-	defer s.cfg.Admission.Done()
+	defer s.cfg.Admission.Done(ctx)
 	woken, unregister := s.progress.Add(id)
 	defer func() { unregister() }()
 	var next int64

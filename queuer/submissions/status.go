@@ -77,10 +77,10 @@ func statusOf(r opsqsql.SubmissionStatusRow) Status {
 // by polling, and ends at once when the instance drains (Store.EndWaits). When the instance's bound of waiting requests is reached, it returns
 // waiters.ErrTooMany.
 func (s *Store) WaitFinished(ctx context.Context, id int64, wait time.Duration) (Status, error) {
-	if err := s.cfg.Admission.Admit(); err != nil {
+	if err := s.cfg.Admission.Admit(ctx); err != nil {
 		return Status{}, err
 	}
-	defer s.cfg.Admission.Done()
+	defer s.cfg.Admission.Done(ctx)
 	woken, unregister := s.finished.Add(id)
 	defer unregister()
 	timer := time.NewTimer(wait)

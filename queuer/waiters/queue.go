@@ -7,11 +7,14 @@
 package waiters
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"opsq/queuer/identity"
 	"opsq/queuer/notify"
 )
 
@@ -21,6 +24,11 @@ const MaxDefault = 20_000
 // ErrTooMany is returned by a reserve that would wait, or a status wait, when
 // the bound of requests already wait on this instance (DESIGN.md §8, bounded waiters).
 var ErrTooMany = errors.New("too many requests waiting on this instance")
+
+// ErrTooManyForKey is returned by a reserve that would wait, or a status wait, when its
+// caller's API key already holds its share of the waiters (DESIGN.md §8: no key holds
+// more than half of them). It wraps ErrTooMany.
+var ErrTooManyForKey = fmt.Errorf("%w: this API key holds its share of them", ErrTooMany)
 
 // Queue is the queue of the reserves waiting for work on this instance, first come first
 // woken, and the count of every waiting request (reserves and status waits) against the
@@ -34,6 +42,7 @@ var ErrTooMany = errors.New("too many requests waiting on this instance")
 // concurrent use.
 type Queue struct {
 	max     int64
+	perKey  int64        // the most waiting requests of one caller (its API key's name)
 	waiting atomic.Int64 // reserves and status waits admitted
 	woke    atomic.Int64 // wake-ups delivered, for tests and metrics
 	parked  atomic.Int64 // reserves waiting on their channel (not looking)
@@ -46,6 +55,12 @@ type Queue struct {
 		// found nothing for itself carries its epoch (see pass).
 		epoch uint64
 	}
+	keys struct {
+		sync.Mutex
+		// waiting counts the admitted requests of each caller that has one: at most max
+		// entries, since each holds an admitted request.
+		waiting map[string]int64
+	}
 }
 
 // Waiter is one waiting reserve: it waits on C.
@@ -56,34 +71,81 @@ type Waiter struct {
 	epoch      uint64 // the epoch of the wake-up it got last
 	passed     uint64 // the epoch of the last wake-up it passed on
 	poke       func() // called after each wake-up it is given (Parked.OnWake), or nil
+	key        string // its caller's, counted against the caller's share
 }
 
-// New returns an empty queue that admits up to max waiting requests (0: MaxDefault).
-func New(max int) *Queue {
-	if max <= 0 {
-		max = MaxDefault
+// New returns an empty queue that admits up to most waiting requests (0: MaxDefault), of
+// which up to perKey of one caller (0: half of most, at least 1).
+func New(most, perKey int) *Queue {
+	if most <= 0 {
+		most = MaxDefault
 	}
-	return &Queue{max: int64(max)}
+	if perKey <= 0 {
+		perKey = most / 2
+	}
+	s := &Queue{max: int64(most), perKey: int64(min(max(perKey, 1), most))}
+	s.keys.waiting = map[string]int64{}
+	return s
 }
 
-// Admit counts one more waiting request, or returns ErrTooMany.
-func (s *Queue) Admit() error {
+// Admit counts one more waiting request of ctx's caller (identity.From), or returns
+// ErrTooMany when the instance's bound is reached, or ErrTooManyForKey when the caller's
+// share is. A request without a caller (OPSQ_AUTH=off) counts against the instance's
+// bound only.
+func (s *Queue) Admit(ctx context.Context) error { return s.admit(keyOf(ctx)) }
+
+// Done uncounts a request admitted with ctx.
+func (s *Queue) Done(ctx context.Context) { s.done(keyOf(ctx)) }
+
+func keyOf(ctx context.Context) string {
+	id, _ := identity.From(ctx)
+	return id.Name
+}
+
+func (s *Queue) admit(key string) error {
+	if key != "" {
+		s.keys.Lock()
+		n := s.keys.waiting[key]
+		if n >= s.perKey {
+			s.keys.Unlock()
+			return ErrTooManyForKey
+		}
+		s.keys.waiting[key] = n + 1
+		s.keys.Unlock()
+	}
 	if s.waiting.Add(1) > s.max {
 		s.waiting.Add(-1)
+		s.uncountKey(key)
 		return ErrTooMany
 	}
 	return nil
 }
 
-// Done uncounts a request admitted.
-func (s *Queue) Done() { s.waiting.Add(-1) }
+func (s *Queue) done(key string) {
+	s.waiting.Add(-1)
+	s.uncountKey(key)
+}
 
-// Join admits a reserve and queues it at the back.
-func (s *Queue) Join() (*Waiter, error) {
-	if err := s.Admit(); err != nil {
+func (s *Queue) uncountKey(key string) {
+	if key == "" {
+		return
+	}
+	s.keys.Lock()
+	defer s.keys.Unlock()
+	if n := s.keys.waiting[key] - 1; n > 0 {
+		s.keys.waiting[key] = n
+	} else {
+		delete(s.keys.waiting, key)
+	}
+}
+
+// Join admits a reserve of ctx's caller (as Admit) and queues it at the back.
+func (s *Queue) Join(ctx context.Context) (*Waiter, error) {
+	key := keyOf(ctx)
+	if err := s.admit(key); err != nil {
 		return nil, err
 	}
-	w := &Waiter{ch: make(chan struct{}, 1)}
+	w := &Waiter{ch: make(chan struct{}, 1), key: key}
 	s.mu.Lock()
 	s.pushBackLocked(w)
 	s.mu.Unlock()
@@ -123,7 +185,7 @@ func (s *Queue) Leave(w *Waiter) {
 		s.wakeLocked(1, w.epoch)
 	}
 	s.mu.Unlock()
-	s.Done()
+	s.done(w.key)
 }
 
 // Wake wakes up to n waiters, first come first woken: n chunks became reservable.

@@ -1,7 +1,9 @@
 package waiters
 
 import (
+	"context"
 	"errors"
+	"opsq/queuer/identity"
 	"testing"
 )
 
@@ -26,7 +28,7 @@ func joinN(t *testing.T, s *Queue, n int) []*Waiter {
 	t.Helper()
 	ws := make([]*Waiter, n)
 	for i := range ws {
-		w, err := s.Join()
+		w, err := s.Join(context.Background())
 		if err != nil {
 			t.Fatalf("join %d: %v", i, err)
 		}
@@ -47,7 +49,7 @@ func wokenIndexes(ws []*Waiter) []int {
 
 func TestSignalWakesExactlyNFirstComeFirst(t *testing.T) {
 	t.Parallel()
-	s := New(100)
+	s := New(100, 0)
 	ws := joinN(t, s, 10)
 	s.Wake(3)
 	if got := wokenIndexes(ws); len(got) != 3 || got[0] != 0 || got[1] != 1 || got[2] != 2 {
@@ -65,7 +67,7 @@ func TestSignalWakesExactlyNFirstComeFirst(t *testing.T) {
 		t.Errorf("wake(100) with 5 queued woke %d; want 5", len(got))
 	}
 	s.Wake(1) // nobody queued: nothing happens, nothing is kept for later
-	w, _ := s.Join()
+	w, _ := s.Join(context.Background())
 	if woken(w) {
 		t.Errorf("a waiter that joined after a wake-up with nobody queued holds it; want none")
 	}
@@ -73,7 +75,7 @@ func TestSignalWakesExactlyNFirstComeFirst(t *testing.T) {
 
 func TestSignalRejoinKeepsPlace(t *testing.T) {
 	t.Parallel()
-	s := New(100)
+	s := New(100, 0)
 	ws := joinN(t, s, 5)
 	s.Wake(1)
 	if !woken(ws[0]) {
@@ -88,8 +90,8 @@ func TestSignalRejoinKeepsPlace(t *testing.T) {
 
 func TestSignalNoLostWakeUp(t *testing.T) {
 	t.Parallel()
-	s := New(100)
-	w, _ := s.Join()
+	s := New(100, 0)
+	w, _ := s.Join(context.Background())
 	// The wake-up comes after the waiter joined and before it waits on its channel (while it
 	// looks for work): the channel keeps it.
 	s.Wake(1)
@@ -102,7 +104,7 @@ func TestSignalNoLostWakeUp(t *testing.T) {
 
 func TestSignalLeavePassesUnusedWakeUp(t *testing.T) {
 	t.Parallel()
-	s := New(100)
+	s := New(100, 0)
 	ws := joinN(t, s, 3)
 	s.Wake(1)
 	// ws[0] was woken while it looked and found chunks from an earlier wake-up: it leaves
@@ -115,7 +117,7 @@ func TestSignalLeavePassesUnusedWakeUp(t *testing.T) {
 
 func TestSignalPassGoesAroundOnce(t *testing.T) {
 	t.Parallel()
-	s := New(100)
+	s := New(100, 0)
 	ws := joinN(t, s, 4)
 	s.Wake(1)
 	// Every waiter in turn is woken, rejoins, finds nothing it can take, and passes on.
@@ -144,19 +146,19 @@ func TestSignalPassGoesAroundOnce(t *testing.T) {
 
 func TestSignalCap(t *testing.T) {
 	t.Parallel()
-	s := New(3)
+	s := New(3, 0)
 	ws := joinN(t, s, 2)
-	if err := s.Admit(); err != nil { // a status wait
+	if err := s.Admit(context.Background()); err != nil { // a status wait
 		t.Fatalf("the third waiter: %v", err)
 	}
-	if _, err := s.Join(); !errors.Is(err, ErrTooMany) {
+	if _, err := s.Join(context.Background()); !errors.Is(err, ErrTooMany) {
 		t.Fatalf("the fourth waiter with a bound of 3: err = %v; want ErrTooMany", err)
 	}
-	if err := s.Admit(); !errors.Is(err, ErrTooMany) {
+	if err := s.Admit(context.Background()); !errors.Is(err, ErrTooMany) {
 		t.Fatalf("a status wait beyond the bound: err = %v; want ErrTooMany", err)
 	}
 	s.Leave(ws[0])
-	if _, err := s.Join(); err != nil {
+	if _, err := s.Join(context.Background()); err != nil {
 		t.Errorf("a waiter after one left: %v; want admitted", err)
 	}
 	if got := s.Waiting(); got != 3 {
@@ -166,10 +168,70 @@ func TestSignalCap(t *testing.T) {
 
 func TestSignalBroadcast(t *testing.T) {
 	t.Parallel()
-	s := New(100)
+	s := New(100, 0)
 	ws := joinN(t, s, 50)
 	s.Broadcast()
 	if got := wokenIndexes(ws); len(got) != 50 {
 		t.Errorf("broadcast woke %d of 50; want all", len(got))
+	}
+}
+
+// TestPerKeyShare: one key holds at most its share of the waiters (half the bound by
+// default), reserves and status waits together; other keys, and requests without a key,
+// are still admitted up to the instance's bound; a key's slot comes back when its
+// request leaves, and the count of a key without waiters is forgotten.
+func TestPerKeyShare(t *testing.T) {
+	t.Parallel()
+	s := New(10, 0) // a share of 5
+	greedy := identity.With(context.Background(), identity.Caller{Name: "greedy", Role: "consumer"})
+	other := identity.With(context.Background(), identity.Caller{Name: "other", Role: "consumer"})
+	var ws []*Waiter
+	for i := range 4 {
+		w, err := s.Join(greedy)
+		if err != nil {
+			t.Fatalf("greedy's waiter %d: %v", i+1, err)
+		}
+		ws = append(ws, w)
+	}
+	if err := s.Admit(greedy); err != nil { // a status wait: the fifth
+		t.Fatalf("greedy's status wait: %v", err)
+	}
+	if _, err := s.Join(greedy); !errors.Is(err, ErrTooManyForKey) || !errors.Is(err, ErrTooMany) {
+		t.Fatalf("greedy's sixth waiter: err = %v; want ErrTooManyForKey, an ErrTooMany", err)
+	}
+	if err := s.Admit(greedy); !errors.Is(err, ErrTooManyForKey) {
+		t.Fatalf("greedy's sixth waiter (a status wait): err = %v; want ErrTooManyForKey", err)
+	}
+	for i := range 5 {
+		if _, err := s.Join(other); err != nil {
+			t.Fatalf("other's waiter %d with greedy at its share: %v", i+1, err)
+		}
+	}
+	if _, err := s.Join(context.Background()); !errors.Is(err, ErrTooMany) || errors.Is(err, ErrTooManyForKey) {
+		t.Fatalf("a waiter without a key past the bound: err = %v; want ErrTooMany", err)
+	}
+	s.Leave(ws[0])
+	if _, err := s.Join(greedy); err != nil {
+		t.Fatalf("greedy's waiter after one of its own left: %v; want admitted", err)
+	}
+	for _, w := range ws[1:] {
+		s.Leave(w)
+	}
+	s.Done(greedy)
+	s.keys.Lock()
+	n := s.keys.waiting["greedy"]
+	s.keys.Unlock()
+	if n != 1 {
+		t.Errorf("greedy counted %d waiting; want 1", n)
+	}
+	if got := s.Waiting(); got != 6 {
+		t.Errorf("%d waiting counted; want 6 (5 of other, 1 of greedy)", got)
+	}
+
+	if s := New(10, 3); s.perKey != 3 {
+		t.Errorf("New(10, 3) gives a key %d; want 3", s.perKey)
+	}
+	if s := New(1, 0); s.perKey != 1 {
+		t.Errorf("New(1, 0) gives a key %d; want 1", s.perKey)
 	}
 }

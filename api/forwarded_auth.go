@@ -1,0 +1,80 @@
+package api
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+
+	"github.com/labstack/echo/v4"
+
+	"opsq/api/apikeys"
+	"opsq/api/wire"
+	"opsq/queuer"
+	"opsq/queuer/identity"
+)
+
+// Requests between instances (DESIGN.md §8, "Between instances"). An instance forwards a
+// reserve or an extend with the caller's identity (its key's name and role) under the
+// cluster key's signature, never the caller's key: the receiving instance checks the
+// signature (once: queuer/peers keeps the nonces it accepted) and serves the request for
+// that identity. A request marked forwarded that carries a key as well (a test's
+// instance-local client) is checked by its key, and its signature by the handler.
+
+// forwardedVerifiedKey is where forwardedCaller notes, in the echo context, that the
+// request's signature was checked (and its nonce used): the handler does not check it again.
+const forwardedVerifiedKey = "opsq.forwarded_verified"
+
+// forwardable reports whether an instance forwards requests of that method and route.
+func forwardable(method, path string) bool {
+	return method == http.MethodPost && (path == "/v1/reserve" || path == "/v1/extend")
+}
+
+// forwardedCaller authenticates a request another instance forwarded here without a key:
+// handled reports whether the request is one (marked forwarded, no Authorization, a
+// reserve or an extend), and then err is why it is refused, or nil when its signature
+// verifies and the identity it carries has a role of allowed.
+func (s *server) forwardedCaller(c echo.Context, allowed []apikeys.Role) (handled bool, err error) {
+	req := c.Request()
+	if req.Header.Get(wire.ForwardedHeader) == "" || req.Header.Get(echo.HeaderAuthorization) != "" || !forwardable(req.Method, c.Path()) {
+		return false, nil
+	}
+	raw, err := s.readBody(c)
+	if err != nil {
+		return true, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(raw)) // the handler reads it again
+	id, ok, err := s.verifyForwarded(c, raw)
+	switch {
+	case err != nil:
+		return true, s.authFails.failed(c, "", "forwarded request: "+err.Error(), err)
+	case !ok:
+		return true, s.authFails.failed(c, "", "forwarded request without a caller", unauthorized(c,
+			"a forwarded request carries no caller: the forwarding instance serves without keys (OPSQ_AUTH=off) while this one requires them"))
+	}
+	role := apikeys.Role(id.Role)
+	if !slices.Contains(allowed, role) {
+		return true, &Error{Status: http.StatusForbidden, Code: "forbidden", Message: fmt.Sprintf(
+			"the key %q has the role %s, which may not call %s %s (allowed: %s)", id.Name, role, req.Method, c.Path(), joinRoles(allowed))}
+	}
+	c.Set(callerKey, apikeys.Caller{Name: id.Name, Role: role})
+	c.Set(forwardedVerifiedKey, true)
+	c.SetRequest(req.WithContext(identity.With(req.Context(), id)))
+	return true, nil
+}
+
+// verifyForwarded checks the signature of c's request, marked forwarded, whose body is
+// body, and returns the caller it carries (ok false: none); a refusal is a 401
+// forwarded_signature.
+func (s *server) verifyForwarded(c echo.Context, body []byte) (id identity.Caller, ok bool, err error) {
+	r := c.Request()
+	f := queuer.Forwarded{From: r.Header.Get(wire.ForwardedHeader), Signature: r.Header.Get(wire.ForwardedSignatureHeader),
+		Caller: r.Header.Get(wire.ForwardedCallerHeader)}
+	id, ok, err = s.q.VerifyForwarded(r.Method, r.RequestURI, f, body)
+	if err != nil {
+		return id, false, &Error{Status: http.StatusUnauthorized, Code: "forwarded_signature",
+			Message: fmt.Sprintf("%v: only an instance of this cluster may forward a request; a client leaves the %s header out", err, wire.ForwardedHeader)}
+	}
+	return id, ok, nil
+}

@@ -1,0 +1,28 @@
+// Package identity is who a request is served for: the identity the API authenticated (an
+// API key's name and role), carried in the request's context to the parts that bound
+// something per caller (queuer/waiters: the waiters of one key) or pass it on
+// (queuer/peers: a forwarded request carries the identity, never the key). It does not
+// check keys (api/apikeys does) nor decide what a role may do (api does).
+package identity
+
+import "context"
+
+// Caller is an authenticated caller: the name and role of its API key. The zero Caller is
+// nobody in particular (OPSQ_AUTH=off).
+type Caller struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+type ctxKey struct{}
+
+// With returns ctx carrying c.
+func With(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, ctxKey{}, c)
+}
+
+// From returns the caller ctx carries; ok is false when it carries none.
+func From(ctx context.Context) (c Caller, ok bool) {
+	c, ok = ctx.Value(ctxKey{}).(Caller)
+	return c, ok
+}
