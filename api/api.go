@@ -68,6 +68,18 @@ type Config struct {
 	// bytes of JSON, and always holds at least one chunk; 0 or less is the default.
 	// Defaults to 16 MiB (MaxReserveBytesDefault), which is also its most.
 	MaxReserveBytes int
+	// MaxInflightBytes bounds the bytes the instance holds for request bodies (counted as
+	// decoded) and answers being built, summed over all requests: a request that would
+	// pass it waits up to LimitWait, then gets 503 with Retry-After. Defaults to 256 MiB
+	// (MaxInflightBytesDefault).
+	MaxInflightBytes int64
+	// BodyMinBytes is the upload rate floor: a request body that brings less than this
+	// many bytes in any BodyIdleTimeout spent waiting for it is cut (408); less than 0: no
+	// floor. Defaults to 16 KiB (BodyMinBytesDefault).
+	BodyMinBytes int64
+	// MaxIngestTime bounds how long one submission may take, its body and its insert
+	// (408 past it, nothing kept). Defaults to 1h (MaxIngestTimeDefault).
+	MaxIngestTime time.Duration
 }
 
 type server struct {
@@ -76,6 +88,7 @@ type server struct {
 	log     *slog.Logger
 	parking *parking
 	now     func() time.Time // where a not_before given as a duration counts from
+	budget  *budget          // the bytes held for bodies and answers (budget.go)
 }
 
 // New returns the HTTP handler of the API.
@@ -90,10 +103,14 @@ func New(cfg Config) *Handler {
 	cfg.BodyIdleTimeout = cmp.Or(cfg.BodyIdleTimeout, BodyIdleTimeoutDefault)
 	cfg.MaxSubmissionChunks = cmp.Or(max(cfg.MaxSubmissionChunks, 0), MaxSubmissionChunksDefault)
 	cfg.MaxReserveBytes = cmp.Or(max(cfg.MaxReserveBytes, 0), MaxReserveBytesDefault)
+	cfg.MaxInflightBytes = cmp.Or(max(cfg.MaxInflightBytes, 0), MaxInflightBytesDefault)
+	cfg.BodyMinBytes = cmp.Or(cfg.BodyMinBytes, BodyMinBytesDefault)
+	cfg.MaxIngestTime = cmp.Or(cfg.MaxIngestTime, MaxIngestTimeDefault)
 	if cfg.Ready == nil {
 		cfg.Ready = cfg.Queuer.Ready
 	}
-	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger, parking: newParking(), now: time.Now}
+	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger, parking: newParking(), now: time.Now,
+		budget: newBudget(cfg.MaxInflightBytes, cfg.LimitWait)}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -101,7 +118,9 @@ func New(cfg Config) *Handler {
 	e.Use(middleware.Recover())
 	m := newMetrics(cfg.Queuer, s.parking.now.Load)
 	e.Use(m.middleware)
-	e.Use(bodyIdle(cfg.BodyIdleTimeout))
+	e.Use(bodyIdle(cfg.BodyIdleTimeout, cfg.BodyMinBytes))
+	e.Use(s.budget.middleware)
+	e.Use(loginFormBound)
 	ingests := newLimiter("ingests", "OPSQ_MAX_INGESTS", cfg.MaxIngests, cfg.LimitWait)
 	streams := newLimiter("results streams", "OPSQ_MAX_RESULT_STREAMS", cfg.MaxResultStreams, cfg.LimitWait)
 	e.GET("/metrics", echo.WrapHandler(m.handler()), s.authenticate(metricsRoles))
