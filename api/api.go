@@ -149,7 +149,7 @@ func New(cfg Config) *Handler {
 	v1.GET("/openapi.json", openAPI) // open to all, like /healthz: the API's description
 	// The dashboard, /ui/.
 	ui.Register(e, ui.Config{Queuer: cfg.Queuer, Keys: cfg.Keys, Logger: cfg.Logger})
-	return &Handler{Handler: e, parking: s.parking}
+	return &Handler{Handler: e, parking: s.parking, budget: s.budget}
 }
 
 func (s *server) readyz(c echo.Context) error {

@@ -106,7 +106,11 @@ func (b *budget) release(n int64) {
 	b.mu.Unlock()
 }
 
-// Used reports the bytes held now.
+// InflightBytes reports the bytes of the memory budget (OPSQ_MAX_INFLIGHT_BYTES) that the
+// requests in flight hold now.
+func (h *Handler) InflightBytes() int64 { return h.budget.used() }
+
+// used reports the bytes held now.
 func (b *budget) used() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -46,6 +46,7 @@ func newParking() *parking {
 type Handler struct {
 	http.Handler
 	parking *parking
+	budget  *budget
 }
 
 // Parked reports how many reserves are parked on hijacked connections now.

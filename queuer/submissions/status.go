@@ -137,7 +137,7 @@ func (s *Store) List(ctx context.Context, opts ListOptions) ([]Status, bool, err
 		return nil, false, fmt.Errorf("listing submissions: %w", err)
 	}
 	more := cut || len(rows) > opts.Limit
-	if more {
+	if len(rows) > opts.Limit {
 		rows = rows[:opts.Limit]
 	}
 	list := make([]Status, len(rows))
