@@ -171,7 +171,7 @@ func (b *idleBody) Read(p []byte) (int, error) {
 			b.err = errBodySlow(b.got, b.floor, b.timeout)
 			return 0, b.err
 		}
-		b.waited, b.got = b.waited-b.timeout, 0
+		b.waited, b.got = 0, 0 // the next window starts now: a body at the floor is never cut early
 	}
 	start := time.Now()
 	wait, slow := b.timeout, false
