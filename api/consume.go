@@ -43,7 +43,23 @@ func (s *server) reserve(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	holdOf(c).forceTo(answerBytes(chunks))
 	return c.JSON(http.StatusOK, reservedAnswer(chunks))
+}
+
+// answerBytes is about what a reserve answer holds while it is written: the chunks'
+// inputs, their copies in the answer, the encoded answer, and each chunk's metadata as it
+// is encoded. A reserve counts it once its chunks are taken, without waiting (they are
+// held already; refusing them would cost each an attempt): the requests after it wait.
+func answerBytes(chunks []queuer.Chunk) int64 {
+	var n int64
+	for _, ch := range chunks {
+		n += 256 + 3*int64(len(ch.Input)) + int64(len(ch.Metadata)+len(ch.StrategicMetadata))
+		if ch.Prefix != nil {
+			n += int64(len(*ch.Prefix))
+		}
+	}
+	return n
 }
 
 // reservedAnswer is the body of a reserve's answer.
