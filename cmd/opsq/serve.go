@@ -251,13 +251,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// No ReadTimeout or WriteTimeout: they would bound whole requests, and long polls,
 	// NDJSON uploads and results streams may take long. The API bounds each read of a body
 	// and each write of a results stream instead (OPSQ_BODY_IDLE_TIMEOUT).
-	srv := &http.Server{
-		Handler: handler, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
-		// net/http allows 4 KiB more than this before its 431, and holds a connection's
-		// headers only while it reads them.
-		MaxHeaderBytes: int(cfg.maxHeaderBytes),
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(handler, int(cfg.maxHeaderBytes), log)
 	served := make(chan error, 1)
 	if serverTLS != nil {
 		srv.TLSConfig = serverTLS
@@ -303,6 +297,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	q.Stop()
 	log.Info("stopped")
 	return nil
+}
+
+// newHTTPServer is the HTTP server of "opsq serve": handler, with the server's own bounds
+// of a request's line and headers (maxHeaderBytes, OPSQ_MAX_HEADER_BYTES; net/http allows
+// 4 KiB more before its 431, and holds a connection's headers only while it reads them),
+// of the time they take, and of a keep-alive connection's idle time.
+func newHTTPServer(handler http.Handler, maxHeaderBytes int, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler: handler, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // secondSignal cancels the shutdown's waits (hurry) at the second signal on sigs, which
