@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"opsq/api/wire"
@@ -340,6 +341,22 @@ func TestOrphanChunksNotReserved(t *testing.T) {
 			if ch.SubmissionID == fmt.Sprint(id) {
 				t.Errorf("reserve %s handed out chunk %d of a submission not yet inserted", strategy, ch.ChunkIndex)
 			}
+		}
+	}
+}
+
+// TestReadSized: a body is read whole, into no more than its length, whatever the length
+// announced and however it comes.
+func TestReadSized(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ n, size int }{{0, 10}, {1, 1}, {100, 100}, {200 << 10, 200 << 10}, {70 << 10, 1 << 20}, {300, 100}} {
+		body := strings.Repeat("b", c.n)
+		got, err := readSized(iotest.OneByteReader(strings.NewReader(body)), c.size)
+		if err != nil || string(got) != body {
+			t.Errorf("%d bytes announced as %d: got %d bytes, %v; want them all", c.n, c.size, len(got), err)
+		}
+		if c.n <= c.size && cap(got) > c.size {
+			t.Errorf("%d bytes announced as %d: a buffer of %d bytes; want at most %d", c.n, c.size, cap(got), c.size)
 		}
 	}
 }

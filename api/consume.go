@@ -268,28 +268,52 @@ func (s *server) forwarded(c echo.Context, body []byte) (bool, error) {
 	return true, nil
 }
 
-// readBody reads a JSON body of at most MaxBody bytes. A body whose length is known is
-// read into a buffer of that length, not one grown by doubling as io.ReadAll does: what
-// the budget counts is what is held.
+// readBody reads a JSON body of at most MaxBody bytes. A body whose length is known grows
+// its buffer up to that length and no further, where io.ReadAll would double it past: what
+// the budget counts (as the bytes come, not as announced: a client that announces 32 MiB
+// and sends nothing holds nothing) is what is held.
 func (s *server) readBody(c echo.Context) ([]byte, error) {
 	r := c.Request()
 	body := http.MaxBytesReader(nil, r.Body, s.cfg.MaxBody)
 	if r.ContentLength <= 0 || r.ContentLength > s.cfg.MaxBody {
 		return io.ReadAll(body)
 	}
-	buf := make([]byte, r.ContentLength)
-	n, err := io.ReadFull(body, buf)
-	if err == io.ErrUnexpectedEOF || err == io.EOF {
-		return buf[:n], nil // net/http refuses a body shorter than its length first
+	return readSized(body, int(r.ContentLength))
+}
+
+// readSized reads r to its end into a buffer that grows by doubling up to size bytes and
+// no further.
+func readSized(r io.Reader, size int) ([]byte, error) {
+	buf := make([]byte, 0, min(size, 64<<10))
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= size {
+				// All of it: what follows is the end (net/http reads no further than the
+				// length), or more than announced, appended as io.ReadAll would.
+				var one [1]byte
+				n, err := r.Read(one[:])
+				buf = append(buf, one[:n]...)
+				if err == io.EOF {
+					return buf, nil
+				}
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			grown := make([]byte, len(buf), min(2*cap(buf), size))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	// Read its end too, so that the connection is known to be ready for the next request.
-	if _, err := body.Read(make([]byte, 1)); err != nil && err != io.EOF {
-		return nil, err
-	}
-	return buf, nil
 }
 
 // decodeJSON decodes a JSON object body into v, refusing unknown fields; an empty body is

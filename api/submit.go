@@ -239,13 +239,11 @@ type chunkArena struct {
 	ends []uint32
 }
 
-// newChunkArena makes an arena for a body of contentLength bytes (-1: unknown), whose
-// decoded chunks it holds without growing.
+// newChunkArena makes an arena for a body of contentLength bytes (-1: unknown). It starts
+// small, whatever the length announced: a client that announces 32 MiB and sends nothing
+// must hold nothing. append grows it by a quarter at a time once it is large.
 func newChunkArena(contentLength, maxBody int64) *chunkArena {
-	if contentLength < 0 || contentLength > maxBody {
-		return &chunkArena{}
-	}
-	return &chunkArena{data: make([]byte, 0, contentLength)}
+	return &chunkArena{data: make([]byte, 0, min(max(contentLength, 0), maxBody, 64<<10))}
 }
 
 func (a *chunkArena) add(ch string) {
