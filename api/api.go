@@ -118,7 +118,7 @@ func New(cfg Config) *Handler {
 	e.Use(middleware.Recover())
 	m := newMetrics(cfg.Queuer, s.parking.now.Load)
 	e.Use(m.middleware)
-	e.Use(bodyIdle(cfg.BodyIdleTimeout, cfg.BodyMinBytes))
+	e.Use(bodyIdle(cfg.BodyIdleTimeout, cfg.BodyMinBytes, cfg.MaxBody))
 	e.Use(s.budget.middleware)
 	e.Use(loginFormBound)
 	ingests := newLimiter("ingests", "OPSQ_MAX_INGESTS", cfg.MaxIngests, cfg.LimitWait)

@@ -110,8 +110,11 @@ const idleKey = "opsq.idle_body"
 // body would be cut, a read that reaches it fails with a 408 error (the handler's
 // transaction rolls back), and the deadline is cleared once the body is read to its end,
 // so that long polls are not cut. An answer given before the body was read to its end
-// closes the connection instead of reading the rest. floor 0 or less: no floor.
-func bodyIdle(timeout time.Duration, floor int64) echo.MiddlewareFunc {
+// reads and drops up to drain bytes of the rest first (under the same deadlines, held
+// nowhere), so that a client still sending gets the answer rather than a connection
+// reset under its upload; past drain it closes the connection instead. floor 0 or less:
+// no floor.
+func bodyIdle(timeout time.Duration, floor, drain int64) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
@@ -125,6 +128,9 @@ func bodyIdle(timeout time.Duration, floor int64) echo.MiddlewareFunc {
 			r.Body = b
 			c.Set(idleKey, b)
 			err := next(c)
+			if !b.eof && b.err == nil && !c.Response().Committed && r.Context().Err() == nil {
+				_, _ = io.CopyN(io.Discard, b, drain)
+			}
 			if !b.eof {
 				c.Response().Header().Set(echo.HeaderConnection, "close")
 			}
