@@ -128,7 +128,9 @@ func (a *abuseRun) memoryAttacks(ctx context.Context, largestPage *atomic.Int64)
 	for i := range chunks {
 		chunks[i] = bigChunk
 	}
-	bigSubmission := mustJSON(map[string]any{"chunks": chunks, "strategic_metadata": abuseTagged("big_json_submission")})
+	// Within every bound: a 201 is a designed answer, so it is not tagged as hostile (the
+	// report counts those created); it is discarded at once.
+	bigSubmission := mustJSON(map[string]any{"chunks": chunks, "strategic_metadata": benchTagged("abuse-big-json")})
 	bigComplete := mustJSON(map[string]any{"completions": []map[string]any{{"token": "forged", "output": strings.Repeat("o", size.body)}}})
 	bigPrefix := mustJSON(map[string]any{"prefix": "s3://" + strings.Repeat("p", size.body), "chunk_count": 1, "strategic_metadata": abuseTagged("big_prefix")})
 	loginForm := []byte("key=" + strings.Repeat("k", size.loginForm))
@@ -200,9 +202,11 @@ func (a *abuseRun) memoryPost(ctx context.Context, name, url, ctype string, body
 	var created wire.Created
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode == http.StatusCreated && json.Unmarshal(b, &created) == nil && created.ID != "" {
-		a.mu.Lock()
-		a.mu.created[created.ID] = name
-		a.mu.Unlock()
+		if name != memSubmit { // the others are refused by design
+			a.mu.Lock()
+			a.mu.created[created.ID] = name
+			a.mu.Unlock()
+		}
 		a.r.discard(ctx, created.ID)
 	}
 }
