@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"opsq/api/apikeys"
 	"opsq/api/ui"
@@ -117,6 +118,13 @@ func New(cfg Config) *Handler {
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
 	e.Use(middleware.Recover())
 	m := newMetrics(cfg.Queuer, s.parking.now.Load)
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsq_inflight_bytes",
+			Help: "Bytes of the memory budget (at most OPSQ_MAX_INFLIGHT_BYTES) that requests in flight hold now: bodies counted as decoded, list pages, reserve answers."},
+			func() float64 { return float64(s.budget.used()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "opsq_inflight_refused_total",
+			Help: "Requests refused with 503 because the memory budget (OPSQ_MAX_INFLIGHT_BYTES) had no room for them."},
+			func() float64 { return float64(s.budget.refused.Load()) }))
 	e.Use(m.middleware)
 	e.Use(bodyIdle(cfg.BodyIdleTimeout, cfg.BodyMinBytes, cfg.MaxBody))
 	e.Use(s.budget.middleware)

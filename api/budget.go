@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -34,9 +35,10 @@ const (
 // summed over every request. A request that would pass it waits up to wait for others to
 // give bytes back, then is refused with 503 and Retry-After. It is safe for concurrent use.
 type budget struct {
-	max  int64
-	wait time.Duration
-	mu   struct {
+	max     int64
+	wait    time.Duration
+	refused atomic.Int64 // requests refused, for the metrics
+	mu      struct {
 		sync.Mutex
 		used    int64
 		changed chan struct{} // closed and replaced whenever bytes are given back
@@ -82,6 +84,7 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
+			b.refused.Add(1)
 			return b.errBusy(n)
 		}
 	}

@@ -54,6 +54,11 @@ func TestBudgetHolds(t *testing.T) {
 	if got := r.Header.Get("Retry-After"); got == "" {
 		t.Error("the 503 has no Retry-After")
 	}
+	if m := getPath(t, e, "/metrics"); !strings.Contains(string(m.Body), "\nopsq_inflight_refused_total ") || !strings.Contains(string(m.Body), "\nopsq_inflight_bytes ") {
+		t.Errorf("/metrics lacks opsq_inflight_bytes or opsq_inflight_refused_total")
+	} else if v := metricValue(t, string(m.Body), "opsq_inflight_refused_total"); v < 1 {
+		t.Errorf("opsq_inflight_refused_total %g after a refusal; want at least 1", v)
+	}
 	if r := postJSON(t, e, "/v1/complete", `{"completions": [{"token": "nope", "output": "small"}]}`); r.Status != http.StatusOK {
 		t.Errorf("a small complete while the budget is held: %d %s; want 200", r.Status, r.Body)
 	}
