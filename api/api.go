@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"opsq/api/apikeys"
 	"opsq/api/ui"
@@ -76,6 +77,18 @@ type Config struct {
 	// in a second before its failures are answered 429 for 5s instead of 401
 	// (OPSQ_AUTH_FAILURES_PER_SECOND, authfail.go); 0 or less is the default. Defaults to 20.
 	AuthFailuresPerSecond int
+	// MaxInflightBytes bounds the bytes the instance holds for request bodies (counted as
+	// decoded) and answers being built, summed over all requests: a request that would
+	// pass it waits up to LimitWait, then gets 503 with Retry-After. Defaults to 256 MiB
+	// (MaxInflightBytesDefault).
+	MaxInflightBytes int64
+	// BodyMinBytes is the upload rate floor: a request body that brings less than this
+	// many bytes in any BodyIdleTimeout spent waiting for it is cut (408); less than 0: no
+	// floor. Defaults to 16 KiB (BodyMinBytesDefault).
+	BodyMinBytes int64
+	// MaxIngestTime bounds how long one submission may take, its body and its insert
+	// (408 past it, nothing kept). Defaults to 1h (MaxIngestTimeDefault).
+	MaxIngestTime time.Duration
 }
 
 type server struct {
@@ -86,6 +99,7 @@ type server struct {
 	now     func() time.Time // where a not_before given as a duration counts from
 
 	authFails *authFailures // failed authentications by address (authfail.go)
+	budget    *budget       // the bytes held for bodies and answers (budget.go)
 }
 
 // New returns the HTTP handler of the API.
@@ -104,15 +118,28 @@ func New(cfg Config) *Handler {
 	if cfg.Ready == nil {
 		cfg.Ready = cfg.Queuer.Ready
 	}
-	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger, parking: newParking(), now: time.Now, authFails: newAuthFailures(cfg.Logger, cfg.AuthFailuresPerSecond)}
+	cfg.MaxInflightBytes = cmp.Or(max(cfg.MaxInflightBytes, 0), MaxInflightBytesDefault)
+	cfg.BodyMinBytes = cmp.Or(cfg.BodyMinBytes, BodyMinBytesDefault)
+	cfg.MaxIngestTime = cmp.Or(cfg.MaxIngestTime, MaxIngestTimeDefault)
+	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger, parking: newParking(), now: time.Now,
+		authFails: newAuthFailures(cfg.Logger, cfg.AuthFailuresPerSecond), budget: newBudget(cfg.MaxInflightBytes, cfg.LimitWait)}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
 	e.Use(recoverPanics(cfg.Logger))
 	m := newMetrics(cfg.Queuer, s.parking.now.Load)
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsq_inflight_bytes",
+			Help: "Bytes of the memory budget (at most OPSQ_MAX_INFLIGHT_BYTES) that requests in flight hold now: bodies counted as decoded, list pages, reserve answers."},
+			func() float64 { return float64(s.budget.used()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "opsq_inflight_refused_total",
+			Help: "Requests refused with 503 because the memory budget (OPSQ_MAX_INFLIGHT_BYTES) had no room for them."},
+			func() float64 { return float64(s.budget.refused.Load()) }))
 	e.Use(m.middleware)
-	e.Use(bodyIdle(cfg.BodyIdleTimeout))
+	e.Use(bodyIdle(cfg.BodyIdleTimeout, cfg.BodyMinBytes, cfg.MaxBody))
+	e.Use(s.budget.middleware)
+	e.Use(loginFormBound)
 	ingests := newLimiter("ingests", "OPSQ_MAX_INGESTS", cfg.MaxIngests, cfg.LimitWait)
 	streams := newLimiter("results streams", "OPSQ_MAX_RESULT_STREAMS", cfg.MaxResultStreams, cfg.LimitWait)
 	e.GET("/metrics", echo.WrapHandler(m.handler()), s.authenticate(metricsRoles))
@@ -141,5 +168,5 @@ func New(cfg Config) *Handler {
 	v1.GET("/openapi.json", openAPI) // open to all, like /healthz: the API's description
 	// The dashboard, /ui/.
 	ui.Register(e, ui.Config{Queuer: cfg.Queuer, Keys: cfg.Keys, Logger: cfg.Logger})
-	return &Handler{Handler: e, parking: s.parking}
+	return &Handler{Handler: e, parking: s.parking, budget: s.budget}
 }

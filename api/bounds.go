@@ -33,6 +33,20 @@ const (
 	// is this many bytes of JSON; it always holds at least one chunk. It is the most an
 	// instance reads of an answer to a reserve it forwarded, so it is not raised.
 	MaxReserveBytesDefault = 16 << 20
+	// MaxListPageBytes bounds a page of GET /v1/submissions: it stops adding submissions
+	// once it holds about this many bytes (at least one), and its next_after points on.
+	MaxListPageBytes = 4 << 20
+	// listPageFactor is what a page is counted as in the budget, per byte of it: the rows
+	// read, and the answer's values made of them.
+	listPageFactor = 3
+	// MaxPrefixBytes bounds the prefix of an object-storage submission, in bytes: every
+	// reserve answer carries it with each chunk.
+	MaxPrefixBytes = 1 << 10
+	// MaxLoginFormBytes bounds the dashboard's login form (a key and where to go next).
+	MaxLoginFormBytes = 4 << 10
+	// MaxHeaderBytesDefault is the default of OPSQ_MAX_HEADER_BYTES: the most bytes of a
+	// request's line and headers (net/http answers 431 past it).
+	MaxHeaderBytesDefault = 32 << 10
 )
 
 // maxChunkIndexCount is the most chunks a submission can have whatever the configuration:

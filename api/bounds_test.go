@@ -339,7 +339,7 @@ func TestMaxSimultaneousRemembersFullValues(t *testing.T) {
 		chunks[i] = "c"
 	}
 	sub := queuer.NewSubmission{StrategicMetadata: json.RawMessage(`{"company_id": 1}`)}
-	if _, err := q.Submissions().Submit(t.Context(), sub, &sliceChunks{list: ptrs(chunks)}); err != nil {
+	if _, err := q.Submissions().Submit(t.Context(), sub, arenaOf(chunks)); err != nil {
 		t.Fatal(err)
 	}
 	reserve := func(max int) []queuer.Chunk {
@@ -363,12 +363,13 @@ func TestMaxSimultaneousRemembersFullValues(t *testing.T) {
 	}
 }
 
-func ptrs(list []string) []*string {
-	out := make([]*string, len(list))
-	for i := range list {
-		out[i] = &list[i]
+// arenaOf is the chunks of a JSON submission, as the API hands them on.
+func arenaOf(list []string) *arenaChunks {
+	a := &chunkArena{}
+	for _, ch := range list {
+		a.add(ch)
 	}
-	return out
+	return &arenaChunks{arena: a}
 }
 
 // TestUnknownFieldNamed: a message names the field first, even an unknown field whose name

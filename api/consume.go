@@ -43,7 +43,23 @@ func (s *server) reserve(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	holdOf(c).forceTo(answerBytes(chunks))
 	return c.JSON(http.StatusOK, reservedAnswer(chunks))
+}
+
+// answerBytes is about what a reserve answer holds while it is written: the chunks'
+// inputs, their copies in the answer, the encoded answer, and each chunk's metadata as it
+// is encoded. A reserve counts it once its chunks are taken, without waiting (they are
+// held already; refusing them would cost each an attempt): the requests after it wait.
+func answerBytes(chunks []queuer.Chunk) int64 {
+	var n int64
+	for _, ch := range chunks {
+		n += 256 + 3*int64(len(ch.Input)) + int64(len(ch.Metadata)+len(ch.StrategicMetadata))
+		if ch.Prefix != nil {
+			n += int64(len(*ch.Prefix))
+		}
+	}
+	return n
 }
 
 // reservedAnswer is the body of a reserve's answer.
@@ -252,9 +268,52 @@ func (s *server) forwarded(c echo.Context, body []byte) (bool, error) {
 	return true, nil
 }
 
-// readBody reads a JSON body of at most MaxBody bytes.
+// readBody reads a JSON body of at most MaxBody bytes. A body whose length is known grows
+// its buffer up to that length and no further, where io.ReadAll would double it past: what
+// the budget counts (as the bytes come, not as announced: a client that announces 32 MiB
+// and sends nothing holds nothing) is what is held.
 func (s *server) readBody(c echo.Context) ([]byte, error) {
-	return io.ReadAll(http.MaxBytesReader(nil, c.Request().Body, s.cfg.MaxBody))
+	r := c.Request()
+	body := http.MaxBytesReader(nil, r.Body, s.cfg.MaxBody)
+	if r.ContentLength <= 0 || r.ContentLength > s.cfg.MaxBody {
+		return io.ReadAll(body)
+	}
+	return readSized(body, int(r.ContentLength))
+}
+
+// readSized reads r to its end into a buffer that grows by doubling up to size bytes and
+// no further.
+func readSized(r io.Reader, size int) ([]byte, error) {
+	buf := make([]byte, 0, min(size, 64<<10))
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= size {
+				// All of it: what follows is the end (net/http reads no further than the
+				// length), or more than announced, appended as io.ReadAll would.
+				var one [1]byte
+				n, err := r.Read(one[:])
+				buf = append(buf, one[:n]...)
+				if err == io.EOF {
+					return buf, nil
+				}
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			grown := make([]byte, len(buf), min(2*cap(buf), size))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // decodeJSON decodes a JSON object body into v, refusing unknown fields; an empty body is

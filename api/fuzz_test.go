@@ -181,7 +181,7 @@ func parseJSONBody(s *server, body []byte) (queuer.NewSubmission, [][]byte, erro
 // parseNDJSONBody runs the NDJSON submission reader over body.
 func parseNDJSONBody(s *server, body []byte) (queuer.NewSubmission, [][]byte, error) {
 	r := httptest.NewRequest(http.MethodPost, "/v1/submissions", bytes.NewReader(body))
-	sub, chunks, err := s.readNDJSONHeader(r)
+	sub, chunks, err := s.readNDJSONHeader(r, nil)
 	if err != nil {
 		return sub, nil, err
 	}

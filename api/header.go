@@ -81,7 +81,7 @@ func parseHeader(fields map[string]json.RawMessage, allowChunks bool, maxChunks 
 			if err := json.Unmarshal(raw, &sub.Prefix); err != nil || sub.Prefix == "" || strings.ContainsRune(sub.Prefix, 0) {
 				return sub, badRequest("prefix: must be a non-empty string without NUL characters")
 			}
-			if err := checkText("prefix", raw, sub.Prefix, 0); err != nil {
+			if err := checkText("prefix", raw, sub.Prefix, MaxPrefixBytes); err != nil {
 				return sub, err
 			}
 		case "chunk_count":

@@ -81,7 +81,7 @@ func readAnswer(t *testing.T, conn net.Conn, timeout time.Duration) (reply, bool
 func TestBodyIdleTimeout(t *testing.T) {
 	t.Parallel()
 	const idle = time.Second
-	e := setup(t, Config{BodyIdleTimeout: idle})
+	e := setup(t, Config{BodyIdleTimeout: idle, BodyMinBytes: 1}) // the rate floor: TestBodyRateFloor
 	cases := []struct {
 		name, contentType, body string
 	}{

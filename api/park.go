@@ -47,6 +47,7 @@ func newParking() *parking {
 type Handler struct {
 	http.Handler
 	parking *parking
+	budget  *budget
 }
 
 // Parked reports how many reserves are parked on hijacked connections now.
@@ -190,6 +191,9 @@ func (hijacked) WriteHeader(int)           {}
 // writeParked writes a parked reserve's answer on its connection: the chunks, or err in
 // the one error shape.
 func (s *server) writeParked(conn net.Conn, chunks []queuer.Chunk, err error) error {
+	h := &hold{b: s.budget} // counted like an answer written by the handler (answerBytes)
+	h.forceTo(answerBytes(chunks))
+	defer h.free()
 	status, body, retryAfter := http.StatusOK, any(reservedAnswer(chunks)), ""
 	if err != nil {
 		e := toError(err, nil)

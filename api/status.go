@@ -185,6 +185,12 @@ func (s *server) list(c echo.Context) error {
 		}
 		opts.After = id
 	}
+	// The page is cut at MaxListPageBytes; what it holds while it is read and written (the
+	// rows, the answer's values made of them) is counted first.
+	opts.MaxBytes = MaxListPageBytes
+	if err := holdOf(c).growTo(c.Request().Context(), listPageFactor*MaxListPageBytes); err != nil {
+		return err
+	}
 	list, more, err := s.q.Submissions().List(c.Request().Context(), opts)
 	if err != nil {
 		return err

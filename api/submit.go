@@ -3,8 +3,10 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -19,16 +21,36 @@ import (
 
 const ndjsonType = "application/x-ndjson"
 
+// ndjsonBuffer is the read buffer of an NDJSON submission.
+const ndjsonBuffer = 1 << 20
+
 // submit inserts a submission given as one JSON object or as NDJSON (a header line, then
 // one chunk per line, streamed into the database without a total size limit).
 func (s *server) submit(c echo.Context) error {
+	// An ingest, body and insert, lasts at most MaxIngestTime: its body's reads stop then,
+	// and so does its insert.
+	parent := c.Request().Context()
+	ctx, cancel := context.WithTimeout(parent, s.cfg.MaxIngestTime)
+	defer cancel()
+	if b := idleBodyOf(c); b != nil {
+		b.setUntil(s.cfg.MaxIngestTime)
+	}
+	err := s.ingest(ctx, c)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && parent.Err() == nil {
+		return errIngestTime(s.cfg.MaxIngestTime)
+	}
+	return err
+}
+
+// ingest reads and inserts a submission under ctx.
+func (s *server) ingest(ctx context.Context, c echo.Context) error {
 	// NDJSON is chosen by its content type; any other body is read as JSON, so that a
 	// plain "curl -d" works too.
 	var sub queuer.NewSubmission
 	var chunks queuer.Chunks
 	var err error
 	if mt, _, _ := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType)); mt == ndjsonType {
-		sub, chunks, err = s.readNDJSONHeader(c.Request())
+		sub, chunks, err = s.readNDJSONHeader(c.Request(), holdOf(c))
 	} else {
 		sub, chunks, err = s.readJSONSubmission(c.Request())
 	}
@@ -36,13 +58,13 @@ func (s *server) submit(c echo.Context) error {
 		return err
 	}
 	sub.CreatedByKey = createdBy(c)
-	created, err := s.q.Submissions().Submit(c.Request().Context(), sub, chunks)
+	created, err := s.q.Submissions().Submit(ctx, sub, chunks)
 	if err != nil {
 		return err
 	}
 	status := http.StatusCreated
 	if created.Existing {
-		st, err := s.q.Submissions().Status(c.Request().Context(), created.ID)
+		st, err := s.q.Submissions().Status(ctx, created.ID)
 		if err != nil {
 			return err
 		}
@@ -51,71 +73,201 @@ func (s *server) submit(c echo.Context) error {
 	return c.JSON(status, wire.Created{ID: strconv.FormatInt(created.ID, 10), ChunksTotal: created.ChunksTotal})
 }
 
-// readJSONSubmission reads a whole JSON submission, at most MaxBody bytes.
+// readJSONSubmission reads a whole JSON submission, at most MaxBody bytes. The "chunks"
+// array is decoded one element at a time into one arena, so that the decode holds about
+// what the body holds (the middleware counts it in the budget) rather than several times
+// it; the chunks go to the database once the other fields, which may come after them, are
+// read and checked.
 func (s *server) readJSONSubmission(r *http.Request) (queuer.NewSubmission, queuer.Chunks, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBody))
-	if err != nil {
-		return queuer.NewSubmission{}, nil, err
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBody))
+	fields := map[string]json.RawMessage{}
+	var arena *chunkArena
+	var chunksErr error // the first thing wrong with the chunks, reported after the header's
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return queuer.NewSubmission{}, nil, notObject(err, tok)
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return queuer.NewSubmission{}, nil, badRequest("body: must be a JSON object (%s)", jsonProblem(err))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return queuer.NewSubmission{}, nil, notObject(err, nil)
+		}
+		name, _ := tok.(string)
+		if name != "chunks" {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return queuer.NewSubmission{}, nil, notObject(err, nil)
+			}
+			fields[name] = raw
+			continue
+		}
+		arena = newChunkArena(r.ContentLength, s.cfg.MaxBody)
+		null, err := s.decodeChunks(dec, arena, &chunksErr)
+		if err != nil {
+			return queuer.NewSubmission{}, nil, err
+		}
+		if null {
+			fields[name], arena = json.RawMessage("null"), nil
+		} else {
+			fields[name] = json.RawMessage("[]") // decoded into arena
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return queuer.NewSubmission{}, nil, notObject(err, nil)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		if err != nil && !isSyntaxError(err) {
+			return queuer.NewSubmission{}, nil, err // the body's reader: too large, cut, busy
+		}
+		return queuer.NewSubmission{}, nil, badRequest("body: must be one JSON object, with nothing after it")
 	}
 	sub, err := parseHeader(fields, true, s.maxChunks(), s.now())
 	if err != nil {
 		return sub, nil, err
 	}
-	var list []*string
-	if raw, ok := fields["chunks"]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return sub, nil, badChunks(raw)
-		}
-		if textProblem(raw) != "" {
-			return sub, nil, badChunkText(raw)
-		}
+	if chunksErr != nil {
+		return sub, nil, chunksErr
 	}
-	if int64(len(list)) > s.maxChunks() {
-		return sub, nil, badRequest("chunks: %d chunks is over the %d-chunk limit of a submission (OPSQ_MAX_SUBMISSION_CHUNKS)", len(list), s.maxChunks())
+	if arena == nil {
+		return sub, &arenaChunks{arena: &chunkArena{}}, nil
 	}
-	for i, ch := range list {
-		if ch == nil {
-			return sub, nil, badRequest("chunks[%d]: must be a string, not null", i)
+	return sub, &arenaChunks{arena: arena}, nil
+}
+
+// decodeChunks decodes the value of a "chunks" field into arena, one element at a time.
+// It reports a null value. What is wrong with the elements goes to *bad (the first
+// thing only; decoding goes on, holding nothing more, so that a body's syntax error is
+// still reported first); an error returned is the body's (syntax, size, budget).
+func (s *server) decodeChunks(dec *json.Decoder, arena *chunkArena, bad *error) (null bool, err error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, notObject(err, nil)
+	}
+	switch tok {
+	case nil:
+		return true, nil
+	case json.Delim('['):
+	default:
+		if d, ok := tok.(json.Delim); ok {
+			if err := skipValue(dec, d); err != nil {
+				return false, err
+			}
+		}
+		*bad = badRequest("chunks: must be an array of strings")
+		return false, nil
+	}
+	var raw json.RawMessage
+	for i := 0; dec.More(); i++ {
+		raw = raw[:0]
+		if err := dec.Decode(&raw); err != nil {
+			return false, notObject(err, nil)
+		}
+		if *bad != nil {
+			continue
+		}
+		if int64(i) >= s.maxChunks() {
+			*bad = badRequest("chunks: more than the %d-chunk limit of a submission (OPSQ_MAX_SUBMISSION_CHUNKS)", s.maxChunks())
+			continue
+		}
+		var ch *string
+		if err := json.Unmarshal(raw, &ch); err != nil || ch == nil {
+			*bad = badRequest("chunks[%d]: must be a string, not %s", i, abbreviate(raw))
+			continue
+		}
+		if p := textProblem(raw); p != "" {
+			*bad = badRequest("chunks[%d]: %s", i, p)
+			continue
 		}
 		if len(*ch) > s.cfg.MaxChunkBytes {
-			return sub, nil, tooLarge("chunks[%d]: %d bytes is over the %d-byte chunk limit (OPSQ_MAX_CHUNK_BYTES)", i, len(*ch), s.cfg.MaxChunkBytes)
+			*bad = tooLarge("chunks[%d]: %d bytes is over the %d-byte chunk limit (OPSQ_MAX_CHUNK_BYTES)", i, len(*ch), s.cfg.MaxChunkBytes)
+			continue
 		}
+		arena.add(*ch)
 	}
-	return sub, &sliceChunks{list: list}, nil
+	if _, err := dec.Token(); err != nil { // the closing bracket
+		return false, notObject(err, nil)
+	}
+	return false, nil
 }
 
-// badChunks finds which element of a "chunks" array that failed to decode is wrong.
-func badChunks(raw json.RawMessage) error {
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return badRequest("chunks: must be an array of strings")
+// skipValue reads the rest of an object or array whose opening delimiter was read.
+func skipValue(dec *json.Decoder, open json.Delim) error {
+	if open != '{' && open != '[' {
+		return nil
 	}
-	for i, e := range elems {
-		var s string
-		if err := json.Unmarshal(e, &s); err != nil {
-			return badRequest("chunks[%d]: must be a string, not %s", i, abbreviate(e))
+	for depth := 1; depth > 0; {
+		tok, err := dec.Token()
+		if err != nil {
+			return notObject(err, nil)
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
 		}
 	}
-	return badRequest("chunks: must be an array of strings")
+	return nil
 }
 
-// badChunkText finds which element of a "chunks" array holds text that is not UTF-8 (which
-// decoding would replace with U+FFFD).
-func badChunkText(raw json.RawMessage) error {
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return badRequest("chunks: must be an array of strings")
-	}
-	for i, e := range elems {
-		if p := textProblem(e); p != "" {
-			return badRequest("chunks[%d]: %s", i, p)
+// notObject is the error of a JSON submission that is not one well-formed object: a 400
+// for bad JSON (tok is the first token, when that is what is wrong), or the body reader's
+// own error (too large, cut, over the budget) as it is.
+func notObject(err error, tok json.Token) error {
+	switch {
+	case err == nil:
+		if tok == nil {
+			return badRequest("body: must be a JSON object (found null)")
 		}
+		return badRequest("body: must be a JSON object (found %s)", abbreviate([]byte(fmt.Sprint(tok))))
+	case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("body: must be a JSON object (unexpected end of JSON input)")
+	case isSyntaxError(err):
+		return badRequest("body: must be a JSON object (%s)", jsonProblem(err))
 	}
-	return badRequest("chunks: not valid UTF-8")
+	return err
+}
+
+func isSyntaxError(err error) bool {
+	var syn *json.SyntaxError
+	return errors.As(err, &syn)
+}
+
+// chunkArena holds the decoded chunks of a JSON submission back to back, with where each
+// ends: about as many bytes as the body, and 4 per chunk.
+type chunkArena struct {
+	data []byte
+	ends []uint32
+}
+
+// newChunkArena makes an arena for a body of contentLength bytes (-1: unknown). It starts
+// small, whatever the length announced: a client that announces 32 MiB and sends nothing
+// must hold nothing. append grows it by a quarter at a time once it is large.
+func newChunkArena(contentLength, maxBody int64) *chunkArena {
+	return &chunkArena{data: make([]byte, 0, min(max(contentLength, 0), maxBody, 64<<10))}
+}
+
+func (a *chunkArena) add(ch string) {
+	a.data = append(a.data, ch...)
+	a.ends = append(a.ends, uint32(len(a.data)))
+}
+
+// arenaChunks yields an arena's chunks in order.
+type arenaChunks struct {
+	arena *chunkArena
+	next  int
+}
+
+func (c *arenaChunks) Next() ([]byte, error) {
+	if c.next == len(c.arena.ends) {
+		return nil, io.EOF
+	}
+	var start uint32
+	if c.next > 0 {
+		start = c.arena.ends[c.next-1]
+	}
+	end := c.arena.ends[c.next]
+	c.next++
+	return c.arena.data[start:end:end], nil
 }
 
 // maxChunks is the most chunks a submission may have.
@@ -139,24 +291,18 @@ func jsonProblem(err error) string {
 	return err.Error()
 }
 
-type sliceChunks struct {
-	list []*string
-	next int
-}
-
-func (c *sliceChunks) Next() ([]byte, error) {
-	if c.next == len(c.list) {
-		return nil, io.EOF
-	}
-	c.next++
-	return []byte(*c.list[c.next-1]), nil
-}
-
 // readNDJSONHeader reads the header line of an NDJSON submission and returns a reader of
 // the chunk lines that follow.
-func (s *server) readNDJSONHeader(r *http.Request) (queuer.NewSubmission, queuer.Chunks, error) {
+// The budget counts what it holds: its buffer, and its longest line so far twice (as read,
+// and decoded), not the body, which has no total limit.
+func (s *server) readNDJSONHeader(r *http.Request, h *hold) (queuer.NewSubmission, queuer.Chunks, error) {
+	if err := h.growTo(r.Context(), ndjsonBuffer); err != nil {
+		return queuer.NewSubmission{}, nil, err
+	}
 	lines := &ndjsonChunks{
-		r:         bufio.NewReaderSize(r.Body, 1<<20),
+		ctx:       r.Context(),
+		hold:      h,
+		r:         bufio.NewReaderSize(r.Body, ndjsonBuffer),
 		maxChunk:  s.cfg.MaxChunkBytes,
 		maxChunks: s.maxChunks(),
 		// A chunk of n bytes takes up to 6n+2 bytes as a JSON string (\u escapes).
@@ -189,6 +335,8 @@ func (s *server) readNDJSONHeader(r *http.Request) (queuer.NewSubmission, queuer
 
 // ndjsonChunks decodes one chunk per line, each a JSON string. Empty lines are skipped.
 type ndjsonChunks struct {
+	ctx       context.Context
+	hold      *hold // what it holds of the budget
 	r         *bufio.Reader
 	line      int // lines read, the header included
 	chunk     int // chunks returned
@@ -205,6 +353,9 @@ func (n *ndjsonChunks) readLine(limit int) ([]byte, error) {
 	for {
 		part, err := n.r.ReadSlice('\n')
 		n.buf = append(n.buf, part...)
+		if gerr := n.hold.growTo(n.ctx, int64(ndjsonBuffer+cap(n.buf)+cap(n.decoded))); gerr != nil {
+			return nil, gerr
+		}
 		if len(n.buf) > limit+2 {
 			return nil, tooLarge("line %d: longer than %d bytes; a chunk may hold at most %d bytes (OPSQ_MAX_CHUNK_BYTES)", n.line+1, limit, n.maxChunk)
 		}

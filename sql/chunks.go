@@ -367,6 +367,22 @@ func (q Queries) ChunksSkipSubmission(ctx context.Context, p ChunksSkipSubmissio
 	return err
 }
 
+//go:embed chunks_delete_range.sql
+var chunksDeleteRange string
+
+// ChunksDeleteRangeParams are chunks_delete_range.sql's.
+type ChunksDeleteRangeParams struct {
+	SubmissionID int64
+	From, To     int32 // chunk indexes, To excluded
+}
+
+// ChunksDeleteRange removes a range of the chunks of a submission that was never inserted
+// whole.
+func (q Queries) ChunksDeleteRange(ctx context.Context, p ChunksDeleteRangeParams) error {
+	_, err := q.db.Exec(ctx, chunksDeleteRange, pgx.NamedArgs{"submission_id": p.SubmissionID, "from": p.From, "to": p.To})
+	return err
+}
+
 // collectOne runs query and returns its one row, scanned by name into T; ErrNotFound when
 // it returns none.
 func collectOne[T any](ctx context.Context, db DB, query string, args pgx.NamedArgs) (T, error) {

@@ -28,8 +28,9 @@ type Statements interface {
 	SubmissionLifecycleInsert(ctx context.Context, p SubmissionLifecycleInsertParams) error
 	// SubmissionStatus reads a submission's state.
 	SubmissionStatus(ctx context.Context, p SubmissionStatusParams) (SubmissionStatusRow, error)
-	// SubmissionList reads a page of submissions, by state or strategic metadata.
-	SubmissionList(ctx context.Context, p SubmissionListParams) ([]SubmissionStatusRow, error)
+	// SubmissionList reads a page of submissions, by state or strategic metadata, at most
+	// so many bytes.
+	SubmissionList(ctx context.Context, p SubmissionListParams) ([]SubmissionStatusRow, bool, error)
 	// SubmissionCancel moves an in-progress submission to submissions_cancelled.
 	SubmissionCancel(ctx context.Context, p SubmissionCancelParams) error
 	// ResultsStream streams a submission's outputs in chunk order.
@@ -85,6 +86,9 @@ type Statements interface {
 	ChunkStates(ctx context.Context, p ChunkStatesParams) ([]bool, error)
 	// ChunksSkipSubmission deletes the reservable chunks of a submission.
 	ChunksSkipSubmission(ctx context.Context, p ChunksSkipSubmissionParams) error
+	// ChunksDeleteRange removes a range of the chunks of a submission that was never
+	// inserted whole (an object-storage submission cut between its slices).
+	ChunksDeleteRange(ctx context.Context, p ChunksDeleteRangeParams) error
 	// ChunkPartitionsStale finds the chunk partitions whose statistics lag behind.
 	ChunkPartitionsStale(ctx context.Context, p ChunkPartitionsStaleParams) ([]ChunkPartitionsStaleRow, error)
 	// AnalyzePartition runs ANALYZE on one of them.

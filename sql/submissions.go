@@ -178,17 +178,55 @@ type SubmissionListParams struct {
 	Value string
 	After *int64 // the last id of the previous page; nil for the first
 	Limit int
+	// MaxBytes, when positive, stops the page once its rows' text (metadata, strategic
+	// metadata, prefix, error) and a fixed share per row pass it; the page holds at least
+	// one row.
+	MaxBytes int
 }
 
-// SubmissionList reads a page of submissions, newest first.
-func (q Queries) SubmissionList(ctx context.Context, p SubmissionListParams) ([]SubmissionStatusRow, error) {
+// listRowOverhead is what a row of a page weighs besides its text: its other fields as an
+// answer writes them.
+const listRowOverhead = 512
+
+// Size is about the bytes r takes in an answer.
+func (r SubmissionStatusRow) Size() int {
+	n := listRowOverhead + len(r.Metadata) + len(r.StrategicMetadata) + len(r.OnFailure)
+	if r.Prefix != nil {
+		n += len(*r.Prefix)
+	}
+	if r.Error != nil {
+		n += len(*r.Error)
+	}
+	return n
+}
+
+// SubmissionList reads a page of submissions, newest first. cut reports that the page
+// stopped at p.MaxBytes, before p.Limit rows: more may follow.
+func (q Queries) SubmissionList(ctx context.Context, p SubmissionListParams) (page []SubmissionStatusRow, cut bool, err error) {
 	args := pgx.NamedArgs{"limit": p.Limit, "state": p.State, "after": p.After}
 	query := submissionList
 	if p.Key != "" {
 		query = submissionListByMetadata
 		args["key"], args["value"] = p.Key, p.Value
 	}
-	return collect[SubmissionStatusRow](ctx, q.db, query, args)
+	rows, err := q.db.Query(ctx, query, args)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	size := 0
+	for rows.Next() {
+		r, err := pgx.RowToStructByName[SubmissionStatusRow](rows)
+		if err != nil {
+			return nil, false, err
+		}
+		size += r.Size()
+		if p.MaxBytes > 0 && size > p.MaxBytes && len(page) > 0 {
+			return page, true, nil // closing rows discards the rest as it comes
+		}
+		page = append(page, r)
+	}
+	return page, false, rows.Err()
 }
 
 //go:embed submission_cancel.sql

@@ -66,6 +66,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	fs.IntVar(&cfg.AbuseForged, "abuse-forged", bench.AbuseForgedDefault, "abuse: `N` forged tokens sent to complete and to fail (retry false)")
 	fs.IntVar(&cfg.AbuseMethods, "abuse-methods", bench.AbuseMethodsDefault, "abuse: `N` requests with invented HTTP methods")
 	fs.IntVar(&cfg.AbuseBigChunks, "abuse-big-chunks", bench.AbuseBigChunksDefault, "abuse: `N` chunks of 1 KiB under 60 KiB of metadata, reserved with max min(N, 10000) through each instance")
+	fs.IntVar(&cfg.AbuseMemoryBytes, "abuse-memory-bytes", bench.AbuseMemoryBytesDefault, "abuse: `N` bytes of each big body of the memory attacks (JSON submissions, completes, prefix); the login forms (N/3), headers (N/30) and the submissions listed (1000 × N/30 MiB) scale with it")
 	fs.IntVar(&cfg.AbuseKeys, "abuse-keys", bench.AbuseKeysDefault, "abuse: `N` strategic metadata keys in one hostile submission (the bound is 32)")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as JSON instead of a table")
 	fs.Usage = func() {
@@ -94,7 +95,8 @@ workloads:
   abuse     every hostile input of DESIGN.md §3 and §8 (bounds pushed past their limits,
             --abuse-stalls stalled uploads and results readers, --abuse-forged forged
             tokens, --abuse-methods invented methods, a reserve of max 10 000 over big
-            chunks) for --abuse-duration while a burn-down goes on: peak RSS, oldest
+            chunks, the memory attacks of --abuse-memory-bytes and uploads trickling a byte
+            every 10 s) for --abuse-duration while a burn-down goes on: peak RSS, oldest
             renewal, 5xx answers, burn-down chunks completed other than once, the answers
             to each hostile request (not in the default list: run it with --workload abuse)
   parked    --parked-consumers consumers long-poll, then as many chunks arrive: how long until

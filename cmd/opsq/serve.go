@@ -59,6 +59,9 @@ type serveConfig struct {
 	maxWaitersPerKey    int
 	maxLease            time.Duration
 	authFailuresPerSec  int
+	maxInflightBytes    byteSize
+	maxHeaderBytes      byteSize
+	maxIngestTime       time.Duration
 
 	tls tlsFiles // TLS (tls.go)
 }
@@ -95,7 +98,10 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envInt(fs, &cfg.maxIngests, "max-ingests", "OPSQ_MAX_INGESTS", 0, "submissions served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
 		envInt(fs, &cfg.maxResultStreams, "max-result-streams", "OPSQ_MAX_RESULT_STREAMS", 0, "results streams served at once; beyond, 503 with Retry-After (default 0: a quarter of the pool's connections, 8 with the default pool of 32)"),
 		envDuration(fs, &cfg.maxFollow, "max-follow", "OPSQ_MAX_FOLLOW", api.MaxFollowDefault, "a results stream with ?follow=true ends after this long (the Go client follows again)"),
-		envDuration(fs, &cfg.bodyIdleTimeout, "body-idle-timeout", "OPSQ_BODY_IDLE_TIMEOUT", api.BodyIdleTimeoutDefault, "cut a request body that sends nothing, or a results reader that reads nothing, for this long (408)"),
+		envDuration(fs, &cfg.bodyIdleTimeout, "body-idle-timeout", "OPSQ_BODY_IDLE_TIMEOUT", api.BodyIdleTimeoutDefault, "cut a request body that sends nothing, or less than 16 KiB, in this long of waiting, or a results reader that reads nothing for this long (408)"),
+		envBytes(fs, &cfg.maxInflightBytes, "max-inflight-bytes", "OPSQ_MAX_INFLIGHT_BYTES", api.MaxInflightBytesDefault, "most bytes held for request bodies (counted as decoded) and answers being built, over all requests; beyond, 503 with Retry-After"),
+		envBytes(fs, &cfg.maxHeaderBytes, "max-header-bytes", "OPSQ_MAX_HEADER_BYTES", api.MaxHeaderBytesDefault, "most bytes of a request's line and headers (431 beyond)"),
+		envDuration(fs, &cfg.maxIngestTime, "max-ingest-time", "OPSQ_MAX_INGEST_TIME", api.MaxIngestTimeDefault, "a submission (its body and its insert) is cut after this long (408, nothing kept)"),
 	)
 }
 
@@ -130,6 +136,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--max-waiters-per-key (OPSQ_MAX_WAITERS_PER_KEY) = %d: must be 0 (half of --max-waiters) or more", cfg.maxWaitersPerKey)
 	case cfg.maxLease < wire.MinLease || cfg.maxLease > wire.MaxLease:
 		return fmt.Errorf("--max-lease (OPSQ_MAX_LEASE) = %s: must be between %s and %s", cfg.maxLease, wire.MinLease, wire.MaxLease)
+	case cfg.maxIngestTime <= 0:
+		return fmt.Errorf("--max-ingest-time (OPSQ_MAX_INGEST_TIME) = %s: must be positive", cfg.maxIngestTime)
+	case cfg.maxBody > 1<<30:
+		return fmt.Errorf("--max-body (OPSQ_MAX_BODY) = %d: must be at most 1 GiB; send large submissions as NDJSON or in object storage", cfg.maxBody)
+	case 4*cfg.maxBody > cfg.maxInflightBytes:
+		// A JSON body is counted 4 times its bytes as it is decoded (api/budget.go).
+		return fmt.Errorf("--max-inflight-bytes (OPSQ_MAX_INFLIGHT_BYTES) = %d: must be at least 4 times --max-body (OPSQ_MAX_BODY, %d), what one largest JSON body is counted as while it is decoded", cfg.maxInflightBytes, cfg.maxBody)
 	case cfg.maxReserveBytes < 1 || cfg.maxReserveBytes > api.MaxReserveBytesDefault:
 		// An instance reads at most that much of an answer it forwarded a reserve for.
 		return fmt.Errorf("--max-reserve-bytes (OPSQ_MAX_RESERVE_BYTES) = %d: must be between 1 and %d (16 MiB, what an instance reads of a forwarded answer)", cfg.maxReserveBytes, api.MaxReserveBytesDefault)
@@ -248,14 +261,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxReserveBytes:       int(cfg.maxReserveBytes),
 		MaxLease:              cfg.maxLease,
 		AuthFailuresPerSecond: cfg.authFailuresPerSec,
+		MaxInflightBytes:      int64(cfg.maxInflightBytes),
+		MaxIngestTime:         cfg.maxIngestTime,
 	})
 	// No ReadTimeout or WriteTimeout: they would bound whole requests, and long polls,
 	// NDJSON uploads and results streams may take long. The API bounds each read of a body
 	// and each write of a results stream instead (OPSQ_BODY_IDLE_TIMEOUT).
-	srv := &http.Server{
-		Handler: handler, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(handler, int(cfg.maxHeaderBytes), log)
 	served := make(chan error, 1)
 	if serverTLS != nil {
 		srv.TLSConfig = serverTLS
@@ -301,6 +313,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	q.Stop()
 	log.Info("stopped")
 	return nil
+}
+
+// newHTTPServer is the HTTP server of "opsq serve": handler, with the server's own bounds
+// of a request's line and headers (maxHeaderBytes, OPSQ_MAX_HEADER_BYTES; net/http allows
+// 4 KiB more before its 431, and holds a connection's headers only while it reads them),
+// of the time they take, and of a keep-alive connection's idle time.
+func newHTTPServer(handler http.Handler, maxHeaderBytes int, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler: handler, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // secondSignal cancels the shutdown's waits (hurry) at the second signal on sigs, which

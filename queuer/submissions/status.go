@@ -114,11 +114,14 @@ type ListOptions struct {
 	Value json.RawMessage
 	After int64 // the last id of the previous page; 0 for the first page
 	Limit int
+	// MaxBytes, when positive, ends the page once it holds about that many bytes of
+	// submissions as an answer writes them (at least one); more then follow.
+	MaxBytes int
 }
 
 // List returns one page of submissions and whether more follow.
 func (s *Store) List(ctx context.Context, opts ListOptions) ([]Status, bool, error) {
-	p := opsqsql.SubmissionListParams{Limit: opts.Limit + 1}
+	p := opsqsql.SubmissionListParams{Limit: opts.Limit + 1, MaxBytes: opts.MaxBytes}
 	if opts.State != "" {
 		state := string(opts.State)
 		p.State = &state
@@ -129,12 +132,12 @@ func (s *Store) List(ctx context.Context, opts ListOptions) ([]Status, bool, err
 	if opts.Key != "" {
 		p.Key, p.Value = opts.Key, string(opts.Value)
 	}
-	rows, err := opsqsql.New(s.cfg.Pool).SubmissionList(ctx, p)
+	rows, cut, err := opsqsql.New(s.cfg.Pool).SubmissionList(ctx, p)
 	if err != nil {
 		return nil, false, fmt.Errorf("listing submissions: %w", err)
 	}
-	more := len(rows) > opts.Limit
-	if more {
+	more := cut || len(rows) > opts.Limit
+	if len(rows) > opts.Limit {
 		rows = rows[:opts.Limit]
 	}
 	list := make([]Status, len(rows))

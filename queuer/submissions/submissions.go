@@ -49,6 +49,11 @@ type Store struct {
 	ingested   atomic.Int64   // chunks inserted here, for Stats
 	ended      chan struct{}  // closed by EndWaits
 	endOnce    sync.Once
+
+	// Tests only: the slice of an object-storage submission (0: SliceRows), and a hook
+	// called after each slice is committed, with the chunks committed so far.
+	sliceRowsOverride int
+	afterSlice        func(done int64)
 }
 
 var _ notify.Handler = (*Store)(nil)

@@ -1,10 +1,13 @@
 package submissions
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"time"
 
@@ -51,13 +54,21 @@ type Created struct {
 	Existing    bool
 }
 
+// SliceRows is how many chunks of a large object-storage submission go in per committed
+// slice (submitSliced).
+const SliceRows = 100_000
+
 // Submit inserts a submission and its chunks in one transaction: either all of it exists
 // afterwards or none of it does. The chunks are streamed into PostgreSQL with COPY, so
-// memory stays flat whatever their number. chunks is ignored in object-storage mode.
+// memory stays flat whatever their number. chunks is ignored in object-storage mode, where
+// a submission of more than SliceRows chunks goes in by slices (submitSliced).
 func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (Created, error) {
 	id, err := s.cfg.IDs.Next()
 	if err != nil {
 		return Created{}, err
+	}
+	if sub.Prefix != "" && sub.ChunkCount > int64(s.sliceRows()) {
+		return s.submitSliced(ctx, id, sub)
 	}
 	tx, err := s.cfg.Pool.Begin(ctx)
 	if err != nil {
@@ -75,26 +86,137 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 		}
 	}
 
-	// Chunks that may not be handed out yet (not_before) wait in chunks_waiting, out of the
-	// table the reserves read, until the promoter moves them (waiting.go).
-	waits := sub.Lifecycle.NotBefore.After(time.Now())
-	table, columns := "chunks", []string{"submission_id", "chunk_index", "shard", "random_order", "input"}
-	src := &chunkRows{id: id, shards: s.shardCount, chunks: chunks, row: make([]any, 5)}
-	if waits {
-		table, columns = "chunks_waiting", append(columns, "ready_at")
-		src.row = make([]any, 6)
-		src.row[5] = sub.Lifecycle.NotBefore
-	}
+	table, columns, src := s.chunkSource(id, sub)
+	src.chunks = chunks
 	if sub.Prefix != "" {
 		src.chunks, src.count = nil, sub.ChunkCount
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"opsq", table}, columns, src); err != nil {
+	if _, err := tx.CopyFrom(ctx, table, columns, src); err != nil {
 		if src.err != nil {
 			return Created{}, src.err // the caller's error, as it gave it
 		}
 		return Created{}, fmt.Errorf("copying chunks: %w", err)
 	}
+	if err := s.insertSubmission(ctx, tx, id, sub, src.n); err != nil {
+		return Created{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Created{}, fmt.Errorf("committing submission: %w", err)
+	}
+	s.inserted(id, sub, src.n)
+	return Created{ID: id, ChunksTotal: src.n}, nil
+}
 
+// submitSliced inserts a large object-storage submission: its chunks by committed slices
+// of SliceRows, then, in one last transaction, its submission row, which makes them
+// reservable: until then no reserve hands them out (a chunk whose submission is not in
+// progress is passed over, queuer/reserve) and no promoter moves them (chunks_promote.sql
+// joins the submission). A submission refused or cut half-way (an error, the client gone,
+// OPSQ_MAX_INGEST_TIME) leaves no rolled-back transaction bigger than one slice, and no
+// transaction open longer than one slice takes, for vacuum to wait on; the slices that
+// were committed are removed the same way, one slice per transaction.
+func (s *Store) submitSliced(ctx context.Context, id int64, sub NewSubmission) (Created, error) {
+	db := opsqsql.New(s.cfg.Pool)
+	if sub.IdempotencyKey != "" {
+		// Before the slices: a repeat costs a lookup, not the rows. The key is taken in the
+		// last transaction, which finds it if another took it meanwhile.
+		existing, err := db.IdempotencyLookup(ctx, opsqsql.IdempotencyLookupParams{Key: sub.IdempotencyKey})
+		if err == nil {
+			return Created{ID: existing, Existing: true}, nil
+		}
+		if !errors.Is(err, opsqsql.ErrNotFound) {
+			return Created{}, fmt.Errorf("looking up idempotency key: %w", err)
+		}
+	}
+	var done int64 // chunks [0, done) are committed
+	created, err := func() (Created, error) {
+		for done < sub.ChunkCount {
+			table, columns, src := s.chunkSource(id, sub)
+			src.n, src.count = done, min(done+int64(s.sliceRows()), sub.ChunkCount)
+			if _, err := s.cfg.Pool.CopyFrom(ctx, table, columns, src); err != nil {
+				if src.err != nil {
+					return Created{}, src.err
+				}
+				return Created{}, fmt.Errorf("copying chunks %d to %d: %w", done, src.count, err)
+			}
+			done = src.count
+			if s.afterSlice != nil {
+				s.afterSlice(done)
+			}
+		}
+		tx, err := s.cfg.Pool.Begin(ctx)
+		if err != nil {
+			return Created{}, fmt.Errorf("inserting submission: %w", err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+		if sub.IdempotencyKey != "" {
+			existing, found, err := claimIdempotencyKey(ctx, tx, sub.IdempotencyKey, id)
+			if err != nil {
+				return Created{}, err
+			}
+			if found {
+				return Created{ID: existing, Existing: true}, nil
+			}
+		}
+		if err := s.insertSubmission(ctx, tx, id, sub, done); err != nil {
+			return Created{}, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return Created{}, fmt.Errorf("committing submission: %w", err)
+		}
+		return Created{ID: id, ChunksTotal: done}, nil
+	}()
+	if err != nil || created.Existing {
+		s.removeSlices(ctx, id, done)
+		return created, err
+	}
+	s.inserted(id, sub, done)
+	return created, nil
+}
+
+// removeSlices removes the committed chunks [0, done) of a submission that was not
+// inserted, one slice per transaction, whether or not ctx has ended. What it cannot
+// remove (the database gone meanwhile) it logs, with the statement that removes it.
+func (s *Store) removeSlices(ctx context.Context, id, done int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeSlicesTimeout)
+	defer cancel()
+	db := opsqsql.New(s.cfg.Pool)
+	for from := int64(0); from < done; from += int64(s.sliceRows()) {
+		to := min(from+int64(s.sliceRows()), done)
+		err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
+			return db.ChunksDeleteRange(ctx, opsqsql.ChunksDeleteRangeParams{SubmissionID: id, From: int32(from), To: int32(to)})
+		})
+		if err != nil {
+			s.cfg.Log.ErrorContext(ctx, "removing the chunks of a submission cut while it was inserted; remove them with DELETE FROM opsq.chunks WHERE submission_id = <id>",
+				slog.Int64("submission_id", id), slog.Int64("from", from), slog.Int64("chunks", done), slog.Any("error", err))
+			return
+		}
+	}
+}
+
+// removeSlicesTimeout bounds the removal of a cut submission's slices.
+const removeSlicesTimeout = 10 * time.Minute
+
+func (s *Store) sliceRows() int { return cmp.Or(s.sliceRowsOverride, SliceRows) }
+
+// chunkSource is where the chunks of sub go (opsq.chunks, or opsq.chunks_waiting until
+// its not_before) and a COPY source for them, to be given its chunks or count.
+func (s *Store) chunkSource(id int64, sub NewSubmission) (pgx.Identifier, []string, *chunkRows) {
+	table, columns := "chunks", []string{"submission_id", "chunk_index", "shard", "random_order", "input"}
+	src := &chunkRows{id: id, shards: s.shardCount, row: make([]any, 5)}
+	// Chunks that may not be handed out yet (not_before) wait in chunks_waiting, out of the
+	// table the reserves read, until the promoter moves them (waiting.go).
+	if sub.Lifecycle.NotBefore.After(time.Now()) {
+		table, columns = "chunks_waiting", append(columns, "ready_at")
+		src.row = make([]any, 6)
+		src.row[5] = sub.Lifecycle.NotBefore
+	}
+	return pgx.Identifier{"opsq", table}, columns, src
+}
+
+// insertSubmission inserts, in tx, the row of submission id of n chunks (which makes them
+// reservable), its strategic metadata and lifecycle, and the NOTIFY of its work.
+func (s *Store) insertSubmission(ctx context.Context, tx pgx.Tx, id int64, sub NewSubmission, n int64) error {
 	metadata := sub.StrategicMetadata
 	if len(metadata) == 0 {
 		metadata = json.RawMessage("{}")
@@ -105,43 +227,47 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 	}
 	db := opsqsql.New(tx)
 	p := opsqsql.SubmissionInsertParams{
-		ID: id, ChunksTotal: src.n, Priority: sub.Priority, MaxRetries: sub.MaxRetries,
+		ID: id, ChunksTotal: n, Priority: sub.Priority, MaxRetries: sub.MaxRetries,
 		Metadata: sub.Metadata, StrategicMetadata: string(metadata), Prefix: prefix,
 		CreatedByKey: sub.CreatedByKey,
 	}
-	insert, announce := db.SubmissionInsert, func() error { return s.announceWork(ctx, tx, id, src.n) }
-	if waits {
+	insert, announce := db.SubmissionInsert, func() error { return s.announceWork(ctx, tx, id, n) }
+	if waits(sub) {
 		announce = func() error { return nil } // the promoter announces them when they are due
 	}
-	if src.n == 0 {
+	if n == 0 {
 		insert, announce = db.SubmissionInsertCompleted, func() error { return notify.SendFinished(ctx, tx, id) }
 	}
 	if err := insert(ctx, p); err != nil {
-		return Created{}, fmt.Errorf("inserting submission: %w", err)
+		return fmt.Errorf("inserting submission: %w", err)
 	}
 	if err := db.StrategicMetadataInsert(ctx, opsqsql.StrategicMetadataInsertParams{
 		SubmissionID: id, StrategicMetadata: string(metadata),
 	}); err != nil {
-		return Created{}, fmt.Errorf("inserting strategic metadata: %w", err)
+		return fmt.Errorf("inserting strategic metadata: %w", err)
 	}
-	if lp, ok := sub.Lifecycle.params(id, src.n); ok {
+	if lp, ok := sub.Lifecycle.params(id, n); ok {
 		if err := db.SubmissionLifecycleInsert(ctx, lp); err != nil {
-			return Created{}, fmt.Errorf("inserting the lifecycle settings: %w", err)
+			return fmt.Errorf("inserting the lifecycle settings: %w", err)
 		}
 	}
 	if err := announce(); err != nil {
-		return Created{}, fmt.Errorf("notifying: %w", err)
+		return fmt.Errorf("notifying: %w", err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return Created{}, fmt.Errorf("committing submission: %w", err)
-	}
-	s.ingested.Add(src.n)
-	if src.n > 0 && !waits {
+	return nil
+}
+
+// waits reports whether sub's chunks wait for its not_before.
+func waits(sub NewSubmission) bool { return sub.Lifecycle.NotBefore.After(time.Now()) }
+
+// inserted counts and announces here, at once, n chunks of submission id just committed.
+func (s *Store) inserted(id int64, sub NewSubmission, n int64) {
+	s.ingested.Add(n)
+	if n > 0 && !waits(sub) {
 		// At once, not only when the NOTIFY comes back: a reserve here after the submit sees
 		// its chunks wherever they sort.
-		s.cfg.Bus.Raise(notify.NewWork{Shards: s.shardsOf(id, src.n), Chunks: int(min(src.n, 1<<31-1)), Local: true})
+		s.cfg.Bus.Raise(notify.NewWork{Shards: s.shardsOf(id, n), Chunks: int(min(n, 1<<31-1)), Local: true})
 	}
-	return Created{ID: id, ChunksTotal: src.n}, nil
 }
 
 // shardsOf names the shards that n new chunks of submission id went to, so that each

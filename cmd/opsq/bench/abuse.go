@@ -38,7 +38,7 @@ import (
 
 // Targets and sizes of the abuse workload; the sizes of one attack are in its file.
 const (
-	abuseRSSTargetMB    = 1000 // DESIGN.md §6: every instance under 1 GB
+	abuseRSSTargetMB    = 512 // DESIGN.md §6: every instance under 512 MB
 	abuseTag            = "opsq_abuse"
 	abuseBenchKey       = "opsq_bench"
 	abuseBurnChunks     = 200                    // chunks of each burn-down submission
@@ -144,11 +144,13 @@ type abuseCase struct {
 // cases lists the attacks, in the order they are prepared, started and reported.
 func (a *abuseRun) cases() []abuseCase {
 	return []abuseCase{
-		a.stalledUploadsCase(),  // abuse_stalls.go
-		a.stalledReadersCase(),  // abuse_stalls.go
-		a.hostileInputsCase(),   // abuse_inputs.go: abuse_bounds.go, abuse_auth.go, abuse_reserve.go
-		a.forgedTokensCase(),    // abuse_forged_tokens.go
-		a.inventedMethodsCase(), // abuse_methods.go
+		a.stalledUploadsCase(),   // abuse_stalls.go
+		a.stalledReadersCase(),   // abuse_stalls.go
+		a.hostileInputsCase(),    // abuse_inputs.go: abuse_bounds.go, abuse_auth.go, abuse_reserve.go
+		a.forgedTokensCase(),     // abuse_forged_tokens.go
+		a.inventedMethodsCase(),  // abuse_methods.go
+		a.memoryAttacksCase(),    // abuse_memory.go
+		a.tricklingUploadsCase(), // abuse_memory.go
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 func TestBenchAbuseRuns(t *testing.T) {
 	t.Parallel()
 	out, runErr := runBench(t, 5*time.Minute, "--workload", "abuse",
-		"--abuse-duration", "2s", "--abuse-stalls", "2", "--abuse-forged", "40", "--abuse-methods", "10", "--abuse-big-chunks", "20", "--abuse-keys", "1000")
+		"--abuse-duration", "2s", "--abuse-stalls", "2", "--abuse-forged", "40", "--abuse-methods", "10", "--abuse-big-chunks", "20", "--abuse-keys", "1000", "--abuse-memory-bytes", "262144")
 	// Today the burn-down is broken by forged tokens: exit status 1 with a full report.
 	if runErr != nil && !strings.Contains(out.stderr.String(), "something broke") {
 		t.Fatalf("opsq bench --workload abuse: %v\n%s", runErr, out.stderr.String())
@@ -56,12 +56,14 @@ func TestBenchAbuseRuns(t *testing.T) {
 	for _, key := range []string{"abuse.peak_rss_mb.0", "abuse.peak_rss_mb.1", "abuse.oldest_renewal", "abuse.oldest_heartbeat",
 		"abuse.readyz_failures", "abuse.5xx", "abuse.burndown_chunks", "abuse.completed_zero", "abuse.completed_twice",
 		"abuse.completed_by_forger", "abuse.hostile_created", "abuse.stalled_uploads_cut", "abuse.stalled_readers_cut",
-		"abuse.input.forged_tokens", "abuse.input.invented_http_methods"} {
+		"abuse.input.forged_tokens", "abuse.input.invented_http_methods", "abuse.memory.largest_list_page_mb",
+		"abuse.trickling_uploads_cut", "abuse.input.post_ui_login_big_form_no_key", "abuse.input.get_v1_submissions_with_huge_headers"} {
 		if !got[key] {
 			t.Errorf("the report has no %q", key)
 		}
 	}
-	if want := len(hostileRequests([]string{"t"}, 20, 1000, time.Second, true)) - 1 + 2; inputs != want { // the big reserve twice, one row
+	// The big reserve twice, one row; and the 6 memory attacks (abuse_memory.go).
+	if want := len(hostileRequests([]string{"t"}, 20, 1000, time.Second, true)) - 1 + 2 + 6; inputs != want {
 		t.Errorf("the report has %d rows of hostile requests; want %d", inputs, want)
 	}
 	if t.Failed() {

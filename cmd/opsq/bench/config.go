@@ -68,15 +68,19 @@ type Config struct {
 	DistinctValues      int64 // distinct: values of company_id. Defaults to 2 000.
 	DistinctHeld        int   // distinct: reservations held, fewer than DistinctValues. Defaults to 500.
 
-	AbuseDuration   time.Duration // abuse: how long the attacks last. Defaults to 60s.
-	AbuseStalls     int           // abuse: stalled uploads, and stalled readers. Defaults to 100.
-	AbuseForged     int           // abuse: forged tokens. Defaults to 10 000.
-	AbuseMethods    int           // abuse: requests with invented methods. Defaults to 3 000.
-	AbuseBigChunks  int           // abuse: big chunks. Defaults to 10 000.
-	AbuseKeys       int           // abuse: keys of the hostile submission. Defaults to 300 000.
-	ParkedConsumers int           // parked: parked consumers. Defaults to 10 000.
-	ParkedProducers int           // parked: waiting producers. Defaults to 10 000.
-	FailureChunks   int64         // failures: chunks of each of the two submissions. Defaults to 100 000.
+	AbuseDuration  time.Duration // abuse: how long the attacks last. Defaults to 60s.
+	AbuseStalls    int           // abuse: stalled uploads, and stalled readers. Defaults to 100.
+	AbuseForged    int           // abuse: forged tokens. Defaults to 10 000.
+	AbuseMethods   int           // abuse: requests with invented methods. Defaults to 3 000.
+	AbuseBigChunks int           // abuse: big chunks. Defaults to 10 000.
+	AbuseKeys      int           // abuse: keys of the hostile submission. Defaults to 300 000.
+	// AbuseMemoryBytes is the size of each big body of the memory attacks (abuse_memory.go);
+	// the login forms, headers and list submissions scale with it. Defaults to 30 MiB, the
+	// audit's.
+	AbuseMemoryBytes int
+	ParkedConsumers  int   // parked: parked consumers. Defaults to 10 000.
+	ParkedProducers  int   // parked: waiting producers. Defaults to 10 000.
+	FailureChunks    int64 // failures: chunks of each of the two submissions. Defaults to 100 000.
 	// FailureRate is the share of its attempts that a consumer of the failures workload
 	// fails (retry true), 0 to 1. Defaults to 0.01.
 	FailureRate float64
@@ -108,6 +112,7 @@ const (
 	AbuseMethodsDefault        = 3_000
 	AbuseBigChunksDefault      = 10_000
 	AbuseKeysDefault           = 300_000
+	AbuseMemoryBytesDefault    = 30 << 20
 	ParkedConsumersDefault     = 10_000  // DESIGN.md §6's size
 	ParkedProducersDefault     = 10_000  // DESIGN.md §6's size
 	FailureChunksDefault       = 100_000 // DESIGN.md §6's size
@@ -165,6 +170,8 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("--abuse-methods %d: want 0 to 1000000", cfg.AbuseMethods)
 	case cfg.AbuseBigChunks < 1 || cfg.AbuseBigChunks > 100_000:
 		return fmt.Errorf("--abuse-big-chunks %d: want 1 to 100000", cfg.AbuseBigChunks)
+	case cfg.AbuseMemoryBytes < 64<<10 || cfg.AbuseMemoryBytes > 31<<20:
+		return fmt.Errorf("--abuse-memory-bytes %d: want 65536 to 32505856 (31 MiB, within the 32 MiB body bound)", cfg.AbuseMemoryBytes)
 	case cfg.AbuseKeys < 33 || cfg.AbuseKeys > 10_000_000:
 		return fmt.Errorf("--abuse-keys %d: want 33 (one past the bound) to 10000000", cfg.AbuseKeys)
 	case len(cfg.Workloads) == 0:

@@ -1,0 +1,371 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"opsq/api/wire"
+	"opsq/queuer/submissions"
+	"opsq/sql/pgtest"
+)
+
+// bigComplete is a complete of one (unknown) token whose output is n bytes: a body of
+// about n bytes that decodes into several copies of it.
+func bigComplete(n int) string {
+	return `{"completions": [{"token": "nope", "output": "` + strings.Repeat("o", n) + `"}]}`
+}
+
+// TestBudgetHolds: the bytes held for bodies stay within OPSQ_MAX_INFLIGHT_BYTES however
+// many large requests come at once; those beyond it get 503 with Retry-After, and a small
+// request still passes while large ones hold the budget.
+func TestBudgetHolds(t *testing.T) {
+	t.Parallel()
+	const budget = 8 << 20
+	e := setup(t, Config{MaxInflightBytes: budget, MaxBody: 2 << 20, LimitWait: 100 * time.Millisecond})
+
+	// A large body that stops half-way holds what it sent, counted as decoded.
+	body := bigComplete(1536 << 10)
+	head := fmt.Sprintf("POST /v1/complete HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	stalled := rawRequest(t, e, head, body[:len(body)-100], 0)
+	pgtest.WaitFor(t, 20*time.Second, "the stalled body to be counted in the budget", func() string {
+		if n := e.H.InflightBytes(); n < int64(4*(len(body)-100)) {
+			return fmt.Sprintf("%d bytes held", n)
+		}
+		return ""
+	})
+
+	var r reply
+	pgtest.WaitFor(t, 20*time.Second, "a second large request to be refused", func() string {
+		if r = postJSON(t, e, "/v1/complete", body); r.Status != http.StatusServiceUnavailable {
+			return fmt.Sprintf("status %d", r.Status)
+		}
+		return ""
+	})
+	expectError(t, r, http.StatusServiceUnavailable, "busy", "OPSQ_MAX_INFLIGHT_BYTES")
+	if got := r.Header.Get("Retry-After"); got == "" {
+		t.Error("the 503 has no Retry-After")
+	}
+	if m := getPath(t, e, "/metrics"); !strings.Contains(string(m.Body), "\nopsq_inflight_refused_total ") || !strings.Contains(string(m.Body), "\nopsq_inflight_bytes ") {
+		t.Errorf("/metrics lacks opsq_inflight_bytes or opsq_inflight_refused_total")
+	} else if v := metricValue(t, string(m.Body), "opsq_inflight_refused_total"); v < 1 {
+		t.Errorf("opsq_inflight_refused_total %g after a refusal; want at least 1", v)
+	}
+	if r := postJSON(t, e, "/v1/complete", `{"completions": [{"token": "nope", "output": "small"}]}`); r.Status != http.StatusOK {
+		t.Errorf("a small complete while the budget is held: %d %s; want 200", r.Status, r.Body)
+	}
+
+	// Many at once: the budget holds, some are refused, the others are served.
+	var peak atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		for {
+			if n := e.H.InflightBytes(); n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	stalled.Close()
+	pgtest.WaitFor(t, 20*time.Second, "the stalled request's bytes to be given back", func() string {
+		if n := e.H.InflightBytes(); n != 0 {
+			return fmt.Sprintf("%d bytes held", n)
+		}
+		return ""
+	})
+	var wg sync.WaitGroup
+	var ok, busy, other atomic.Int64
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch r := postJSON(t, e, "/v1/complete", body); r.Status {
+			case http.StatusOK:
+				ok.Add(1)
+			case http.StatusServiceUnavailable:
+				busy.Add(1)
+			default:
+				other.Add(1)
+				t.Errorf("a large complete: %d %s; want 200 or 503", r.Status, r.Body)
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	if p := peak.Load(); p > budget {
+		t.Errorf("the requests held %d bytes at the most; want at most the budget %d", p, budget)
+	}
+	if ok.Load() == 0 {
+		t.Error("no large complete was served; want those the budget has room for served")
+	}
+	t.Logf("8 large completes at once: %d served, %d refused; peak %d bytes of %d", ok.Load(), busy.Load(), peak.Load(), budget)
+	pgtest.WaitFor(t, 20*time.Second, "every byte to be given back", func() string {
+		if n := e.H.InflightBytes(); n != 0 {
+			return fmt.Sprintf("%d bytes held", n)
+		}
+		return ""
+	})
+}
+
+// TestBudgetJSONSubmission: a JSON submission is counted as it is decoded, and one the
+// budget has no room for is refused with nothing stored; once room is back it goes in.
+func TestBudgetJSONSubmission(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{MaxInflightBytes: 4 << 20, MaxBody: 1 << 20, LimitWait: 100 * time.Millisecond})
+	chunks := make([]string, 1000)
+	for i := range chunks {
+		chunks[i] = fmt.Sprintf("%04d", i) + strings.Repeat("c", 996)
+	}
+	b, _ := json.Marshal(map[string]any{"chunks": chunks, "metadata": "big"})
+	// A stalled one holds 4 times what it sent; the budget has no room for a second.
+	head := fmt.Sprintf("POST /v1/submissions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(b)+1)
+	stalled := rawRequest(t, e, head, string(b[:len(b)-10]), 0)
+	pgtest.WaitFor(t, 20*time.Second, "the stalled submission to be counted", func() string {
+		if n := e.H.InflightBytes(); n < int64(3*len(b)) {
+			return fmt.Sprintf("%d bytes held", n)
+		}
+		return ""
+	})
+	r := postSubmission(t, e, "application/json", string(b))
+	expectError(t, r, http.StatusServiceUnavailable, "busy", "OPSQ_MAX_INFLIGHT_BYTES")
+	expectNothingStored(t, e)
+	stalled.Close()
+	var id string
+	pgtest.WaitFor(t, 20*time.Second, "the submission to go in once the budget has room", func() string {
+		r := postSubmission(t, e, "application/json", string(b))
+		if r.Status != http.StatusCreated {
+			return fmt.Sprintf("status %d", r.Status)
+		}
+		id = expectCreated(t, r, http.StatusCreated, 1000)
+		return ""
+	})
+	// Chunks decoded one by one keep their order and content.
+	got := pgtest.Count(t, e.Pool, `SELECT count(*) FROM opsq.chunks
+		WHERE submission_id = $1 AND convert_from(input, 'UTF8') = lpad(chunk_index::text, 4, '0') || repeat('c', 996)`, mustInt64(t, id))
+	if got != 1000 {
+		t.Errorf("%d chunks hold their content at their index; want 1000", got)
+	}
+}
+
+// TestListPageCut: a page of submissions stops at MaxListPageBytes, whatever its limit,
+// and its next_after leads through every submission once.
+func TestListPageCut(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	const n = 80 // 80 × 64 KiB of metadata: 5 MiB
+	meta := strings.Repeat("m", MaxMetadataBytes)
+	for range n {
+		mustSubmit(t, e, `{"chunks": ["c"], "metadata": "`+meta+`"}`, 1)
+	}
+	seen := map[string]bool{}
+	after, pages := "", 0
+	for {
+		path := "/v1/submissions?limit=1000"
+		if after != "" {
+			path += "&after=" + url.QueryEscape(after)
+		}
+		r := getPath(t, e, path)
+		if r.Status != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
+		}
+		if len(r.Body) > MaxListPageBytes+64<<10 {
+			t.Errorf("a page of %d bytes; want at most about %d", len(r.Body), MaxListPageBytes)
+		}
+		var page wire.StatusList
+		if err := json.Unmarshal(r.Body, &page); err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, st := range page.Submissions {
+			if seen[st.ID] {
+				t.Errorf("submission %s on two pages", st.ID)
+			}
+			seen[st.ID] = true
+		}
+		if page.NextAfter == nil {
+			break
+		}
+		after = *page.NextAfter
+	}
+	if len(seen) != n || pages < 2 {
+		t.Errorf("%d submissions on %d pages; want %d on at least 2", len(seen), pages, n)
+	}
+}
+
+// TestPrefixBound: a prefix over MaxPrefixBytes is a 400 naming prefix; one at the bound
+// goes in.
+func TestPrefixBound(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	long := `{"prefix": "s3://` + strings.Repeat("p", MaxPrefixBytes-4) + `", "chunk_count": 1}`
+	expectError(t, postSubmission(t, e, "application/json", long), http.StatusBadRequest, "bad_request", "prefix", "1024")
+	expectError(t, postSubmission(t, e, "application/x-ndjson", long+"\n"), http.StatusBadRequest, "bad_request", "prefix")
+	expectNothingStored(t, e)
+	mustSubmit(t, e, `{"prefix": "s3://`+strings.Repeat("p", MaxPrefixBytes-5)+`", "chunk_count": 1}`, 1)
+}
+
+// TestLoginFormBound: a dashboard login form over MaxLoginFormBytes is refused with 413
+// before it is parsed; a normal one is not.
+func TestLoginFormBound(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	post := func(form string) reply {
+		t.Helper()
+		resp, err := client.Post(e.URL+"/ui/login", "application/x-www-form-urlencoded", strings.NewReader(form))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	}
+	// The audit's 10 MB: the instance holds no more than the bound of it, and drops the
+	// rest as it comes, so that the client gets the answer rather than a reset.
+	before := e.H.InflightBytes()
+	expectError(t, post("key="+strings.Repeat("k", 10<<20)), http.StatusRequestEntityTooLarge, "too_large", "login form")
+	if after := e.H.InflightBytes(); after != before {
+		t.Errorf("%d bytes held after the refused form; want %d", after, before)
+	}
+	if r := post("key=k&next=%2Fui%2F"); r.Status == http.StatusRequestEntityTooLarge {
+		t.Errorf("a small login form: %d %s; want it served", r.Status, r.Body)
+	}
+}
+
+// TestBodyRateFloor: a body that keeps sending, but less than the floor in a window, is
+// cut with 408 and nothing of it is kept; one above the floor is not.
+func TestBodyRateFloor(t *testing.T) {
+	t.Parallel()
+	const window = time.Second
+	e := setup(t, Config{BodyIdleTimeout: window, BodyMinBytes: 16 << 10})
+	pr, pw := io.Pipe()
+	stop := make(chan struct{})
+	go func() { // a line of about 40 bytes every 100 ms: never idle, far under the floor
+		defer pw.Close()
+		fmt.Fprintln(pw, `{"metadata": "trickle"}`)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(window / 10):
+			}
+			if _, err := fmt.Fprintf(pw, "\"chunk %d of a trickling upload\"\n", i); err != nil {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	r := httpCall(t, http.MethodPost, e.URL+"/v1/submissions", "application/x-ndjson", pr)
+	close(stop)
+	expectError(t, r, http.StatusRequestTimeout, "request_timeout", "floor", "OPSQ_BODY_IDLE_TIMEOUT")
+	if took := time.Since(start); took < window {
+		t.Errorf("cut after %s; want no sooner than the window %s", took, window)
+	}
+	expectNothingStored(t, e)
+
+	// Above the floor, in pieces slower than the window in all: not cut.
+	pr, pw = io.Pipe()
+	go func() {
+		defer pw.Close()
+		fmt.Fprintln(pw, `{"metadata": "steady"}`)
+		line := `"` + strings.Repeat("s", 20<<10) + `"` + "\n"
+		for range 6 {
+			time.Sleep(window / 3)
+			if _, err := io.WriteString(pw, line); err != nil {
+				return
+			}
+		}
+	}()
+	expectCreated(t, httpCall(t, http.MethodPost, e.URL+"/v1/submissions", "application/x-ndjson", pr), http.StatusCreated, 6)
+}
+
+// TestIngestTimeCap: a submission still sending at OPSQ_MAX_INGEST_TIME is cut with 408,
+// and nothing of it is kept.
+func TestIngestTimeCap(t *testing.T) {
+	t.Parallel()
+	const limit = 2 * time.Second
+	e := setup(t, Config{MaxIngestTime: limit, BodyMinBytes: 1})
+	pr, pw := io.Pipe()
+	stop := make(chan struct{})
+	go func() {
+		defer pw.Close()
+		fmt.Fprintln(pw, `{"metadata": "endless"}`)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := fmt.Fprintf(pw, "\"chunk %d\"\n", i); err != nil {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	r := httpCall(t, http.MethodPost, e.URL+"/v1/submissions", "application/x-ndjson", pr)
+	close(stop)
+	expectError(t, r, http.StatusRequestTimeout, "request_timeout", "OPSQ_MAX_INGEST_TIME")
+	if took := time.Since(start); took < limit {
+		t.Errorf("cut after %s; want no sooner than %s", took, limit)
+	}
+	expectNothingStored(t, e)
+}
+
+// TestOrphanChunksNotReserved: the committed slices of an object-storage submission still
+// going in (no submission row yet) are never handed out.
+func TestOrphanChunksNotReserved(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	shards := int(pgtest.Count(t, e.Pool, "SELECT value::bigint FROM opsq.settings WHERE key = 'shard_count'"))
+	const id = int64(1) << 40
+	for i := range 50 {
+		if _, err := e.Pool.Exec(t.Context(), `INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order) VALUES ($1, $2, $3, $4)`,
+			id, i, submissions.ShardOf(id, i, shards), submissions.RandomOrder(id, i, shards)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustSubmit(t, e, `{"chunks": ["real"]}`, 1)
+	for _, strategy := range []string{`"random"`, `"oldest_first"`, `"newest_first"`} {
+		r := postJSON(t, e, "/v1/reserve", `{"max": 100, "strategy": `+strategy+`}`)
+		if r.Status != http.StatusOK {
+			t.Fatalf("reserve %s: %d %s", strategy, r.Status, r.Body)
+		}
+		var got wire.Reserved
+		if err := json.Unmarshal(r.Body, &got); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range got.Chunks {
+			if ch.SubmissionID == fmt.Sprint(id) {
+				t.Errorf("reserve %s handed out chunk %d of a submission not yet inserted", strategy, ch.ChunkIndex)
+			}
+		}
+	}
+}
+
+// TestReadSized: a body is read whole, into no more than its length, whatever the length
+// announced and however it comes.
+func TestReadSized(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ n, size int }{{0, 10}, {1, 1}, {100, 100}, {200 << 10, 200 << 10}, {70 << 10, 1 << 20}, {300, 100}} {
+		body := strings.Repeat("b", c.n)
+		got, err := readSized(iotest.OneByteReader(strings.NewReader(body)), c.size)
+		if err != nil || string(got) != body {
+			t.Errorf("%d bytes announced as %d: got %d bytes, %v; want them all", c.n, c.size, len(got), err)
+		}
+		if c.n <= c.size && cap(got) > c.size {
+			t.Errorf("%d bytes announced as %d: a buffer of %d bytes; want at most %d", c.n, c.size, cap(got), c.size)
+		}
+	}
+}
