@@ -236,14 +236,11 @@ func parseWait(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// TenantDefault is the tenant of every submission until tenants come (DESIGN.md §8).
-const TenantDefault = "default"
-
 // toStatus converts the queuer's status to its wire form.
 func toStatus(st queuer.Status) wire.Status {
 	out := wire.Status{
 		ID:            strconv.FormatInt(st.ID, 10),
-		Tenant:        TenantDefault,
+		Tenant:        st.Tenant,
 		State:         st.State,
 		Paused:        st.Paused,
 		ChunksTotal:   st.ChunksTotal,

@@ -49,6 +49,7 @@ type Store struct {
 	ingested   atomic.Int64   // chunks inserted here, for Stats
 	ended      chan struct{}  // closed by EndWaits
 	endOnce    sync.Once
+	tenants    tenantCache // TenantsOf
 }
 
 var _ notify.Handler = (*Store)(nil)

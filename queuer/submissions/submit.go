@@ -1,6 +1,7 @@
 package submissions
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,6 +33,9 @@ type NewSubmission struct {
 	// CreatedByKey is the id of the API key that submits it (opsq.api_keys), 0 for none
 	// (OPSQ_AUTH=off): a producer key cancels only its own submissions.
 	CreatedByKey int64
+	// Tenant owns the submission; "" is TenantDefault. The caller has checked it
+	// (CheckTenant) and that its key may submit for it.
+	Tenant string
 	// Lifecycle is what the submission does when work goes wrong, and when it may start.
 	Lifecycle Lifecycle
 }
@@ -54,7 +58,10 @@ type Created struct {
 // Submit inserts a submission and its chunks in one transaction: either all of it exists
 // afterwards or none of it does. The chunks are streamed into PostgreSQL with COPY, so
 // memory stays flat whatever their number. chunks is ignored in object-storage mode.
+// A submission that would take its tenant past a quota is refused with a *QuotaError, and
+// nothing of it stays.
 func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (Created, error) {
+	sub.Tenant = cmp.Or(sub.Tenant, TenantDefault)
 	id, err := s.cfg.IDs.Next()
 	if err != nil {
 		return Created{}, err
@@ -66,7 +73,7 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 
 	if sub.IdempotencyKey != "" {
-		existing, found, err := claimIdempotencyKey(ctx, tx, sub.IdempotencyKey, id)
+		existing, found, err := claimIdempotencyKey(ctx, tx, sub.Tenant, sub.IdempotencyKey, id)
 		if err != nil {
 			return Created{}, err
 		}
@@ -95,6 +102,13 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 		return Created{}, fmt.Errorf("copying chunks: %w", err)
 	}
 
+	if src.n > 0 {
+		// Once the chunks are counted (an NDJSON body is counted as it streams in).
+		if err := checkQuota(ctx, tx, sub.Tenant, src.n); err != nil {
+			return Created{}, err
+		}
+	}
+
 	metadata := sub.StrategicMetadata
 	if len(metadata) == 0 {
 		metadata = json.RawMessage("{}")
@@ -107,7 +121,7 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 	p := opsqsql.SubmissionInsertParams{
 		ID: id, ChunksTotal: src.n, Priority: sub.Priority, MaxRetries: sub.MaxRetries,
 		Metadata: sub.Metadata, StrategicMetadata: string(metadata), Prefix: prefix,
-		CreatedByKey: sub.CreatedByKey,
+		CreatedByKey: sub.CreatedByKey, Tenant: sub.Tenant,
 	}
 	insert, announce := db.SubmissionInsert, func() error { return s.announceWork(ctx, tx, id, src.n) }
 	if waits {
@@ -120,7 +134,7 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 		return Created{}, fmt.Errorf("inserting submission: %w", err)
 	}
 	if err := db.StrategicMetadataInsert(ctx, opsqsql.StrategicMetadataInsertParams{
-		SubmissionID: id, StrategicMetadata: string(metadata),
+		SubmissionID: id, StrategicMetadata: string(metadata), Tenant: sub.Tenant,
 	}); err != nil {
 		return Created{}, fmt.Errorf("inserting strategic metadata: %w", err)
 	}
@@ -167,18 +181,19 @@ func (s *Store) announceWork(ctx context.Context, tx pgx.Tx, id, n int64) error 
 	return notify.SendWorkAll(ctx, tx, n)
 }
 
-// claimIdempotencyKey takes key for submission id, or finds the submission that holds it.
-// A concurrent transaction holding the same key makes this wait for it to finish.
-func claimIdempotencyKey(ctx context.Context, tx pgx.Tx, key string, id int64) (existing int64, found bool, err error) {
+// claimIdempotencyKey takes tenant's key for submission id, or finds the submission of the
+// tenant that holds it. A concurrent transaction holding the same key makes this wait for
+// it to finish.
+func claimIdempotencyKey(ctx context.Context, tx pgx.Tx, tenant, key string, id int64) (existing int64, found bool, err error) {
 	db := opsqsql.New(tx)
-	claimed, err := db.IdempotencyClaim(ctx, opsqsql.IdempotencyClaimParams{Key: key, SubmissionID: id})
+	claimed, err := db.IdempotencyClaim(ctx, opsqsql.IdempotencyClaimParams{Tenant: tenant, Key: key, SubmissionID: id})
 	if err != nil {
 		return 0, false, fmt.Errorf("claiming idempotency key: %w", err)
 	}
 	if claimed {
 		return 0, false, nil
 	}
-	existing, err = db.IdempotencyLookup(ctx, opsqsql.IdempotencyLookupParams{Key: key})
+	existing, err = db.IdempotencyLookup(ctx, opsqsql.IdempotencyLookupParams{Tenant: tenant, Key: key})
 	if err != nil {
 		return 0, false, fmt.Errorf("looking up idempotency key: %w", err)
 	}
