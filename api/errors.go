@@ -73,11 +73,16 @@ func (e *Error) body() wire.ErrorBody {
 	return wire.ErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message}}
 }
 
+// QuotaRetryAfter is the Retry-After of a 429 quota_exceeded: a tenant's work drains in
+// its own time, so a client should not hammer.
+const QuotaRetryAfter = 10 * time.Second
+
 // toError maps err to its answer. c may be nil (an answer written outside echo, park.go).
 func toError(err error, c echo.Context) *Error {
 	var e *Error
 	var he *echo.HTTPError
 	var maxBytes *http.MaxBytesError
+	var quota *queuer.QuotaError
 	switch {
 	case errors.As(err, &e):
 		return e
@@ -91,6 +96,9 @@ func toError(err error, c echo.Context) *Error {
 		return &Error{Status: http.StatusConflict, Code: "nothing_to_retry", Message: "the submission has no failed chunk to retry (with \"chunks\": \"unfinished\", nor skipped one); a cancelled submission retries only with \"chunks\": \"unfinished\""}
 	case errors.Is(err, queuer.ErrNotCompleted):
 		return &Error{Status: http.StatusConflict, Code: "not_completed", Message: "results exist only for completed submissions; wait with GET /v1/submissions/{id}?wait=60s"}
+	case errors.As(err, &quota):
+		return &Error{Status: http.StatusTooManyRequests, Code: "quota_exceeded", RetryAfter: QuotaRetryAfter,
+			Message: quota.Error() + " (opsq tenants set changes the quotas)"}
 	case errors.Is(err, queuer.ErrTooManyWaiters):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_waiters", RetryAfter: time.Second,
 			Message: "too many requests wait on this instance (OPSQ_MAX_WAITERS); retry later or elsewhere"}

@@ -36,6 +36,9 @@ func (s *server) submit(c echo.Context) error {
 		return err
 	}
 	sub.CreatedByKey = createdBy(c)
+	if sub.Tenant, err = submitTenant(c, sub.Tenant); err != nil {
+		return err
+	}
 	created, err := s.q.Submissions().Submit(c.Request().Context(), sub, chunks)
 	if err != nil {
 		return err

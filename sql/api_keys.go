@@ -121,20 +121,3 @@ func (q Queries) APIKeysTouch(ctx context.Context, p APIKeysTouchParams) error {
 	_, err := q.db.Exec(ctx, apiKeysTouch, pgx.NamedArgs{"ids": p.IDs})
 	return err
 }
-
-//go:embed submission_created_by.sql
-var submissionCreatedBy string
-
-// SubmissionCreatedByParams are submission_created_by.sql's.
-type SubmissionCreatedByParams struct {
-	ID int64
-}
-
-// SubmissionCreatedBy returns the id of the key that created in-progress submission p.ID
-// (nil: none, or made without keys); ErrNotFound when the submission is not in progress
-// (finished or unknown).
-func (q Queries) SubmissionCreatedBy(ctx context.Context, p SubmissionCreatedByParams) (*int64, error) {
-	var owner *int64
-	err := q.db.QueryRow(ctx, submissionCreatedBy, pgx.NamedArgs{"id": p.ID}).Scan(&owner)
-	return owner, notFound(err)
-}

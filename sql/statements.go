@@ -218,8 +218,6 @@ type Statements interface {
 	APIKeysLoad(ctx context.Context) ([]APIKeysLoadRow, error)
 	// APIKeysTouch records that keys were used.
 	APIKeysTouch(ctx context.Context, p APIKeysTouchParams) error
-	// SubmissionCreatedBy reads the key that created an in-progress submission.
-	SubmissionCreatedBy(ctx context.Context, p SubmissionCreatedByParams) (*int64, error)
 }
 
 var _ Statements = Queries{}

@@ -261,6 +261,7 @@ type SubmissionInfoRow struct {
 	StrategicMetadata json.RawMessage
 	Prefix            *string
 	MaxRetries        int32
+	Tenant            string
 }
 
 // SubmissionInfo reads the in-progress submissions of p.IDs, in no order; fn is called
@@ -271,7 +272,7 @@ func (q Queries) SubmissionInfo(ctx context.Context, p SubmissionInfoParams, fn 
 		return err
 	}
 	var r SubmissionInfoRow
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Metadata, &r.StrategicMetadata, &r.Prefix, &r.MaxRetries}, func() error { return fn(r) })
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Metadata, &r.StrategicMetadata, &r.Prefix, &r.MaxRetries, &r.Tenant}, func() error { return fn(r) })
 	return err
 }
 
