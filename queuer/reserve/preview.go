@@ -49,7 +49,7 @@ func (p *Path) Preview(ctx context.Context, req Request) ([]PreviewChunk, error)
 	if len(pv.shards) == 0 {
 		return []PreviewChunk{}, nil
 	}
-	if err := walk(ctx, pv, req.Strategy, frame{}); err != nil {
+	if err := walkTenants(ctx, pv, req.Strategy, req.Tenants); err != nil {
 		return nil, err
 	}
 	if pv.out == nil {

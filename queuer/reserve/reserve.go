@@ -36,7 +36,15 @@ type Request struct {
 	// Forwarded marks a request another instance forwarded here: it is answered from this
 	// instance's shards only, at once, so that forwarding never loops.
 	Forwarded bool
+	// Tenants confines the request to the chunks of these tenants' submissions (a
+	// consumer key limited to them, DESIGN.md §8); nil: every tenant. The scans filter
+	// by tenant as a select_only does, so they do not read the other tenants' chunks one
+	// by one when the tenants have few submissions in progress.
+	Tenants []string
 }
+
+// confined reports whether req is limited to some tenants.
+func (req Request) confined() bool { return req.Tenants != nil }
 
 // Chunk is one reserved chunk as the consumer gets it.
 type Chunk struct {
@@ -151,7 +159,7 @@ func (p *Path) reserveFor(ctx context.Context, asks []Request) ([][]Chunk, error
 			p.tombs.end(e)
 		}
 	}()
-	if err := walk(ctx, r, r.strategy, frame{}); err != nil {
+	if err := walkTenants(ctx, r, r.strategy, asks[0].Tenants); err != nil {
 		p.GiveBack(r.out)
 		return nil, err
 	}
@@ -219,7 +227,7 @@ var _ walker = (*run)(nil)
 // selectOnly scans a rare value's submissions one by one (submissions), and nothing at all
 // for a value no submission in progress has.
 func (r *run) selectOnly(ctx context.Context, filter strategy.Filter, then strategy.Node, f frame) (bool, error) {
-	ids, err := r.p.matching(ctx, filter.Key, filter.Value)
+	ids, err := r.p.matching(ctx, filter)
 	if err != nil || len(ids) == 0 {
 		return true, err // nothing in progress has that value: nothing to scan for
 	}
@@ -248,12 +256,29 @@ func (r *run) deferred(ctx context.Context, cands []candidate, f frame) error {
 // rather than by filtering the leaf's scan of the whole backlog.
 const fewSubmissions = 64
 
-// matching returns the in-progress submissions whose strategic metadata has key = value,
-// oldest first, up to fewSubmissions+1 of them.
-func (p *Path) matching(ctx context.Context, key string, value []byte) ([]int64, error) {
-	ids, err := opsqsql.New(p.cfg.Pool).SelectOnlyAny(ctx, opsqsql.SelectOnlyAnyParams{Key: key, Value: string(value), Limit: fewSubmissions + 1})
+// matching returns the in-progress submissions whose strategic metadata has the filter's
+// key = one of its values, oldest first, up to fewSubmissions+1 of them: one ordered
+// index scan per value.
+func (p *Path) matching(ctx context.Context, filter strategy.Filter) ([]int64, error) {
+	var ids []int64
+	var err error
+	filter.Each(func(value []byte) {
+		if err != nil {
+			return
+		}
+		var some []int64
+		some, err = opsqsql.New(p.cfg.Pool).SelectOnlyAny(ctx, opsqsql.SelectOnlyAnyParams{Key: filter.Key, Value: string(value), Limit: fewSubmissions + 1})
+		if err != nil {
+			err = fmt.Errorf("looking for submissions with %s = %s: %w", filter.Key, value, err)
+		}
+		ids = append(ids, some...)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("looking for submissions with %s = %s: %w", key, value, err)
+		return nil, err
+	}
+	if filter.Values != nil {
+		slices.Sort(ids)
+		ids = ids[:min(len(ids), fewSubmissions+1)]
 	}
 	return ids, nil
 }
@@ -490,6 +515,9 @@ func (r *run) takeBatch(ctx context.Context, batch []candidate, f frame) ([]cand
 		}
 		if c.info = infos[c.key.SubmissionID]; c.info == nil {
 			continue // the submission finished since the scan
+		}
+		if ask, _ := r.filling(); ask.confined() && !slices.Contains(ask.Tenants, c.info.tenant) {
+			continue // never: the scans filter by tenant; a second lock on the door
 		}
 		if f.deferred != nil && r.saturated(c, f.distinct) {
 			// Keep the key, not the input: up to scanRowsMax rows may be deferred.

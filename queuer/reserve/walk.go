@@ -51,12 +51,7 @@ func walk(ctx context.Context, w walker, n strategy.Node, f frame) error {
 		}
 		return walk(ctx, w, *n.Fallback, f)
 	case strategy.SelectOnly:
-		filter := n.Filter()
-		if done, err := w.selectOnly(ctx, filter, *n.Then, f); done || err != nil {
-			return err
-		}
-		f.filters = append(append([]strategy.Filter(nil), f.filters...), filter)
-		return walk(ctx, w, *n.Then, f)
+		return within(ctx, w, n.Filter(), *n.Then, f)
 	case strategy.MaxSimultaneous:
 		f.limits = append(append([]rule(nil), f.limits...), rule{n.Key, n.Max})
 		return walk(ctx, w, *n.Then, f)
@@ -72,4 +67,22 @@ func walk(ctx context.Context, w walker, n strategy.Node, f frame) error {
 	default:
 		return w.leaf(ctx, n.Kind, f)
 	}
+}
+
+// within runs then in f restricted by filter, as a select_only node does.
+func within(ctx context.Context, w walker, filter strategy.Filter, then strategy.Node, f frame) error {
+	if done, err := w.selectOnly(ctx, filter, then, f); done || err != nil {
+		return err
+	}
+	f.filters = append(append([]strategy.Filter(nil), f.filters...), filter)
+	return walk(ctx, w, then, f)
+}
+
+// walkTenants runs a strategy tree from its root, confined to tenants (nil: all): as
+// if it were under a select_only of "@tenant" = one of tenants.
+func walkTenants(ctx context.Context, w walker, n strategy.Node, tenants []string) error {
+	if tenants == nil {
+		return walk(ctx, w, n, frame{})
+	}
+	return within(ctx, w, strategy.TenantFilter(tenants), n, frame{})
 }
