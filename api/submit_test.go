@@ -197,10 +197,10 @@ func TestSubmitIdempotencyKey(t *testing.T) {
 		})
 	}
 	for query, want := range map[string]int64{
-		"SELECT count(*) FROM opsq.submission_status":  1,
-		"SELECT count(*) FROM opsq.chunks":             2,
+		"SELECT count(*) FROM opsq.submission_status":                         1,
+		"SELECT count(*) FROM opsq.chunks":                                    2,
 		"SELECT count(*) FROM opsq.strategic_metadata WHERE key <> '@tenant'": 1,
-		"SELECT count(*) FROM opsq.idempotency_keys":   1,
+		"SELECT count(*) FROM opsq.idempotency_keys":                          1,
 	} {
 		if n := pgtest.Count(t, e.Pool, query); n != want {
 			t.Errorf("%s: %d; want %d after the repeats", query, n, want)
