@@ -31,8 +31,10 @@ ALTER TABLE opsq.submissions_completed ADD COLUMN tenant text NOT NULL DEFAULT '
 ALTER TABLE opsq.submissions_failed ADD COLUMN tenant text NOT NULL DEFAULT 'default';
 ALTER TABLE opsq.submissions_cancelled ADD COLUMN tenant text NOT NULL DEFAULT 'default';
 
--- A tenant's usage, counted at each submit of a tenant that has a quota (tenant_usage.sql).
-CREATE INDEX submissions_tenant ON opsq.submissions (tenant);
+-- A tenant's submissions in progress, oldest first: counted at each submit of a tenant
+-- that has a quota (tenant_usage.sql), and read by a reserve confined to tenants
+-- (tenant_submissions.sql).
+CREATE INDEX submissions_tenant ON opsq.submissions (tenant, id);
 
 -- "@tenant" is reserved from now on (the API refuses it in strategic_metadata).
 DELETE FROM opsq.strategic_metadata WHERE key = '@tenant';

@@ -204,3 +204,24 @@ func TestQuotaHoldsUnderConcurrentSubmits(t *testing.T) {
 		t.Errorf("95 chunks over acme's 6 pending, max 100: %v; want a max_pending_chunks QuotaError", err)
 	}
 }
+
+// TestReserveWithinRareTenant: a tenant whose chunks are too rare for the filtered scans to
+// find within their bound (5 chunks behind 30 000 of another tenant's) still gets every
+// one of them, at once: its few submissions are read one by one.
+func TestReserveWithinRareTenant(t *testing.T) {
+	t.Parallel()
+	q, _ := setup(t)
+	submitN(t, q, 30_000, NewSubmission{Tenant: "big"})
+	rare := submitN(t, q, 5, NewSubmission{Tenant: "rare"})
+	for _, text := range []string{"random", "oldest_first", "newest_first"} {
+		got := reserveN(t, q, ReserveRequest{Max: 2, Strategy: parseStrategy(t, text), Tenants: []string{"rare"}})
+		if len(got) == 0 {
+			t.Fatalf("%s within rare: no chunk; want rare's", text)
+		}
+		for _, c := range got {
+			if c.SubmissionID != rare {
+				t.Fatalf("%s within rare: a chunk of %d", text, c.SubmissionID)
+			}
+		}
+	}
+}

@@ -203,6 +203,8 @@ type Statements interface {
 	TenantSet(ctx context.Context, p TenantSetParams) (TenantRow, error)
 	// TenantsList reads the tenants, their quotas and usage.
 	TenantsList(ctx context.Context) ([]TenantsListRow, error)
+	// TenantSubmissions reads the first submissions in progress of some tenants.
+	TenantSubmissions(ctx context.Context, p TenantSubmissionsParams) ([]TenantSubmissionsRow, error)
 	// SubmissionTenants reads the tenants of some submissions.
 	SubmissionTenants(ctx context.Context, p SubmissionTenantsParams) ([]SubmissionTenantsRow, error)
 

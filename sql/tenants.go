@@ -110,3 +110,24 @@ type SubmissionTenantsRow struct {
 func (q Queries) SubmissionTenants(ctx context.Context, p SubmissionTenantsParams) ([]SubmissionTenantsRow, error) {
 	return collect[SubmissionTenantsRow](ctx, q.db, submissionTenants, pgx.NamedArgs{"ids": p.IDs})
 }
+
+//go:embed tenant_submissions.sql
+var tenantSubmissions string
+
+// TenantSubmissionsParams are tenant_submissions.sql's.
+type TenantSubmissionsParams struct {
+	Tenants []string
+	Limit   int
+}
+
+// TenantSubmissionsRow is a submission in progress and its chunks not yet finished.
+type TenantSubmissionsRow struct {
+	ID      int64 `db:"id"`
+	Pending int64 `db:"pending"`
+}
+
+// TenantSubmissions reads the first in-progress submissions of p.Tenants, oldest first, at
+// most p.Limit.
+func (q Queries) TenantSubmissions(ctx context.Context, p TenantSubmissionsParams) ([]TenantSubmissionsRow, error) {
+	return collect[TenantSubmissionsRow](ctx, q.db, tenantSubmissions, pgx.NamedArgs{"tenants": p.Tenants, "limit": p.Limit})
+}

@@ -78,6 +78,12 @@ func (p *preview) selectOnly(context.Context, strategy.Filter, strategy.Node, fr
 	return false, nil
 }
 
+// tenants previews nothing for tenants with nothing in progress; else the leaves filter.
+func (p *preview) tenants(ctx context.Context, tenants []string, _ strategy.Node, _ frame) (bool, error) {
+	subs, err := p.p.tenantSubmissions(ctx, tenants)
+	return err != nil || len(subs.ids) == 0, err
+}
+
 // deferred lists prefer_distinct's saturated candidates after all.
 func (p *preview) deferred(_ context.Context, cands []candidate, f frame) error {
 	for _, c := range cands {

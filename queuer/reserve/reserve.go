@@ -237,6 +237,19 @@ func (r *run) selectOnly(ctx context.Context, filter strategy.Filter, then strat
 	return false, nil
 }
 
+// tenants scans nothing for tenants with nothing in progress, and the few submissions of
+// tenants that hold few chunks one by one (tenants.go says why).
+func (r *run) tenants(ctx context.Context, tenants []string, then strategy.Node, f frame) (bool, error) {
+	subs, err := r.p.tenantSubmissions(ctx, tenants)
+	if err != nil || len(subs.ids) == 0 {
+		return true, err
+	}
+	if len(subs.ids) <= fewSubmissions && subs.pending <= fewTenantChunks && then.Kind.Leaf() {
+		return true, r.submissions(ctx, then.Kind, subs.ids, f)
+	}
+	return false, nil
+}
+
 // deferred takes prefer_distinct's saturated candidates after all. The deferred copies
 // hold no input: the inputs of those taken are read again.
 func (r *run) deferred(ctx context.Context, cands []candidate, f frame) error {
@@ -287,6 +300,16 @@ func (p *Path) matching(ctx context.Context, filter strategy.Filter) ([]int64, e
 // submission at a time, each in chunk order: oldest_first and custom_priority take them
 // oldest first, newest_first newest first, random in random order.
 func (r *run) submissions(ctx context.Context, kind strategy.Kind, ids []int64, f frame) error {
+	// Buffered as a leaf's scan is (leaf): a scan reads fillRows rows at least, and keeps
+	// those the answers did not take for the next reserves, so that a rare value's or a
+	// small tenant's reserves do not each run a merge over every shard.
+	var fill *bufferFill
+	if buffered(f) {
+		fill = &bufferFill{key: fmt.Sprintf("submissions %v|%s", ids, hintKey(kind, f.filters, r.shards)), era: r.p.buffers.era(kind)}
+		if err := r.takeBuffered(ctx, fill.key, f); err != nil || r.full() {
+			return err
+		}
+	}
 	ids = append([]int64(nil), ids...)
 	switch kind {
 	case strategy.NewestFirst:
@@ -295,24 +318,53 @@ func (r *run) submissions(ctx context.Context, kind strategy.Kind, ids []int64, 
 		rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	}
 	query, fargs := strategy.SubmissionQuery(f.filters, r.shards)
+	var rest []candidate // fill: the free rows read and not taken, in order
+	defer func() {
+		if fill != nil && len(rest) > 0 {
+			r.p.buffers.install(fill.key, kind, rest, r.generation, r.epoch, fill.era)
+		}
+	}()
 	for _, id := range ids {
+		// A hint skips the run of reserved chunks a submission's scan starts with, as
+		// scanShards' do: without it each reserve reads past every chunk the ones before
+		// it took.
+		hk := fmt.Sprintf("submission %d|%s", id, hintKey(strategy.OldestFirst, f.filters, r.shards))
 		after := int32(-1)
+		if p, ok := r.p.hints.get(hk); ok {
+			after = p.ChunkIndex
+		}
+		lead, leadRun := true, 0
 		limit := min(r.want-len(r.out)+4, batchMax)
+		if fill != nil {
+			limit = max(limit, fillRows(r.want))
+		}
 		for !r.full() {
 			args := pgx.NamedArgs{"only_submission": id, "after_chunk": after, "limit": limit}
 			for k, v := range fargs {
 				args[k] = v
 			}
+			leadEnd := int32(-1)
 			n, batch, err := r.fetch(ctx, query, args, func(c candidate) bool {
 				after = c.key.ChunkIndex
+				if lead && r.taken(c) {
+					leadRun++
+					leadEnd = c.key.ChunkIndex
+				} else {
+					lead = false
+				}
 				return true
 			})
 			if err != nil {
 				return fmt.Errorf("submission %d: %w", id, err)
 			}
-			if _, err := r.takeBatch(ctx, batch, f); err != nil {
+			if leadRun >= hintMinRun && leadEnd >= 0 {
+				r.p.hints.set(hk, strategy.Position{SubmissionID: id, ChunkIndex: leadEnd})
+			}
+			left, err := r.takeBatch(ctx, batch, f)
+			if err != nil {
 				return err
 			}
+			rest = append(rest, left...)
 			if n < limit {
 				break // this submission is read to its end
 			}

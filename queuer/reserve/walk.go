@@ -22,6 +22,11 @@ type walker interface {
 	// (a reserve scans a rare value's few submissions one by one); done reports that it did,
 	// and the walk goes no further down.
 	selectOnly(ctx context.Context, filter strategy.Filter, then strategy.Node, f frame) (done bool, err error)
+	// tenants may serve a tree then confined to tenants (frame f filters by them) by a way
+	// of its own: nothing at all when the tenants have nothing in progress, their few
+	// submissions one by one when they hold few chunks (tenants.go); done reports that it
+	// did.
+	tenants(ctx context.Context, tenants []string, then strategy.Node, f frame) (done bool, err error)
 	// deferred takes, after a prefer_distinct's subtree, the saturated candidates it
 	// deferred, in order, while it wants more (soft: with nothing unsaturated left, they
 	// are handed out after all).
@@ -78,11 +83,16 @@ func within(ctx context.Context, w walker, filter strategy.Filter, then strategy
 	return walk(ctx, w, then, f)
 }
 
-// walkTenants runs a strategy tree from its root, confined to tenants (nil: all): as
-// if it were under a select_only of "@tenant" = one of tenants.
+// walkTenants runs a strategy tree from its root, confined to tenants (nil: all): its
+// leaves' scans carry the tenant filter (strategy.TenantFilter), as under a select_only of
+// "@tenant", unless the walker serves it otherwise (walker.tenants).
 func walkTenants(ctx context.Context, w walker, n strategy.Node, tenants []string) error {
 	if tenants == nil {
 		return walk(ctx, w, n, frame{})
 	}
-	return within(ctx, w, strategy.TenantFilter(tenants), n, frame{})
+	f := frame{filters: []strategy.Filter{strategy.TenantFilter(tenants)}}
+	if done, err := w.tenants(ctx, tenants, n, f); done || err != nil {
+		return err
+	}
+	return walk(ctx, w, n, f)
 }
