@@ -57,6 +57,8 @@ type TenantSetParams struct {
 	Name             string
 	MaxPendingChunks *int64 // nil: no limit
 	MaxInProgress    *int64 // nil: no limit
+	// KeepPending and KeepInProgress leave that quota as it is.
+	KeepPending, KeepInProgress bool
 }
 
 // TenantRow is a row of opsq.tenants.
@@ -70,6 +72,7 @@ type TenantRow struct {
 func (q Queries) TenantSet(ctx context.Context, p TenantSetParams) (TenantRow, error) {
 	return collectOne[TenantRow](ctx, q.db, tenantSet, pgx.NamedArgs{
 		"name": p.Name, "max_pending_chunks": p.MaxPendingChunks, "max_in_progress": p.MaxInProgress,
+		"keep_pending": p.KeepPending, "keep_in_progress": p.KeepInProgress,
 	})
 }
 

@@ -18,8 +18,8 @@ const tenantsUsage = `usage: opsq tenants set TENANT [--max-pending-chunks N|non
 
 Tenants own submissions (DESIGN.md §8). set gives a tenant quotas: a submission that would
 take the tenant past max_pending_chunks chunks not yet finished, or past max_in_progress
-submissions in progress, is refused with 429 quota_exceeded. "none" (or leaving a flag
-out) is no limit. list shows every tenant that has quotas or work in progress, with what
+submissions in progress, is refused with 429 quota_exceeded. "none" is no limit; a flag
+left out leaves that quota as it is (none for a new tenant). list shows every tenant that has quotas or work in progress, with what
 it has. These commands talk to the database, not to an instance; the instances read the
 quotas at each submission.
 
@@ -36,8 +36,8 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var asJSON bool
 	envString(fs, &dbURL, "database-url", "OPSQ_DATABASE_URL", "", "PostgreSQL URL")
 	envString(fs, &devDir, "dev-cluster", "OPSQ_DEV_CLUSTER", "", "use the local development cluster in this directory when no URL is set (make run's: .data/pg)")
-	fs.StringVar(&maxPending, "max-pending-chunks", "none", "set: the most chunks not yet finished over the tenant's submissions, or none")
-	fs.StringVar(&maxInProgress, "max-in-progress", "none", "set: the most submissions in progress, or none")
+	fs.StringVar(&maxPending, "max-pending-chunks", "", "set: the most chunks not yet finished over the tenant's submissions, or none (default: as it is)")
+	fs.StringVar(&maxInProgress, "max-in-progress", "", "set: the most submissions in progress, or none (default: as it is)")
 	fs.BoolVar(&asJSON, "json", false, "list: print JSON")
 	var pos []string
 	for {
@@ -64,6 +64,7 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return usageError("%v", err)
 		}
 		set.Name = pos[1]
+		set.KeepPending, set.KeepInProgress = maxPending == "", maxInProgress == ""
 		var err error
 		if set.MaxPendingChunks, err = parseQuota(maxPending); err != nil {
 			return usageError("--max-pending-chunks %q: %v", maxPending, err)
@@ -133,7 +134,7 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // parseQuota reads a quota flag: a count of 0 or more, or none (nil).
 func parseQuota(s string) (*int64, error) {
-	if s == "none" || s == "" {
+	if s == "none" || s == "" { // "": kept, not read
 		return nil, nil
 	}
 	n, err := strconv.ParseInt(s, 10, 64)

@@ -52,6 +52,13 @@ func TestTenantsAndKeysCommands(t *testing.T) {
 	if _, _, err := tenantsCLI(t, dbURL, "set", "globex", "--max-in-progress", "2"); err != nil {
 		t.Fatal(err)
 	}
+	// A flag left out keeps its quota; none removes it.
+	if out, _, err := tenantsCLI(t, dbURL, "set", "acme", "--max-in-progress", "none"); err != nil || !strings.Contains(out, "max_pending_chunks 1000, max_in_progress none") {
+		t.Errorf("opsq tenants set acme --max-in-progress none: %v, %q; want max_pending_chunks kept at 1000", err, out)
+	}
+	if _, _, err := tenantsCLI(t, dbURL, "set", "acme", "--max-in-progress", "5"); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := tenantsCLI(t, dbURL, "set", "acme", "--max-in-progress", "-1"); !errors.Is(err, errUsage) {
 		t.Errorf("opsq tenants set --max-in-progress -1: %v; want a usage error", err)
 	}
