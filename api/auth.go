@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"opsq/api/apikeys"
+	"opsq/queuer"
 	"opsq/queuer/identity"
 )
 
@@ -41,8 +42,9 @@ type Route struct {
 	Path string
 	// Roles may call it; admin may call everything. Empty: open to all, no key needed.
 	Roles []apikeys.Role
-	// Own: a producer key may call it only on the submissions it created (403 on
-	// another's); an admin key on any.
+	// Own: the route acts on a submission. Like every route on a submission id, a
+	// producer key may call it only on its tenant's submissions (another tenant's is 404,
+	// as an unknown id); an admin key on any.
 	Own bool
 	// Dashboard: a route of the dashboard (api/ui), which takes an admin key from the
 	// cookie its login page sets, never from the Authorization header. Without a valid
@@ -104,8 +106,8 @@ var Routes = []Route{
 // Open reports whether r needs no key.
 func (r Route) Open() bool { return len(r.Roles) == 0 }
 
-// Allows reports whether a key of role may call r (on the submissions it created, for a
-// route that is Own).
+// Allows reports whether a key of role may call r (on its tenant's submissions, for a
+// route on a submission).
 func (r Route) Allows(role apikeys.Role) bool { return r.Open() || slices.Contains(r.Roles, role) }
 
 // roles is the roles a route allows besides admin, which may call everything.
@@ -149,7 +151,8 @@ func (s *server) authenticate(allowed []apikeys.Role) echo.MiddlewareFunc {
 			// The caller's identity, never its key, goes with a reserve or extend this
 			// instance forwards to another (queuer/peers signs it); it bounds the caller's
 			// waiters too (queuer/waiters).
-			c.SetRequest(req.WithContext(identity.With(req.Context(), identity.Caller{Name: caller.Name, Role: string(caller.Role)})))
+			c.SetRequest(req.WithContext(identity.With(req.Context(), identity.Caller{Name: caller.Name, Role: string(caller.Role),
+				Tenant: caller.Tenant, Tenants: caller.Tenants, Limited: caller.Tenants != nil})))
 			return next(c)
 		}
 	}
@@ -184,24 +187,62 @@ func caller(c echo.Context) (apikeys.Caller, bool) {
 	return k, ok
 }
 
-// checkOwn refuses to let a producer key cancel, pause, resume or retry a submission another
-// key created; verb says which ("cancels"). Only an in-progress submission knows who
-// created it (opsq.submissions.created_by_key): a finished one is let through, until
-// tenants scope every route (DESIGN.md §8).
-func (s *server) checkOwn(c echo.Context, id int64, verb string) error {
+// Tenants (DESIGN.md §8). A producer key sees, through every route, only its tenant's
+// submissions; a consumer key limited to some tenants only theirs; an admin key, and every
+// request without keys (OPSQ_AUTH=off), all of them. A submission the caller may not see
+// is answered as an unknown id (404): nothing tells that it exists.
+
+// confined returns the tenants the caller may see, and false when it may see all.
+func confined(c echo.Context) ([]string, bool) {
 	k, ok := caller(c)
-	if !ok || k.Role == apikeys.Admin {
+	if !ok {
+		return nil, false
+	}
+	return k.Confined()
+}
+
+// checkTenant answers as for an unknown id when submission id belongs to a tenant the
+// caller may not see. Nothing is read for a caller who sees all; a submission's tenant is
+// read once per instance (it never changes).
+func (s *server) checkTenant(c echo.Context, id int64) error {
+	tenants, ok := confined(c)
+	if !ok {
 		return nil
 	}
-	owner, inProgress, err := s.cfg.Keys.SubmissionOwner(c.Request().Context(), id)
-	if err != nil || !inProgress {
-		return err // not in progress: the route answers 404 or 409 as usual
+	t, err := s.q.Submissions().TenantOf(c.Request().Context(), id)
+	if err != nil {
+		return err // unknown: 404
 	}
-	if owner != k.ID {
-		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: fmt.Sprintf(
-			"the key %q did not create submission %d: a producer key %s only its own submissions (an admin key any)", k.Name, id, verb)}
+	if !slices.Contains(tenants, t) {
+		return queuer.ErrNotFound
 	}
 	return nil
+}
+
+// ownTenant returns the tenant a producer key is confined to; false for a caller who may
+// name any tenant (an admin key, OPSQ_AUTH=off).
+func ownTenant(c echo.Context) (string, bool) {
+	k, ok := caller(c)
+	if !ok || k.Role != apikeys.Producer {
+		return "", false
+	}
+	return k.Tenant, true
+}
+
+// submitTenant settles the tenant of a new submission: a producer key's own (naming another
+// is 403), or, for an admin key and without keys, the one the submission names
+// (queuer.TenantDefault if none).
+func submitTenant(c echo.Context, named string) (string, error) {
+	own, ok := ownTenant(c)
+	if !ok {
+		return named, nil
+	}
+	if named != "" && named != own {
+		k, _ := caller(c)
+		return "", &Error{Status: http.StatusForbidden, Code: "forbidden", Message: fmt.Sprintf(
+			"tenant: the key %q belongs to the tenant %q and may not submit for %q (only an admin key names a tenant)", k.Name, own, named)}
+	}
+	return own, nil
 }
 
 // createdBy is the id of the key to record on a new submission; 0 without keys.

@@ -25,7 +25,9 @@ import (
 type authEnv struct {
 	*env
 	keys *apikeys.Set
-	key  map[string]string // by role; "producer2" is a second producer
+	// key is a key of each role, by name: "producer" (tenant default), "producer2" (tenant
+	// beta), "consumer" (every tenant), "consumer2" (beta only), "metrics", "admin".
+	key  map[string]string
 	logs *bytes.Buffer
 }
 
@@ -60,11 +62,13 @@ func setupAuth(t *testing.T) *authEnv {
 		_ = h.Shutdown(ctx)
 	})
 	a := &authEnv{env: &env{URL: srv.URL, Q: q, Pool: pool, H: h}, keys: set, key: map[string]string{}, logs: logs}
-	for name, role := range map[string]apikeys.Role{
-		"producer": apikeys.Producer, "producer2": apikeys.Producer, "consumer": apikeys.Consumer,
-		"metrics": apikeys.Metrics, "admin": apikeys.Admin,
+	for name, spec := range map[string]apikeys.Spec{
+		"producer": {Role: apikeys.Producer}, "producer2": {Role: apikeys.Producer, Tenant: "beta"},
+		"consumer": {Role: apikeys.Consumer}, "consumer2": {Role: apikeys.Consumer, Tenants: []string{"beta"}},
+		"metrics": {Role: apikeys.Metrics}, "admin": {Role: apikeys.Admin},
 	} {
-		_, key, err := apikeys.Create(t.Context(), pool, name, role, 0)
+		spec.Name = name
+		_, key, err := apikeys.CreateSpec(t.Context(), pool, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,34 +252,184 @@ func TestAuthRefusesBadKeys(t *testing.T) {
 	}
 }
 
-// TestAuthProducerCancelsItsOwn: a producer key cancels the submissions it created, and no
-// other; an admin key cancels any.
-func TestAuthProducerCancelsItsOwn(t *testing.T) {
+// TestAuthTenants: nothing of one tenant's submissions is visible or actionable with
+// another tenant's keys — an id of another tenant is answered as an unknown id, route by
+// route — while an admin key sees and acts on every tenant; idempotency keys are per
+// tenant; a consumer limited to a tenant reserves only its chunks, and another's token is
+// unknown to it.
+func TestAuthTenants(t *testing.T) {
 	t.Parallel()
 	a := setupAuth(t)
 	mine := a.submit(t, a.key["producer"])
 	theirs := a.submit(t, a.key["producer2"])
-	byAdmin := a.submit(t, a.key["admin"])
 
-	expectError(t, a.call(t, a.key["producer"], http.MethodPost, "/v1/submissions/"+theirs+"/cancel", ""),
-		http.StatusForbidden, "forbidden", "did not create")
-	expectError(t, a.call(t, a.key["producer"], http.MethodPost, "/v1/submissions/"+byAdmin+"/cancel", ""),
-		http.StatusForbidden, "forbidden")
-	if r := a.call(t, a.key["producer"], http.MethodPost, "/v1/submissions/"+mine+"/cancel", ""); r.Status != http.StatusOK {
-		t.Errorf("cancelling its own: %d %s; want 200", r.Status, r.Body)
+	unknown := a.call(t, a.key["producer"], http.MethodGet, "/v1/submissions/999", "")
+	expectError(t, unknown, http.StatusNotFound, "not_found")
+	for _, r := range []struct {
+		method, path, body string
+		consumers          bool // a consumer key may call it too
+	}{
+		{http.MethodGet, "/v1/submissions/%s", "", true},
+		{http.MethodGet, "/v1/submissions/%s?wait=1s", "", true},
+		{http.MethodGet, "/v1/submissions/%s/results", "", false},
+		{http.MethodGet, "/v1/submissions/%s/results?follow=true", "", false},
+		{http.MethodGet, "/v1/submissions/%s/failures", "", false},
+		{http.MethodPost, "/v1/submissions/%s/cancel", "", false},
+		{http.MethodPost, "/v1/submissions/%s/retry", "{}", false},
+		{http.MethodPost, "/v1/submissions/%s/pause", "", false},
+		{http.MethodPost, "/v1/submissions/%s/resume", "", false},
+	} {
+		for _, who := range []struct{ key, id string }{{"producer", theirs}, {"producer2", mine}, {"consumer2", mine}} {
+			if who.key == "consumer2" && !r.consumers {
+				continue // not a consumer's route: 403 whatever the id
+			}
+			path := strings.Replace(r.path, "%s", who.id, 1)
+			got := a.call(t, a.key[who.key], r.method, path, r.body)
+			expectError(t, got, http.StatusNotFound, "not_found")
+			if !bytes.Equal(got.Body, unknown.Body) {
+				t.Errorf("%s %s with %s: %s; want the answer for an unknown id, %s", r.method, path, who.key, got.Body, unknown.Body)
+			}
+		}
 	}
-	// Already cancelled: the usual 409, not 403.
-	expectError(t, a.call(t, a.key["producer"], http.MethodPost, "/v1/submissions/"+mine+"/cancel", ""), http.StatusConflict, "already_finished")
-	if r := a.call(t, a.key["admin"], http.MethodPost, "/v1/submissions/"+theirs+"/cancel", ""); r.Status != http.StatusOK {
-		t.Errorf("admin cancelling a producer's: %d %s; want 200", r.Status, r.Body)
+	// Still there, untouched: another tenant's cancel did nothing.
+	for _, who := range []struct{ key, id, tenant string }{{"producer", mine, "default"}, {"producer2", theirs, "beta"}, {"admin", theirs, "beta"}} {
+		r := a.call(t, a.key[who.key], http.MethodGet, "/v1/submissions/"+who.id, "")
+		var st struct{ State, Tenant string }
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &st) != nil || st.State != "in_progress" || st.Tenant != who.tenant {
+			t.Errorf("%s reading %s: %d %s; want 200, in_progress, tenant %s", who.key, who.id, r.Status, r.Body, who.tenant)
+		}
 	}
-	// Anyone's submission may be read by a producer or consumer.
-	if r := a.call(t, a.key["consumer"], http.MethodGet, "/v1/submissions/"+byAdmin, ""); r.Status != http.StatusOK {
-		t.Errorf("consumer reading a status: %d %s; want 200", r.Status, r.Body)
+
+	// Lists: a producer sees its tenant's only; an admin every tenant, or one.
+	list := func(key, query string) []string {
+		t.Helper()
+		r := a.call(t, key, http.MethodGet, "/v1/submissions"+query, "")
+		var page struct{ Submissions []struct{ ID, Tenant string } }
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &page) != nil {
+			t.Fatalf("list%s: %d %s", query, r.Status, r.Body)
+		}
+		var ids []string
+		for _, s := range page.Submissions {
+			ids = append(ids, s.ID+"@"+s.Tenant)
+		}
+		return ids
 	}
-	var owner *int64
-	if err := a.Pool.QueryRow(t.Context(), "SELECT created_by_key FROM opsq.submissions WHERE id = $1", mustInt64(t, byAdmin)).Scan(&owner); err != nil || owner == nil {
-		t.Errorf("created_by_key of the admin's submission: %v, %v; want the admin key's id", owner, err)
+	for _, c := range []struct {
+		key, query string
+		want       []string
+	}{
+		{"producer", "", []string{mine + "@default"}},
+		{"producer", "?tenant=default", []string{mine + "@default"}},
+		{"producer2", "", []string{theirs + "@beta"}},
+		{"producer2", "?state=in_progress", []string{theirs + "@beta"}},
+		{"admin", "", []string{theirs + "@beta", mine + "@default"}},
+		{"admin", "?tenant=beta", []string{theirs + "@beta"}},
+	} {
+		if got := list(a.key[c.key], c.query); !slices.Equal(got, c.want) {
+			t.Errorf("%s lists%s: %v; want %v", c.key, c.query, got, c.want)
+		}
+	}
+	expectError(t, a.call(t, a.key["producer"], http.MethodGet, "/v1/submissions?tenant=beta", ""), http.StatusForbidden, "forbidden")
+	expectError(t, a.call(t, a.key["producer"], http.MethodGet, "/v1/submissions?tenant=Beta!", ""), http.StatusBadRequest, "", "tenant")
+
+	// Submitting: a producer's tenant is its key's; an admin names any.
+	expectError(t, a.call(t, a.key["producer"], http.MethodPost, "/v1/submissions", `{"chunks": ["x"], "tenant": "beta"}`), http.StatusForbidden, "forbidden", "tenant")
+	expectError(t, a.call(t, a.key["producer"], http.MethodPost, "/v1/submissions", `{"chunks": ["x"], "strategic_metadata": {"@tenant": "beta"}}`), http.StatusBadRequest, "", "@tenant")
+	if r := a.call(t, a.key["producer"], http.MethodPost, "/v1/submissions", `{"chunks": ["x"], "tenant": "default"}`); r.Status != http.StatusCreated {
+		t.Errorf("a producer naming its own tenant: %d %s; want 201", r.Status, r.Body)
+	}
+	byAdmin := a.call(t, a.key["admin"], http.MethodPost, "/v1/submissions", `{"chunks": ["x"], "tenant": "gamma"}`)
+	var created struct{ ID string }
+	if byAdmin.Status != http.StatusCreated || json.Unmarshal(byAdmin.Body, &created) != nil {
+		t.Fatalf("admin submitting for gamma: %d %s", byAdmin.Status, byAdmin.Body)
+	}
+	if got := list(a.key["admin"], "?tenant=gamma"); !slices.Equal(got, []string{created.ID + "@gamma"}) {
+		t.Errorf("gamma's list: %v; want the admin's submission", got)
+	}
+
+	// Idempotency keys are per tenant: the same text is another key in another tenant.
+	idem := func(key string) reply {
+		return a.call(t, key, http.MethodPost, "/v1/submissions", `{"chunks": ["x"], "idempotency_key": "run-7"}`)
+	}
+	first, again, other := idem(a.key["producer"]), idem(a.key["producer"]), idem(a.key["producer2"])
+	if first.Status != http.StatusCreated || again.Status != http.StatusOK || other.Status != http.StatusCreated {
+		t.Fatalf("run-7 by producer, again, by producer2: %d, %d, %d; want 201, 200, 201", first.Status, again.Status, other.Status)
+	}
+	if bytes.Equal(first.Body, other.Body) {
+		t.Errorf("producer2's run-7 got producer's submission back: %s", other.Body)
+	}
+
+	// Consumers: consumer2 (beta only) reserves beta's chunks only; a token of another
+	// tenant's chunk is unknown to it, and stays the consumer's to complete.
+	reserve := func(key string) []string {
+		t.Helper()
+		r := a.call(t, key, http.MethodPost, "/v1/reserve", `{"max": 100, "strategy": "oldest_first"}`)
+		var got struct {
+			Chunks []struct {
+				Token        string
+				SubmissionID string `json:"submission_id"`
+			}
+		}
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
+			t.Fatalf("reserve: %d %s", r.Status, r.Body)
+		}
+		var out []string
+		for _, c := range got.Chunks {
+			out = append(out, c.SubmissionID, c.Token)
+		}
+		return out
+	}
+	preview := a.call(t, a.key["consumer2"], http.MethodPost, "/v1/reserve/preview", `{"max": 100}`)
+	if preview.Status != http.StatusOK || bytes.Contains(preview.Body, []byte(mine)) || !bytes.Contains(preview.Body, []byte(theirs)) {
+		t.Errorf("consumer2's preview: %d %s; want beta's chunks only", preview.Status, preview.Body)
+	}
+	got2 := reserve(a.key["consumer2"])
+	for i := 0; i < len(got2); i += 2 {
+		if st := a.call(t, a.key["admin"], http.MethodGet, "/v1/submissions/"+got2[i], ""); !bytes.Contains(st.Body, []byte(`"tenant":"beta"`)) {
+			t.Errorf("consumer2 reserved a chunk of %s: %s; want beta's only", got2[i], st.Body)
+		}
+	}
+	if len(got2) != 4 { // theirs and producer2's run-7
+		t.Errorf("consumer2 reserved %d chunks; want 2, beta's", len(got2)/2)
+	}
+	got := reserve(a.key["consumer"])
+	if len(got) != 8 { // mine, the producer's two others, gamma's
+		t.Fatalf("consumer reserved %d chunks; want the other 4", len(got)/2)
+	}
+	tok := got[1]
+	for _, r := range []struct{ path, body, want string }{
+		{"/v1/complete", `{"completions": [{"token": "` + tok + `", "output": "x"}, {"token": "` + got2[1] + `", "output": "y"}]}`, `"status":"unknown"},{"token":"` + got2[1] + `","status":"completed"`},
+		{"/v1/fail", `{"failures": [{"token": "` + tok + `", "error": "x"}]}`, `"status":"unknown"`},
+		{"/v1/extend", `{"tokens": ["` + tok + `"]}`, `"status":"unknown"`},
+	} {
+		if got := a.call(t, a.key["consumer2"], http.MethodPost, r.path, r.body); got.Status != http.StatusOK || !bytes.Contains(got.Body, []byte(r.want)) {
+			t.Errorf("consumer2 %s of another tenant's token: %d %s; want 200 with %s", r.path, got.Status, got.Body, r.want)
+		}
+	}
+	if r := a.call(t, a.key["consumer"], http.MethodPost, "/v1/complete", `{"completions": [{"token": "`+tok+`", "output": "x"}]}`); !bytes.Contains(r.Body, []byte(`"completed"`)) {
+		t.Errorf("the consumer completing its chunk after consumer2 tried: %s; want completed", r.Body)
+	}
+
+	// Quotas: beta may have one submission in progress (it has run-7), then 3 chunks
+	// pending (it has run-7's).
+	if _, err := a.Pool.Exec(t.Context(), `INSERT INTO opsq.tenants (name, max_in_progress) VALUES ('beta', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	r := a.call(t, a.key["producer2"], http.MethodPost, "/v1/submissions", `{"chunks": ["x"]}`)
+	expectError(t, r, http.StatusTooManyRequests, "quota_exceeded", "max_in_progress")
+	if r.Header.Get("Retry-After") == "" {
+		t.Errorf("quota_exceeded without Retry-After")
+	}
+	if _, err := a.Pool.Exec(t.Context(), `UPDATE opsq.tenants SET max_in_progress = NULL, max_pending_chunks = 3 WHERE name = 'beta'`); err != nil {
+		t.Fatal(err)
+	}
+	// theirs is done (consumer2 completed its chunk); run-7's chunk is pending.
+	expectError(t, a.call(t, a.key["producer2"], http.MethodPost, "/v1/submissions", `{"chunks": ["x", "y", "z"]}`), http.StatusTooManyRequests, "quota_exceeded", "max_pending_chunks")
+	if r := a.call(t, a.key["producer2"], http.MethodPost, "/v1/submissions", `{"chunks": ["x", "y"]}`); r.Status != http.StatusCreated {
+		t.Errorf("beta within its quota: %d %s; want 201", r.Status, r.Body)
+	}
+	if r := a.call(t, a.key["producer"], http.MethodPost, "/v1/submissions", `{"chunks": ["x", "y", "z", "w"]}`); r.Status != http.StatusCreated {
+		t.Errorf("default, which has no quota: %d %s; want 201", r.Status, r.Body)
 	}
 }
 

@@ -2,11 +2,13 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +34,7 @@ func (s *server) reserve(c echo.Context) error {
 		return err
 	}
 	req.Forwarded = forwarded
+	req.Tenants, _ = confined(c)
 	ctx := c.Request().Context()
 	chunks, parked, err := s.q.ReserveOrPark(ctx, req)
 	if parked != nil {
@@ -147,7 +150,7 @@ func (s *server) complete(c echo.Context) error {
 		}
 		items[i] = queuer.Completion{Token: *it.Token, Output: []byte(output)}
 	}
-	status, err := s.q.Complete(c.Request().Context(), items)
+	status, err := confineTokens(s, c, items, func(it queuer.Completion) string { return it.Token }, s.q.Complete)
 	if err != nil {
 		return err
 	}
@@ -184,11 +187,67 @@ func (s *server) fail(c echo.Context) error {
 		}
 		items[i] = queuer.Failure{Token: *it.Token, Error: cutError(msg), Retry: it.Retry == nil || *it.Retry, RetryAfter: after}
 	}
-	status, err := s.q.Fail(c.Request().Context(), items)
+	status, err := confineTokens(s, c, items, func(it queuer.Failure) string { return it.Token }, s.q.Fail)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, tokenResults(len(items), func(i int) string { return items[i].Token }, status))
+}
+
+// confineTokens runs do on the items whose tokens the caller may act on, and answers
+// "unknown" for the others (DESIGN.md §8): the tokens of chunks of tenants a consumer key
+// is not limited to. A caller who may act on every tenant costs nothing more.
+func confineTokens[T, R any](s *server, c echo.Context, items []T, token func(T) string, do func(context.Context, []T) ([]R, error)) ([]R, error) {
+	ctx := c.Request().Context()
+	tenants, ok := confined(c)
+	if !ok || len(items) == 0 {
+		return do(ctx, items)
+	}
+	toks := make([]string, len(items))
+	for i, it := range items {
+		toks[i] = token(it)
+	}
+	outside, err := s.q.OutsideTenants(ctx, toks, tenants)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(outside, true) {
+		return do(ctx, items)
+	}
+	var kept []T
+	for i, it := range items {
+		if !outside[i] {
+			kept = append(kept, it)
+		}
+	}
+	var got []R
+	if len(kept) > 0 {
+		if got, err = do(ctx, kept); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]R, len(items))
+	for i := range items {
+		if outside[i] {
+			out[i] = unknownResult[R]()
+			continue
+		}
+		out[i], got = got[0], got[1:]
+	}
+	return out, nil
+}
+
+// unknownResult is the answer for a token the caller may not act on: the answer for a
+// token nobody issued.
+func unknownResult[R any]() R {
+	var r R
+	switch p := any(&r).(type) {
+	case *wire.TokenStatus:
+		*p = wire.StatusUnknown
+	case *queuer.Extended:
+		p.Status = wire.StatusUnknown
+	}
+	return r
 }
 
 // tokenResults pairs the tokens of a request with their statuses, in request order.
@@ -226,7 +285,10 @@ func (s *server) extend(c echo.Context) error {
 			return err
 		}
 	}
-	results, err := s.q.Extend(c.Request().Context(), body.Tokens, lease, forwarded)
+	results, err := confineTokens(s, c, body.Tokens, func(t string) string { return t },
+		func(ctx context.Context, toks []string) ([]queuer.Extended, error) {
+			return s.q.Extend(ctx, toks, lease, forwarded)
+		})
 	if err != nil {
 		return err
 	}

@@ -73,11 +73,16 @@ func (e *Error) body() wire.ErrorBody {
 	return wire.ErrorBody{Error: wire.ErrorDetail{Code: e.Code, Message: e.Message}}
 }
 
+// QuotaRetryAfter is the Retry-After of a 429 quota_exceeded: a tenant's work drains in
+// its own time, so a client should not hammer.
+const QuotaRetryAfter = 10 * time.Second
+
 // toError maps err to its answer. c may be nil (an answer written outside echo, park.go).
 func toError(err error, c echo.Context) *Error {
 	var e *Error
 	var he *echo.HTTPError
 	var maxBytes *http.MaxBytesError
+	var quota *queuer.QuotaError
 	switch {
 	case errors.As(err, &e):
 		return e
@@ -94,6 +99,9 @@ func toError(err error, c echo.Context) *Error {
 	case errors.Is(err, queuer.ErrTooManyWaitersForKey):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_waiters", RetryAfter: time.Second,
 			Message: "this API key holds its share of the requests waiting on this instance (OPSQ_MAX_WAITERS_PER_KEY); retry later"}
+	case errors.As(err, &quota):
+		return &Error{Status: http.StatusTooManyRequests, Code: "quota_exceeded", RetryAfter: QuotaRetryAfter,
+			Message: quota.Error() + " (opsq tenants set changes the quotas)"}
 	case errors.Is(err, queuer.ErrTooManyWaiters):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_waiters", RetryAfter: time.Second,
 			Message: "too many requests wait on this instance (OPSQ_MAX_WAITERS); retry later or elsewhere"}

@@ -58,7 +58,13 @@ func (s *server) forwardedCaller(c echo.Context, allowed []apikeys.Role) (handle
 		return true, &Error{Status: http.StatusForbidden, Code: "forbidden", Message: fmt.Sprintf(
 			"the key %q has the role %s, which may not call %s %s (allowed: %s)", id.Name, role, req.Method, c.Path(), joinRoles(allowed))}
 	}
-	c.Set(callerKey, apikeys.Caller{Name: id.Name, Role: role})
+	// The tenants travel with the identity: a consumer limited to some tenants stays so on
+	// the instance its reserve is forwarded to.
+	k := apikeys.Caller{Name: id.Name, Role: role, Tenant: id.Tenant}
+	if id.Limited {
+		k.Tenants = append([]string{}, id.Tenants...) // non-nil: limited, to none if empty
+	}
+	c.Set(callerKey, k)
 	c.Set(forwardedVerifiedKey, true)
 	c.SetRequest(req.WithContext(identity.With(req.Context(), id)))
 	return true, nil

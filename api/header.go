@@ -13,6 +13,7 @@ import (
 
 	"opsq/api/wire"
 	"opsq/queuer"
+	"opsq/queuer/submissions"
 )
 
 // Bounds of the submission header, checked in parseHeader.
@@ -100,6 +101,13 @@ func parseHeader(fields map[string]json.RawMessage, allowChunks bool, maxChunks 
 				return sub, err
 			}
 			sub.Lifecycle.Backoff = b
+		case "tenant":
+			if err := json.Unmarshal(raw, &sub.Tenant); err != nil {
+				return sub, badRequest("tenant: must be a string")
+			}
+			if err := submissions.CheckTenant(sub.Tenant); err != nil {
+				return sub, badRequest("tenant: %v", err)
+			}
 		case "not_before":
 			t, err := parseNotBefore(raw, now)
 			if err != nil {
@@ -107,7 +115,7 @@ func parseHeader(fields map[string]json.RawMessage, allowChunks bool, maxChunks 
 			}
 			sub.Lifecycle.NotBefore = t
 		default:
-			return sub, badRequest("%s; a submission has chunks, metadata, strategic_metadata, priority, max_retries, idempotency_key, prefix, chunk_count, on_failure, retry_backoff and not_before", unknownField(name))
+			return sub, badRequest("%s; a submission has chunks, metadata, strategic_metadata, priority, max_retries, idempotency_key, prefix, chunk_count, on_failure, retry_backoff, not_before and tenant", unknownField(name))
 		}
 	}
 	_, hasChunks := fields["chunks"]
@@ -148,6 +156,9 @@ func parseStrategicMetadata(raw json.RawMessage) (json.RawMessage, error) {
 		v := fields[key]
 		if key == "" || len(key) > MaxStrategicKeyBytes || strings.ContainsRune(key, 0) {
 			return nil, badRequest("strategic_metadata: a key must be 1 to %d bytes without NUL characters, not %q", MaxStrategicKeyBytes, abbreviate([]byte(key)))
+		}
+		if key == submissions.TenantKey {
+			return nil, badRequest("strategic_metadata: the key %s is reserved: it is the submission's tenant (the field tenant, or the producer key's)", key)
 		}
 		var mv wire.MetadataValue
 		if err := json.Unmarshal(v, &mv); err != nil {

@@ -21,6 +21,7 @@ func (s *server) preview(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	req.Tenants, _ = confined(c)
 	chunks, err := s.q.Preview(c.Request().Context(), req)
 	if err != nil {
 		return err

@@ -47,6 +47,9 @@ func (s *server) failures(c echo.Context) error {
 		}
 		after = n
 	}
+	if err := s.checkTenant(c, id); err != nil {
+		return err
+	}
 	list, more, err := s.q.Submissions().Failures(c.Request().Context(), id, after, limit)
 	if err != nil {
 		return err
@@ -115,7 +118,7 @@ func (s *server) retry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.checkOwn(c, id, "retries"); err != nil {
+	if err := s.checkTenant(c, id); err != nil {
 		return err
 	}
 	st, err := s.q.Submissions().Retry(c.Request().Context(), id, opts)
@@ -128,10 +131,11 @@ func (s *server) retry(c echo.Context) error {
 func (s *server) retryMany(c echo.Context) error {
 	var body struct {
 		retryBody
-		State *string         `json:"state"`
-		Key   *string         `json:"key"`
-		Value json.RawMessage `json:"value"`
-		Limit *int            `json:"limit"`
+		State  *string         `json:"state"`
+		Key    *string         `json:"key"`
+		Value  json.RawMessage `json:"value"`
+		Limit  *int            `json:"limit"`
+		Tenant *string         `json:"tenant"`
 	}
 	if err := s.decodeBody(c, &body); err != nil {
 		return err
@@ -175,6 +179,13 @@ func (s *server) retryMany(c echo.Context) error {
 		}
 		sel.Limit = *body.Limit
 	}
+	named := ""
+	if body.Tenant != nil {
+		named = *body.Tenant
+	}
+	if sel.Tenant, err = listTenant(c, named); err != nil {
+		return err
+	}
 	ids, err := s.q.Submissions().RetryMany(c.Request().Context(), sel, opts)
 	if err != nil {
 		return err
@@ -187,19 +198,19 @@ func (s *server) retryMany(c echo.Context) error {
 }
 
 func (s *server) pause(c echo.Context) error {
-	return s.pauseOrResume(c, "pauses", (*submissions.Store).Pause)
+	return s.pauseOrResume(c, (*submissions.Store).Pause)
 }
 
 func (s *server) resume(c echo.Context) error {
-	return s.pauseOrResume(c, "resumes", (*submissions.Store).Resume)
+	return s.pauseOrResume(c, (*submissions.Store).Resume)
 }
 
-func (s *server) pauseOrResume(c echo.Context, verb string, do func(*submissions.Store, context.Context, int64) (queuer.Status, error)) error {
+func (s *server) pauseOrResume(c echo.Context, do func(*submissions.Store, context.Context, int64) (queuer.Status, error)) error {
 	id, err := parseID(c.Param("id"), "id")
 	if err != nil {
 		return err
 	}
-	if err := s.checkOwn(c, id, verb); err != nil {
+	if err := s.checkTenant(c, id); err != nil {
 		return err
 	}
 	st, err := do(s.q.Submissions(), c.Request().Context(), id)

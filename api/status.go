@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -25,6 +26,9 @@ func (s *server) status(c echo.Context) error {
 	}
 	wait, err := parseWait(c.QueryParam("wait"))
 	if err != nil {
+		return err
+	}
+	if err := s.checkTenant(c, id); err != nil {
 		return err
 	}
 	var st queuer.Status
@@ -49,6 +53,9 @@ func (s *server) results(c echo.Context) error {
 	}
 	follow, err := parseBool(c.QueryParam("follow"), "follow")
 	if err != nil {
+		return err
+	}
+	if err := s.checkTenant(c, id); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
@@ -137,7 +144,7 @@ func (s *server) cancel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.checkOwn(c, id, "cancels"); err != nil {
+	if err := s.checkTenant(c, id); err != nil {
 		return err
 	}
 	st, err := s.q.Submissions().Cancel(c.Request().Context(), id)
@@ -148,6 +155,7 @@ func (s *server) cancel(c echo.Context) error {
 }
 
 func (s *server) list(c echo.Context) error {
+	var err error
 	opts := queuer.ListOptions{Limit: wire.ListLimitDefault}
 	switch state := wire.State(c.QueryParam("state")); state {
 	case "", wire.StateInProgress, wire.StateCompleted, wire.StateFailed, wire.StateCancelled:
@@ -185,6 +193,9 @@ func (s *server) list(c echo.Context) error {
 		}
 		opts.After = id
 	}
+	if opts.Tenant, err = listTenant(c, c.QueryParam("tenant")); err != nil {
+		return err
+	}
 	// The page is cut at MaxListPageBytes; what it holds while it is read and written (the
 	// rows, the answer's values made of them) is counted first.
 	opts.MaxBytes = MaxListPageBytes
@@ -203,6 +214,26 @@ func (s *server) list(c echo.Context) error {
 		page.NextAfter = &page.Submissions[len(page.Submissions)-1].ID
 	}
 	return c.JSON(http.StatusOK, page)
+}
+
+// listTenant is the tenant a list (or a retry by filter) selects: a producer key's own
+// (naming another is 403), or the one named by an admin key or without keys ("": all).
+func listTenant(c echo.Context, named string) (string, error) {
+	if named != "" {
+		if err := submissions.CheckTenant(named); err != nil {
+			return "", badRequest("tenant: %v", err)
+		}
+	}
+	own, ok := ownTenant(c)
+	if !ok {
+		return named, nil
+	}
+	if named != "" && named != own {
+		k, _ := caller(c)
+		return "", &Error{Status: http.StatusForbidden, Code: "forbidden", Message: fmt.Sprintf(
+			"tenant: the key %q sees the tenant %q only (an admin key sees every tenant)", k.Name, own)}
+	}
+	return own, nil
 }
 
 // metadataValue reads a strategic metadata value from a query parameter: an integer when it
@@ -242,14 +273,11 @@ func parseWait(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// TenantDefault is the tenant of every submission until tenants come (DESIGN.md §8).
-const TenantDefault = "default"
-
 // toStatus converts the queuer's status to its wire form.
 func toStatus(st queuer.Status) wire.Status {
 	out := wire.Status{
 		ID:            strconv.FormatInt(st.ID, 10),
-		Tenant:        TenantDefault,
+		Tenant:        st.Tenant,
 		State:         st.State,
 		Paused:        st.Paused,
 		ChunksTotal:   st.ChunksTotal,

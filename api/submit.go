@@ -58,6 +58,9 @@ func (s *server) ingest(ctx context.Context, c echo.Context) error {
 		return err
 	}
 	sub.CreatedByKey = createdBy(c)
+	if sub.Tenant, err = submitTenant(c, sub.Tenant); err != nil {
+		return err
+	}
 	created, err := s.q.Submissions().Submit(ctx, sub, chunks)
 	if err != nil {
 		return err

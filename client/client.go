@@ -344,12 +344,15 @@ type ListOptions struct {
 	Limit int
 	// After is the NextAfter of the previous page, or "" for the first page.
 	After string
+	// Tenant selects one tenant's submissions (admin keys; a producer key sees its own
+	// tenant's only), or "" for every tenant the key may see.
+	Tenant string
 }
 
 // List returns one page of submissions, newest first.
 func (c *Client) List(ctx context.Context, opts ListOptions) (wire.StatusList, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"state": string(opts.State), "key": opts.Key, "value": opts.Value, "after": opts.After} {
+	for k, v := range map[string]string{"state": string(opts.State), "key": opts.Key, "value": opts.Value, "after": opts.After, "tenant": opts.Tenant} {
 		if v != "" {
 			q.Set(k, v)
 		}

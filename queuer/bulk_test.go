@@ -86,8 +86,8 @@ func TestSubmitManyWritesTheRowsOfSubmit(t *testing.T) {
 		if err := json.Unmarshal(st.StrategicMetadata, &sm); err != nil || sm["company_id"] != float64(i%7) || sm["mode"] != "bulk" {
 			t.Errorf("strategic metadata of submission %d = %s; want company_id %d and mode bulk", i, st.StrategicMetadata, i%7)
 		}
-		if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.strategic_metadata WHERE submission_id = $1", want.ID); n != 2 {
-			t.Errorf("submission %d: %d strategic metadata rows; want 2", i, n)
+		if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.strategic_metadata WHERE submission_id = $1", want.ID); n != 3 { // its two keys and its tenant
+			t.Errorf("submission %d: %d strategic metadata rows; want 3", i, n)
 		}
 		wantRetries := int64(10) // the default_max_retries setting
 		if want.MaxRetries != nil {

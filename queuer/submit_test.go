@@ -87,8 +87,8 @@ func TestSubmitInsertsChunksOnTheirShards(t *testing.T) {
 	if err := json.Unmarshal(st.StrategicMetadata, &sm); err != nil || sm["company_id"] != 42.0 || sm["mode"] != "preview" {
 		t.Errorf("strategic metadata = %s; want company_id 42 and mode preview", st.StrategicMetadata)
 	}
-	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.strategic_metadata WHERE submission_id = $1", created.ID); n != 2 {
-		t.Errorf("%d strategic metadata rows; want 2", n)
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.strategic_metadata WHERE submission_id = $1", created.ID); n != 3 { // its two keys and its tenant
+		t.Errorf("%d strategic metadata rows; want 3", n)
 	}
 	if n := pgtest.Count(t, pool, "SELECT max_retries FROM opsq.submissions WHERE id = $1", created.ID); n != 10 {
 		t.Errorf("max_retries = %d; want the default_max_retries setting, 10", n)

@@ -102,10 +102,24 @@ func TestAdminRecipesFailLoudly(t *testing.T) {
 		t.Errorf("disable_shard.sql of shard 64: %v\n%s\nwant the hint of the shards' numbers", err, out)
 	}
 
+	// A tenant's quotas: set, changed, and refused for a name that is no tenant's.
+	for _, vars := range [][]string{{"tenant=acme", "max_pending_chunks=1000", "max_in_progress=none"}, {"tenant=acme", "max_pending_chunks=none", "max_in_progress=5"}} {
+		if out, err := recipe(t, dbURL, "set_tenant_quota.sql", vars...); err != nil {
+			t.Fatalf("set_tenant_quota.sql %v: %v\n%s", vars, err, out)
+		}
+	}
+	var pending, inProgress *int64
+	if err := conn.QueryRow(t.Context(), "SELECT max_pending_chunks, max_in_progress FROM opsq.tenants WHERE name = 'acme'").Scan(&pending, &inProgress); err != nil ||
+		pending != nil || inProgress == nil || *inProgress != 5 {
+		t.Errorf("acme's quotas after set_tenant_quota.sql: %v, %v, %v; want none and 5", pending, inProgress, err)
+	}
+	out, err := recipe(t, dbURL, "set_tenant_quota.sql", "tenant=Acme Corp", "max_pending_chunks=1", "max_in_progress=1")
+	expectStopped(t, "set_tenant_quota.sql", out, err, "violates check constraint")
+
 	// A statement that fails stops the recipe, and psql exits non-zero: here a duration that
 	// does not parse, refused by the table's check.
 	timings := []string{"renew_interval=2s", "soft_expiry=10 seconds", "hard_expiry=60s", "heartbeat_timeout=10s", "drain_timeout=60s"}
-	out, err := recipe(t, dbURL, "set_timings.sql", timings...)
+	out, err = recipe(t, dbURL, "set_timings.sql", timings...)
 	expectStopped(t, "set_timings.sql", out, err, "violates check constraint")
 }
 

@@ -2,4 +2,4 @@
 UPDATE opsq.api_keys
 SET revoked_at = coalesce(revoked_at, now())
 WHERE name = @name
-RETURNING id, name, role, created_at, expires_at, revoked_at, last_used_at
+RETURNING id, name, role, created_at, expires_at, revoked_at, last_used_at, tenant, tenants

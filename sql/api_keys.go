@@ -22,6 +22,10 @@ type APIKeyRow struct {
 	ExpiresAt  *time.Time `db:"expires_at"`
 	RevokedAt  *time.Time `db:"revoked_at"`
 	LastUsedAt *time.Time `db:"last_used_at"`
+	// Tenant is a producer key's tenant; Tenants the tenants a consumer key may reserve
+	// from (nil: all).
+	Tenant  string   `db:"tenant"`
+	Tenants []string `db:"tenants"`
 }
 
 //go:embed api_key_create.sql
@@ -33,6 +37,8 @@ type APIKeyCreateParams struct {
 	Role      string
 	SHA256    []byte     // the SHA-256 of the key, never the key
 	ExpiresAt *time.Time // nil: never
+	Tenant    string     // a producer's tenant; "" is "default"
+	Tenants   []string   // a consumer's tenants; nil: all
 }
 
 // ErrAPIKeyNameTaken means that a key of that name exists already (revoked keys keep
@@ -47,6 +53,7 @@ var errAPIKeySecretTaken = errors.New("another key has the same secret")
 func (q Queries) APIKeyCreate(ctx context.Context, p APIKeyCreateParams) (APIKeyRow, error) {
 	r, err := collectOne[APIKeyRow](ctx, q.db, apiKeyCreate, pgx.NamedArgs{
 		"name": p.Name, "role": p.Role, "sha256": p.SHA256, "expires_at": p.ExpiresAt,
+		"tenant": p.Tenant, "tenants": p.Tenants,
 	})
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
 		if pgErr.ConstraintName == "api_keys_sha256_key" {
@@ -91,6 +98,8 @@ type APIKeysLoadRow struct {
 	SHA256    []byte     `db:"sha256"`
 	ExpiresAt *time.Time `db:"expires_at"`
 	Revoked   bool       `db:"revoked"`
+	Tenant    string     `db:"tenant"`
+	Tenants   []string   `db:"tenants"`
 }
 
 // APIKeysLoad reads every key with its hash, revoked and expired ones included, in no
@@ -111,23 +120,6 @@ type APIKeysTouchParams struct {
 func (q Queries) APIKeysTouch(ctx context.Context, p APIKeysTouchParams) error {
 	_, err := q.db.Exec(ctx, apiKeysTouch, pgx.NamedArgs{"ids": p.IDs})
 	return err
-}
-
-//go:embed submission_created_by.sql
-var submissionCreatedBy string
-
-// SubmissionCreatedByParams are submission_created_by.sql's.
-type SubmissionCreatedByParams struct {
-	ID int64
-}
-
-// SubmissionCreatedBy returns the id of the key that created in-progress submission p.ID
-// (nil: none, or made without keys); ErrNotFound when the submission is not in progress
-// (finished or unknown).
-func (q Queries) SubmissionCreatedBy(ctx context.Context, p SubmissionCreatedByParams) (*int64, error) {
-	var owner *int64
-	err := q.db.QueryRow(ctx, submissionCreatedBy, pgx.NamedArgs{"id": p.ID}).Scan(&owner)
-	return owner, notFound(err)
 }
 
 //go:embed ui_session_create.sql

@@ -1,4 +1,4 @@
 -- The API keys, without their hashes.
-SELECT id, name, role, created_at, expires_at, revoked_at, last_used_at
+SELECT id, name, role, created_at, expires_at, revoked_at, last_used_at, tenant, tenants
 FROM opsq.api_keys
 ORDER BY name

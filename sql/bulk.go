@@ -24,6 +24,7 @@ type SubmissionsInsertManyParams struct {
 	MaxRetries        []*int32
 	Metadata          []string
 	StrategicMetadata []string // JSON objects
+	Tenants           []string
 }
 
 // SubmissionsInsertMany inserts in-progress submissions (their chunks are inserted apart),
@@ -32,6 +33,7 @@ func (q Queries) SubmissionsInsertMany(ctx context.Context, p SubmissionsInsertM
 	_, err := q.db.Exec(ctx, submissionsInsertMany, pgx.NamedArgs{
 		"ids": p.IDs, "chunks_total": p.ChunksTotal, "priority": p.Priority,
 		"max_retries": p.MaxRetries, "metadata": p.Metadata, "strategic_metadata": p.StrategicMetadata,
+		"tenants": p.Tenants,
 	})
 	return err
 }
@@ -44,12 +46,13 @@ var strategicMetadataInsertMany string
 type StrategicMetadataInsertManyParams struct {
 	IDs               []int64
 	StrategicMetadata []string
+	Tenants           []string
 }
 
 // StrategicMetadataInsertMany indexes the strategic metadata of many submissions, as
 // StrategicMetadataInsert does for one.
 func (q Queries) StrategicMetadataInsertMany(ctx context.Context, p StrategicMetadataInsertManyParams) error {
-	_, err := q.db.Exec(ctx, strategicMetadataInsertMany, pgx.NamedArgs{"ids": p.IDs, "strategic_metadata": p.StrategicMetadata})
+	_, err := q.db.Exec(ctx, strategicMetadataInsertMany, pgx.NamedArgs{"ids": p.IDs, "strategic_metadata": p.StrategicMetadata, "tenants": p.Tenants})
 	return err
 }
 

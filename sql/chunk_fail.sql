@@ -16,7 +16,8 @@
 -- moved to submissions_failed) and dropped (its other chunks were skipped).
 -- The same move of a submission row as submission_cancel.sql and
 -- submissions_finish_completed.sql: one statement per ending, each with its own condition and
--- target; a column added to opsq.submissions goes into all three.
+-- target; a column added to opsq.submissions goes into all three (and into
+-- submission_reopen.sql, the way back).
 WITH fence AS (
     SELECT @generation::bigint IS NULL OR EXISTS (
         SELECT 1 FROM opsq.shard_claims sc
@@ -110,9 +111,9 @@ WITH fence AS (
 ), moved AS (
     INSERT INTO opsq.submissions_failed
         (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
-         strategic_metadata, prefix, created_at, finished_at, failed_chunk_index, error)
+         strategic_metadata, prefix, created_at, finished_at, failed_chunk_index, error, tenant)
     SELECT m.id, m.chunks_total, m.chunks_done, e.failed, m.chunks_skipped + e.skipped, m.priority, m.max_retries,
-           m.metadata, m.strategic_metadata, m.prefix, m.created_at, now(), @chunk_index, @error
+           m.metadata, m.strategic_metadata, m.prefix, m.created_at, now(), @chunk_index, @error, m.tenant
     FROM moved_sub m JOIN ends e ON e.id = m.id
     RETURNING id
 )

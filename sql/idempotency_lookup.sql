@@ -1,1 +1,1 @@
-SELECT submission_id FROM opsq.idempotency_keys WHERE key = @key
+SELECT submission_id FROM opsq.idempotency_keys WHERE tenant = @tenant AND key = @key

@@ -207,6 +207,21 @@ type Statements interface {
 	// AdminEnableShard runs the recipe admin/enable_shard.sql.
 	AdminEnableShard(ctx context.Context, p AdminShardParams) (bool, error)
 
+	// Tenants (tenants.go): quotas, usage, a submission's tenant.
+
+	// TenantLock locks a tenant's quotas for a submit's check.
+	TenantLock(ctx context.Context, p TenantParams) (TenantQuota, error)
+	// TenantUsage counts what a tenant has in progress.
+	TenantUsage(ctx context.Context, p TenantParams) (TenantUsageRow, error)
+	// TenantSet sets a tenant's quotas.
+	TenantSet(ctx context.Context, p TenantSetParams) (TenantRow, error)
+	// TenantsList reads the tenants, their quotas and usage.
+	TenantsList(ctx context.Context) ([]TenantsListRow, error)
+	// TenantSubmissions reads the first submissions in progress of some tenants.
+	TenantSubmissions(ctx context.Context, p TenantSubmissionsParams) ([]TenantSubmissionsRow, error)
+	// SubmissionTenants reads the tenants of some submissions.
+	SubmissionTenants(ctx context.Context, p SubmissionTenantsParams) ([]SubmissionTenantsRow, error)
+
 	// API keys (api_keys.go), for package apikeys.
 
 	// APIKeyCreate adds a key.
@@ -223,8 +238,6 @@ type Statements interface {
 	UISessionCreate(ctx context.Context, p UISessionParams) error
 	UISessionKey(ctx context.Context, p UISessionParams) (int64, error)
 	UISessionEnd(ctx context.Context, p UISessionParams) error
-	// SubmissionCreatedBy reads the key that created an in-progress submission.
-	SubmissionCreatedBy(ctx context.Context, p SubmissionCreatedByParams) (*int64, error)
 }
 
 var _ Statements = Queries{}

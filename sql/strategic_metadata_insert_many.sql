@@ -4,3 +4,6 @@ INSERT INTO opsq.strategic_metadata (key, value, submission_id)
 SELECT kv.key, kv.value, s.id
 FROM unnest(@ids::bigint[], @strategic_metadata::jsonb[]) AS s(id, strategic_metadata),
      jsonb_each(s.strategic_metadata) AS kv
+UNION ALL
+SELECT '@tenant', to_jsonb(s.tenant), s.id
+FROM unnest(@ids::bigint[], @tenants::text[]) AS s(id, tenant)

@@ -2,19 +2,20 @@
 -- progress (finished already, or unknown).
 -- The same move of a submission row as submissions_finish_completed.sql and
 -- chunk_fail.sql: one statement per ending, each with its own condition and
--- target; a column added to opsq.submissions goes into all three.
+-- target; a column added to opsq.submissions goes into all three (and into
+-- submission_reopen.sql, the way back).
 WITH holds AS (
     DELETE FROM opsq.simultaneous_holds WHERE submission_id = @id
 ), moved AS (
     DELETE FROM opsq.submissions WHERE id = @id
     RETURNING id, chunks_total, chunks_done, chunks_failed, priority, max_retries, metadata,
-              strategic_metadata, prefix, created_at
+              strategic_metadata, prefix, created_at, tenant
 )
 -- Every chunk not done nor failed is skipped (chunks_skip_submission.sql moves them).
 INSERT INTO opsq.submissions_cancelled
     (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
-     strategic_metadata, prefix, created_at, finished_at)
+     strategic_metadata, prefix, created_at, finished_at, tenant)
 SELECT id, chunks_total, chunks_done, chunks_failed, chunks_total - chunks_done - chunks_failed, priority,
-       max_retries, metadata, strategic_metadata, prefix, created_at, now()
+       max_retries, metadata, strategic_metadata, prefix, created_at, now(), tenant
 FROM moved
 RETURNING id

@@ -7,15 +7,15 @@
 WITH gone_failed AS (
     DELETE FROM opsq.submissions_failed WHERE id = @id
     RETURNING id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority,
-              max_retries, metadata, strategic_metadata, prefix, created_at
+              max_retries, metadata, strategic_metadata, prefix, created_at, tenant
 ), gone_cancelled AS (
     DELETE FROM opsq.submissions_cancelled WHERE id = @id
     RETURNING id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority,
-              max_retries, metadata, strategic_metadata, prefix, created_at
+              max_retries, metadata, strategic_metadata, prefix, created_at, tenant
 ), gone_completed AS (
     DELETE FROM opsq.submissions_completed WHERE id = @id
     RETURNING id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority,
-              max_retries, metadata, strategic_metadata, prefix, created_at
+              max_retries, metadata, strategic_metadata, prefix, created_at, tenant
 ), gone AS (
     SELECT * FROM gone_failed
     UNION ALL SELECT * FROM gone_cancelled
@@ -23,9 +23,9 @@ WITH gone_failed AS (
 )
 INSERT INTO opsq.submissions
     (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries,
-     metadata, strategic_metadata, prefix, created_at)
+     metadata, strategic_metadata, prefix, created_at, tenant)
 SELECT id, chunks_total, chunks_done, greatest(chunks_failed - @failed::int, 0),
        greatest(chunks_skipped - @skipped::int, 0), priority,
-       coalesce(@max_retries::int, max_retries), metadata, strategic_metadata, prefix, created_at
+       coalesce(@max_retries::int, max_retries), metadata, strategic_metadata, prefix, created_at, tenant
 FROM gone
 RETURNING id

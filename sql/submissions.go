@@ -14,6 +14,7 @@ var idempotencyClaim string
 
 // IdempotencyClaimParams are idempotency_claim.sql's.
 type IdempotencyClaimParams struct {
+	Tenant       string
 	Key          string
 	SubmissionID int64
 }
@@ -23,7 +24,7 @@ type IdempotencyClaimParams struct {
 // taking the same key makes it wait for that one to end.
 func (q Queries) IdempotencyClaim(ctx context.Context, p IdempotencyClaimParams) (bool, error) {
 	var id int64
-	err := q.db.QueryRow(ctx, idempotencyClaim, pgx.NamedArgs{"key": p.Key, "submission_id": p.SubmissionID}).Scan(&id)
+	err := q.db.QueryRow(ctx, idempotencyClaim, pgx.NamedArgs{"tenant": p.Tenant, "key": p.Key, "submission_id": p.SubmissionID}).Scan(&id)
 	if err = notFound(err); err == ErrNotFound {
 		return false, nil
 	}
@@ -35,14 +36,15 @@ var idempotencyLookup string
 
 // IdempotencyLookupParams are idempotency_lookup.sql's.
 type IdempotencyLookupParams struct {
-	Key string
+	Tenant string
+	Key    string
 }
 
 // IdempotencyLookup returns the id of the submission that holds p.Key; ErrNotFound when
 // none does.
 func (q Queries) IdempotencyLookup(ctx context.Context, p IdempotencyLookupParams) (int64, error) {
 	var id int64
-	err := q.db.QueryRow(ctx, idempotencyLookup, pgx.NamedArgs{"key": p.Key}).Scan(&id)
+	err := q.db.QueryRow(ctx, idempotencyLookup, pgx.NamedArgs{"tenant": p.Tenant, "key": p.Key}).Scan(&id)
 	return id, notFound(err)
 }
 
@@ -65,13 +67,15 @@ type SubmissionInsertParams struct {
 	// CreatedByKey is the id of the API key that made it (0: none, keys off); a producer
 	// key cancels only its own. A submission without chunks, complete at once, keeps none.
 	CreatedByKey int64
+	// Tenant owns the submission.
+	Tenant string
 }
 
 func (p SubmissionInsertParams) args() pgx.NamedArgs {
 	return pgx.NamedArgs{
 		"id": p.ID, "chunks_total": p.ChunksTotal, "priority": p.Priority, "max_retries": p.MaxRetries,
 		"metadata": p.Metadata, "strategic_metadata": p.StrategicMetadata, "prefix": p.Prefix,
-		"created_by_key": p.CreatedByKey,
+		"created_by_key": p.CreatedByKey, "tenant": p.Tenant,
 	}
 }
 
@@ -94,11 +98,13 @@ var strategicMetadataInsert string
 type StrategicMetadataInsertParams struct {
 	SubmissionID      int64
 	StrategicMetadata string // a JSON object
+	Tenant            string // indexed under the key "@tenant"
 }
 
-// StrategicMetadataInsert indexes a submission's strategic metadata, one row per key.
+// StrategicMetadataInsert indexes a submission's strategic metadata, one row per key, and
+// its tenant.
 func (q Queries) StrategicMetadataInsert(ctx context.Context, p StrategicMetadataInsertParams) error {
-	_, err := q.db.Exec(ctx, strategicMetadataInsert, pgx.NamedArgs{"submission_id": p.SubmissionID, "strategic_metadata": p.StrategicMetadata})
+	_, err := q.db.Exec(ctx, strategicMetadataInsert, pgx.NamedArgs{"submission_id": p.SubmissionID, "strategic_metadata": p.StrategicMetadata, "tenant": p.Tenant})
 	return err
 }
 
@@ -121,6 +127,7 @@ type SubmissionStatusRow struct {
 	Error             *string         `db:"error"`
 	OnFailure         json.RawMessage `db:"on_failure"`
 	NotBefore         *time.Time      `db:"not_before"`
+	Tenant            string          `db:"tenant"`
 }
 
 //go:embed submission_lifecycle_insert.sql
@@ -176,8 +183,10 @@ type SubmissionListParams struct {
 	// key = value.
 	Key   string
 	Value string
-	After *int64 // the last id of the previous page; nil for the first
-	Limit int
+	// Tenant, when set, selects that tenant's submissions only.
+	Tenant *string
+	After  *int64 // the last id of the previous page; nil for the first
+	Limit  int
 	// MaxBytes, when positive, stops the page once its rows' text (metadata, strategic
 	// metadata, prefix, error) and a fixed share per row pass it; the page holds at least
 	// one row.
@@ -203,8 +212,12 @@ func (r SubmissionStatusRow) Size() int {
 // SubmissionList reads a page of submissions, newest first. cut reports that the page
 // stopped at p.MaxBytes, before p.Limit rows: more may follow.
 func (q Queries) SubmissionList(ctx context.Context, p SubmissionListParams) (page []SubmissionStatusRow, cut bool, err error) {
-	args := pgx.NamedArgs{"limit": p.Limit, "state": p.State, "after": p.After}
+	args := pgx.NamedArgs{"limit": p.Limit, "state": p.State, "after": p.After, "tenant": p.Tenant}
 	query := submissionList
+	if p.Key == "" && p.Tenant != nil {
+		v, _ := json.Marshal(*p.Tenant) // a string always marshals
+		p.Key, p.Value = TenantKey, string(v)
+	}
 	if p.Key != "" {
 		query = submissionListByMetadata
 		args["key"], args["value"] = p.Key, p.Value
@@ -286,6 +299,7 @@ type SubmissionInfoRow struct {
 	StrategicMetadata json.RawMessage
 	Prefix            *string
 	MaxRetries        int32
+	Tenant            string
 }
 
 // SubmissionInfo reads the in-progress submissions of p.IDs, in no order; fn is called
@@ -296,7 +310,7 @@ func (q Queries) SubmissionInfo(ctx context.Context, p SubmissionInfoParams, fn 
 		return err
 	}
 	var r SubmissionInfoRow
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Metadata, &r.StrategicMetadata, &r.Prefix, &r.MaxRetries}, func() error { return fn(r) })
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Metadata, &r.StrategicMetadata, &r.Prefix, &r.MaxRetries, &r.Tenant}, func() error { return fn(r) })
 	return err
 }
 

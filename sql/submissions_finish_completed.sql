@@ -5,29 +5,30 @@
 -- (when only skipped chunks are left: the first of them, and an error that says so).
 -- The same move of a submission row as submission_cancel.sql and
 -- chunk_fail.sql: one statement per ending, each with its own condition and
--- target; a column added to opsq.submissions goes into all three.
+-- target; a column added to opsq.submissions goes into all three (and into
+-- submission_reopen.sql, the way back).
 WITH moved AS (
     DELETE FROM opsq.submissions
     WHERE id = ANY(@ids::bigint[]) AND chunks_done + chunks_failed + chunks_skipped = chunks_total
     RETURNING id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
-              strategic_metadata, prefix, created_at
+              strategic_metadata, prefix, created_at, tenant
 ), completed AS (
     INSERT INTO opsq.submissions_completed
         (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
-         strategic_metadata, prefix, created_at, finished_at)
+         strategic_metadata, prefix, created_at, finished_at, tenant)
     SELECT id, chunks_total, chunks_done, 0, chunks_skipped, priority, max_retries, metadata, strategic_metadata,
-           prefix, created_at, now()
+           prefix, created_at, now(), tenant
     FROM moved
     WHERE chunks_failed = 0 AND chunks_skipped = 0
     RETURNING id
 ), failed AS (
     INSERT INTO opsq.submissions_failed
         (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
-         strategic_metadata, prefix, created_at, finished_at, failed_chunk_index, error)
+         strategic_metadata, prefix, created_at, finished_at, failed_chunk_index, error, tenant)
     SELECT m.id, m.chunks_total, m.chunks_done, m.chunks_failed, m.chunks_skipped, m.priority, m.max_retries,
            m.metadata, m.strategic_metadata, m.prefix, m.created_at, now(),
            coalesce(l.chunk_index, (SELECT min(f.chunk_index) FROM opsq.chunks_failed f WHERE f.submission_id = m.id)),
-           coalesce(l.error, m.chunks_skipped || ' chunks skipped')
+           coalesce(l.error, m.chunks_skipped || ' chunks skipped'), m.tenant
     FROM moved m
     LEFT JOIN LATERAL (
         SELECT f.chunk_index, f.error FROM opsq.chunks_failed f

@@ -6,10 +6,39 @@ import (
 )
 
 // Filter restricts candidates to the submissions whose strategic metadata has Key = Value
-// (select_only). Value is the canonical JSON text of the value.
+// (select_only). Value is the canonical JSON text of the value. With Values set instead,
+// Key may have any of them (a consumer limited to some tenants, TenantFilter).
 type Filter struct {
-	Key   string
-	Value []byte
+	Key    string
+	Value  []byte
+	Values [][]byte
+}
+
+// TenantKey is the strategic metadata key of a submission's tenant: "@tenant" in any
+// block that takes a key.
+const TenantKey = "@tenant"
+
+// TenantFilter restricts candidates to the submissions of tenants (at least one).
+func TenantFilter(tenants []string) Filter {
+	if len(tenants) == 1 {
+		return Filter{Key: TenantKey, Value: valueJSON(StringValue(tenants[0]))}
+	}
+	f := Filter{Key: TenantKey, Values: make([][]byte, len(tenants))}
+	for i, t := range tenants {
+		f.Values[i] = valueJSON(StringValue(t))
+	}
+	return f
+}
+
+// Each calls fn with each value the filter lets through.
+func (f Filter) Each(fn func(value []byte)) {
+	if f.Values == nil {
+		fn(f.Value)
+		return
+	}
+	for _, v := range f.Values {
+		fn(v)
+	}
 }
 
 // Filter is the filter of a select_only node: its key, and its value's canonical JSON text.
@@ -117,11 +146,21 @@ func filterSQL(filters []Filter, idColumn string, args map[string]any) string {
 	var b strings.Builder
 	for i, f := range filters {
 		k, v := fmt.Sprintf("filter_key_%d", i), fmt.Sprintf("filter_value_%d", i)
-		args[k], args[v] = f.Key, string(f.Value)
+		args[k] = f.Key
+		cmp := "= @" + v + "::jsonb"
+		if f.Values != nil {
+			values := make([]string, len(f.Values))
+			for j, fv := range f.Values {
+				values[j] = string(fv)
+			}
+			args[v], cmp = values, "= ANY(@"+v+"::text[]::jsonb[])"
+		} else {
+			args[v] = string(f.Value)
+		}
 		// OFFSET 0 keeps the planner from turning the probe into a join, which for a
 		// selective value would gather the matching chunks and sort them.
-		fmt.Fprintf(&b, "\n  AND EXISTS (SELECT 1 FROM opsq.strategic_metadata m%d WHERE m%d.key = @%s AND m%d.value = @%s::jsonb AND m%d.submission_id = %s OFFSET 0)",
-			i, i, k, i, v, i, idColumn)
+		fmt.Fprintf(&b, "\n  AND EXISTS (SELECT 1 FROM opsq.strategic_metadata m%d WHERE m%d.key = @%s AND m%d.value %s AND m%d.submission_id = %s OFFSET 0)",
+			i, i, k, i, cmp, i, idColumn)
 	}
 	return b.String()
 }

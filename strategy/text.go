@@ -20,7 +20,7 @@ import (
 //	key      = word | string .
 //	value    = word | string .   a word that is an integer is an int64, any other a string
 //	max      = integer .         1..1000000
-//	word     = wchar { wchar } . wchar: A-Z a-z 0-9 _ - .
+//	word     = [ "@" ] wchar { wchar } . wchar: A-Z a-z 0-9 _ - .   (@tenant: the tenant)
 //	integer  = [ "-" ] digit { digit } .
 //	string   = a JSON string literal, such as "42" or "eu west" .
 //
@@ -132,8 +132,10 @@ func isWordByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.'
 }
 
-// isWord reports whether s may be written bare.
+// isWord reports whether s may be written bare: word bytes, after an optional '@' (the
+// key @tenant).
 func isWord(s string) bool {
+	s = strings.TrimPrefix(s, "@")
 	if s == "" {
 		return false
 	}
@@ -214,8 +216,8 @@ func (p *textParser) scan(path string) (token, int, error) {
 	switch c := p.s[i]; {
 	case strings.IndexByte("(),=", c) >= 0:
 		return token{kind: tokPunct, text: p.s[i : i+1], raw: p.s[i : i+1], pos: i}, i + 1, nil
-	case isWordByte(c):
-		j := i
+	case isWordByte(c) || c == '@' && i+1 < len(p.s) && isWordByte(p.s[i+1]):
+		j := i + 1
 		for j < len(p.s) && isWordByte(p.s[j]) {
 			j++
 		}

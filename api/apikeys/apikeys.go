@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"time"
 
+	"opsq/queuer/submissions"
 	opsqsql "opsq/sql"
 )
 
@@ -24,12 +25,13 @@ type Role string
 
 // The roles (DESIGN.md §8; api/auth.go has the routes of each).
 const (
-	// Producer submits, reads statuses and results, lists, and cancels the submissions it
-	// created.
+	// Producer submits, and reads, lists, cancels, retries, pauses and resumes the
+	// submissions of its tenant (Key.Tenant) only.
 	Producer Role = "producer"
-	// Consumer reserves, completes, fails and extends, and reads statuses.
+	// Consumer reserves, completes, fails and extends, and reads statuses, of the
+	// submissions of its tenants (Key.Tenants; nil: all).
 	Consumer Role = "consumer"
-	// Admin may call everything, /v1/cluster included, and cancel any submission.
+	// Admin may call everything, /v1/cluster included, on every tenant.
 	Admin Role = "admin"
 	// Metrics may read GET /metrics only.
 	Metrics Role = "metrics"
@@ -75,6 +77,10 @@ type Key struct {
 	ExpiresAt  *time.Time `json:"expires_at"`
 	RevokedAt  *time.Time `json:"revoked_at"`
 	LastUsedAt *time.Time `json:"last_used_at"`
+	// Tenant is a producer key's tenant ("default" unless said otherwise).
+	Tenant string `json:"tenant"`
+	// Tenants are the tenants a consumer key may reserve from; nil: all.
+	Tenants []string `json:"tenants"`
 }
 
 // DB is what the functions of this package run their statements on: a *pgxpool.Pool, a
@@ -98,11 +104,30 @@ func CheckName(name string) error {
 	return nil
 }
 
+// Spec is a key to make.
+type Spec struct {
+	Name string
+	Role Role
+	// Expires is how long the key is valid; 0: forever.
+	Expires time.Duration
+	// Tenant is a producer key's tenant; "" is "default". Only for producers.
+	Tenant string
+	// Tenants limits a consumer key to those tenants; nil: all. Only for consumers.
+	Tenants []string
+}
+
 // Create makes a key named name with role; it expires after expires (0: never). It returns
-// the row and the key, which is shown nowhere else.
+// the row and the key, which is shown nowhere else. A producer key it makes belongs to
+// the tenant "default", a consumer key may reserve from every tenant (CreateSpec for
+// others).
 func Create(ctx context.Context, db DB, name string, role Role, expires time.Duration) (Key, string, error) {
+	return CreateSpec(ctx, db, Spec{Name: name, Role: role, Expires: expires})
+}
+
+// CreateSpec is Create with a tenant (a producer's) or tenants (a consumer's).
+func CreateSpec(ctx context.Context, db DB, spec Spec) (Key, string, error) {
 	key := Generate()
-	k, err := Add(ctx, db, name, role, expires, key)
+	k, err := AddSpec(ctx, db, spec, key)
 	if err != nil {
 		return Key{}, "", err
 	}
@@ -115,6 +140,12 @@ const MinKeyLen = 32
 // Add is Create with a key made elsewhere (an operator's bootstrap key, say), at least
 // MinKeyLen characters long.
 func Add(ctx context.Context, db DB, name string, role Role, expires time.Duration, key string) (Key, error) {
+	return AddSpec(ctx, db, Spec{Name: name, Role: role, Expires: expires}, key)
+}
+
+// AddSpec is Add with a tenant (a producer's) or tenants (a consumer's).
+func AddSpec(ctx context.Context, db DB, spec Spec, key string) (Key, error) {
+	name, role, expires := spec.Name, spec.Role, spec.Expires
 	if err := CheckName(name); err != nil {
 		return Key{}, err
 	}
@@ -123,6 +154,23 @@ func Add(ctx context.Context, db DB, name string, role Role, expires time.Durati
 	}
 	if expires < 0 {
 		return Key{}, fmt.Errorf("expiry %s: must be positive, or 0 for never", expires)
+	}
+	if spec.Tenant != "" && role != Producer {
+		return Key{}, fmt.Errorf("a tenant is for producer keys; a %s key has none (consumer keys: tenants)", role)
+	}
+	if spec.Tenants != nil && role != Consumer {
+		return Key{}, fmt.Errorf("tenants are for consumer keys; a %s key has none (producer keys: one tenant)", role)
+	}
+	if spec.Tenants != nil && len(spec.Tenants) == 0 {
+		return Key{}, errors.New("tenants: name at least one, or none at all for every tenant")
+	}
+	for _, t := range append([]string{spec.Tenant}, spec.Tenants...) {
+		if t == "" {
+			continue
+		}
+		if err := submissions.CheckTenant(t); err != nil {
+			return Key{}, err
+		}
 	}
 	if len(key) < MinKeyLen {
 		return Key{}, fmt.Errorf("the key is %d characters long; want at least %d (make one with: echo \"opsq_$(openssl rand -base64 32 | tr '+/' '-_' | tr -d '=')\")", len(key), MinKeyLen)
@@ -135,6 +183,7 @@ func Add(ctx context.Context, db DB, name string, role Role, expires time.Durati
 	sum := Hash(key)
 	r, err := opsqsql.New(db).APIKeyCreate(ctx, opsqsql.APIKeyCreateParams{
 		Name: name, Role: string(role), SHA256: sum[:], ExpiresAt: expiresAt,
+		Tenant: spec.Tenant, Tenants: spec.Tenants,
 	})
 	if errors.Is(err, opsqsql.ErrAPIKeyNameTaken) {
 		return Key{}, fmt.Errorf("%w: %q (revoked keys keep their names; choose another)", ErrExists, name)
@@ -176,5 +225,6 @@ func keyOf(r opsqsql.APIKeyRow) Key {
 	return Key{
 		ID: r.ID, Name: r.Name, Role: Role(r.Role), CreatedAt: r.CreatedAt,
 		ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt, LastUsedAt: r.LastUsedAt,
+		Tenant: r.Tenant, Tenants: r.Tenants,
 	}
 }

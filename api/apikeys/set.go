@@ -40,6 +40,23 @@ type Caller struct {
 	ID   int64
 	Name string
 	Role Role
+	// Tenant is a producer's tenant.
+	Tenant string
+	// Tenants are the tenants a consumer may reserve from; nil: all.
+	Tenants []string
+}
+
+// Confined reports whether the caller sees only some tenants' submissions, and which: a
+// producer its own, a consumer with a list those; an admin, a metrics key and a consumer
+// without a list are not confined.
+func (c Caller) Confined() ([]string, bool) {
+	switch {
+	case c.Role == Producer:
+		return []string{c.Tenant}, true
+	case c.Role == Consumer && c.Tenants != nil:
+		return c.Tenants, true
+	}
+	return nil, false
 }
 
 // cached is a key as a Set holds it.
@@ -123,7 +140,7 @@ func (s *Set) Load(ctx context.Context) error {
 		if len(r.SHA256) != sha256.Size {
 			return fmt.Errorf("reading opsq.api_keys: API key %q has a %d-byte hash; want 32", r.Name, len(r.SHA256))
 		}
-		k := cached{Caller: Caller{ID: r.ID, Name: r.Name, Role: Role(r.Role)}, revoked: r.Revoked}
+		k := cached{Caller: Caller{ID: r.ID, Name: r.Name, Role: Role(r.Role), Tenant: r.Tenant, Tenants: r.Tenants}, revoked: r.Revoked}
 		copy(k.sum[:], r.SHA256)
 		if r.ExpiresAt != nil {
 			k.expires = *r.ExpiresAt
@@ -239,20 +256,4 @@ func (s *Set) runRefresh(ctx context.Context) {
 			s.log.Error("reloading the API keys; keeping the ones held", slog.Any("error", err))
 		}
 	}
-}
-
-// SubmissionOwner returns the id of the key that created in-progress submission id (0:
-// none, made without keys), and false when id is not in progress (finished or unknown).
-func (s *Set) SubmissionOwner(ctx context.Context, id int64) (int64, bool, error) {
-	owner, err := opsqsql.New(s.pool).SubmissionCreatedBy(ctx, opsqsql.SubmissionCreatedByParams{ID: id})
-	if errors.Is(err, opsqsql.ErrNotFound) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("reading who created submission %d: %w", id, err)
-	}
-	if owner == nil {
-		return 0, true, nil
-	}
-	return *owner, true, nil
 }

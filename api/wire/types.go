@@ -57,6 +57,9 @@ type SubmissionHeader struct {
 	// NotBefore is an RFC 3339 time or a duration from now (at most 30 days): nothing of the
 	// submission is handed out before then.
 	NotBefore string `json:"not_before,omitempty"`
+	// Tenant owns the submission; only admin keys (and servers without keys) may name
+	// one: a producer key's submissions are its tenant's.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // The forms of SubmissionHeader.OnFailure.

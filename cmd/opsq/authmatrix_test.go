@@ -52,23 +52,30 @@ func (r matrixReply) String() string {
 // what is checked is the auth decision). The routes of the REST API come from the
 // instances' own /v1/openapi.json, so that a route without a line in api.Routes fails
 // here (api's TestAuthMatrix checks the same of echo's routes, the dashboard's included).
-// Also: a request marked forwarded without a valid signature is refused, and a producer
-// key cancels only its own submissions while an admin key cancels any.
+// Also: a request marked forwarded without a valid signature is refused; and with two
+// tenants, route by route, nothing of tenant acme's is visible or actionable with tenant
+// globex's keys (404 as for an unknown id, or "unknown" for a token), while an admin key
+// acts on both.
 func TestAuthMatrix(t *testing.T) {
 	dbURL := pgtest.NewDB(t)
 	c := clustertest.New(t, opsqBinary, dbURL)
 	ctx := t.Context()
 	key := map[string]string{}
-	for _, name := range []string{"producer", "producer2", "consumer", "metrics", "admin", "revoked", "expired"} {
-		role := apikeys.Role(strings.TrimSuffix(name, "2"))
-		var expires time.Duration
+	for _, name := range []string{"producer", "producer2", "consumer", "consumer-acme", "consumer-globex", "metrics", "admin", "revoked", "expired"} {
+		spec := apikeys.Spec{Name: "matrix-" + name, Role: apikeys.Role(strings.TrimSuffix(name, "2"))}
 		switch name {
+		case "producer":
+			spec.Tenant = "acme"
+		case "producer2":
+			spec.Tenant = "globex"
+		case "consumer-acme", "consumer-globex":
+			spec.Role, spec.Tenants = apikeys.Consumer, []string{strings.TrimPrefix(name, "consumer-")}
 		case "revoked":
-			role = apikeys.Admin
+			spec.Role = apikeys.Admin
 		case "expired":
-			role, expires = apikeys.Admin, time.Millisecond
+			spec.Role, spec.Expires = apikeys.Admin, time.Millisecond
 		}
-		_, k, err := apikeys.Create(ctx, c.Pool, "matrix-"+name, role, expires)
+		_, k, err := apikeys.CreateSpec(ctx, c.Pool, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,36 +252,132 @@ func TestAuthMatrix(t *testing.T) {
 		}
 	}
 
-	// A producer key cancels only its own submissions; admin cancels any. Submitted
-	// through one instance, cancelled through the other.
+	// Two tenants. acme's submission, through one instance; globex's keys, through the
+	// other, route by route: each answers for acme's id exactly what it answers for an id
+	// nobody has.
 	as := func(inst *clustertest.Instance, name string) *client.Client {
 		return client.New(inst.URL, client.WithHTTPClient(c.HTTP), client.WithKey(key[name]))
 	}
 	a, b := insts[0], insts[1]
-	mine, err := as(a, "producer").Submit(ctx, wire.Submission{Chunks: []string{"x"}})
+	const chunks = 40 // spread over both instances' shards
+	in := make([]string, chunks)
+	for i := range in {
+		in[i] = "x"
+	}
+	acme, err := as(a, "producer").Submit(ctx, wire.Submission{Chunks: in})
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs, err := as(a, "producer2").Submit(ctx, wire.Submission{Chunks: []string{"y"}})
+	globex, err := as(a, "producer2").Submit(ctx, wire.Submission{Chunks: in})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := as(b, "producer").Cancel(ctx, theirs.ID); !isStatus(err, http.StatusForbidden) {
-		t.Errorf("a producer cancelling another producer's submission: %v; want 403", err)
-	}
-	if _, err := as(b, "consumer").Cancel(ctx, mine.ID); !isStatus(err, http.StatusForbidden) {
-		t.Errorf("a consumer cancelling a submission: %v; want 403", err)
-	}
-	if _, err := as(b, "producer").Cancel(ctx, mine.ID); err != nil {
-		t.Errorf("a producer cancelling its own submission: %v; want it cancelled", err)
-	}
-	if _, err := as(b, "admin").Cancel(ctx, theirs.ID); err != nil {
-		t.Errorf("admin cancelling a producer's submission: %v; want it cancelled", err)
-	}
-	for _, id := range []string{mine.ID, theirs.ID} {
-		if st, err := as(a, "producer").Status(ctx, id, 0); err != nil || st.State != wire.StateCancelled {
-			t.Errorf("submission %s: %+v, %v; want cancelled", id, st, err)
+	tenantRoutes := 0
+	for _, rt := range api.Routes {
+		if rt.Dashboard || !strings.Contains(rt.Path, ":id") {
+			continue
 		}
+		for _, who := range []string{"producer2", "consumer-globex"} {
+			if !rt.Allows(apikeys.Role(strings.TrimSuffix(strings.TrimSuffix(who, "-globex"), "2"))) {
+				continue
+			}
+			hdr := http.Header{"Authorization": {"Bearer " + key[who]}}
+			body := ""
+			if rt.Method == http.MethodPost {
+				hdr.Set("Content-Type", "application/json")
+				body = "{}"
+			}
+			for _, inst := range insts {
+				got := send(rt.Method, inst.URL+strings.ReplaceAll(rt.Path, ":id", acme.ID), hdr, body)
+				unknown := send(rt.Method, inst.URL+strings.ReplaceAll(rt.Path, ":id", "999"), hdr, body)
+				tenantRoutes++
+				if got.status != http.StatusNotFound || got.code() != "not_found" || string(got.body) != string(unknown.body) {
+					t.Errorf("%s: %s %s of tenant acme with %s: %s; want what an unknown id gets, %s", inst.ID, rt.Method, rt.Path, who, got, unknown)
+				}
+			}
+		}
+	}
+	if tenantRoutes < 16 {
+		t.Errorf("checked %d tenant routes; want every route on an id", tenantRoutes)
+	}
+	// Untouched by globex's cancel, retry, pause: in progress, not paused, acme's.
+	if st, err := as(b, "producer").Status(ctx, acme.ID, 0); err != nil || st.State != wire.StateInProgress || st.Paused || st.Tenant != "acme" {
+		t.Errorf("acme's submission after globex's attempts: %+v, %v; want in progress, acme's", st, err)
+	}
+	if page, err := as(b, "producer2").List(ctx, client.ListOptions{}); err != nil || len(page.Submissions) != 1 || page.Submissions[0].ID != globex.ID {
+		t.Errorf("globex's list: %+v, %v; want its own submission only", page, err)
+	}
+	if _, err := as(b, "producer2").List(ctx, client.ListOptions{Tenant: "acme"}); !isStatus(err, http.StatusForbidden) {
+		t.Errorf("globex listing acme's: %v; want 403", err)
+	}
+	if page, err := as(b, "admin").List(ctx, client.ListOptions{State: wire.StateInProgress}); err != nil || len(page.Submissions) != 2 {
+		t.Errorf("admin's list: %+v, %v; want both tenants'", page, err)
+	}
+
+	// Consumers: globex's sees and reserves globex's chunks only, on either instance
+	// (forwarded or not); acme's tokens are unknown to it and stay acme's consumer's.
+	for _, inst := range insts {
+		pv, err := as(inst, "consumer-globex").Preview(ctx, wire.ReserveRequest{Max: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range pv {
+			if ch.SubmissionID != globex.ID {
+				t.Errorf("%s: globex's consumer previews a chunk of %s", inst.ID, ch.SubmissionID)
+			}
+		}
+	}
+	var globexTokens []string
+	for i := 0; len(globexTokens) < chunks; i++ {
+		inst := insts[i%2]
+		got, err := as(inst, "consumer-globex").Reserve(ctx, wire.ReserveRequest{Max: chunks / 4, Wait: "5s"})
+		if err != nil || len(got) == 0 {
+			t.Fatalf("%s: globex's consumer: %d chunks, %v; want globex's", inst.ID, len(got), err)
+		}
+		for _, ch := range got {
+			if ch.SubmissionID != globex.ID {
+				t.Fatalf("%s: globex's consumer reserved a chunk of %s", inst.ID, ch.SubmissionID)
+			}
+			globexTokens = append(globexTokens, ch.Token)
+		}
+	}
+	if got, err := as(b, "consumer-globex").Reserve(ctx, wire.ReserveRequest{Max: 10}); err != nil || len(got) != 0 {
+		t.Errorf("globex's consumer with globex's all taken: %d chunks, %v; want none (acme's are not its)", len(got), err)
+	}
+	var acmeTokens []string
+	for len(acmeTokens) < chunks {
+		got, err := as(a, "consumer-acme").Reserve(ctx, wire.ReserveRequest{Max: chunks, Wait: "5s"})
+		if err != nil || len(got) == 0 {
+			t.Fatalf("acme's consumer: %d chunks, %v; want acme's", len(got), err)
+		}
+		for _, ch := range got {
+			acmeTokens = append(acmeTokens, ch.Token)
+		}
+	}
+	for _, inst := range insts {
+		res, err := as(inst, "consumer-globex").Complete(ctx, wire.Completion{Token: acmeTokens[0], Output: "stolen"}, wire.Completion{Token: globexTokens[0], Output: "ok"})
+		if err != nil || len(res) != 2 || res[0].Status != wire.StatusUnknown || res[1].Status == wire.StatusUnknown {
+			t.Errorf("%s: globex's consumer completing acme's token and its own: %+v, %v; want unknown, then not", inst.ID, res, err)
+		}
+		if res, err := as(inst, "consumer-globex").Fail(ctx, wire.ChunkFailure{Token: acmeTokens[1], Error: "x"}); err != nil || res[0].Status != wire.StatusUnknown {
+			t.Errorf("%s: globex's consumer failing acme's token: %+v, %v; want unknown", inst.ID, res, err)
+		}
+		if res, err := as(inst, "consumer-globex").Extend(ctx, "1m", acmeTokens[2]); err != nil || res[0].Status != wire.StatusUnknown {
+			t.Errorf("%s: globex's consumer extending acme's token: %+v, %v; want unknown", inst.ID, res, err)
+		}
+	}
+	completions := make([]wire.Completion, len(acmeTokens))
+	for i, tok := range acmeTokens {
+		completions[i] = wire.Completion{Token: tok, Output: "done"}
+	}
+	if res, err := as(b, "consumer-acme").Complete(ctx, completions...); err != nil || slices.ContainsFunc(res, func(r wire.TokenResult) bool { return r.Status != wire.StatusCompleted }) {
+		t.Errorf("acme's consumer completing its chunks after globex's tried: %+v, %v; want every one completed", res, err)
+	}
+	if st, err := as(a, "admin").Status(ctx, acme.ID, 10*time.Second); err != nil || st.State != wire.StateCompleted || st.Tenant != "acme" {
+		t.Errorf("acme's submission: %+v, %v; want completed", st, err)
+	}
+	if _, err := as(b, "admin").Cancel(ctx, globex.ID); err != nil {
+		t.Errorf("admin cancelling globex's submission: %v; want it cancelled", err)
 	}
 }
 

@@ -15,15 +15,18 @@ import (
 	"opsq/api/apikeys"
 )
 
-const keysUsage = `usage: opsq keys create --name NAME --role ROLE [--expires 90d] [--from-env VAR] [--if-missing]
+const keysUsage = `usage: opsq keys create --name NAME --role ROLE [--tenant T | --tenants a,b] [--expires 90d] [--from-env VAR] [--if-missing]
        opsq keys list [--json]
        opsq keys revoke NAME
 
 Manage the API keys (DESIGN.md §8). create prints the new key alone on the first line of
 standard output, and only there: keep it, it cannot be shown again. Roles: producer
-(submit, status, results, list, cancel its own submissions), consumer (reserve, complete,
-fail, extend, status), admin (everything), metrics (GET /metrics). A revoked key is refused
-by every instance within a second. These commands talk to the database, not to an instance.
+(submit, status, results, failures, list, cancel, retry, pause, resume — its tenant's
+submissions only), consumer (reserve, preview, complete, fail, extend, status — of its
+tenants' submissions), admin (everything, every tenant), metrics (GET /metrics). A producer
+key belongs to one tenant (--tenant, default "default"); a consumer key works for every
+tenant unless --tenants names some. A revoked key is refused by every instance within a
+second. These commands talk to the database, not to an instance.
 
 create --from-env VAR takes the key from the environment variable VAR instead of making
 one, and prints nothing on standard output; with --if-missing it does nothing when a key of
@@ -38,7 +41,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, keysUsage)
 		fs.PrintDefaults()
 	}
-	var dbURL, devDir, name, role, expires string
+	var dbURL, devDir, name, role, expires, tenant, tenants string
 	var fromEnv string
 	var asJSON, ifMissing bool
 	envString(fs, &dbURL, "database-url", "OPSQ_DATABASE_URL", "", "PostgreSQL URL")
@@ -46,6 +49,8 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&name, "name", "", "create: the key's name, unique (1-64 of A-Z a-z 0-9 . _ -)")
 	fs.StringVar(&role, "role", "", "create: producer, consumer, admin or metrics")
 	fs.StringVar(&expires, "expires", "never", "create: how long the key is valid, such as 90d, 12h or never")
+	fs.StringVar(&tenant, "tenant", "", "create: a producer key's tenant (default: default)")
+	fs.StringVar(&tenants, "tenants", "", "create: the tenants a consumer key may work for, comma-separated (default: all)")
 	fs.StringVar(&fromEnv, "from-env", "", "create: take the key from this environment `variable` (at least 32 characters) rather than make one")
 	fs.BoolVar(&ifMissing, "if-missing", false, "create: do nothing if a key of that name exists already")
 	fs.BoolVar(&asJSON, "json", false, "list: print JSON")
@@ -84,6 +89,12 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if validFor, err = parseExpiry(expires); err != nil {
 			return usageError("--expires %q: %v", expires, err)
 		}
+		if tenant != "" && r != apikeys.Producer {
+			return usageError("--tenant is a producer key's; a consumer key takes --tenants")
+		}
+		if tenants != "" && r != apikeys.Consumer {
+			return usageError("--tenants is a consumer key's; a producer key takes --tenant")
+		}
 		if fromEnv != "" && os.Getenv(fromEnv) == "" {
 			return fmt.Errorf("--from-env %s: the variable is not set or empty", fromEnv)
 		}
@@ -117,10 +128,14 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "create":
 		var k apikeys.Key
 		var key string
+		spec := apikeys.Spec{Name: name, Role: r, Expires: validFor, Tenant: tenant}
+		if tenants != "" {
+			spec.Tenants = strings.Split(tenants, ",")
+		}
 		if fromEnv != "" {
-			k, err = apikeys.Add(ctx, pool, name, r, validFor, os.Getenv(fromEnv))
+			k, err = apikeys.AddSpec(ctx, pool, spec, os.Getenv(fromEnv))
 		} else {
-			k, key, err = apikeys.Create(ctx, pool, name, r, validFor)
+			k, key, err = apikeys.CreateSpec(ctx, pool, spec)
 		}
 		if ifMissing && errors.Is(err, apikeys.ErrExists) {
 			fmt.Fprintf(stderr, "an API key named %q exists already; nothing done\n", name)
@@ -130,14 +145,14 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return explainKeysError(err)
 		}
 		if fromEnv != "" {
-			fmt.Fprintf(stderr, "created API key %q (role %s, %s) from $%s\n", k.Name, k.Role, expiryText(k.ExpiresAt), fromEnv)
+			fmt.Fprintf(stderr, "created API key %q (role %s%s, %s) from $%s\n", k.Name, k.Role, tenantText(k), expiryText(k.ExpiresAt), fromEnv)
 			return nil
 		}
 		if _, err := fmt.Fprintln(stdout, key); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "created API key %q (role %s, %s); it is shown only this once. Use it as OPSQ_KEY=… or --key, sent as Authorization: Bearer.\n",
-			k.Name, k.Role, expiryText(k.ExpiresAt))
+		fmt.Fprintf(stderr, "created API key %q (role %s%s, %s); it is shown only this once. Use it as OPSQ_KEY=… or --key, sent as Authorization: Bearer.\n",
+			k.Name, k.Role, tenantText(k), expiryText(k.ExpiresAt))
 		return nil
 	case "list":
 		keys, err := apikeys.List(ctx, pool)
@@ -177,6 +192,29 @@ func parseExpiry(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// tenantText is what a key may see of the tenants, for the message of create: "" when
+// its role has no tenant.
+func tenantText(k apikeys.Key) string {
+	if t := keyTenants(k); t != "-" {
+		return ", tenants " + t
+	}
+	return ""
+}
+
+// keyTenants is the TENANTS column of a key: a producer's tenant, a consumer's list or
+// "all", "-" for the other roles.
+func keyTenants(k apikeys.Key) string {
+	switch {
+	case k.Role == apikeys.Producer:
+		return k.Tenant
+	case k.Role == apikeys.Consumer && k.Tenants == nil:
+		return "all"
+	case k.Role == apikeys.Consumer:
+		return strings.Join(k.Tenants, ",")
+	}
+	return "-"
+}
+
 func expiryText(at *time.Time) string {
 	if at == nil {
 		return "never expires"
@@ -197,7 +235,7 @@ func keyState(k apikeys.Key, now time.Time) string {
 
 func printKeys(w io.Writer, keys []apikeys.Key, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tROLE\tSTATE\tCREATED\tEXPIRES\tLAST USED")
+	fmt.Fprintln(tw, "NAME\tROLE\tTENANTS\tSTATE\tCREATED\tEXPIRES\tLAST USED")
 	at := func(t *time.Time) string {
 		if t == nil {
 			return "-"
@@ -205,7 +243,7 @@ func printKeys(w io.Writer, keys []apikeys.Key, now time.Time) error {
 		return t.UTC().Format(timeLayout)
 	}
 	for _, k := range keys {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, k.Role, keyState(k, now), at(&k.CreatedAt), at(k.ExpiresAt), at(k.LastUsedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Name, k.Role, keyTenants(k), keyState(k, now), at(&k.CreatedAt), at(k.ExpiresAt), at(k.LastUsedAt))
 	}
 	return tw.Flush()
 }

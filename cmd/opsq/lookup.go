@@ -261,6 +261,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	})
 	fs.IntVar(&opts.Limit, "limit", 0, "at most `N` submissions, up to 1000 (default: the server's, 100)")
 	fs.StringVar(&opts.After, "after", "", "the page after submission `ID` (as the previous page says)")
+	fs.StringVar(&opts.Tenant, "tenant", "", "only this `tenant`'s submissions (admin keys; a producer key sees its own tenant's only)")
 	asJSON := fs.Bool("json", false, "print the JSON answer")
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err

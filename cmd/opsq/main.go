@@ -35,6 +35,7 @@ var commands = []command{
 	{"work", "consume chunks: run a command once per reserved chunk", runWork},
 	{"claims", "show the cluster: instances, their shards, unclaimed shards", runClaims},
 	{"keys", "create, list and revoke API keys (create|list|revoke)", runKeys},
+	{"tenants", "set and list the tenants' quotas (set|list)", runTenants},
 }
 
 func main() {

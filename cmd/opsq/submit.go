@@ -65,6 +65,7 @@ PREFIX+index in object storage, which the consumers read themselves.`, stderr)
 		return nil
 	})
 	fs.StringVar(&h.IdempotencyKey, "idempotency-key", "", "a `key` that makes a repeated submit return the first submission instead of a new one")
+	fs.StringVar(&h.Tenant, "tenant", "", "the `tenant` that owns the submission (admin keys only; a producer key's submissions are its tenant's)")
 	fs.StringVar(&h.Prefix, "prefix", "", "object-storage mode: the chunks are `PREFIX`+index (needs --chunk-count; no input is read)")
 	fs.Int64Var(&h.ChunkCount, "chunk-count", 0, "the number of chunks, `N`, with --prefix")
 	fs.Func("on-failure", "what a chunk whose attempts are spent does to the submission: `POLICY` fail_submission (the default), continue, fail_after:K (more than K chunks failed) or fail_after:F% (more than F percent)", func(v string) error {

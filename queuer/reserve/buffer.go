@@ -65,8 +65,9 @@ const (
 //
 // Only leaves whose answer does not depend on what else is reserved are buffered: a leaf
 // under prefer_distinct or max_simultaneous (whose candidates are deferred or refused by
-// the in-flight counts of the moment) and the scans of select_only over a few
-// submissions stay on the scan path.
+// the in-flight counts of the moment) stays on the scan path. The scans of a few
+// submissions one by one (a rare select_only value, a small tenant: run.submissions) are
+// buffered under a key naming those submissions.
 //
 // Safe for concurrent use. It has no goroutine; a buffer's expiry runs on a timer.
 type buffers struct {

@@ -37,6 +37,9 @@ func hintKey(kind strategy.Kind, filters []strategy.Filter, shards []int32) stri
 	b.WriteString(string(kind))
 	for _, f := range filters {
 		fmt.Fprintf(&b, "|%s=%s", f.Key, f.Value)
+		for _, v := range f.Values {
+			fmt.Fprintf(&b, ",%s", v)
+		}
 	}
 	fmt.Fprintf(&b, "|%v", shards)
 	return b.String()

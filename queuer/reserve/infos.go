@@ -12,6 +12,7 @@ import (
 	"opsq/api/wire"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
+	"opsq/strategy"
 )
 
 // submissionInfo is what a consumer gets with each chunk of a submission, cached. Its
@@ -26,6 +27,7 @@ type submissionInfo struct {
 	pairs      *reserver.Pairs
 	prefix     *string
 	maxRetries int32
+	tenant     string
 	// bytes is what each chunk of the submission takes in a reserve answer besides its
 	// input: its metadata, strategic metadata and prefix, and the fields of every chunk
 	// (see answer.go).
@@ -80,13 +82,13 @@ func (c *infoCache) get(ctx context.Context, cands []candidate) (map[int64]*subm
 	}
 	err := opsqsql.New(c.pool).SubmissionInfo(ctx, opsqsql.SubmissionInfoParams{IDs: missing}, func(r opsqsql.SubmissionInfoRow) error {
 		id := r.ID
-		in := submissionInfo{metadata: r.Metadata, prefix: r.Prefix, maxRetries: r.MaxRetries}
+		in := submissionInfo{metadata: r.Metadata, prefix: r.Prefix, maxRetries: r.MaxRetries, tenant: r.Tenant}
 		in.strategic = append(json.RawMessage(nil), r.StrategicMetadata...)
 		var values map[string]json.RawMessage
 		if err := json.Unmarshal(in.strategic, &values); err != nil {
 			return fmt.Errorf("strategic metadata of %d: %w", id, err)
 		}
-		in.values = make(map[string]string, len(values))
+		in.values = make(map[string]string, len(values)+1)
 		in.decoded = make(map[string]wire.MetadataValue, len(values))
 		for k, v := range values {
 			in.values[k] = string(v)
@@ -96,6 +98,10 @@ func (c *infoCache) get(ctx context.Context, cands []candidate) (map[int64]*subm
 			}
 			in.decoded[k] = mv
 		}
+		// The tenant, as the strategy key "@tenant" (its JSON text, like a strategic
+		// value's); not in decoded, which is what the consumer gets.
+		tenant, _ := json.Marshal(r.Tenant)
+		in.values[strategy.TenantKey] = string(tenant)
 		in.pairs = reserver.NewPairs(in.values)
 		in.bytes = answerChunkOverhead + jsonStringLen([]byte(in.metadata)) + jsonStringLen(in.strategic)
 		if in.prefix != nil {

@@ -90,7 +90,9 @@ func candidateScans() []candidateScan {
 	for i := range all {
 		all[i] = int32(i)
 	}
-	filters := []strategy.Filter{{Key: "mode", Value: []byte(`"preview"`)}, {Key: "company_id", Value: []byte(`7`)}}
+	// The third is a consumer's limit to two tenants (a value among several).
+	filters := []strategy.Filter{{Key: "mode", Value: []byte(`"preview"`)}, {Key: "company_id", Value: []byte(`7`)},
+		strategy.TenantFilter([]string{"acme", "globex"})}
 	var scans []candidateScan
 	for _, kind := range []strategy.Kind{strategy.Random, strategy.OldestFirst, strategy.NewestFirst, strategy.CustomPriority} {
 		for _, shards := range [][]int32{window, all} {

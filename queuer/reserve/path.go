@@ -72,6 +72,7 @@ type Path struct {
 	buffers    *buffers
 	holds      *holds
 	planStats  *planStats
+	tenantSubs *tenantSubsCache
 	reserved   atomic.Int64 // chunks reserved here, for Stats
 }
 
@@ -84,7 +85,7 @@ var (
 func New(cfg Config) *Path {
 	p := &Path{
 		cfg: cfg, reserver: cfg.Reserver, shared: newShared(), infos: newInfoCache(cfg.Pool),
-		tombs: newTombstones(), hints: newHints(),
+		tombs: newTombstones(), hints: newHints(), tenantSubs: newTenantSubsCache(),
 		holds:     &holds{pool: cfg.Pool, log: cfg.Log},
 		planStats: &planStats{pool: cfg.Pool, claims: cfg.Claims, log: cfg.Log},
 	}
@@ -140,9 +141,11 @@ func (p *Path) Reserved() int64 { return p.reserved.Load() }
 func (p *Path) Handle(e notify.Event) {
 	switch e := e.(type) {
 	case notify.NewWork:
-		// New chunks may sort before what the ordered scans kept.
+		// New chunks may sort before what the ordered scans kept, and be of a new
+		// submission of a tenant.
 		p.hints.clearNewWork()
 		p.buffers.dropNewWork()
+		p.tenantSubs.clear()
 	case notify.ChunksFreed:
 		for _, c := range e.Chunks {
 			if c.Retries != notify.NotRetried {

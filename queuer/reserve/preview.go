@@ -49,7 +49,7 @@ func (p *Path) Preview(ctx context.Context, req Request) ([]PreviewChunk, error)
 	if len(pv.shards) == 0 {
 		return []PreviewChunk{}, nil
 	}
-	if err := walk(ctx, pv, req.Strategy, frame{}); err != nil {
+	if err := walkTenants(ctx, pv, req.Strategy, req.Tenants); err != nil {
 		return nil, err
 	}
 	if pv.out == nil {
@@ -76,6 +76,12 @@ var _ walker = (*preview)(nil)
 // selectOnly has the leaves filter: a preview reads over every shard, and takes nothing.
 func (p *preview) selectOnly(context.Context, strategy.Filter, strategy.Node, frame) (bool, error) {
 	return false, nil
+}
+
+// tenants previews nothing for tenants with nothing in progress; else the leaves filter.
+func (p *preview) tenants(ctx context.Context, tenants []string, _ strategy.Node, _ frame) (bool, error) {
+	subs, err := p.p.tenantSubmissions(ctx, tenants)
+	return err != nil || len(subs.ids) == 0, err
 }
 
 // deferred lists prefer_distinct's saturated candidates after all.

@@ -36,7 +36,15 @@ type Request struct {
 	// Forwarded marks a request another instance forwarded here: it is answered from this
 	// instance's shards only, at once, so that forwarding never loops.
 	Forwarded bool
+	// Tenants confines the request to the chunks of these tenants' submissions (a
+	// consumer key limited to them, DESIGN.md §8); nil: every tenant. The scans filter
+	// by tenant as a select_only does, so they do not read the other tenants' chunks one
+	// by one when the tenants have few submissions in progress.
+	Tenants []string
 }
+
+// confined reports whether req is limited to some tenants.
+func (req Request) confined() bool { return req.Tenants != nil }
 
 // Chunk is one reserved chunk as the consumer gets it.
 type Chunk struct {
@@ -153,7 +161,7 @@ func (p *Path) reserveFor(ctx context.Context, asks []Request) ([][]Chunk, error
 			p.tombs.end(e)
 		}
 	}()
-	if err := walk(ctx, r, r.strategy, frame{}); err != nil {
+	if err := walkTenants(ctx, r, r.strategy, asks[0].Tenants); err != nil {
 		p.GiveBack(r.out)
 		return nil, err
 	}
@@ -221,12 +229,25 @@ var _ walker = (*run)(nil)
 // selectOnly scans a rare value's submissions one by one (submissions), and nothing at all
 // for a value no submission in progress has.
 func (r *run) selectOnly(ctx context.Context, filter strategy.Filter, then strategy.Node, f frame) (bool, error) {
-	ids, err := r.p.matching(ctx, filter.Key, filter.Value)
+	ids, err := r.p.matching(ctx, filter)
 	if err != nil || len(ids) == 0 {
 		return true, err // nothing in progress has that value: nothing to scan for
 	}
 	if len(ids) <= fewSubmissions && then.Kind.Leaf() {
 		return true, r.submissions(ctx, then.Kind, ids, f)
+	}
+	return false, nil
+}
+
+// tenants scans nothing for tenants with nothing in progress, and the few submissions of
+// tenants that hold few chunks one by one (tenants.go says why).
+func (r *run) tenants(ctx context.Context, tenants []string, then strategy.Node, f frame) (bool, error) {
+	subs, err := r.p.tenantSubmissions(ctx, tenants)
+	if err != nil || len(subs.ids) == 0 {
+		return true, err
+	}
+	if len(subs.ids) <= fewSubmissions && subs.pending <= fewTenantChunks && then.Kind.Leaf() {
+		return true, r.submissions(ctx, then.Kind, subs.ids, f)
 	}
 	return false, nil
 }
@@ -250,12 +271,29 @@ func (r *run) deferred(ctx context.Context, cands []candidate, f frame) error {
 // rather than by filtering the leaf's scan of the whole backlog.
 const fewSubmissions = 64
 
-// matching returns the in-progress submissions whose strategic metadata has key = value,
-// oldest first, up to fewSubmissions+1 of them.
-func (p *Path) matching(ctx context.Context, key string, value []byte) ([]int64, error) {
-	ids, err := opsqsql.New(p.cfg.Pool).SelectOnlyAny(ctx, opsqsql.SelectOnlyAnyParams{Key: key, Value: string(value), Limit: fewSubmissions + 1})
+// matching returns the in-progress submissions whose strategic metadata has the filter's
+// key = one of its values, oldest first, up to fewSubmissions+1 of them: one ordered
+// index scan per value.
+func (p *Path) matching(ctx context.Context, filter strategy.Filter) ([]int64, error) {
+	var ids []int64
+	var err error
+	filter.Each(func(value []byte) {
+		if err != nil {
+			return
+		}
+		var some []int64
+		some, err = opsqsql.New(p.cfg.Pool).SelectOnlyAny(ctx, opsqsql.SelectOnlyAnyParams{Key: filter.Key, Value: string(value), Limit: fewSubmissions + 1})
+		if err != nil {
+			err = fmt.Errorf("looking for submissions with %s = %s: %w", filter.Key, value, err)
+		}
+		ids = append(ids, some...)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("looking for submissions with %s = %s: %w", key, value, err)
+		return nil, err
+	}
+	if filter.Values != nil {
+		slices.Sort(ids)
+		ids = ids[:min(len(ids), fewSubmissions+1)]
 	}
 	return ids, nil
 }
@@ -264,6 +302,16 @@ func (p *Path) matching(ctx context.Context, key string, value []byte) ([]int64,
 // submission at a time, each in chunk order: oldest_first and custom_priority take them
 // oldest first, newest_first newest first, random in random order.
 func (r *run) submissions(ctx context.Context, kind strategy.Kind, ids []int64, f frame) error {
+	// Buffered as a leaf's scan is (leaf): a scan reads fillRows rows at least, and keeps
+	// those the answers did not take for the next reserves, so that a rare value's or a
+	// small tenant's reserves do not each run a merge over every shard.
+	var fill *bufferFill
+	if buffered(f) {
+		fill = &bufferFill{key: fmt.Sprintf("submissions %v|%s", ids, hintKey(kind, f.filters, r.shards)), era: r.p.buffers.era(kind)}
+		if err := r.takeBuffered(ctx, fill.key, f); err != nil || r.full() {
+			return err
+		}
+	}
 	ids = append([]int64(nil), ids...)
 	switch kind {
 	case strategy.NewestFirst:
@@ -272,24 +320,53 @@ func (r *run) submissions(ctx context.Context, kind strategy.Kind, ids []int64, 
 		rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	}
 	query, fargs := strategy.SubmissionQuery(f.filters, r.shards)
+	var rest []candidate // fill: the free rows read and not taken, in order
+	defer func() {
+		if fill != nil && len(rest) > 0 {
+			r.p.buffers.install(fill.key, kind, rest, r.generation, r.epoch, fill.era)
+		}
+	}()
 	for _, id := range ids {
+		// A hint skips the run of reserved chunks a submission's scan starts with, as
+		// scanShards' do: without it each reserve reads past every chunk the ones before
+		// it took.
+		hk := fmt.Sprintf("submission %d|%s", id, hintKey(strategy.OldestFirst, f.filters, r.shards))
 		after := int32(-1)
+		if p, ok := r.p.hints.get(hk); ok {
+			after = p.ChunkIndex
+		}
+		lead, leadRun := true, 0
 		limit := min(r.want-len(r.out)+4, batchMax)
+		if fill != nil {
+			limit = max(limit, fillRows(r.want))
+		}
 		for !r.full() {
 			args := pgx.NamedArgs{"only_submission": id, "after_chunk": after, "limit": limit}
 			for k, v := range fargs {
 				args[k] = v
 			}
+			leadEnd := int32(-1)
 			n, batch, err := r.fetch(ctx, query, args, func(c candidate) bool {
 				after = c.key.ChunkIndex
+				if lead && r.taken(c) {
+					leadRun++
+					leadEnd = c.key.ChunkIndex
+				} else {
+					lead = false
+				}
 				return true
 			})
 			if err != nil {
 				return fmt.Errorf("submission %d: %w", id, err)
 			}
-			if _, err := r.takeBatch(ctx, batch, f); err != nil {
+			if leadRun >= hintMinRun && leadEnd >= 0 {
+				r.p.hints.set(hk, strategy.Position{SubmissionID: id, ChunkIndex: leadEnd})
+			}
+			left, err := r.takeBatch(ctx, batch, f)
+			if err != nil {
 				return err
 			}
+			rest = append(rest, left...)
 			if n < limit {
 				break // this submission is read to its end
 			}
@@ -492,6 +569,9 @@ func (r *run) takeBatch(ctx context.Context, batch []candidate, f frame) ([]cand
 		}
 		if c.info = infos[c.key.SubmissionID]; c.info == nil {
 			continue // the submission finished since the scan
+		}
+		if ask, _ := r.filling(); ask.confined() && !slices.Contains(ask.Tenants, c.info.tenant) {
+			continue // never: the scans filter by tenant; a second lock on the door
 		}
 		if f.deferred != nil && r.saturated(c, f.distinct) {
 			// Keep the key, not the input: up to scanRowsMax rows may be deferred.

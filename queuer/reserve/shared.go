@@ -2,6 +2,7 @@ package reserve
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,7 @@ type shared struct {
 type shareKey struct {
 	strategy string
 	lease    time.Duration
+	tenants  string // the request's Tenants; "" for all
 }
 
 // shareGroup is the reserves waiting for the next run of one strategy and lease. A group
@@ -66,6 +68,9 @@ func newShared() *shared { return &shared{groups: map[shareKey]*shareGroup{}} }
 func (p *Path) Reserve(ctx context.Context, req Request) ([]Chunk, error) {
 	a := &ask{req: req, answer: make(chan askAnswer, 1)}
 	k := shareKey{strategy: req.Strategy.String(), lease: req.Lease}
+	if req.confined() {
+		k.tenants = "|" + strings.Join(req.Tenants, ",") // "|": a list of none is not all
+	}
 	s := p.shared
 	s.mu.Lock()
 	g, running := s.groups[k]

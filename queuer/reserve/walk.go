@@ -22,6 +22,11 @@ type walker interface {
 	// (a reserve scans a rare value's few submissions one by one); done reports that it did,
 	// and the walk goes no further down.
 	selectOnly(ctx context.Context, filter strategy.Filter, then strategy.Node, f frame) (done bool, err error)
+	// tenants may serve a tree then confined to tenants (frame f filters by them) by a way
+	// of its own: nothing at all when the tenants have nothing in progress, their few
+	// submissions one by one when they hold few chunks (tenants.go); done reports that it
+	// did.
+	tenants(ctx context.Context, tenants []string, then strategy.Node, f frame) (done bool, err error)
 	// deferred takes, after a prefer_distinct's subtree, the saturated candidates it
 	// deferred, in order, while it wants more (soft: with nothing unsaturated left, they
 	// are handed out after all).
@@ -51,12 +56,7 @@ func walk(ctx context.Context, w walker, n strategy.Node, f frame) error {
 		}
 		return walk(ctx, w, *n.Fallback, f)
 	case strategy.SelectOnly:
-		filter := n.Filter()
-		if done, err := w.selectOnly(ctx, filter, *n.Then, f); done || err != nil {
-			return err
-		}
-		f.filters = append(append([]strategy.Filter(nil), f.filters...), filter)
-		return walk(ctx, w, *n.Then, f)
+		return within(ctx, w, n.Filter(), *n.Then, f)
 	case strategy.MaxSimultaneous:
 		f.limits = append(append([]rule(nil), f.limits...), rule{n.Key, n.Max})
 		return walk(ctx, w, *n.Then, f)
@@ -72,4 +72,27 @@ func walk(ctx context.Context, w walker, n strategy.Node, f frame) error {
 	default:
 		return w.leaf(ctx, n.Kind, f)
 	}
+}
+
+// within runs then in f restricted by filter, as a select_only node does.
+func within(ctx context.Context, w walker, filter strategy.Filter, then strategy.Node, f frame) error {
+	if done, err := w.selectOnly(ctx, filter, then, f); done || err != nil {
+		return err
+	}
+	f.filters = append(append([]strategy.Filter(nil), f.filters...), filter)
+	return walk(ctx, w, then, f)
+}
+
+// walkTenants runs a strategy tree from its root, confined to tenants (nil: all): its
+// leaves' scans carry the tenant filter (strategy.TenantFilter), as under a select_only of
+// "@tenant", unless the walker serves it otherwise (walker.tenants).
+func walkTenants(ctx context.Context, w walker, n strategy.Node, tenants []string) error {
+	if tenants == nil {
+		return walk(ctx, w, n, frame{})
+	}
+	f := frame{filters: []strategy.Filter{strategy.TenantFilter(tenants)}}
+	if done, err := w.tenants(ctx, tenants, n, f); done || err != nil {
+		return err
+	}
+	return walk(ctx, w, n, f)
 }

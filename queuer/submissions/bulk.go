@@ -1,6 +1,7 @@
 package submissions
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,6 +31,8 @@ type SmallSubmission struct {
 	StrategicMetadata json.RawMessage
 	Priority          int64
 	MaxRetries        *int
+	// Tenant owns the submission; "" is TenantDefault.
+	Tenant string
 	// Chunks are the chunks' inputs: one or more.
 	Chunks [][]byte
 }
@@ -69,7 +72,7 @@ func SubmitMany(ctx context.Context, pool *pgxpool.Pool, n int64, at func(i int6
 			}
 			progress(src.rows + first + int64(len(rows.ids)))
 			if err := opsqsql.New(tx).StrategicMetadataInsertMany(ctx, opsqsql.StrategicMetadataInsertManyParams{
-				IDs: rows.ids, StrategicMetadata: rows.strategicMetadata,
+				IDs: rows.ids, StrategicMetadata: rows.strategicMetadata, Tenants: rows.tenants,
 			}); err != nil {
 				return fmt.Errorf("inserting strategic metadata: %w", err)
 			}
@@ -94,6 +97,7 @@ type submissionRows struct {
 	maxRetries        []*int32
 	metadata          []string
 	strategicMetadata []string
+	tenants           []string
 }
 
 func newSubmissionRows(at func(int64) SmallSubmission, from, to int64) submissionRows {
@@ -115,13 +119,15 @@ func newSubmissionRows(at func(int64) SmallSubmission, from, to int64) submissio
 		r.maxRetries = append(r.maxRetries, maxRetries)
 		r.metadata = append(r.metadata, s.Metadata)
 		r.strategicMetadata = append(r.strategicMetadata, metadata)
+		r.tenants = append(r.tenants, cmp.Or(s.Tenant, TenantDefault))
 	}
 	return r
 }
 
 func (r submissionRows) params() opsqsql.SubmissionsInsertManyParams {
 	return opsqsql.SubmissionsInsertManyParams{IDs: r.ids, ChunksTotal: r.chunksTotal, Priority: r.priority,
-		MaxRetries: r.maxRetries, Metadata: r.metadata, StrategicMetadata: r.strategicMetadata}
+		MaxRetries: r.maxRetries, Metadata: r.metadata, StrategicMetadata: r.strategicMetadata,
+		Tenants: r.tenants}
 }
 
 // manyChunkRows feeds COPY the chunks of submissions 0 to n-1, in order.

@@ -44,6 +44,8 @@ type Status struct {
 	// OnFailure is the failure policy as the producer gave it (JSON).
 	OnFailure json.RawMessage
 	NotBefore *time.Time
+	// Tenant owns the submission.
+	Tenant string
 }
 
 // Finished reports whether the submission is in a final state.
@@ -68,7 +70,7 @@ func statusOf(r opsqsql.SubmissionStatusRow) Status {
 		ChunksFailed: r.ChunksFailed, ChunksSkipped: r.ChunksSkipped, Paused: r.Paused, Priority: r.Priority,
 		Metadata: r.Metadata, StrategicMetadata: r.StrategicMetadata, Prefix: r.Prefix, CreatedAt: r.CreatedAt,
 		FinishedAt: r.FinishedAt, FailedChunkIndex: r.FailedChunkIndex, Error: r.Error,
-		OnFailure: r.OnFailure, NotBefore: r.NotBefore,
+		OnFailure: r.OnFailure, NotBefore: r.NotBefore, Tenant: r.Tenant,
 	}
 }
 
@@ -112,8 +114,10 @@ type ListOptions struct {
 	// Value is JSON (an integer or a string).
 	Key   string
 	Value json.RawMessage
-	After int64 // the last id of the previous page; 0 for the first page
-	Limit int
+	// Tenant, when set, selects that tenant's submissions only.
+	Tenant string
+	After  int64 // the last id of the previous page; 0 for the first page
+	Limit  int
 	// MaxBytes, when positive, ends the page once it holds about that many bytes of
 	// submissions as an answer writes them (at least one); more then follow.
 	MaxBytes int
@@ -131,6 +135,9 @@ func (s *Store) List(ctx context.Context, opts ListOptions) ([]Status, bool, err
 	}
 	if opts.Key != "" {
 		p.Key, p.Value = opts.Key, string(opts.Value)
+	}
+	if opts.Tenant != "" {
+		p.Tenant = &opts.Tenant
 	}
 	rows, cut, err := opsqsql.New(s.cfg.Pool).SubmissionList(ctx, p)
 	if err != nil {

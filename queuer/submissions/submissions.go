@@ -50,6 +50,8 @@ type Store struct {
 	ended      chan struct{}  // closed by EndWaits
 	endOnce    sync.Once
 
+	tenants tenantCache // TenantsOf
+
 	// Tests only: the slice of an object-storage submission (0: SliceRows), and a hook
 	// called after each slice is committed, with the chunks committed so far.
 	sliceRowsOverride int

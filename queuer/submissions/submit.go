@@ -35,6 +35,9 @@ type NewSubmission struct {
 	// CreatedByKey is the id of the API key that submits it (opsq.api_keys), 0 for none
 	// (OPSQ_AUTH=off): a producer key cancels only its own submissions.
 	CreatedByKey int64
+	// Tenant owns the submission; "" is TenantDefault. The caller has checked it
+	// (CheckTenant) and that its key may submit for it.
+	Tenant string
 	// Lifecycle is what the submission does when work goes wrong, and when it may start.
 	Lifecycle Lifecycle
 }
@@ -61,8 +64,11 @@ const SliceRows = 100_000
 // Submit inserts a submission and its chunks in one transaction: either all of it exists
 // afterwards or none of it does. The chunks are streamed into PostgreSQL with COPY, so
 // memory stays flat whatever their number. chunks is ignored in object-storage mode, where
-// a submission of more than SliceRows chunks goes in by slices (submitSliced).
+// a submission of more than SliceRows chunks goes in by slices (submitSliced). A submission
+// that would take its tenant past a quota is refused with a *QuotaError, and nothing of it
+// stays.
 func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (Created, error) {
+	sub.Tenant = cmp.Or(sub.Tenant, TenantDefault)
 	id, err := s.cfg.IDs.Next()
 	if err != nil {
 		return Created{}, err
@@ -77,7 +83,7 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 
 	if sub.IdempotencyKey != "" {
-		existing, found, err := claimIdempotencyKey(ctx, tx, sub.IdempotencyKey, id)
+		existing, found, err := claimIdempotencyKey(ctx, tx, sub.Tenant, sub.IdempotencyKey, id)
 		if err != nil {
 			return Created{}, err
 		}
@@ -96,6 +102,12 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 			return Created{}, src.err // the caller's error, as it gave it
 		}
 		return Created{}, fmt.Errorf("copying chunks: %w", err)
+	}
+	if src.n > 0 {
+		// Once the chunks are counted (an NDJSON body is counted as it streams in).
+		if err := checkQuota(ctx, tx, sub.Tenant, src.n); err != nil {
+			return Created{}, err
+		}
 	}
 	if err := s.insertSubmission(ctx, tx, id, sub, src.n); err != nil {
 		return Created{}, err
@@ -120,13 +132,18 @@ func (s *Store) submitSliced(ctx context.Context, id int64, sub NewSubmission) (
 	if sub.IdempotencyKey != "" {
 		// Before the slices: a repeat costs a lookup, not the rows. The key is taken in the
 		// last transaction, which finds it if another took it meanwhile.
-		existing, err := db.IdempotencyLookup(ctx, opsqsql.IdempotencyLookupParams{Key: sub.IdempotencyKey})
+		existing, err := db.IdempotencyLookup(ctx, opsqsql.IdempotencyLookupParams{Tenant: sub.Tenant, Key: sub.IdempotencyKey})
 		if err == nil {
 			return Created{ID: existing, Existing: true}, nil
 		}
 		if !errors.Is(err, opsqsql.ErrNotFound) {
 			return Created{}, fmt.Errorf("looking up idempotency key: %w", err)
 		}
+	}
+	// Before the slices too, so that a submission over a quota writes nothing; the last
+	// transaction checks again under the tenant's lock.
+	if err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error { return checkQuota(ctx, tx, sub.Tenant, sub.ChunkCount) }); err != nil {
+		return Created{}, err
 	}
 	var done int64 // chunks [0, done) are committed
 	created, err := func() (Created, error) {
@@ -150,13 +167,16 @@ func (s *Store) submitSliced(ctx context.Context, id int64, sub NewSubmission) (
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 		if sub.IdempotencyKey != "" {
-			existing, found, err := claimIdempotencyKey(ctx, tx, sub.IdempotencyKey, id)
+			existing, found, err := claimIdempotencyKey(ctx, tx, sub.Tenant, sub.IdempotencyKey, id)
 			if err != nil {
 				return Created{}, err
 			}
 			if found {
 				return Created{ID: existing, Existing: true}, nil
 			}
+		}
+		if err := checkQuota(ctx, tx, sub.Tenant, done); err != nil {
+			return Created{}, err
 		}
 		if err := s.insertSubmission(ctx, tx, id, sub, done); err != nil {
 			return Created{}, err
@@ -229,7 +249,7 @@ func (s *Store) insertSubmission(ctx context.Context, tx pgx.Tx, id int64, sub N
 	p := opsqsql.SubmissionInsertParams{
 		ID: id, ChunksTotal: n, Priority: sub.Priority, MaxRetries: sub.MaxRetries,
 		Metadata: sub.Metadata, StrategicMetadata: string(metadata), Prefix: prefix,
-		CreatedByKey: sub.CreatedByKey,
+		CreatedByKey: sub.CreatedByKey, Tenant: sub.Tenant,
 	}
 	insert, announce := db.SubmissionInsert, func() error { return s.announceWork(ctx, tx, id, n) }
 	if waits(sub) {
@@ -242,7 +262,7 @@ func (s *Store) insertSubmission(ctx context.Context, tx pgx.Tx, id int64, sub N
 		return fmt.Errorf("inserting submission: %w", err)
 	}
 	if err := db.StrategicMetadataInsert(ctx, opsqsql.StrategicMetadataInsertParams{
-		SubmissionID: id, StrategicMetadata: string(metadata),
+		SubmissionID: id, StrategicMetadata: string(metadata), Tenant: sub.Tenant,
 	}); err != nil {
 		return fmt.Errorf("inserting strategic metadata: %w", err)
 	}
@@ -293,18 +313,19 @@ func (s *Store) announceWork(ctx context.Context, tx pgx.Tx, id, n int64) error 
 	return notify.SendWorkAll(ctx, tx, n)
 }
 
-// claimIdempotencyKey takes key for submission id, or finds the submission that holds it.
-// A concurrent transaction holding the same key makes this wait for it to finish.
-func claimIdempotencyKey(ctx context.Context, tx pgx.Tx, key string, id int64) (existing int64, found bool, err error) {
+// claimIdempotencyKey takes tenant's key for submission id, or finds the submission of the
+// tenant that holds it. A concurrent transaction holding the same key makes this wait for
+// it to finish.
+func claimIdempotencyKey(ctx context.Context, tx pgx.Tx, tenant, key string, id int64) (existing int64, found bool, err error) {
 	db := opsqsql.New(tx)
-	claimed, err := db.IdempotencyClaim(ctx, opsqsql.IdempotencyClaimParams{Key: key, SubmissionID: id})
+	claimed, err := db.IdempotencyClaim(ctx, opsqsql.IdempotencyClaimParams{Tenant: tenant, Key: key, SubmissionID: id})
 	if err != nil {
 		return 0, false, fmt.Errorf("claiming idempotency key: %w", err)
 	}
 	if claimed {
 		return 0, false, nil
 	}
-	existing, err = db.IdempotencyLookup(ctx, opsqsql.IdempotencyLookupParams{Key: key})
+	existing, err = db.IdempotencyLookup(ctx, opsqsql.IdempotencyLookupParams{Tenant: tenant, Key: key})
 	if err != nil {
 		return 0, false, fmt.Errorf("looking up idempotency key: %w", err)
 	}

@@ -53,6 +53,12 @@ func sqlLiteral(t testing.TB, a any) string {
 		return "'{" + strings.Join(parts, ",") + "}'"
 	case string:
 		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	case []string:
+		parts := make([]string, len(v))
+		for i, x := range v {
+			parts[i] = sqlLiteral(t, x)
+		}
+		return "ARRAY[" + strings.Join(parts, ", ") + "]::text[]"
 	case int, int32, int64:
 		return fmt.Sprint(v)
 	}

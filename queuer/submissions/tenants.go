@@ -1,0 +1,141 @@
+package submissions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	opsqsql "opsq/sql"
+)
+
+// Tenants (DESIGN.md §1 and §8): every submission belongs to one tenant, kept on its row
+// in whichever table it is and under the strategic metadata key "@tenant"
+// (migrations/00009_tenants.sql). A tenant's quotas are checked in the transaction of
+// each of its submissions.
+
+// TenantDefault is the tenant of a submission that names none, and of every submission
+// made before tenants.
+const TenantDefault = "default"
+
+// TenantKey is the strategic metadata key that holds a submission's tenant: reserved,
+// and a key of every strategy block that takes one ("@tenant").
+const TenantKey = opsqsql.TenantKey
+
+var tenantRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
+// CheckTenant reports whether name can name a tenant: 1 to 64 bytes of a-z, 0-9, '_'
+// and '-'.
+func CheckTenant(name string) error {
+	if !tenantRE.MatchString(name) {
+		return fmt.Errorf("tenant %q: want 1 to 64 characters of a-z, 0-9, '_' or '-'", name)
+	}
+	return nil
+}
+
+// QuotaError is a submission refused because it would take its tenant past a quota.
+type QuotaError struct {
+	Tenant string
+	// Quota is "max_pending_chunks" or "max_in_progress".
+	Quota string
+	Limit int64
+	// Have is what the tenant has now; Adding what the submission would add.
+	Have, Adding int64
+}
+
+func (e *QuotaError) Error() string {
+	what := "chunks pending"
+	if e.Quota == "max_in_progress" {
+		what = "submissions in progress"
+	}
+	return fmt.Sprintf("tenant %q has %d %s; %d more would pass its %s of %d", e.Tenant, e.Have, what, e.Adding, e.Quota, e.Limit)
+}
+
+// checkQuota refuses, in tx, a submission of n pending chunks of tenant when it would take
+// the tenant past one of its quotas. It locks the tenant's quota row until tx ends, so
+// that the tenant's submissions are checked one after another; a tenant without a row has
+// no quota and costs one probe.
+func checkQuota(ctx context.Context, tx pgx.Tx, tenant string, n int64) error {
+	db := opsqsql.New(tx)
+	q, err := db.TenantLock(ctx, opsqsql.TenantParams{Tenant: tenant})
+	if errors.Is(err, opsqsql.ErrNotFound) || (err == nil && q.MaxPendingChunks == nil && q.MaxInProgress == nil) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the quotas of tenant %q: %w", tenant, err)
+	}
+	// A statement of its own, after the lock: its snapshot sees the submissions that the
+	// holder of the lock before us committed.
+	u, err := db.TenantUsage(ctx, opsqsql.TenantParams{Tenant: tenant})
+	if err != nil {
+		return fmt.Errorf("counting what tenant %q has in progress: %w", tenant, err)
+	}
+	if q.MaxInProgress != nil && u.InProgress+1 > *q.MaxInProgress {
+		return &QuotaError{Tenant: tenant, Quota: "max_in_progress", Limit: *q.MaxInProgress, Have: u.InProgress, Adding: 1}
+	}
+	if q.MaxPendingChunks != nil && u.PendingChunks+n > *q.MaxPendingChunks {
+		return &QuotaError{Tenant: tenant, Quota: "max_pending_chunks", Limit: *q.MaxPendingChunks, Have: u.PendingChunks, Adding: n}
+	}
+	return nil
+}
+
+// tenantCacheMax bounds the tenants of submissions a Store remembers; past it, it forgets
+// them all and starts again.
+const tenantCacheMax = 100_000
+
+// tenantCache remembers the tenants of submissions: a submission's tenant never changes,
+// so an entry is never stale (a submission deleted by retention is unknown to every
+// route anyway). Safe for concurrent use.
+type tenantCache struct {
+	mu   sync.Mutex
+	byID map[int64]string
+}
+
+// TenantsOf returns the tenant of each of ids that exists, in any state; unknown ids are
+// not in the map. Tenants already read are not read again.
+func (s *Store) TenantsOf(ctx context.Context, ids []int64) (map[int64]string, error) {
+	out := make(map[int64]string, len(ids))
+	var missing []int64
+	s.tenants.mu.Lock()
+	for _, id := range ids {
+		if t, ok := s.tenants.byID[id]; ok {
+			out[id] = t
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	s.tenants.mu.Unlock()
+	if len(missing) == 0 {
+		return out, nil
+	}
+	rows, err := opsqsql.New(s.cfg.Pool).SubmissionTenants(ctx, opsqsql.SubmissionTenantsParams{IDs: missing})
+	if err != nil {
+		return nil, fmt.Errorf("reading the tenants of submissions: %w", err)
+	}
+	s.tenants.mu.Lock()
+	defer s.tenants.mu.Unlock()
+	if s.tenants.byID == nil || len(s.tenants.byID)+len(rows) > tenantCacheMax {
+		s.tenants.byID = make(map[int64]string, len(rows))
+	}
+	for _, r := range rows {
+		out[r.ID] = r.Tenant
+		s.tenants.byID[r.ID] = r.Tenant
+	}
+	return out, nil
+}
+
+// TenantOf returns submission id's tenant, or ErrNotFound.
+func (s *Store) TenantOf(ctx context.Context, id int64) (string, error) {
+	m, err := s.TenantsOf(ctx, []int64{id})
+	if err != nil {
+		return "", err
+	}
+	t, ok := m[id]
+	if !ok {
+		return "", ErrNotFound
+	}
+	return t, nil
+}
