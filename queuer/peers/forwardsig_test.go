@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,8 @@ func TestForwardedSignature(t *testing.T) {
 	now := time.Now()
 	k := tokens.NewStaticKeyring([]byte(strings.Repeat("a", 32)), []byte(strings.Repeat("b", 32)))
 	body := []byte(`{"max":1,"lease":"30s"}`)
-	caller := encodeCaller(identity.Caller{Name: "etl-consumer", Role: "consumer"})
+	want := identity.Caller{Name: "etl-consumer", Role: "consumer", Tenants: []string{"acme"}, Limited: true}
+	caller := encodeCaller(want)
 	fwd := Forwarded{From: "opsq-1", Caller: caller}
 	sign := func() Forwarded {
 		f := fwd
@@ -33,8 +35,8 @@ func TestForwardedSignature(t *testing.T) {
 	v := NewVerifier(k, 0)
 	f := sign()
 	id, ok, err := v.Verify(http.MethodPost, "/v1/reserve", f, body, now)
-	if err != nil || !ok || id != (identity.Caller{Name: "etl-consumer", Role: "consumer"}) {
-		t.Fatalf("Verify of a fresh signature: %+v, %v, %v; want the caller etl-consumer, consumer", id, ok, err)
+	if err != nil || !ok || !reflect.DeepEqual(id, want) {
+		t.Fatalf("Verify of a fresh signature: %+v, %v, %v; want the caller etl-consumer, consumer, limited to acme", id, ok, err)
 	}
 	if _, _, err := v.Verify(http.MethodPost, "/v1/reserve", f, body, now.Add(time.Second)); !errors.Is(err, ErrForwardedSignature) || !strings.Contains(err.Error(), "replay") {
 		t.Errorf("Verify of the same request again: %v; want a replay refused", err)
