@@ -189,3 +189,27 @@ func TestDashboardKeys(t *testing.T) {
 		return get("/ui/cluster", &http.Cookie{Name: ck.Name, Value: ck.Value}).StatusCode == http.StatusSeeOther
 	})
 }
+
+// TestDashboardTenants: the submissions page shows each submission's tenant and filters by
+// it, as its JSON does; a name that cannot be a tenant's is refused.
+func TestDashboardTenants(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	acme := mustSubmit(t, e, `{"chunks": ["a"], "tenant": "acme"}`, 1)
+	globex := mustSubmit(t, e, `{"chunks": ["b"], "tenant": "globex"}`, 1)
+	page := string(getPath(t, e, "/ui/submissions?tenant=acme").Body)
+	if !strings.Contains(page, `data-id="`+acme+`"`) || strings.Contains(page, `data-id="`+globex+`"`) ||
+		!strings.Contains(page, `<td data-l="tenant">acme</td>`) || !strings.Contains(page, `id="tenant" value="acme"`) {
+		t.Errorf("GET /ui/submissions?tenant=acme: want acme's submission %s with its tenant shown, not globex's %s:\n%s", acme, globex, page)
+	}
+	r := getPath(t, e, "/ui/submissions.json?tenant=globex")
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), globex) || strings.Contains(string(r.Body), acme) {
+		t.Errorf("GET /ui/submissions.json?tenant=globex: %d %s; want globex's submission only", r.Status, r.Body)
+	}
+	if r := getPath(t, e, "/ui/submissions/"+globex); !strings.Contains(string(r.Body), `<td id="tenant">globex</td>`) {
+		t.Errorf("GET /ui/submissions/%s shows no tenant globex:\n%s", globex, r.Body)
+	}
+	if r := getPath(t, e, "/ui/submissions.json?tenant=Not+A+Tenant"); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "tenant") {
+		t.Errorf("GET /ui/submissions.json with a bad tenant: %d %s; want 400 naming tenant", r.Status, r.Body)
+	}
+}

@@ -368,7 +368,7 @@ func doneNotice(done, n, of string) string {
 // values are the filter and page of the list as query parameters.
 func (v listView) values() url.Values {
 	u := url.Values{}
-	for k, val := range map[string]string{"state": v.State, "key": v.Key, "value": v.Value, "after": v.After} {
+	for k, val := range map[string]string{"state": v.State, "tenant": v.Tenant, "key": v.Key, "value": v.Value, "after": v.After} {
 		if val != "" {
 			u.Set(k, val)
 		}
@@ -381,6 +381,9 @@ func (v listView) describe() string {
 	var parts []string
 	if v.State != "" {
 		parts = append(parts, "state "+v.State)
+	}
+	if v.Tenant != "" {
+		parts = append(parts, "tenant "+v.Tenant)
 	}
 	if v.Key != "" {
 		parts = append(parts, v.Key+" = "+v.Value)

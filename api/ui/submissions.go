@@ -15,6 +15,7 @@ import (
 
 	"opsq/api/wire"
 	"opsq/queuer"
+	"opsq/queuer/submissions"
 )
 
 // pageSize is the submissions on one page of the list.
@@ -23,6 +24,7 @@ const pageSize = 50
 // submissionView is a submission as the pages show it.
 type submissionView struct {
 	ID         string
+	Tenant     string
 	State      wire.State
 	Total      int64
 	Done       int64
@@ -44,7 +46,7 @@ type submissionView struct {
 
 func toView(st queuer.Status, now time.Time) submissionView {
 	v := submissionView{
-		ID: strconv.FormatInt(st.ID, 10), State: st.State, Total: st.ChunksTotal, Done: st.ChunksDone,
+		ID: strconv.FormatInt(st.ID, 10), Tenant: st.Tenant, State: st.State, Total: st.ChunksTotal, Done: st.ChunksDone,
 		Failed: st.ChunksFailed, Skipped: st.ChunksSkipped, Paused: st.Paused, Policy: policyText(st.OnFailure), Priority: st.Priority, Age: ago(now.Sub(st.CreatedAt)), Metadata: st.Metadata,
 		Strategic: string(st.StrategicMetadata), CreatedAt: st.CreatedAt.UTC().Format(time.RFC3339),
 	}
@@ -65,24 +67,30 @@ func toView(st queuer.Status, now time.Time) submissionView {
 
 // listView is the submissions page.
 type listView struct {
-	State, Key, Value, After string
-	States                   []wire.State
-	Rows                     []submissionView
-	Next                     string
-	Error                    string
-	Bulk                     []bulkButton // the buttons that act on the page's submissions
-	Notice                   string       // what the last bulk action did
+	State, Tenant, Key, Value, After string
+	States                           []wire.State
+	Rows                             []submissionView
+	Next                             string
+	Error                            string
+	Bulk                             []bulkButton // the buttons that act on the page's submissions
+	Notice                           string       // what the last bulk action did
 }
 
 // listFilter reads the list's filter and page from get (the query or the form), and the
 // options to list them with; v.Error says what is wrong with them.
 func listFilter(get func(string) string) (v listView, opts queuer.ListOptions) {
-	v = listView{State: get("state"), Key: get("key"), Value: get("value"), After: get("after"), States: wire.States()}
+	v = listView{State: get("state"), Tenant: get("tenant"), Key: get("key"), Value: get("value"), After: get("after"), States: wire.States()}
 	opts = queuer.ListOptions{Limit: pageSize}
 	if v.State != "" && !slices.Contains(v.States, wire.State(v.State)) {
 		v.Error = "state: must be one of in_progress, completed, failed, cancelled"
 	}
 	opts.State = wire.State(v.State)
+	if v.Tenant != "" {
+		if err := submissions.CheckTenant(v.Tenant); err != nil {
+			v.Error = "tenant: " + err.Error()
+		}
+		opts.Tenant = v.Tenant
+	}
 	if v.Key != "" {
 		if strings.ContainsRune(v.Key+v.Value, 0) || !utf8.ValidString(v.Key+v.Value) {
 			v.Error = "key and value: must be UTF-8 text without NUL characters"
@@ -149,15 +157,9 @@ func toProgress(st queuer.Status) progressView {
 // submissionsJSON answers the progress of the submissions of a page of the list (the same
 // query parameters).
 func (d *dashboard) submissionsJSON(c echo.Context) error {
-	opts := queuer.ListOptions{Limit: pageSize, State: wire.State(c.QueryParam("state"))}
-	if !slices.Contains(append(wire.States(), ""), opts.State) {
-		return c.JSON(http.StatusBadRequest, wire.ErrorBody{Error: wire.ErrorDetail{Code: "bad_request", Message: "state: must be one of in_progress, completed, failed, cancelled"}})
-	}
-	if key := c.QueryParam("key"); key != "" {
-		opts.Key, opts.Value = key, metadataValue(c.QueryParam("value"))
-	}
-	if after := c.QueryParam("after"); after != "" {
-		opts.After, _ = strconv.ParseInt(after, 10, 64)
+	v, opts := listFilter(c.QueryParam)
+	if v.Error != "" {
+		return c.JSON(http.StatusBadRequest, wire.ErrorBody{Error: wire.ErrorDetail{Code: "bad_request", Message: v.Error}})
 	}
 	list, _, err := d.q.Submissions().List(c.Request().Context(), opts)
 	if err != nil {

@@ -94,7 +94,7 @@ const live = {
     if (rows.length === 0) return;
     const q = new URLSearchParams(location.search);
     const params = new URLSearchParams();
-    for (const k of ["state", "key", "value", "after"]) if (q.get(k)) params.set(k, q.get(k));
+    for (const k of ["state", "tenant", "key", "value", "after"]) if (q.get(k)) params.set(k, q.get(k));
     const list = await getJSON("/ui/submissions.json?" + params);
     const byID = new Map(list.map(function (s) { return [s.id, s]; }));
     for (const tr of rows) {
