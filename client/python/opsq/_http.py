@@ -1,0 +1,284 @@
+"""The HTTP transport of the opsq client: http.client, one idle keep-alive connection per
+thread, a timeout on every socket operation, bounded reads."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import select
+import socket
+import ssl
+import threading
+import urllib.parse
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Tuple
+
+from .errors import APIError, ProtocolError, ResponseTooLarge, TransportError, api_error
+
+#: The most of an error body the client reads.
+ERROR_BODY_MAX = 64 << 10
+#: The size of the pieces an NDJSON upload is sent in.
+UPLOAD_PIECE = 64 << 10
+
+_RETRYABLE_ON_REUSE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+
+
+class Transport:
+    """Sends requests to one opsq base URL. Safe for concurrent use: each thread keeps its
+    own idle connection."""
+
+    def __init__(
+        self,
+        base_url: str,
+        key: Optional[str],
+        timeout: float,
+        user_agent: str,
+        max_response_bytes: int,
+        ssl_context: Optional[ssl.SSLContext] = None,
+    ) -> None:
+        u = urllib.parse.urlsplit(base_url.rstrip("/"))
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"opsq: base URL {base_url!r}: want http://host:port or https://host:port")
+        self.scheme = u.scheme
+        self.host = u.hostname
+        self.port = u.port or (443 if u.scheme == "https" else 80)
+        self.prefix = u.path.rstrip("/")
+        self.base_url = base_url.rstrip("/")
+        self.key = key
+        self.timeout = timeout
+        self.user_agent = user_agent
+        self.max_response_bytes = max_response_bytes
+        self.ssl_context = ssl_context
+        self._local = threading.local()
+
+    # Connections.
+
+    def _new_conn(self, timeout: float) -> http.client.HTTPConnection:
+        if self.scheme == "https":
+            ctx = self.ssl_context or ssl.create_default_context()
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=ctx)
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def _take_idle(self) -> Optional[http.client.HTTPConnection]:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is None or conn.sock is None:
+            return None
+        try:
+            # Readable while idle means the server closed it (or sent junk): drop it.
+            r, _, _ = select.select([conn.sock], [], [], 0)
+        except (OSError, ValueError):
+            r = [conn.sock]
+        if r:
+            conn.close()
+            return None
+        return conn
+
+    def _put_idle(self, conn: http.client.HTTPConnection) -> None:
+        old = getattr(self._local, "conn", None)
+        if old is not None:
+            old.close()
+        self._local.conn = conn
+
+    def close(self) -> None:
+        """Closes this thread's idle connection."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            conn.close()
+
+    # Requests.
+
+    def url(self, path: str, query: Optional[Mapping[str, Any]] = None) -> str:
+        p = self.prefix + path
+        if query:
+            q = {k: v for k, v in query.items() if v is not None}
+            if q:
+                p += "?" + urllib.parse.urlencode(q)
+        return p
+
+    def headers(self, content_type: Optional[str]) -> dict:
+        h = {"User-Agent": self.user_agent, "Accept": "application/json"}
+        if content_type:
+            h["Content-Type"] = content_type
+        if self.key:
+            h["Authorization"] = "Bearer " + self.key
+        return h
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        query: Optional[Mapping[str, Any]] = None,
+        body: Any = None,
+        timeout: Optional[float] = None,
+        idempotent: bool = False,
+        register: Optional[Callable[[Optional[socket.socket]], None]] = None,
+    ) -> Any:
+        """Sends a request with body (None, or a value sent as JSON) and returns the JSON
+        answer. No socket operation waits longer than timeout (defaults to the client's).
+        register, if given, is called with the socket while the request is in flight, and
+        with None after, so that another thread can cut a long poll short."""
+        t = self.timeout if timeout is None else timeout
+        data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        target = self.url(path, query)
+        hdrs = self.headers("application/json" if data is not None else None)
+        for attempt in range(2):
+            conn = self._take_idle() if attempt == 0 else None
+            reused = conn is not None
+            if conn is None:
+                conn = self._new_conn(t)
+            try:
+                if conn.sock is None:
+                    conn.connect()
+                conn.sock.settimeout(t)
+                if register is not None:
+                    register(conn.sock)
+                conn.request(method, target, body=data, headers=hdrs)
+                resp = conn.getresponse()
+                raw = self._read_answer(resp, method, path)
+            except _RETRYABLE_ON_REUSE as e:
+                conn.close()
+                if reused and idempotent:
+                    continue  # the server closed the idle connection as we sent on it
+                raise TransportError(f"opsq: {method} {self.base_url}{target}: {e}") from e
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                raise TransportError(f"opsq: {method} {self.base_url}{target}: {e or type(e).__name__}") from e
+            except BaseException:
+                conn.close()
+                raise
+            finally:
+                if register is not None:
+                    register(None)
+            if resp.will_close:
+                conn.close()
+            else:
+                self._put_idle(conn)
+            if not 200 <= resp.status <= 299:
+                raise error_from(resp.status, raw, resp.getheader("Retry-After"))
+            try:
+                return json.loads(raw)
+            except ValueError as e:
+                raise ProtocolError(f"opsq: {method} {path}: the answer is not JSON: {raw[:200]!r}") from e
+        raise AssertionError("unreachable")
+
+    def _read_answer(self, resp: http.client.HTTPResponse, method: str, path: str) -> bytes:
+        limit = self.max_response_bytes if 200 <= resp.status <= 299 else ERROR_BODY_MAX
+        raw = resp.read(limit + 1)
+        if len(raw) > limit:
+            if 200 <= resp.status <= 299:
+                raise ResponseTooLarge(f"opsq: {method} {path}: the answer is over {limit} bytes")
+            raw = raw[:limit]
+            resp.close()
+        return raw
+
+    def stream(self, path: str, query: Mapping[str, Any], timeout: float, max_line: int) -> Iterator[bytes]:
+        """GETs an NDJSON answer and yields its lines (without the newline) as they come.
+        Each read waits at most timeout; a line over max_line bytes is an error. The
+        connection is its own, closed when the generator ends or is closed."""
+        target = self.url(path, query)
+        conn = self._new_conn(self.timeout)
+        try:
+            try:
+                conn.connect()
+                conn.sock.settimeout(timeout)
+                conn.request("GET", target, headers=self.headers(None))
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as e:
+                raise TransportError(f"opsq: GET {self.base_url}{target}: {e or type(e).__name__}") from e
+            if not 200 <= resp.status <= 299:
+                raw = resp.read(ERROR_BODY_MAX)
+                raise error_from(resp.status, raw, resp.getheader("Retry-After"))
+            while True:
+                try:
+                    line = resp.readline(max_line + 2)
+                except (OSError, http.client.HTTPException) as e:
+                    raise TransportError(f"opsq: reading GET {self.base_url}{target}: {e or type(e).__name__}") from e
+                if not line:
+                    return
+                if not line.endswith(b"\n"):
+                    if len(line) > max_line:
+                        raise ResponseTooLarge(f"opsq: GET {path}: a line is over {max_line} bytes")
+                    raise TransportError(f"opsq: GET {self.base_url}{target}: the stream ended in the middle of a line")
+                line = line.rstrip(b"\r\n")
+                if line:
+                    yield line
+        finally:
+            conn.close()
+
+    def upload(
+        self,
+        path: str,
+        content_type: str,
+        pieces: Iterable[Tuple[bytes, int]],
+        timeout: float,
+    ) -> Any:
+        """POSTs a body sent with chunked transfer encoding, from pieces (bytes, and a count
+        the caller keeps) of any number, and returns the JSON answer. Its connection is its
+        own. If the server answers early (an error) the upload stops and its error is
+        raised."""
+        target = self.url(path)
+        conn = self._new_conn(self.timeout)
+        try:
+            try:
+                conn.connect()
+                conn.sock.settimeout(timeout)
+                conn.putrequest("POST", target, skip_accept_encoding=True)
+                for k, v in self.headers(content_type).items():
+                    conn.putheader(k, v)
+                conn.putheader("Transfer-Encoding", "chunked")
+                conn.endheaders()
+            except (OSError, http.client.HTTPException) as e:
+                raise TransportError(f"opsq: POST {self.base_url}{target}: {e or type(e).__name__}") from e
+            sent_all = False
+            try:
+                for data, _ in pieces:
+                    if data:
+                        conn.send(b"%x\r\n" % len(data) + data + b"\r\n")
+                conn.send(b"0\r\n\r\n")
+                sent_all = True
+            except OSError as e:
+                # The server may have answered (an error) and closed: read its answer.
+                try:
+                    resp = conn.getresponse()
+                    raw = resp.read(ERROR_BODY_MAX)
+                except (OSError, http.client.HTTPException):
+                    raise TransportError(f"opsq: POST {self.base_url}{target}: {e}") from e
+                if not 200 <= resp.status <= 299:
+                    raise error_from(resp.status, raw, resp.getheader("Retry-After")) from None
+                raise TransportError(f"opsq: POST {self.base_url}{target}: {e}") from e
+            assert sent_all
+            try:
+                resp = conn.getresponse()
+                raw = self._read_answer(resp, "POST", path)
+            except (OSError, http.client.HTTPException) as e:
+                raise TransportError(f"opsq: POST {self.base_url}{target}: {e or type(e).__name__}") from e
+            if not 200 <= resp.status <= 299:
+                raise error_from(resp.status, raw, resp.getheader("Retry-After"))
+            try:
+                return json.loads(raw)
+            except ValueError as e:
+                raise ProtocolError(f"opsq: POST {path}: the answer is not JSON: {raw[:200]!r}") from e
+        finally:
+            conn.close()
+
+
+def error_from(status: int, raw: bytes, retry_after_header: Optional[str]) -> APIError:
+    """Builds the APIError of an answer other than 2xx from its body."""
+    retry_after: Optional[float] = None
+    if retry_after_header:
+        try:
+            retry_after = float(retry_after_header)
+        except ValueError:
+            pass
+    try:
+        body = json.loads(raw)
+        err = body["error"]
+        if isinstance(err, dict) and isinstance(err.get("code"), str) and err["code"]:
+            return api_error(status, err["code"], str(err.get("message", "")), retry_after)
+    except (ValueError, KeyError, TypeError):
+        pass
+    msg = raw.decode("utf-8", "replace").strip()
+    if len(msg) > 1024:
+        msg = msg[:1024] + "…"
+    return api_error(status, f"http_{status}", msg or http.client.responses.get(status, ""), retry_after)

@@ -1,0 +1,532 @@
+"""The opsq client: the producer and consumer routes of the REST API v1 (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import socket
+import time
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ._http import UPLOAD_PIECE, Transport
+from .errors import OpsqError, TransportError
+from .strategy import to_json as strategy_json
+from .types import (
+    Chunk,
+    Created,
+    FailedChunk,
+    FailuresPage,
+    MetadataValue,
+    Result,
+    Status,
+    SubmissionsPage,
+    TokenResult,
+)
+
+#: The base URL when neither the url argument nor OPSQ_URL gives one.
+URL_DEFAULT = "http://localhost:3999"
+#: How long any socket operation of a call may wait, beyond a long poll's own wait.
+TIMEOUT_DEFAULT = 30.0
+#: The largest answer the client reads (a reserve's answer is at most 16 MiB of input).
+MAX_RESPONSE_BYTES_DEFAULT = 64 << 20
+#: The longest results line the client reads (an output is a JSON string).
+MAX_LINE_BYTES_DEFAULT = 16 << 20
+#: How long a followed results stream may send nothing before the client gives up on it:
+#: the server ends a follow after OPSQ_MAX_FOLLOW (1h), so a silence past that is a dead
+#: connection.
+FOLLOW_IDLE_DEFAULT = 3660.0
+#: The longest wait the server grants a reserve or a status (60s).
+MAX_WAIT = 60.0
+USER_AGENT = "opsq-python"
+
+#: A duration: seconds (int or float), a timedelta, or a Go duration string such as "5m".
+Duration = Union[int, float, _dt.timedelta, str]
+#: Where a token is wanted, a reserved Chunk may be given instead.
+TokenLike = Union[str, Chunk]
+
+
+def go_duration(d: Optional[Duration]) -> Optional[str]:
+    """Returns d as a Go duration string, to the millisecond ("30s", "1500ms")."""
+    if d is None or isinstance(d, str):
+        return d
+    if isinstance(d, bool):
+        raise TypeError("opsq: a duration is seconds, a timedelta or a string, not a bool")
+    secs = d.total_seconds() if isinstance(d, _dt.timedelta) else float(d)
+    if secs < 0:
+        raise ValueError(f"opsq: negative duration {d!r}")
+    ms = round(secs * 1000)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def _seconds(d: Optional[Duration]) -> float:
+    """Returns d in seconds, for the client's own timeouts; a string it cannot read is 60s
+    (the longest wait there is)."""
+    if d is None:
+        return 0.0
+    if isinstance(d, _dt.timedelta):
+        return d.total_seconds()
+    if isinstance(d, (int, float)):
+        return float(d)
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    total, num = 0.0, ""
+    i = 0
+    try:
+        while i < len(d):
+            if d[i].isdigit() or d[i] == ".":
+                num += d[i]
+                i += 1
+                continue
+            j = i
+            while j < len(d) and not (d[j].isdigit() or d[j] == "."):
+                j += 1
+            total += float(num) * units[d[i:j]]
+            num, i = "", j
+        return total if not num else MAX_WAIT
+    except (KeyError, ValueError):
+        return MAX_WAIT
+
+
+def _token(t: TokenLike) -> str:
+    return t.token if isinstance(t, Chunk) else t
+
+
+def _value_param(v: Optional[MetadataValue]) -> Optional[str]:
+    """A strategic metadata value as the list route's value parameter takes it: an integer
+    bare, a string quoted (so that "42" stays the string)."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise TypeError("opsq: a strategic metadata value is an int or a str")
+    return str(v) if isinstance(v, int) else json.dumps(v, ensure_ascii=False)
+
+
+class Client:
+    """A client of one opsq deployment (one instance, or a load balancer in front of
+    several). Safe for concurrent use from several threads.
+
+    Args:
+        url: the base URL, such as ``http://localhost:3999``. Defaults to the OPSQ_URL
+            environment variable, else ``http://localhost:3999``.
+        key: an API key (``opsq keys create``), sent as ``Authorization: Bearer <key>``.
+            Defaults to the OPSQ_KEY environment variable; none if that is unset too.
+        timeout: the longest any socket operation of a call waits, in seconds (a long poll
+            waits its own wait on top). Defaults to 30.
+        max_response_bytes: the largest answer read; past it a call raises
+            ResponseTooLarge. Defaults to 64 MiB.
+        ssl_context: for https URLs, the context that checks the server (defaults to the
+            system's trust store).
+
+    Every error is an :class:`opsq.OpsqError`; an answer other than 2xx an
+    :class:`opsq.APIError` carrying ``status``, ``code`` and ``message``.
+    """
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        key: Optional[str] = None,
+        *,
+        timeout: float = TIMEOUT_DEFAULT,
+        max_response_bytes: int = MAX_RESPONSE_BYTES_DEFAULT,
+        user_agent: str = USER_AGENT,
+        ssl_context: Any = None,
+    ) -> None:
+        url = url or os.environ.get("OPSQ_URL") or URL_DEFAULT
+        key = key if key is not None else os.environ.get("OPSQ_KEY") or None
+        if timeout <= 0:
+            raise ValueError("opsq: timeout must be positive")
+        self._t = Transport(url, key, timeout, user_agent, max_response_bytes, ssl_context)
+        self.timeout = timeout
+
+    @property
+    def url(self) -> str:
+        """The base URL this client calls."""
+        return self._t.base_url
+
+    def close(self) -> None:
+        """Closes the calling thread's idle connection (the others close with their
+        threads)."""
+        self._t.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # Producer.
+
+    def submit(
+        self,
+        chunks: Optional[Sequence[str]] = None,
+        *,
+        metadata: Optional[str] = None,
+        strategic_metadata: Optional[Mapping[str, MetadataValue]] = None,
+        priority: Optional[int] = None,
+        max_retries: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        prefix: Optional[str] = None,
+        chunk_count: Optional[int] = None,
+        on_failure: Any = None,
+        retry_backoff: Optional[Mapping[str, Any]] = None,
+        not_before: Union[None, str, _dt.datetime, _dt.timedelta, int, float] = None,
+        tenant: Optional[str] = None,
+    ) -> Created:
+        """Creates a submission from one JSON body (at most 32 MiB on the server): chunks
+        inline, or ``prefix`` and ``chunk_count`` for object-storage mode. For many chunks,
+        :meth:`submit_ndjson` streams them instead.
+
+        ``on_failure``: ``"fail_submission"`` (default), ``"continue"``, or
+        ``{"fail_after": {"chunks": K}}`` / ``{"fail_after": {"fraction": F}}``.
+        ``retry_backoff``: ``{"initial": "1s", "factor": 2, "max": "1m"}``.
+        ``not_before``: a datetime (aware, or taken as UTC), or a duration from now.
+        """
+        body = self._header(locals())
+        if chunks is not None:
+            if isinstance(chunks, (str, bytes)):
+                raise TypeError("opsq: chunks is a sequence of strings, not one string")
+            body["chunks"] = [c.decode("utf-8") if isinstance(c, bytes) else c for c in chunks]
+        return Created.from_json(self._t.call("POST", "/v1/submissions", body=body, idempotent=idempotency_key is not None))
+
+    def submit_ndjson(
+        self,
+        chunks: Iterable[Union[str, bytes]],
+        *,
+        progress: Optional[Callable[[int, int], None]] = None,
+        metadata: Optional[str] = None,
+        strategic_metadata: Optional[Mapping[str, MetadataValue]] = None,
+        priority: Optional[int] = None,
+        max_retries: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        on_failure: Any = None,
+        retry_backoff: Optional[Mapping[str, Any]] = None,
+        not_before: Union[None, str, _dt.datetime, _dt.timedelta, int, float] = None,
+        tenant: Optional[str] = None,
+    ) -> Created:
+        """Creates a submission from chunks, any iterable (a generator reading a file, say),
+        streamed as an ``application/x-ndjson`` body: nothing is held in memory beyond a
+        64 KiB piece, and the body has no total limit. Each chunk is a str (or UTF-8
+        bytes) of at most 1 MiB.
+
+        ``progress(chunks_sent, bytes_sent)``, if given, is called after each piece sent
+        and once at the end. The server inserts the submission atomically: an error (from
+        the iterable, or the server's) leaves no submission. The other arguments are those
+        of :meth:`submit`.
+        """
+        header = self._header(locals())
+        head = json.dumps(header, ensure_ascii=False).encode("utf-8") + b"\n"
+
+        def pieces() -> Iterator[Tuple[bytes, int]]:
+            buf = bytearray(head)
+            n = sent = 0
+            for c in chunks:
+                if isinstance(c, bytes):
+                    try:
+                        c = c.decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        raise ValueError(f"opsq: chunk {n} is not valid UTF-8 ({e}): chunks are JSON strings, so encode binary data first (base64, say)") from None
+                elif not isinstance(c, str):
+                    raise TypeError(f"opsq: chunk {n} is {type(c).__name__}; want str or bytes")
+                try:
+                    buf += json.dumps(c, ensure_ascii=False).encode("utf-8")
+                except UnicodeEncodeError as e:
+                    raise ValueError(f"opsq: chunk {n} cannot be sent as UTF-8: {e}") from None
+                buf += b"\n"
+                n += 1
+                if len(buf) >= UPLOAD_PIECE:
+                    sent += len(buf)
+                    yield bytes(buf), n
+                    buf.clear()
+                    if progress is not None:
+                        progress(n, sent)
+            sent += len(buf)
+            yield bytes(buf), n
+            if progress is not None:
+                progress(n, sent)
+
+        return Created.from_json(self._t.upload("/v1/submissions", "application/x-ndjson", pieces(), self.timeout))
+
+    @staticmethod
+    def _header(args: Dict[str, Any]) -> Dict[str, Any]:
+        """The header fields of a submission from submit's arguments, those given only."""
+        body: Dict[str, Any] = {}
+        for name in (
+            "metadata",
+            "strategic_metadata",
+            "priority",
+            "max_retries",
+            "idempotency_key",
+            "prefix",
+            "chunk_count",
+            "on_failure",
+            "retry_backoff",
+            "tenant",
+        ):
+            v = args.get(name)
+            if v is not None:
+                body[name] = dict(v) if name in ("strategic_metadata", "retry_backoff") else v
+        nb = args.get("not_before")
+        if isinstance(nb, _dt.datetime):
+            if nb.tzinfo is None:
+                nb = nb.replace(tzinfo=_dt.timezone.utc)
+            body["not_before"] = nb.isoformat()
+        elif nb is not None:
+            body["not_before"] = go_duration(nb)
+        return body
+
+    def status(self, id: str, wait: Optional[Duration] = None) -> Status:
+        """Returns the status of submission id. With ``wait`` (at most 60s) the server holds
+        the request until the submission finishes or the wait runs out."""
+        w = go_duration(wait) if wait else None
+        return Status.from_json(
+            self._t.call("GET", self._path(id), {"wait": w}, timeout=self.timeout + _seconds(wait), idempotent=True)
+        )
+
+    def wait(self, id: str, timeout: Optional[float] = None) -> Status:
+        """Waits until submission id has finished, or ``timeout`` seconds have passed
+        (None: no limit), long-polling 60s at a time, and returns its last status: check
+        ``status.finished``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = MAX_WAIT if deadline is None else min(MAX_WAIT, deadline - time.monotonic())
+            st = self.status(id, wait=max(left, 0.001) if left > 0 else None)
+            if st.finished or (deadline is not None and time.monotonic() >= deadline):
+                return st
+
+    def results(self, id: str, *, max_line_bytes: int = MAX_LINE_BYTES_DEFAULT) -> Iterator[Result]:
+        """Yields the results of submission id, in any state, one per chunk in chunk order:
+        a completed chunk's output, or the state of one that is not (failed, skipped,
+        pending)."""
+        for line in self._t.stream(self._path(id, "/results"), {}, self.timeout, max_line_bytes):
+            yield self._result(line)
+
+    def follow(
+        self,
+        id: str,
+        *,
+        idle_timeout: float = FOLLOW_IDLE_DEFAULT,
+        max_line_bytes: int = MAX_LINE_BYTES_DEFAULT,
+    ) -> Iterator[Result]:
+        """Yields the results of submission id as its chunks finish, in chunk order: each
+        line once its chunk and every chunk before it are finished (completed, failed or
+        skipped). Ends once the submission has finished and every line is yielded. The
+        server ends a followed stream after a while (OPSQ_MAX_FOLLOW, 1h): it is then
+        followed again from the line after the last yielded, so each line comes once.
+        ``idle_timeout`` bounds a silence of the stream (a chunk that takes that long)."""
+        last = -1
+        while True:
+            progressed = False
+            for line in self._t.stream(self._path(id, "/results"), {"follow": "true"}, idle_timeout, max_line_bytes):
+                r = self._result(line)
+                if r.chunk_index <= last:
+                    continue  # yielded from an earlier stream
+                yield r
+                last = r.chunk_index
+                progressed = True
+            st = self.status(id)
+            if st.finished and last + 1 >= st.chunks_total:
+                return
+            if st.finished and not progressed:
+                raise OpsqError(f"opsq: following results of submission {id}: the stream ended after chunk {last} of {st.chunks_total}")
+            if not progressed:
+                time.sleep(1)  # do not spin on a proxy that cuts streams at once
+
+    @staticmethod
+    def _result(line: bytes) -> Result:
+        try:
+            return Result.from_json(json.loads(line))
+        except ValueError as e:
+            from .errors import ProtocolError
+
+            raise ProtocolError(f"opsq: a results line is not JSON: {line[:200]!r}") from e
+
+    def failures_page(self, id: str, *, limit: Optional[int] = None, after: Optional[int] = None) -> FailuresPage:
+        """Returns one page of the chunks of submission id that failed at least one
+        attempt, in chunk order; ``limit`` at most 1000 (server default 100), ``after`` the
+        previous page's ``next_after``."""
+        return FailuresPage.from_json(
+            self._t.call("GET", self._path(id, "/failures"), {"limit": limit, "after": after}, idempotent=True)
+        )
+
+    def failures(self, id: str, *, page_size: Optional[int] = None) -> Iterator[FailedChunk]:
+        """Yields every chunk of submission id that failed at least one attempt, in chunk
+        order, each with its last errors (newest first), a page at a time."""
+        after: Optional[int] = None
+        while True:
+            page = self.failures_page(id, limit=page_size, after=after)
+            yield from page.failures
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    def retry(self, id: str, chunks: str = "failed", *, max_retries: Optional[int] = None) -> Status:
+        """Gives the failed chunks of submission id (with ``chunks="unfinished"``, the
+        skipped ones too) a fresh attempt budget and returns its status. Raises Conflict
+        (code ``nothing_to_retry``) when there is nothing to retry."""
+        body: Dict[str, Any] = {"chunks": chunks}
+        if max_retries is not None:
+            body["max_retries"] = max_retries
+        return Status.from_json(self._t.call("POST", self._path(id, "/retry"), body=body))
+
+    def retry_many(
+        self,
+        *,
+        state: Optional[str] = None,
+        key: Optional[str] = None,
+        value: Optional[MetadataValue] = None,
+        limit: Optional[int] = None,
+        chunks: Optional[str] = None,
+        max_retries: Optional[int] = None,
+    ) -> List[str]:
+        """Retries every submission the filter selects (``state`` defaults to failed),
+        newest first, and returns the ids retried."""
+        body = {k: v for k, v in locals().items() if k != "self" and v is not None}
+        return list(self._t.call("POST", "/v1/submissions/retry", body=body)["retried"])
+
+    def pause(self, id: str) -> Status:
+        """Stops handing out the chunks of submission id (those in flight finish) and
+        returns its status. Idempotent; Conflict if it has finished."""
+        return Status.from_json(self._t.call("POST", self._path(id, "/pause"), idempotent=True))
+
+    def resume(self, id: str) -> Status:
+        """Makes a paused submission reservable again at once and returns its status."""
+        return Status.from_json(self._t.call("POST", self._path(id, "/resume"), idempotent=True))
+
+    def cancel(self, id: str) -> Status:
+        """Cancels submission id and returns its status; Conflict if it has finished."""
+        return Status.from_json(self._t.call("POST", self._path(id, "/cancel")))
+
+    def list(
+        self,
+        *,
+        state: Optional[str] = None,
+        key: Optional[str] = None,
+        value: Optional[MetadataValue] = None,
+        tenant: Optional[str] = None,
+        limit: Optional[int] = None,
+        after: Optional[str] = None,
+    ) -> SubmissionsPage:
+        """Returns one page of submissions, newest first: by ``state`` and by strategic
+        metadata ``key`` = ``value`` (give both or neither); ``limit`` at most 1000,
+        ``after`` the previous page's ``next_after``; ``tenant`` for admin keys."""
+        q = {"state": state, "key": key, "value": _value_param(value), "tenant": tenant, "limit": limit, "after": after}
+        return SubmissionsPage.from_json(self._t.call("GET", "/v1/submissions", q, idempotent=True))
+
+    def list_all(self, **filters: Any) -> Iterator[Status]:
+        """Yields every submission :meth:`list` selects with filters, page after page."""
+        after = filters.pop("after", None)
+        while True:
+            page = self.list(after=after, **filters)
+            yield from page.submissions
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    @staticmethod
+    def _path(id: str, suffix: str = "") -> str:
+        if not isinstance(id, str) or not id:
+            raise ValueError(f"opsq: submission id {id!r}: want a non-empty string")
+        from urllib.parse import quote
+
+        return "/v1/submissions/" + quote(id, safe="") + suffix
+
+    # Consumer.
+
+    def reserve(
+        self,
+        max: int = 1,
+        *,
+        strategy: Any = None,
+        lease: Optional[Duration] = None,
+        wait: Optional[Duration] = None,
+        consumer: Optional[str] = None,
+        _register: Optional[Callable[[Optional[socket.socket]], None]] = None,
+    ) -> List[Chunk]:
+        """Reserves up to ``max`` chunks (1 to 10 000). ``strategy`` is the JSON form (a
+        str such as ``"oldest_first"`` or a dict) or the text form
+        (``"select_only(mode=preview, random)"``); the default is random. ``lease`` (1s to
+        24h, default 5m) is how long the chunks are yours; ``wait`` (at most 60s) how long
+        to long-poll when none is available; an empty list means none came. ``consumer``
+        names you in the server's records (at most 256 bytes)."""
+        body: Dict[str, Any] = {"max": max}
+        s = strategy_json(strategy)
+        if s is not None:
+            body["strategy"] = s
+        if lease is not None:
+            body["lease"] = go_duration(lease)
+        if wait:
+            body["wait"] = go_duration(wait)
+        if consumer:
+            body["consumer"] = consumer
+        out = self._t.call("POST", "/v1/reserve", body=body, timeout=self.timeout + _seconds(wait), register=_register)
+        return [Chunk.from_json(c) for c in out["chunks"]]
+
+    def complete(self, token: TokenLike, output: Union[str, bytes] = "") -> TokenResult:
+        """Completes a reserved chunk with its output; the first completion wins, repeats
+        are harmless. Returns the server's answer (status ``completed``,
+        ``already_finished`` or ``unknown``)."""
+        return self.complete_many([(token, output)])[0]
+
+    def complete_many(self, completions: Iterable[Tuple[TokenLike, Union[str, bytes]]]) -> List[TokenResult]:
+        """Completes several chunks at once (at most 10 000); results in request order."""
+        items = []
+        for tok, out in completions:
+            if isinstance(out, bytes):
+                out = out.decode("utf-8")
+            items.append({"token": _token(tok), "output": out})
+        return self._token_results(self._t.call("POST", "/v1/complete", body={"completions": items}, idempotent=True))
+
+    def fail(
+        self,
+        token: TokenLike,
+        error: str = "",
+        *,
+        retry: bool = True,
+        retry_after: Optional[Duration] = None,
+    ) -> TokenResult:
+        """Reports a failed attempt. With ``retry`` (the default) the chunk is handed out
+        again after its backoff, or after ``retry_after`` (more than 0s, at most 24h),
+        unless its attempts are spent; without, it fails now. Returns the server's answer
+        (``retrying``, ``failed``, ``already_finished``, ``lost`` or ``unknown``)."""
+        return self.fail_many([(token, error, retry, retry_after)])[0]
+
+    def fail_many(self, failures: Iterable[Tuple[TokenLike, str, bool, Optional[Duration]]]) -> List[TokenResult]:
+        """Reports several failed attempts at once, as (token, error, retry, retry_after)
+        tuples; results in request order."""
+        items = []
+        for tok, err, retry, after in failures:
+            f: Dict[str, Any] = {"token": _token(tok), "error": err, "retry": bool(retry)}
+            if after is not None and retry:
+                f["retry_after"] = go_duration(after)
+            items.append(f)
+        return self._token_results(self._t.call("POST", "/v1/fail", body={"failures": items}))
+
+    def extend(self, tokens: Union[TokenLike, Sequence[TokenLike]], lease: Optional[Duration] = None) -> List[TokenResult]:
+        """Moves the leases of reserved chunks to now + ``lease`` (default 5m); results in
+        request order (``extended`` with the new ``expires_at``, ``lost``,
+        ``already_finished`` or ``unknown``)."""
+        if isinstance(tokens, (str, Chunk)):
+            tokens = [tokens]
+        body: Dict[str, Any] = {"tokens": [_token(t) for t in tokens]}
+        if lease is not None:
+            body["lease"] = go_duration(lease)
+        return self._token_results(self._t.call("POST", "/v1/extend", body=body, idempotent=True))
+
+    @staticmethod
+    def _token_results(out: Any) -> List[TokenResult]:
+        return [TokenResult.from_json(r) for r in out["results"]]
+
+    # Operations.
+
+    def cluster(self) -> Dict[str, Any]:
+        """Returns ``GET /v1/cluster`` (admin keys): the instances and their shards, as
+        the server's JSON."""
+        return dict(self._t.call("GET", "/v1/cluster", idempotent=True))
+
+    def ready(self) -> bool:
+        """Whether ``GET /readyz`` answers 200 (no key needed)."""
+        try:
+            self._t.call("GET", "/readyz", idempotent=True)
+            return True
+        except (OpsqError, TransportError):
+            return False
