@@ -10,6 +10,7 @@ import socket
 import ssl
 import threading
 import urllib.parse
+import weakref
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Tuple
 
 from .errors import APIError, ProtocolError, ResponseTooLarge, TransportError, api_error
@@ -20,6 +21,19 @@ ERROR_BODY_MAX = 64 << 10
 UPLOAD_PIECE = 64 << 10
 
 _RETRYABLE_ON_REUSE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+
+
+class _Slot:
+    """A thread's idle connection; closed when the thread ends and drops its locals."""
+
+    __slots__ = ("conn", "__weakref__")
+
+    def __init__(self) -> None:
+        self.conn: Optional[http.client.HTTPConnection] = None
+
+    def __del__(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
 
 
 class Transport:
@@ -49,6 +63,7 @@ class Transport:
         self.max_response_bytes = max_response_bytes
         self.ssl_context = ssl_context
         self._local = threading.local()
+        self._idle: "weakref.WeakSet[http.client.HTTPConnection]" = weakref.WeakSet()
 
     # Connections.
 
@@ -58,10 +73,19 @@ class Transport:
             return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=ctx)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
+    def _slot(self) -> _Slot:
+        slot = getattr(self._local, "slot", None)
+        if slot is None:
+            slot = self._local.slot = _Slot()
+        return slot
+
     def _take_idle(self) -> Optional[http.client.HTTPConnection]:
-        conn = getattr(self._local, "conn", None)
-        self._local.conn = None
-        if conn is None or conn.sock is None:
+        slot = self._slot()
+        conn, slot.conn = slot.conn, None
+        if conn is None:
+            return None
+        self._idle.discard(conn)
+        if conn.sock is None:
             return None
         try:
             # Readable while idle means the server closed it (or sent junk): drop it.
@@ -74,17 +98,30 @@ class Transport:
         return conn
 
     def _put_idle(self, conn: http.client.HTTPConnection) -> None:
-        old = getattr(self._local, "conn", None)
-        if old is not None:
-            old.close()
-        self._local.conn = conn
+        slot = self._slot()
+        if slot.conn is not None:
+            slot.conn.close()
+        slot.conn = conn
+        self._idle.add(conn)
 
     def close(self) -> None:
         """Closes this thread's idle connection."""
-        conn = getattr(self._local, "conn", None)
-        self._local.conn = None
+        slot = self._slot()
+        conn, slot.conn = slot.conn, None
         if conn is not None:
+            self._idle.discard(conn)
             conn.close()
+
+    def close_all(self) -> None:
+        """Closes the idle connections of every thread (call it when no request runs)."""
+        for conn in list(self._idle):
+            conn.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close_all()
+        except Exception:
+            pass
 
     # Requests.
 

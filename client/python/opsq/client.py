@@ -144,9 +144,9 @@ class Client:
         return self._t.base_url
 
     def close(self) -> None:
-        """Closes the calling thread's idle connection (the others close with their
-        threads)."""
-        self._t.close()
+        """Closes the client's idle connections. Call it when no request is running; a
+        client closed can still be used (it connects again)."""
+        self._t.close_all()
 
     def __enter__(self) -> "Client":
         return self

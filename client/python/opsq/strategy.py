@@ -117,6 +117,9 @@ class _Parser:
                 raise self.error(p, f"{name} takes no parameters: write {name}")
             return name
         if name not in ("select_only", "or_else") + _KEY_MAX:
+            k, t, _ = self.peek()
+            if not (k == "punct" and t == "("):
+                return name  # a leaf this client does not know (a newer server's?): the server decides
             raise self.error(pos, f"unknown strategy {name!r}; known: {', '.join(LEAVES + ('select_only',) + _KEY_MAX + ('or_else',))}")
         self.expect("(", f"after {name}")
         if name == "or_else":

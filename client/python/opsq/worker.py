@@ -219,7 +219,7 @@ class Worker:
             extender.join()
             for sig, handler in old:
                 signal.signal(sig, handler)
-            self.client.close()
+            self.client._t.close()  # this thread's idle connection
         log.info("opsq worker stopped: %d done, %d failed, %d lost", self.stats.done, self.stats.failed, self.stats.lost)
         if err is not None:
             raise err
@@ -315,6 +315,7 @@ class Worker:
                     return  # failed at the stop already; its result is dropped
             self._report(job, output, failure, retry, retry_after)
         finally:
+            self.client._t.close()  # this thread's idle connection: the thread ends here
             with self._cv:
                 self._jobs.pop(ch.token, None)
                 self._busy -= 1
@@ -390,6 +391,12 @@ class Worker:
     def _extend_loop(self) -> None:
         """Extends the leases of the chunks whose functions run, each every extend_every, in
         one request for all those due."""
+        try:
+            self._extend_until_quit()
+        finally:
+            self.client._t.close()  # this thread's idle connection
+
+    def _extend_until_quit(self) -> None:
         while not self._quit_extender.wait(0.2):
             now = time.monotonic()
             with self._cv:
