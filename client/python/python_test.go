@@ -104,11 +104,7 @@ func TestPythonClient(t *testing.T) {
 	c.Key = keys[apikeys.Admin]
 	insts := c.StartN(2)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-s", "tests", "-v")
-	cmd.Dir = dir
-	cmd.Env = pythonEnv(
+	env := pythonEnv(
 		"OPSQ_URL="+insts[0].URL,
 		"OPSQ_KEY="+keys[apikeys.Admin],
 		"OPSQ_TEST_URLS="+strings.Join(clustertest.URLs(insts...), ","),
@@ -118,6 +114,23 @@ func TestPythonClient(t *testing.T) {
 		"PYTHONDONTWRITEBYTECODE=1",
 		"PYTHONUNBUFFERED=1",
 	)
+
+	// The README's example first, while the instances hold nothing else (its worker
+	// takes whatever chunk comes).
+	example := readmeExample(t, filepath.Join(dir, "README.md"))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-c", example)
+	cmd.Dir, cmd.Env = dir, env
+	got, err := cmd.CombinedOutput()
+	if want := "['HELLO', 'WORLD']\n"; err != nil || string(got) != want {
+		t.Fatalf("the README's example:\n%s\nprinted %q (%v); want %q", example, got, err, want)
+	}
+
+	ctx, cancel = context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	cmd = exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-s", "tests", "-v")
+	cmd.Dir, cmd.Env = dir, env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
@@ -128,6 +141,24 @@ func TestPythonClient(t *testing.T) {
 	if testing.Verbose() {
 		t.Logf("the Python suite passed in %s:\n%s", time.Since(start).Round(time.Second), out.String())
 	}
+}
+
+// readmeExample returns the first python block of the README, the five-line example.
+func readmeExample(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n```python\n")
+	block, _, closed := strings.Cut(rest, "\n```\n")
+	if !ok || !closed {
+		t.Fatalf("%s has no python block", path)
+	}
+	if n := strings.Count(block, "\n") + 1; n != 5 {
+		t.Errorf("the README's example is %d lines; the docs promise five", n)
+	}
+	return block
 }
 
 // TestPipInstall installs the client with "pip install ./client/python" into a fresh

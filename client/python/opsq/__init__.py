@@ -8,7 +8,7 @@ with a Worker that runs a function per chunk::
 
     c = opsq.Client()  # OPSQ_URL (default http://localhost:3999) and OPSQ_KEY
     sub = c.submit(["a", "b", "c"])
-    opsq.Worker(c, lambda chunk: chunk.input.upper(), concurrency=4, once=True).run()
+    opsq.Worker(c, lambda chunk: chunk.input.upper(), once=True, wait=1).run()
     print([r.output for r in c.results(sub.id)])
 """
 
@@ -36,6 +36,7 @@ from .types import (
     FailedChunk,
     Failure,
     FailuresPage,
+    PreviewChunk,
     Result,
     Status,
     SubmissionsPage,
@@ -61,6 +62,7 @@ __all__ = [
     "NotFound",
     "OpsqError",
     "PayloadTooLarge",
+    "PreviewChunk",
     "ProtocolError",
     "ResponseTooLarge",
     "Result",

@@ -18,6 +18,7 @@ from .types import (
     FailedChunk,
     FailuresPage,
     MetadataValue,
+    PreviewChunk,
     Result,
     Status,
     SubmissionsPage,
@@ -460,6 +461,16 @@ class Client:
             body["consumer"] = consumer
         out = self._t.call("POST", "/v1/reserve", body=body, timeout=self.timeout + _seconds(wait), register=_register)
         return [Chunk.from_json(c) for c in out["chunks"]]
+
+    def preview(self, max: int = 1, *, strategy: Any = None) -> List[PreviewChunk]:
+        """Returns the chunks a reserve of ``max`` with ``strategy`` would hand out now, in
+        order, without reserving anything: to check a strategy."""
+        body: Dict[str, Any] = {"max": max}
+        s = strategy_json(strategy)
+        if s is not None:
+            body["strategy"] = s
+        out = self._t.call("POST", "/v1/reserve/preview", body=body, idempotent=True)
+        return [PreviewChunk.from_json(c) for c in out["chunks"]]
 
     def complete(self, token: TokenLike, output: Union[str, bytes] = "") -> TokenResult:
         """Completes a reserved chunk with its output; the first completion wins, repeats

@@ -234,6 +234,24 @@ class Chunk:
 
 
 @dataclass(frozen=True)
+class PreviewChunk:
+    """A chunk a reserve would hand out now (``POST /v1/reserve/preview``): no token,
+    nothing reserved."""
+
+    submission_id: str
+    chunk_index: int
+    strategic_metadata: Dict[str, MetadataValue]
+
+    @classmethod
+    def from_json(cls, o: Mapping[str, Any]) -> "PreviewChunk":
+        return cls(
+            submission_id=_get(o, "submission_id", str),
+            chunk_index=_get(o, "chunk_index", int),
+            strategic_metadata=dict(o.get("strategic_metadata") or {}),
+        )
+
+
+@dataclass(frozen=True)
 class TokenResult:
     """The server's answer for one token of a complete, fail or extend.
 

@@ -9,7 +9,7 @@ import unittest
 
 import opsq
 
-from support import WAIT, consumer, only, producer, reserve_all, tag, urls
+from support import WAIT, consumer, only, producer, reserve_all, tag, urls, wait_for
 
 
 class ReserveTest(unittest.TestCase):
@@ -61,6 +61,20 @@ class ReserveTest(unittest.TestCase):
         for ch in reserve_all(consumer(), t, 2):
             self.assertEqual((ch.input, ch.prefix), (None, "s3://bucket/run/"))
 
+    def test_preview_reserves_nothing(self) -> None:
+        t = tag()
+        created = producer().submit(["a", "b"], strategic_metadata={"test": t})
+        c = consumer()
+
+        def both():
+            got = c.preview(5, strategy=f"select_only(test={t}, oldest_first)")
+            return got if len(got) == 2 else None
+
+        seen = wait_for("a preview of both chunks", both)
+        self.assertEqual(sorted(p.chunk_index for p in seen), [0, 1])
+        self.assertEqual({p.submission_id for p in seen}, {created.id})
+        self.assertEqual(len(reserve_all(c, t, 2)), 2)  # still all there to reserve
+
     def test_bad_text_strategy_fails_before_sending(self) -> None:
         with self.assertRaises(opsq.StrategyError) as cm:
             consumer().reserve(1, strategy="select_only(mode preview)")
@@ -76,7 +90,7 @@ class FailExtendTest(unittest.TestCase):
         p, c = producer(), consumer()
         created = p.submit(["x"], strategic_metadata={"test": t}, retry_backoff={"initial": "0s"})
         (ch,) = reserve_all(c, t, 1)
-        self.assertEqual(c.fail(ch, "slow down", retry_after=3).status, "retrying")
+        self.assertEqual(c.fail(ch, "slow down", retry_after=6).status, "retrying")
         # Not before retry_after, although the backoff would retry at once.
         self.assertEqual(c.reserve(1, strategy=only(t), wait=1), [])
         (again,) = reserve_all(c, t, 1)
@@ -104,10 +118,10 @@ class FailExtendTest(unittest.TestCase):
         (ch,) = reserve_all(c, t, 1, lease="2s")
         # Extended through both instances (the one that does not own the shard forwards).
         for u in urls():
-            (r,) = consumer(u).extend(ch, lease="3s")
+            (r,) = consumer(u).extend(ch, lease="20s")
             self.assertEqual(r.status, "extended")
             self.assertIsNotNone(r.expires_at)
-        time.sleep(2.5)  # past the first lease, within the extended one
+        time.sleep(3)  # past the first lease, well within the extended one
         self.assertEqual(c.complete(ch, "kept").status, "completed")
         self.assertEqual(p.wait(created.id, timeout=WAIT).state, "completed")
         (r,) = c.extend([ch.token])

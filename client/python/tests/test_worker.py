@@ -36,7 +36,7 @@ class WorkerTest(unittest.TestCase):
                 most = max(most, running)
                 attempts[ch.chunk_index] = attempts.get(ch.chunk_index, 0) + 1
             try:
-                time.sleep(0.3)
+                time.sleep(0.5)
                 if ch.input == "3" and ch.retries == 0:
                     raise opsq.RetryLater(2, "downstream said 429")
                 if ch.input == "7":
@@ -46,7 +46,7 @@ class WorkerTest(unittest.TestCase):
                 with lock:
                     running -= 1
 
-        w = opsq.Worker(consumer(), fn, concurrency=4, strategy=only(t), wait=2, once=True, handle_signals=False)
+        w = opsq.Worker(consumer(), fn, concurrency=4, strategy=only(t), wait=4, once=True, handle_signals=False)
         start = time.monotonic()
         stats = w.run()
         took = time.monotonic() - start
@@ -75,10 +75,10 @@ class WorkerTest(unittest.TestCase):
         created = p.submit(["slow", "slower"], strategic_metadata={"test": t}, max_retries=0)
 
         def fn(ch: opsq.Chunk) -> bytes:
-            time.sleep(5)  # the lease is 2s: only extends keep the chunk
+            time.sleep(9)  # the lease is 4s: only extends (every 2s) keep the chunk
             return ch.input.encode()
 
-        stats = opsq.Worker(consumer(), fn, concurrency=2, strategy=only(t), lease=2, wait=1, once=True, handle_signals=False).run()
+        stats = opsq.Worker(consumer(), fn, concurrency=2, strategy=only(t), lease=4, wait=1, once=True, handle_signals=False).run()
         self.assertEqual((stats.done, stats.failed, stats.lost), (2, 0, 0), stats)
         self.assertEqual(p.wait(created.id, timeout=WAIT).state, "completed")
         self.assertEqual(list(p.failures(created.id)), [], "no lease should have run out")
