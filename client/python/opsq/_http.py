@@ -87,12 +87,7 @@ class Transport:
         self._idle.discard(conn)
         if conn.sock is None:
             return None
-        try:
-            # Readable while idle means the server closed it (or sent junk): drop it.
-            r, _, _ = select.select([conn.sock], [], [], 0)
-        except (OSError, ValueError):
-            r = [conn.sock]
-        if r:
+        if _readable(conn.sock):  # while idle: the server closed it (or sent junk)
             conn.close()
             return None
         return conn
@@ -163,7 +158,7 @@ class Transport:
             conn = self._take_idle() if attempt == 0 else None
             reused = conn is not None
             if conn is None:
-                conn = self._new_conn(t)
+                conn = self._new_conn(self.timeout)  # the connect waits no longer than a call
             try:
                 if conn.sock is None:
                     conn.connect()
@@ -267,13 +262,18 @@ class Transport:
                 conn.endheaders()
             except (OSError, http.client.HTTPException) as e:
                 raise TransportError(f"opsq: POST {self.base_url}{target}: {e or type(e).__name__}") from e
-            sent_all = False
+            answered_early = False
             try:
                 for data, _ in pieces:
                     if data:
                         conn.send(b"%x\r\n" % len(data) + data + b"\r\n")
-                conn.send(b"0\r\n\r\n")
-                sent_all = True
+                    if _readable(conn.sock):
+                        # The server answered before the end of the body: an error (a bad
+                        # chunk, a wrong key). Stop sending the rest of a long iterable.
+                        answered_early = True
+                        break
+                else:
+                    conn.send(b"0\r\n\r\n")
             except OSError as e:
                 # The server may have answered (an error) and closed: read its answer.
                 try:
@@ -284,7 +284,6 @@ class Transport:
                 if not 200 <= resp.status <= 299:
                     raise error_from(resp.status, raw, resp.getheader("Retry-After")) from None
                 raise TransportError(f"opsq: POST {self.base_url}{target}: {e}") from e
-            assert sent_all
             try:
                 resp = conn.getresponse()
                 raw = self._read_answer(resp, "POST", path)
@@ -292,12 +291,25 @@ class Transport:
                 raise TransportError(f"opsq: POST {self.base_url}{target}: {e or type(e).__name__}") from e
             if not 200 <= resp.status <= 299:
                 raise error_from(resp.status, raw, resp.getheader("Retry-After"))
+            if answered_early:
+                raise ProtocolError(f"opsq: POST {path}: the server answered {resp.status} before the end of the body")
             try:
                 return json.loads(raw)
             except ValueError as e:
                 raise ProtocolError(f"opsq: POST {path}: the answer is not JSON: {raw[:200]!r}") from e
         finally:
             conn.close()
+
+
+def _readable(sock: Optional[socket.socket]) -> bool:
+    """Whether sock has something to read (or was closed) right now."""
+    if sock is None:
+        return True
+    try:
+        r, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(r)
 
 
 def error_from(status: int, raw: bytes, retry_after_header: Optional[str]) -> APIError:

@@ -70,6 +70,23 @@ class SubmitTest(unittest.TestCase):
             p.submit_ndjson(chunks(), strategic_metadata={"test": t})
         self.assertEqual(p.list(key="test", value=t).submissions, [])
 
+    def test_ndjson_stops_sending_when_the_server_answers_early(self) -> None:
+        t = tag()
+        total = 3_000_000
+        consumed = 0
+
+        def chunks():
+            nonlocal consumed
+            for i in range(total):
+                consumed += 1
+                yield "x" * (2 << 20) if i == 1 else "y" * 100  # chunk 1 is over 1 MiB
+
+        start = time.monotonic()
+        with self.assertRaises(opsq.APIError) as cm:
+            producer().submit_ndjson(chunks(), strategic_metadata={"test": t})
+        self.assertIn(cm.exception.status, (400, 413), cm.exception)
+        self.assertLess(consumed, total // 2, f"the upload went on after the server's answer ({time.monotonic() - start:.1f}s)")
+
     def test_zero_chunks_completes_at_once(self) -> None:
         p = producer()
         created = p.submit([], strategic_metadata={"test": tag()})
