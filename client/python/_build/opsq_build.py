@@ -16,7 +16,7 @@ import re
 import tarfile
 import time
 import zipfile
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "opsq"
@@ -113,19 +113,19 @@ def _read(path: str) -> bytes:
 # PEP 517 hooks.
 
 
-def get_requires_for_build_wheel(config_settings: Optional[dict] = None) -> List[str]:
+def get_requires_for_build_wheel(config_settings: Optional[Dict[str, Any]] = None) -> List[str]:
     return []
 
 
-def get_requires_for_build_sdist(config_settings: Optional[dict] = None) -> List[str]:
+def get_requires_for_build_sdist(config_settings: Optional[Dict[str, Any]] = None) -> List[str]:
     return []
 
 
-def get_requires_for_build_editable(config_settings: Optional[dict] = None) -> List[str]:
+def get_requires_for_build_editable(config_settings: Optional[Dict[str, Any]] = None) -> List[str]:
     return []
 
 
-def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: Optional[dict] = None) -> str:
+def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: Optional[Dict[str, Any]] = None) -> str:
     p = _project()
     info = os.path.join(metadata_directory, _dist_info(p))
     os.makedirs(info, exist_ok=True)
@@ -138,19 +138,19 @@ def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: O
 prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
 
 
-def build_wheel(wheel_directory: str, config_settings: Optional[dict] = None, metadata_directory: Optional[str] = None) -> str:
+def build_wheel(wheel_directory: str, config_settings: Optional[Dict[str, Any]] = None, metadata_directory: Optional[str] = None) -> str:
     p = _project()
     files = [(arc, _read(disk)) for arc, disk in _package_files()]
     return _write_wheel(wheel_directory, files + _wheel_meta_files(p), p)
 
 
-def build_editable(wheel_directory: str, config_settings: Optional[dict] = None, metadata_directory: Optional[str] = None) -> str:
+def build_editable(wheel_directory: str, config_settings: Optional[Dict[str, Any]] = None, metadata_directory: Optional[str] = None) -> str:
     p = _project()
     pth = (ROOT + "\n").encode("utf-8")
     return _write_wheel(wheel_directory, [(f"_{PACKAGE}_editable.pth", pth)] + _wheel_meta_files(p), p)
 
 
-def build_sdist(sdist_directory: str, config_settings: Optional[dict] = None) -> str:
+def build_sdist(sdist_directory: str, config_settings: Optional[Dict[str, Any]] = None) -> str:
     p = _project()
     base = f"{p['name']}-{p['version']}"
     name = base + ".tar.gz"

@@ -11,7 +11,7 @@ import ssl
 import threading
 import urllib.parse
 import weakref
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Tuple
 
 from .errors import APIError, ProtocolError, ResponseTooLarge, TransportError, api_error
 
@@ -128,7 +128,7 @@ class Transport:
                 p += "?" + urllib.parse.urlencode(q)
         return p
 
-    def headers(self, content_type: Optional[str]) -> dict:
+    def headers(self, content_type: Optional[str]) -> Dict[str, str]:
         h = {"User-Agent": self.user_agent, "Accept": "application/json"}
         if content_type:
             h["Content-Type"] = content_type
@@ -162,6 +162,7 @@ class Transport:
             try:
                 if conn.sock is None:
                     conn.connect()
+                assert conn.sock is not None
                 conn.sock.settimeout(t)
                 if register is not None:
                     register(conn.sock)
@@ -213,6 +214,7 @@ class Transport:
         try:
             try:
                 conn.connect()
+                assert conn.sock is not None
                 conn.sock.settimeout(timeout)
                 conn.request("GET", target, headers=self.headers(None))
                 resp = conn.getresponse()
@@ -254,6 +256,7 @@ class Transport:
         try:
             try:
                 conn.connect()
+                assert conn.sock is not None
                 conn.sock.settimeout(timeout)
                 conn.putrequest("POST", target, skip_accept_encoding=True)
                 for k, v in self.headers(content_type).items():

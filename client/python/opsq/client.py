@@ -159,7 +159,7 @@ class Client:
 
     def submit(
         self,
-        chunks: Optional[Sequence[str]] = None,
+        chunks: Optional[Sequence[Union[str, bytes]]] = None,
         *,
         metadata: Optional[str] = None,
         strategic_metadata: Optional[Mapping[str, MetadataValue]] = None,

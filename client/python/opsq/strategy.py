@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Tuple
+from typing import Any, Dict, Tuple
 
 LEAVES = ("random", "oldest_first", "newest_first", "custom_priority")
 _KEY_MAX = ("prefer_distinct", "max_simultaneous")
@@ -129,7 +129,7 @@ class _Parser:
             self.expect(")", "to close or_else")
             return {"or_else": {"first": first, "fallback": fallback}}
         key = self.key()
-        node: dict
+        node: Dict[str, Any]
         if name == "select_only":
             self.expect("=", "after the key")
             node = {"key": key, "value": self.value()}
@@ -152,7 +152,7 @@ class _Parser:
         kind, text, pos = self.next()
         if kind not in ("word", "string"):
             raise self.error(pos, f"expected a metadata key, got {text!r}")
-        return text
+        return str(text)
 
     def value(self) -> Any:
         kind, text, pos = self.next()

@@ -204,7 +204,7 @@ class Worker:
 
     def run(self) -> WorkerStats:
         """Runs the worker until it is stopped (see the class); returns its counts."""
-        old: List[Tuple[int, Any]] = []
+        old: List[Tuple[signal.Signals, Any]] = []
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 old.append((sig, signal.signal(sig, self._on_signal)))
