@@ -75,6 +75,18 @@ class ReserveTest(unittest.TestCase):
         self.assertEqual({p.submission_id for p in seen}, {created.id})
         self.assertEqual(len(reserve_all(c, t, 2)), 2)  # still all there to reserve
 
+    def test_not_before(self) -> None:
+        t = tag()
+        p = producer()
+        created = p.submit(["later"], strategic_metadata={"test": t}, not_before=3600)
+        st = p.status(created.id)
+        self.assertIsNotNone(st.not_before)
+        assert st.not_before is not None
+        left = (st.not_before - dt.datetime.now(dt.timezone.utc)).total_seconds()
+        self.assertTrue(3500 < left <= 3601, left)
+        self.assertEqual(consumer().reserve(1, strategy=only(t), wait=1), [])
+        p.cancel(created.id)
+
     def test_bad_text_strategy_fails_before_sending(self) -> None:
         with self.assertRaises(opsq.StrategyError) as cm:
             consumer().reserve(1, strategy="select_only(mode preview)")

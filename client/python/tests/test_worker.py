@@ -83,6 +83,29 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(p.wait(created.id, timeout=WAIT).state, "completed")
         self.assertEqual(list(p.failures(created.id)), [], "no lease should have run out")
 
+    def test_cancelled_while_running_is_lost_not_failed(self) -> None:
+        t = tag()
+        p = producer()
+        created = p.submit(["x"], strategic_metadata={"test": t})
+        started = threading.Event()
+
+        def fn(ch: opsq.Chunk) -> str:
+            started.set()
+            time.sleep(6)  # extends every 2s: at least one after the cancel
+            return "nobody wants this"
+
+        w = opsq.Worker(consumer(), fn, strategy=only(t), lease=4, wait=1, once=True, handle_signals=False)
+        result = {}
+        th = threading.Thread(target=lambda: result.setdefault("stats", w.run()))
+        th.start()
+        self.assertTrue(started.wait(WAIT))
+        p.cancel(created.id)
+        th.join(WAIT)
+        self.assertFalse(th.is_alive())
+        stats = result["stats"]
+        self.assertEqual((stats.done, stats.failed, stats.lost), (0, 0, 1), stats)
+        self.assertEqual(p.status(created.id).state, "cancelled")
+
     def test_stop_fails_what_is_still_running(self) -> None:
         t = tag()
         p = producer()
