@@ -175,7 +175,8 @@ class Client:
     ) -> Created:
         """Creates a submission from one JSON body (at most 32 MiB on the server): chunks
         inline, or ``prefix`` and ``chunk_count`` for object-storage mode. For many chunks,
-        :meth:`submit_ndjson` streams them instead.
+        :meth:`submit_ndjson` streams them instead. ``tenant`` is for admin keys (a
+        producer key's submissions are its tenant's).
 
         ``on_failure``: ``"fail_submission"`` (default), ``"continue"``, or
         ``{"fail_after": {"chunks": K}}`` / ``{"fail_after": {"fraction": F}}``.
@@ -378,9 +379,10 @@ class Client:
         limit: Optional[int] = None,
         chunks: Optional[str] = None,
         max_retries: Optional[int] = None,
+        tenant: Optional[str] = None,
     ) -> List[str]:
-        """Retries every submission the filter selects (``state`` defaults to failed),
-        newest first, and returns the ids retried."""
+        """Retries every submission the filter selects (``state`` defaults to failed;
+        ``tenant`` for admin keys), newest first, and returns the ids retried."""
         body = {k: v for k, v in locals().items() if k != "self" and v is not None}
         return list(self._t.call("POST", "/v1/submissions/retry", body=body)["retried"])
 

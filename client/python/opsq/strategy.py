@@ -11,7 +11,8 @@ package::
              | "or_else" "(" strategy "," strategy ")" .
     leaf     = "random" | "oldest_first" | "newest_first" | "custom_priority" .
     key      = word | string .      value = word | string .
-    word     = letters, digits, "_", "-", "." ; a word that is an integer is an int64.
+    word     = [ "@" ] letters, digits, "_", "-", "." ; a word that is an integer is an int64;
+               @tenant is the key of the submission's tenant.
     string   = a JSON string literal, such as "42" or "eu west" .
 
 The server checks the rest (depth, bounds) and names the offending node in its 400.
@@ -25,7 +26,7 @@ from typing import Any, Dict, Tuple
 
 LEAVES = ("random", "oldest_first", "newest_first", "custom_priority")
 _KEY_MAX = ("prefer_distinct", "max_simultaneous")
-_WORD = re.compile(r"[A-Za-z0-9_.\-]+")
+_WORD = re.compile(r"@?[A-Za-z0-9_.\-]+")
 _INT = re.compile(r"-?[0-9]+\Z")
 
 

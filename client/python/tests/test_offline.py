@@ -21,12 +21,13 @@ class StrategyTextTest(unittest.TestCase):
             "or_else(select_only(mode=preview, random), random)": {
                 "or_else": {"first": {"select_only": {"key": "mode", "value": "preview", "then": "random"}}, "fallback": "random"}
             },
-            "prefer_distinct(company_id, 1, max_simultaneous(@tenant, 5))".replace("@tenant", '"@tenant"'): {
+            "prefer_distinct(company_id, 1, max_simultaneous(@tenant, 5))": {
                 "prefer_distinct": {"key": "company_id", "max": 1, "then": {"max_simultaneous": {"key": "@tenant", "max": 5, "then": "random"}}}
             },
             '{"select_only": {"key": "k", "value": 1}}': {"select_only": {"key": "k", "value": 1}},
             '"newest_first"': "newest_first",
             "fastest_first": "fastest_first",  # unknown leaf: left to the server
+            'select_only("@tenant"=acme)': {"select_only": {"key": "@tenant", "value": "acme", "then": "random"}},
         }
         for text, want in cases.items():
             with self.subTest(text=text):

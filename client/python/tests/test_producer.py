@@ -181,9 +181,6 @@ class LifecycleTest(unittest.TestCase):
 
         st = p.retry(created.id, max_retries=1)
         self.assertEqual((st.state, st.finished_at), ("in_progress", None))
-        # From here on an admin key: a retried submission forgets which producer key
-        # created it (see test_producer_keeps_its_submission_after_a_retry).
-        p = admin()
         with self.assertRaises(opsq.Conflict) as cm:
             p.retry(created.id)
         self.assertEqual((cm.exception.status, cm.exception.code), (409, "nothing_to_retry"))
@@ -205,14 +202,9 @@ class LifecycleTest(unittest.TestCase):
             p.cancel(created.id)
         self.assertEqual(cm.exception.code, "already_finished")
 
-    @unittest.expectedFailure
     def test_producer_keeps_its_submission_after_a_retry(self) -> None:
-        # A server bug, found by this suite: sql/submission_reopen.sql moves a retried
-        # submission back to opsq.submissions without its created_by_key (the finished
-        # tables do not keep it), so api's checkOwn then refuses its own producer key
-        # (403 "did not create submission") for pause, resume, cancel and retry. Once
-        # that is fixed this test passes: remove expectedFailure (an unexpected success
-        # fails the suite, so that nobody forgets).
+        # Before tenants, a retried submission lost the key that created it
+        # (created_by_key), and its producer key got 403 from then on.
         p = producer()
         created = p.submit(["a"], strategic_metadata={"test": tag()})
         p.cancel(created.id)
@@ -231,7 +223,7 @@ class LifecycleTest(unittest.TestCase):
         st = p.retry(created.id, "unfinished")
         self.assertEqual(st.state, "in_progress")
         self.assertEqual(len(reserve_all(consumer(), t, 2)), 2)
-        admin().cancel(created.id)
+        p.cancel(created.id)
 
     def test_retry_many(self) -> None:
         t = tag()
@@ -293,6 +285,25 @@ class ErrorsTest(unittest.TestCase):
             producer().reserve(1)
         self.assertEqual((cm.exception.status, cm.exception.code), (403, "forbidden"))
         self.assertTrue(admin().ready())
+
+    def test_tenants(self) -> None:
+        # The producer key is of tenant "default"; an admin key may name another.
+        t = tag()
+        a, p = admin(), producer()
+        theirs = a.submit(["x"], strategic_metadata={"test": t}, tenant="py-other")
+        self.assertEqual(a.status(theirs.id).tenant, "py-other")
+        with self.assertRaises(opsq.NotFound):
+            p.status(theirs.id)  # another tenant's submission does not exist for it
+        with self.assertRaises(opsq.Forbidden):
+            p.submit(["x"], tenant="py-other")
+        self.assertEqual([s.id for s in a.list(tenant="py-other", key="test", value=t).submissions], [theirs.id])
+        # The text form's @tenant key selects by tenant.
+        got = []
+        end = time.monotonic() + WAIT
+        while not got and time.monotonic() < end:
+            got = consumer().reserve(1, strategy=f"select_only(@tenant=py-other, select_only(test={t}))", wait=5)
+        self.assertEqual([c.submission_id for c in got], [theirs.id])
+        a.cancel(theirs.id)
 
     def test_unreachable_is_a_transport_error(self) -> None:
         with self.assertRaises(opsq.TransportError):
