@@ -92,6 +92,7 @@ func (r *benchRun) runWorkloads(ctx context.Context) error {
 		workloadAbuse:    r.abuse,
 		workloadParked:   r.parked,
 		workloadFailures: r.failures,
+		workloadTenants:  r.tenants,
 	}
 	for _, w := range r.cfg.Workloads {
 		if err := run[w](ctx); err != nil {
