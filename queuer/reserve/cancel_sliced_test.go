@@ -8,6 +8,7 @@ import (
 	"opsq/api/wire"
 	"opsq/queuer/outcome"
 	"opsq/queuer/submissions"
+	opsqsql "opsq/sql"
 	"opsq/sql/pgtest"
 )
 
@@ -192,4 +193,43 @@ func TestCancelSlicedRetriedMidway(t *testing.T) {
 		st, err := e.subs.Status(ctx, id)
 		return err == nil && st.State == wire.StateCompleted && st.ChunksDone == total
 	})
+}
+
+// TestCancelSlicedCutRetried: an instance that died after moving a large submission to
+// submissions_cancelled, before its first slice, left every chunk pending where it was: a
+// retry of the unfinished chunks makes the submission in progress again, and every chunk is
+// handed out.
+func TestCancelSlicedCutRetried(t *testing.T) {
+	t.Parallel()
+	const total = 3000
+	pool := pgtest.NewPool(t)
+	e := startEngineWith(t, pool, func(c *submissions.Config) { c.SliceRows = 1000 })
+	ctx := t.Context()
+	created, err := e.subs.Submit(ctx, submissions.NewSubmission{Prefix: "s3://bucket/run/", ChunkCount: total}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.ID
+	// The cancel's first transaction alone, as a cancel with slices of 1000 runs it.
+	if _, err := opsqsql.New(pool).SubmissionCancel(ctx, opsqsql.SubmissionCancelParams{ID: id, SkipNow: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if chunks := reserveN(t, e, Request{Max: 10}); len(chunks) != 0 {
+		t.Fatalf("%d chunks of the cancelled submission handed out; want none", len(chunks))
+	}
+	st, err := e.subs.Retry(ctx, id, submissions.RetryOptions{Unfinished: true})
+	if err != nil {
+		t.Fatalf("retrying the unfinished chunks of a cancel cut before its first slice: %v", err)
+	}
+	if st.State != wire.StateInProgress || st.ChunksSkipped != 0 {
+		t.Errorf("retried: %s, %d skipped; want in progress, 0", st.State, st.ChunksSkipped)
+	}
+	handed := 0
+	for handed < total {
+		chunks := reserveN(t, e, Request{Max: 500})
+		if len(chunks) == 0 {
+			t.Fatalf("%d of %d chunks handed out after the retry, then none", handed, total)
+		}
+		handed += len(chunks)
+	}
 }
