@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"errors"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -83,13 +84,14 @@ type SubmissionsCancelParams struct {
 func (q Queries) SubmissionsCancel(ctx context.Context, p SubmissionsCancelParams) ([]int64, error) {
 	var b pgx.Batch
 	for _, id := range p.IDs {
-		b.Queue(submissionCancel, pgx.NamedArgs{"id": id})
+		// Each one's chunks are moved in this transaction (ChunksSkipSubmissions): all counted now.
+		b.Queue(submissionCancel, pgx.NamedArgs{"id": id, "skip_now": int64(math.MaxInt64)})
 	}
 	results := q.db.SendBatch(ctx, &b)
 	var moved []int64
 	for range p.IDs {
-		var id int64
-		err := results.QueryRow().Scan(&id)
+		var id, total, pending int64
+		err := results.QueryRow().Scan(&id, &total, &pending)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:

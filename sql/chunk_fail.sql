@@ -55,11 +55,16 @@ WITH fence AS (
     DELETE FROM opsq.chunks c
     USING target_ready t
     WHERE c.shard = @shard AND c.submission_id = t.submission_id AND c.chunk_index = t.chunk_index
+      -- Only while its submission is in progress: the chunks of a large submission being
+      -- cancelled by slices are still here for a while, and are the mover's to skip and
+      -- count (chunks_skip_range.sql), not a failure to record.
+      AND EXISTS (SELECT FROM sub)
     RETURNING c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries, c.input
 ), gone_waiting AS (
     DELETE FROM opsq.chunks_waiting w
     USING target_waiting t
     WHERE w.submission_id = t.submission_id AND w.chunk_index = t.chunk_index
+      AND EXISTS (SELECT FROM sub)
     RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input
 ), gone AS (
     SELECT * FROM gone_ready UNION ALL SELECT * FROM gone_waiting

@@ -367,6 +367,24 @@ func (q Queries) ChunksSkipSubmission(ctx context.Context, p ChunksSkipSubmissio
 	return err
 }
 
+//go:embed chunks_skip_range.sql
+var chunksSkipRange string
+
+// ChunksSkipRangeParams are chunks_skip_range.sql's.
+type ChunksSkipRangeParams struct {
+	SubmissionID int64
+	From, To     int32 // chunk indexes, To excluded
+}
+
+// ChunksSkipRange moves the pending chunks of a range of a cancelled submission to
+// chunks_failed, skipped, and counts them on it; it returns the submission's chunks
+// skipped so far.
+func (q Queries) ChunksSkipRange(ctx context.Context, p ChunksSkipRangeParams) (int64, error) {
+	var skipped int64
+	err := q.db.QueryRow(ctx, chunksSkipRange, pgx.NamedArgs{"submission_id": p.SubmissionID, "from": p.From, "to": p.To}).Scan(&skipped)
+	return skipped, notFound(err)
+}
+
 //go:embed chunks_delete_range.sql
 var chunksDeleteRange string
 

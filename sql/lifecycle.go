@@ -58,6 +58,9 @@ type SubmissionLockAnyParams struct {
 type SubmissionLockAnyRow struct {
 	State  string `db:"state"`
 	Paused bool   `db:"paused"`
+	// Unmoved is how many chunks of a submission cancelled by slices are still pending,
+	// not yet moved and counted skipped; 0 in any other state.
+	Unmoved int64 `db:"unmoved"`
 }
 
 // SubmissionLockAny locks a submission's row wherever it is, for the rest of db's

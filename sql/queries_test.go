@@ -31,8 +31,11 @@ func TestStatementsTranslateTheirErrors(t *testing.T) {
 	if _, err := db.ChunkState(ctx, opsqsql.ChunkStateParams{Chunk: opsqsql.Chunk{Shard: 3, SubmissionID: 42}}); !errors.Is(err, opsqsql.ErrNotFound) {
 		t.Errorf("ChunkState of no chunk: %v; want ErrNotFound", err)
 	}
-	if err := db.SubmissionCancel(ctx, opsqsql.SubmissionCancelParams{ID: 42}); !errors.Is(err, opsqsql.ErrNotFound) {
+	if _, err := db.SubmissionCancel(ctx, opsqsql.SubmissionCancelParams{ID: 42}); !errors.Is(err, opsqsql.ErrNotFound) {
 		t.Errorf("SubmissionCancel of no submission: %v; want ErrNotFound", err)
+	}
+	if err := db.SubmissionCancelledLock(ctx, opsqsql.SubmissionCancelledLockParams{ID: 42}); !errors.Is(err, opsqsql.ErrNotFound) {
+		t.Errorf("SubmissionCancelledLock of no submission: %v; want ErrNotFound", err)
 	}
 }
 
@@ -144,7 +147,7 @@ func TestSubmissionsCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := db.SubmissionCancel(ctx, opsqsql.SubmissionCancelParams{ID: 2}); err != nil {
+	if _, err := db.SubmissionCancel(ctx, opsqsql.SubmissionCancelParams{ID: 2, SkipNow: 1}); err != nil {
 		t.Fatal(err)
 	}
 	moved, err := db.SubmissionsCancel(ctx, opsqsql.SubmissionsCancelParams{IDs: []int64{3, 2, 99, 1}})

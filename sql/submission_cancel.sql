@@ -1,5 +1,11 @@
 -- Move an in-progress submission to submissions_cancelled. No row back: it is not in
--- progress (finished already, or unknown).
+-- progress (finished already, or unknown). One row back: its chunks_total, and how many of
+-- its chunks are pending (neither done nor failed: reservable, reserved or waiting).
+-- A submission with at most @skip_now chunks pending has them all counted skipped: the
+-- caller moves them in this transaction (chunks_skip_submission.sql). One with more keeps
+-- its count of skipped chunks: the caller moves them by slices after this commits, each
+-- slice counted as it moves (chunks_skip_range.sql), so that no transaction holds more
+-- than a slice (queuer/submissions/cancel.go).
 -- The same move of a submission row as submissions_finish_completed.sql and
 -- chunk_fail.sql: one statement per ending, each with its own condition and
 -- target; a column added to opsq.submissions goes into all three (and into
@@ -8,14 +14,16 @@ WITH holds AS (
     DELETE FROM opsq.simultaneous_holds WHERE submission_id = @id
 ), moved AS (
     DELETE FROM opsq.submissions WHERE id = @id
-    RETURNING id, chunks_total, chunks_done, chunks_failed, priority, max_retries, metadata,
+    RETURNING id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
               strategic_metadata, prefix, created_at, tenant
 )
 -- Every chunk not done nor failed is skipped (chunks_skip_submission.sql moves them).
 INSERT INTO opsq.submissions_cancelled
     (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
      strategic_metadata, prefix, created_at, finished_at, tenant)
-SELECT id, chunks_total, chunks_done, chunks_failed, chunks_total - chunks_done - chunks_failed, priority,
+SELECT id, chunks_total, chunks_done, chunks_failed,
+       CASE WHEN chunks_total - chunks_done - chunks_failed <= @skip_now::bigint
+            THEN chunks_total - chunks_done - chunks_failed ELSE chunks_skipped END, priority,
        max_retries, metadata, strategic_metadata, prefix, created_at, now(), tenant
 FROM moved
-RETURNING id
+RETURNING id, chunks_total, chunks_total - chunks_done - chunks_failed AS pending

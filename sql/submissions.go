@@ -248,14 +248,39 @@ var submissionCancel string
 // SubmissionCancelParams are submission_cancel.sql's.
 type SubmissionCancelParams struct {
 	ID int64
+	// SkipNow: a submission with at most this many chunks pending has them all counted
+	// skipped now (the caller moves them in the same transaction); one with more keeps its
+	// count, and the caller moves and counts them by slices (ChunksSkipRange).
+	SkipNow int64
+}
+
+// SubmissionCancelRow is what SubmissionCancel moved.
+type SubmissionCancelRow struct {
+	ID          int64 `db:"id"`
+	ChunksTotal int64 `db:"chunks_total"`
+	Pending     int64 `db:"pending"` // chunks neither done nor failed
 }
 
 // SubmissionCancel moves an in-progress submission to submissions_cancelled (its chunks
-// stay: ChunksSkipSubmission). It returns ErrNotFound when no submission in progress
-// has the id.
-func (q Queries) SubmissionCancel(ctx context.Context, p SubmissionCancelParams) error {
+// stay: ChunksSkipSubmission, or ChunksSkipRange by slices). It returns ErrNotFound when
+// no submission in progress has the id.
+func (q Queries) SubmissionCancel(ctx context.Context, p SubmissionCancelParams) (SubmissionCancelRow, error) {
+	return collectOne[SubmissionCancelRow](ctx, q.db, submissionCancel, pgx.NamedArgs{"id": p.ID, "skip_now": p.SkipNow})
+}
+
+//go:embed submission_cancelled_lock.sql
+var submissionCancelledLock string
+
+// SubmissionCancelledLockParams are submission_cancelled_lock.sql's.
+type SubmissionCancelledLockParams struct {
+	ID int64
+}
+
+// SubmissionCancelledLock locks a cancelled submission's row for the rest of db's
+// transaction. ErrNotFound when it is not cancelled (any more).
+func (q Queries) SubmissionCancelledLock(ctx context.Context, p SubmissionCancelledLockParams) error {
 	var id int64
-	return notFound(q.db.QueryRow(ctx, submissionCancel, pgx.NamedArgs{"id": p.ID}).Scan(&id))
+	return notFound(q.db.QueryRow(ctx, submissionCancelledLock, pgx.NamedArgs{"id": p.ID}).Scan(&id))
 }
 
 //go:embed results_stream.sql

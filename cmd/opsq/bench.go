@@ -32,7 +32,8 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	fs.SetOutput(stderr)
 	cfg := benchArgs{Config: bench.Config{IngestChunks: bench.IngestChunksDefault, BurndownChunks: bench.BurndownChunksDefault,
 		RSSReservations: bench.RSSReservationsDefault, DistinctSubmissions: bench.DistinctSubmissionsDefault,
-		DistinctValues: bench.DistinctValuesDefault, FailureChunks: bench.FailureChunksDefault, FailureRounds: bench.FailureRoundsDefault}}
+		DistinctValues: bench.DistinctValuesDefault, FailureChunks: bench.FailureChunksDefault, FailureRounds: bench.FailureRoundsDefault,
+		TenantChunks: bench.TenantChunksDefault}}
 	envString(fs, &cfg.databaseURL, "database-url", "OPSQ_DATABASE_URL", "",
 		"PostgreSQL `URL` of the server to measure on; the bench creates a scratch database opsq_bench_<pid> through this URL's database, and drops it at the end")
 	envString(fs, &cfg.devCluster, "dev-cluster", "OPSQ_DEV_CLUSTER", benchDevClusterDefault,
@@ -46,7 +47,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	fs.IntVar(&cfg.Max, "max", bench.MaxDefault, "burndown: `N` chunks asked for by each reserve, 1 to 10000")
 	backlogList := fs.String("backlogs", bench.BacklogsDefault, "latency: comma-separated backlog `sizes` to measure the reserve latency at (DESIGN.md §6 names 4M)")
 	strategyList := fs.String("strategies", "random", "latency: `list` of strategies, separated by ';', in the text or JSON form, each timed at every backlog size (the targets are random's)")
-	fs.IntVar(&cfg.Samples, "samples", bench.SamplesDefault, "latency, distinct: `N` reserves timed at each backlog size, and with prefer_distinct")
+	fs.IntVar(&cfg.Samples, "samples", bench.SamplesDefault, "latency, distinct, tenants: `N` reserves timed at each backlog size, with prefer_distinct, and by each tenants consumer")
 	fs.Var((*waitingFlag)(&cfg.Waiting), "waiting", "latency: `N` chunks that wait (a submission with not_before a day ahead) added beside each backlog once it is timed, then the backlog timed again beside them (0: none)")
 	fs.BoolVar(&cfg.Vacuum, "vacuum", false, "latency: VACUUM ANALYZE the chunks after loading each backlog, before timing it (as once autovacuum has caught up)")
 	fs.Var((*countFlag)(&cfg.DistinctSubmissions), "distinct-submissions", "distinct: `N` single-chunk submissions in the backlog")
@@ -57,6 +58,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	fs.Var((*countFlag)(&cfg.FailureChunks), "failure-chunks", "failures: `N` chunks in each of the two submissions burnt down, the failing one and the clean one")
 	fs.Float64Var(&cfg.FailureRate, "failure-rate", bench.FailureRateDefault, "failures: the `share` of its attempts that a consumer fails (retry true), 0 to 1")
 	fs.IntVar(&cfg.FailureRounds, "failure-rounds", bench.FailureRoundsDefault, "failures: `N` rounds of the two burn-downs, the order alternating; the median ratio is judged")
+	fs.Var((*countFlag)(&cfg.TenantChunks), "tenant-chunks", "tenants: `N` chunks in the backlog, spread evenly over 100 tenants (DESIGN.md §6's 10M takes a few minutes to insert; 1M or fewer for a quick run)")
 	fs.Var((*countFlag)(&cfg.RSSReservations), "rss-reservations", "rss: `N` live reservations held by instance 0 when its memory is read")
 	fs.BoolVar(&cfg.River, "river", false, "burndown: first build River's burn-down (the Go module in --river-dir) and run it on the same PostgreSQL with as many jobs, then compare: jobs/s, PostgreSQL CPU and WAL per job")
 	fs.StringVar(&cfg.RiverDir, "river-dir", "", "burndown --river: the `directory` of the River module (cmd/opsq/bench/river of the source tree); empty: where this binary was built from, else ./cmd/opsq/bench/river")
@@ -109,6 +111,12 @@ workloads:
             times, the order alternating: both rates, the median of their ratios, CPU per
             chunk, chunks failed for good, and chunks handed out while a reservation of them
             was live (not in the default list: run it with --workload failures)
+  tenants   a backlog of --tenant-chunks object-storage chunks spread evenly over 100
+            tenants (10M by default: a few minutes to insert), then --samples reserves
+            (max 1, random) of a consumer of every tenant and of one limited to t17, in
+            turn: the percentiles of each, the ratio, and chunks of another tenant handed
+            to the limited one (needs --auth required; not in the default list: run it
+            with --workload tenants)
 
 flags:`)
 		printFlagDefaults(fs)

@@ -97,6 +97,20 @@ func TestParseBenchArgs(t *testing.T) {
 		{name: "backlog too small to be timed twice", args: []string{"--workload", "latency", "--backlogs", "1000", "--samples", "480", "--waiting", "10"},
 			wantErr: errUsage},
 		{name: "backlog timed once without waiting", args: []string{"--workload", "latency", "--backlogs", "1000", "--samples", "480"}},
+		{name: "tenants default size", args: []string{"--workload", "tenants"}, check: func(t *testing.T, cfg benchArgs) {
+			if cfg.TenantChunks != 10_000_000 {
+				t.Errorf("--tenant-chunks defaults to %d; want 10000000 (DESIGN.md §6)", cfg.TenantChunks)
+			}
+		}},
+		{name: "tenants smaller", args: []string{"--workload", "tenants", "--tenant-chunks", "1M"}, check: func(t *testing.T, cfg benchArgs) {
+			if cfg.TenantChunks != 1_000_000 {
+				t.Errorf("--tenant-chunks 1M: got %d", cfg.TenantChunks)
+			}
+		}},
+		{name: "tenants too few chunks per tenant for the reserves", args: []string{"--workload", "tenants", "--tenant-chunks", "4000",
+			"--samples", "20"}, wantErr: errUsage},
+		{name: "tenants need keys", args: []string{"--workload", "tenants", "--auth", "off"}, wantErr: errUsage},
+		{name: "few tenant chunks fine without tenants", args: []string{"--workload", "ingest", "--tenant-chunks", "10"}},
 		{name: "few submissions fine without distinct", args: []string{"--workload", "ingest", "--distinct-submissions", "10",
 			"--distinct-values", "5", "--distinct-held", "4"}},
 	}

@@ -68,6 +68,13 @@ func setup(t *testing.T) (*engine, *pgxpool.Pool) {
 // startEngine starts an engine on pool, stopped when the test ends.
 func startEngine(t *testing.T, pool *pgxpool.Pool) *engine {
 	t.Helper()
+	return startEngineWith(t, pool, nil)
+}
+
+// startEngineWith is startEngine with the submissions store's configuration changed by
+// subsCfg (if not nil).
+func startEngineWith(t *testing.T, pool *pgxpool.Pool, subsCfg func(*submissions.Config)) *engine {
+	t.Helper()
 	ctx := t.Context()
 	log := pgtest.Logger(t, slog.LevelWarn)
 	settings, err := claims.LoadSettings(ctx, pool)
@@ -97,7 +104,11 @@ func startEngine(t *testing.T, pool *pgxpool.Pool) *engine {
 		Bus: &bus, Availability: allAvailable{}})
 	e.outcomes = outcome.New(outcome.Config{Pool: pool, Log: log, Now: time.Now, Instance: "reserve-test", Claims: e.claims,
 		Reserver: e.reserver, Keys: keys, Router: noForwarder{}, Holds: e.path, Bus: &bus})
-	e.subs = submissions.New(submissions.Config{Pool: pool, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0, 0), Bus: &bus})
+	sc := submissions.Config{Pool: pool, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0, 0), Bus: &bus}
+	if subsCfg != nil {
+		subsCfg(&sc)
+	}
+	e.subs = submissions.New(sc)
 	for _, p := range []interface{ SetShardCount(int) }{e.path, e.outcomes, e.subs} {
 		p.SetShardCount(settings.ShardCount)
 	}

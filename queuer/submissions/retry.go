@@ -100,7 +100,15 @@ func (s *Store) retry(ctx context.Context, tx pgx.Tx, id int64, opts RetryOption
 			work.add(r.Shard, r.N)
 		}
 	}
-	if p.Failed+p.Skipped == 0 {
+	if state == wire.StateCancelled && sub.Unmoved > 0 {
+		// Cancelled by slices that have not moved every chunk yet (they stop at the next
+		// slice, finding it in progress), or whose instance died between two: the rest are
+		// pending where they were, made reservable again by the reopen. Announced over every
+		// shard, as the submission's chunks are spread.
+		work.n += sub.Unmoved
+		work.spread = true
+	}
+	if p.Failed+p.Skipped == 0 && sub.Unmoved == 0 {
 		return workMoved{}, ErrNothingToRetry
 	}
 	if state == wire.StateInProgress {
@@ -170,6 +178,7 @@ func (s *Store) RetryMany(ctx context.Context, sel ListOptions, opts RetryOption
 type workMoved struct {
 	byShard map[int]int64
 	n       int64
+	spread  bool // some of the chunks are anywhere: announce every shard
 }
 
 func (w *workMoved) add(shard int, n int64) {
@@ -181,9 +190,10 @@ func (w *workMoved) add(shard int, n int64) {
 }
 
 // shards names the shard of each chunk (a shard twice: two chunks), or nil when they are
-// as many as the shards: then they are announced as spread over every shard.
+// as many as the shards (or some are anywhere, spread): then they are announced as
+// spread over every shard.
 func (s *Store) shards(w workMoved) []int {
-	if w.n >= int64(s.shardCount) {
+	if w.n >= int64(s.shardCount) || w.spread {
 		return nil
 	}
 	var out []int

@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"opsq/api/wire"
-	"opsq/queuer/notify"
 	opsqsql "opsq/sql"
 )
 
@@ -152,31 +149,4 @@ func (s *Store) List(ctx context.Context, opts ListOptions) ([]Status, bool, err
 		list[i] = statusOf(r)
 	}
 	return list, more, nil
-}
-
-// Cancel moves an in-progress submission to submissions_cancelled and deletes its
-// reservable chunks, in one transaction. It returns ErrFinished for a submission that is
-// already finished and ErrNotFound for an unknown one.
-func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
-	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		db := opsqsql.New(tx)
-		if err := db.SubmissionCancel(ctx, opsqsql.SubmissionCancelParams{ID: id}); err != nil {
-			return err
-		}
-		if err := db.ChunksSkipSubmission(ctx, opsqsql.ChunksSkipSubmissionParams{SubmissionID: id}); err != nil {
-			return err
-		}
-		return notify.SendDropped(ctx, tx, id)
-	})
-	if errors.Is(err, opsqsql.ErrNotFound) { // none in progress
-		if _, err := s.Status(ctx, id); err != nil {
-			return Status{}, err
-		}
-		return Status{}, ErrFinished
-	}
-	if err != nil {
-		return Status{}, fmt.Errorf("cancelling submission %d: %w", id, err)
-	}
-	s.cfg.Bus.Raise(notify.SubmissionDropped{ID: id}) // at once, not only when the NOTIFY comes back
-	return s.Status(ctx, id)
 }

@@ -36,6 +36,13 @@ type Config struct {
 	Admission *waiters.Queue
 	// Bus hears the changes Submit and Cancel make.
 	Bus *notify.Bus
+	// SliceRows is how many chunks of a large object-storage submission go in per
+	// committed slice, and how many chunk indexes a cancel of more pending chunks than
+	// that moves per slice. Tests set it small. Defaults to SliceRows.
+	SliceRows int
+	// AfterSlice, if set, is called after each committed slice of an insert or a cancel
+	// with the chunk indexes done so far. For tests. Defaults to nil.
+	AfterSlice func(done int64)
 }
 
 // Store is the submissions of the database. It is safe for concurrent use and has no
@@ -51,11 +58,6 @@ type Store struct {
 	endOnce    sync.Once
 
 	tenants tenantCache // TenantsOf
-
-	// Tests only: the slice of an object-storage submission (0: SliceRows), and a hook
-	// called after each slice is committed, with the chunks committed so far.
-	sliceRowsOverride int
-	afterSlice        func(done int64)
 }
 
 var _ notify.Handler = (*Store)(nil)

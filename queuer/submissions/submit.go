@@ -157,8 +157,8 @@ func (s *Store) submitSliced(ctx context.Context, id int64, sub NewSubmission) (
 				return Created{}, fmt.Errorf("copying chunks %d to %d: %w", done, src.count, err)
 			}
 			done = src.count
-			if s.afterSlice != nil {
-				s.afterSlice(done)
+			if s.cfg.AfterSlice != nil {
+				s.cfg.AfterSlice(done)
 			}
 		}
 		tx, err := s.cfg.Pool.Begin(ctx)
@@ -217,7 +217,7 @@ func (s *Store) removeSlices(ctx context.Context, id, done int64) {
 // removeSlicesTimeout bounds the removal of a cut submission's slices.
 const removeSlicesTimeout = 10 * time.Minute
 
-func (s *Store) sliceRows() int { return cmp.Or(s.sliceRowsOverride, SliceRows) }
+func (s *Store) sliceRows() int { return cmp.Or(s.cfg.SliceRows, SliceRows) }
 
 // chunkSource is where the chunks of sub go (opsq.chunks, or opsq.chunks_waiting until
 // its not_before) and a COPY source for them, to be given its chunks or count.

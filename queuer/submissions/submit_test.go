@@ -26,7 +26,7 @@ func setup(t *testing.T, slice int) (*Store, *pgxpool.Pool) {
 	ids.SetNode(1, time.Now().Add(time.Hour))
 	s := New(Config{Pool: pool, Log: pgtest.Logger(t, 0), IDs: ids, Bus: &notify.Bus{}})
 	s.SetShardCount(int(pgtest.Count(t, pool, "SELECT value::bigint FROM opsq.settings WHERE key = 'shard_count'")))
-	s.sliceRowsOverride = slice
+	s.cfg.SliceRows = slice
 	return s, pool
 }
 
@@ -38,7 +38,7 @@ func TestSubmitSlicedCut(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var seen []int64
-	s.afterSlice = func(done int64) {
+	s.cfg.AfterSlice = func(done int64) {
 		seen = append(seen, done)
 		// Half-way: the slices are committed, the submission is not there.
 		if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks"); n != done {
@@ -74,7 +74,7 @@ func TestSubmitSliced(t *testing.T) {
 	t.Parallel()
 	s, pool := setup(t, 1000)
 	slices := 0
-	s.afterSlice = func(int64) { slices++ }
+	s.cfg.AfterSlice = func(int64) { slices++ }
 	sub := NewSubmission{Prefix: "s3://bucket/run/", ChunkCount: 2500, IdempotencyKey: "run-1"}
 	created, err := s.Submit(t.Context(), sub, nil)
 	if err != nil {

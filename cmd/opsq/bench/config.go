@@ -20,10 +20,11 @@ const (
 	workloadAbuse    = "abuse"
 	workloadParked   = "parked"
 	workloadFailures = "failures"
+	workloadTenants  = "tenants"
 )
 
 // Workloads names the workloads, in the order "opsq bench --help" lists them.
-var Workloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadFailures, workloadAbuse}
+var Workloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadFailures, workloadTenants, workloadAbuse}
 
 // Config is what "opsq bench" is asked to measure; its flags set it (cmd/opsq/bench.go).
 type Config struct {
@@ -87,6 +88,9 @@ type Config struct {
 	// FailureRounds is how many pairs of burn-downs (failing, clean) the failures workload
 	// runs, the order alternating. Defaults to 3.
 	FailureRounds int
+	// TenantChunks is the tenants workload's backlog, spread evenly over 100 tenants.
+	// Defaults to 10 000 000 (DESIGN.md §6's size; it takes minutes to insert).
+	TenantChunks int64
 }
 
 // Defaults of Config; the sizes are those of DESIGN.md §6, except the large latency
@@ -118,6 +122,7 @@ const (
 	FailureChunksDefault       = 100_000 // DESIGN.md §6's size
 	FailureRateDefault         = 0.01    // DESIGN.md §6's rate
 	FailureRoundsDefault       = 3
+	TenantChunksDefault        = 10_000_000 // DESIGN.md §6's size
 )
 
 // latencyWarmup is how many reserves the latency workload makes, untimed, before it
@@ -186,6 +191,13 @@ func (cfg Config) Validate() error {
 	if need := int64(timings * len(cfg.Strategies) * (cfg.Samples + latencyWarmup)); slices.Contains(cfg.Workloads, workloadLatency) && slices.Min(cfg.Backlogs) <= need {
 		return fmt.Errorf("--backlogs %s: each backlog must be larger than the %d reserves that consume it (%d timings × %d strategies × (--samples %d + %d to warm up))",
 			joinCounts(cfg.Backlogs), need, timings, len(cfg.Strategies), cfg.Samples, latencyWarmup)
+	}
+	if need := int64(cfg.Samples + latencyWarmup); slices.Contains(cfg.Workloads, workloadTenants) && cfg.TenantChunks/tenantCount <= need {
+		return fmt.Errorf("--tenant-chunks %d: each of the %d tenants must have more chunks than the %d reserves that consume them (--samples %d + %d to warm up): want at least %d",
+			cfg.TenantChunks, tenantCount, need, cfg.Samples, latencyWarmup, (need+1)*tenantCount)
+	}
+	if slices.Contains(cfg.Workloads, workloadTenants) && cfg.Auth == AuthOff {
+		return fmt.Errorf("--workload %s: needs --auth %s: a consumer is limited to a tenant by its key", workloadTenants, AuthRequired)
 	}
 	if need := int64(cfg.DistinctHeld + cfg.Samples + latencyWarmup); slices.Contains(cfg.Workloads, workloadDistinct) && cfg.DistinctSubmissions <= need {
 		return fmt.Errorf("--distinct-submissions %d: must be larger than the %d reserves that consume them (--distinct-held %d + --samples %d + %d to warm up)",

@@ -5,7 +5,8 @@
 // live in cmd/opsq, which builds a Config and calls Run.
 //
 // It writes to opsq's tables only through the engine (queuer's bulk insert and cancel;
-// apikeys.Create for the keys its requests carry, keys.go); its own SQL only reads, or
+// apikeys.Create for the keys its requests carry, keys.go, and apikeys.CreateSpec for the
+// tenants workload's key limited to one tenant, tenants.go); its own SQL only reads, or
 // measures the server.
 package bench
 
@@ -92,6 +93,7 @@ func (r *benchRun) runWorkloads(ctx context.Context) error {
 		workloadAbuse:    r.abuse,
 		workloadParked:   r.parked,
 		workloadFailures: r.failures,
+		workloadTenants:  r.tenants,
 	}
 	for _, w := range r.cfg.Workloads {
 		if err := run[w](ctx); err != nil {
