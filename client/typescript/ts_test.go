@@ -99,7 +99,8 @@ func run(t *testing.T, dir string, env []string, timeout time.Duration, name str
 // against two real instances on a fresh database, with API keys required: OPSQ_URL and
 // OPSQ_URL2 are the instances, OPSQ_KEY an admin key, OPSQ_PRODUCER_KEY and
 // OPSQ_CONSUMER_KEY keys of those roles. "npm ci" installs the pinned tools first when
-// node_modules is missing (the npm registry must then be reachable).
+// node_modules is missing or older than package-lock.json (the npm registry must then be
+// reachable).
 func TestTypeScriptClient(t *testing.T) {
 	node := needTool(t, "node")
 	npm := needTool(t, "npm")
@@ -116,7 +117,7 @@ func TestTypeScriptClient(t *testing.T) {
 	t.Cleanup(func() { <-built })
 	go func() {
 		defer close(built)
-		if _, err := os.Stat("node_modules"); err != nil {
+		if needInstall() {
 			if b, err := runOut(".", 10*time.Minute, npm, "ci", "--no-audit", "--no-fund"); err != nil {
 				out.WriteString("npm ci --no-audit --no-fund failed (" + err.Error() + "):\n" + b)
 				return
@@ -161,6 +162,17 @@ func TestTypeScriptClient(t *testing.T) {
 		"OPSQ_CONSUMER_KEY=" + keys[apikeys.Consumer],
 	}, 15*time.Minute, node, append([]string{"--test"}, tests...)...)
 	t.Log(log)
+}
+
+// needInstall says whether node_modules is missing, or older than package-lock.json (npm
+// ci has not run since the pinned versions changed).
+func needInstall() bool {
+	installed, err := os.Stat(filepath.Join("node_modules", ".package-lock.json"))
+	if err != nil {
+		return true
+	}
+	lock, err := os.Stat("package-lock.json")
+	return err != nil || lock.ModTime().After(installed.ModTime())
 }
 
 // runOut runs a command in dir for at most timeout and returns its output and error.
