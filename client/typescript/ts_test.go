@@ -154,13 +154,17 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatalf("no tests in dist-test/ after the build (%v)", err)
 	}
 	sort.Strings(tests)
+	args := []string{"--test"}
+	if pattern := os.Getenv("OPSQ_TS_TEST_NAME"); pattern != "" {
+		args = append(args, "--test-name-pattern", pattern) // for a developer: run some tests only
+	}
 	log := run(t, ".", []string{
 		"OPSQ_URL=" + insts[0].URL,
 		"OPSQ_URL2=" + insts[1].URL,
 		"OPSQ_KEY=" + keys[apikeys.Admin],
 		"OPSQ_PRODUCER_KEY=" + keys[apikeys.Producer],
 		"OPSQ_CONSUMER_KEY=" + keys[apikeys.Consumer],
-	}, 15*time.Minute, node, append([]string{"--test"}, tests...)...)
+	}, 15*time.Minute, node, append(args, tests...)...)
 	t.Log(log)
 }
 

@@ -481,7 +481,7 @@ export class Client {
     }
     let res: Response;
     try {
-      res = await this.fetchFn(url, init);
+      res = await untilAborted(this.fetchFn(url, init), signal);
     } catch (e) {
       throw this.failed(e, method, path, r.signal, r.deadline);
     } finally {
@@ -499,22 +499,16 @@ export class Client {
 
   /** readJSON reads a JSON answer, within the deadline. */
   private async readJSON(res: Response, method: string, path: string, signal: AbortSignal | undefined, deadline: Deadline): Promise<unknown> {
-    const { signal: both, done } = anySignal(signal, deadline.signal);
-    const abort = () => void res.body?.cancel().catch(() => {});
-    both.addEventListener("abort", abort, { once: true });
+    let text: string;
     try {
-      const text = await res.text();
-      try {
-        return JSON.parse(text);
-      } catch (e) {
-        throw new OpsqError(res.status, "bad_answer", `${method} ${path}: the answer is not JSON (${(e as Error).message}): ${text.slice(0, 200)}`);
-      }
+      text = await readBody(res, signal, deadline.signal);
     } catch (e) {
-      if (e instanceof OpsqError) throw e;
       throw this.failed(e, method, path, signal, deadline);
-    } finally {
-      both.removeEventListener("abort", abort);
-      done();
+    }
+    try {
+      return JSON.parse(text);
+    } catch (e) {
+      throw new OpsqError(res.status, "bad_answer", `${method} ${path}: the answer is not JSON (${(e as Error).message}): ${text.slice(0, 200)}`);
     }
   }
 
@@ -526,8 +520,6 @@ export class Client {
     if (res.body === null) return;
     const reader = res.body.getReader();
     const { signal: both, done } = anySignal(signal, idle?.signal);
-    const abort = () => void reader.cancel().catch(() => {});
-    both.addEventListener("abort", abort, { once: true });
     const dec = new TextDecoder();
     let buf = "";
     let finished = false;
@@ -535,11 +527,10 @@ export class Client {
       for (;;) {
         let r: ReadableStreamReadResult<Uint8Array>;
         try {
-          r = await reader.read();
+          r = await untilAborted(reader.read(), both);
         } catch (e) {
           throw this.failed(e, method, path, signal, idle);
         }
-        if (both.aborted) throw this.failed(both.reason, method, path, signal, idle);
         if (r.done) break;
         idle?.reset();
         buf += dec.decode(r.value, { stream: true });
@@ -555,10 +546,8 @@ export class Client {
       if (buf.trim() !== "") yield parseLine(buf, method, path);
       finished = true;
     } finally {
-      both.removeEventListener("abort", abort);
       done();
-      if (!finished) await reader.cancel().catch(() => {});
-      reader.releaseLock();
+      if (!finished) void reader.cancel().catch(() => {});
     }
   }
 
@@ -629,6 +618,54 @@ function errorFrom(res: Response, text: string): OpsqError {
   let msg = text.trim();
   if (msg.length > 1024) msg = msg.slice(0, 1024) + "…";
   return new OpsqError(res.status, `http_${res.status}`, msg || res.statusText, { retryAfter });
+}
+
+/**
+ * untilAborted is p, or a rejection with signal's reason once it aborts: fetch and its
+ * body reads heed their signal on their own, but not in every runtime at every stage (an
+ * answer whose body stalls, in Node 18), and a call must never outlive its deadline.
+ */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    p.catch(() => {});
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const on = () => reject(signal.reason);
+    signal.addEventListener("abort", on, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener("abort", on);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener("abort", on);
+        reject(e);
+      },
+    );
+  });
+}
+
+/** readBody reads a whole body as text, until either signal aborts (then the body is cancelled). */
+async function readBody(res: Response, ...signals: (AbortSignal | undefined)[]): Promise<string> {
+  if (res.body === null) return "";
+  const { signal, done } = anySignal(...signals);
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let out = "";
+  let finished = false;
+  try {
+    for (;;) {
+      const r = await untilAborted(reader.read(), signal);
+      if (r.done) break;
+      out += dec.decode(r.value, { stream: true });
+    }
+    finished = true;
+    return out + dec.decode();
+  } finally {
+    done();
+    if (!finished) void reader.cancel().catch(() => {});
+  }
 }
 
 /** readText reads at most max bytes of a body as text, then drops the rest. */
