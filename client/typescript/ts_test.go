@@ -98,9 +98,9 @@ func run(t *testing.T, dir string, env []string, timeout time.Duration, name str
 // api/openapi.yaml, then tsc --strict) and runs its tests (node --test, test/*.test.ts)
 // against two real instances on a fresh database, with API keys required: OPSQ_URL and
 // OPSQ_URL2 are the instances, OPSQ_KEY an admin key, OPSQ_PRODUCER_KEY and
-// OPSQ_CONSUMER_KEY keys of those roles. "npm ci" installs the pinned tools first when
-// node_modules is missing or older than package-lock.json (the npm registry must then be
-// reachable).
+// OPSQ_CONSUMER_KEY keys of those roles. Then it runs examples/hello.ts, the README's
+// example. "npm ci" installs the pinned tools first when node_modules is missing or older
+// than package-lock.json (the npm registry must then be reachable).
 func TestTypeScriptClient(t *testing.T) {
 	node := needTool(t, "node")
 	npm := needTool(t, "npm")
@@ -123,8 +123,11 @@ func TestTypeScriptClient(t *testing.T) {
 				return
 			}
 		}
-		if b, err := runOut(".", 10*time.Minute, npm, "run", "build"); err != nil {
-			out.WriteString("npm run build failed (" + err.Error() + "):\n" + b)
+		for _, script := range []string{"build", "build:test"} {
+			if b, err := runOut(".", 10*time.Minute, npm, "run", script); err != nil {
+				out.WriteString("npm run " + script + " failed (" + err.Error() + "):\n" + b)
+				return
+			}
 		}
 	}()
 
@@ -149,7 +152,7 @@ func TestTypeScriptClient(t *testing.T) {
 	if out.Len() > 0 {
 		t.Fatal(out.String())
 	}
-	tests, err := filepath.Glob(filepath.Join("dist-test", "*.test.js"))
+	tests, err := filepath.Glob(filepath.Join("dist-test", "test", "*.test.js"))
 	if err != nil || len(tests) == 0 {
 		t.Fatalf("no tests in dist-test/ after the build (%v)", err)
 	}
@@ -166,6 +169,33 @@ func TestTypeScriptClient(t *testing.T) {
 		"OPSQ_CONSUMER_KEY=" + keys[apikeys.Consumer],
 	}, 15*time.Minute, node, append(args, tests...)...)
 	t.Log(log)
+
+	// The README's example, as written, once the tests are done: its worker takes any
+	// chunk, so it must not run beside them.
+	example := run(t, ".", []string{"OPSQ_URL=" + insts[1].URL, "OPSQ_KEY=" + keys[apikeys.Admin]}, 5*time.Minute,
+		node, filepath.Join("dist-test", "examples", "hello.js"))
+	for _, want := range []string{"{ chunk_index: 0, output: 'HELLO' }", "{ chunk_index: 1, output: 'WORLD' }"} {
+		if !strings.Contains(example, want) {
+			t.Errorf("examples/hello.ts printed:\n%s\nwant a line %s", example, want)
+		}
+	}
+}
+
+// TestReadmeExample checks that the README shows examples/hello.ts as it is, the example
+// TestTypeScriptClient runs.
+func TestReadmeExample(t *testing.T) {
+	t.Parallel()
+	example, err := os.ReadFile(filepath.Join("examples", "hello.ts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(readme, append([]byte("```ts\n"), example...)) {
+		t.Errorf("README.md does not show examples/hello.ts as it is; want it in a ts block:\n%s", example)
+	}
 }
 
 // needInstall says whether node_modules is missing, or older than package-lock.json (npm

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { Client } from "../dist/index.js";
+import { Client } from "@opsq/client";
 import { consumer, consumerKey, only, producer, reserveN, sleep, tag, url } from "./helpers.js";
 
 describe("consumer", { timeout: 180_000 }, () => {

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { type AddressInfo, type Socket, createServer } from "node:net";
 import { describe, it } from "node:test";
 
-import { Client, OpsqError, StrategyError } from "../dist/index.js";
+import { Client, OpsqError, StrategyError } from "@opsq/client";
 import { consumer, producer, tag, url } from "./helpers.js";
 
 function isOpsqError(status: number, code: string, message?: RegExp) {

@@ -1,6 +1,6 @@
 // What the tests share: the instances the Go test started (ts_test.go), clients with the
 // keys it made, and a tag per test that keeps its chunks its own.
-import { Client, type ReservedChunk } from "../dist/index.js";
+import { Client, type ReservedChunk } from "@opsq/client";
 
 function env(name: string): string {
   const v = process.env[name];

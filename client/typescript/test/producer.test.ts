@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { OpsqError, type Progress, type Result, work } from "../dist/index.js";
+import { OpsqError, type Progress, type Result, work } from "@opsq/client";
 import { admin, collect, consumer, only, producer, reserveN, tag } from "./helpers.js";
 
 describe("producer", { timeout: 180_000 }, () => {

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { StrategyError, durationMs, durationString, strategyJSON } from "../dist/index.js";
+import { StrategyError, durationMs, durationString, strategyJSON } from "@opsq/client";
 
 describe("strategyJSON", () => {
   const cases: [string, string, unknown][] = [

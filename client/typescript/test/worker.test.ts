@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, it } from "node:test";
 
-import { RetryLater, Worker, work } from "../dist/index.js";
+import { RetryLater, Worker, work } from "@opsq/client";
 import { collect, consumer, consumerKey, eventually, only, producer, sleep, tag, url2 } from "./helpers.js";
 
 describe("worker", { timeout: 300_000 }, () => {
