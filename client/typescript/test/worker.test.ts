@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, it } from "node:test";
 
-import { RetryLater, Worker, work } from "@opsq/client";
+import { OpsqError, RetryLater, Worker, work } from "@opsq/client";
 import { collect, consumer, consumerKey, eventually, only, producer, sleep, tag, url2 } from "./helpers.js";
 
 describe("worker", { timeout: 300_000 }, () => {
@@ -132,6 +132,15 @@ describe("worker", { timeout: 300_000 }, () => {
     assert.match(f!.error, /^worker stopped/);
     assert.equal(f!.state, "retrying");
     await producer.cancel(created.id);
+  });
+
+  it("rejects when the server refuses its reserves", async () => {
+    // A producer's key may not reserve: no retrying that.
+    await assert.rejects(
+      work(producer, () => "never", { strategy: only(tag()), wait: "1s", log: () => {} }),
+      (e: unknown) => e instanceof OpsqError && e.status === 403 && e.code === "forbidden",
+    );
+    await assert.rejects(work(consumer, () => "never", { strategy: "sideways", log: () => {} }), /unknown strategy/);
   });
 
   it("stops cleanly on SIGTERM", async () => {
