@@ -99,8 +99,9 @@ func run(t *testing.T, dir string, env []string, timeout time.Duration, name str
 // against two real instances on a fresh database, with API keys required: OPSQ_URL and
 // OPSQ_URL2 are the instances, OPSQ_KEY an admin key, OPSQ_PRODUCER_KEY and
 // OPSQ_CONSUMER_KEY keys of those roles. Then it runs examples/hello.ts, the README's
-// example. "npm ci" installs the pinned tools first when node_modules is missing or older
-// than package-lock.json (the npm registry must then be reachable).
+// example, and the client in headless Chromium (browser_test.go). "npm ci" installs the
+// pinned tools first when node_modules is missing or older than package-lock.json (the
+// npm registry must then be reachable).
 func TestTypeScriptClient(t *testing.T) {
 	node := needTool(t, "node")
 	npm := needTool(t, "npm")
@@ -179,6 +180,8 @@ func TestTypeScriptClient(t *testing.T) {
 			t.Errorf("examples/hello.ts printed:\n%s\nwant a line %s", example, want)
 		}
 	}
+
+	t.Run("browser", func(t *testing.T) { checkInBrowser(t, insts[0].URL, keys[apikeys.Admin]) })
 }
 
 // TestReadmeExample checks that the README shows examples/hello.ts as it is, the example
