@@ -197,9 +197,10 @@ export class Client {
       void Promise.resolve(it.return?.()).catch(() => {});
     };
 
-    const idle = new Deadline(call.timeout ?? this.timeout);
     let body: BodyInit;
+    let idle: Deadline;
     if (stream) {
+      idle = new Deadline(call.timeout ?? this.timeout); // reset as the body goes
       body = new ReadableStream<Uint8Array>({
         async pull(controller) {
           const piece = await next();
@@ -217,7 +218,10 @@ export class Client {
     } else {
       const parts: Uint8Array[] = [];
       for (let p = await next(); p !== null; p = await next()) parts.push(p);
-      body = new Blob(parts as BlobPart[]);
+      const blob = new Blob(parts as BlobPart[]);
+      body = blob;
+      // Built: the time to send it starts now, a second per MB on top of the timeout.
+      idle = new Deadline((call.timeout ?? this.timeout) + Math.ceil(blob.size / 1e6) * 1000);
     }
     try {
       const res = await this.send("POST", "/v1/submissions", {

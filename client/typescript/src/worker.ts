@@ -235,8 +235,9 @@ export class Worker {
   private async process(ch: ReservedChunk, stop: AbortSignal): Promise<void> {
     const chunkCtl = new AbortController();
     let gone = ""; // why the chunk is no longer ours
-    let settle!: (why: string) => void;
-    const interrupted = new Promise<string>((resolve) => (settle = resolve));
+    type Interruption = { interrupted: "gone" | "stopped"; why: string };
+    let settle!: (i: Interruption) => void;
+    const interrupted = new Promise<Interruption>((resolve) => (settle = resolve));
 
     const extendEvery = this.leaseMs / 2;
     let extending = false;
@@ -248,7 +249,7 @@ export class Worker {
           if (why !== "" && gone === "") {
             gone = why;
             chunkCtl.abort(new Error(why));
-            settle(why);
+            settle({ interrupted: "gone", why });
           }
         })
         .finally(() => (extending = false));
@@ -259,13 +260,13 @@ export class Worker {
       graceTimer = setTimeout(() => {
         const why = `worker stopped: the function did not finish within ${this.stopGraceMs} ms of the worker's stop`;
         chunkCtl.abort(new Error(why));
-        settle("\u0000stopped:" + why);
+        settle({ interrupted: "stopped", why });
       }, this.stopGraceMs);
     };
     if (stop.aborted) onStop();
     else stop.addEventListener("abort", onStop, { once: true });
 
-    type Outcome = { output: string } | { failure: string; retryAfter?: Duration } | { interrupted: string };
+    type Outcome = { output: string } | { failure: string; retryAfter?: Duration } | Interruption;
     const run: Promise<Outcome> = (async () => {
       try {
         const out = await this.handler(ch, { signal: chunkCtl.signal });
@@ -277,20 +278,19 @@ export class Worker {
     })();
     let outcome: Outcome;
     try {
-      outcome = await Promise.race([run, interrupted.then((why): Outcome => ({ interrupted: why }))]);
+      outcome = await Promise.race([run, interrupted]);
     } finally {
       clearInterval(extender);
       clearTimeout(graceTimer);
       stop.removeEventListener("abort", onStop);
     }
     if ("interrupted" in outcome) {
-      const why = outcome.interrupted;
-      if (why.startsWith("\u0000stopped:")) {
-        await this.report(ch, { failure: why.slice("\u0000stopped:".length) });
+      if (outcome.interrupted === "stopped") {
+        await this.report(ch, { failure: outcome.why });
         return;
       }
       this.counts.lost++;
-      this.opts.log(`chunk ${ch.submission_id}/${ch.chunk_index}: ${why}; its result is dropped`);
+      this.opts.log(`chunk ${ch.submission_id}/${ch.chunk_index}: ${outcome.why}; its result is dropped`);
       return;
     }
     await this.report(ch, outcome);
