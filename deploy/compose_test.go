@@ -181,6 +181,8 @@ func TestDockerignore(t *testing.T) {
 		"sql/admin/drain_instance.sql": false,
 		"migrations/00001_schema.sql":  false,
 		"api/openapi.yaml":             false,
+		"client/typescript/node_modules/typescript/package.json": true,
+		"client/typescript/src/client.ts":                        false,
 	} {
 		got, err := m.MatchesOrParentMatches(path)
 		if err != nil {
