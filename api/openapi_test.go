@@ -36,6 +36,63 @@ func loadOpenAPI(t *testing.T) *openapi3.T {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return loadOpenAPIData(t, raw)
+}
+
+// loadStrictOpenAPI loads the document with each NDJSON body's schema (a string, for the
+// tools) replaced by its x-ndjson-lines (the array of its lines' values), so that a run
+// checks every line of every NDJSON body.
+func loadStrictOpenAPI(t *testing.T) *openapi3.T {
+	t.Helper()
+	raw, err := openAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, mt := range ndjsonMediaTypes(doc) {
+		if lines, ok := mt["x-ndjson-lines"]; ok {
+			mt["schema"] = lines
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("api/openapi.yaml has no x-ndjson-lines; the NDJSON bodies go unchecked")
+	}
+	strict, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loadOpenAPIData(t, strict)
+}
+
+// ndjsonMediaTypes returns every application/x-ndjson media type object of doc's
+// operations, request bodies and answers, keyed by where it is.
+func ndjsonMediaTypes(doc map[string]any) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	obj := func(v any) map[string]any { m, _ := v.(map[string]any); return m }
+	add := func(where string, content any) {
+		if mt := obj(obj(content)["application/x-ndjson"]); mt != nil {
+			out[where] = mt
+		}
+	}
+	for path, item := range obj(doc["paths"]) {
+		for method, op := range obj(item) {
+			add(method+" "+path+" request", obj(obj(op)["requestBody"])["content"])
+			for status, resp := range obj(obj(op)["responses"]) {
+				add(method+" "+path+" "+status, obj(resp)["content"])
+			}
+		}
+	}
+	return out
+}
+
+// loadOpenAPIData loads and validates a document given as JSON.
+func loadOpenAPIData(t *testing.T, raw []byte) *openapi3.T {
+	t.Helper()
 	doc, err := openapi3.NewLoader().LoadFromData(raw)
 	if err != nil {
 		t.Fatalf("loading api/openapi.yaml: %v", err)
@@ -102,6 +159,38 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 }
 
+// TestOpenAPINDJSON: every NDJSON body is described as the tools read a stream — a
+// string schema — with its lines described beside it in x-ndjson-lines (an array schema,
+// which the run checks: loadStrictOpenAPI). An array schema in place of the string made
+// Prism refuse every NDJSON upload and openapi-typescript type the upload as a tuple.
+func TestOpenAPINDJSON(t *testing.T) {
+	t.Parallel()
+	raw, err := openAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	mts := ndjsonMediaTypes(doc)
+	for _, want := range []string{"post /v1/submissions request", "get /v1/submissions/{id}/results 200"} {
+		if mts[want] == nil {
+			t.Errorf("%s: no application/x-ndjson body in api/openapi.yaml", want)
+		}
+	}
+	for where, mt := range mts {
+		schema, _ := mt["schema"].(map[string]any)
+		if schema["type"] != "string" || len(schema) != 2 || schema["description"] == nil {
+			t.Errorf("%s: application/x-ndjson schema %v; want {type: string, description: …}, which every tool reads as a stream", where, schema)
+		}
+		lines, _ := mt["x-ndjson-lines"].(map[string]any)
+		if lines["type"] != "array" {
+			t.Errorf("%s: x-ndjson-lines %v; want the array schema of the body's lines", where, lines)
+		}
+	}
+}
+
 // TestOpenAPIServed: GET /v1/openapi.json answers the document, as JSON.
 func TestOpenAPIServed(t *testing.T) {
 	t.Parallel()
@@ -159,7 +248,7 @@ type validator struct {
 type invalidKey struct{}
 
 func newValidator(t *testing.T, baseURL string) *validator {
-	doc := loadOpenAPI(t)
+	doc := loadStrictOpenAPI(t)
 	doc.Servers = openapi3.Servers{{URL: baseURL}}
 	router, err := legacy.NewRouter(doc)
 	if err != nil {
