@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -188,6 +189,46 @@ func TestOpenAPINDJSON(t *testing.T) {
 		if lines["type"] != "array" {
 			t.Errorf("%s: x-ndjson-lines %v; want the array schema of the body's lines", where, lines)
 		}
+	}
+}
+
+// TestOpenAPIRefDepth: every reference names a component, #/components/{kind}/{name},
+// and nothing inside one: oapi-codegen refuses deeper references ("unexpected reference
+// depth"). TestOpenAPIGoClient runs it; this test says which reference at once.
+func TestOpenAPIRefDepth(t *testing.T) {
+	t.Parallel()
+	raw, err := openAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	component := regexp.MustCompile(`^#/components/[A-Za-z]+/[A-Za-z0-9_.-]+$`)
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok {
+				n++
+				if !component.MatchString(ref) {
+					t.Errorf("$ref %q: refer to a component (#/components/schemas/Name), not into one; generators refuse it", ref)
+				}
+			}
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(doc)
+	if n < 50 {
+		t.Errorf("found %d references in api/openapi.yaml; the walk is broken", n)
 	}
 }
 

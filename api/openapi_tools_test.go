@@ -1,0 +1,130 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tools tests run the generators that users run on GET /v1/openapi.json, at pinned
+// versions, on the document as served, and compile what they generate: oapi-codegen for
+// Go (its module, with the runtime the client imports, is pinned in
+// testdata/oapi-codegen/go.mod and go.sum) and openapi-typescript with tsc for
+// TypeScript (pinned in testdata/openapi-typescript/package.json and its lock). They need
+// the Go module proxy and the npm registry (or caches of them) and never skip: a tool that
+// is missing is a failure that says what to install.
+
+// servedOpenAPIFile writes the document as served to dir/openapi.json and returns its path.
+func servedOpenAPIFile(t *testing.T, dir string) string {
+	t.Helper()
+	raw, err := openAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "openapi.json")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// run runs name with args in dir, within timeout, and fails the test with its output
+// when it fails.
+func run(t *testing.T, timeout time.Duration, dir string, env []string, name string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s (in %s): %v\n%s", name, strings.Join(args, " "), dir, err, out.Bytes())
+	}
+}
+
+// goTool is the go command that runs this test.
+func goTool(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	t.Fatal("the go command is not on the PATH; the oapi-codegen test runs it (export PATH=$PATH:/usr/local/go/bin)")
+	return ""
+}
+
+// goClientUse calls the generated client as a Go user would: a reserve of {} (every
+// field optional), a JSON submission, an NDJSON upload as a body of its own type, and
+// the results as a stream.
+const goClientUse = `package oapicodegen
+
+import (
+	"context"
+	"io"
+	"strings"
+)
+
+func use(ctx context.Context) error {
+	c, err := NewClientWithResponses("http://localhost:3999")
+	if err != nil {
+		return err
+	}
+	if _, err := c.ReserveWithResponse(ctx, ReserveJSONRequestBody{}); err != nil {
+		return err
+	}
+	chunks := []string{"a", "b"}
+	if _, err := c.SubmitWithResponse(ctx, SubmitJSONRequestBody{Chunks: &chunks}); err != nil {
+		return err
+	}
+	if _, err := c.SubmitWithBodyWithResponse(ctx, "application/x-ndjson", strings.NewReader("{}\n\"a\"\n")); err != nil {
+		return err
+	}
+	resp, err := c.GetResults(ctx, "1", &GetResultsParams{})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
+}
+`
+
+// TestOpenAPIGoClient: oapi-codegen (pinned) generates a Go client from the served
+// document, and the client compiles, vets, and offers the calls a user makes.
+func TestOpenAPIGoClient(t *testing.T) {
+	t.Parallel()
+	goCmd := goTool(t)
+	tools, err := filepath.Abs(filepath.Join("testdata", "oapi-codegen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	doc := servedOpenAPIFile(t, dir)
+	mod := filepath.Join(dir, "client")
+	if err := os.Mkdir(mod, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// -mod=readonly: the versions are those of go.mod and go.sum, never newer ones.
+	env := []string{"GOFLAGS=-mod=readonly", "GOWORK=off"}
+	run(t, 5*time.Minute, tools, env, goCmd, "tool", "oapi-codegen",
+		"-package", "oapicodegen", "-generate", "types,client", "-o", filepath.Join(mod, "client.gen.go"), doc)
+	for _, f := range []string{"go.mod", "go.sum", "runtime.go"} {
+		b, err := os.ReadFile(filepath.Join(tools, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(mod, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(mod, "use.go"), []byte(goClientUse), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, 5*time.Minute, mod, env, goCmd, "vet", ".")
+}
