@@ -128,3 +128,44 @@ func TestOpenAPIGoClient(t *testing.T) {
 	}
 	run(t, 5*time.Minute, mod, env, goCmd, "vet", ".")
 }
+
+// nodeTools are the commands the TypeScript test runs.
+func nodeTools(t *testing.T) {
+	t.Helper()
+	for _, name := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(name); err != nil {
+			t.Fatalf("%s is not on the PATH: TestOpenAPITypeScript checks the document with openapi-typescript and tsc; install Node.js 18 or later with npm (Debian: apt-get install nodejs npm)", name)
+		}
+	}
+}
+
+// TestOpenAPITypeScript: openapi-typescript (pinned) generates types from the served
+// document, and testdata/openapi-typescript/use.ts, which calls the API with
+// openapi-fetch as a user would, type-checks under tsc --strict: a reserve of {} (no
+// field the server defaults is required), NDJSON bodies as strings, error codes as an
+// enum.
+func TestOpenAPITypeScript(t *testing.T) {
+	t.Parallel()
+	nodeTools(t)
+	pinned, err := filepath.Abs(filepath.Join("testdata", "openapi-typescript"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	doc := servedOpenAPIFile(t, dir)
+	for _, f := range []string{"package.json", "package-lock.json", "use.ts"} {
+		b, err := os.ReadFile(filepath.Join(pinned, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// npm ci installs exactly the lock's versions; no scripts run.
+	run(t, 5*time.Minute, dir, nil, "npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
+	bin := filepath.Join(dir, "node_modules", ".bin")
+	run(t, 2*time.Minute, dir, nil, filepath.Join(bin, "openapi-typescript"), doc, "-o", "schema.d.ts")
+	run(t, 2*time.Minute, dir, nil, filepath.Join(bin, "tsc"), "--strict", "--noEmit", "--target", "es2022",
+		"--module", "nodenext", "--moduleResolution", "nodenext", "--skipLibCheck", "use.ts")
+}
