@@ -7,10 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -614,4 +619,69 @@ func TestOpenAPILifecycleRequests(t *testing.T) {
 	call(bad, "POST", "/v1/submissions/1/retry", js, `{"chunks": "all"}`, 400)
 	call(bad, "POST", "/v1/submissions/retry", js, `{"limit": 1001}`, 400)
 	call(bad, "POST", "/v1/submissions/retry", js, `{"state": "done"}`, 400)
+}
+
+// TestOpenAPIErrorCodes: the ErrorCode enum of the document is exactly the codes the
+// server answers: every Code: "…" of the api package and its dashboard, and every code
+// an error of echo's can get (statusCode).
+func TestOpenAPIErrorCodes(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	ref := doc.Components.Schemas["ErrorCode"]
+	if ref == nil {
+		t.Fatal("api/openapi.yaml has no ErrorCode schema")
+	}
+	documented := map[string]bool{}
+	for _, v := range ref.Value.Enum {
+		documented[fmt.Sprint(v)] = true
+	}
+	used := map[string]string{} // code: where
+	fset := token.NewFileSet()
+	for _, dir := range []string{".", "ui"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, name, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				kv, ok := n.(*ast.KeyValueExpr)
+				if !ok {
+					return true
+				}
+				key, ok := kv.Key.(*ast.Ident)
+				lit, isLit := kv.Value.(*ast.BasicLit)
+				if ok && key.Name == "Code" && isLit && lit.Kind == token.STRING {
+					code, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						t.Fatal(err)
+					}
+					used[code] = fset.Position(lit.Pos()).String()
+				}
+				return true
+			})
+		}
+	}
+	for status := 400; status < 600; status++ {
+		used[statusCode(status)] = fmt.Sprintf("statusCode(%d)", status)
+	}
+	if len(used) < 15 {
+		t.Fatalf("found %d error codes in the server: %v; the walk of the code is broken", len(used), used)
+	}
+	for code, where := range used {
+		if !documented[code] {
+			t.Errorf("%s answers the error code %q; the ErrorCode enum of api/openapi.yaml does not list it", where, code)
+		}
+	}
+	for code := range documented {
+		if _, ok := used[code]; !ok {
+			t.Errorf("the ErrorCode enum of api/openapi.yaml lists %q; no code of the server answers it", code)
+		}
+	}
 }
