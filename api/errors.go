@@ -115,9 +115,9 @@ func toError(err error, c echo.Context) *Error {
 		case http.StatusNotFound:
 			// Not "not_found", which says that an id is unknown: a client that reads it
 			// would have the user check an id when the URL is wrong.
-			return &Error{Status: he.Code, Code: "unknown_route", Message: fmt.Sprintf("no route %s %s: check the URL (GET /v1/openapi.json lists the routes)", c.Request().Method, c.Request().URL.Path)}
+			return &Error{Status: he.Code, Code: "unknown_route", Message: fmt.Sprintf("no route %s %s: check the URL (GET /v1/openapi.json lists the routes)", requestMethod(c), c.Request().URL.Path)}
 		case http.StatusMethodNotAllowed:
-			return &Error{Status: he.Code, Code: "method_not_allowed", Message: fmt.Sprintf("%s is not allowed on %s", c.Request().Method, c.Request().URL.Path)}
+			return &Error{Status: he.Code, Code: "method_not_allowed", Message: fmt.Sprintf("%s is not allowed on %s", requestMethod(c), c.Request().URL.Path)}
 		case http.StatusRequestEntityTooLarge:
 			return tooLarge("request body too large")
 		}

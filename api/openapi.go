@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -52,13 +53,39 @@ func jsonable(v any) any {
 	return v
 }
 
-// openAPI serves the document. It is checked by the tests, so a failure to convert it is a
-// bug of the build, answered as a 500.
-func openAPI(c echo.Context) error {
-	doc, err := openAPIJSON()
-	if err != nil {
-		return err
+// servedOpenAPI returns the document as an instance reached at advertiseURL serves it:
+// its servers is that URL, so that a tool given the document calls the instance that
+// served it. With no advertise URL the document's own servers stay. The document is
+// built once, at the first request.
+func servedOpenAPI(advertiseURL string) func() ([]byte, error) {
+	return sync.OnceValues(func() ([]byte, error) {
+		raw, err := openAPIJSON()
+		if err != nil || advertiseURL == "" {
+			return raw, err
+		}
+		var doc map[string]any
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber() // the int64 bounds (minimum: -9223372036854775807) stay exact
+		if err := d.Decode(&doc); err != nil {
+			return nil, fmt.Errorf("reading the OpenAPI document: %w", err)
+		}
+		doc["servers"] = []any{map[string]any{
+			"url":         advertiseURL,
+			"description": "The instance that served this document (its OPSQ_ADVERTISE_URL).",
+		}}
+		return json.Marshal(doc)
+	})
+}
+
+// openAPI serves the document that doc returns. It is checked by the tests, so a failure
+// to build it is a bug of the build, answered as a 500.
+func openAPI(doc func() ([]byte, error)) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		b, err := doc()
+		if err != nil {
+			return err
+		}
+		c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=300")
+		return c.JSONBlob(http.StatusOK, b)
 	}
-	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=300")
-	return c.JSONBlob(http.StatusOK, doc)
 }

@@ -685,3 +685,29 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIServers: the served document's servers is the instance's advertise URL, and
+// nothing else of the document changes (the int64 bounds stay exact).
+func TestOpenAPIServers(t *testing.T) {
+	t.Parallel()
+	const advertise = "https://opsq-3.internal:3999"
+	e := setup(t, Config{AdvertiseURL: advertise})
+	r := getPath(t, e, "/v1/openapi.json")
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET /v1/openapi.json: %d %s; want 200", r.Status, r.Body)
+	}
+	doc := loadOpenAPIData(t, r.Body)
+	if len(doc.Servers) != 1 || doc.Servers[0].URL != advertise {
+		t.Errorf("GET /v1/openapi.json with AdvertiseURL %s: servers %v; want that URL alone", advertise, doc.Servers)
+	}
+	if !bytes.Contains(r.Body, []byte(`"minimum":-9223372036854775807`)) {
+		t.Errorf("GET /v1/openapi.json: the minimum of priority is no longer -9223372036854775807 exactly")
+	}
+	plain, err := openAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := loadOpenAPIData(t, plain); len(got.Paths.Map()) != len(doc.Paths.Map()) {
+		t.Errorf("GET /v1/openapi.json: %d paths; the document has %d", len(doc.Paths.Map()), len(got.Paths.Map()))
+	}
+}
