@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/labstack/echo/v4"
+	"go.yaml.in/yaml/v3"
 
 	"opsq/api/wire"
 )
@@ -150,6 +152,12 @@ func TestOpenAPIRoutes(t *testing.T) {
 	doc := loadOpenAPI(t)
 	e := setup(t, Config{})
 	documented, registered := documentedOperations(doc), registeredRoutes(e.H)
+	// Every GET route answers HEAD too (head.go); the document lists it where probes use it.
+	for _, r := range registered {
+		if path, ok := strings.CutPrefix(r, "GET "); ok && slices.Contains(documented, "HEAD "+path) {
+			registered = append(registered, "HEAD "+path)
+		}
+	}
 	for _, r := range registered {
 		if !slices.Contains(documented, r) {
 			t.Errorf("the server registers %s; api/openapi.yaml does not document it", r)
@@ -566,6 +574,8 @@ func TestOpenAPIAuth(t *testing.T) {
 		{"", "GET", "/v1/openapi.json", "", 200},
 		{"", "GET", "/healthz", "", 200},
 		{"", "GET", "/readyz", "", 200},
+		{"", "HEAD", "/healthz", "", 200},
+		{"", "HEAD", "/readyz", "", 200},
 	} {
 		if got := call(c.key, c.method, c.path, c.body); got != c.want {
 			t.Errorf("%s %s (key %t): %d; want %d", c.method, c.path, c.key != "", got, c.want)
@@ -709,5 +719,42 @@ func TestOpenAPIServers(t *testing.T) {
 	}
 	if got := loadOpenAPIData(t, plain); len(got.Paths.Map()) != len(doc.Paths.Map()) {
 		t.Errorf("GET /v1/openapi.json: %d paths; the document has %d", len(doc.Paths.Map()), len(got.Paths.Map()))
+	}
+}
+
+// TestOpenAPIJSON: the served JSON is the YAML document, value for value, with the keys
+// in the file's order: Prism matches a request's Content-Type to the first media type
+// that fits, so the submission's application/x-ndjson must come before its */*.
+func TestOpenAPIJSON(t *testing.T) {
+	t.Parallel()
+	raw, err := openAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromYAML any
+	if err := yaml.Unmarshal(openAPIYAML, &fromYAML); err != nil {
+		t.Fatal(err)
+	}
+	viaJSON, err := json.Marshal(fromYAML)
+	if err != nil {
+		t.Fatalf("the YAML document does not convert to JSON the plain way: %v", err)
+	}
+	var want, got any
+	if err := json.Unmarshal(viaJSON, &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("GET /v1/openapi.json is not JSON: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the served JSON differs from the YAML document")
+	}
+	submit := raw[bytes.Index(raw, []byte(`"/v1/submissions":`)):]
+	nd, star := bytes.Index(submit, []byte(`"application/x-ndjson"`)), bytes.Index(submit, []byte(`"*/*"`))
+	if nd < 0 || star < 0 || nd > star {
+		t.Errorf("POST /v1/submissions: application/x-ndjson at %d, */* at %d in the served JSON; want the NDJSON type first", nd, star)
+	}
+	if p, r := bytes.Index(raw, []byte(`"/v1/submissions":`)), bytes.Index(raw, []byte(`"/v1/reserve":`)); p > r {
+		t.Errorf("the served JSON lists /v1/reserve before /v1/submissions; want the file's order")
 	}
 }
