@@ -100,7 +100,7 @@ func writeJSON(b *bytes.Buffer, n *yaml.Node) error {
 				return err
 			}
 			if n.ShortTag() == "!!int" {
-				// Written as decoded, so that 0x1F or 1_000 become JSON numbers too.
+				// Written as decoded: a YAML 0x1F is the JSON number 31.
 				fmt.Fprint(b, v)
 				return nil
 			}
