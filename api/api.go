@@ -89,6 +89,10 @@ type Config struct {
 	// MaxIngestTime bounds how long one submission may take, its body and its insert
 	// (408 past it, nothing kept). Defaults to 1h (MaxIngestTimeDefault).
 	MaxIngestTime time.Duration
+	// AdvertiseURL is the URL the instance is reached at (OPSQ_ADVERTISE_URL): the servers
+	// of the document at GET /v1/openapi.json. Defaults to none: the document's own
+	// (http://localhost:3999, the address of "make run").
+	AdvertiseURL string
 }
 
 type server struct {
@@ -127,6 +131,7 @@ func New(cfg Config) *Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
+	e.Pre(headAsGet)
 	e.Use(recoverPanics(cfg.Logger))
 	m := newMetrics(cfg.Queuer, s.parking.now.Load)
 	m.registry.MustRegister(
@@ -165,7 +170,7 @@ func New(cfg Config) *Handler {
 	v1.POST("/fail", s.fail, s.authenticate(consumerRoles))
 	v1.POST("/extend", s.extend, s.authenticate(consumerRoles))
 	v1.GET("/cluster", s.cluster, s.authenticate(adminRoles))
-	v1.GET("/openapi.json", openAPI) // open to all, like /healthz: the API's description
+	v1.GET("/openapi.json", openAPI(servedOpenAPI(cfg.AdvertiseURL))) // open to all, like /healthz: the API's description
 	// The dashboard, /ui/.
 	ui.Register(e, ui.Config{Queuer: cfg.Queuer, Keys: cfg.Keys, Logger: cfg.Logger})
 	return &Handler{Handler: e, parking: s.parking, budget: s.budget}

@@ -115,27 +115,31 @@ func toError(err error, c echo.Context) *Error {
 		case http.StatusNotFound:
 			// Not "not_found", which says that an id is unknown: a client that reads it
 			// would have the user check an id when the URL is wrong.
-			return &Error{Status: he.Code, Code: "unknown_route", Message: fmt.Sprintf("no route %s %s: check the URL (GET /v1/openapi.json lists the routes)", c.Request().Method, c.Request().URL.Path)}
+			return &Error{Status: he.Code, Code: "unknown_route", Message: fmt.Sprintf("no route %s %s: check the URL (GET /v1/openapi.json lists the routes)", requestMethod(c), c.Request().URL.Path)}
 		case http.StatusMethodNotAllowed:
-			return &Error{Status: he.Code, Code: "method_not_allowed", Message: fmt.Sprintf("%s is not allowed on %s", c.Request().Method, c.Request().URL.Path)}
+			return &Error{Status: he.Code, Code: "method_not_allowed", Message: fmt.Sprintf("%s is not allowed on %s", requestMethod(c), c.Request().URL.Path)}
 		case http.StatusRequestEntityTooLarge:
 			return tooLarge("request body too large")
 		}
-		return &Error{Status: he.Code, Code: snake(http.StatusText(he.Code)), Message: fmt.Sprint(he.Message)}
+		return &Error{Status: he.Code, Code: statusCode(he.Code), Message: fmt.Sprint(he.Message)}
 	}
 	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; the server log has the details"}
 }
 
-// snake turns "Not Found" into "not_found".
-func snake(s string) string {
-	b := []byte(s)
-	for i, ch := range b {
-		switch {
-		case ch >= 'A' && ch <= 'Z':
-			b[i] = ch + 'a' - 'A'
-		case ch == ' ' || ch == '-':
-			b[i] = '_'
-		}
+// statusCode is the code of an error of echo's that no case above names: one of the
+// document's codes (ErrorCode in openapi.yaml, which clients may switch on), by status.
+func statusCode(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "unauthorized"
+	case status == http.StatusForbidden:
+		return "forbidden"
+	case status == http.StatusRequestTimeout:
+		return "request_timeout"
+	case status == http.StatusServiceUnavailable:
+		return "unavailable"
+	case status >= 500:
+		return "internal"
 	}
-	return string(b)
+	return "bad_request"
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -17,48 +18,127 @@ import (
 //go:embed openapi.yaml
 var openAPIYAML []byte
 
-// openAPIJSON converts the document to JSON once, the first time a server is made.
-var openAPIJSON = sync.OnceValues(func() ([]byte, error) { return yamlToJSON(openAPIYAML) })
+// openAPIJSON converts the document to JSON once, the first time it is served.
+var openAPIJSON = sync.OnceValues(func() ([]byte, error) { return yamlToJSON(openAPIYAML, "") })
 
-// yamlToJSON converts a YAML document to JSON. Mapping keys become strings (a YAML key
-// such as 200 is an integer), as JSON has only string keys.
-func yamlToJSON(y []byte) ([]byte, error) {
-	var doc any
+// yamlToJSON converts a YAML document to JSON, keeping the order of every mapping's
+// keys: tools read the order of a body's media types (Prism matches a request to the
+// first that fits, so */* must come after application/x-ndjson), and people read the
+// paths in the order the file gives them. Numbers stay as written (int64 bounds exact).
+// A non-empty serverURL replaces the document's servers.
+func yamlToJSON(y []byte, serverURL string) ([]byte, error) {
+	var doc yaml.Node
 	if err := yaml.Unmarshal(y, &doc); err != nil {
 		return nil, fmt.Errorf("reading the OpenAPI document: %w", err)
 	}
-	return json.Marshal(jsonable(doc))
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("reading the OpenAPI document: not a YAML mapping")
+	}
+	root := doc.Content[0]
+	if serverURL != "" {
+		var servers yaml.Node
+		if err := servers.Encode([]map[string]string{{
+			"url":         serverURL,
+			"description": "The instance that served this document (its OPSQ_ADVERTISE_URL).",
+		}}); err != nil {
+			return nil, err
+		}
+		found := false
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			if root.Content[i].Value == "servers" {
+				root.Content[i+1], found = &servers, true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("reading the OpenAPI document: no servers")
+		}
+	}
+	var b bytes.Buffer
+	if err := writeJSON(&b, root); err != nil {
+		return nil, fmt.Errorf("converting the OpenAPI document: %w", err)
+	}
+	return b.Bytes(), nil
 }
 
-func jsonable(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			v[k] = jsonable(e)
+// writeJSON writes the YAML node n as JSON.
+func writeJSON(b *bytes.Buffer, n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.AliasNode:
+		return writeJSON(b, n.Alias)
+	case yaml.MappingNode:
+		b.WriteByte('{')
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			key, _ := json.Marshal(n.Content[i].Value) // a key such as 200 is a string in JSON
+			b.Write(key)
+			b.WriteByte(':')
+			if err := writeJSON(b, n.Content[i+1]); err != nil {
+				return err
+			}
 		}
-		return v
-	case map[any]any:
-		m := make(map[string]any, len(v))
-		for k, e := range v {
-			m[fmt.Sprint(k)] = jsonable(e)
+		b.WriteByte('}')
+	case yaml.SequenceNode:
+		b.WriteByte('[')
+		for i, e := range n.Content {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := writeJSON(b, e); err != nil {
+				return err
+			}
 		}
-		return m
-	case []any:
-		for i, e := range v {
-			v[i] = jsonable(e)
+		b.WriteByte(']')
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			b.WriteString("null")
+		case "!!bool", "!!int", "!!float":
+			var v any
+			if err := n.Decode(&v); err != nil {
+				return err
+			}
+			if n.ShortTag() == "!!int" {
+				// Written as decoded: a YAML 0x1F is the JSON number 31.
+				fmt.Fprint(b, v)
+				return nil
+			}
+			out, err := json.Marshal(v)
+			if err != nil {
+				return fmt.Errorf("line %d: %w", n.Line, err)
+			}
+			b.Write(out)
+		default:
+			out, _ := json.Marshal(n.Value)
+			b.Write(out)
 		}
-		return v
+	default:
+		return fmt.Errorf("line %d: a YAML node of kind %v", n.Line, n.Kind)
 	}
-	return v
+	return nil
 }
 
-// openAPI serves the document. It is checked by the tests, so a failure to convert it is a
-// bug of the build, answered as a 500.
-func openAPI(c echo.Context) error {
-	doc, err := openAPIJSON()
-	if err != nil {
-		return err
+// servedOpenAPI returns the document as an instance reached at advertiseURL serves it:
+// its servers is that URL, so that a tool given the document calls the instance that
+// served it. With no advertise URL the document's own servers stay. The document is
+// built once, at the first request.
+func servedOpenAPI(advertiseURL string) func() ([]byte, error) {
+	if advertiseURL == "" {
+		return openAPIJSON
 	}
-	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=300")
-	return c.JSONBlob(http.StatusOK, doc)
+	return sync.OnceValues(func() ([]byte, error) { return yamlToJSON(openAPIYAML, advertiseURL) })
+}
+
+// openAPI serves the document that doc returns. It is checked by the tests, so a failure
+// to build it is a bug of the build, answered as a 500.
+func openAPI(doc func() ([]byte, error)) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		b, err := doc()
+		if err != nil {
+			return err
+		}
+		c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=300")
+		return c.JSONBlob(http.StatusOK, b)
+	}
 }

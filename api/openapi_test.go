@@ -7,9 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"net/http"
+	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +27,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/labstack/echo/v4"
+	"go.yaml.in/yaml/v3"
 
 	"opsq/api/wire"
 )
@@ -36,6 +44,63 @@ func loadOpenAPI(t *testing.T) *openapi3.T {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return loadOpenAPIData(t, raw)
+}
+
+// loadStrictOpenAPI loads the document with each NDJSON body's schema (a string, for the
+// tools) replaced by its x-ndjson-lines (the array of its lines' values), so that a run
+// checks every line of every NDJSON body.
+func loadStrictOpenAPI(t *testing.T) *openapi3.T {
+	t.Helper()
+	raw, err := openAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, mt := range ndjsonMediaTypes(doc) {
+		if lines, ok := mt["x-ndjson-lines"]; ok {
+			mt["schema"] = lines
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("api/openapi.yaml has no x-ndjson-lines; the NDJSON bodies go unchecked")
+	}
+	strict, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loadOpenAPIData(t, strict)
+}
+
+// ndjsonMediaTypes returns every application/x-ndjson media type object of doc's
+// operations, request bodies and answers, keyed by where it is.
+func ndjsonMediaTypes(doc map[string]any) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	obj := func(v any) map[string]any { m, _ := v.(map[string]any); return m }
+	add := func(where string, content any) {
+		if mt := obj(obj(content)["application/x-ndjson"]); mt != nil {
+			out[where] = mt
+		}
+	}
+	for path, item := range obj(doc["paths"]) {
+		for method, op := range obj(item) {
+			add(method+" "+path+" request", obj(obj(op)["requestBody"])["content"])
+			for status, resp := range obj(obj(op)["responses"]) {
+				add(method+" "+path+" "+status, obj(resp)["content"])
+			}
+		}
+	}
+	return out
+}
+
+// loadOpenAPIData loads and validates a document given as JSON.
+func loadOpenAPIData(t *testing.T, raw []byte) *openapi3.T {
+	t.Helper()
 	doc, err := openapi3.NewLoader().LoadFromData(raw)
 	if err != nil {
 		t.Fatalf("loading api/openapi.yaml: %v", err)
@@ -87,6 +152,12 @@ func TestOpenAPIRoutes(t *testing.T) {
 	doc := loadOpenAPI(t)
 	e := setup(t, Config{})
 	documented, registered := documentedOperations(doc), registeredRoutes(e.H)
+	// Every GET route answers HEAD too (head.go); the document lists it where probes use it.
+	for _, r := range registered {
+		if path, ok := strings.CutPrefix(r, "GET "); ok && slices.Contains(documented, "HEAD "+path) {
+			registered = append(registered, "HEAD "+path)
+		}
+	}
 	for _, r := range registered {
 		if !slices.Contains(documented, r) {
 			t.Errorf("the server registers %s; api/openapi.yaml does not document it", r)
@@ -99,6 +170,78 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 	if len(registered) < 10 {
 		t.Errorf("found %d routes in the server: %v; the walk of echo's routes is broken", len(registered), registered)
+	}
+}
+
+// TestOpenAPINDJSON: every NDJSON body is described as the tools read a stream — a
+// string schema — with its lines described beside it in x-ndjson-lines (an array schema,
+// which the run checks: loadStrictOpenAPI). An array schema in place of the string made
+// Prism refuse every NDJSON upload and openapi-typescript type the upload as a tuple.
+func TestOpenAPINDJSON(t *testing.T) {
+	t.Parallel()
+	raw, err := openAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	mts := ndjsonMediaTypes(doc)
+	for _, want := range []string{"post /v1/submissions request", "get /v1/submissions/{id}/results 200"} {
+		if mts[want] == nil {
+			t.Errorf("%s: no application/x-ndjson body in api/openapi.yaml", want)
+		}
+	}
+	for where, mt := range mts {
+		schema, _ := mt["schema"].(map[string]any)
+		if schema["type"] != "string" || len(schema) != 2 || schema["description"] == nil {
+			t.Errorf("%s: application/x-ndjson schema %v; want {type: string, description: …}, which every tool reads as a stream", where, schema)
+		}
+		lines, _ := mt["x-ndjson-lines"].(map[string]any)
+		if lines["type"] != "array" {
+			t.Errorf("%s: x-ndjson-lines %v; want the array schema of the body's lines", where, lines)
+		}
+	}
+}
+
+// TestOpenAPIRefDepth: every reference names a component, #/components/{kind}/{name},
+// and nothing inside one: oapi-codegen refuses deeper references ("unexpected reference
+// depth"). TestOpenAPIGoClient runs it; this test says which reference at once.
+func TestOpenAPIRefDepth(t *testing.T) {
+	t.Parallel()
+	raw, err := openAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	component := regexp.MustCompile(`^#/components/[A-Za-z]+/[A-Za-z0-9_.-]+$`)
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok {
+				n++
+				if !component.MatchString(ref) {
+					t.Errorf("$ref %q: refer to a component (#/components/schemas/Name), not into one; generators refuse it", ref)
+				}
+			}
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(doc)
+	if n < 50 {
+		t.Errorf("found %d references in api/openapi.yaml; the walk is broken", n)
 	}
 }
 
@@ -159,7 +302,7 @@ type validator struct {
 type invalidKey struct{}
 
 func newValidator(t *testing.T, baseURL string) *validator {
-	doc := loadOpenAPI(t)
+	doc := loadStrictOpenAPI(t)
 	doc.Servers = openapi3.Servers{{URL: baseURL}}
 	router, err := legacy.NewRouter(doc)
 	if err != nil {
@@ -431,6 +574,8 @@ func TestOpenAPIAuth(t *testing.T) {
 		{"", "GET", "/v1/openapi.json", "", 200},
 		{"", "GET", "/healthz", "", 200},
 		{"", "GET", "/readyz", "", 200},
+		{"", "HEAD", "/healthz", "", 200},
+		{"", "HEAD", "/readyz", "", 200},
 	} {
 		if got := call(c.key, c.method, c.path, c.body); got != c.want {
 			t.Errorf("%s %s (key %t): %d; want %d", c.method, c.path, c.key != "", got, c.want)
@@ -484,4 +629,132 @@ func TestOpenAPILifecycleRequests(t *testing.T) {
 	call(bad, "POST", "/v1/submissions/1/retry", js, `{"chunks": "all"}`, 400)
 	call(bad, "POST", "/v1/submissions/retry", js, `{"limit": 1001}`, 400)
 	call(bad, "POST", "/v1/submissions/retry", js, `{"state": "done"}`, 400)
+}
+
+// TestOpenAPIErrorCodes: the ErrorCode enum of the document is exactly the codes the
+// server answers: every Code: "…" of the api package and its dashboard, and every code
+// an error of echo's can get (statusCode).
+func TestOpenAPIErrorCodes(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	ref := doc.Components.Schemas["ErrorCode"]
+	if ref == nil {
+		t.Fatal("api/openapi.yaml has no ErrorCode schema")
+	}
+	documented := map[string]bool{}
+	for _, v := range ref.Value.Enum {
+		documented[fmt.Sprint(v)] = true
+	}
+	used := map[string]string{} // code: where
+	fset := token.NewFileSet()
+	for _, dir := range []string{".", "ui"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, name, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				kv, ok := n.(*ast.KeyValueExpr)
+				if !ok {
+					return true
+				}
+				key, ok := kv.Key.(*ast.Ident)
+				lit, isLit := kv.Value.(*ast.BasicLit)
+				if ok && key.Name == "Code" && isLit && lit.Kind == token.STRING {
+					code, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						t.Fatal(err)
+					}
+					used[code] = fset.Position(lit.Pos()).String()
+				}
+				return true
+			})
+		}
+	}
+	for status := 400; status < 600; status++ {
+		used[statusCode(status)] = fmt.Sprintf("statusCode(%d)", status)
+	}
+	if len(used) < 15 {
+		t.Fatalf("found %d error codes in the server: %v; the walk of the code is broken", len(used), used)
+	}
+	for code, where := range used {
+		if !documented[code] {
+			t.Errorf("%s answers the error code %q; the ErrorCode enum of api/openapi.yaml does not list it", where, code)
+		}
+	}
+	for code := range documented {
+		if _, ok := used[code]; !ok {
+			t.Errorf("the ErrorCode enum of api/openapi.yaml lists %q; no code of the server answers it", code)
+		}
+	}
+}
+
+// TestOpenAPIServers: the served document's servers is the instance's advertise URL, and
+// nothing else of the document changes (the int64 bounds stay exact).
+func TestOpenAPIServers(t *testing.T) {
+	t.Parallel()
+	const advertise = "https://opsq-3.internal:3999"
+	e := setup(t, Config{AdvertiseURL: advertise})
+	r := getPath(t, e, "/v1/openapi.json")
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET /v1/openapi.json: %d %s; want 200", r.Status, r.Body)
+	}
+	doc := loadOpenAPIData(t, r.Body)
+	if len(doc.Servers) != 1 || doc.Servers[0].URL != advertise {
+		t.Errorf("GET /v1/openapi.json with AdvertiseURL %s: servers %v; want that URL alone", advertise, doc.Servers)
+	}
+	if !bytes.Contains(r.Body, []byte(`"minimum":-9223372036854775807`)) {
+		t.Errorf("GET /v1/openapi.json: the minimum of priority is no longer -9223372036854775807 exactly")
+	}
+	plain, err := openAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := loadOpenAPIData(t, plain); len(got.Paths.Map()) != len(doc.Paths.Map()) {
+		t.Errorf("GET /v1/openapi.json: %d paths; the document has %d", len(doc.Paths.Map()), len(got.Paths.Map()))
+	}
+}
+
+// TestOpenAPIJSON: the served JSON is the YAML document, value for value, with the keys
+// in the file's order: Prism matches a request's Content-Type to the first media type
+// that fits, so the submission's application/x-ndjson must come before its */*.
+func TestOpenAPIJSON(t *testing.T) {
+	t.Parallel()
+	raw, err := openAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromYAML any
+	if err := yaml.Unmarshal(openAPIYAML, &fromYAML); err != nil {
+		t.Fatal(err)
+	}
+	viaJSON, err := json.Marshal(fromYAML)
+	if err != nil {
+		t.Fatalf("the YAML document does not convert to JSON the plain way: %v", err)
+	}
+	var want, got any
+	if err := json.Unmarshal(viaJSON, &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("GET /v1/openapi.json is not JSON: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the served JSON differs from the YAML document")
+	}
+	submit := raw[bytes.Index(raw, []byte(`"/v1/submissions":`)):]
+	nd, star := bytes.Index(submit, []byte(`"application/x-ndjson"`)), bytes.Index(submit, []byte(`"*/*"`))
+	if nd < 0 || star < 0 || nd > star {
+		t.Errorf("POST /v1/submissions: application/x-ndjson at %d, */* at %d in the served JSON; want the NDJSON type first", nd, star)
+	}
+	if p, r := bytes.Index(raw, []byte(`"/v1/submissions":`)), bytes.Index(raw, []byte(`"/v1/reserve":`)); p > r {
+		t.Errorf("the served JSON lists /v1/reserve before /v1/submissions; want the file's order")
+	}
 }

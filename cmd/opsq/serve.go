@@ -263,6 +263,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		AuthFailuresPerSecond: cfg.authFailuresPerSec,
 		MaxInflightBytes:      int64(cfg.maxInflightBytes),
 		MaxIngestTime:         cfg.maxIngestTime,
+		AdvertiseURL:          cfg.advertiseURL,
 	})
 	// No ReadTimeout or WriteTimeout: they would bound whole requests, and long polls,
 	// NDJSON uploads and results streams may take long. The API bounds each read of a body
