@@ -46,8 +46,11 @@ func TestMetricsClusterFiguresNotStale(t *testing.T) {
 		}
 		return ""
 	})
-	if age := metricValue(t, body, "opsq_cluster_stats_age_seconds"); age < queuer.ClusterStatsTTL.Seconds() {
-		t.Errorf("opsq_cluster_stats_age_seconds %g with the figures left out; want at least the cache's TTL %s", age, queuer.ClusterStatsTTL)
+	// The figures go once the cache's TTL has passed since the last good read began; the
+	// age counts from its end, so it may be short of the TTL by that read's time (on a busy
+	// machine, 4.999 s was seen): half the TTL tells a stale age from a fresh one all the same.
+	if age := metricValue(t, body, "opsq_cluster_stats_age_seconds"); age < queuer.ClusterStatsTTL.Seconds()/2 {
+		t.Errorf("opsq_cluster_stats_age_seconds %g with the figures left out; want at least half the cache's TTL %s", age, queuer.ClusterStatsTTL)
 	}
 	for _, name := range []string{"opsq_claims_seconds_since_renewal", "opsq_shards_owned"} {
 		metricValue(t, body, name) // the instance's own figures are still there (or it fails)
