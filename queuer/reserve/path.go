@@ -56,6 +56,16 @@ type Config struct {
 	Bus      *notify.Bus     // hears the chunks given back
 	// Availability hears which shards a full scan found empty.
 	Availability Availability
+	// Throttles says which submissions' chunks consumers' throttles keep back; nil: none.
+	Throttles Throttles
+}
+
+// Throttles is what the reserve path asks of the throttles in force (queuer/throttles
+// satisfies it).
+type Throttles interface {
+	// Blocks reports whether a throttle keeps back the chunks of a submission with
+	// strategic values (key -> canonical JSON text, "@tenant" included) of tenant.
+	Blocks(values map[string]string, tenant string) bool
 }
 
 // Path is the reserve path. It is safe for concurrent use. Its candidate pool lives from

@@ -159,9 +159,10 @@ func (p *preview) over(c candidate, rules []rule) bool {
 	return false
 }
 
-// take adds c to the preview unless a max_simultaneous rule is full for one of its values.
+// take adds c to the preview unless a max_simultaneous rule is full for one of its values,
+// or a throttle keeps it back.
 func (p *preview) take(c candidate, f frame) {
-	if p.seen[c.key] || p.over(c, f.limits) {
+	if p.seen[c.key] || p.over(c, f.limits) || p.p.throttled(c) {
 		return
 	}
 	p.seen[c.key] = true

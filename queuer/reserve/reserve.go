@@ -611,7 +611,7 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	if !r.room(size) {
 		return false, nil // every answer is as large as it may be
 	}
-	if r.valueFull(c, f.limits) {
+	if r.valueFull(c, f.limits) || r.p.throttled(c) {
 		return false, nil
 	}
 	ask, _ := r.filling()
@@ -671,6 +671,12 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	}
 	r.p.reserved.Add(1)
 	return true, nil
+}
+
+// throttled reports whether a consumer's throttle keeps c back (DESIGN.md §3): under every
+// strategy, like a max_simultaneous of 0 for its value.
+func (p *Path) throttled(c candidate) bool {
+	return p.cfg.Throttles != nil && p.cfg.Throttles.Blocks(c.info.values, c.info.tenant)
 }
 
 // valueFull reports whether a max_simultaneous value of c was refused a slot earlier in
