@@ -179,7 +179,7 @@ func New(cfg Config) (*Queuer, error) {
 	q.router = peers.New(peers.Config{Pool: pool, Instance: cfg.Instance.ID, Log: log, Now: now, Claims: manager, Keys: q.keys, PeerTLS: cfg.PeerTLS})
 	q.throttle = throttles.New(throttles.Config{Pool: pool, Log: log, Bus: &q.bus})
 	q.reserve = reserve.New(reserve.Config{Pool: pool, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
-		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle})
+		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, Wake: q.waiting.Wake})
 	q.outcomes = outcome.New(outcome.Config{Pool: pool, Log: log, Now: now, Instance: cfg.Instance.ID, Claims: manager,
 		Reserver: q.reserver, Keys: q.keys, Router: q.router, Holds: q.reserve, Bus: &q.bus})
 	q.subs = submissions.New(submissions.Config{Pool: pool, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus})

@@ -150,6 +150,10 @@ type Statements interface {
 	ThrottlesLoad(ctx context.Context, p ThrottlesLoadParams) ([]ThrottlesLoadRow, error)
 	// ThrottlesCollect deletes the throttles that ended.
 	ThrottlesCollect(ctx context.Context) error
+	// RateTake leases tokens of a rate_limit bucket.
+	RateTake(ctx context.Context, p RateTakeParams) (int, error)
+	// RateCollect deletes the rate buckets that are full again.
+	RateCollect(ctx context.Context) error
 
 	// Claims (claims.go): the shards' owners, for package claims.
 

@@ -60,3 +60,36 @@ func (q Queries) ThrottlesCollect(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, throttlesCollect)
 	return err
 }
+
+//go:embed rate_take.sql
+var rateTake string
+
+// RateTakeParams are rate_take.sql's: up to Want tokens of the bucket of Key = Value
+// (JSON) at PerSecond with Capacity, after giving back Returned tokens leased and unused.
+type RateTakeParams struct {
+	Key       string
+	Value     string
+	PerSecond float64
+	Capacity  int
+	Want      int
+	Returned  int
+}
+
+// RateTake leases tokens of a rate_limit bucket and returns how many it got.
+func (q Queries) RateTake(ctx context.Context, p RateTakeParams) (int, error) {
+	var got int
+	err := q.db.QueryRow(ctx, rateTake, pgx.NamedArgs{
+		"key": p.Key, "value": p.Value, "per_second": p.PerSecond, "capacity": p.Capacity,
+		"want": p.Want, "returned": p.Returned,
+	}).Scan(&got)
+	return got, err
+}
+
+//go:embed rate_collect.sql
+var rateCollect string
+
+// RateCollect deletes the rate buckets that are full again. It has no parameters.
+func (q Queries) RateCollect(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, rateCollect)
+	return err
+}

@@ -604,8 +604,8 @@ func (r *run) saturated(c candidate, rules []rule) bool {
 	return false
 }
 
-// take reserves one candidate: in the reserver, then the global slots of max_simultaneous.
-// It reports false when the candidate could not be taken.
+// take reserves one candidate: in the reserver, then the global slots of max_simultaneous,
+// then the tokens of rate_limit. It reports false when the candidate could not be taken.
 func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	size := c.inputBytes + c.info.bytes
 	if !r.room(size) {
@@ -653,6 +653,22 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 				r.fullValues = map[valuePair]bool{}
 			}
 			r.fullValues[valuePair{refused.key, c.info.values[refused.key]}] = true
+			return false, nil
+		}
+	}
+	if len(f.rates) > 0 {
+		// Last, once nothing else may refuse the chunk: a token is handed out as soon as
+		// it is taken (rates.go says why that matters).
+		refused, _, err := r.p.rates.take(ctx, c.info.values, f.rates)
+		if err != nil {
+			r.p.GiveBack([]Chunk{{Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}})
+			return false, err
+		}
+		if refused != nil {
+			r.p.reserver.Release(tok)
+			if len(f.limits) > 0 {
+				r.p.holds.release(ctx, []string{tok})
+			}
 			return false, nil
 		}
 	}
