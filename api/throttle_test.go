@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +142,44 @@ func TestThrottleConfined(t *testing.T) {
 	}
 	if len(got.Chunks) != 1 || got.Chunks[0].SubmissionID != other {
 		t.Errorf("reserve by an unlimited consumer: %s; want only the chunk of %s (tenant default), not of %s (beta, throttled)", r.Body, other, beta)
+	}
+}
+
+// TestDashboardLimitsInForce: the overview lists the throttles in force and the values a
+// rate_limit holds back (its bucket not full), and nothing when none is.
+func TestDashboardLimitsInForce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	limits := func() string {
+		t.Helper()
+		r := getPath(t, e, "/ui/overview.json")
+		var v struct {
+			Limits []struct{ Kind, Key, Value, Tenant, Detail string }
+		}
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &v) != nil {
+			t.Fatalf("overview.json: %d %s", r.Status, r.Body)
+		}
+		b, _ := json.Marshal(v.Limits)
+		return string(b)
+	}
+	if got := limits(); got != "[]" {
+		t.Fatalf("limits with nothing in force: %s; want []", got)
+	}
+	mustSubmit(t, e, `{"chunks": ["a", "b", "c"], "strategic_metadata": {"company_id": 7}}`, 3)
+	if r := postJSON(t, e, "/v1/throttle", `{"key": "mode", "value": "preview", "for": "1m"}`); r.Status != http.StatusOK {
+		t.Fatalf("throttle: %d %s", r.Status, r.Body)
+	}
+	if r := postJSON(t, e, "/v1/reserve", `{"max": 3, "strategy": {"rate_limit": {"key": "company_id", "per_second": 0.001, "burst": 2}}}`); r.Status != http.StatusOK {
+		t.Fatalf("reserve: %d %s", r.Status, r.Body)
+	}
+	got := limits()
+	for _, want := range []string{`"Kind":"throttle","Key":"mode","Value":"\"preview\"","Tenant":""`, `"Kind":"rate_limit","Key":"company_id","Value":"7"`, "0.001/s"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("limits in force: %s; want %s", got, want)
+		}
+	}
+	r := getPath(t, e, "/ui/")
+	if !strings.Contains(string(r.Body), `<td data-l="key">company_id</td>`) || !strings.Contains(string(r.Body), `<td data-l="kind">throttle</td>`) {
+		t.Errorf("the overview page lists no limit in force:\n%s", r.Body)
 	}
 }

@@ -154,6 +154,8 @@ type Statements interface {
 	RateTake(ctx context.Context, p RateTakeParams) (int, error)
 	// RateCollect deletes the rate buckets that are full again.
 	RateCollect(ctx context.Context) error
+	// RateBucketsList reads the rate_limit buckets in use, for the dashboard.
+	RateBucketsList(ctx context.Context, p RateBucketsListParams) ([]RateBucketsListRow, error)
 
 	// Claims (claims.go): the shards' owners, for package claims.
 

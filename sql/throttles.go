@@ -93,3 +93,26 @@ func (q Queries) RateCollect(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, rateCollect)
 	return err
 }
+
+//go:embed rate_buckets_list.sql
+var rateBucketsList string
+
+// RateBucketsListParams are rate_buckets_list.sql's.
+type RateBucketsListParams struct {
+	Limit int
+}
+
+// RateBucketsListRow is a rate_limit bucket in use: Value is the JSON text of the key's
+// value, Level the tokens it holds now out of Capacity.
+type RateBucketsListRow struct {
+	Key       string  `db:"key"`
+	Value     string  `db:"value"`
+	PerSecond float64 `db:"per_second"`
+	Capacity  int     `db:"capacity"`
+	Level     float64 `db:"level"`
+}
+
+// RateBucketsList reads the rate_limit buckets in use, the emptiest first, up to Limit.
+func (q Queries) RateBucketsList(ctx context.Context, p RateBucketsListParams) ([]RateBucketsListRow, error) {
+	return collect[RateBucketsListRow](ctx, q.db, rateBucketsList, pgx.NamedArgs{"limit": p.Limit})
+}
