@@ -169,6 +169,7 @@ func New(cfg Config) *Handler {
 	v1.POST("/complete", s.complete, s.authenticate(consumerRoles))
 	v1.POST("/fail", s.fail, s.authenticate(consumerRoles))
 	v1.POST("/extend", s.extend, s.authenticate(consumerRoles))
+	v1.POST("/throttle", s.throttle, s.authenticate(consumerRoles))
 	v1.GET("/cluster", s.cluster, s.authenticate(adminRoles))
 	v1.GET("/openapi.json", openAPI(servedOpenAPI(cfg.AdvertiseURL))) // open to all, like /healthz: the API's description
 	// The dashboard, /ui/.

@@ -449,6 +449,8 @@ func TestOpenAPIRun(t *testing.T) {
 	tokJSON, _ := json.Marshal(tokens[a.ID])
 	expect(call("POST", "/v1/extend", js, `{"tokens": `+string(tokJSON)+`, "lease": "2m"}`), 200, "extend")
 	expect(call("POST", "/v1/extend", js, `{"tokens": ["forged"]}`), 200, "extend forged")
+	expect(call("POST", "/v1/throttle", js, `{"key": "company_id", "value": "openapi-test", "for": "1s"}`), 200, "throttle")
+	expect(call("POST", "/v1/throttle", js, `{"key": "company_id", "value": 1, "for": "2h"}`), 400, "throttle too long")
 	comp, _ := json.Marshal(wire.CompleteRequest{Completions: []wire.Completion{
 		{Token: tokens[a.ID][0], Output: "A"}, {Token: tokens[a.ID][1], Output: "B"}, {Token: "forged", Output: ""},
 	}})
@@ -522,7 +524,7 @@ func TestOpenAPIRun(t *testing.T) {
 		"POST /v1/submissions 201", "POST /v1/submissions 200", "GET /v1/submissions 200",
 		"GET /v1/submissions/{id} 200", "GET /v1/submissions/{id}/results 200",
 		"POST /v1/submissions/{id}/cancel 200", "POST /v1/reserve 200", "POST /v1/complete 200",
-		"POST /v1/fail 200", "POST /v1/extend 200", "GET /v1/cluster 200",
+		"POST /v1/fail 200", "POST /v1/extend 200", "GET /v1/cluster 200", "POST /v1/throttle 200", "POST /v1/throttle 400",
 		"POST /v1/reserve 400", "GET /v1/submissions/{id} 404", "POST /v1/submissions 408",
 		"POST /v1/submissions 413", "GET /readyz 503",
 		"GET /v1/submissions/{id}/failures 200", "POST /v1/submissions/{id}/retry 200", "POST /v1/submissions/retry 200",

@@ -46,6 +46,8 @@ func TestReservePreview(t *testing.T) {
 		{"select_only", `{"max": 10, "strategy": {"select_only": {"key": "company_id", "value": 2, "then": "newest_first"}}}`, fmt.Sprintf("%s/1 %s/0", b, b)},
 		{"max_simultaneous", `{"max": 10, "strategy": {"max_simultaneous": {"key": "company_id", "max": 1, "then": "oldest_first"}}}`, fmt.Sprintf("%s/0 %s/0", a, b)},
 		{"prefer_distinct", `{"max": 3, "strategy": {"prefer_distinct": {"key": "company_id", "max": 1, "then": "oldest_first"}}}`, fmt.Sprintf("%s/0 %s/0 %s/1", a, b, a)},
+		// A preview takes no rate_limit token: with the buckets untouched, the order of then.
+		{"rate_limit", `{"max": 2, "strategy": {"rate_limit": {"key": "company_id", "per_second": 1, "burst": 1, "then": "oldest_first"}}}`, fmt.Sprintf("%s/0 %s/1", a, a)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := keys(preview(tc.body)); got != tc.want {
@@ -75,4 +77,14 @@ func TestReservePreview(t *testing.T) {
 
 	r = httpCall(t, http.MethodPost, e.URL+"/v1/reserve/preview", "application/json", strings.NewReader(`{"strategy": {"prefer_distinct": {"key": "k"}}}`))
 	expectError(t, r, http.StatusBadRequest, "bad_request", "strategy.prefer_distinct")
+	for _, bad := range []struct{ strategy, path string }{
+		{`{"rate_limit": {"key": "k", "per_second": 0, "burst": 1}}`, "strategy.rate_limit.per_second"},
+		{`{"rate_limit": {"key": "k", "per_second": 1000001, "burst": 1}}`, "strategy.rate_limit.per_second"},
+		{`{"or_else": {"first": "random", "fallback": {"rate_limit": {"key": "k", "per_second": 5, "burst": -1}}}}`, "strategy.or_else.fallback.rate_limit.burst"},
+	} {
+		for _, route := range []string{"/v1/reserve/preview", "/v1/reserve"} {
+			r = httpCall(t, http.MethodPost, e.URL+route, "application/json", strings.NewReader(`{"strategy": `+bad.strategy+`}`))
+			expectError(t, r, http.StatusBadRequest, "bad_request", bad.path)
+		}
+	}
 }

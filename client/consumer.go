@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"opsq/api/wire"
 )
@@ -46,6 +47,18 @@ func (c *Client) Extend(ctx context.Context, lease string, tokens ...string) ([]
 		return nil, err
 	}
 	return out.Results, nil
+}
+
+// Throttle asks that no chunk of a submission whose strategic metadata has key = value
+// (key "@tenant": of the tenant value) be handed out, by any instance, for d (at most an
+// hour): back-pressure from a downstream that said "slow down". A consumer key limited to
+// tenants throttles within them only. It returns when the throttle ends.
+func (c *Client) Throttle(ctx context.Context, key string, value wire.MetadataValue, d time.Duration) (time.Time, error) {
+	var out wire.Throttled
+	if err := c.postJSON(ctx, "/v1/throttle", wire.Throttle{Key: key, Value: value, For: d.String()}, &out); err != nil {
+		return time.Time{}, err
+	}
+	return out.Until, nil
 }
 
 // Cluster returns the instances and their shards.

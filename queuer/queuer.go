@@ -46,6 +46,7 @@ import (
 	"opsq/queuer/peers"
 	"opsq/queuer/reserve"
 	"opsq/queuer/submissions"
+	"opsq/queuer/throttles"
 	"opsq/queuer/tokens"
 	"opsq/queuer/waiters"
 	"opsq/reserver"
@@ -113,6 +114,7 @@ type Queuer struct {
 	admin    *admin.Admin
 	listener *notify.Listener
 	promoter *submissions.Promoter // waiting chunks that are due become reservable
+	throttle *throttles.Throttles  // consumers' back-pressure in force
 	jobs     *lifecycle.Cron
 	seen     *admin.Seen           // when each consumer name last asked for work here
 	activity *admin.ActivityWriter // completions per minute and who is working, for the dashboard
@@ -175,8 +177,9 @@ func New(cfg Config) (*Queuer, error) {
 	}
 	q.claims = manager
 	q.router = peers.New(peers.Config{Pool: pool, Instance: cfg.Instance.ID, Log: log, Now: now, Claims: manager, Keys: q.keys, PeerTLS: cfg.PeerTLS})
+	q.throttle = throttles.New(throttles.Config{Pool: pool, Log: log, Bus: &q.bus})
 	q.reserve = reserve.New(reserve.Config{Pool: pool, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
-		Keys: q.keys, Bus: &q.bus, Availability: q.router})
+		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, Wake: q.waiting.Wake})
 	q.outcomes = outcome.New(outcome.Config{Pool: pool, Log: log, Now: now, Instance: cfg.Instance.ID, Claims: manager,
 		Reserver: q.reserver, Keys: q.keys, Router: q.router, Holds: q.reserve, Bus: &q.bus})
 	q.subs = submissions.New(submissions.Config{Pool: pool, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus})
@@ -190,11 +193,12 @@ func New(cfg Config) (*Queuer, error) {
 		Consumers: q.reserver.Consumers, Seen: q.seen})
 	// Every event goes to every part that caches something it changes; the waiters last,
 	// so that a waiter woken finds the caches up to date.
-	q.bus.Subscribe(q.reserve, q.router, q.subs, notify.HandlerFunc(q.keysChanged), q.waiting)
+	q.bus.Subscribe(q.reserve, q.router, q.subs, notify.HandlerFunc(q.keysChanged), q.throttle, q.waiting)
 	q.listener = notify.NewListener(pool, log, &q.bus, cfg.Notified)
 	q.promoter = submissions.NewPromoter(pool, log)
 	q.jobs = lifecycle.NewCron(append([]lifecycle.Job{
 		{What: fmt.Sprintf("retention %q", cfg.RetentionSchedule), Schedule: cfg.RetentionSchedule, Run: q.subs.RunRetention},
+		{What: "the deletion of the throttles that ended", Schedule: throttles.CollectSchedule, Run: q.throttle.Collect},
 	}, q.reserve.Jobs()...)...)
 	return q, nil
 }
@@ -230,7 +234,7 @@ func (q *Queuer) Start(ctx context.Context) error {
 	// The listener first, so that no NOTIFY about shards acquired by the claims manager is
 	// missed; the cron jobs last. Stop stops them in reverse: the activity writer after the
 	// completer, so that its last write counts the completer's last batch.
-	services := []lifecycle.Service{q.listener, q.keys, q.activity, q.reserve, q.outcomes, q.claims, q.promoter, q.jobs}
+	services := []lifecycle.Service{q.listener, q.keys, q.throttle, q.activity, q.reserve, q.outcomes, q.claims, q.promoter, q.jobs}
 	if err := lifecycle.StartAll(ctx, services); err != nil {
 		return err
 	}

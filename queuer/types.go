@@ -9,6 +9,7 @@ import (
 	"opsq/queuer/peers"
 	"opsq/queuer/reserve"
 	"opsq/queuer/submissions"
+	"opsq/queuer/throttles"
 	"opsq/queuer/waiters"
 	opsqsql "opsq/sql"
 )
@@ -66,6 +67,10 @@ func IsUnavailable(err error) bool { return opsqsql.IsUnavailable(err) }
 // Submissions is the store of the submissions: submit, status, waits, list, cancel,
 // results, failures, retry, pause and resume (see submissions.Store).
 func (q *Queuer) Submissions() *submissions.Store { return q.subs }
+
+// Throttles is consumers' back-pressure: set a throttle (POST /v1/throttle), and the
+// throttles in force (see throttles.Throttles).
+func (q *Queuer) Throttles() *throttles.Throttles { return q.throttle }
 
 // Complete records completions: the first completion of a chunk wins, repeats are
 // harmless (see outcome.Recorder.Complete).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"time"
 )
 
 // Statements is the table of contents of the database's one face: every method of
@@ -134,7 +135,8 @@ type Statements interface {
 	// RetentionDeleteSubmission deletes a finished submission.
 	RetentionDeleteSubmission(ctx context.Context, p RetentionDeleteSubmissionParams) error
 
-	// The cluster as queuer sees it (cluster.go): owners, peers, keys, holds.
+	// The cluster as queuer sees it (cluster.go, throttles.go): owners, peers, keys, holds,
+	// throttles.
 
 	// ShardOwner reads who holds a shard.
 	ShardOwner(ctx context.Context, p ShardOwnerParams) (ShardOwnerRow, error)
@@ -148,6 +150,18 @@ type Statements interface {
 	HoldsRelease(ctx context.Context, p HoldsReleaseParams) error
 	// HoldsCollect deletes the holds that stopped counting.
 	HoldsCollect(ctx context.Context) error
+	// ThrottleSet sets a throttle of a strategic value (POST /v1/throttle).
+	ThrottleSet(ctx context.Context, p ThrottleSetParams) (time.Time, error)
+	// ThrottlesLoad reads the throttles in force, what an instance caches.
+	ThrottlesLoad(ctx context.Context, p ThrottlesLoadParams) ([]ThrottlesLoadRow, error)
+	// ThrottlesCollect deletes the throttles that ended.
+	ThrottlesCollect(ctx context.Context) error
+	// RateTake leases tokens of a rate_limit bucket.
+	RateTake(ctx context.Context, p RateTakeParams) (int, error)
+	// RateCollect deletes the rate buckets that are full again.
+	RateCollect(ctx context.Context) error
+	// RateBucketsList reads the rate_limit buckets in use, for the dashboard.
+	RateBucketsList(ctx context.Context, p RateBucketsListParams) ([]RateBucketsListRow, error)
 
 	// Claims (claims.go): the shards' owners, for package claims.
 

@@ -18,6 +18,7 @@ import (
 //	{"prefer_distinct": {"key": "company_id", "max": 1, "then": <strategy>}}
 //	{"max_simultaneous": {"key": "company_id", "max": 5, "then": <strategy>}}
 //	{"or_else": {"first": <strategy>, "fallback": <strategy>}}
+//	{"rate_limit": {"key": "company_id", "per_second": 10, "burst": 20, "then": <strategy>}}
 //
 // "then" may be left out (or null): it is then "random". Every other parameter is
 // required. An object names exactly one strategy; unknown and repeated fields are errors.
@@ -28,6 +29,7 @@ var params = map[Kind][]string{
 	PreferDistinct:  {"key", "max", "then"},
 	MaxSimultaneous: {"key", "max", "then"},
 	OrElse:          {"first", "fallback"},
+	RateLimit:       {"key", "per_second", "burst", "then"},
 }
 
 // Parse reads a strategy's JSON form. path prefixes the node paths in errors, usually
@@ -117,7 +119,7 @@ func parseJSONObject(raw json.RawMessage, path string, depth int) (Node, error) 
 		return Node{}, errorf(path+"."+string(k), "unknown field%s %s; %s takes %s",
 			plural, strings.Join(unknown, ", "), k, strings.Join(params[k], ", "))
 	}
-	if k != OrElse {
+	if k != OrElse { // every other kind with parameters has a key
 		v, ok := got["key"]
 		switch {
 		case !ok:
@@ -145,6 +147,20 @@ func parseJSONObject(raw json.RawMessage, path string, depth int) (Node, error) 
 			return Node{}, errorf(at("max"), "required")
 		}
 		if n.Max, err = parseMax(string(v), at("max")); err != nil {
+			return Node{}, err
+		}
+	case RateLimit:
+		v, ok := got["per_second"]
+		if !ok {
+			return Node{}, errorf(at("per_second"), "required")
+		}
+		if n.PerSecond, err = parseRate(string(v), at("per_second")); err != nil {
+			return Node{}, err
+		}
+		if v, ok = got["burst"]; !ok {
+			return Node{}, errorf(at("burst"), "required")
+		}
+		if n.Burst, err = parseBurst(string(v), at("burst")); err != nil {
 			return Node{}, err
 		}
 	}
@@ -182,6 +198,32 @@ func parseMax(s, path string) (int, error) {
 	}
 	return int(i), nil
 }
+
+// parseRate reads the per_second of rate_limit, a JSON number (in the text form, the
+// number before "/s").
+func parseRate(s, path string) (float64, error) {
+	if s == "" || s[0] == '"' || s[0] == '+' {
+		return 0, errorf(path, "%s, not %s", rateMessage, abbreviate([]byte(s)))
+	}
+	r, err := strconv.ParseFloat(s, 64)
+	if err != nil || strings.ContainsAny(s, "xXpPnNiI_") { // no hex, NaN, Inf or separators
+		return 0, errorf(path, "%s, not %s", rateMessage, abbreviate([]byte(s)))
+	}
+	return r, checkRate(path, r)
+}
+
+// parseBurst reads the burst of rate_limit, in either form.
+func parseBurst(s, path string) (int, error) {
+	i, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || i < 1 || i > MaxLimit {
+		return 0, errorf(path, "%s", burstMessage)
+	}
+	return int(i), nil
+}
+
+// formatRate writes a per_second: the shortest decimal, without an exponent, that reads
+// back to it.
+func formatRate(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) }
 
 // unknownJSONName is the error for a name that is no strategy, with the JSON form of
 // the text form if that is what was written.
@@ -285,6 +327,10 @@ func (n Node) appendJSON(b []byte) []byte {
 			b = append(b, valueJSON(n.Value)...)
 		case "max":
 			b = strconv.AppendInt(b, int64(n.Max), 10)
+		case "per_second":
+			b = append(b, formatRate(n.PerSecond)...)
+		case "burst":
+			b = strconv.AppendInt(b, int64(n.Burst), 10)
 		case "then":
 			b = n.Then.appendJSON(b)
 		case "first":

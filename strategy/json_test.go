@@ -77,6 +77,21 @@ func TestParse(t *testing.T) {
 			want: maxSimultaneous("société id", 5, leaf(Random)),
 		},
 		{name: "depth 8", in: jsonChain(8), want: chain(8)},
+		{
+			name: "rate_limit",
+			in:   `{"rate_limit": {"key": "company_id", "per_second": 10, "burst": 20, "then": "oldest_first"}}`,
+			want: rateLimit("company_id", 10, 20, leaf(OldestFirst)),
+		},
+		{
+			name: "rate_limit fractional, of @tenant, then left out",
+			in:   `{"rate_limit": {"key": "@tenant", "per_second": 0.5, "burst": 1}}`,
+			want: rateLimit("@tenant", 0.5, 1, leaf(Random)),
+		},
+		{
+			name: "rate_limit at the bounds",
+			in:   `{"rate_limit": {"key": "k", "per_second": 1e6, "burst": 1000000}}`,
+			want: rateLimit("k", 1e6, 1000000, leaf(Random)),
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -140,6 +155,23 @@ func TestParseErrors(t *testing.T) {
 		{name: "max huge", in: `{"max_simultaneous": {"key": "k", "max": 99999999999999999999999}}`, path: "strategy.max_simultaneous.max", msg: "between 1 and 1000000"},
 		{name: "max fraction", in: `{"max_simultaneous": {"key": "k", "max": 1.5}}`, path: "strategy.max_simultaneous.max", msg: "between 1 and 1000000"},
 		{name: "max string", in: `{"max_simultaneous": {"key": "k", "max": "5"}}`, path: "strategy.max_simultaneous.max", msg: "between 1 and 1000000"},
+		{name: "rate zero", in: `{"rate_limit": {"key": "k", "per_second": 0, "burst": 1}}`, path: "strategy.rate_limit.per_second", msg: "more than 0 and at most 1000000"},
+		{name: "rate negative", in: `{"rate_limit": {"key": "k", "per_second": -1, "burst": 1}}`, path: "strategy.rate_limit.per_second", msg: "more than 0"},
+		{name: "rate over 10^6", in: `{"rate_limit": {"key": "k", "per_second": 1000000.5, "burst": 1}}`, path: "strategy.rate_limit.per_second", msg: "at most 1000000"},
+		{name: "rate huge", in: `{"rate_limit": {"key": "k", "per_second": 1e400, "burst": 1}}`, path: "strategy.rate_limit.per_second", msg: "at most 1000000"},
+		{name: "rate string", in: `{"rate_limit": {"key": "k", "per_second": "10", "burst": 1}}`, path: "strategy.rate_limit.per_second", msg: "more than 0"},
+		{name: "rate missing", in: `{"rate_limit": {"key": "k", "burst": 1}}`, path: "strategy.rate_limit.per_second", msg: "required"},
+		{name: "burst zero", in: `{"rate_limit": {"key": "k", "per_second": 1, "burst": 0}}`, path: "strategy.rate_limit.burst", msg: "between 1 and 1000000"},
+		{name: "burst negative", in: `{"rate_limit": {"key": "k", "per_second": 1, "burst": -3}}`, path: "strategy.rate_limit.burst", msg: "between 1 and 1000000"},
+		{name: "burst fraction", in: `{"rate_limit": {"key": "k", "per_second": 1, "burst": 2.5}}`, path: "strategy.rate_limit.burst", msg: "between 1 and 1000000"},
+		{name: "burst missing", in: `{"rate_limit": {"key": "k", "per_second": 1}}`, path: "strategy.rate_limit.burst", msg: "required"},
+		{name: "rate_limit key missing", in: `{"rate_limit": {"per_second": 1, "burst": 1}}`, path: "strategy.rate_limit.key", msg: "required"},
+		{name: "rate_limit with max", in: `{"rate_limit": {"key": "k", "per_second": 1, "burst": 1, "max": 2}}`, path: "strategy.rate_limit", msg: `unknown field "max"`},
+		{
+			name: "rate_limit nested",
+			in:   `{"or_else": {"first": "random", "fallback": {"rate_limit": {"key": "k", "per_second": 1, "burst": 0}}}}`,
+			path: "strategy.or_else.fallback.rate_limit.burst", msg: "between 1",
+		},
 		{name: "bad then", in: `{"select_only": {"key": "k", "value": 1, "then": "fastest"}}`, path: "strategy.select_only.then", msg: `unknown strategy "fastest"`},
 		{name: "no first", in: `{"or_else": {"fallback": "random"}}`, path: "strategy.or_else.first", msg: "required"},
 		{name: "no fallback", in: `{"or_else": {"first": "random"}}`, path: "strategy.or_else.fallback", msg: "required"},

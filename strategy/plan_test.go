@@ -65,6 +65,9 @@ func TestCandidateQueriesStream(t *testing.T) {
 		"max_simultaneous(company_id, 3, select_only(mode=preview, custom_priority))",
 		"or_else(select_only(mode=preview, random), random)",
 		"or_else(select_only(mode=preview, custom_priority), prefer_distinct(company_id, 1, oldest_first))",
+		"rate_limit(company_id, 10/s, 20, random)",
+		"rate_limit(@tenant, 100/s, 20, select_only(mode=preview, oldest_first))",
+		"or_else(rate_limit(company_id, 5/s, 1, custom_priority), newest_first)",
 	} {
 		t.Run(text, func(t *testing.T) {
 			tree := queuertest.Strategy(t, text)
@@ -137,7 +140,7 @@ func leaves(n strategy.Node, filters []strategy.Filter) []leafQuery {
 		return append(leaves(*n.First, filters), leaves(*n.Fallback, filters)...)
 	case strategy.SelectOnly:
 		return leaves(*n.Then, append(append([]strategy.Filter(nil), filters...), n.Filter()))
-	case strategy.PreferDistinct, strategy.MaxSimultaneous:
+	case strategy.PreferDistinct, strategy.MaxSimultaneous, strategy.RateLimit:
 		return leaves(*n.Then, filters)
 	}
 	return []leafQuery{{kind: n.Kind, filters: filters}}

@@ -27,10 +27,11 @@ const (
 	PreferDistinct  Kind = "prefer_distinct"  // soft: prefer values of Key with fewer than Max in flight
 	MaxSimultaneous Kind = "max_simultaneous" // hard: at most Max in flight per value of Key
 	OrElse          Kind = "or_else"          // First, filled up from Fallback
+	RateLimit       Kind = "rate_limit"       // hard: at most PerSecond per value of Key on average, Burst at once
 )
 
 // Kinds lists every building block, leaves first, in the order of DESIGN.md §5.
-var Kinds = []Kind{Random, OldestFirst, NewestFirst, CustomPriority, SelectOnly, PreferDistinct, MaxSimultaneous, OrElse}
+var Kinds = []Kind{Random, OldestFirst, NewestFirst, CustomPriority, SelectOnly, PreferDistinct, MaxSimultaneous, OrElse, RateLimit}
 
 // Leaf reports whether the block has no children (and no parameters).
 func (k Kind) Leaf() bool {
@@ -60,6 +61,9 @@ const (
 	MaxDepth = 8
 	// MaxLimit is the largest Max of prefer_distinct and max_simultaneous; the smallest is 1.
 	MaxLimit = 1_000_000
+	// MaxRate is the largest per_second of rate_limit; it must be more than 0. Its burst
+	// is 1..MaxLimit.
+	MaxRate = 1_000_000
 )
 
 // Default is the strategy of a request that names none.
@@ -71,6 +75,7 @@ var Default = Node{Kind: Random}
 //	select_only:                        Key, Value, Then
 //	prefer_distinct, max_simultaneous:  Key, Max, Then
 //	or_else:                            First, Fallback
+//	rate_limit:                         Key, PerSecond, Burst, Then
 //
 // The zero Node names no strategy: it marshals to JSON null, which Parse reads as Default.
 type Node struct {
@@ -78,6 +83,10 @@ type Node struct {
 	Key   string // a strategic metadata key: non-empty, valid UTF-8, no NUL
 	Value Value  // the value select_only keeps
 	Max   int    // in flight per value of Key: 1..MaxLimit
+	// PerSecond is rate_limit's rate per value of Key, in chunks per second: more than 0,
+	// at most MaxRate; Burst is how many it hands out at once after a quiet spell, 1..MaxLimit.
+	PerSecond float64
+	Burst     int
 	// Then orders what select_only, prefer_distinct and max_simultaneous let through. It
 	// is required in a Node; the parsers fill in random when the input leaves it out.
 	Then *Node
@@ -107,7 +116,7 @@ type child struct {
 // children returns the child fields that n's Kind uses, set or not, in JSON order.
 func (n Node) children() []child {
 	switch n.Kind {
-	case SelectOnly, PreferDistinct, MaxSimultaneous:
+	case SelectOnly, PreferDistinct, MaxSimultaneous, RateLimit:
 		return []child{{"then", n.Then}}
 	case OrElse:
 		return []child{{"first", n.First}, {"fallback", n.Fallback}}
@@ -134,7 +143,7 @@ func (n Node) validate(path string, depth int) error {
 	case !n.Kind.known():
 		return errorf(path, "unknown strategy %s; known: %s", quote(string(n.Kind)), knownKinds)
 	}
-	usesKey := n.Kind == SelectOnly || n.Kind == PreferDistinct || n.Kind == MaxSimultaneous
+	usesKey := n.Kind == SelectOnly || n.Kind == PreferDistinct || n.Kind == MaxSimultaneous || n.Kind == RateLimit
 	for _, stray := range []struct {
 		field string
 		set   bool
@@ -143,6 +152,8 @@ func (n Node) validate(path string, depth int) error {
 		{"key", n.Key != "", usesKey},
 		{"value", n.Value != (Value{}), n.Kind == SelectOnly},
 		{"max", n.Max != 0, n.Kind == PreferDistinct || n.Kind == MaxSimultaneous},
+		{"per_second", n.PerSecond != 0, n.Kind == RateLimit},
+		{"burst", n.Burst != 0, n.Kind == RateLimit},
 		{"then", n.Then != nil, usesKey},
 		{"first", n.First != nil, n.Kind == OrElse},
 		{"fallback", n.Fallback != nil, n.Kind == OrElse},
@@ -163,6 +174,13 @@ func (n Node) validate(path string, depth int) error {
 		}
 	case PreferDistinct, MaxSimultaneous:
 		if err := checkMax(n.childPath(path, "max"), n.Max); err != nil {
+			return err
+		}
+	case RateLimit:
+		if err := checkRate(n.childPath(path, "per_second"), n.PerSecond); err != nil {
+			return err
+		}
+		if err := checkBurst(n.childPath(path, "burst"), n.Burst); err != nil {
 			return err
 		}
 	}
@@ -209,9 +227,31 @@ func checkMax(path string, m int) error {
 	return nil
 }
 
+// rateMessage and burstMessage are the error messages of a bad per_second and burst, in
+// both forms.
+var (
+	rateMessage  = fmt.Sprintf("must be a number of chunks per second more than 0 and at most %d", MaxRate)
+	burstMessage = fmt.Sprintf("must be an integer between 1 and %d", MaxLimit)
+)
+
+func checkRate(path string, r float64) error {
+	if !(r > 0 && r <= MaxRate) { // NaN too
+		return errorf(path, "%s", rateMessage)
+	}
+	return nil
+}
+
+func checkBurst(path string, b int) error {
+	if b < 1 || b > MaxLimit {
+		return errorf(path, "%s", burstMessage)
+	}
+	return nil
+}
+
 // Equal reports whether two trees are the same, following the pointers.
 func (n Node) Equal(m Node) bool {
-	if n.Kind != m.Kind || n.Key != m.Key || n.Value != m.Value || n.Max != m.Max {
+	if n.Kind != m.Kind || n.Key != m.Key || n.Value != m.Value || n.Max != m.Max ||
+		n.PerSecond != m.PerSecond || n.Burst != m.Burst {
 		return false
 	}
 	eq := func(a, b *Node) bool {

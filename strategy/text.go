@@ -15,11 +15,15 @@ import (
 //	         | "select_only" "(" key "=" value [ "," strategy ] ")"
 //	         | "prefer_distinct" "(" key "," max [ "," strategy ] ")"
 //	         | "max_simultaneous" "(" key "," max [ "," strategy ] ")"
-//	         | "or_else" "(" strategy "," strategy ")" .
+//	         | "or_else" "(" strategy "," strategy ")"
+//	         | "rate_limit" "(" key "," rate "," burst [ "," strategy ] ")" .
 //	leaf     = "random" | "oldest_first" | "newest_first" | "custom_priority" .
 //	key      = word | string .
 //	value    = word | string .   a word that is an integer is an int64, any other a string
 //	max      = integer .         1..1000000
+//	rate     = number "/" ( "s" | "m" | "h" ) .  per second, minute or hour; written back per second
+//	number   = digit { digit } [ "." digit { digit } ] .
+//	burst    = integer .         1..1000000
 //	word     = [ "@" ] wchar { wchar } . wchar: A-Z a-z 0-9 _ - .   (@tenant: the tenant)
 //	integer  = [ "-" ] digit { digit } .
 //	string   = a JSON string literal, such as "42" or "eu west" .
@@ -105,6 +109,12 @@ func (n Node) writeText(b *strings.Builder) {
 		b.WriteString(textKey(n.Key))
 		b.WriteString(", ")
 		b.WriteString(strconv.Itoa(n.Max))
+	case RateLimit:
+		b.WriteString(textKey(n.Key))
+		b.WriteString(", ")
+		b.WriteString(formatRate(n.PerSecond))
+		b.WriteString("/s, ")
+		b.WriteString(strconv.Itoa(n.Burst))
 	}
 	for i, c := range n.children() {
 		if i > 0 || n.Kind != OrElse {
@@ -167,7 +177,7 @@ const (
 	tokEOF    tokKind = iota
 	tokWord           // text is the word
 	tokString         // text is the decoded string
-	tokPunct          // text is one of ( ) , =
+	tokPunct          // text is one of ( ) , = /
 )
 
 type token struct {
@@ -214,7 +224,7 @@ func (p *textParser) scan(path string) (token, int, error) {
 		return token{kind: tokEOF, pos: i}, i, nil
 	}
 	switch c := p.s[i]; {
-	case strings.IndexByte("(),=", c) >= 0:
+	case strings.IndexByte("(),=/", c) >= 0:
 		return token{kind: tokPunct, text: p.s[i : i+1], raw: p.s[i : i+1], pos: i}, i + 1, nil
 	case isWordByte(c) || c == '@' && i+1 < len(p.s) && isWordByte(p.s[i+1]):
 		j := i + 1
@@ -319,6 +329,23 @@ func (p *textParser) strategy(path string, depth int) (Node, error) {
 			return Node{}, err
 		}
 		n.Then, err = p.then(at("then"), depth)
+	case RateLimit:
+		if n.Key, err = p.key(at("key")); err != nil {
+			return Node{}, err
+		}
+		if err := p.expect(at("per_second"), ",", "after the key"); err != nil {
+			return Node{}, err
+		}
+		if n.PerSecond, err = p.rate(at("per_second")); err != nil {
+			return Node{}, err
+		}
+		if err := p.expect(at("burst"), ",", "after the rate"); err != nil {
+			return Node{}, err
+		}
+		if n.Burst, err = p.burst(at("burst")); err != nil {
+			return Node{}, err
+		}
+		n.Then, err = p.then(at("then"), depth)
 	case OrElse:
 		var first, fallback Node
 		if first, err = p.strategy(at("first"), depth+1); err != nil {
@@ -410,4 +437,44 @@ func (p *textParser) max(path string) (int, error) {
 	}
 	m, err := parseMax(tok.text, path)
 	return m, p.located(err, tok)
+}
+
+// rate reads rate_limit's rate: a decimal number, "/", and s, m or h.
+func (p *textParser) rate(path string) (float64, error) {
+	tok, err := p.next(path)
+	if err != nil {
+		return 0, err
+	}
+	if tok.kind != tokWord || tok.text[0] < '0' || tok.text[0] > '9' {
+		return 0, p.errorf(path, tok, "expected a rate such as 10/s, 30/m or 100/h, got %s", tok)
+	}
+	r, perr := strconv.ParseFloat(tok.text, 64)
+	if perr != nil || strings.ContainsAny(tok.text, "xXpPnNiI_eE-") { // decimals only
+		return 0, p.errorf(path, tok, "%s, such as 10/s, not %s", rateMessage, tok)
+	}
+	if err := p.expect(path, "/", "and a unit after the rate's number, such as 10/s"); err != nil {
+		return 0, err
+	}
+	unit, err := p.next(path)
+	if err != nil {
+		return 0, err
+	}
+	per := map[string]float64{"s": 1, "m": 60, "h": 3600}[unit.text]
+	if unit.kind != tokWord || per == 0 {
+		return 0, p.errorf(path, unit, "expected the unit s, m or h after %s, got %s", quote(tok.text+"/"), unit)
+	}
+	r /= per
+	return r, p.located(checkRate(path, r), tok)
+}
+
+func (p *textParser) burst(path string) (int, error) {
+	tok, err := p.next(path)
+	if err != nil {
+		return 0, err
+	}
+	if tok.kind != tokWord || !isInteger(tok.text) {
+		return 0, p.errorf(path, tok, "%s, got %s", burstMessage, tok)
+	}
+	b, err := parseBurst(tok.text, path)
+	return b, p.located(err, tok)
 }

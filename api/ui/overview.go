@@ -12,6 +12,7 @@ import (
 
 	"opsq/queuer"
 	"opsq/queuer/admin"
+	"opsq/queuer/throttles"
 )
 
 // The completion chart: one x unit per minute of the last 24 h, drawn by the server as
@@ -134,8 +135,37 @@ type overviewView struct {
 	chartView
 	Consumers []consumerView `json:"consumers"`
 	Instances []instanceView `json:"instances"`
+	Limits    []limitView    `json:"limits"`
 	Live      int            `json:"live"`
 	Draining  int            `json:"draining"`
+}
+
+// limitView is a row of "throttles and rate limits in force": a throttle (POST
+// /v1/throttle) or a rate_limit bucket in use.
+type limitView struct {
+	Kind   string `json:"kind"` // throttle or rate_limit
+	Key    string `json:"key"`
+	Value  string `json:"value"`  // JSON text
+	Tenant string `json:"tenant"` // a throttle's tenant; "" for every tenant
+	Detail string `json:"detail"`
+}
+
+// limitViews are the throttles in force (this instance's cache, the same on every
+// instance) and the rate_limit buckets in use, the emptiest first; both bounded.
+func limitViews(throttles []throttles.Throttle, buckets []admin.RateBucket, now time.Time) []limitView {
+	out := make([]limitView, 0, len(throttles)+len(buckets))
+	for i, th := range throttles {
+		if i == admin.RateBucketsShown {
+			break // the ones that end last
+		}
+		out = append(out, limitView{Kind: "throttle", Key: th.Key, Value: th.Value, Tenant: th.Tenant,
+			Detail: fmt.Sprintf("until %s UTC (%s left)", th.Until.UTC().Format(time.TimeOnly), ago(th.Until.Sub(now)))})
+	}
+	for _, b := range buckets {
+		out = append(out, limitView{Kind: "rate_limit", Key: b.Key, Value: b.Value,
+			Detail: fmt.Sprintf("%s/s; %.1f of %d tokens in the bucket", strconv.FormatFloat(b.PerSecond, 'f', -1, 64), b.Level, b.Capacity)})
+	}
+	return out
 }
 
 // instanceView is a row of the instance tables.
@@ -177,6 +207,11 @@ func (d *dashboard) overviewData(ctx context.Context) (overviewView, error) {
 		v.OldestID = strconv.FormatInt(*o.OldestID, 10)
 		v.OldestAge = ago(o.Now.Sub(*o.OldestCreatedAt))
 	}
+	buckets, err := a.RateBuckets(ctx)
+	if err != nil {
+		return overviewView{}, err
+	}
+	v.Limits = limitViews(d.q.Throttles().InForce(), buckets, time.Now())
 	v.Instances = instanceViews(cl, time.Now())
 	for _, in := range v.Instances {
 		switch in.State {

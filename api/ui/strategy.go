@@ -51,6 +51,8 @@ func tree(n strategy.Node) treeNode {
 		t.Label += fmt.Sprintf(" %s = %s", n.Key, n.Value)
 	case strategy.PreferDistinct, strategy.MaxSimultaneous:
 		t.Label += fmt.Sprintf(" %s, max %s", n.Key, num(int64(n.Max)))
+	case strategy.RateLimit:
+		t.Label += fmt.Sprintf(" %s, %s/s, burst %s", n.Key, strconv.FormatFloat(n.PerSecond, 'f', -1, 64), num(int64(n.Burst)))
 	}
 	for _, c := range []*strategy.Node{n.Then, n.First, n.Fallback} {
 		if c != nil {

@@ -26,4 +26,10 @@ const (
 	// MaxBackoff bounds a submission's retry_backoff.initial and retry_backoff.max, and a
 	// fail's retry_after.
 	MaxBackoff = 24 * time.Hour
+	// MinThrottle and MaxThrottle bound a throttle's "for" (POST /v1/throttle).
+	MinThrottle = time.Second
+	MaxThrottle = time.Hour
 )
+
+// TenantKey is the strategy and throttle key that stands for a submission's tenant.
+const TenantKey = "@tenant"

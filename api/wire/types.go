@@ -379,6 +379,20 @@ type TokenResult struct {
 	ExpiresAt *time.Time  `json:"expires_at,omitempty"`
 }
 
+// Throttle is the body of POST /v1/throttle: no chunk of a submission whose strategic
+// metadata has Key = Value (Key "@tenant": of the tenant Value) is handed out for For (a
+// duration, at most 1h).
+type Throttle struct {
+	Key   string        `json:"key"`
+	Value MetadataValue `json:"value"`
+	For   string        `json:"for"`
+}
+
+// Throttled is the answer to POST /v1/throttle: when the throttle ends.
+type Throttled struct {
+	Until time.Time `json:"until"`
+}
+
 // TokenResults is the answer to complete, fail and extend, in request order.
 type TokenResults struct {
 	Results []TokenResult `json:"results"`

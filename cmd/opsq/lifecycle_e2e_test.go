@@ -233,3 +233,45 @@ func TestRetryAll(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkThrottleOnExit: a command that exits with the status given to
+// --throttle-on-exit throttles its chunk's value of --throttle-key, cluster-wide: the other
+// chunks of that value are not handed out while it lasts, those of other values are.
+func TestWorkThrottleOnExit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := startWorkServer(t)
+	c := client.New(u)
+	submit := func(company int64, chunks ...string) string {
+		t.Helper()
+		created, err := c.Submit(ctx, wire.Submission{
+			SubmissionHeader: wire.SubmissionHeader{StrategicMetadata: map[string]wire.MetadataValue{"company_id": wire.Int(company)}},
+			Chunks:           chunks,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return created.ID
+	}
+	throttled := submit(1, "refused", "refused", "refused")
+	other := submit(2, "b", "c")
+	stderr, err := runWorkTest(ctx, t, "--url", u, "--once", "--wait", "1s",
+		"--throttle-on-exit", "75", "--throttle-key", "company_id", "--throttle-for", "1h",
+		"--", "sh", "-c", `if [ "$(cat)" = refused ]; then echo 429 >&2; exit 75; fi; echo ok`)
+	if err != nil {
+		t.Fatalf("work: %v\n%s", err, stderr)
+	}
+	// The first chunk of company 1 is refused and throttles it; its other two are not
+	// handed out, the two of company 2 are done. Random order: company 1's may come first
+	// or after company 2's.
+	if !strings.Contains(stderr, "2 done, 1 failed") || !strings.Contains(stderr, "company_id = 1 throttled until") {
+		t.Errorf("stderr\n%s\nwant one failed attempt that throttled company_id 1, and company 2's two chunks done", stderr)
+	}
+	if got := resultsOf(ctx, t, c, other); len(got) != 2 {
+		t.Errorf("results of company 2: %q; want both chunks", got)
+	}
+	st, err := c.Status(ctx, throttled, 0)
+	if err != nil || st.State != wire.StateInProgress {
+		t.Errorf("status of company 1: %+v, %v; want in progress, its chunks held back", st, err)
+	}
+}

@@ -96,6 +96,30 @@ func TestParseWorkRetryAfter(t *testing.T) {
 	}
 }
 
+func TestParseWorkThrottle(t *testing.T) {
+	t.Parallel()
+	o, err := parseWorkArgs([]string{"--throttle-on-exit", "75", "--throttle-key", "company_id", "--throttle-for", "30s", "cat"}, io.Discard)
+	if err != nil || !o.throttleOnExit[75] || o.throttleKey != "company_id" || o.throttleFor != 30*time.Second {
+		t.Errorf("got %+v, %v; want exit 75 throttling company_id for 30s", o, err)
+	}
+	for _, tc := range []struct {
+		args     []string
+		wantFlag string
+	}{
+		{[]string{"--throttle-on-exit", "75", "cat"}, "--throttle-on-exit needs --throttle-key"},
+		{[]string{"--throttle-on-exit", "75", "--throttle-key", "k", "cat"}, "--throttle-for"},
+		{[]string{"--throttle-key", "k", "--throttle-for", "30s", "cat"}, "go with --throttle-on-exit"},
+		{[]string{"--throttle-on-exit", "0", "--throttle-key", "k", "--throttle-for", "30s", "cat"}, "-throttle-on-exit"},
+		{[]string{"--throttle-on-exit", "75", "--throttle-key", "k", "--throttle-for", "2h", "cat"}, "--throttle-for 2h0m0s"},
+		{[]string{"--throttle-on-exit", "75", "--throttle-key", "k", "--throttle-for", "500ms", "cat"}, "--throttle-for 500ms"},
+	} {
+		var stderr strings.Builder
+		if _, err := parseWorkArgs(tc.args, &stderr); !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), tc.wantFlag) {
+			t.Errorf("%q: got %v, stderr %q; want a usage error saying %q", tc.args, err, stderr.String(), tc.wantFlag)
+		}
+	}
+}
+
 func TestSubmissionEnded(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

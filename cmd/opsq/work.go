@@ -67,6 +67,12 @@ type workOptions struct {
 	// retryAfter as its retry_after.
 	retryAfterExit map[int]bool
 	retryAfter     time.Duration
+	// throttleOnExit are the exit statuses that mean "this value is being refused
+	// downstream": the worker throttles the chunk's submission's value of throttleKey for
+	// throttleFor (POST /v1/throttle), then fails the chunk as any non-zero exit does.
+	throttleOnExit map[int]bool
+	throttleKey    string
+	throttleFor    time.Duration
 }
 
 // parseWorkArgs parses the arguments of "opsq work".
@@ -81,6 +87,12 @@ its submission's max_retries allows), with the end of its stderr as the error.
 A command that exits with a status given to --retry-after-exit (say 75, EX_TEMPFAIL, when
 a downstream said "slow down") fails the chunk with a retry_after of --retry-after: the
 chunk waits that long before it is handed out again, instead of its submission's backoff.
+
+A command that exits with a status given to --throttle-on-exit throttles, cluster-wide,
+the value its chunk's submission has for --throttle-key (a strategic metadata key, or
+@tenant) for --throttle-for: no chunk with that value is handed out by any instance until
+then (POST /v1/throttle). The chunk itself fails as any non-zero exit does. A chunk whose
+submission has no such key throttles nothing.
 
 While a command runs, its lease is extended every third of --lease; if the chunk went
 elsewhere meanwhile (its submission cancelled or failed, its shard lost), the command is
@@ -109,6 +121,19 @@ Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 		o.retryAfterExit[n] = true
 		return nil
 	})
+	fs.Func("throttle-on-exit", "an exit `status` (1 to 255, repeatable) that throttles the chunk's value of --throttle-key for --throttle-for, cluster-wide", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 255 {
+			return errors.New("want an exit status from 1 to 255")
+		}
+		if o.throttleOnExit == nil {
+			o.throttleOnExit = map[int]bool{}
+		}
+		o.throttleOnExit[n] = true
+		return nil
+	})
+	fs.StringVar(&o.throttleKey, "throttle-key", "", "with --throttle-on-exit, the strategic metadata `key` (or @tenant) whose value is throttled")
+	fs.DurationVar(&o.throttleFor, "throttle-for", 0, "with --throttle-on-exit, how long the value is throttled (1s to 1h)")
 	fs.DurationVar(&o.retryAfter, "retry-after", 0, "with --retry-after-exit, how long the chunk waits before it is handed out again (more than 0s, at most 24h)")
 	pos, err := fs.parse(args, 1, math.MaxInt)
 	if err != nil {
@@ -131,6 +156,12 @@ Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 		return o, fs.usageError("--retry-after goes with --retry-after-exit, the exit status that asks for it")
 	case o.retryAfter < 0 || o.retryAfter > wire.MaxBackoff:
 		return o, fs.usageError("--retry-after %s: want more than 0s, at most %s", o.retryAfter, wire.MaxBackoff)
+	case len(o.throttleOnExit) > 0 && (o.throttleKey == "" || o.throttleFor == 0):
+		return o, fs.usageError("--throttle-on-exit needs --throttle-key, the key whose value is throttled, and --throttle-for, how long (such as 30s)")
+	case len(o.throttleOnExit) == 0 && (o.throttleKey != "" || o.throttleFor != 0):
+		return o, fs.usageError("--throttle-key and --throttle-for go with --throttle-on-exit, the exit status that asks for a throttle")
+	case o.throttleFor != 0 && (o.throttleFor < wire.MinThrottle || o.throttleFor > wire.MaxThrottle):
+		return o, fs.usageError("--throttle-for %s: want %s to %s", o.throttleFor, wire.MinThrottle, wire.MaxThrottle)
 	}
 	if _, err := exec.LookPath(o.command[0]); err != nil {
 		// Caught here, since a worker whose every command fails to start would burn the
@@ -380,6 +411,9 @@ func (w *worker) execute(ch wire.ReservedChunk) outcome {
 				return outcome{gone: killed}
 			}
 			out := commandOutcome(err, stdout, stderr.String(), w.opts.maxOutput)
+			if out.failure != "" && !stdout.overflow && w.opts.throttleOnExit[cmd.ProcessState.ExitCode()] {
+				w.throttle(ch)
+			}
 			if out.failure != "" && !stdout.overflow && w.opts.retryAfterExit[cmd.ProcessState.ExitCode()] {
 				out.retryAfter = w.opts.retryAfter
 				out.failure = fmt.Sprintf("retry after %s: %s", w.opts.retryAfter, out.failure)
@@ -400,6 +434,32 @@ func (w *worker) execute(ch wire.ReservedChunk) outcome {
 			kill(killed, syscall.SIGKILL)
 		}
 	}
+}
+
+// throttle throttles the value ch's submission has for --throttle-key, for --throttle-for,
+// and says so; a submission without the key throttles nothing.
+func (w *worker) throttle(ch wire.ReservedChunk) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	v, ok := ch.StrategicMetadata[w.opts.throttleKey]
+	if w.opts.throttleKey == wire.TenantKey {
+		s, err := w.c.Status(ctx, ch.SubmissionID, 0)
+		if err != nil {
+			w.display.note("chunk %s/%d: reading its tenant to throttle it failed: %v", ch.SubmissionID, ch.ChunkIndex, explain(err, w.opts.url, ""))
+			return
+		}
+		v, ok = wire.String(s.Tenant), true
+	}
+	if !ok {
+		w.display.note("chunk %s/%d: its submission has no %s to throttle", ch.SubmissionID, ch.ChunkIndex, w.opts.throttleKey)
+		return
+	}
+	until, err := w.c.Throttle(ctx, w.opts.throttleKey, v, w.opts.throttleFor)
+	if err != nil {
+		w.display.note("chunk %s/%d: throttling %s = %s failed: %v", ch.SubmissionID, ch.ChunkIndex, w.opts.throttleKey, v, explain(err, w.opts.url, ""))
+		return
+	}
+	w.display.note("chunk %s/%d: %s = %s throttled until %s", ch.SubmissionID, ch.ChunkIndex, w.opts.throttleKey, v, until.Local().Format(time.TimeOnly))
 }
 
 // extend extends the lease of ch. It returns why the chunk is no longer ours, or "" when

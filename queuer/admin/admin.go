@@ -126,3 +126,30 @@ func adminResult(changed bool, err error) error {
 	}
 	return nil
 }
+
+// RateBucket is a rate_limit bucket in use: a value of a key being limited, its rate, and
+// the tokens it holds now out of its capacity (docs/rates.md).
+type RateBucket struct {
+	Key       string
+	Value     string // JSON text
+	PerSecond float64
+	Capacity  int
+	Level     float64
+}
+
+// RateBucketsShown is how many rate_limit buckets RateBuckets returns at most: the emptiest.
+const RateBucketsShown = 20
+
+// RateBuckets returns the rate_limit buckets in use (not full again), the emptiest first
+// — the values held back the most — up to RateBucketsShown.
+func (a *Admin) RateBuckets(ctx context.Context) ([]RateBucket, error) {
+	rows, err := opsqsql.New(a.pool).RateBucketsList(ctx, opsqsql.RateBucketsListParams{Limit: RateBucketsShown})
+	if err != nil {
+		return nil, fmt.Errorf("reading the rate_limit buckets: %w", err)
+	}
+	out := make([]RateBucket, len(rows))
+	for i, r := range rows {
+		out[i] = RateBucket(r)
+	}
+	return out, nil
+}

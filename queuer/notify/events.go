@@ -75,6 +75,10 @@ type Resync struct{}
 // ClusterKeysChanged: the cluster keys were rotated.
 type ClusterKeysChanged struct{}
 
+// ThrottlesChanged: a throttle was set (POST /v1/throttle); the throttles in force are to
+// be read again.
+type ThrottlesChanged struct{}
+
 func (NewWork) event()            {}
 func (ChunksFreed) event()        {}
 func (ChunksFinished) event()     {}
@@ -85,6 +89,7 @@ func (SubmissionPaused) event()   {}
 func (ShardsChanged) event()      {}
 func (Resync) event()             {}
 func (ClusterKeysChanged) event() {}
+func (ThrottlesChanged) event()   {}
 
 // Handler is a part that hears the events. Handle runs on the goroutine that raised the
 // event (a request, the listener, the claims loop): it must not block, and updates memory

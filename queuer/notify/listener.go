@@ -27,7 +27,7 @@ var _ lifecycle.Service = (*Listener)(nil)
 // made from pool's configuration, raising the engine's events on bus.
 func NewListener(pool *pgxpool.Pool, log *slog.Logger, bus *Bus, others map[string]func(payload string)) *Listener {
 	l := &Listener{bus: bus, others: others}
-	channels := []string{ChannelWork, ChannelFinished, ChannelReleased, ChannelClusterKeys, ChannelProgress, ChannelPaused}
+	channels := []string{ChannelWork, ChannelFinished, ChannelReleased, ChannelClusterKeys, ChannelProgress, ChannelPaused, ChannelThrottles}
 	for c := range others {
 		channels = append(channels, c)
 	}

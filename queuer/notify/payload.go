@@ -25,6 +25,7 @@ import (
 //	opsq_cluster_keys  ""  the cluster keys were rotated (sql/admin/rotate_cluster_key.sql)
 //	opsq_progress      "<submission id>,…"  chunks of each submission were finished (results follow)
 //	opsq_paused        "<submission id>"    the submission was paused: its chunks wait
+//	opsq_throttles     ""  a throttle was set: read the throttles in force again
 
 // The channels.
 const (
@@ -34,6 +35,7 @@ const (
 	ChannelClusterKeys = "opsq_cluster_keys"
 	ChannelProgress    = "opsq_progress"
 	ChannelPaused      = "opsq_paused"
+	ChannelThrottles   = "opsq_throttles"
 )
 
 // payloadMax keeps a payload under PostgreSQL's 8000-byte limit: a list longer than that
@@ -119,6 +121,12 @@ func SendPaused(ctx context.Context, db opsqsql.DB, id int64) error {
 	return send(ctx, db, ChannelPaused, strconv.FormatInt(id, 10))
 }
 
+// SendThrottles tells every instance that a throttle was set, at the commit of db's
+// transaction.
+func SendThrottles(ctx context.Context, db opsqsql.DB) error {
+	return send(ctx, db, ChannelThrottles, "")
+}
+
 func send(ctx context.Context, db opsqsql.DB, channel, payload string) error {
 	return opsqsql.New(db).Notify(ctx, opsqsql.NotifyParams{Channel: channel, Payload: payload})
 }
@@ -159,6 +167,8 @@ func parse(channel, payload string) []Event {
 		return parseReleased(payload)
 	case ChannelClusterKeys:
 		return []Event{ClusterKeysChanged{}}
+	case ChannelThrottles:
+		return []Event{ThrottlesChanged{}}
 	case ChannelProgress:
 		var ids []int64
 		for _, f := range strings.Split(payload, ",") {

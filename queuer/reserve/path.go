@@ -6,7 +6,7 @@
 // the leaf's buffer (buffer.go), ordered scans resume past runs of reserved chunks
 // (hints.go), the submissions' metadata is cached (infos.go), and chunks finished while a
 // scan runs are tombstoned so that it cannot hand them out (tombstones.go). It holds the
-// max_simultaneous slots in the database (holds.go), previews a reserve (preview.go), and
+// max_simultaneous slots in the database (holds.go), leases rate_limit tokens (rates.go), previews a reserve (preview.go), and
 // keeps the planner's statistics of its partitions honest (planstats.go).
 //
 // It does not forward a reserve to other instances (queuer/peers), wait for work
@@ -56,6 +56,19 @@ type Config struct {
 	Bus      *notify.Bus     // hears the chunks given back
 	// Availability hears which shards a full scan found empty.
 	Availability Availability
+	// Throttles says which submissions' chunks consumers' throttles keep back; nil: none.
+	Throttles Throttles
+	// Wake wakes up to n waiting reserves: rate_limit tokens are due for a value that had
+	// none (the waiters' Wake). Nil: none is woken; they look again at their next wake-up.
+	Wake func(n int)
+}
+
+// Throttles is what the reserve path asks of the throttles in force (queuer/throttles
+// satisfies it).
+type Throttles interface {
+	// Blocks reports whether a throttle keeps back the chunks of a submission with
+	// strategic values (key -> canonical JSON text, "@tenant" included) of tenant.
+	Blocks(values map[string]string, tenant string) bool
 }
 
 // Path is the reserve path. It is safe for concurrent use. Its candidate pool lives from
@@ -71,6 +84,7 @@ type Path struct {
 	hints      *hints
 	buffers    *buffers
 	holds      *holds
+	rates      *rates
 	planStats  *planStats
 	tenantSubs *tenantSubsCache
 	reserved   atomic.Int64 // chunks reserved here, for Stats
@@ -87,6 +101,7 @@ func New(cfg Config) *Path {
 		cfg: cfg, reserver: cfg.Reserver, shared: newShared(), infos: newInfoCache(cfg.Pool),
 		tombs: newTombstones(), hints: newHints(), tenantSubs: newTenantSubsCache(),
 		holds:     &holds{pool: cfg.Pool, log: cfg.Log},
+		rates:     newRates(cfg.Pool, cfg.Log, cfg.Wake),
 		planStats: &planStats{pool: cfg.Pool, claims: cfg.Claims, log: cfg.Log},
 	}
 	p.buffers = newBuffers(p.tombs)
@@ -125,6 +140,7 @@ func (p *Path) Stop() {
 func (p *Path) Jobs() []lifecycle.Job {
 	return []lifecycle.Job{
 		{What: "the collection of max_simultaneous holds", Schedule: holdsCollectSchedule, Run: p.holds.collect},
+		{What: "the collection of full rate_limit buckets", Schedule: rateCollectSchedule, Run: p.rates.collect},
 		{What: "the planner's statistics of the chunk partitions", Schedule: planStatsSchedule, Run: func(ctx context.Context) { p.planStats.refresh(ctx) }},
 	}
 }

@@ -159,9 +159,11 @@ func (p *preview) over(c candidate, rules []rule) bool {
 	return false
 }
 
-// take adds c to the preview unless a max_simultaneous rule is full for one of its values.
+// take adds c to the preview unless a max_simultaneous rule is full for one of its values,
+// a throttle keeps it back, or a rate_limit bucket of one of its values was empty at this
+// instance's last look (a preview takes no token: it may show more than a reserve takes).
 func (p *preview) take(c candidate, f frame) {
-	if p.seen[c.key] || p.over(c, f.limits) {
+	if p.seen[c.key] || p.over(c, f.limits) || p.p.throttled(c) || p.p.rates.empty(c.info.values, f.rates) {
 		return
 	}
 	p.seen[c.key] = true

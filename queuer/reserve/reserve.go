@@ -604,14 +604,14 @@ func (r *run) saturated(c candidate, rules []rule) bool {
 	return false
 }
 
-// take reserves one candidate: in the reserver, then the global slots of max_simultaneous.
-// It reports false when the candidate could not be taken.
+// take reserves one candidate: in the reserver, then the global slots of max_simultaneous,
+// then the tokens of rate_limit. It reports false when the candidate could not be taken.
 func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	size := c.inputBytes + c.info.bytes
 	if !r.room(size) {
 		return false, nil // every answer is as large as it may be
 	}
-	if r.valueFull(c, f.limits) {
+	if r.valueFull(c, f.limits) || r.p.throttled(c) {
 		return false, nil
 	}
 	ask, _ := r.filling()
@@ -656,6 +656,22 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 			return false, nil
 		}
 	}
+	if len(f.rates) > 0 {
+		// Last, once nothing else may refuse the chunk: a token is handed out as soon as
+		// it is taken (rates.go says why that matters).
+		refused, _, err := r.p.rates.take(ctx, c.info.values, f.rates)
+		if err != nil {
+			r.p.GiveBack([]Chunk{{Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}})
+			return false, err
+		}
+		if refused != nil {
+			r.p.reserver.Release(tok)
+			if len(f.limits) > 0 {
+				r.p.holds.release(ctx, []string{tok})
+			}
+			return false, nil
+		}
+	}
 	ch := Chunk{
 		Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex,
 		Prefix: c.info.prefix, Metadata: c.info.metadata, StrategicMetadata: c.info.strategic,
@@ -671,6 +687,12 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	}
 	r.p.reserved.Add(1)
 	return true, nil
+}
+
+// throttled reports whether a consumer's throttle keeps c back (DESIGN.md §3): under every
+// strategy, like a max_simultaneous of 0 for its value.
+func (p *Path) throttled(c candidate) bool {
+	return p.cfg.Throttles != nil && p.cfg.Throttles.Blocks(c.info.values, c.info.tenant)
 }
 
 // valueFull reports whether a max_simultaneous value of c was refused a slot earlier in

@@ -7,7 +7,7 @@ import (
 )
 
 // The one walk of a strategy tree, for a reserve (run) and a preview alike: the wrappers
-// (select_only, prefer_distinct, max_simultaneous) add to the frame their leaves are read
+// (select_only, prefer_distinct, max_simultaneous, rate_limit) add to the frame their leaves are read
 // in, or_else tries its first branch and then its fallback, and the leaves are read by the
 // walker, a reserve taking chunks and a preview listing them.
 
@@ -38,6 +38,7 @@ type frame struct {
 	filters  []strategy.Filter // select_only
 	distinct []rule            // prefer_distinct: saturated values are deferred
 	limits   []rule            // max_simultaneous: a global slot per value
+	rates    []rateRule        // rate_limit: a global token per value (rates.go)
 	deferred *[]candidate      // where prefer_distinct collects saturated candidates
 }
 
@@ -59,6 +60,9 @@ func walk(ctx context.Context, w walker, n strategy.Node, f frame) error {
 		return within(ctx, w, n.Filter(), *n.Then, f)
 	case strategy.MaxSimultaneous:
 		f.limits = append(append([]rule(nil), f.limits...), rule{n.Key, n.Max})
+		return walk(ctx, w, *n.Then, f)
+	case strategy.RateLimit:
+		f.rates = append(append([]rateRule(nil), f.rates...), rateRule{n.Key, n.PerSecond, n.Burst})
 		return walk(ctx, w, *n.Then, f)
 	case strategy.PreferDistinct:
 		var deferred []candidate

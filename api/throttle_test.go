@@ -1,0 +1,185 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"opsq/api/wire"
+	"opsq/sql/pgtest"
+)
+
+// TestThrottleBadInput: each bad throttle is a 400 naming its field, and sets nothing.
+func TestThrottleBadInput(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	for _, c := range []struct{ name, body, field string }{
+		{"no key", `{"value": 1, "for": "1s"}`, "key"},
+		{"empty key", `{"key": "", "value": 1, "for": "1s"}`, "key"},
+		{"key not a string", `{"key": 3, "value": 1, "for": "1s"}`, "key"},
+		{"no value", `{"key": "k", "for": "1s"}`, "value"},
+		{"null value", `{"key": "k", "value": null, "for": "1s"}`, "value"},
+		{"float value", `{"key": "k", "value": 1.5, "for": "1s"}`, "value"},
+		{"object value", `{"key": "k", "value": {}, "for": "1s"}`, "value"},
+		{"int64 overflow", `{"key": "k", "value": 9223372036854775808, "for": "1s"}`, "value"},
+		{"NUL in value", `{"key": "k", "value": "a\u0000b", "for": "1s"}`, "value"},
+		{"no for", `{"key": "k", "value": 1}`, "for"},
+		{"for over an hour", `{"key": "k", "value": 1, "for": "1h0m1s"}`, "for"},
+		{"for zero", `{"key": "k", "value": 1, "for": "0s"}`, "for"},
+		{"for negative", `{"key": "k", "value": 1, "for": "-5s"}`, "for"},
+		{"for not a duration", `{"key": "k", "value": 1, "for": "soon"}`, "for"},
+		{"unknown field", `{"key": "k", "value": 1, "for": "1s", "tenant": "x"}`, "tenant"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			expectError(t, postJSON(t, e, "/v1/throttle", c.body), http.StatusBadRequest, "", c.field)
+		})
+	}
+	var n int
+	if err := e.Pool.QueryRow(t.Context(), `SELECT count(*) FROM opsq.throttles`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("throttles after bad requests: %d (%v); want 0", n, err)
+	}
+}
+
+// TestThrottle: a throttled value is handed out by no reserve (and shown in no preview)
+// until its end, and is served after it; the other values keep flowing meanwhile; a
+// string "1" and an integer 1 are different values.
+func TestThrottle(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	throttled := mustSubmit(t, e, `{"chunks": ["a", "b", "c"], "strategic_metadata": {"company_id": 1}}`, 3)
+	mustSubmit(t, e, `{"chunks": ["d", "e"], "strategic_metadata": {"company_id": "1"}}`, 2)
+	mustSubmit(t, e, `{"chunks": ["f"]}`, 1)
+
+	r := postJSON(t, e, "/v1/throttle", `{"key": "company_id", "value": 1, "for": "2s"}`)
+	var th wire.Throttled
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &th) != nil {
+		t.Fatalf("throttle: %d %s; want 200 and until", r.Status, r.Body)
+	}
+	if d := time.Until(th.Until); d < time.Second || d > 2*time.Second+time.Second {
+		t.Errorf("throttle for 2s ends at %s, %s from now; want about 2s", th.Until, d)
+	}
+
+	reserve := func(body string) []wire.ReservedChunk {
+		t.Helper()
+		r := postJSON(t, e, "/v1/reserve", body)
+		var got wire.Reserved
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
+			t.Fatalf("reserve: %d %s", r.Status, r.Body)
+		}
+		return got.Chunks
+	}
+	pv := postJSON(t, e, "/v1/reserve/preview", `{"max": 10}`)
+	var preview wire.Preview
+	if pv.Status != http.StatusOK || json.Unmarshal(pv.Body, &preview) != nil {
+		t.Fatalf("preview: %d %s", pv.Status, pv.Body)
+	}
+	for _, ch := range preview.Chunks {
+		if ch.SubmissionID == throttled && time.Now().Before(th.Until) {
+			t.Errorf("preview shows chunk %d of the throttled submission", ch.ChunkIndex)
+		}
+	}
+	got := reserve(`{"max": 10}`)
+	before := time.Now()
+	for _, ch := range got {
+		if ch.SubmissionID == throttled {
+			t.Errorf("reserve handed out chunk %d of the throttled value %s before the throttle's end", ch.ChunkIndex, th.Until)
+		}
+	}
+	if len(got) != 3 && before.Before(th.Until) {
+		t.Errorf("reserve while throttled: %d chunks; want the 3 of the other values", len(got))
+	}
+
+	// A reserve that waits is answered at the end (the instance looks again then), not at
+	// the end of its wait.
+	served := reserve(`{"max": 10, "wait": "20s"}`)
+	if now := time.Now(); len(served) == 0 || now.Before(th.Until.Add(-50*time.Millisecond)) || now.After(th.Until.Add(5*time.Second)) {
+		t.Errorf("a reserve waiting from before the throttle's end %s: %d chunks at %s; want the throttled ones soon after the end", th.Until, len(served), now)
+	}
+	// The rest after the end: the throttled chunks, and never before it.
+	pgtest.Eventually(t, 10*time.Second, "the throttled chunks served after the throttle's end", func() bool {
+		got := reserve(`{"max": 10}`)
+		if len(got) > 0 && time.Now().Before(th.Until.Add(-50*time.Millisecond)) {
+			t.Fatalf("reserve handed out %d chunks (submission %s) before the throttle's end %s", len(got), got[0].SubmissionID, th.Until)
+		}
+		served = append(served, got...)
+		return len(served) == 3
+	})
+	for _, ch := range served {
+		if ch.SubmissionID != throttled {
+			t.Errorf("after the throttle: chunk of %s; want those of %s", ch.SubmissionID, throttled)
+		}
+	}
+}
+
+// TestThrottleConfined: a consumer limited to tenants throttles within them only — the
+// same value of another tenant keeps flowing — and may not throttle another tenant by
+// "@tenant".
+func TestThrottleConfined(t *testing.T) {
+	t.Parallel()
+	a := setupAuth(t)
+	submit := func(key string) string {
+		t.Helper()
+		r := a.call(t, key, http.MethodPost, "/v1/submissions", `{"chunks": ["a"], "strategic_metadata": {"company_id": 7}}`)
+		var c struct{ ID string }
+		if r.Status != http.StatusCreated || json.Unmarshal(r.Body, &c) != nil {
+			t.Fatalf("submit: %d %s", r.Status, r.Body)
+		}
+		return c.ID
+	}
+	beta := submit(a.key["producer2"])
+	other := submit(a.key["producer"])
+	expectError(t, a.call(t, a.key["consumer2"], http.MethodPost, "/v1/throttle", `{"key": "@tenant", "value": "default", "for": "1m"}`),
+		http.StatusBadRequest, "", "value", "beta")
+	if r := a.call(t, a.key["consumer2"], http.MethodPost, "/v1/throttle", `{"key": "company_id", "value": 7, "for": "1m"}`); r.Status != http.StatusOK {
+		t.Fatalf("throttle by a consumer of beta: %d %s", r.Status, r.Body)
+	}
+	r := a.call(t, a.key["consumer"], http.MethodPost, "/v1/reserve", `{"max": 10}`)
+	var got wire.Reserved
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
+		t.Fatalf("reserve: %d %s", r.Status, r.Body)
+	}
+	if len(got.Chunks) != 1 || got.Chunks[0].SubmissionID != other {
+		t.Errorf("reserve by an unlimited consumer: %s; want only the chunk of %s (tenant default), not of %s (beta, throttled)", r.Body, other, beta)
+	}
+}
+
+// TestDashboardLimitsInForce: the overview lists the throttles in force and the values a
+// rate_limit holds back (its bucket not full), and nothing when none is.
+func TestDashboardLimitsInForce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	limits := func() string {
+		t.Helper()
+		r := getPath(t, e, "/ui/overview.json")
+		var v struct {
+			Limits []struct{ Kind, Key, Value, Tenant, Detail string }
+		}
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &v) != nil {
+			t.Fatalf("overview.json: %d %s", r.Status, r.Body)
+		}
+		b, _ := json.Marshal(v.Limits)
+		return string(b)
+	}
+	if got := limits(); got != "[]" {
+		t.Fatalf("limits with nothing in force: %s; want []", got)
+	}
+	mustSubmit(t, e, `{"chunks": ["a", "b", "c"], "strategic_metadata": {"company_id": 7}}`, 3)
+	if r := postJSON(t, e, "/v1/throttle", `{"key": "mode", "value": "preview", "for": "1m"}`); r.Status != http.StatusOK {
+		t.Fatalf("throttle: %d %s", r.Status, r.Body)
+	}
+	if r := postJSON(t, e, "/v1/reserve", `{"max": 3, "strategy": {"rate_limit": {"key": "company_id", "per_second": 0.001, "burst": 2}}}`); r.Status != http.StatusOK {
+		t.Fatalf("reserve: %d %s", r.Status, r.Body)
+	}
+	got := limits()
+	for _, want := range []string{`"Kind":"throttle","Key":"mode","Value":"\"preview\"","Tenant":""`, `"Kind":"rate_limit","Key":"company_id","Value":"7"`, "0.001/s"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("limits in force: %s; want %s", got, want)
+		}
+	}
+	r := getPath(t, e, "/ui/")
+	if !strings.Contains(string(r.Body), `<td data-l="key">company_id</td>`) || !strings.Contains(string(r.Body), `<td data-l="kind">throttle</td>`) {
+		t.Errorf("the overview page lists no limit in force:\n%s", r.Body)
+	}
+}

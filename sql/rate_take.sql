@@ -1,0 +1,2 @@
+-- Leases up to want tokens of a rate_limit bucket, giving back returned unused ones.
+SELECT opsq.take_rate_tokens(@key, @value::jsonb, @per_second, @capacity, @want, @returned)

@@ -1,0 +1,2 @@
+-- Deletes the throttles that ended.
+DELETE FROM opsq.throttles WHERE until < now()
