@@ -149,8 +149,22 @@ func (r *benchRun) burndown(ctx context.Context) error {
 // chunks, at random, and completes the rest; 0: it completes every one. checkBurnDown
 // then checks the outcome.
 func (r *benchRun) burnDown(ctx context.Context, label, id string, n int64, failRate float64) (*burndown, error) {
+	// runCtx ends the burn-down: its consumers stop asking once it ends. Their requests run
+	// on reqCtx, which ends only when the burn-down failed: once every chunk is finished,
+	// each consumer finishes the request it is in (a reserve waits at most 1 s) rather than
+	// walk away from it, so that no reserve of this burn-down is still waiting when the next
+	// submission arrives: a reserve abandoned mid-wait could take that submission's chunks
+	// and hold them until their lease ran out (seen under load; the server's side of it is
+	// not understood yet).
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	reqCtx, cancelRequests := context.WithCancel(ctx)
+	defer cancelRequests()
+	context.AfterFunc(runCtx, func() {
+		if !errors.Is(context.Cause(runCtx), errBurndownDone) {
+			cancelRequests()
+		}
+	})
 	b := &burndown{label: label, id: id, total: n, failRate: failRate, deliveries: make([]atomic.Int32, n), finish: cancel}
 	if failRate > 0 {
 		b.releases = make([]atomic.Int32, n)
@@ -160,7 +174,7 @@ func (r *benchRun) burnDown(ctx context.Context, label, id string, n int64, fail
 	for i := range r.cfg.Consumers {
 		c := r.env.clients[i%len(r.env.clients)]
 		wg.Go(func() {
-			if err := b.consume(runCtx, c, r.cfg.Max, fmt.Sprintf("bench-consumer-%d", i)); err != nil {
+			if err := b.consume(runCtx, reqCtx, c, r.cfg.Max, fmt.Sprintf("bench-consumer-%d", i)); err != nil {
 				cancel(err)
 			}
 		})
@@ -173,9 +187,39 @@ func (r *benchRun) burnDown(ctx context.Context, label, id string, n int64, fail
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, cause
+		return nil, fmt.Errorf("%w; %s", cause, r.whereChunksAre(ctx, id))
 	}
 	return b, nil
+}
+
+// whereChunksAre says where the unfinished chunks of submission id are, and who holds
+// their shards: what a stalled burn-down's error needs to tell a lost chunk from an
+// unserved shard.
+func (r *benchRun) whereChunksAre(ctx context.Context, id string) string {
+	rows, err := r.env.pool.Query(ctx, `
+SELECT 'pending' AS t, c.shard, count(*), coalesce(sc.claimant, '-'), sc.generation, sc.inflight, sc.disabled,
+       coalesce(round(extract(epoch FROM sc.soft_expires_at - now()))::text, '-')
+FROM opsq.chunks c LEFT JOIN opsq.shard_claims sc ON sc.shard = c.shard
+WHERE c.submission_id = $1::bigint GROUP BY c.shard, sc.claimant, sc.generation, sc.inflight, sc.disabled, sc.soft_expires_at
+UNION ALL
+SELECT 'waiting', w.shard, count(*), '-', 0, 0, false, '-' FROM opsq.chunks_waiting w WHERE w.submission_id = $1::bigint GROUP BY w.shard
+ORDER BY 1, 2`, id)
+	if err != nil {
+		return "where the chunks are: " + err.Error()
+	}
+	defer rows.Close()
+	var parts []string
+	for rows.Next() {
+		var t, claimant, soft string
+		var shard, n, gen, inflight int64
+		var disabled bool
+		if err := rows.Scan(&t, &shard, &n, &claimant, &gen, &inflight, &disabled, &soft); err != nil {
+			return "where the chunks are: " + err.Error()
+		}
+		parts = append(parts, fmt.Sprintf("%s %d on shard %d (claimant %s, generation %d, %d reserved, disabled %v, soft expiry in %ss)",
+			t, n, shard, claimant, gen, inflight, disabled, soft))
+	}
+	return "unfinished chunks: " + strings.Join(parts, "; ")
 }
 
 // checkBurnDown checks what a finished burn-down's own figures cannot hide: the
@@ -258,10 +302,11 @@ type burndown struct {
 	twice       atomic.Int64 // chunks handed out while reserved already
 }
 
-// consume reserves chunks and completes them, or fails some (failRate), until ctx ends.
-func (b *burndown) consume(ctx context.Context, c *client.Client, max int, name string) error {
+// consume reserves chunks and completes them, or fails some (failRate), until stop ends;
+// its requests run on ctx.
+func (b *burndown) consume(stop, ctx context.Context, c *client.Client, max int, name string) error {
 	req := wire.ReserveRequest{Max: max, Strategy: randomStrategy, Lease: "5m", Wait: "1s", Consumer: name}
-	for {
+	for stop.Err() == nil {
 		chunks, err := c.Reserve(ctx, req)
 		if ctx.Err() != nil {
 			return nil
@@ -322,6 +367,7 @@ func (b *burndown) consume(ctx context.Context, c *client.Client, max int, name 
 			}
 		}
 	}
+	return nil
 }
 
 // retryTrue is a fail's retry: the attempt counts, and the chunk is reservable again.
@@ -376,8 +422,14 @@ func (b *burndown) watch(ctx context.Context) {
 		if d := b.done.Load(); d != last {
 			last, since = d, time.Now()
 		} else if time.Since(since) > burndownStallTimeout {
-			b.finish(fmt.Errorf("no chunk finished for %s, %s of %s done: chunks lost, or a server stuck",
-				burndownStallTimeout, progress.GroupDigits(d), progress.GroupDigits(b.total)))
+			never := 0
+			for i := range b.deliveries {
+				if b.deliveries[i].Load() == 0 {
+					never++
+				}
+			}
+			b.finish(fmt.Errorf("no chunk finished for %s, %s of %s done (%d never handed out, %d answers other than completed/retrying/failed): chunks lost, or a server stuck",
+				burndownStallTimeout, progress.GroupDigits(d), progress.GroupDigits(b.total), never, b.otherStatus.Load()))
 			return
 		}
 	}
