@@ -66,11 +66,12 @@ func (s *fairShares) of(n strategy.Node) *drr {
 	defer s.mu.Unlock()
 	d := s.mu.byNode[k]
 	if d == nil {
-		d = &drr{node: n, ring: []string{fairOthers}, values: map[string]*fairValue{fairOthers: {weighted: true}}}
+		d = &drr{node: n, values: map[string]*fairValue{fairOthers: {weighted: true}}}
 		for _, v := range n.WeightedValues() {
 			d.ring = append(d.ring, v)
 			d.values[v] = &fairValue{weighted: true}
 		}
+		d.ring = append(d.ring, fairOthers) // the named values first
 		s.mu.byNode[k] = d
 	}
 	return d
