@@ -2,16 +2,19 @@ package queuer
 
 import (
 	"encoding/json"
+	"opsq/sql/pgtest"
+	"sync"
 	"testing"
 	"time"
 )
 
-// companyOf is the company of a chunk's strategic metadata ({"company": …}).
+// companyOf is the company of a chunk's strategic metadata ({"company": …}). Safe to
+// call from the consumers' goroutines.
 func companyOf(t *testing.T, c Chunk) string {
 	t.Helper()
 	var m struct{ Company string }
 	if err := json.Unmarshal(c.StrategicMetadata, &m); err != nil {
-		t.Fatal(err)
+		t.Error(err)
 	}
 	return m.Company
 }
@@ -81,5 +84,65 @@ func TestWeightedFairAlone(t *testing.T) {
 	got := fairReserve(t, q, `weighted_fair(company, {acme: 3, globex: 1}, 1, oldest_first)`, 60)
 	if got["globex"] != 50 {
 		t.Errorf("globex alone got %d chunks; want all 50", got["globex"])
+	}
+}
+
+// TestWeightedFairAcrossInstances runs 3 instances on one database and 12 consumers
+// spread unevenly over them (6, 4 and 2): each instance runs its own ring, and since every
+// instance holds a slice of every submission, the 600 chunks handed out together still go
+// 3:1 within ±10 %.
+func TestWeightedFairAcrossInstances(t *testing.T) {
+	t.Parallel()
+	q1, pool := setup(t)
+	instances := []*Queuer{q1, startQueuer(t, pool), startQueuer(t, pool)}
+	submitN(t, q1, 2000, sm(`{"company": "acme"}`))
+	submitN(t, q1, 2000, sm(`{"company": "globex"}`))
+	pgtest.Eventually(t, 20*time.Second, "the instances split the shards", func() bool {
+		for _, q := range instances {
+			if len(q.claims.Reservable()) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	tree := parseStrategy(t, `weighted_fair(company, {acme: 3, globex: 1}, 1, random)`)
+	var mu sync.Mutex
+	got := map[string]int{}
+	total := 0
+	var wg sync.WaitGroup
+	for i := range 12 {
+		q := instances[[]int{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2}[i]]
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				done := total >= 600
+				mu.Unlock()
+				if done || t.Failed() {
+					return
+				}
+				chunks, err := q.Reserve(t.Context(), ReserveRequest{Max: 1 + i%3, Strategy: tree, Lease: time.Minute})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				items := make([]Completion, len(chunks))
+				mu.Lock()
+				for j, c := range chunks {
+					got[companyOf(t, c)]++
+					items[j] = Completion{Token: c.Token}
+				}
+				total += len(chunks)
+				mu.Unlock()
+				if _, err := q.Complete(t.Context(), items); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("handed out: %v", got)
+	if r := float64(got["acme"]) / float64(max(got["globex"], 1)); r < 2.7 || r > 3.3 {
+		t.Errorf("acme:globex = %d:%d = %.2f across 3 instances; want 3 ± 10%%", got["acme"], got["globex"], r)
 	}
 }
