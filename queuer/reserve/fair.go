@@ -125,14 +125,17 @@ func (d *drr) clone() *drr {
 // turn picks the next value with something to do that skip does not name, and how many
 // of at most room chunks it may take now; ok is false when there is none. The chunks are
 // counted as taken until result says how many were.
-func (d *drr) turn(room int, skip map[string]bool, now time.Time) (value string, ask int, ok bool) {
+//
+// skipped reports that a value was passed over for a recent mark of having nothing to do
+// (not read now: the walk is partial).
+func (d *drr) turn(room int, skip map[string]bool, now time.Time) (value string, ask int, ok, skipped bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	// Every value a few times at most: a value that owes for chunks handed out in the
 	// others' turns takes up to fairDebtMax+1 visits to be due again.
 	for range (fairDebtMax + 2) * len(d.ring) {
 		if len(d.ring) == 0 {
-			return "", 0, false
+			return "", 0, false, skipped
 		}
 		d.next %= len(d.ring)
 		v := d.ring[d.next]
@@ -142,6 +145,7 @@ func (d *drr) turn(room int, skip map[string]bool, now time.Time) (value string,
 			continue
 		}
 		if skip[v] || now.Before(st.dryUntil) {
+			skipped = skipped || !skip[v]
 			st.inTurn = false
 			d.next++
 			continue
@@ -161,9 +165,9 @@ func (d *drr) turn(room int, skip map[string]bool, now time.Time) (value string,
 			st.inTurn = false
 			d.next++ // its quantum is spent: the next value's turn
 		}
-		return v, ask, true
+		return v, ask, true, skipped
 	}
-	return "", 0, false
+	return "", 0, false, skipped
 }
 
 // knows reports whether value has an entry of its own in the ring.
@@ -268,7 +272,10 @@ func walkFair(ctx context.Context, w walker, n strategy.Node, f frame) error {
 	d := w.fairState(n)
 	skip := map[string]bool{}
 	for !w.full() {
-		v, ask, ok := d.turn(w.space(), skip, time.Now())
+		v, ask, ok, skipped := d.turn(w.space(), skip, time.Now())
+		if skipped {
+			w.partial()
+		}
 		if !ok {
 			return nil
 		}

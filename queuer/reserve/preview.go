@@ -94,6 +94,8 @@ func (p *preview) limit(n int) func() {
 	return func() { p.cap = old }
 }
 
+func (p *preview) partial() {}
+
 // fairState is a copy of the instance's ring, kept for the preview: a preview shows the
 // turns a reserve would give, and moves nothing.
 func (p *preview) fairState(n strategy.Node) *drr {

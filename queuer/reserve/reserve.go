@@ -218,6 +218,8 @@ func (r *run) limit(n int) func() {
 
 func (r *run) fairState(n strategy.Node) *drr { return r.p.fair.of(n) }
 
+func (r *run) partial() { r.exhaustive = false }
+
 // filling is the request being filled and how many chunks it holds.
 func (r *run) filling() (Request, int) {
 	held := len(r.out)

@@ -41,6 +41,9 @@ type walker interface {
 	// limit makes the walk full once it took n chunks, until restore is called: a
 	// weighted_fair value's turn.
 	limit(n int) (restore func())
+	// partial notes that the walk left out chunks it did not read (a weighted_fair value
+	// skipped for having had nothing to do): an empty answer proves nothing.
+	partial()
 }
 
 // frame is what the wrappers above a node add to its leaves.
