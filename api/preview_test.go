@@ -48,6 +48,10 @@ func TestReservePreview(t *testing.T) {
 		{"prefer_distinct", `{"max": 3, "strategy": {"prefer_distinct": {"key": "company_id", "max": 1, "then": "oldest_first"}}}`, fmt.Sprintf("%s/0 %s/0 %s/1", a, b, a)},
 		// A preview takes no rate_limit token: with the buckets untouched, the order of then.
 		{"rate_limit", `{"max": 2, "strategy": {"rate_limit": {"key": "company_id", "per_second": 1, "burst": 1, "then": "oldest_first"}}}`, fmt.Sprintf("%s/0 %s/1", a, a)},
+		// The turns a reserve would give: company 1 two chunks, company 2 one, then 1 again.
+		// A preview moves no turn: asked twice, it shows the same.
+		{"weighted_fair", `{"max": 4, "strategy": {"weighted_fair": {"key": "company_id", "weights": {"1": 2, "2": 1}, "then": "oldest_first"}}}`, fmt.Sprintf("%s/0 %s/1 %s/0 %s/2", a, a, b, a)},
+		{"weighted_fair again", `{"max": 4, "strategy": {"weighted_fair": {"key": "company_id", "weights": {"1": 2, "2": 1}, "then": "oldest_first"}}}`, fmt.Sprintf("%s/0 %s/1 %s/0 %s/2", a, a, b, a)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := keys(preview(tc.body)); got != tc.want {
@@ -81,10 +85,22 @@ func TestReservePreview(t *testing.T) {
 		{`{"rate_limit": {"key": "k", "per_second": 0, "burst": 1}}`, "strategy.rate_limit.per_second"},
 		{`{"rate_limit": {"key": "k", "per_second": 1000001, "burst": 1}}`, "strategy.rate_limit.per_second"},
 		{`{"or_else": {"first": "random", "fallback": {"rate_limit": {"key": "k", "per_second": 5, "burst": -1}}}}`, "strategy.or_else.fallback.rate_limit.burst"},
+		{`{"weighted_fair": {"key": "k", "weights": {"acme": 0}}}`, "strategy.weighted_fair.weights.acme"},
+		{`{"weighted_fair": {"key": "k", "weights": {}, "default_weight": -1}}`, "strategy.weighted_fair.default_weight"},
+		{`{"or_else": {"first": "random", "fallback": {"weighted_fair": {"key": "k", "weights": {` + manyWeights(1001) + `}}}}}`, "strategy.or_else.fallback.weighted_fair.weights"},
 	} {
 		for _, route := range []string{"/v1/reserve/preview", "/v1/reserve"} {
 			r = httpCall(t, http.MethodPost, e.URL+route, "application/json", strings.NewReader(`{"strategy": `+bad.strategy+`}`))
 			expectError(t, r, http.StatusBadRequest, "bad_request", bad.path)
 		}
 	}
+}
+
+// manyWeights is n members of a weights object, "v0": 1, "v1": 1, ….
+func manyWeights(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"v%d": 1`, i)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -19,6 +19,10 @@ import (
 //	{"max_simultaneous": {"key": "company_id", "max": 5, "then": <strategy>}}
 //	{"or_else": {"first": <strategy>, "fallback": <strategy>}}
 //	{"rate_limit": {"key": "company_id", "per_second": 10, "burst": 20, "then": <strategy>}}
+//	{"weighted_fair": {"key": "@tenant", "weights": {"acme": 3, "globex": 1}, "default_weight": 1, "then": <strategy>}}
+//
+// A name in weights is read as a value of the text form: one that is an integer ("42")
+// is the int64 42, any other a string. weights may be {} and default_weight left out (1).
 //
 // "then" may be left out (or null): it is then "random". Every other parameter is
 // required. An object names exactly one strategy; unknown and repeated fields are errors.
@@ -30,6 +34,7 @@ var params = map[Kind][]string{
 	MaxSimultaneous: {"key", "max", "then"},
 	OrElse:          {"first", "fallback"},
 	RateLimit:       {"key", "per_second", "burst", "then"},
+	WeightedFair:    {"key", "weights", "default_weight", "then"},
 }
 
 // Parse reads a strategy's JSON form. path prefixes the node paths in errors, usually
@@ -163,6 +168,20 @@ func parseJSONObject(raw json.RawMessage, path string, depth int) (Node, error) 
 		if n.Burst, err = parseBurst(string(v), at("burst")); err != nil {
 			return Node{}, err
 		}
+	case WeightedFair:
+		v, ok := got["weights"]
+		if !ok {
+			return Node{}, errorf(at("weights"), "required")
+		}
+		if n.Weights, err = parseJSONWeights(v, at("weights")); err != nil {
+			return Node{}, err
+		}
+		n.DefaultWeight = 1
+		if v, ok = got["default_weight"]; ok {
+			if n.DefaultWeight, err = parseWeight(string(v), at("default_weight")); err != nil {
+				return Node{}, err
+			}
+		}
 	}
 	for _, c := range n.children() {
 		v, ok := got[c.field]
@@ -188,6 +207,58 @@ func parseJSONObject(raw json.RawMessage, path string, depth int) (Node, error) 
 		}
 	}
 	return n, nil
+}
+
+// parseJSONWeights reads weighted_fair's weights, an object of a value's text form to
+// its weight.
+func parseJSONWeights(raw json.RawMessage, path string) ([]Weight, error) {
+	if raw[0] != '{' {
+		return nil, errorf(path, `must be an object of values to weights, such as {"acme": 3, "globex": 1}`)
+	}
+	fields, err := objectFields(raw, path)
+	if err != nil {
+		return nil, err
+	}
+	if len(fields) > MaxWeights {
+		return nil, errorf(path, "names %d values; at most %d", len(fields), MaxWeights)
+	}
+	ws := make([]Weight, 0, len(fields))
+	for _, f := range fields {
+		v := weightValue(f.name)
+		at := path + "." + valueText(v)
+		if err := checkValue(v, at); err != nil {
+			return nil, err
+		}
+		w, err := parseWeight(string(f.raw), at)
+		if err != nil {
+			return nil, err
+		}
+		ws = append(ws, Weight{Value: v, Weight: w})
+	}
+	if dup, ok := sortWeights(ws); !ok {
+		return nil, errorf(path+"."+valueText(dup), "names the value %s more than once", dup)
+	}
+	return ws, nil
+}
+
+// weightValue is the value a name in the JSON form's weights stands for: an int64 if it
+// is an integer in range, else the string.
+func weightValue(name string) Value {
+	if isInteger(name) {
+		if i, err := strconv.ParseInt(name, 10, 64); err == nil {
+			return IntValue(i)
+		}
+	}
+	return StringValue(name)
+}
+
+// parseWeight reads a weight of weighted_fair, in either form.
+func parseWeight(s, path string) (int, error) {
+	i, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || i < 1 || i > MaxWeight {
+		return 0, errorf(path, "%s, not %s", weightMessage, abbreviate([]byte(s)))
+	}
+	return int(i), nil
 }
 
 // parseMax reads the max of prefer_distinct or max_simultaneous, in either form.
@@ -331,6 +402,22 @@ func (n Node) appendJSON(b []byte) []byte {
 			b = append(b, formatRate(n.PerSecond)...)
 		case "burst":
 			b = strconv.AppendInt(b, int64(n.Burst), 10)
+		case "weights":
+			b = append(b, '{')
+			for i, w := range n.Weights {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				name := w.Value.Str()
+				if !w.Value.IsString() {
+					name = strconv.FormatInt(w.Value.Int64(), 10)
+				}
+				b = append(append(b, jsonString(name)...), ':')
+				b = strconv.AppendInt(b, int64(w.Weight), 10)
+			}
+			b = append(b, '}')
+		case "default_weight":
+			b = strconv.AppendInt(b, int64(n.DefaultWeight), 10)
 		case "then":
 			b = n.Then.appendJSON(b)
 		case "first":

@@ -3,6 +3,7 @@ package strategy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -92,6 +93,21 @@ func TestParse(t *testing.T) {
 			in:   `{"rate_limit": {"key": "k", "per_second": 1e6, "burst": 1000000}}`,
 			want: rateLimit("k", 1e6, 1000000, leaf(Random)),
 		},
+		{
+			name: "weighted_fair",
+			in:   `{"weighted_fair": {"key": "@tenant", "weights": {"globex": 1, "acme": 3}, "default_weight": 2, "then": "oldest_first"}}`,
+			want: weightedFair("@tenant", []Weight{{StringValue("acme"), 3}, {StringValue("globex"), 1}}, 2, leaf(OldestFirst)),
+		},
+		{
+			name: "weighted_fair integer values, default weight and then left out",
+			in:   `{"weighted_fair": {"key": "company_id", "weights": {"42": 5, "-7": 1}}}`,
+			want: weightedFair("company_id", []Weight{{IntValue(-7), 1}, {IntValue(42), 5}}, 1, leaf(Random)),
+		},
+		{
+			name: "weighted_fair with no weights",
+			in:   `{"weighted_fair": {"key": "k", "weights": {}, "default_weight": 1}}`,
+			want: weightedFair("k", []Weight{}, 1, leaf(Random)),
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -155,6 +171,22 @@ func TestParseErrors(t *testing.T) {
 		{name: "max huge", in: `{"max_simultaneous": {"key": "k", "max": 99999999999999999999999}}`, path: "strategy.max_simultaneous.max", msg: "between 1 and 1000000"},
 		{name: "max fraction", in: `{"max_simultaneous": {"key": "k", "max": 1.5}}`, path: "strategy.max_simultaneous.max", msg: "between 1 and 1000000"},
 		{name: "max string", in: `{"max_simultaneous": {"key": "k", "max": "5"}}`, path: "strategy.max_simultaneous.max", msg: "between 1 and 1000000"},
+		{name: "weight zero", in: `{"weighted_fair": {"key": "k", "weights": {"acme": 0}}}`, path: "strategy.weighted_fair.weights.acme", msg: "between 1 and 1000000"},
+		{name: "weight negative", in: `{"weighted_fair": {"key": "k", "weights": {"acme": -3}}}`, path: "strategy.weighted_fair.weights.acme", msg: "between 1 and 1000000"},
+		{name: "weight fraction", in: `{"weighted_fair": {"key": "k", "weights": {"acme": 1.5}}}`, path: "strategy.weighted_fair.weights.acme", msg: "between 1 and 1000000"},
+		{name: "weight string", in: `{"weighted_fair": {"key": "k", "weights": {"acme": "3"}}}`, path: "strategy.weighted_fair.weights.acme", msg: "between 1 and 1000000"},
+		{name: "weights not an object", in: `{"weighted_fair": {"key": "k", "weights": [3]}}`, path: "strategy.weighted_fair.weights", msg: "must be an object"},
+		{name: "weights missing", in: `{"weighted_fair": {"key": "k"}}`, path: "strategy.weighted_fair.weights", msg: "required"},
+		{name: "weights repeated", in: `{"weighted_fair": {"key": "k", "weights": {"a": 1, "a": 2}}}`, path: "strategy.weighted_fair.weights.a", msg: "more than once"},
+		{name: "weights repeated as integer", in: `{"weighted_fair": {"key": "k", "weights": {"7": 1, "07": 2}}}`, path: "strategy.weighted_fair.weights.7", msg: "more than once"},
+		{name: "default weight zero", in: `{"weighted_fair": {"key": "k", "weights": {}, "default_weight": 0}}`, path: "strategy.weighted_fair.default_weight", msg: "between 1 and 1000000"},
+		{name: "default weight over", in: `{"weighted_fair": {"key": "k", "weights": {}, "default_weight": 1000001}}`, path: "strategy.weighted_fair.default_weight", msg: "between 1 and 1000000"},
+		{name: "weights over 1000", in: `{"weighted_fair": {"key": "k", "weights": {` + manyWeights(1001) + `}}}`, path: "strategy.weighted_fair.weights", msg: "names 1001 values; at most 1000"},
+		{
+			name: "weighted_fair nested",
+			in:   `{"or_else": {"first": "random", "fallback": {"weighted_fair": {"key": "k", "weights": {"x": 0}}}}}`,
+			path: "strategy.or_else.fallback.weighted_fair.weights.x", msg: "between 1",
+		},
 		{name: "rate zero", in: `{"rate_limit": {"key": "k", "per_second": 0, "burst": 1}}`, path: "strategy.rate_limit.per_second", msg: "more than 0 and at most 1000000"},
 		{name: "rate negative", in: `{"rate_limit": {"key": "k", "per_second": -1, "burst": 1}}`, path: "strategy.rate_limit.per_second", msg: "more than 0"},
 		{name: "rate over 10^6", in: `{"rate_limit": {"key": "k", "per_second": 1000000.5, "burst": 1}}`, path: "strategy.rate_limit.per_second", msg: "at most 1000000"},
@@ -357,4 +389,13 @@ func checkRoundTrips(t *testing.T, n Node) {
 	if err != nil || !back.Equal(n) {
 		t.Fatalf("got %v, %v from Parse(%s); want %v", back, err, b, n)
 	}
+}
+
+// manyWeights is n members of a weights object, "v0": 1, "v1": 1, ….
+func manyWeights(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("%q: 1", fmt.Sprintf("v%d", i))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -68,6 +68,8 @@ func TestCandidateQueriesStream(t *testing.T) {
 		"rate_limit(company_id, 10/s, 20, random)",
 		"rate_limit(@tenant, 100/s, 20, select_only(mode=preview, oldest_first))",
 		"or_else(rate_limit(company_id, 5/s, 1, custom_priority), newest_first)",
+		"weighted_fair(@tenant, {acme: 3, globex: 1}, 1, random)",
+		"weighted_fair(company_id, {42: 2}, 1, prefer_distinct(k, 1, oldest_first))",
 	} {
 		t.Run(text, func(t *testing.T) {
 			tree := queuertest.Strategy(t, text)
@@ -142,6 +144,15 @@ func leaves(n strategy.Node, filters []strategy.Filter) []leafQuery {
 		return leaves(*n.Then, append(append([]strategy.Filter(nil), filters...), n.Filter()))
 	case strategy.PreferDistinct, strategy.MaxSimultaneous, strategy.RateLimit:
 		return leaves(*n.Then, filters)
+	case strategy.WeightedFair:
+		// Each value's turn reads then's leaves under a filter of the value, as a
+		// select_only does; the fill after the turns reads them as they are.
+		value := `"v"`
+		if vs := n.WeightedValues(); len(vs) > 0 {
+			value = vs[0]
+		}
+		each := append(append([]strategy.Filter(nil), filters...), strategy.ValueFilter(n.Key, value))
+		return append(leaves(*n.Then, each), leaves(*n.Then, filters)...)
 	}
 	return []leafQuery{{kind: n.Kind, filters: filters}}
 }

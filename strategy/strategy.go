@@ -28,10 +28,11 @@ const (
 	MaxSimultaneous Kind = "max_simultaneous" // hard: at most Max in flight per value of Key
 	OrElse          Kind = "or_else"          // First, filled up from Fallback
 	RateLimit       Kind = "rate_limit"       // hard: at most PerSecond per value of Key on average, Burst at once
+	WeightedFair    Kind = "weighted_fair"    // shares per value of Key in proportion to Weights
 )
 
 // Kinds lists every building block, leaves first, in the order of DESIGN.md §5.
-var Kinds = []Kind{Random, OldestFirst, NewestFirst, CustomPriority, SelectOnly, PreferDistinct, MaxSimultaneous, OrElse, RateLimit}
+var Kinds = []Kind{Random, OldestFirst, NewestFirst, CustomPriority, SelectOnly, PreferDistinct, MaxSimultaneous, OrElse, RateLimit, WeightedFair}
 
 // Leaf reports whether the block has no children (and no parameters).
 func (k Kind) Leaf() bool {
@@ -64,6 +65,11 @@ const (
 	// MaxRate is the largest per_second of rate_limit; it must be more than 0. Its burst
 	// is 1..MaxLimit.
 	MaxRate = 1_000_000
+	// MaxWeight is the largest weight of weighted_fair (in Weights or DefaultWeight); the
+	// smallest is 1.
+	MaxWeight = 1_000_000
+	// MaxWeights is the most values weighted_fair may name in Weights.
+	MaxWeights = 1_000
 )
 
 // Default is the strategy of a request that names none.
@@ -76,6 +82,7 @@ var Default = Node{Kind: Random}
 //	prefer_distinct, max_simultaneous:  Key, Max, Then
 //	or_else:                            First, Fallback
 //	rate_limit:                         Key, PerSecond, Burst, Then
+//	weighted_fair:                      Key, Weights, DefaultWeight, Then
 //
 // The zero Node names no strategy: it marshals to JSON null, which Parse reads as Default.
 type Node struct {
@@ -87,11 +94,22 @@ type Node struct {
 	// at most MaxRate; Burst is how many it hands out at once after a quiet spell, 1..MaxLimit.
 	PerSecond float64
 	Burst     int
+	// Weights are weighted_fair's weights of some values of Key (at most MaxWeights, each
+	// value once, sorted by the value's canonical JSON); DefaultWeight is the weight of
+	// every other value. Each weight is 1..MaxWeight.
+	Weights       []Weight
+	DefaultWeight int
 	// Then orders what select_only, prefer_distinct and max_simultaneous let through. It
 	// is required in a Node; the parsers fill in random when the input leaves it out.
 	Then *Node
 	// First is tried first by or_else; Fallback fills up what it leaves.
 	First, Fallback *Node
+}
+
+// Weight is the weight of one value in a weighted_fair node.
+type Weight struct {
+	Value  Value
+	Weight int
 }
 
 // Error is a validation error; Path names the offending node or field
@@ -116,7 +134,7 @@ type child struct {
 // children returns the child fields that n's Kind uses, set or not, in JSON order.
 func (n Node) children() []child {
 	switch n.Kind {
-	case SelectOnly, PreferDistinct, MaxSimultaneous, RateLimit:
+	case SelectOnly, PreferDistinct, MaxSimultaneous, RateLimit, WeightedFair:
 		return []child{{"then", n.Then}}
 	case OrElse:
 		return []child{{"first", n.First}, {"fallback", n.Fallback}}
@@ -143,7 +161,8 @@ func (n Node) validate(path string, depth int) error {
 	case !n.Kind.known():
 		return errorf(path, "unknown strategy %s; known: %s", quote(string(n.Kind)), knownKinds)
 	}
-	usesKey := n.Kind == SelectOnly || n.Kind == PreferDistinct || n.Kind == MaxSimultaneous || n.Kind == RateLimit
+	usesKey := n.Kind == SelectOnly || n.Kind == PreferDistinct || n.Kind == MaxSimultaneous || n.Kind == RateLimit ||
+		n.Kind == WeightedFair
 	for _, stray := range []struct {
 		field string
 		set   bool
@@ -154,6 +173,8 @@ func (n Node) validate(path string, depth int) error {
 		{"max", n.Max != 0, n.Kind == PreferDistinct || n.Kind == MaxSimultaneous},
 		{"per_second", n.PerSecond != 0, n.Kind == RateLimit},
 		{"burst", n.Burst != 0, n.Kind == RateLimit},
+		{"weights", len(n.Weights) > 0, n.Kind == WeightedFair},
+		{"default_weight", n.DefaultWeight != 0, n.Kind == WeightedFair},
 		{"then", n.Then != nil, usesKey},
 		{"first", n.First != nil, n.Kind == OrElse},
 		{"fallback", n.Fallback != nil, n.Kind == OrElse},
@@ -181,6 +202,13 @@ func (n Node) validate(path string, depth int) error {
 			return err
 		}
 		if err := checkBurst(n.childPath(path, "burst"), n.Burst); err != nil {
+			return err
+		}
+	case WeightedFair:
+		if err := checkWeights(n.childPath(path, "weights"), n.Weights); err != nil {
+			return err
+		}
+		if err := checkWeight(n.childPath(path, "default_weight"), n.DefaultWeight); err != nil {
 			return err
 		}
 	}
@@ -248,10 +276,78 @@ func checkBurst(path string, b int) error {
 	return nil
 }
 
+// weightMessage is the error message of a bad weight, in both forms.
+var weightMessage = fmt.Sprintf("must be an integer between 1 and %d", MaxWeight)
+
+func checkWeight(path string, w int) error {
+	if w < 1 || w > MaxWeight {
+		return errorf(path, "%s", weightMessage)
+	}
+	return nil
+}
+
+// checkWeights checks weighted_fair's weights: at most MaxWeights, each value once and
+// valid, in the canonical order, each weight in range. A weight's path names its value
+// ("strategy.weighted_fair.weights.acme").
+func checkWeights(path string, ws []Weight) error {
+	if len(ws) > MaxWeights {
+		return errorf(path, "names %d values; at most %d", len(ws), MaxWeights)
+	}
+	for i, w := range ws {
+		at := path + "." + valueText(w.Value)
+		if err := checkValue(w.Value, at); err != nil {
+			return err
+		}
+		if err := checkWeight(at, w.Weight); err != nil {
+			return err
+		}
+		if i > 0 && string(valueJSON(ws[i-1].Value)) >= string(valueJSON(w.Value)) {
+			return errorf(at, "weights must name each value once, sorted by the value's JSON text")
+		}
+	}
+	return nil
+}
+
+// sortWeights puts weights in the canonical order; it reports a value named twice.
+func sortWeights(ws []Weight) (dup Value, ok bool) {
+	slices.SortFunc(ws, func(a, b Weight) int { return strings.Compare(string(valueJSON(a.Value)), string(valueJSON(b.Value))) })
+	for i := 1; i < len(ws); i++ {
+		if ws[i-1].Value == ws[i].Value {
+			return ws[i].Value, false
+		}
+	}
+	return Value{}, true
+}
+
+// WeightOf is a weighted_fair node's weight of the value whose canonical JSON text is
+// value (as a submission's strategic metadata holds it).
+func (n Node) WeightOf(value string) int {
+	i, ok := slices.BinarySearchFunc(n.Weights, value, func(w Weight, v string) int { return strings.Compare(string(valueJSON(w.Value)), v) })
+	if ok {
+		return n.Weights[i].Weight
+	}
+	return n.DefaultWeight
+}
+
+// WeightedValues returns the canonical JSON text of each value a weighted_fair node names
+// in Weights, in its order.
+func (n Node) WeightedValues() []string {
+	out := make([]string, len(n.Weights))
+	for i, w := range n.Weights {
+		out[i] = string(valueJSON(w.Value))
+	}
+	return out
+}
+
+// ValueFilter is the filter that keeps the submissions whose strategic metadata has
+// key = the value whose canonical JSON text is value, as a select_only of it does.
+func ValueFilter(key, value string) Filter { return Filter{Key: key, Value: []byte(value)} }
+
 // Equal reports whether two trees are the same, following the pointers.
 func (n Node) Equal(m Node) bool {
 	if n.Kind != m.Kind || n.Key != m.Key || n.Value != m.Value || n.Max != m.Max ||
-		n.PerSecond != m.PerSecond || n.Burst != m.Burst {
+		n.PerSecond != m.PerSecond || n.Burst != m.Burst || n.DefaultWeight != m.DefaultWeight ||
+		!slices.Equal(n.Weights, m.Weights) {
 		return false
 	}
 	eq := func(a, b *Node) bool {

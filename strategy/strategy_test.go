@@ -23,6 +23,10 @@ func maxSimultaneous(key string, m int, then *Node) *Node {
 	return &Node{Kind: MaxSimultaneous, Key: key, Max: m, Then: then}
 }
 
+func weightedFair(key string, weights []Weight, def int, then *Node) *Node {
+	return &Node{Kind: WeightedFair, Key: key, Weights: weights, DefaultWeight: def, Then: then}
+}
+
 func rateLimit(key string, perSecond float64, burst int, then *Node) *Node {
 	return &Node{Kind: RateLimit, Key: key, PerSecond: perSecond, Burst: burst, Then: then}
 }

@@ -16,7 +16,8 @@ import (
 //	         | "prefer_distinct" "(" key "," max [ "," strategy ] ")"
 //	         | "max_simultaneous" "(" key "," max [ "," strategy ] ")"
 //	         | "or_else" "(" strategy "," strategy ")"
-//	         | "rate_limit" "(" key "," rate "," burst [ "," strategy ] ")" .
+//	         | "rate_limit" "(" key "," rate "," burst [ "," strategy ] ")"
+//	         | "weighted_fair" "(" key "," weights "," weight [ "," strategy ] ")" .
 //	leaf     = "random" | "oldest_first" | "newest_first" | "custom_priority" .
 //	key      = word | string .
 //	value    = word | string .   a word that is an integer is an int64, any other a string
@@ -24,6 +25,8 @@ import (
 //	rate     = number "/" ( "s" | "m" | "h" ) .  per second, minute or hour; written back per second
 //	number   = digit { digit } [ "." digit { digit } ] .
 //	burst    = integer .         1..1000000
+//	weights  = "{" [ value ":" weight { "," value ":" weight } ] "}" .  at most 1000 values
+//	weight   = integer .         1..1000000; after the weights, the default weight
 //	word     = [ "@" ] wchar { wchar } . wchar: A-Z a-z 0-9 _ - .   (@tenant: the tenant)
 //	integer  = [ "-" ] digit { digit } .
 //	string   = a JSON string literal, such as "42" or "eu west" .
@@ -115,6 +118,19 @@ func (n Node) writeText(b *strings.Builder) {
 		b.WriteString(formatRate(n.PerSecond))
 		b.WriteString("/s, ")
 		b.WriteString(strconv.Itoa(n.Burst))
+	case WeightedFair:
+		b.WriteString(textKey(n.Key))
+		b.WriteString(", {")
+		for i, w := range n.Weights {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(valueText(w.Value))
+			b.WriteString(": ")
+			b.WriteString(strconv.Itoa(w.Weight))
+		}
+		b.WriteString("}, ")
+		b.WriteString(strconv.Itoa(n.DefaultWeight))
 	}
 	for i, c := range n.children() {
 		if i > 0 || n.Kind != OrElse {
@@ -177,7 +193,7 @@ const (
 	tokEOF    tokKind = iota
 	tokWord           // text is the word
 	tokString         // text is the decoded string
-	tokPunct          // text is one of ( ) , = /
+	tokPunct          // text is one of ( ) , = / { } :
 )
 
 type token struct {
@@ -224,7 +240,7 @@ func (p *textParser) scan(path string) (token, int, error) {
 		return token{kind: tokEOF, pos: i}, i, nil
 	}
 	switch c := p.s[i]; {
-	case strings.IndexByte("(),=/", c) >= 0:
+	case strings.IndexByte("(),=/{}:", c) >= 0:
 		return token{kind: tokPunct, text: p.s[i : i+1], raw: p.s[i : i+1], pos: i}, i + 1, nil
 	case isWordByte(c) || c == '@' && i+1 < len(p.s) && isWordByte(p.s[i+1]):
 		j := i + 1
@@ -343,6 +359,23 @@ func (p *textParser) strategy(path string, depth int) (Node, error) {
 			return Node{}, err
 		}
 		if n.Burst, err = p.burst(at("burst")); err != nil {
+			return Node{}, err
+		}
+		n.Then, err = p.then(at("then"), depth)
+	case WeightedFair:
+		if n.Key, err = p.key(at("key")); err != nil {
+			return Node{}, err
+		}
+		if err := p.expect(at("weights"), ",", "after the key"); err != nil {
+			return Node{}, err
+		}
+		if n.Weights, err = p.weights(at("weights")); err != nil {
+			return Node{}, err
+		}
+		if err := p.expect(at("default_weight"), ",", "after the weights"); err != nil {
+			return Node{}, err
+		}
+		if n.DefaultWeight, err = p.weight(at("default_weight")); err != nil {
 			return Node{}, err
 		}
 		n.Then, err = p.then(at("then"), depth)
@@ -477,4 +510,59 @@ func (p *textParser) burst(path string) (int, error) {
 	}
 	b, err := parseBurst(tok.text, path)
 	return b, p.located(err, tok)
+}
+
+// weights reads weighted_fair's weights: {value: weight, …}.
+func (p *textParser) weights(path string) ([]Weight, error) {
+	if err := p.expect(path, "{", "to open the weights, such as {acme: 3, globex: 1}"); err != nil {
+		return nil, err
+	}
+	ws := []Weight{}
+	for {
+		tok, err := p.peek(path)
+		if err != nil {
+			return nil, err
+		}
+		if tok.kind == tokPunct && tok.text == "}" {
+			_, _ = p.next(path)
+			break
+		}
+		if len(ws) > 0 {
+			if err := p.expect(path, ",", "or \"}\" between the weights"); err != nil {
+				return nil, err
+			}
+		}
+		if len(ws) == MaxWeights {
+			return nil, p.errorf(path, tok, "names more than %d values", MaxWeights)
+		}
+		v, err := p.value(path)
+		if err != nil {
+			return nil, err
+		}
+		at := path + "." + valueText(v)
+		if err := p.expect(at, ":", "after the value"); err != nil {
+			return nil, err
+		}
+		w, err := p.weight(at)
+		if err != nil {
+			return nil, err
+		}
+		ws = append(ws, Weight{Value: v, Weight: w})
+	}
+	if dup, ok := sortWeights(ws); !ok {
+		return nil, errorf(path+"."+valueText(dup), "names the value %s more than once", dup)
+	}
+	return ws, nil
+}
+
+func (p *textParser) weight(path string) (int, error) {
+	tok, err := p.next(path)
+	if err != nil {
+		return 0, err
+	}
+	if tok.kind != tokWord || !isInteger(tok.text) {
+		return 0, p.errorf(path, tok, "%s, got %s", weightMessage, tok)
+	}
+	w, err := parseWeight(tok.text, path)
+	return w, p.located(err, tok)
 }

@@ -53,6 +53,8 @@ func tree(n strategy.Node) treeNode {
 		t.Label += fmt.Sprintf(" %s, max %s", n.Key, num(int64(n.Max)))
 	case strategy.RateLimit:
 		t.Label += fmt.Sprintf(" %s, %s/s, burst %s", n.Key, strconv.FormatFloat(n.PerSecond, 'f', -1, 64), num(int64(n.Burst)))
+	case strategy.WeightedFair:
+		t.Label += fmt.Sprintf(" %s, %d weights, default %s", n.Key, len(n.Weights), num(int64(n.DefaultWeight)))
 	}
 	for _, c := range []*strategy.Node{n.Then, n.First, n.Fallback} {
 		if c != nil {

@@ -85,6 +85,7 @@ type Path struct {
 	buffers    *buffers
 	holds      *holds
 	rates      *rates
+	fair       *fairShares
 	planStats  *planStats
 	tenantSubs *tenantSubsCache
 	reserved   atomic.Int64 // chunks reserved here, for Stats
@@ -102,6 +103,7 @@ func New(cfg Config) *Path {
 		tombs: newTombstones(), hints: newHints(), tenantSubs: newTenantSubsCache(),
 		holds:     &holds{pool: cfg.Pool, log: cfg.Log},
 		rates:     newRates(cfg.Pool, cfg.Log, cfg.Wake),
+		fair:      newFairShares(),
 		planStats: &planStats{pool: cfg.Pool, claims: cfg.Claims, log: cfg.Log},
 	}
 	p.buffers = newBuffers(p.tombs)
@@ -162,6 +164,7 @@ func (p *Path) Handle(e notify.Event) {
 		p.hints.clearNewWork()
 		p.buffers.dropNewWork()
 		p.tenantSubs.clear()
+		p.fair.newWork() // a value that had nothing to do may have some now
 	case notify.ChunksFreed:
 		for _, c := range e.Chunks {
 			if c.Retries != notify.NotRetried {
@@ -174,6 +177,7 @@ func (p *Path) Handle(e notify.Event) {
 		// The chunks are free again, wherever they sort.
 		p.hints.clear()
 		p.buffers.dropFreed()
+		p.fair.newWork()
 	case notify.ChunksFinished:
 		p.tombs.add(e.Keys...) // before the reservations are released
 		for _, k := range e.Keys {

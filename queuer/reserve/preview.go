@@ -67,9 +67,49 @@ type preview struct {
 	seen    map[reserver.Key]bool
 	counts  map[valuePair]int // chunks of the preview per strategic value
 	scanned int
+	cap     int             // a weighted_fair value's turn: at most this many in out
+	fairs   map[string]*drr // copies of the instance's weighted_fair rings
 }
 
-func (p *preview) full() bool { return len(p.out) >= p.max || p.scanned >= scanRowsMax }
+func (p *preview) full() bool {
+	return len(p.out) >= p.max || p.cap > 0 && len(p.out) >= p.cap || p.scanned >= scanRowsMax
+}
+
+func (p *preview) count() int { return len(p.out) }
+
+func (p *preview) space() int {
+	n := p.max - len(p.out)
+	if p.cap > 0 {
+		n = min(n, p.cap-len(p.out))
+	}
+	return max(n, 0)
+}
+
+func (p *preview) limit(n int) func() {
+	old := p.cap
+	p.cap = n
+	if old > 0 {
+		p.cap = min(old, n)
+	}
+	return func() { p.cap = old }
+}
+
+func (p *preview) partial() {}
+
+// fairState is a copy of the instance's ring, kept for the preview: a preview shows the
+// turns a reserve would give, and moves nothing.
+func (p *preview) fairState(n strategy.Node) *drr {
+	k := n.String()
+	if d, ok := p.fairs[k]; ok {
+		return d
+	}
+	if p.fairs == nil {
+		p.fairs = map[string]*drr{}
+	}
+	d := p.p.fair.of(n).clone()
+	p.fairs[k] = d
+	return d
+}
 
 var _ walker = (*preview)(nil)
 
@@ -87,7 +127,7 @@ func (p *preview) tenants(ctx context.Context, tenants []string, _ strategy.Node
 // deferred lists prefer_distinct's saturated candidates after all.
 func (p *preview) deferred(_ context.Context, cands []candidate, f frame) error {
 	for _, c := range cands {
-		if len(p.out) >= p.max {
+		if p.full() {
 			break
 		}
 		p.take(c, f)
@@ -127,7 +167,7 @@ func (p *preview) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
 				return err
 			}
 			for _, c := range batch {
-				if len(p.out) >= p.max {
+				if p.full() {
 					return nil
 				}
 				if c.info = infos[c.key.SubmissionID]; c.info == nil {
@@ -163,10 +203,13 @@ func (p *preview) over(c candidate, rules []rule) bool {
 // a throttle keeps it back, or a rate_limit bucket of one of its values was empty at this
 // instance's last look (a preview takes no token: it may show more than a reserve takes).
 func (p *preview) take(c candidate, f frame) {
-	if p.seen[c.key] || p.over(c, f.limits) || p.p.throttled(c) || p.p.rates.empty(c.info.values, f.rates) {
+	if p.seen[c.key] || p.over(c, f.limits) || p.p.throttled(c) || p.p.rates.empty(c.info.values, f.rates) || fairPasses(c, f) {
 		return
 	}
 	p.seen[c.key] = true
+	for _, s := range f.fairs {
+		s.add(c.info.values)
+	}
 	for k, v := range c.info.values {
 		p.counts[valuePair{k, v}]++
 	}

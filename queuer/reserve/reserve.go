@@ -128,6 +128,9 @@ type run struct {
 	// epochs of the buffers it took candidates from. It ends them all when it is done.
 	epoch uint64
 	held  []uint64
+	// cap, when more than 0, is how many chunks out may hold in a weighted_fair value's
+	// turn (limit).
+	cap int
 }
 
 // reserveFor reserves from this instance's reservable shards for asks, which share
@@ -190,7 +193,32 @@ func (r *run) full() bool { return r.answerFull() || r.scanned >= scanRowsMax }
 
 // answerFull reports whether the requests may take no more chunks: each has its Max, or
 // its MaxBytes.
-func (r *run) answerFull() bool { return len(r.ends) >= len(r.asks) }
+func (r *run) answerFull() bool {
+	return len(r.ends) >= len(r.asks) || r.cap > 0 && len(r.out) >= r.cap
+}
+
+func (r *run) count() int { return len(r.out) }
+
+func (r *run) space() int {
+	n := r.want - len(r.out)
+	if r.cap > 0 {
+		n = min(n, r.cap-len(r.out))
+	}
+	return max(n, 0)
+}
+
+func (r *run) limit(n int) func() {
+	old := r.cap
+	r.cap = n
+	if old > 0 {
+		r.cap = min(old, n)
+	}
+	return func() { r.cap = old }
+}
+
+func (r *run) fairState(n strategy.Node) *drr { return r.p.fair.of(n) }
+
+func (r *run) partial() { r.exhaustive = false }
 
 // filling is the request being filled and how many chunks it holds.
 func (r *run) filling() (Request, int) {
@@ -611,7 +639,7 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	if !r.room(size) {
 		return false, nil // every answer is as large as it may be
 	}
-	if r.valueFull(c, f.limits) || r.p.throttled(c) {
+	if r.valueFull(c, f.limits) || r.p.throttled(c) || fairPasses(c, f) {
 		return false, nil
 	}
 	ask, _ := r.filling()
@@ -682,6 +710,9 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	}
 	r.out = append(r.out, ch)
 	r.bytes += size
+	for _, s := range f.fairs {
+		s.add(c.info.values)
+	}
 	if _, held := r.filling(); held >= ask.Max {
 		r.next()
 	}

@@ -8,7 +8,8 @@ import (
 
 // The one walk of a strategy tree, for a reserve (run) and a preview alike: the wrappers
 // (select_only, prefer_distinct, max_simultaneous, rate_limit) add to the frame their leaves are read
-// in, or_else tries its first branch and then its fallback, and the leaves are read by the
+// in, or_else tries its first branch and then its fallback, weighted_fair gives each value
+// its turn (fair.go), and the leaves are read by the
 // walker, a reserve taking chunks and a preview listing them.
 
 // walker is what a walk does at the nodes whose work differs between a reserve and a
@@ -31,6 +32,18 @@ type walker interface {
 	// deferred, in order, while it wants more (soft: with nothing unsaturated left, they
 	// are handed out after all).
 	deferred(ctx context.Context, cands []candidate, f frame) error
+	// fairState is a weighted_fair node's deficit round robin (fair.go): the instance's
+	// for a reserve, a copy for a preview.
+	fairState(n strategy.Node) *drr
+	// count is how many chunks the walk took; space how many more it may take.
+	count() int
+	space() int
+	// limit makes the walk full once it took n chunks, until restore is called: a
+	// weighted_fair value's turn.
+	limit(n int) (restore func())
+	// partial notes that the walk left out chunks it did not read (a weighted_fair value
+	// skipped for having had nothing to do): an empty answer proves nothing.
+	partial()
 }
 
 // frame is what the wrappers above a node add to its leaves.
@@ -40,6 +53,7 @@ type frame struct {
 	limits   []rule            // max_simultaneous: a global slot per value
 	rates    []rateRule        // rate_limit: a global token per value (rates.go)
 	deferred *[]candidate      // where prefer_distinct collects saturated candidates
+	fairs    []*fairSeen       // weighted_fair's fills: the values handed out
 }
 
 // rule is a prefer_distinct's or a max_simultaneous's key and most in flight.
@@ -64,6 +78,8 @@ func walk(ctx context.Context, w walker, n strategy.Node, f frame) error {
 	case strategy.RateLimit:
 		f.rates = append(append([]rateRule(nil), f.rates...), rateRule{n.Key, n.PerSecond, n.Burst})
 		return walk(ctx, w, *n.Then, f)
+	case strategy.WeightedFair:
+		return walkFair(ctx, w, n, f)
 	case strategy.PreferDistinct:
 		var deferred []candidate
 		f.distinct = append(append([]rule(nil), f.distinct...), rule{n.Key, n.Max})
