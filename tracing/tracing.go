@@ -3,6 +3,12 @@
 // is set. Unset, FromEnv returns nil and nothing is installed: no tracer provider, no
 // middleware, no pgx tracer, so tracing costs nothing.
 //
+// The SDK reads the standard variables besides: OTEL_TRACES_SAMPLER and its _ARG (every
+// request is sampled by default, parent-based), OTEL_BSP_* (the batch queue: 2048 spans by
+// default; past it spans are dropped rather than slowing requests, which at tens of
+// thousands of chunks a second drops most of them: sample, or raise the queue),
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
+//
 // It does not propagate the trace context to consumers: a submission's traceparent is
 // stored and handed out by the engine (api/wire.HeaderTraceparent).
 package tracing
