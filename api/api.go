@@ -16,6 +16,7 @@ import (
 	"opsq/api/ui"
 	"opsq/api/wire"
 	"opsq/queuer"
+	"opsq/tracing"
 )
 
 // Defaults of Config.
@@ -31,6 +32,10 @@ const (
 type Config struct {
 	// Queuer serves the requests. Required.
 	Queuer *queuer.Queuer
+	// Tracing, when set, makes a span of each request (joining its traceparent header)
+	// for the database spans of its pool's tracer to go under; nil: no spans, and no cost
+	// (tracing.FromEnv returns nil when OTEL_EXPORTER_OTLP_ENDPOINT is unset).
+	Tracing *tracing.Provider
 	// Keys, when set, is the cache of the API keys every request but /healthz and /readyz
 	// must carry one of (auth.go); nil serves without keys (OPSQ_AUTH=off).
 	Keys *apikeys.Set
@@ -133,6 +138,9 @@ func New(cfg Config) *Handler {
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
 	e.Pre(headAsGet)
 	e.Use(recoverPanics(cfg.Logger))
+	if cfg.Tracing != nil {
+		e.Use(cfg.Tracing.Middleware())
+	}
 	m := newMetrics(cfg.Queuer, s.parking.now.Load)
 	m.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsq_inflight_bytes",

@@ -73,6 +73,7 @@ func reservedAnswer(chunks []queuer.Chunk) wire.Reserved {
 			Token: ch.Token, SubmissionID: strconv.FormatInt(ch.SubmissionID, 10), ChunkIndex: int64(ch.ChunkIndex),
 			Prefix: ch.Prefix, Metadata: ch.Metadata, Retries: int64(ch.Retries), ExpiresAt: ch.ExpiresAt.UTC(),
 			StrategicMetadata: ch.StrategicValues, // decoded once per submission, shared
+			Traceparent:       ch.Traceparent,
 		}
 		if rc.StrategicMetadata == nil {
 			rc.StrategicMetadata = map[string]wire.MetadataValue{}

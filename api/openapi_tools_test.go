@@ -84,10 +84,11 @@ func use(ctx context.Context) error {
 		return err
 	}
 	chunks := []string{"a", "b"}
-	if _, err := c.SubmitWithResponse(ctx, SubmitJSONRequestBody{Chunks: &chunks}); err != nil {
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	if _, err := c.SubmitWithResponse(ctx, &SubmitParams{Traceparent: &tp}, SubmitJSONRequestBody{Chunks: &chunks}); err != nil {
 		return err
 	}
-	if _, err := c.SubmitWithBodyWithResponse(ctx, "application/x-ndjson", strings.NewReader("{}\n\"a\"\n")); err != nil {
+	if _, err := c.SubmitWithBodyWithResponse(ctx, nil, "application/x-ndjson", strings.NewReader("{}\n\"a\"\n")); err != nil {
 		return err
 	}
 	resp, err := c.GetResults(ctx, "1", &GetResultsParams{})

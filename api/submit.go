@@ -58,6 +58,11 @@ func (s *server) ingest(ctx context.Context, c echo.Context) error {
 		return err
 	}
 	sub.CreatedByKey = createdBy(c)
+	// A traceparent that is not valid is ignored, as the W3C recommendation says of a
+	// receiver: the submission is stored without one, and the request does not fail.
+	if tp := c.Request().Header.Get(wire.HeaderTraceparent); wire.ValidTraceparent(tp) {
+		sub.Traceparent = tp
+	}
 	if sub.Tenant, err = submitTenant(c, sub.Tenant); err != nil {
 		return err
 	}

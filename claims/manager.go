@@ -286,6 +286,9 @@ func (m *Manager) poolConfig() *pgxpool.Config {
 	cc.RuntimeParams["lock_timeout"] = lockTimeout
 	cc.RuntimeParams["idle_in_transaction_session_timeout"] = idleInTxTimeout
 	opsqsql.ConfigureSession(cc) // JIT off, as on every connection of an instance
+	// No tracer: the claims loop serves no request, and its statements must not pay for
+	// the request pool's (tracing.QueryTracer).
+	cc.Tracer = nil
 	return cfg
 }
 

@@ -124,9 +124,40 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("opsq: %d %s: %s", e.StatusCode, e.Code, e.Message)
 }
 
+// SubmitOption is an option of one Submit or SubmitNDJSON.
+type SubmitOption func(*submitOptions)
+
+type submitOptions struct {
+	traceparent string
+}
+
+// WithTraceparent sends the W3C traceparent of the producer's span with the submission
+// (the header traceparent, wire.HeaderTraceparent): the server stores it and hands it out
+// with each of the submission's chunks (wire.ReservedChunk.Traceparent), so that the
+// consumers' spans join the producer's trace. "" sends none. The server ignores a value
+// that is not a valid traceparent (wire.ValidTraceparent): the submission then has none.
+func WithTraceparent(traceparent string) SubmitOption {
+	return func(o *submitOptions) { o.traceparent = traceparent }
+}
+
+// submitContext carries opts to the request (do) in ctx.
+func submitContext(ctx context.Context, opts []SubmitOption) context.Context {
+	var o submitOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.traceparent == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, traceparentContext{}, o.traceparent)
+}
+
+type traceparentContext struct{}
+
 // Submit creates a submission from one JSON body. For many chunks, SubmitNDJSON streams
 // them instead.
-func (c *Client) Submit(ctx context.Context, s wire.Submission) (wire.Created, error) {
+func (c *Client) Submit(ctx context.Context, s wire.Submission, opts ...SubmitOption) (wire.Created, error) {
+	ctx = submitContext(ctx, opts)
 	body, err := json.Marshal(s)
 	if err != nil {
 		return wire.Created{}, fmt.Errorf("opsq: encoding submission: %w", err)
@@ -143,7 +174,8 @@ func (c *Client) Submit(ctx context.Context, s wire.Submission) (wire.Created, e
 // submission atomically: an error (from r or the server) leaves no submission.
 //
 // The transport may still read r for a moment after SubmitNDJSON returns an error.
-func (c *Client) SubmitNDJSON(ctx context.Context, header wire.SubmissionHeader, r io.Reader) (wire.Created, error) {
+func (c *Client) SubmitNDJSON(ctx context.Context, header wire.SubmissionHeader, r io.Reader, opts ...SubmitOption) (wire.Created, error) {
+	ctx = submitContext(ctx, opts)
 	line, err := json.Marshal(header)
 	if err != nil {
 		return wire.Created{}, fmt.Errorf("opsq: encoding submission header: %w", err)
@@ -407,6 +439,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, cont
 	}
 	if key := cmp.Or(c.key, KeyFromContext(ctx)); key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if tp, ok := ctx.Value(traceparentContext{}).(string); ok {
+		req.Header.Set(wire.HeaderTraceparent, tp)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

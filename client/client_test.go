@@ -557,3 +557,38 @@ func TestRetryPauseResume(t *testing.T) {
 		t.Error("Pause with an empty id: got no error")
 	}
 }
+
+func TestSubmitTraceparent(t *testing.T) {
+	t.Parallel()
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	got := make(chan string, 4)
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got <- r.Header.Get(wire.HeaderTraceparent)
+		writeJSON(w, http.StatusCreated, wire.Created{ID: "1", ChunksTotal: 1})
+	})
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"Submit with": func() error {
+			_, err := c.Submit(ctx, wire.Submission{Chunks: []string{"a"}}, client.WithTraceparent(tp))
+			return err
+		},
+		"SubmitNDJSON with": func() error {
+			_, err := c.SubmitNDJSON(ctx, wire.SubmissionHeader{}, strings.NewReader("\"a\"\n"), client.WithTraceparent(tp))
+			return err
+		},
+	} {
+		if err := call(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if h := <-got; h != tp {
+			t.Errorf("%s: the server got traceparent %q; want %q", name, h, tp)
+		}
+	}
+	if _, err := c.Submit(ctx, wire.Submission{Chunks: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-got; h != "" {
+		t.Errorf("Submit without: the server got traceparent %q; want none", h)
+	}
+}

@@ -223,6 +223,7 @@ func fromWire(chunks []wire.ReservedChunk) []Chunk {
 		out[i] = Chunk{
 			Token: c.Token, SubmissionID: id, ChunkIndex: int32(c.ChunkIndex), Prefix: c.Prefix,
 			Metadata: c.Metadata, StrategicMetadata: strategic, Retries: int32(c.Retries), ExpiresAt: c.ExpiresAt,
+			Traceparent: c.Traceparent,
 		}
 		if c.Input != nil {
 			out[i].Input = []byte(*c.Input)

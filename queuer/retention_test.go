@@ -14,7 +14,8 @@ func TestDeleteExpired(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
 	ctx := t.Context()
-	sm := NewSubmission{StrategicMetadata: json.RawMessage(`{"k": 1}`)}
+	sm := NewSubmission{StrategicMetadata: json.RawMessage(`{"k": 1}`),
+		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	done := submitN(t, q, 12000, sm) // more than one deletion batch of chunk rows
 	pgtest.CompleteSubmission(t, pool, done)
 	sm.IdempotencyKey = "cancel-me"
@@ -43,6 +44,12 @@ func TestDeleteExpired(t *testing.T) {
 		if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.strategic_metadata WHERE submission_id = $1", id); c != 0 {
 			t.Errorf("strategic metadata of %d still there", id)
 		}
+		if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.submission_traces WHERE id = $1", id); c != 0 {
+			t.Errorf("traceparent of %d still there", id)
+		}
+	}
+	if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.submission_traces WHERE id = $1", running); c != 1 {
+		t.Errorf("in-progress submission has %d traceparent rows after retention; want 1", c)
 	}
 	if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_completed"); c != 0 {
 		t.Errorf("%d completed chunk rows left; want 0", c)

@@ -3,5 +3,6 @@ WITH c AS (DELETE FROM opsq.submissions_completed WHERE id = @submission_id),
      f AS (DELETE FROM opsq.submissions_failed WHERE id = @submission_id),
      x AS (DELETE FROM opsq.submissions_cancelled WHERE id = @submission_id),
      m AS (DELETE FROM opsq.strategic_metadata WHERE submission_id = @submission_id),
-     l AS (DELETE FROM opsq.submission_lifecycle WHERE id = @submission_id)
+     l AS (DELETE FROM opsq.submission_lifecycle WHERE id = @submission_id),
+     t AS (DELETE FROM opsq.submission_traces WHERE id = @submission_id)
 DELETE FROM opsq.idempotency_keys WHERE submission_id = @submission_id

@@ -27,6 +27,8 @@ type Statements interface {
 	StrategicMetadataInsert(ctx context.Context, p StrategicMetadataInsertParams) error
 	// SubmissionLifecycleInsert records a submission's lifecycle settings.
 	SubmissionLifecycleInsert(ctx context.Context, p SubmissionLifecycleInsertParams) error
+	// SubmissionTraceInsert records the traceparent a submission was sent with.
+	SubmissionTraceInsert(ctx context.Context, p SubmissionTraceInsertParams) error
 	// SubmissionStatus reads a submission's state.
 	SubmissionStatus(ctx context.Context, p SubmissionStatusParams) (SubmissionStatusRow, error)
 	// SubmissionList reads a page of submissions, by state or strategic metadata, at most

@@ -1,4 +1,5 @@
 -- What a consumer gets with each chunk of these in-progress submissions.
-SELECT id, metadata, strategic_metadata, prefix, max_retries, tenant
-FROM opsq.submissions
-WHERE id = ANY(@ids::bigint[])
+SELECT s.id, s.metadata, s.strategic_metadata, s.prefix, s.max_retries, s.tenant, t.traceparent
+FROM opsq.submissions s
+LEFT JOIN opsq.submission_traces t ON t.id = s.id
+WHERE s.id = ANY(@ids::bigint[])

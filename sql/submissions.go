@@ -156,6 +156,21 @@ func (q Queries) SubmissionLifecycleInsert(ctx context.Context, p SubmissionLife
 	return err
 }
 
+//go:embed submission_trace_insert.sql
+var submissionTraceInsert string
+
+// SubmissionTraceInsertParams are submission_trace_insert.sql's.
+type SubmissionTraceInsertParams struct {
+	ID          int64
+	Traceparent string // checked by the caller: 55 characters, the W3C format
+}
+
+// SubmissionTraceInsert records the traceparent a submission was sent with.
+func (q Queries) SubmissionTraceInsert(ctx context.Context, p SubmissionTraceInsertParams) error {
+	_, err := q.db.Exec(ctx, submissionTraceInsert, pgx.NamedArgs{"id": p.ID, "traceparent": p.Traceparent})
+	return err
+}
+
 //go:embed submission_status.sql
 var submissionStatus string
 
@@ -325,6 +340,8 @@ type SubmissionInfoRow struct {
 	Prefix            *string
 	MaxRetries        int32
 	Tenant            string
+	// Traceparent is the W3C traceparent the submission was sent with; nil for none.
+	Traceparent *string
 }
 
 // SubmissionInfo reads the in-progress submissions of p.IDs, in no order; fn is called
@@ -335,7 +352,7 @@ func (q Queries) SubmissionInfo(ctx context.Context, p SubmissionInfoParams, fn 
 		return err
 	}
 	var r SubmissionInfoRow
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Metadata, &r.StrategicMetadata, &r.Prefix, &r.MaxRetries, &r.Tenant}, func() error { return fn(r) })
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Metadata, &r.StrategicMetadata, &r.Prefix, &r.MaxRetries, &r.Tenant, &r.Traceparent}, func() error { return fn(r) })
 	return err
 }
 

@@ -338,6 +338,9 @@ type ReservedChunk struct {
 	StrategicMetadata map[string]MetadataValue `json:"strategic_metadata"`
 	Retries           int64                    `json:"retries"`
 	ExpiresAt         time.Time                `json:"expires_at"`
+	// Traceparent is the W3C traceparent header its submission was sent with (DESIGN.md
+	// §9), for the consumer's span to join the producer's trace; absent for none.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Completion completes one reserved chunk with its output.

@@ -119,7 +119,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	pool, err := newPool(ctx, url)
+	pool, err := newPool(ctx, url, nil)
 	if err != nil {
 		return err
 	}

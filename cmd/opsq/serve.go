@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/api"
@@ -29,6 +30,7 @@ import (
 	"opsq/migrations"
 	"opsq/queuer"
 	opsqsql "opsq/sql"
+	"opsq/tracing"
 )
 
 // serveConfig is the configuration of "opsq serve"; every field has a flag and an OPSQ_*
@@ -192,7 +194,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	pool, err := newPool(ctx, dbURL)
+	// Tracing only when OTEL_EXPORTER_OTLP_ENDPOINT is set: else spans is nil, and neither
+	// the request pool nor the API gets a tracer.
+	spans, err := tracing.FromEnv(ctx)
+	if err != nil {
+		return err
+	}
+	if spans != nil {
+		log.Info("exporting traces over OTLP", slog.String("endpoint", os.Getenv(tracing.EnvEndpoint)))
+		defer func() {
+			flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := spans.Shutdown(flushCtx); err != nil {
+				log.Warn("sending the last spans", slog.Any("error", err))
+			}
+		}()
+	}
+	pool, err := newPool(ctx, dbURL, spans.QueryTracer())
 	if err != nil {
 		return err
 	}
@@ -246,6 +264,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	handler := api.New(api.Config{
 		Queuer:           q,
 		Keys:             keys,
+		Tracing:          spans,
 		Logger:           log,
 		MaxBody:          int64(cfg.maxBody),
 		MaxChunkBytes:    int(cfg.maxChunkBytes),
@@ -359,7 +378,9 @@ func databaseURL(ctx context.Context, url, devDir string, log *slog.Logger) (str
 	return devDatabase(ctx, devDir, log)
 }
 
-func newPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// newPool connects the request pool; tracer, when not nil, traces its statements (the
+// claims manager's pool, made from a copy of its configuration, drops it).
+func newPool(ctx context.Context, url string, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parsing database URL: %w", err)
@@ -370,6 +391,9 @@ func newPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	// JIT off on every connection: it costs a reserve tens of milliseconds once the
 	// backlog's size pushes a plan's estimate past jit_above_cost (sql.ConfigureSession).
 	opsqsql.ConfigureSession(cfg.ConnConfig)
+	if tracer != nil {
+		cfg.ConnConfig.Tracer = tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the database: %w", err)

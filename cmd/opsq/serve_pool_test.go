@@ -11,7 +11,7 @@ import (
 // inputs' statements run on it, and some of their estimates grow with the backlog.
 func TestNewPoolTurnsJITOff(t *testing.T) {
 	t.Parallel()
-	pool, err := newPool(t.Context(), pgtest.NewDB(t))
+	pool, err := newPool(t.Context(), pgtest.NewDB(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,9 @@ type submitOptions struct {
 	ndjson bool   // the input is NDJSON chunk lines already
 	wait   bool   // wait until the submission finishes
 	input  string // the input file; "" or "-" for stdin
+	// traceparent is the W3C traceparent sent with the submission: --traceparent, which
+	// defaults to $TRACEPARENT (what "opsq work" gives its command).
+	traceparent string
 }
 
 // parseSubmitArgs parses the arguments of "opsq submit".
@@ -40,6 +43,7 @@ PREFIX+index in object storage, which the consumers read themselves.`, stderr)
 	h := &o.header
 	var backoffInitial, backoffMax time.Duration
 	fs.BoolVar(&o.ndjson, "ndjson", false, "the input is NDJSON: one chunk per line, each a JSON string")
+	fs.StringVar(&o.traceparent, "traceparent", os.Getenv("TRACEPARENT"), "the W3C `traceparent` of the producer's span, handed out with each chunk so that consumers join its trace; an invalid one is ignored (default $TRACEPARENT)")
 	fs.StringVar(&h.Metadata, "metadata", "", "opaque `text` handed to every consumer of the chunks")
 	fs.Func("meta", "strategic metadata `key=value`, repeatable; an integer value is an integer, anything else a string", func(s string) error {
 		k, v, err := parseMeta(s)
@@ -173,7 +177,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	start := time.Now()
 	var created wire.Created
 	if o.header.Prefix != "" {
-		created, err = c.Submit(ctx, wire.Submission{SubmissionHeader: o.header})
+		created, err = c.Submit(ctx, wire.Submission{SubmissionHeader: o.header}, client.WithTraceparent(o.traceparent))
 		err = explain(err, o.url, "")
 	} else {
 		created, err = submitInput(ctx, c, o, line)
@@ -220,7 +224,7 @@ func submitInput(ctx context.Context, c *client.Client, o submitOptions, line *p
 	}
 	rec := &errRecorder{r: body}
 	progress := startUpload(line, counted, size)
-	created, err := c.SubmitNDJSON(ctx, o.header, rec)
+	created, err := c.SubmitNDJSON(ctx, o.header, rec, client.WithTraceparent(o.traceparent))
 	progress.stop()
 	if rerr := rec.get(); rerr != nil && ctx.Err() == nil {
 		return created, fmt.Errorf("reading %s: %w; nothing was submitted", name, rerr)

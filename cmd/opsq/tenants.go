@@ -89,7 +89,7 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	pool, err := newPool(ctx, url)
+	pool, err := newPool(ctx, url, nil)
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,8 @@ type workOptions struct {
 func parseWorkArgs(args []string, stderr io.Writer) (workOptions, error) {
 	fs := newClientFlags("work", "-- COMMAND [ARGS...]", `Consume chunks: run COMMAND once per reserved chunk, with the chunk's input on stdin
 (object-storage mode: nothing on stdin, and OPSQ_CHUNK_PREFIX set), and the environment
-variables OPSQ_SUBMISSION_ID, OPSQ_CHUNK_INDEX, OPSQ_RETRIES and OPSQ_METADATA. What the
+variables OPSQ_SUBMISSION_ID, OPSQ_CHUNK_INDEX, OPSQ_RETRIES and OPSQ_METADATA (and
+TRACEPARENT, the W3C traceparent the submission was sent with, when it was). What the
 command writes to stdout, exactly, becomes the chunk's output. A command that exits with a
 non-zero status, or cannot start, fails the chunk (one attempt; the chunk is retried while
 its submission's max_retries allows), with the end of its stderr as the error.
@@ -572,7 +573,7 @@ func chunkEnv(env []string, ch wire.ReservedChunk) []string {
 	out := make([]string, 0, len(env)+len(set)+1)
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		if _, ours := set[name]; !ours && name != "OPSQ_CHUNK_PREFIX" {
+		if _, ours := set[name]; !ours && name != "OPSQ_CHUNK_PREFIX" && name != "TRACEPARENT" {
 			out = append(out, kv)
 		}
 	}
@@ -581,6 +582,11 @@ func chunkEnv(env []string, ch wire.ReservedChunk) []string {
 	}
 	if ch.Prefix != nil {
 		out = append(out, "OPSQ_CHUNK_PREFIX="+*ch.Prefix)
+	}
+	// The W3C traceparent of the submission's producer, under the name OpenTelemetry's
+	// environment-variable carriers read, so that the command's spans join its trace.
+	if ch.Traceparent != "" {
+		out = append(out, "TRACEPARENT="+ch.Traceparent)
 	}
 	return out
 }

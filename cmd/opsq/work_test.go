@@ -216,7 +216,7 @@ func TestTailWriter(t *testing.T) {
 
 func TestChunkEnv(t *testing.T) {
 	t.Parallel()
-	env := []string{"PATH=/bin", "OPSQ_CHUNK_PREFIX=s3://stale/", "OPSQ_METADATA=stale", "OPSQ_URL=http://q:1"}
+	env := []string{"PATH=/bin", "OPSQ_CHUNK_PREFIX=s3://stale/", "OPSQ_METADATA=stale", "OPSQ_URL=http://q:1", "TRACEPARENT=stale"}
 	input := "abc"
 	inline := wire.ReservedChunk{SubmissionID: "42", ChunkIndex: 7, Retries: 2, Metadata: "run 7", Input: &input}
 	want := []string{"PATH=/bin", "OPSQ_URL=http://q:1", "OPSQ_SUBMISSION_ID=42", "OPSQ_CHUNK_INDEX=7", "OPSQ_RETRIES=2", "OPSQ_METADATA=run 7"}
@@ -224,9 +224,10 @@ func TestChunkEnv(t *testing.T) {
 		t.Errorf("inline: got %q; want %q", got, want)
 	}
 	prefix := "s3://bucket/run-7/"
-	stored := wire.ReservedChunk{SubmissionID: "43", ChunkIndex: 0, Prefix: &prefix}
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	stored := wire.ReservedChunk{SubmissionID: "43", ChunkIndex: 0, Prefix: &prefix, Traceparent: tp}
 	want = []string{"PATH=/bin", "OPSQ_URL=http://q:1", "OPSQ_SUBMISSION_ID=43", "OPSQ_CHUNK_INDEX=0", "OPSQ_RETRIES=0", "OPSQ_METADATA=",
-		"OPSQ_CHUNK_PREFIX=s3://bucket/run-7/"}
+		"OPSQ_CHUNK_PREFIX=s3://bucket/run-7/", "TRACEPARENT=" + tp}
 	if got := chunkEnv(env, stored); !slices.Equal(got, want) {
 		t.Errorf("object storage: got %q; want %q", got, want)
 	}

@@ -17,6 +17,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"opsq/api/wire"
 	"opsq/queuer/identity"
 	"opsq/queuer/tokens"
@@ -232,7 +235,7 @@ func (v *Verifier) use(nonce string, now, until time.Time) error {
 // by the instance from and signs it with keys, with a fresh nonce (for the peer client,
 // and for tests that ask one instance for its own shards only). A request whose context
 // carries a caller's identity (queuer/identity) carries it, signed, in place of any
-// Authorization header. It reads a request's body to sign it; the bodies forwarded are
+// Authorization header, and one in a traced request's span carries its traceparent. It reads a request's body to sign it; the bodies forwarded are
 // small, bounded by the API's body limit.
 func SigningTransport(keys *tokens.Keyring, from string, base http.RoundTripper) http.RoundTripper {
 	return &signingTransport{keys: keys, from: from, base: base}
@@ -268,6 +271,11 @@ func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	out.Header.Set(wire.ForwardedHeader, f.From)
 	if f.Caller != "" {
 		out.Header.Set(wire.ForwardedCallerHeader, f.Caller)
+	}
+	// The trace of the request forwarded goes on at the peer (tracing on only: with it off,
+	// no context carries a span).
+	if sc := trace.SpanContextFromContext(req.Context()); sc.IsValid() {
+		propagation.TraceContext{}.Inject(req.Context(), propagation.HeaderCarrier(out.Header))
 	}
 	out.Header.Set(wire.ForwardedSignatureHeader, signForwarded(t.keys, out.Method, out.URL.RequestURI(), f, body, time.Now(), newNonce()))
 	return t.base.RoundTrip(out)

@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"opsq/api/wire"
 	"opsq/queuer/identity"
@@ -197,6 +200,40 @@ func TestSigningTransport(t *testing.T) {
 		}
 		if req.Header.Get(wire.ForwardedSignatureHeader) != "" || req.Header.Get("Authorization") == "" {
 			t.Error("SigningTransport changed the caller's request")
+		}
+	}
+}
+
+// TestSigningTransportTraceparent: a forwarded request in a traced request's span carries
+// its traceparent, so that the peer's span joins the trace; one outside a span carries none.
+func TestSigningTransportTraceparent(t *testing.T) {
+	t.Parallel()
+	k := tokens.NewStaticKeyring([]byte(strings.Repeat("h", 32)))
+	got := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get(wire.HeaderTraceparent)
+	}))
+	defer srv.Close()
+	hc := &http.Client{Transport: SigningTransport(k, "opsq-9", http.DefaultTransport)}
+	traceID, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	spanID, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	traced := trace.ContextWithSpanContext(t.Context(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled}))
+	for _, tc := range []struct {
+		ctx  context.Context
+		want string
+	}{
+		{traced, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		{t.Context(), ""},
+	} {
+		req, _ := http.NewRequestWithContext(tc.ctx, http.MethodPost, srv.URL+"/v1/reserve", strings.NewReader(`{}`))
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if h := <-got; h != tc.want {
+			t.Errorf("the peer got traceparent %q; want %q", h, tc.want)
 		}
 	}
 }

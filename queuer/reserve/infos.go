@@ -28,6 +28,8 @@ type submissionInfo struct {
 	prefix     *string
 	maxRetries int32
 	tenant     string
+	// traceparent is the W3C traceparent the submission was sent with; "" for none.
+	traceparent string
 	// bytes is what each chunk of the submission takes in a reserve answer besides its
 	// input: its metadata, strategic metadata and prefix, and the fields of every chunk
 	// (see answer.go).
@@ -106,6 +108,10 @@ func (c *infoCache) get(ctx context.Context, cands []candidate) (map[int64]*subm
 		in.bytes = answerChunkOverhead + jsonStringLen([]byte(in.metadata)) + jsonStringLen(in.strategic)
 		if in.prefix != nil {
 			in.bytes += jsonStringLen([]byte(*in.prefix))
+		}
+		if r.Traceparent != nil {
+			in.traceparent = *r.Traceparent
+			in.bytes += len(`,"traceparent":""`) + len(in.traceparent)
 		}
 		out[id] = &in
 		return nil

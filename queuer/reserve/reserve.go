@@ -60,6 +60,8 @@ type Chunk struct {
 	StrategicValues map[string]wire.MetadataValue
 	Retries         int32
 	ExpiresAt       time.Time
+	// Traceparent is the W3C traceparent its submission was sent with; "" for none.
+	Traceparent string
 }
 
 // Bounds of one reserve request.
@@ -704,6 +706,7 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 		Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex,
 		Prefix: c.info.prefix, Metadata: c.info.metadata, StrategicMetadata: c.info.strategic,
 		StrategicValues: c.info.decoded, Retries: c.retries, ExpiresAt: r.expires,
+		Traceparent: c.info.traceparent,
 	}
 	if c.info.prefix == nil {
 		ch.Input = c.input

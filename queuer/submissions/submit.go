@@ -40,6 +40,9 @@ type NewSubmission struct {
 	Tenant string
 	// Lifecycle is what the submission does when work goes wrong, and when it may start.
 	Lifecycle Lifecycle
+	// Traceparent is the W3C traceparent the producer sent, handed out with each chunk;
+	// "" for none. The caller has checked it (55 characters, the W3C format).
+	Traceparent string
 }
 
 // Chunks yields the contents of a submission's chunks in order. Next returns io.EOF after
@@ -269,6 +272,11 @@ func (s *Store) insertSubmission(ctx context.Context, tx pgx.Tx, id int64, sub N
 	if lp, ok := sub.Lifecycle.params(id, n); ok {
 		if err := db.SubmissionLifecycleInsert(ctx, lp); err != nil {
 			return fmt.Errorf("inserting the lifecycle settings: %w", err)
+		}
+	}
+	if sub.Traceparent != "" {
+		if err := db.SubmissionTraceInsert(ctx, opsqsql.SubmissionTraceInsertParams{ID: id, Traceparent: sub.Traceparent}); err != nil {
+			return fmt.Errorf("inserting the traceparent: %w", err)
 		}
 	}
 	if err := announce(); err != nil {
