@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"opsq/api/apikeys"
+	"opsq/api/tracing"
 	"opsq/api/ui"
 	"opsq/api/wire"
 	"opsq/queuer"
-	"opsq/tracing"
 )
 
 // Defaults of Config.

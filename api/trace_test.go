@@ -18,11 +18,11 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"opsq/api/tracing"
 	"opsq/api/wire"
 	"opsq/queuer"
 	"opsq/queuer/queuertest"
 	"opsq/sql/pgtest"
-	"opsq/tracing"
 )
 
 // otlpReceiver is an in-process OTLP/HTTP receiver: it keeps every span posted to

@@ -25,12 +25,12 @@ import (
 
 	"opsq/api"
 	"opsq/api/apikeys"
+	"opsq/api/tracing"
 	"opsq/api/wire"
 	"opsq/claims"
 	"opsq/migrations"
 	"opsq/queuer"
 	opsqsql "opsq/sql"
-	"opsq/tracing"
 )
 
 // serveConfig is the configuration of "opsq serve"; every field has a flag and an OPSQ_*
