@@ -86,13 +86,13 @@ type Reserver struct {
 		byToken map[string]*entry
 		byKey   map[Key]*entry
 		// byShard links the reservations of each shard that has any.
-		byShard map[int]*shardList
+		byShard map[int]*entryList
 		// byValue counts live reservations per strategic-metadata pair;
 		// pairs whose count reaches 0 are deleted.
 		byValue map[valuePair]int
 		// byConsumer links the reservations of each consumer name that has any, in
 		// reservation order: its head is the consumer's oldest lease.
-		byConsumer map[string]*consumerList
+		byConsumer map[string]*entryList
 		expiry     expiryHeap
 		// seq numbers reservations in the order they were made, to break
 		// ties between equal expiry times.
@@ -107,10 +107,9 @@ type entry struct {
 	index int
 	// expired is set by TakeExpired: the lease ran out, and only Release ends it.
 	expired bool
-	// prev and next link the entries of one shard, in reservation order.
-	prev, next *entry
-	// cprev and cnext link the entries of one consumer, in reservation order.
-	cprev, cnext *entry
+	// links link the entries of one shard, and of one consumer name, in reservation order
+	// (entryList).
+	links [listKinds]links
 }
 
 // valuePair is one strategic-metadata key and canonical value.
@@ -124,9 +123,9 @@ func New(cfg Config) *Reserver {
 	r := &Reserver{}
 	r.mu.byToken = make(map[string]*entry, n)
 	r.mu.byKey = make(map[Key]*entry, n)
-	r.mu.byShard = make(map[int]*shardList)
+	r.mu.byShard = make(map[int]*entryList)
 	r.mu.byValue = make(map[valuePair]int)
-	r.mu.byConsumer = make(map[string]*consumerList)
+	r.mu.byConsumer = make(map[string]*entryList)
 	r.mu.expiry = make(expiryHeap, 0, n)
 	return r
 }
@@ -155,13 +154,13 @@ func (r *Reserver) Reserve(res Reservation) bool {
 	r.mu.expiry.push(expiryItem{expiresAt: res.ExpiresAt, seq: r.mu.seq, e: e})
 	l := r.mu.byShard[res.Shard]
 	if l == nil {
-		l = &shardList{}
+		l = &entryList{kind: shardLinks}
 		r.mu.byShard[res.Shard] = l
 	}
 	l.pushBack(e)
 	cl := r.mu.byConsumer[res.Consumer]
 	if cl == nil {
-		cl = &consumerList{}
+		cl = &entryList{kind: consumerLinks}
 		r.mu.byConsumer[res.Consumer] = cl
 	}
 	cl.pushBack(e)
@@ -267,7 +266,7 @@ func (r *Reserver) ShardReservations(shard int) []Reservation {
 		return nil
 	}
 	out := make([]Reservation, 0, l.n)
-	for e := l.head; e != nil; e = e.next {
+	for e := l.head; e != nil; e = e.links[shardLinks].next {
 		out = append(out, e.res)
 	}
 	return out

@@ -103,8 +103,8 @@ func checkInvariants(t testing.TB, r *Reserver) {
 		}
 		count := 0
 		var prev *entry
-		for e := l.head; e != nil; e = e.next {
-			if e.prev != prev {
+		for e := l.head; e != nil; e = e.links[shardLinks].next {
+			if e.links[shardLinks].prev != prev {
 				t.Fatalf("shard %d: broken prev link at %q", shard, e.res.Token)
 			}
 			if e.res.Shard != shard {
@@ -134,8 +134,8 @@ func checkInvariants(t testing.TB, r *Reserver) {
 	for name, l := range r.mu.byConsumer {
 		count := 0
 		var prev *entry
-		for e := l.head; e != nil; e = e.cnext {
-			if e.cprev != prev || e.res.Consumer != name || r.mu.byToken[e.res.Token] != e {
+		for e := l.head; e != nil; e = e.links[consumerLinks].next {
+			if e.links[consumerLinks].prev != prev || e.res.Consumer != name || r.mu.byToken[e.res.Token] != e {
 				t.Fatalf("consumer %q: broken list at %q", name, e.res.Token)
 			}
 			prev = e
