@@ -54,17 +54,9 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&fromEnv, "from-env", "", "create: take the key from this environment `variable` (at least 32 characters) rather than make one")
 	fs.BoolVar(&ifMissing, "if-missing", false, "create: do nothing if a key of that name exists already")
 	fs.BoolVar(&asJSON, "json", false, "list: print JSON")
-	// Flags may come before or after the action and its argument.
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return parseError(err)
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
 	}
 	usageError := func(format string, a ...any) error {
 		fmt.Fprintf(stderr, "opsq keys: "+format+"\n\n", a...)
@@ -253,4 +245,21 @@ func explainKeysError(err error) error {
 		return fmt.Errorf(`%w; the database has no API keys table yet: run "opsq migrate up" (or start "opsq serve" once)`, err)
 	}
 	return err
+}
+
+// parseInterleaved parses fs's flags wherever they stand among the action and its
+// arguments ("opsq keys create NAME --role admin" as well as "--role admin create NAME"),
+// and returns the arguments that are not flags, in order.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, parseError(err)
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }

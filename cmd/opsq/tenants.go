@@ -39,16 +39,9 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&maxPending, "max-pending-chunks", "", "set: the most chunks not yet finished over the tenant's submissions, or none (default: as it is)")
 	fs.StringVar(&maxInProgress, "max-in-progress", "", "set: the most submissions in progress, or none (default: as it is)")
 	fs.BoolVar(&asJSON, "json", false, "list: print JSON")
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return parseError(err)
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
 	}
 	usageError := func(format string, a ...any) error {
 		fmt.Fprintf(stderr, "opsq tenants: "+format+"\n\n", a...)
