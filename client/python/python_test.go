@@ -92,16 +92,7 @@ func TestPythonClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := clustertest.New(t, clustertest.Binary{Path: bin}, pgtest.NewDB(t))
-	keys := map[apikeys.Role]string{}
-	for _, role := range []apikeys.Role{apikeys.Admin, apikeys.Producer, apikeys.Consumer} {
-		_, k, err := apikeys.Create(t.Context(), c.Pool, "python-"+string(role), role, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys[role] = k
-	}
-	c.Env = append(c.Env, "OPSQ_AUTH=required")
-	c.Key = keys[apikeys.Admin]
+	keys := c.RequireKeys(t, "python")
 	insts := c.StartN(2)
 
 	env := pythonEnv(

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"opsq/api/apikeys"
 	"opsq/api/wire"
 	"opsq/client"
 	"opsq/queuer/peers"
@@ -401,4 +402,22 @@ func PollUntil(t testing.TB, timeout time.Duration, what string, check func() st
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
+}
+
+// RequireKeys makes the instances started from now on require API keys
+// (OPSQ_AUTH=required) and creates an admin, a producer and a consumer key named
+// prefix-<role>, which it returns by role; the kit's own clients send the admin key.
+func (c *Cluster) RequireKeys(t testing.TB, prefix string) map[apikeys.Role]string {
+	t.Helper()
+	keys := map[apikeys.Role]string{}
+	for _, role := range []apikeys.Role{apikeys.Admin, apikeys.Producer, apikeys.Consumer} {
+		_, k, err := apikeys.Create(context.Background(), c.Pool, prefix+"-"+string(role), role, 0)
+		if err != nil {
+			t.Fatalf("creating the %s key: %v", role, err)
+		}
+		keys[role] = k
+	}
+	c.Env = append(c.Env, "OPSQ_AUTH=required")
+	c.Key = keys[apikeys.Admin]
+	return keys
 }
