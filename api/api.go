@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -98,6 +99,11 @@ type Config struct {
 	// of the document at GET /v1/openapi.json. Defaults to none: the document's own
 	// (http://localhost:3999, the address of "make run").
 	AdvertiseURL string
+
+	// beforeAnswer, when set (tests only), runs when a reserve has taken chunks, right
+	// before it checks that its client is still there and answers; r is the reserve's
+	// request, conn its connection when the reserve was parked (else nil).
+	beforeAnswer func(r *http.Request, conn net.Conn)
 }
 
 type server struct {
@@ -174,6 +180,7 @@ func New(cfg Config) *Handler {
 	v1.POST("/submissions/retry", s.retryMany, s.authenticate(producerRoles))
 	v1.POST("/reserve", s.reserve, s.authenticate(consumerRoles))
 	v1.POST("/reserve/preview", s.preview, s.authenticate(consumerRoles))
+	v1.POST("/reserve/giveback", s.giveBack, s.authenticate(consumerRoles))
 	v1.POST("/complete", s.complete, s.authenticate(consumerRoles))
 	v1.POST("/fail", s.fail, s.authenticate(consumerRoles))
 	v1.POST("/extend", s.extend, s.authenticate(consumerRoles))

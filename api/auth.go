@@ -13,6 +13,7 @@ import (
 	"opsq/api/apikeys"
 	"opsq/queuer"
 	"opsq/queuer/identity"
+	"opsq/queuer/peers"
 )
 
 // API keys (DESIGN.md §8). With Config.Keys set, every route but the open ones (/healthz,
@@ -50,6 +51,10 @@ type Route struct {
 	// cookie its login page sets, never from the Authorization header. Without a valid
 	// admin key there, a page redirects to the login page (303) and anything else is 401.
 	Dashboard bool
+	// Instances: a route only the instances of the cluster call, signed with the cluster
+	// key (api/forwarded_auth.go) for a caller of Roles; a request with any key is 403. It
+	// is not part of the documented REST API.
+	Instances bool
 }
 
 // Routes is the role table of the API: every route the server serves, with the roles that
@@ -69,6 +74,7 @@ var Routes = []Route{
 	{Method: http.MethodPost, Path: "/v1/submissions/retry", Roles: producerRoles},
 	{Method: http.MethodPost, Path: "/v1/reserve", Roles: consumerRoles},
 	{Method: http.MethodPost, Path: "/v1/reserve/preview", Roles: consumerRoles},
+	{Method: http.MethodPost, Path: peers.GiveBackPath, Roles: consumerRoles, Instances: true},
 	{Method: http.MethodPost, Path: "/v1/complete", Roles: consumerRoles},
 	{Method: http.MethodPost, Path: "/v1/fail", Roles: consumerRoles},
 	{Method: http.MethodPost, Path: "/v1/extend", Roles: consumerRoles},
@@ -109,7 +115,9 @@ func (r Route) Open() bool { return len(r.Roles) == 0 }
 
 // Allows reports whether a key of role may call r (on its tenant's submissions, for a
 // route on a submission).
-func (r Route) Allows(role apikeys.Role) bool { return r.Open() || slices.Contains(r.Roles, role) }
+func (r Route) Allows(role apikeys.Role) bool {
+	return !r.Instances && (r.Open() || slices.Contains(r.Roles, role))
+}
 
 // roles is the roles a route allows besides admin, which may call everything.
 func roles(r ...apikeys.Role) []apikeys.Role { return append(r, apikeys.Admin) }

@@ -15,8 +15,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"opsq/api/apikeys"
 	"opsq/api/wire"
 	"opsq/queuer"
+	"opsq/queuer/peers"
 	"opsq/strategy"
 )
 
@@ -46,8 +48,50 @@ func (s *server) reserve(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(chunks) > 0 && s.cfg.beforeAnswer != nil {
+		s.cfg.beforeAnswer(c.Request(), nil)
+	}
+	if len(chunks) > 0 && clientLeft(c.Request()) {
+		// Nobody will read the answer: free the chunks now, not when their lease runs out.
+		s.q.GiveBack(ctx, chunks)
+		return nil
+	}
 	holdOf(c).forceTo(answerBytes(chunks))
 	return c.JSON(http.StatusOK, reservedAnswer(chunks))
+}
+
+// giveBack serves another instance giving back chunks of this instance's shards that a
+// reserve it forwarded here took but could not deliver, its consumer gone before the
+// answer was written (peers.GiveBackPath). Instances only: a request with a key is refused.
+func (s *server) giveBack(c echo.Context) error {
+	raw, err := s.readBody(c)
+	if err != nil {
+		return err
+	}
+	forwarded, err := s.forwarded(c, raw)
+	if err != nil {
+		return err
+	}
+	if !forwarded {
+		who := "a request"
+		if k, ok := c.Get(callerKey).(apikeys.Caller); ok {
+			who = fmt.Sprintf("the key %q has the role %s, and", k.Name, k.Role)
+		}
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="opsq", error="insufficient_scope"`)
+		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: fmt.Sprintf(
+			"%s may not call POST %s: only the instances of the cluster call it, signed with the cluster key", who, peers.GiveBackPath)}
+	}
+	var body struct {
+		Tokens []string `json:"tokens"`
+	}
+	if err := decodeJSON(raw, &body); err != nil {
+		return err
+	}
+	if len(body.Tokens) > wire.MaxRequestItems {
+		return badRequest("tokens: at most %d per request", wire.MaxRequestItems)
+	}
+	s.q.GiveBackTokens(body.Tokens)
+	return c.NoContent(http.StatusNoContent)
 }
 
 // answerBytes is about what a reserve answer holds while it is written: the chunks'

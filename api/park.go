@@ -125,8 +125,15 @@ func (s *server) park(c echo.Context, p *queuer.Parked) bool {
 		case err != nil && s.parking.closed.Load() && errors.Is(err, context.Canceled):
 			chunks, err = []queuer.Chunk{}, nil // shutting down: no chunks here
 		}
+		if len(chunks) > 0 && s.cfg.beforeAnswer != nil {
+			s.cfg.beforeAnswer(nil, conn)
+		}
+		if len(chunks) > 0 && connClosed(conn) {
+			p.GiveBack(fwd, chunks) // the client left while the look took them: nobody reads the answer
+			return
+		}
 		if werr := s.writeParked(conn, chunks, err); werr != nil && len(chunks) > 0 {
-			p.GiveBack(chunks) // not delivered: free again at once, not when the lease runs out
+			p.GiveBack(fwd, chunks) // not delivered: free again at once, not when the lease runs out
 		}
 	}()
 	return true

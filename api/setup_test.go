@@ -35,7 +35,9 @@ func setup(t *testing.T, cfg Config) *env {
 	q := queuertest.Start(t, queuer.Config{Pool: pool})
 	cfg.Queuer = q
 	h := New(cfg)
-	srv := httptest.NewServer(h)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnContext = ConnContext // as opsq serve has it
+	srv.Start()
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { // before srv.Close: the reserves parked on hijacked connections end
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)

@@ -176,8 +176,59 @@ func (p *Parked) WaitWith(ctx context.Context, block Block) ([]Chunk, error) {
 }
 
 // GiveBack releases chunks a reserve took but could not deliver (its consumer went away
-// before the answer was written), and announces them like new work.
-func (p *Parked) GiveBack(chunks []Chunk) { p.q.reserve.GiveBack(chunks) }
+// before the answer was written), and announces them like new work (Queuer.GiveBack).
+func (p *Parked) GiveBack(ctx context.Context, chunks []Chunk) { p.q.GiveBack(ctx, chunks) }
+
+// giveBackTimeout bounds asking other instances to give back chunks they reserved for a
+// forwarded reserve.
+const giveBackTimeout = 5 * time.Second
+
+// GiveBack releases chunks a reserve took but could not deliver, because its consumer went
+// away before the answer was written: reservable again at once, no attempt counted, rather
+// than when their lease runs out. The chunks of this instance's shards are released here;
+// those a forward brought from another instance are given back by their shard's owner,
+// asked with the identity ctx carries (the reserve's own context, ended or not).
+func (q *Queuer) GiveBack(ctx context.Context, chunks []Chunk) {
+	var local []Chunk
+	remote := map[int][]string{} // shard -> tokens
+	for _, ch := range chunks {
+		t, ok := q.keys.Read(ch.Token, q.shardCount)
+		if !ok {
+			continue
+		}
+		if l, owned := q.claims.Lease(t.Shard); owned && l.Generation == t.Generation {
+			local = append(local, ch)
+			continue
+		}
+		remote[t.Shard] = append(remote[t.Shard], ch.Token)
+	}
+	q.reserve.GiveBack(local)
+	if len(remote) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+	defer cancel()
+	for shard, toks := range remote {
+		q.router.GiveBack(ctx, shard, toks)
+	}
+}
+
+// GiveBackTokens releases the reservations of tokens that another instance's forwarded
+// reserve took here and could not deliver (peers.GiveBackPath). Tokens that do not verify,
+// or whose shard this instance no longer holds under their generation, are passed over.
+func (q *Queuer) GiveBackTokens(toks []string) {
+	var local []Chunk
+	for _, tok := range toks {
+		t, ok := q.keys.Read(tok, q.shardCount)
+		if !ok {
+			continue
+		}
+		if l, owned := q.claims.Lease(t.Shard); owned && l.Generation == t.Generation {
+			local = append(local, Chunk{Token: tok, SubmissionID: t.Key.SubmissionID, ChunkIndex: t.Key.ChunkIndex})
+		}
+	}
+	q.reserve.GiveBack(local)
+}
 
 // look reserves from this instance's shards, then, for a request not forwarded here, from
 // another instance. It returns no chunks ([]) when neither had any; retry reports that an
@@ -194,6 +245,10 @@ func (q *Queuer) look(ctx context.Context, req ReserveRequest) (chunks []Chunk, 
 		return chunks, false, err
 	}
 	forwarded, retry, err := q.router.Forward(ctx, toWireRequest(req))
+	if err == nil && len(forwarded) > 0 && ctx.Err() != nil {
+		q.GiveBack(ctx, fromWire(forwarded)) // the consumer went away meanwhile
+		return nil, false, ctx.Err()
+	}
 	if err != nil || len(forwarded) > 0 {
 		return fromWire(forwarded), false, err
 	}

@@ -342,6 +342,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func newHTTPServer(handler http.Handler, maxHeaderBytes int, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler: handler, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
+		ConnContext:    api.ConnContext, // a reserve tells whether its client left before it answers
 		MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
