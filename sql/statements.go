@@ -45,6 +45,9 @@ type Statements interface {
 	SubmissionInfo(ctx context.Context, p SubmissionInfoParams, fn func(SubmissionInfoRow) error) error
 	// SelectOnlyAny finds the first in-progress submissions with a strategic value.
 	SelectOnlyAny(ctx context.Context, p SelectOnlyAnyParams) ([]int64, error)
+	// FairOthersAny finds the first in-progress submissions without any of a
+	// weighted_fair ring's values.
+	FairOthersAny(ctx context.Context, p FairOthersAnyParams) ([]int64, error)
 
 	// Many small submissions at once (bulk.go): queuer.SubmitMany and CancelMany.
 

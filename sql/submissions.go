@@ -375,3 +375,23 @@ func (q Queries) SelectOnlyAny(ctx context.Context, p SelectOnlyAnyParams) ([]in
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
+
+//go:embed fair_others_any.sql
+var fairOthersAny string
+
+// FairOthersAnyParams are fair_others_any.sql's.
+type FairOthersAnyParams struct {
+	Key   string
+	Known []string // canonical JSON values
+	Limit int
+}
+
+// FairOthersAny returns the ids of the first in-progress submissions whose strategic
+// metadata has no value of key among known (or no key), oldest first.
+func (q Queries) FairOthersAny(ctx context.Context, p FairOthersAnyParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, fairOthersAny, pgx.NamedArgs{"key": p.Key, "known": p.Known, "limit": p.Limit})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}

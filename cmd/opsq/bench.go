@@ -33,7 +33,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	cfg := benchArgs{Config: bench.Config{IngestChunks: bench.IngestChunksDefault, BurndownChunks: bench.BurndownChunksDefault,
 		RSSReservations: bench.RSSReservationsDefault, DistinctSubmissions: bench.DistinctSubmissionsDefault,
 		DistinctValues: bench.DistinctValuesDefault, FailureChunks: bench.FailureChunksDefault, FailureRounds: bench.FailureRoundsDefault,
-		TenantChunks: bench.TenantChunksDefault}}
+		TenantChunks: bench.TenantChunksDefault, FairnessLatencyChunks: bench.FairnessLatencyChunksDefault}}
 	envString(fs, &cfg.databaseURL, "database-url", "OPSQ_DATABASE_URL", "",
 		"PostgreSQL `URL` of the server to measure on; the bench creates a scratch database opsq_bench_<pid> through this URL's database, and drops it at the end")
 	envString(fs, &cfg.devCluster, "dev-cluster", "OPSQ_DEV_CLUSTER", benchDevClusterDefault,
@@ -59,6 +59,11 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	fs.Float64Var(&cfg.FailureRate, "failure-rate", bench.FailureRateDefault, "failures: the `share` of its attempts that a consumer fails (retry true), 0 to 1")
 	fs.IntVar(&cfg.FailureRounds, "failure-rounds", bench.FailureRoundsDefault, "failures: `N` rounds of the two burn-downs, the order alternating; the median ratio is judged")
 	fs.Var((*countFlag)(&cfg.TenantChunks), "tenant-chunks", "tenants: `N` chunks in the backlog, spread evenly over 100 tenants (DESIGN.md §6's 10M takes a few minutes to insert; 1M or fewer for a quick run)")
+	fs.DurationVar(&cfg.FairnessDuration, "fairness-duration", bench.FairnessDurationDefault, "fairness: how long the weighted_fair phase runs before a late value arrives (then one --fairness-window more)")
+	fs.DurationVar(&cfg.FairnessWindow, "fairness-window", bench.FairnessWindowDefault, "fairness: the window over which each weighted_fair share is judged")
+	fs.DurationVar(&cfg.FairnessRateDuration, "fairness-rate-duration", bench.FairnessRateDurationDefault, "fairness: how long the rate_limit phase runs")
+	fs.DurationVar(&cfg.FairnessThrottle, "fairness-throttle", bench.FairnessThrottleDefault, "fairness: how long the throttle of the throttle phase lasts (its for)")
+	fs.Var((*countFlag)(&cfg.FairnessLatencyChunks), "fairness-latency-chunks", "fairness: `N` chunks in the backlog the reserves of random, rate_limit and weighted_fair are timed on")
 	fs.Var((*countFlag)(&cfg.RSSReservations), "rss-reservations", "rss: `N` live reservations held by instance 0 when its memory is read")
 	fs.BoolVar(&cfg.River, "river", false, "burndown: first build River's burn-down (the Go module in --river-dir) and run it on the same PostgreSQL with as many jobs, then compare: jobs/s, PostgreSQL CPU and WAL per job")
 	fs.StringVar(&cfg.RiverDir, "river-dir", "", "burndown --river: the `directory` of the River module (cmd/opsq/bench/river of the source tree); empty: where this binary was built from, else ./cmd/opsq/bench/river")
@@ -117,6 +122,16 @@ workloads:
             turn: the percentiles of each, the ratio, and chunks of another tenant handed
             to the limited one (needs --auth required; not in the default list: run it
             with --workload tenants)
+  fairness  --instances instances (3 unless given), --consumers consumers spread over them,
+            reserving one chunk at a time: weighted_fair 3:1:1 over three backlogged values
+            for --fairness-duration, each --fairness-window's shares, then a fourth value
+            arrives late: how soon it is served, and the next window's shares; rate_limit
+            20/s burst 5 on three values at once for --fairness-rate-duration: each one's
+            rate and most chunks in a second; a throttle of --fairness-throttle on one of
+            two values: chunks of it handed out meanwhile, and how soon it resumes; then
+            one consumer times --samples reserves of random, rate_limit and weighted_fair
+            on a --fairness-latency-chunks backlog of which one value is 90 % (not in the
+            default list: run it with --workload fairness)
 
 flags:`)
 		printFlagDefaults(fs)
@@ -135,6 +150,11 @@ flags:`)
 	var err error
 	if cfg.Workloads, err = parseWorkloads(*workloadList); err != nil {
 		return cfg, usageError("--workload: %v", err)
+	}
+	instancesSet := false
+	fs.Visit(func(f *flag.Flag) { instancesSet = instancesSet || f.Name == "instances" })
+	if slices.Contains(cfg.Workloads, "fairness") && !instancesSet {
+		cfg.Instances = bench.FairnessInstances
 	}
 	if cfg.Backlogs, err = parseCounts(*backlogList); err != nil {
 		return cfg, usageError("--backlogs: %v", err)

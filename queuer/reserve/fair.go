@@ -178,6 +178,21 @@ func (d *drr) knows(value string) bool {
 	return ok
 }
 
+// known returns the values the ring has turns of their own for, sorted: the others' turn
+// passes over their chunks.
+func (d *drr) known() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(d.values)-1)
+	for v := range d.values {
+		if v != fairOthers {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // drop removes the value at ring position i.
 func (d *drr) drop(i int) {
 	delete(d.values, d.ring[i])
@@ -287,14 +302,19 @@ func walkFair(ctx context.Context, w walker, n strategy.Node, f frame) error {
 			seen = &fairSeen{key: n.Key, values: map[string]int{}, known: d.knows}
 			g := f
 			g.fairs = append(append([]*fairSeen(nil), f.fairs...), seen)
-			err = walk(ctx, w, *n.Then, g)
+			var done bool
+			if done, err = w.others(ctx, n.Key, d.known(), *n.Then, g); !done && err == nil {
+				err = walk(ctx, w, *n.Then, g)
+			}
 		} else {
 			err = within(ctx, w, strategy.ValueFilter(n.Key, v), *n.Then, f)
 		}
 		restore()
 		got := w.count() - before
 		now := time.Now()
-		d.result(v, ask, got, w.full(), now)
+		// A turn the scan bound cut short had nothing to do within reach: were its due kept,
+		// the pointer would stay on it, and every reserve would spend the bound on it again.
+		d.result(v, ask, got, w.full() && !w.scanBound(), now)
 		if seen != nil {
 			d.saw(seen.values, now)
 		}

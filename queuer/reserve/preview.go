@@ -75,6 +75,10 @@ func (p *preview) full() bool {
 	return len(p.out) >= p.max || p.cap > 0 && len(p.out) >= p.cap || p.scanned >= scanRowsMax
 }
 
+func (p *preview) scanBound() bool {
+	return p.scanned >= scanRowsMax && len(p.out) < p.max && !(p.cap > 0 && len(p.out) >= p.cap)
+}
+
 func (p *preview) count() int { return len(p.out) }
 
 func (p *preview) space() int {
@@ -115,6 +119,12 @@ var _ walker = (*preview)(nil)
 
 // selectOnly has the leaves filter: a preview reads over every shard, and takes nothing.
 func (p *preview) selectOnly(context.Context, strategy.Filter, strategy.Node, frame) (bool, error) {
+	return false, nil
+}
+
+// others has the others' turn read then as it is: a preview reads over every shard, and
+// takes nothing.
+func (p *preview) others(context.Context, string, []string, strategy.Node, frame) (bool, error) {
 	return false, nil
 }
 

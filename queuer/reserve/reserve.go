@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -193,6 +194,8 @@ func (r *run) answers() [][]Chunk {
 
 func (r *run) full() bool { return r.answerFull() || r.scanned >= scanRowsMax }
 
+func (r *run) scanBound() bool { return r.scanned >= scanRowsMax && !r.answerFull() }
+
 // answerFull reports whether the requests may take no more chunks: each has its Max, or
 // its MaxBytes.
 func (r *run) answerFull() bool {
@@ -303,29 +306,74 @@ const fewSubmissions = 64
 
 // matching returns the in-progress submissions whose strategic metadata has the filter's
 // key = one of its values, oldest first, up to fewSubmissions+1 of them: one ordered
-// index scan per value.
+// index scan per value, remembered until new work arrives (cachedSubs): a weighted_fair
+// value's turn asks it at every reserve.
 func (p *Path) matching(ctx context.Context, filter strategy.Filter) ([]int64, error) {
-	var ids []int64
-	var err error
-	filter.Each(func(value []byte) {
+	var key strings.Builder
+	fmt.Fprintf(&key, "select_only %q", filter.Key)
+	filter.Each(func(value []byte) { fmt.Fprintf(&key, " %s", value) })
+	subs, err := p.cachedSubs(key.String(), func() (tenantSubs, error) {
+		var ids []int64
+		var err error
+		filter.Each(func(value []byte) {
+			if err != nil {
+				return
+			}
+			var some []int64
+			some, err = opsqsql.New(p.cfg.Pool).SelectOnlyAny(ctx, opsqsql.SelectOnlyAnyParams{Key: filter.Key, Value: string(value), Limit: fewSubmissions + 1})
+			if err != nil {
+				err = fmt.Errorf("looking for submissions with %s = %s: %w", filter.Key, value, err)
+			}
+			ids = append(ids, some...)
+		})
 		if err != nil {
-			return
+			return tenantSubs{}, err
 		}
-		var some []int64
-		some, err = opsqsql.New(p.cfg.Pool).SelectOnlyAny(ctx, opsqsql.SelectOnlyAnyParams{Key: filter.Key, Value: string(value), Limit: fewSubmissions + 1})
-		if err != nil {
-			err = fmt.Errorf("looking for submissions with %s = %s: %w", filter.Key, value, err)
+		if filter.Values != nil {
+			slices.Sort(ids)
+			ids = ids[:min(len(ids), fewSubmissions+1)]
 		}
-		ids = append(ids, some...)
+		return tenantSubs{ids: ids}, nil
 	})
-	if err != nil {
-		return nil, err
+	return subs.ids, err
+}
+
+// fairOthersKnownMax is the most values a weighted_fair ring may know for its others'
+// turn to look for the submissions without them first (run.others); past it, the turn
+// scans the backlog, passing over the known values' chunks.
+const fairOthersKnownMax = 1_000
+
+// fairOthers returns the in-progress submissions whose strategic metadata has no value of
+// key among known, oldest first, up to fewSubmissions+1 of them, remembered until new
+// work arrives (cachedSubs).
+func (p *Path) fairOthers(ctx context.Context, key string, known []string) ([]int64, error) {
+	subs, err := p.cachedSubs(fmt.Sprintf("weighted_fair others %q %q", key, known), func() (tenantSubs, error) {
+		ids, err := opsqsql.New(p.cfg.Pool).FairOthersAny(ctx, opsqsql.FairOthersAnyParams{Key: key, Known: known, Limit: fewSubmissions + 1})
+		if err != nil {
+			return tenantSubs{}, fmt.Errorf("looking for submissions without the values of %s a weighted_fair knows: %w", key, err)
+		}
+		return tenantSubs{ids: ids}, nil
+	})
+	return subs.ids, err
+}
+
+// others serves a weighted_fair's turn of the others (known, the values of key the ring
+// has turns for) as selectOnly serves a rare value: nothing at all when every submission
+// in progress has one of the known values, and the few without one submission by
+// submission; otherwise the turn scans the backlog, passing over the known values'
+// chunks, which when they are most of it costs up to the scan bound.
+func (r *run) others(ctx context.Context, key string, known []string, then strategy.Node, f frame) (bool, error) {
+	if len(known) > fairOthersKnownMax {
+		return false, nil
 	}
-	if filter.Values != nil {
-		slices.Sort(ids)
-		ids = ids[:min(len(ids), fewSubmissions+1)]
+	ids, err := r.p.fairOthers(ctx, key, known)
+	if err != nil || len(ids) == 0 {
+		return true, err
 	}
-	return ids, nil
+	if len(ids) <= fewSubmissions && then.Kind.Leaf() {
+		return true, r.submissions(ctx, then.Kind, ids, f)
+	}
+	return false, nil
 }
 
 // submissions runs a leaf over a few submissions (a rare select_only value), one

@@ -41,7 +41,8 @@ type tenantSubs struct {
 	at      time.Time
 }
 
-// tenantSubsCache remembers tenantSubs by tenant list. Safe for concurrent use.
+// tenantSubsCache remembers tenantSubs by what was looked for (cachedSubs): a tenant
+// list, a select_only value, a weighted_fair's others. Safe for concurrent use.
 type tenantSubsCache struct {
 	mu    sync.Mutex
 	byKey map[string]tenantSubs
@@ -63,6 +64,25 @@ func (c *tenantSubsCache) clear() {
 // tenantSubmissions returns the first submissions in progress of tenants.
 func (p *Path) tenantSubmissions(ctx context.Context, tenants []string) (tenantSubs, error) {
 	key := strings.Join(tenants, ",")
+	return p.cachedSubs("tenants "+key, func() (tenantSubs, error) {
+		rows, err := opsqsql.New(p.cfg.Pool).TenantSubmissions(ctx, opsqsql.TenantSubmissionsParams{Tenants: tenants, Limit: fewSubmissions + 1})
+		if err != nil {
+			return tenantSubs{}, fmt.Errorf("reading the submissions of tenants %s: %w", key, err)
+		}
+		e := tenantSubs{ids: make([]int64, len(rows))}
+		for i, r := range rows {
+			e.ids[i] = r.ID
+			e.pending += r.Pending
+		}
+		return e, nil
+	})
+}
+
+// cachedSubs returns what load finds of the submissions in progress, remembered under key
+// until new work arrives, at most tenantSubsTTL: the tenants' submissions, a select_only
+// value's (matching) and those of a weighted_fair's others (fairOthers). A submission
+// that finished since costs a scan that finds nothing; a new one clears the cache.
+func (p *Path) cachedSubs(key string, load func() (tenantSubs, error)) (tenantSubs, error) {
 	c := p.tenantSubs
 	c.mu.Lock()
 	e, ok := c.byKey[key]
@@ -71,15 +91,11 @@ func (p *Path) tenantSubmissions(ctx context.Context, tenants []string) (tenantS
 	if ok && time.Since(e.at) < tenantSubsTTL {
 		return e, nil
 	}
-	rows, err := opsqsql.New(p.cfg.Pool).TenantSubmissions(ctx, opsqsql.TenantSubmissionsParams{Tenants: tenants, Limit: fewSubmissions + 1})
+	e, err := load()
 	if err != nil {
-		return tenantSubs{}, fmt.Errorf("reading the submissions of tenants %s: %w", key, err)
+		return e, err
 	}
-	e = tenantSubs{at: time.Now(), ids: make([]int64, len(rows))}
-	for i, r := range rows {
-		e.ids[i] = r.ID
-		e.pending += r.Pending
-	}
+	e.at = time.Now()
 	c.mu.Lock()
 	if c.gen == gen {
 		if len(c.byKey) >= tenantSubsMax {

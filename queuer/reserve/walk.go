@@ -17,6 +17,8 @@ import (
 type walker interface {
 	// full reports that the walk may stop: enough chunks, or the scan bound reached.
 	full() bool
+	// scanBound reports that the walk stopped for the scan bound, with room for more chunks.
+	scanBound() bool
 	// leaf reads a leaf's candidates in f and takes what it may.
 	leaf(ctx context.Context, kind strategy.Kind, f frame) error
 	// selectOnly may serve a select_only node then over filter by a way of its own
@@ -28,6 +30,11 @@ type walker interface {
 	// submissions one by one when they hold few chunks (tenants.go); done reports that it
 	// did.
 	tenants(ctx context.Context, tenants []string, then strategy.Node, f frame) (done bool, err error)
+	// others may serve a weighted_fair's turn of the others (then in frame f, which
+	// passes over the chunks of the values known, the ring's, of key) by a way of its own:
+	// nothing at all when every submission in progress has a known value, the few
+	// without one submission by submission (reserve.go); done reports that it did.
+	others(ctx context.Context, key string, known []string, then strategy.Node, f frame) (done bool, err error)
 	// deferred takes, after a prefer_distinct's subtree, the saturated candidates it
 	// deferred, in order, while it wants more (soft: with nothing unsaturated left, they
 	// are handed out after all).

@@ -21,10 +21,11 @@ const (
 	workloadParked   = "parked"
 	workloadFailures = "failures"
 	workloadTenants  = "tenants"
+	workloadFairness = "fairness"
 )
 
 // Workloads names the workloads, in the order "opsq bench --help" lists them.
-var Workloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadFailures, workloadTenants, workloadAbuse}
+var Workloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadFailures, workloadTenants, workloadFairness, workloadAbuse}
 
 // Config is what "opsq bench" is asked to measure; its flags set it (cmd/opsq/bench.go).
 type Config struct {
@@ -91,6 +92,20 @@ type Config struct {
 	// TenantChunks is the tenants workload's backlog, spread evenly over 100 tenants.
 	// Defaults to 10 000 000 (DESIGN.md §6's size; it takes minutes to insert).
 	TenantChunks int64
+
+	// FairnessDuration is how long the fairness workload's weighted_fair phase runs before
+	// a late value arrives (then one window more). Defaults to 1m.
+	FairnessDuration time.Duration
+	// FairnessWindow is the window the weighted_fair shares are judged over, each on its
+	// own. Defaults to 10s.
+	FairnessWindow time.Duration
+	// FairnessRateDuration is how long the rate_limit phase runs. Defaults to 30s.
+	FairnessRateDuration time.Duration
+	// FairnessThrottle is the throttle's "for" in the throttle phase. Defaults to 5s.
+	FairnessThrottle time.Duration
+	// FairnessLatencyChunks is the backlog the fairness workload times reserves on, with
+	// random, rate_limit and weighted_fair. Defaults to 200 000.
+	FairnessLatencyChunks int64
 }
 
 // Defaults of Config; the sizes are those of DESIGN.md §6, except the large latency
@@ -123,6 +138,14 @@ const (
 	FailureRateDefault         = 0.01    // DESIGN.md §6's rate
 	FailureRoundsDefault       = 3
 	TenantChunksDefault        = 10_000_000 // DESIGN.md §6's size
+	// FairnessInstances is how many instances --workload fairness starts when --instances
+	// is not given: DESIGN.md §6's.
+	FairnessInstances            = 3
+	FairnessDurationDefault      = time.Minute // DESIGN.md §6's
+	FairnessWindowDefault        = 10 * time.Second
+	FairnessRateDurationDefault  = 30 * time.Second
+	FairnessThrottleDefault      = 5 * time.Second
+	FairnessLatencyChunksDefault = 200_000
 )
 
 // latencyWarmup is how many reserves the latency workload makes, untimed, before it
@@ -179,6 +202,14 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("--abuse-memory-bytes %d: want 65536 to 32505856 (31 MiB, within the 32 MiB body bound)", cfg.AbuseMemoryBytes)
 	case cfg.AbuseKeys < 33 || cfg.AbuseKeys > 10_000_000:
 		return fmt.Errorf("--abuse-keys %d: want 33 (one past the bound) to 10000000", cfg.AbuseKeys)
+	case cfg.FairnessWindow < 100*time.Millisecond || cfg.FairnessWindow > 10*time.Minute:
+		return fmt.Errorf("--fairness-window %s: want 100ms to 10m", cfg.FairnessWindow)
+	case cfg.FairnessDuration < cfg.FairnessWindow || cfg.FairnessDuration > time.Hour:
+		return fmt.Errorf("--fairness-duration %s: want --fairness-window (%s) to 1h", cfg.FairnessDuration, cfg.FairnessWindow)
+	case cfg.FairnessRateDuration < time.Second || cfg.FairnessRateDuration > time.Hour:
+		return fmt.Errorf("--fairness-rate-duration %s: want 1s to 1h", cfg.FairnessRateDuration)
+	case cfg.FairnessThrottle < time.Second || cfg.FairnessThrottle > time.Hour:
+		return fmt.Errorf("--fairness-throttle %s: want 1s to 1h (POST /v1/throttle's bounds)", cfg.FairnessThrottle)
 	case len(cfg.Workloads) == 0:
 		return fmt.Errorf("--workload: no workload: want one or more of %v", Workloads)
 	case len(cfg.Strategies) == 0 && slices.Contains(cfg.Workloads, workloadLatency):
@@ -198,6 +229,10 @@ func (cfg Config) Validate() error {
 	}
 	if slices.Contains(cfg.Workloads, workloadTenants) && cfg.Auth == AuthOff {
 		return fmt.Errorf("--workload %s: needs --auth %s: a consumer is limited to a tenant by its key", workloadTenants, AuthRequired)
+	}
+	if need := int64(3*(cfg.Samples+latencyWarmup)) * 20; slices.Contains(cfg.Workloads, workloadFairness) && cfg.FairnessLatencyChunks < need {
+		return fmt.Errorf("--fairness-latency-chunks %d: want at least %d, 20 times the reserves of the 3 strategies timed on it (--samples %d + %d to warm up, each): its chunks without the key, a twentieth of it, must outlast them",
+			cfg.FairnessLatencyChunks, need, cfg.Samples, latencyWarmup)
 	}
 	if need := int64(cfg.DistinctHeld + cfg.Samples + latencyWarmup); slices.Contains(cfg.Workloads, workloadDistinct) && cfg.DistinctSubmissions <= need {
 		return fmt.Errorf("--distinct-submissions %d: must be larger than the %d reserves that consume them (--distinct-held %d + --samples %d + %d to warm up)",

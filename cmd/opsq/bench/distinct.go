@@ -79,7 +79,7 @@ func (r *benchRun) distinct(ctx context.Context) error {
 
 	var saturated, foreign int
 	req := wire.ReserveRequest{Max: 1, Strategy: distinctStrategy, Lease: "5m", Consumer: "bench-distinct"}
-	reserves, _, err := r.timeReserves(ctx, c, req, "distinct", func(ch wire.ReservedChunk) {
+	reserves, _, err := r.timeReserves(ctx, c, req, r.cfg.Samples, "distinct", func(ch wire.ReservedChunk) {
 		switch {
 		case !b.holds(ch):
 			foreign++

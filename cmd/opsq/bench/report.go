@@ -18,8 +18,10 @@ import (
 
 // target is a number of DESIGN.md §6 that a measurement must reach: value Op Bound.
 type benchTarget struct {
-	Op    string  `json:"op"` // "<=", "<", ">=" or "=="
+	Op    string  `json:"op"` // "<=", "<", ">=", "==" or "within"
 	Bound float64 `json:"bound"`
+	// Tolerance is, for "within", how far from Bound the value may be, a share of Bound.
+	Tolerance float64 `json:"tolerance,omitempty"`
 }
 
 // met reports whether v reaches the target.
@@ -33,21 +35,25 @@ func (t benchTarget) met(v float64) bool {
 		return v >= t.Bound
 	case "==":
 		return v == t.Bound
+	case "within":
+		return math.Abs(v-t.Bound) <= t.Tolerance*math.Abs(t.Bound)
 	}
 	return false
 }
 
 // Units of benchRow.Unit; a count has no unit.
 const (
-	unitSeconds = "s"
-	unitMillis  = "ms"
-	unitRate    = "chunks/s"
-	unitJobRate = "jobs/s" // River's
-	unitMicros  = "µs"
-	unitBytes   = "bytes"
-	unitMB      = "MB"
-	unitRatio   = "×"
-	unitCount   = ""
+	unitSeconds   = "s"
+	unitMillis    = "ms"
+	unitRate      = "chunks/s"
+	unitJobRate   = "jobs/s" // River's
+	unitMicros    = "µs"
+	unitBytes     = "bytes"
+	unitMB        = "MB"
+	unitRatio     = "×"
+	unitPercent   = "%"
+	unitPerSecond = "/s" // a rate that needs its decimals, such as rate_limit's
+	unitCount     = ""
 )
 
 // benchRow is one measured value, with the target DESIGN.md §6 sets for it, if any.
@@ -74,6 +80,14 @@ func measured(key, measure string, value float64, unit string) benchRow {
 // want sets the row's target and whether it was met.
 func (r benchRow) want(op string, bound float64) benchRow {
 	t := benchTarget{Op: op, Bound: bound}
+	met := t.met(r.Value)
+	r.Target, r.Met = &t, &met
+	return r
+}
+
+// wantWithin sets the row's target: bound ± tolerance × bound.
+func (r benchRow) wantWithin(bound, tolerance float64) benchRow {
+	t := benchTarget{Op: "within", Bound: bound, Tolerance: tolerance}
 	met := t.met(r.Value)
 	r.Target, r.Met = &t, &met
 	return r
@@ -227,6 +241,10 @@ func formatValue(v float64, unit string) string {
 		return fmt.Sprintf("%.1f MB", v)
 	case unitRatio:
 		return fmt.Sprintf("%.2f×", v)
+	case unitPercent:
+		return fmt.Sprintf("%.1f %%", v)
+	case unitPerSecond:
+		return fmt.Sprintf("%.2f /s", v)
 	case unitCount:
 		return progress.GroupDigits(int64(math.Round(v)))
 	}
@@ -235,6 +253,9 @@ func formatValue(v float64, unit string) string {
 
 // formatTarget writes a target: "≤ 5 s", "< 300 MB", "= 0".
 func formatTarget(t benchTarget, unit string) string {
+	if t.Op == "within" {
+		return formatTarget(benchTarget{Op: "==", Bound: t.Bound}, unit)[len("= "):] + fmt.Sprintf(" ± %g %%", t.Tolerance*100)
+	}
 	op := map[string]string{"<=": "≤", "<": "<", ">=": "≥", "==": "="}[t.Op]
 	var bound string
 	switch unit {

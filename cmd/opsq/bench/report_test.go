@@ -91,6 +91,11 @@ func TestTargetMet(t *testing.T) {
 			t.Errorf("%v %s %v: got %v; want %v", tt.v, tt.op, tt.bound, got, tt.want)
 		}
 	}
+	for v, want := range map[float64]bool{20: true, 21: true, 19: true, 21.01: false, 18.99: false} {
+		if got := (benchTarget{Op: "within", Bound: 20, Tolerance: 0.05}).met(v); got != want {
+			t.Errorf("%v within 20 ± 5 %%: got %v; want %v", v, got, want)
+		}
+	}
 }
 
 func TestFormatValueAndTarget(t *testing.T) {
@@ -102,16 +107,18 @@ func TestFormatValueAndTarget(t *testing.T) {
 		t          benchTarget
 		wantTarget string
 	}{
-		{3.214, unitSeconds, "3.21 s", benchTarget{"<=", 5}, "≤ 5 s"},
-		{0.8349, unitMillis, "0.83 ms", benchTarget{"<=", 1}, "≤ 1 ms"},
-		{123.4, unitMillis, "123 ms", benchTarget{"<=", 5}, "≤ 5 ms"},
-		{312512.7, unitRate, "313 000 chunks/s", benchTarget{">=", 200000}, "≥ 200 000 chunks/s"},
-		{181.23, unitMB, "181.2 MB", benchTarget{"<", 300}, "< 300 MB"},
-		{1.234, unitRatio, "1.23×", benchTarget{"<=", 2}, "≤ 2×"},
-		{1234, unitCount, "1 234", benchTarget{"==", 0}, "= 0"},
-		{15234.5, unitJobRate, "15 200 jobs/s", benchTarget{">=", 0}, "≥ 0 jobs/s"},
-		{41.26, unitMicros, "41.3 µs", benchTarget{"<=", 25}, "≤ 25 µs"},
-		{228.6, unitBytes, "229 bytes", benchTarget{"<=", 200}, "≤ 200 bytes"},
+		{3.214, unitSeconds, "3.21 s", benchTarget{Op: "<=", Bound: 5}, "≤ 5 s"},
+		{0.8349, unitMillis, "0.83 ms", benchTarget{Op: "<=", Bound: 1}, "≤ 1 ms"},
+		{123.4, unitMillis, "123 ms", benchTarget{Op: "<=", Bound: 5}, "≤ 5 ms"},
+		{312512.7, unitRate, "313 000 chunks/s", benchTarget{Op: ">=", Bound: 200000}, "≥ 200 000 chunks/s"},
+		{181.23, unitMB, "181.2 MB", benchTarget{Op: "<", Bound: 300}, "< 300 MB"},
+		{1.234, unitRatio, "1.23×", benchTarget{Op: "<=", Bound: 2}, "≤ 2×"},
+		{1234, unitCount, "1 234", benchTarget{Op: "==", Bound: 0}, "= 0"},
+		{15234.5, unitJobRate, "15 200 jobs/s", benchTarget{Op: ">=", Bound: 0}, "≥ 0 jobs/s"},
+		{41.26, unitMicros, "41.3 µs", benchTarget{Op: "<=", Bound: 25}, "≤ 25 µs"},
+		{228.6, unitBytes, "229 bytes", benchTarget{Op: "<=", Bound: 200}, "≤ 200 bytes"},
+		{7.04, unitPercent, "7.0 %", benchTarget{Op: "<=", Bound: 10}, "≤ 10 %"},
+		{20.134, unitPerSecond, "20.13 /s", benchTarget{Op: "within", Bound: 20, Tolerance: 0.05}, "20 /s ± 5 %"},
 	}
 	for _, tt := range tests {
 		if got := formatValue(tt.v, tt.unit); got != tt.wantValue {

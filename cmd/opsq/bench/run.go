@@ -94,6 +94,7 @@ func (r *benchRun) runWorkloads(ctx context.Context) error {
 		workloadParked:   r.parked,
 		workloadFailures: r.failures,
 		workloadTenants:  r.tenants,
+		workloadFairness: r.fairness,
 	}
 	for _, w := range r.cfg.Workloads {
 		if err := run[w](ctx); err != nil {

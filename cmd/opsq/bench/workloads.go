@@ -551,7 +551,7 @@ func (r *benchRun) timeBacklog(ctx context.Context, c *client.Client, size int64
 			return nil, err
 		}
 		req := wire.ReserveRequest{Max: 1, Strategy: js, Lease: "5m", Consumer: "bench-latency"}
-		reserves, completes, err := r.timeReserves(ctx, c, req, label+", "+n.String(), seen)
+		reserves, completes, err := r.timeReserves(ctx, c, req, r.cfg.Samples, label+", "+n.String(), seen)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", n, err)
 		}
@@ -623,19 +623,19 @@ func (r *benchRun) vacuumChunks(ctx context.Context, label string) error {
 	return nil
 }
 
-// timeReserves times --samples reserves req (of one chunk), after latencyWarmup untimed
+// timeReserves times samples reserves req (of one chunk), after latencyWarmup untimed
 // ones, and the complete that follows each (apart: the reserve's time does not include it).
 // seen, if not nil, is called with the chunk of each timed reserve, before its complete.
-func (r *benchRun) timeReserves(ctx context.Context, c *client.Client, req wire.ReserveRequest, label string,
+func (r *benchRun) timeReserves(ctx context.Context, c *client.Client, req wire.ReserveRequest, samples int, label string,
 	seen func(wire.ReservedChunk)) (reserves, completes []time.Duration, err error) {
-	reserves = make([]time.Duration, 0, r.cfg.Samples)
-	completes = make([]time.Duration, 0, r.cfg.Samples)
+	reserves = make([]time.Duration, 0, samples)
+	completes = make([]time.Duration, 0, samples)
 	var timed atomic.Int64
 	stop := r.showProgress(func() string {
-		return fmt.Sprintf("%s: %d / %d reserves timed", label, timed.Load(), r.cfg.Samples)
+		return fmt.Sprintf("%s: %d / %d reserves timed", label, timed.Load(), samples)
 	})
 	defer stop()
-	for i := range latencyWarmup + r.cfg.Samples {
+	for i := range latencyWarmup + samples {
 		start := time.Now()
 		chunks, err := c.Reserve(ctx, req)
 		took := time.Since(start)

@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// The pure part of the fairness workload (fairness.go): what a consumer saw of each chunk
+// handed to it, and the figures computed from those records.
+
+// handout is one chunk as a consumer of the fairness workload saw it: the value of its
+// submission's strategic key ("" for none), when the reserve that got it was sent, and
+// when its answer arrived, both counted from the phase's start. The chunk was handed out
+// between the two; the workload's windows count it at its arrival.
+type handout struct {
+	value    string
+	sent, at time.Duration
+}
+
+// windowCounts counts the chunks of each value that arrived in [from, to).
+func windowCounts(recs []handout, from, to time.Duration) map[string]int {
+	counts := map[string]int{}
+	for _, h := range recs {
+		if h.at >= from && h.at < to {
+			counts[h.value]++
+		}
+	}
+	return counts
+}
+
+// shareDeviation is the worst relative deviation, in percent, of the share of each value
+// of weights among the chunks of counts from its weight's share of them all:
+// |share ÷ (weight ÷ Σ weights) − 1| × 100. Chunks of values weights does not name are
+// left out of the total. It returns 100 when none of the values had a chunk.
+func shareDeviation(counts map[string]int, weights map[string]int) float64 {
+	total, sum := 0, 0
+	for v, w := range weights {
+		total += counts[v]
+		sum += w
+	}
+	if total == 0 || sum == 0 {
+		return 100
+	}
+	worst := 0.0
+	for v, w := range weights {
+		share, want := float64(counts[v])/float64(total), float64(w)/float64(sum)
+		worst = max(worst, math.Abs(share/want-1)*100)
+	}
+	return worst
+}
+
+// arrivals returns the arrival times of value's chunks, in order.
+func arrivals(recs []handout, value string) []time.Duration {
+	var at []time.Duration
+	for _, h := range recs {
+		if h.value == value {
+			at = append(at, h.at)
+		}
+	}
+	slices.Sort(at)
+	return at
+}
+
+// maxInWindow is the most arrivals (sorted) in any window [t, t + w).
+func maxInWindow(sorted []time.Duration, w time.Duration) int {
+	most, j := 0, 0
+	for i := range sorted {
+		for sorted[i]-sorted[j] >= w {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
+}
+
+// rateExcess checks value's chunks in recs against a token bucket's bound, per_second × t
+// + burst chunks in any window of t seconds, by their hand-out times, which lie between
+// each reserve's sending and its answer: chunks i to j (by arrival) were handed out within
+// at most the last one's arrival less the earliest sending among them, so more than
+// per_second × that + burst of them is a proven breach (long-polls, sent early, make the
+// check looser, never wrong). It returns how many chunks the worst run of them has beyond
+// its bound; 0 or less: none was beyond it.
+func rateExcess(recs []handout, value string, perSecond float64, burst int) float64 {
+	var mine []handout
+	for _, h := range recs {
+		if h.value == value {
+			mine = append(mine, h)
+		}
+	}
+	if len(mine) == 0 {
+		return -float64(burst)
+	}
+	slices.SortFunc(mine, func(a, b handout) int { return int(a.at - b.at) })
+	worst := math.Inf(-1)
+	for i := range mine {
+		earliestSent := mine[i].sent
+		for j := i; j < len(mine); j++ {
+			earliestSent = min(earliestSent, mine[j].sent)
+			span := (mine[j].at - earliestSent).Seconds()
+			worst = max(worst, float64(j-i+1)-(perSecond*span+float64(burst)))
+		}
+	}
+	return worst
+}
+
+// throttleLeaks counts value's chunks whose reserve was sent once the throttle had
+// answered (from) and that arrived before it ended (until): chunks handed out while it
+// was in force.
+func throttleLeaks(recs []handout, value string, from, until time.Duration) int {
+	n := 0
+	for _, h := range recs {
+		if h.value == value && h.sent >= from && h.at < until {
+			n++
+		}
+	}
+	return n
+}
+
+// firstAfter is the arrival of value's first chunk at or after from, and whether there is
+// one.
+func firstAfter(recs []handout, value string, from time.Duration) (time.Duration, bool) {
+	first, ok := time.Duration(math.MaxInt64), false
+	for _, h := range recs {
+		if h.value == value && h.at >= from && h.at < first {
+			first, ok = h.at, true
+		}
+	}
+	return first, ok
+}

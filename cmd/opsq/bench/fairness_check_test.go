@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func TestShareDeviation(t *testing.T) {
+	t.Parallel()
+	w := map[string]int{"1": 3, "2": 1, "3": 1}
+	for _, tt := range []struct {
+		name   string
+		counts map[string]int
+		want   float64
+	}{
+		{"exact", map[string]int{"1": 300, "2": 100, "3": 100}, 0},
+		{"one value 10 % short", map[string]int{"1": 300, "2": 90, "3": 110}, 10},
+		{"others left out", map[string]int{"1": 300, "2": 100, "3": 100, "": 1000}, 0},
+		{"one value starved", map[string]int{"1": 300, "2": 100}, 100},
+		{"nothing", map[string]int{}, 100},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := shareDeviation(tt.counts, w); math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("shareDeviation(%v) = %v; want %v", tt.counts, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMaxInWindow(t *testing.T) {
+	t.Parallel()
+	at := []time.Duration{0, ms(100), ms(999), ms(1000), ms(1500), ms(1600), ms(1700)}
+	if got := maxInWindow(at, time.Second); got != 5 { // 1000 … 1700 and 999: [999, 1999)
+		t.Errorf("maxInWindow = %d; want 5", got)
+	}
+	if got := maxInWindow(nil, time.Second); got != 0 {
+		t.Errorf("maxInWindow(nil) = %d; want 0", got)
+	}
+}
+
+func TestRateExcess(t *testing.T) {
+	t.Parallel()
+	// 10/s, burst 2: one chunk every 100 ms, each reserve answered 10 ms after it was sent.
+	var steady []handout
+	for i := range 30 {
+		steady = append(steady, handout{value: "a", sent: ms(100 * i), at: ms(100*i + 10)})
+	}
+	if got := rateExcess(steady, "a", 10, 2); got > 0 {
+		t.Errorf("a steady 10/s: %v chunks beyond the bound; want none", got)
+	}
+	// 6 chunks answered within 50 ms: 10 × 0.05 + 2 = 2.5 at most.
+	burst := append([]handout{}, steady...)
+	for i := range 6 {
+		burst = append(burst, handout{value: "a", sent: ms(5000 + i), at: ms(5040 + i)})
+	}
+	if got := rateExcess(burst, "a", 10, 2); got <= 0 {
+		t.Errorf("6 chunks in 50 ms at 10/s burst 2: %v beyond the bound; want some", got)
+	}
+	// The same 6 from long-polls sent a second earlier: they may have been handed out a
+	// second apart, so nothing is proven.
+	for i := range 6 {
+		burst[30+i].sent -= time.Second
+	}
+	if got := rateExcess(burst, "a", 10, 2); got > 0 {
+		t.Errorf("6 chunks whose reserves were sent a second earlier: %v beyond the bound; want none proven", got)
+	}
+	if got := rateExcess(steady, "b", 10, 2); got > 0 {
+		t.Errorf("another value: %v; want none", got)
+	}
+}
+
+func TestThrottleLeaks(t *testing.T) {
+	t.Parallel()
+	recs := []handout{
+		{value: "x", sent: ms(900), at: ms(1010)},  // sent before the answer: not proven
+		{value: "x", sent: ms(1100), at: ms(1200)}, // a leak
+		{value: "y", sent: ms(1100), at: ms(1200)}, // another value
+		{value: "x", sent: ms(2900), at: ms(3100)}, // after until
+	}
+	if got := throttleLeaks(recs, "x", ms(1000), ms(3000)); got != 1 {
+		t.Errorf("throttleLeaks = %d; want 1", got)
+	}
+	if at, ok := firstAfter(recs, "x", ms(3000)); !ok || at != ms(3100) {
+		t.Errorf("firstAfter = %v, %v; want 3.1s, true", at, ok)
+	}
+}
