@@ -16,6 +16,35 @@ import (
 type handout struct {
 	value    string
 	sent, at time.Duration
+	// handed is when the instance handed it out (its lease's expiry less the lease, on the
+	// instance's clock: the same host's as the bench's in the bench).
+	handed time.Duration
+}
+
+// handOutExcess checks sorted hand-out times against a token bucket's bound, per_second × t
+// + burst in any window of t seconds: chunks i to j fit in a window as long as their span,
+// so it returns the most chunks any such run has beyond per_second × span + burst (0 or
+// less: none).
+func handOutExcess(sorted []time.Duration, perSecond float64, burst int) float64 {
+	worst := -float64(burst)
+	for i := range sorted {
+		for j := i; j < len(sorted); j++ {
+			worst = max(worst, float64(j-i+1)-(perSecond*(sorted[j]-sorted[i]).Seconds()+float64(burst)))
+		}
+	}
+	return worst
+}
+
+// handOuts is the hand-out times of value's chunks in recs, sorted.
+func handOuts(recs []handout, value string) []time.Duration {
+	var at []time.Duration
+	for _, h := range recs {
+		if h.value == value {
+			at = append(at, h.handed)
+		}
+	}
+	slices.Sort(at)
+	return at
 }
 
 // windowCounts counts the chunks of each value that arrived in [from, to).

@@ -88,3 +88,26 @@ func TestThrottleLeaks(t *testing.T) {
 		t.Errorf("firstAfter = %v, %v; want 3.1s, true", at, ok)
 	}
 }
+
+// TestHandOutExcess: the exact bound on hand-out times, per_second × span + burst: a
+// steady 20/s with a burst of 5 at the start is within 20/s burst 5; one more chunk in the
+// burst is one beyond.
+func TestHandOutExcess(t *testing.T) {
+	var steady []time.Duration
+	for range 5 {
+		steady = append(steady, 0) // the burst
+	}
+	for i := 1; i <= 40; i++ {
+		steady = append(steady, time.Duration(i)*50*time.Millisecond) // 20/s for 2 s
+	}
+	if got := handOutExcess(steady, 20, 5); got > 0 {
+		t.Errorf("a burst of 5 then 20/s: excess %v; want none", got)
+	}
+	if got := maxInWindow(steady, time.Second); got != 5+19 {
+		t.Errorf("most in 1 s: %d; want 24", got)
+	}
+	over := append([]time.Duration{0}, steady...)
+	if got := handOutExcess(over, 20, 5); got != 1 {
+		t.Errorf("a burst of 6 then 20/s: excess %v; want 1", got)
+	}
+}
