@@ -104,33 +104,50 @@ func maxInWindow(sorted []time.Duration, w time.Duration) int {
 }
 
 // rateExcess checks value's chunks in recs against a token bucket's bound, per_second × t
-// + burst chunks in any window of t seconds, by their hand-out times, which lie between
-// each reserve's sending and its answer: chunks i to j (by arrival) were handed out within
-// at most the last one's arrival less the earliest sending among them, so more than
-// per_second × that + burst of them is a proven breach (long-polls, sent early, make the
-// check looser, never wrong). It returns how many chunks the worst run of them has beyond
-// its bound; 0 or less: none was beyond it.
+// + burst chunks in any window of t seconds, by what proves when each was handed out: at
+// its answer's arrival or before, and after both its reserve's sending and the start of
+// the instance's run that took it (handed). Chunks i to j (by arrival) were handed out
+// within the last one's arrival less the earliest of those starts among them, so more than
+// per_second × that + burst of them is a proven breach. It returns how many chunks the
+// worst run of them has beyond its bound; 0 or less: none was beyond it.
 func rateExcess(recs []handout, value string, perSecond float64, burst int) float64 {
+	worst := -float64(burst)
+	provenRuns(recs, value, func(n int, span time.Duration) {
+		worst = max(worst, float64(n)-(perSecond*span.Seconds()+float64(burst)))
+	})
+	return worst
+}
+
+// provenMostInWindow is the most of value's chunks in recs proven handed out within one
+// window of w: n chunks whose latest arrival less their earliest start (rateExcess) is
+// less than w.
+func provenMostInWindow(recs []handout, value string, w time.Duration) int {
+	most := 0
+	provenRuns(recs, value, func(n int, span time.Duration) {
+		if span < w {
+			most = max(most, n)
+		}
+	})
+	return most
+}
+
+// provenRuns calls run for each run of value's chunks consecutive by arrival, with its
+// length and the span it was proven handed out within (rateExcess).
+func provenRuns(recs []handout, value string, run func(n int, span time.Duration)) {
 	var mine []handout
 	for _, h := range recs {
 		if h.value == value {
 			mine = append(mine, h)
 		}
 	}
-	if len(mine) == 0 {
-		return -float64(burst)
-	}
 	slices.SortFunc(mine, func(a, b handout) int { return int(a.at - b.at) })
-	worst := math.Inf(-1)
 	for i := range mine {
-		earliestSent := mine[i].sent
+		earliest := max(mine[i].sent, mine[i].handed)
 		for j := i; j < len(mine); j++ {
-			earliestSent = min(earliestSent, mine[j].sent)
-			span := (mine[j].at - earliestSent).Seconds()
-			worst = max(worst, float64(j-i+1)-(perSecond*span+float64(burst)))
+			earliest = min(earliest, max(mine[j].sent, mine[j].handed))
+			run(j-i+1, mine[j].at-earliest)
 		}
 	}
-	return worst
 }
 
 // throttleLeaks counts value's chunks whose reserve was sent once the throttle had

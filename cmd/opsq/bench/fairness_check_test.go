@@ -111,3 +111,28 @@ func TestHandOutExcess(t *testing.T) {
 		t.Errorf("a burst of 6 then 20/s: excess %v; want 1", got)
 	}
 }
+
+// TestProvenMostInWindow: chunks count together in a window only when their latest arrival
+// less their earliest start (the later of sending and the run's start) is under it.
+func TestProvenMostInWindow(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	recs := []handout{
+		{value: "a", sent: ms(0), handed: ms(100), at: ms(150)},
+		{value: "a", sent: ms(0), handed: ms(900), at: ms(950)},
+		{value: "a", sent: ms(0), handed: ms(1050), at: ms(1200)}, // with the first: 1.1 s apart at most
+		{value: "b", sent: ms(0), handed: ms(0), at: ms(10)},
+	}
+	if got := provenMostInWindow(recs, "a", time.Second); got != 2 {
+		t.Errorf("most of a in 1 s: %d; want 2 (the first two, or the last two)", got)
+	}
+	recs[0].handed = 0 // started with the sending: proves less
+	recs[2].at = ms(1100)
+	if got := provenMostInWindow(recs, "a", time.Second); got != 2 {
+		t.Errorf("most of a in 1 s: %d; want 2", got)
+	}
+	recs[0].handed, recs[0].sent = ms(150), ms(150)
+	recs[2].at = ms(1140)
+	if got := provenMostInWindow(recs, "a", time.Second); got != 3 {
+		t.Errorf("most of a in 1 s: %d; want 3 (990 ms from the first start to the last arrival)", got)
+	}
+}
