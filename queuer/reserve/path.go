@@ -28,6 +28,7 @@ import (
 	"opsq/queuer/lifecycle"
 	"opsq/queuer/notify"
 	"opsq/queuer/tokens"
+	"opsq/queuer/valuerates"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 )
@@ -58,6 +59,10 @@ type Config struct {
 	Availability Availability
 	// Throttles says which submissions' chunks consumers' throttles keep back; nil: none.
 	Throttles Throttles
+	// ValueRates counts the chunks handed out per value of the keys the strategies limit
+	// (rate_limit's, weighted_fair's) and of the throttles' keys, for the dashboard. Nil:
+	// nothing is counted.
+	ValueRates *valuerates.Counter
 	// Wake wakes up to n waiting reserves: rate_limit tokens are due for a value that had
 	// none (the waiters' Wake). Nil: none is woken; they look again at their next wake-up.
 	Wake func(n int)
@@ -69,6 +74,8 @@ type Throttles interface {
 	// Blocks reports whether a throttle keeps back the chunks of a submission with
 	// strategic values (key -> canonical JSON text, "@tenant" included) of tenant.
 	Blocks(values map[string]string, tenant string) bool
+	// Keys returns the keys of the throttles held (read-only; nil for none).
+	Keys() []string
 }
 
 // Path is the reserve path. It is safe for concurrent use. Its candidate pool lives from
