@@ -18,6 +18,8 @@
 //     caches something about it), the NOTIFY channels and their payloads, and the one
 //     LISTEN connection, shared with the API keys;
 //   - admin: the cluster as an operator reads and administers it;
+//   - valuerates: the chunks handed out per value of the keys limited, over the last
+//     minute, for the dashboard;
 //   - lifecycle: the one shape of every background part (Start, Stop) and the cron jobs.
 //
 // The claims protocol (claims) and the in-memory reservations (reserver) are packages of
