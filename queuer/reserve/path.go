@@ -6,7 +6,8 @@
 // the leaf's buffer (buffer.go), ordered scans resume past runs of reserved chunks
 // (hints.go), the submissions' metadata is cached (infos.go), and chunks finished while a
 // scan runs are tombstoned so that it cannot hand them out (tombstones.go). It holds the
-// max_simultaneous slots in the database (holds.go), leases rate_limit tokens (rates.go), previews a reserve (preview.go), and
+// max_simultaneous slots in the database (holds.go), leases rate_limit tokens (rates.go), previews a reserve (preview.go),
+// counts the chunks it hands out per value of the keys limited (Config.ValueRates), and
 // keeps the planner's statistics of its partitions honest (planstats.go).
 //
 // It does not forward a reserve to other instances (queuer/peers), wait for work
