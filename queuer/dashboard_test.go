@@ -1,6 +1,7 @@
 package queuer
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -114,5 +115,86 @@ func TestActivity(t *testing.T) {
 	}
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.activity_minutes"); n != 1 {
 		t.Errorf("%d rows in the ring; want 1", n)
+	}
+}
+
+// TestValueRates: the chunks handed out under a rate_limit, a weighted_fair and a
+// throttle are counted per value of their keys, and nothing of the keys no strategy
+// limits; each instance publishes its top values with its activity, and the overview's
+// rates add up the instances'.
+func TestValueRates(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	q1, pool := setup(t)
+	q2 := startQueuer(t, pool)
+	submitN(t, q1, 40, sm(`{"company_id": 1, "mode": "full"}`))
+	submitN(t, q1, 40, sm(`{"company_id": 2, "mode": "full", "region": "eu"}`))
+	submitN(t, q1, 20, sm(`{"region": "us"}`))
+	pgtest.Eventually(t, 20*time.Second, "the instances split the shards", func() bool {
+		return len(q1.claims.Reservable()) > 0 && len(q2.claims.Reservable()) > 0
+	})
+
+	// Under a rate_limit of company_id, from both instances: 6 of company 1.
+	for _, q := range []*Queuer{q1, q2} {
+		for range 3 {
+			if got := reserveText(t, q, "rate_limit(company_id, 1000/s, 1000, select_only(company_id=1, random))", 1); len(got) != 1 {
+				t.Fatalf("rate_limit reserve got %d chunks; want 1", len(got))
+			}
+		}
+	}
+	// Under a weighted_fair of company_id on q1: 4 more, spread over companies 1 and 2.
+	fair := map[string]int{}
+	for _, c := range reserveText(t, q1, "weighted_fair(company_id, {1: 1, 2: 1}, 1, select_only(mode=full, random))", 4) {
+		var m struct {
+			CompanyID int `json:"company_id"`
+		}
+		if err := json.Unmarshal(c.StrategicMetadata, &m); err != nil {
+			t.Fatal(err)
+		}
+		fair[fmt.Sprint(m.CompanyID)]++
+	}
+	// A throttle of region = "asia": the chunks handed out are counted per region, under
+	// any strategy.
+	if _, err := q1.Throttles().Set(ctx, "region", `"asia"`, nil, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := q2.Throttles().Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	regions := map[string]int{}
+	for _, c := range reserveText(t, q2, "random", 5) {
+		var m struct{ Region string }
+		if err := json.Unmarshal(c.StrategicMetadata, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Region != "" {
+			regions[`"`+m.Region+`"`]++
+		}
+	}
+	q1.activity.Write(ctx)
+	q2.activity.Write(ctx)
+
+	rates, err := q1.Admin().ValueRates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, r := range rates {
+		got[r.Key+"="+r.Value] = r.Count
+		if r.PerS <= 0 || r.PerS > float64(r.Count)*2 {
+			t.Errorf("%s = %s: %.2f/s for %d chunks; want more than 0, at most %d/s (the window is at least half a second)", r.Key, r.Value, r.PerS, r.Count, r.Count*2)
+		}
+	}
+	want := map[string]int64{"company_id=1": int64(6 + fair["1"]), "company_id=2": int64(fair["2"])}
+	for region, n := range regions {
+		want["region="+region] = int64(n)
+	}
+	for k, n := range want {
+		if n == 0 {
+			delete(want, k)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("values' rates: %v; want %v (nothing of mode, which no strategy limits)", got, want)
 	}
 }

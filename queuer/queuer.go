@@ -18,6 +18,8 @@
 //     caches something about it), the NOTIFY channels and their payloads, and the one
 //     LISTEN connection, shared with the API keys;
 //   - admin: the cluster as an operator reads and administers it;
+//   - valuerates: the chunks handed out per value of the keys limited, over the last
+//     minute, for the dashboard;
 //   - lifecycle: the one shape of every background part (Start, Stop) and the cron jobs.
 //
 // The claims protocol (claims) and the in-memory reservations (reserver) are packages of
@@ -48,6 +50,7 @@ import (
 	"opsq/queuer/submissions"
 	"opsq/queuer/throttles"
 	"opsq/queuer/tokens"
+	"opsq/queuer/valuerates"
 	"opsq/queuer/waiters"
 	"opsq/reserver"
 )
@@ -118,6 +121,9 @@ type Queuer struct {
 	jobs     *lifecycle.Cron
 	seen     *admin.Seen           // when each consumer name last asked for work here
 	activity *admin.ActivityWriter // completions per minute and who is working, for the dashboard
+	// valueRates counts the chunks handed out per value of the keys limited, for the
+	// dashboard (published by activity).
+	valueRates *valuerates.Counter
 
 	draining atomic.Bool
 
@@ -178,8 +184,9 @@ func New(cfg Config) (*Queuer, error) {
 	q.claims = manager
 	q.router = peers.New(peers.Config{Pool: pool, Instance: cfg.Instance.ID, Log: log, Now: now, Claims: manager, Keys: q.keys, PeerTLS: cfg.PeerTLS})
 	q.throttle = throttles.New(throttles.Config{Pool: pool, Log: log, Bus: &q.bus})
+	q.valueRates = valuerates.New(nil)
 	q.reserve = reserve.New(reserve.Config{Pool: pool, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
-		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, Wake: q.waiting.Wake})
+		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, ValueRates: q.valueRates, Wake: q.waiting.Wake})
 	q.outcomes = outcome.New(outcome.Config{Pool: pool, Log: log, Now: now, Instance: cfg.Instance.ID, Claims: manager,
 		Reserver: q.reserver, Keys: q.keys, Router: q.router, Holds: q.reserve, Bus: &q.bus})
 	q.subs = submissions.New(submissions.Config{Pool: pool, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus})
@@ -190,7 +197,7 @@ func New(cfg Config) (*Queuer, error) {
 			completed, failed, expired := q.outcomes.Counts()
 			return completed, failed + expired
 		},
-		Consumers: q.reserver.Consumers, Seen: q.seen})
+		Consumers: q.reserver.Consumers, Seen: q.seen, ValueRates: q.valueRates})
 	// Every event goes to every part that caches something it changes; the waiters last,
 	// so that a waiter woken finds the caches up to date.
 	q.bus.Subscribe(q.reserve, q.router, q.subs, notify.HandlerFunc(q.keysChanged), q.throttle, q.waiting)

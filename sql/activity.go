@@ -46,13 +46,17 @@ var consumerActivityWrite string
 
 // ConsumerActivityWriteParams are consumer_activity_write.sql's.
 type ConsumerActivityWriteParams struct {
-	Instance  string
-	Consumers json.RawMessage // a JSON array
+	Instance   string
+	Consumers  json.RawMessage // a JSON array
+	ValueRates json.RawMessage // a JSON array
 }
 
-// ConsumerActivityWrite replaces an instance's summary of its consumers.
+// ConsumerActivityWrite replaces an instance's summary of its consumers and of its top
+// values' rates.
 func (q Queries) ConsumerActivityWrite(ctx context.Context, p ConsumerActivityWriteParams) error {
-	_, err := q.db.Exec(ctx, consumerActivityWrite, pgx.NamedArgs{"instance": p.Instance, "consumers": string(p.Consumers)})
+	_, err := q.db.Exec(ctx, consumerActivityWrite, pgx.NamedArgs{
+		"instance": p.Instance, "consumers": string(p.Consumers), "value_rates": string(p.ValueRates),
+	})
 	return err
 }
 
@@ -75,4 +79,23 @@ type ConsumerActivityRow struct {
 // ConsumerActivity reads the fresh summaries of every instance.
 func (q Queries) ConsumerActivity(ctx context.Context, p ConsumerActivityParams) ([]ConsumerActivityRow, error) {
 	return collect[ConsumerActivityRow](ctx, q.db, consumerActivity, pgx.NamedArgs{"fresh": p.Fresh.String()})
+}
+
+//go:embed value_rates.sql
+var valueRates string
+
+// ValueRatesParams are value_rates.sql's.
+type ValueRatesParams struct {
+	Fresh time.Duration // summaries older than this are left out
+}
+
+// ValueRatesRow is one instance's top values' rates.
+type ValueRatesRow struct {
+	Instance   string          `db:"instance"`
+	ValueRates json.RawMessage `db:"value_rates"`
+}
+
+// ValueRates reads the fresh top values' rates of every instance.
+func (q Queries) ValueRates(ctx context.Context, p ValueRatesParams) ([]ValueRatesRow, error) {
+	return collect[ValueRatesRow](ctx, q.db, valueRates, pgx.NamedArgs{"fresh": p.Fresh.String()})
 }

@@ -219,10 +219,13 @@ type Statements interface {
 	ActivityAdd(ctx context.Context, p ActivityAddParams) error
 	// ActivityMinutes reads the completions and failed attempts per minute of the last 24 h.
 	ActivityMinutes(ctx context.Context) ([]ActivityMinutesRow, error)
-	// ConsumerActivityWrite replaces an instance's summary of its top consumers.
+	// ConsumerActivityWrite replaces an instance's summary of its top consumers and of
+	// its top values' rates.
 	ConsumerActivityWrite(ctx context.Context, p ConsumerActivityWriteParams) error
 	// ConsumerActivity reads the instances' fresh summaries of their consumers.
 	ConsumerActivity(ctx context.Context, p ConsumerActivityParams) ([]ConsumerActivityRow, error)
+	// ValueRates reads the instances' fresh top values' rates.
+	ValueRates(ctx context.Context, p ValueRatesParams) ([]ValueRatesRow, error)
 	// AdminDrainInstance runs the recipe admin/drain_instance.sql.
 	AdminDrainInstance(ctx context.Context, p AdminInstanceParams) (bool, error)
 	// AdminUndrainInstance runs the recipe admin/undrain_instance.sql.

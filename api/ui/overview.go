@@ -136,6 +136,7 @@ type overviewView struct {
 	Consumers []consumerView `json:"consumers"`
 	Instances []instanceView `json:"instances"`
 	Limits    []limitView    `json:"limits"`
+	Rates     []rateView     `json:"rates"`
 	Live      int            `json:"live"`
 	Draining  int            `json:"draining"`
 }
@@ -148,6 +149,53 @@ type limitView struct {
 	Value  string `json:"value"`  // JSON text
 	Tenant string `json:"tenant"` // a throttle's tenant; "" for every tenant
 	Detail string `json:"detail"`
+	// Rate is the value's chunks handed out per second over the last minute, cluster-wide
+	// ("12.5/s"); "—" when the value is not among the top ones (rateViews).
+	Rate string `json:"rate"`
+}
+
+// rateView is a row of "recent rates per value": a value of a key the strategies limit,
+// and the chunks of it handed out over the last minute, cluster-wide.
+type rateView struct {
+	Key   string `json:"key"`
+	Value string `json:"value"` // JSON text
+	Rate  string `json:"rate"`  // per second
+	Count string `json:"count"` // in the instances' windows, about a minute
+}
+
+func rateViews(rates []admin.ValueRate) []rateView {
+	out := make([]rateView, len(rates))
+	for i, r := range rates {
+		out[i] = rateView{Key: r.Key, Value: r.Value, Rate: perSecond(r.PerS), Count: num(r.Count)}
+	}
+	return out
+}
+
+// perSecond writes a rate per second: two decimals under 1, one under 100, else a whole
+// number with its thousands separated.
+func perSecond(r float64) string {
+	switch {
+	case r < 1:
+		return strconv.FormatFloat(r, 'f', 2, 64) + "/s"
+	case r < 100:
+		return strconv.FormatFloat(r, 'f', 1, 64) + "/s"
+	}
+	return num(int64(r+0.5)) + "/s"
+}
+
+// withRates sets each limit's rate from the values' rates (those not among them: "—").
+func withRates(limits []limitView, rates []admin.ValueRate) {
+	type pair struct{ key, value string }
+	byValue := make(map[pair]float64, len(rates))
+	for _, r := range rates {
+		byValue[pair{r.Key, r.Value}] = r.PerS
+	}
+	for i := range limits {
+		limits[i].Rate = "—"
+		if r, ok := byValue[pair{limits[i].Key, limits[i].Value}]; ok {
+			limits[i].Rate = perSecond(r)
+		}
+	}
 }
 
 // limitViews are the throttles in force (this instance's cache, the same on every
@@ -211,7 +259,13 @@ func (d *dashboard) overviewData(ctx context.Context) (overviewView, error) {
 	if err != nil {
 		return overviewView{}, err
 	}
+	rates, err := a.ValueRates(ctx)
+	if err != nil {
+		return overviewView{}, fmt.Errorf("reading the values' rates: %w", err)
+	}
 	v.Limits = limitViews(d.q.Throttles().InForce(), buckets, time.Now())
+	withRates(v.Limits, rates)
+	v.Rates = rateViews(rates)
 	v.Instances = instanceViews(cl, time.Now())
 	for _, in := range v.Instances {
 		switch in.State {

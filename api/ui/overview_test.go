@@ -78,3 +78,28 @@ func TestNumAny(t *testing.T) {
 		}
 	}
 }
+
+// TestValueRateViews: rates are written per second, with their thousands separated once
+// whole; a limit in force carries its value's rate, or "—" when the value is not among
+// the top ones.
+func TestValueRateViews(t *testing.T) {
+	t.Parallel()
+	for r, want := range map[float64]string{0: "0.00/s", 0.016: "0.02/s", 2.54: "2.5/s", 99.94: "99.9/s", 1234.5: "1\u00a0235/s"} {
+		if got := perSecond(r); got != want {
+			t.Errorf("perSecond(%v) = %q; want %q", r, got, want)
+		}
+	}
+	rates := []admin.ValueRate{{Key: "company_id", Value: "7", PerS: 12.5, Count: 750}, {Key: "@tenant", Value: `"acme"`, PerS: 0.5, Count: 30}}
+	if got := rateViews(rates); len(got) != 2 || got[0] != (rateView{Key: "company_id", Value: "7", Rate: "12.5/s", Count: "750"}) {
+		t.Errorf("rateViews = %+v; want company_id 7 first, at 12.5/s, 750 chunks", got)
+	}
+	limits := []limitView{{Kind: "rate_limit", Key: "company_id", Value: "7"}, {Kind: "throttle", Key: "company_id", Value: "8"}, {Kind: "throttle", Key: "@tenant", Value: `"acme"`}}
+	withRates(limits, rates)
+	var got []string
+	for _, l := range limits {
+		got = append(got, l.Rate)
+	}
+	if strings.Join(got, " ") != "12.5/s — 0.50/s" {
+		t.Errorf("the limits' rates: %q; want [12.5/s — 0.50/s]", got)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"opsq/api/wire"
 	"opsq/client"
+	"opsq/cmd/opsq/clustertest"
 )
 
 // End-to-end tests of the lifecycle commands against a real opsq instance, in process
@@ -273,5 +274,107 @@ func TestWorkThrottleOnExit(t *testing.T) {
 	st, err := c.Status(ctx, throttled, 0)
 	if err != nil || st.State != wire.StateInProgress {
 		t.Errorf("status of company 1: %+v, %v; want in progress, its chunks held back", st, err)
+	}
+}
+
+// TestWorkThrottleOnStderr: a command that writes a line matching --throttle-on-stderr
+// throttles its chunk's value of --throttle-key, cluster-wide, and its chunk fails though
+// the command exits 0: the value's other chunks are not handed out while the throttle
+// lasts, by this worker or any reserve. A line that does not match does nothing: the
+// chunks of the other value are all done.
+func TestWorkThrottleOnStderr(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := startWorkServer(t)
+	c := client.New(u)
+	submit := func(company int64, chunks ...string) string {
+		t.Helper()
+		created, err := c.Submit(ctx, wire.Submission{
+			SubmissionHeader: wire.SubmissionHeader{StrategicMetadata: map[string]wire.MetadataValue{"company_id": wire.Int(company)}},
+			Chunks:           chunks,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return created.ID
+	}
+	throttled := submit(1, "refused", "refused", "refused")
+	other := submit(2, "b", "c", "d")
+	// Both write to stderr and exit 0; only the refused ones write the line that matches.
+	stderr, err := runWorkTest(ctx, t, "--url", u, "--once", "--wait", "1s",
+		"--throttle-on-stderr", `^HTTP 429\b`, "--throttle-key", "company_id", "--throttle-for", "1h",
+		"--", "sh", "-c", `if [ "$(cat)" = refused ]; then echo 'calling the API' >&2; echo 'HTTP 429 Too Many Requests' >&2; echo partial; exit 0; fi; echo 'HTTP 200 OK, 429 ms' >&2; echo ok`)
+	if err != nil {
+		t.Fatalf("work: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "3 done, 1 failed") || !strings.Contains(stderr, "company_id = 1 throttled until") {
+		t.Errorf("stderr\n%s\nwant one failed attempt that throttled company_id 1, and company 2's three chunks done", stderr)
+	}
+	if strings.Contains(stderr, "company_id = 2 throttled") {
+		t.Errorf("stderr\n%s\nwant company 2 not throttled: its line does not match", stderr)
+	}
+	if got := resultsOf(ctx, t, c, other); len(got) != 3 {
+		t.Errorf("results of company 2: %q; want its three chunks", got)
+	}
+	st, err := c.Status(ctx, throttled, 0)
+	if err != nil || st.State != wire.StateInProgress || st.ChunksDone != 0 {
+		t.Errorf("status of company 1: %+v, %v; want in progress, nothing done, its chunks held back", st, err)
+	}
+	failures, err := c.Failures(ctx, throttled, client.FailuresOptions{})
+	if err != nil || len(failures.Failures) != 1 || !strings.Contains(failures.Failures[0].Error, "matched --throttle-on-stderr: HTTP 429 Too Many Requests") {
+		t.Errorf("failures of company 1: %+v, %v; want one attempt failed by the stderr line", failures, err)
+	}
+	// The throttle holds for every reserve, past the retried chunk's backoff (1 s).
+	for range 3 {
+		got, err := c.Reserve(ctx, wire.ReserveRequest{Max: 3, Wait: "1s", Strategy: []byte(`{"select_only": {"key": "company_id", "value": 1}}`)})
+		if err != nil || len(got) != 0 {
+			t.Fatalf("reserving company 1 while it is throttled: %v, %d chunks; want none", err, len(got))
+		}
+	}
+}
+
+// TestWorkThrottleOnStderrWhileRunning: the throttle is set as soon as the line is
+// written, while the command still runs.
+func TestWorkThrottleOnStderrWhileRunning(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	u := startWorkServer(t)
+	c := client.New(u)
+	if _, err := c.Submit(ctx, wire.Submission{
+		SubmissionHeader: wire.SubmissionHeader{StrategicMetadata: map[string]wire.MetadataValue{"company_id": wire.Int(1)}},
+		Chunks:           []string{"x"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	release := filepath.Join(t.TempDir(), "release")
+	var stderr lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runWork(ctx, []string{"--url", u, "--throttle-on-stderr", "429", "--throttle-key", "company_id", "--throttle-for", "1h",
+			"--", "sh", "-c", `echo 'HTTP 429' >&2; while [ ! -e "$1" ]; do sleep 0.05; done; echo ok`, "sh", release}, io.Discard, &stderr)
+	}()
+	says := func(s string) func() string {
+		return func() string {
+			if got := stderr.String(); !strings.Contains(got, s) {
+				return "stderr:\n" + got
+			}
+			return ""
+		}
+	}
+	clustertest.PollUntil(t, 30*time.Second, "the throttle, while the command runs", says("company_id = 1 throttled until"))
+	if strings.Contains(stderr.String(), "failed") {
+		t.Errorf("stderr\n%s\nwant the throttle set before the command ended", stderr.String())
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.PollUntil(t, 30*time.Second, "the chunk to fail once the command ends", says("failed (retrying): a line of stderr matched"))
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("work: %v", err)
+	}
+	if n := strings.Count(stderr.String(), "throttled until"); n != 1 {
+		t.Errorf("stderr\n%s\nwant one throttle, not %d", stderr.String(), n)
 	}
 }

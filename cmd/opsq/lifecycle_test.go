@@ -102,6 +102,10 @@ func TestParseWorkThrottle(t *testing.T) {
 	if err != nil || !o.throttleOnExit[75] || o.throttleKey != "company_id" || o.throttleFor != 30*time.Second {
 		t.Errorf("got %+v, %v; want exit 75 throttling company_id for 30s", o, err)
 	}
+	o, err = parseWorkArgs([]string{"--throttle-on-stderr", `\b429\b`, "--throttle-key", "@tenant", "--throttle-for", "1m", "cat"}, io.Discard)
+	if err != nil || o.throttleOnStderr == nil || !o.throttleOnStderr.MatchString("HTTP 429 Too Many Requests") || o.throttleKey != "@tenant" || o.throttleFor != time.Minute {
+		t.Errorf("got %+v, %v; want a stderr line matching \\b429\\b throttling @tenant for 1m", o, err)
+	}
 	for _, tc := range []struct {
 		args     []string
 		wantFlag string
@@ -112,6 +116,10 @@ func TestParseWorkThrottle(t *testing.T) {
 		{[]string{"--throttle-on-exit", "0", "--throttle-key", "k", "--throttle-for", "30s", "cat"}, "-throttle-on-exit"},
 		{[]string{"--throttle-on-exit", "75", "--throttle-key", "k", "--throttle-for", "2h", "cat"}, "--throttle-for 2h0m0s"},
 		{[]string{"--throttle-on-exit", "75", "--throttle-key", "k", "--throttle-for", "500ms", "cat"}, "--throttle-for 500ms"},
+		{[]string{"--throttle-on-stderr", "429", "cat"}, "--throttle-on-stderr needs --throttle-key"},
+		{[]string{"--throttle-on-stderr", "429", "--throttle-key", "k", "cat"}, "--throttle-for"},
+		{[]string{"--throttle-on-stderr", "(", "--throttle-key", "k", "--throttle-for", "30s", "cat"}, "-throttle-on-stderr"},
+		{[]string{"--throttle-on-stderr", "a", "--throttle-on-stderr", "b", "--throttle-key", "k", "--throttle-for", "30s", "cat"}, "join the expressions with |"},
 	} {
 		var stderr strings.Builder
 		if _, err := parseWorkArgs(tc.args, &stderr); !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), tc.wantFlag) {

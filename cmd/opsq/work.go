@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,9 @@ const (
 
 	// stderrTailMax is how much of the end of a failed command's stderr becomes the error.
 	stderrTailMax = 4 << 10
+	// stderrLineMax bounds the part of a line of stderr that --throttle-on-stderr is matched
+	// against: a longer line is matched on its first stderrLineMax bytes.
+	stderrLineMax = 4 << 10
 	// callTimeout bounds a complete, fail or extend call, and what a reserve call may take
 	// beyond its wait.
 	callTimeout = 30 * time.Second
@@ -71,8 +75,12 @@ type workOptions struct {
 	// downstream": the worker throttles the chunk's submission's value of throttleKey for
 	// throttleFor (POST /v1/throttle), then fails the chunk as any non-zero exit does.
 	throttleOnExit map[int]bool
-	throttleKey    string
-	throttleFor    time.Duration
+	// throttleOnStderr, when not nil, is the expression a line of the command's stderr
+	// that means the same matches: the worker throttles as for throttleOnExit, and the
+	// chunk fails whatever the command's exit status.
+	throttleOnStderr *regexp.Regexp
+	throttleKey      string
+	throttleFor      time.Duration
 }
 
 // parseWorkArgs parses the arguments of "opsq work".
@@ -93,7 +101,11 @@ A command that exits with a status given to --throttle-on-exit throttles, cluste
 the value its chunk's submission has for --throttle-key (a strategic metadata key, or
 @tenant) for --throttle-for: no chunk with that value is handed out by any instance until
 then (POST /v1/throttle). The chunk itself fails as any non-zero exit does. A chunk whose
-submission has no such key throttles nothing.
+submission has no such key throttles nothing. --throttle-on-stderr does the same when a
+line the command writes to stderr matches its regular expression (RE2 syntax, matched
+against each line's first 4 KiB, at once: the throttle is set while the command still
+runs), and fails the chunk even if the command then exits with status 0. A chunk
+throttles once, however many of its lines match.
 
 While a command runs, its lease is extended every third of --lease; if the chunk went
 elsewhere meanwhile (its submission cancelled or failed, its shard lost), the command is
@@ -133,8 +145,19 @@ Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 		o.throttleOnExit[n] = true
 		return nil
 	})
-	fs.StringVar(&o.throttleKey, "throttle-key", "", "with --throttle-on-exit, the strategic metadata `key` (or @tenant) whose value is throttled")
-	fs.DurationVar(&o.throttleFor, "throttle-for", 0, "with --throttle-on-exit, how long the value is throttled (1s to 1h)")
+	fs.Func("throttle-on-stderr", "a regular `expression` (RE2): a line of the command's stderr that matches it throttles the chunk's value of --throttle-key for --throttle-for, cluster-wide, and fails the chunk", func(v string) error {
+		if o.throttleOnStderr != nil {
+			return errors.New("given twice: join the expressions with |")
+		}
+		re, err := regexp.Compile(v)
+		if err != nil {
+			return err
+		}
+		o.throttleOnStderr = re
+		return nil
+	})
+	fs.StringVar(&o.throttleKey, "throttle-key", "", "with --throttle-on-exit or --throttle-on-stderr, the strategic metadata `key` (or @tenant) whose value is throttled")
+	fs.DurationVar(&o.throttleFor, "throttle-for", 0, "with --throttle-on-exit or --throttle-on-stderr, how long the value is throttled (1s to 1h)")
 	fs.DurationVar(&o.retryAfter, "retry-after", 0, "with --retry-after-exit, how long the chunk waits before it is handed out again (more than 0s, at most 24h)")
 	pos, err := fs.parse(args, 1, math.MaxInt)
 	if err != nil {
@@ -159,8 +182,10 @@ Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 		return o, fs.usageError("--retry-after %s: want more than 0s, at most %s", o.retryAfter, wire.MaxBackoff)
 	case len(o.throttleOnExit) > 0 && (o.throttleKey == "" || o.throttleFor == 0):
 		return o, fs.usageError("--throttle-on-exit needs --throttle-key, the key whose value is throttled, and --throttle-for, how long (such as 30s)")
-	case len(o.throttleOnExit) == 0 && (o.throttleKey != "" || o.throttleFor != 0):
-		return o, fs.usageError("--throttle-key and --throttle-for go with --throttle-on-exit, the exit status that asks for a throttle")
+	case o.throttleOnStderr != nil && (o.throttleKey == "" || o.throttleFor == 0):
+		return o, fs.usageError("--throttle-on-stderr needs --throttle-key, the key whose value is throttled, and --throttle-for, how long (such as 30s)")
+	case len(o.throttleOnExit) == 0 && o.throttleOnStderr == nil && (o.throttleKey != "" || o.throttleFor != 0):
+		return o, fs.usageError("--throttle-key and --throttle-for go with --throttle-on-exit or --throttle-on-stderr, the exit status or the stderr line that asks for a throttle")
 	case o.throttleFor != 0 && (o.throttleFor < wire.MinThrottle || o.throttleFor > wire.MaxThrottle):
 		return o, fs.usageError("--throttle-for %s: want %s to %s", o.throttleFor, wire.MinThrottle, wire.MaxThrottle)
 	}
@@ -378,6 +403,12 @@ func (w *worker) execute(ch wire.ReservedChunk) outcome {
 	stdout := &capWriter{max: w.opts.maxOutput}
 	stderr := &tailWriter{max: stderrTailMax}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	var lines *lineMatcher // --throttle-on-stderr
+	var matched <-chan struct{}
+	if w.opts.throttleOnStderr != nil {
+		lines = newLineMatcher(w.opts.throttleOnStderr, stderr)
+		cmd.Stderr, matched = lines, lines.hit
+	}
 	// Its own process group: a Ctrl-C at the terminal reaches the worker only, which lets
 	// the command finish, and a kill reaches whatever the command started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -393,6 +424,13 @@ func (w *worker) execute(ch wire.ReservedChunk) outcome {
 	stopping := w.stopping
 	var deadline, hardKill <-chan time.Time
 	var killed string // why the command was killed
+	throttled := false
+	throttle := func() { // once per chunk, whatever asked for it
+		if !throttled {
+			throttled = true
+			w.throttle(ch)
+		}
+	}
 	kill := func(why string, sig syscall.Signal) {
 		if killed == "" {
 			killed = why
@@ -412,14 +450,26 @@ func (w *worker) execute(ch wire.ReservedChunk) outcome {
 				return outcome{gone: killed}
 			}
 			out := commandOutcome(err, stdout, stderr.String(), w.opts.maxOutput)
+			if lines != nil {
+				if line, ok := lines.end(); ok {
+					// Throttled already, unless the line was the last and had no newline.
+					throttle()
+					if out.failure == "" {
+						out = outcome{failure: "a line of stderr matched --throttle-on-stderr: " + oneLine(line, 300)}
+					}
+				}
+			}
 			if out.failure != "" && !stdout.overflow && w.opts.throttleOnExit[cmd.ProcessState.ExitCode()] {
-				w.throttle(ch)
+				throttle()
 			}
 			if out.failure != "" && !stdout.overflow && w.opts.retryAfterExit[cmd.ProcessState.ExitCode()] {
 				out.retryAfter = w.opts.retryAfter
 				out.failure = fmt.Sprintf("retry after %s: %s", w.opts.retryAfter, out.failure)
 			}
 			return out
+		case <-matched:
+			matched = nil
+			throttle() // now: the command may run on for a while
 		case <-extend.C:
 			if killed != "" {
 				continue
@@ -631,6 +681,61 @@ func (c *capWriter) Write(p []byte) (int, error) {
 		return 0, errOverflow
 	}
 	return c.buf.Write(p)
+}
+
+// lineMatcher passes what is written to it on to next, and matches each line (its first
+// stderrLineMax bytes) against re: the first line that matches is kept, and hit gets a
+// value then. Write is called by one goroutine at a time (exec's copy of the command's
+// stderr); end, once the command's Wait returned.
+type lineMatcher struct {
+	re    *regexp.Regexp
+	next  io.Writer
+	line  []byte // the line being read, up to stderrLineMax bytes
+	first string // the first line that matched
+	found bool
+	hit   chan struct{} // a value when a line first matches
+}
+
+func newLineMatcher(re *regexp.Regexp, next io.Writer) *lineMatcher {
+	return &lineMatcher{re: re, next: next, hit: make(chan struct{}, 1)}
+}
+
+func (m *lineMatcher) Write(p []byte) (int, error) {
+	n, err := m.next.Write(p)
+	for rest := p; len(rest) > 0 && !m.found; {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			m.keep(rest)
+			break
+		}
+		m.keep(rest[:i])
+		m.match()
+		rest = rest[i+1:]
+	}
+	return n, err
+}
+
+// keep adds b to the line being read, as far as stderrLineMax.
+func (m *lineMatcher) keep(b []byte) {
+	m.line = append(m.line, b[:min(len(b), stderrLineMax-len(m.line))]...)
+}
+
+// match matches the line read, and starts the next.
+func (m *lineMatcher) match() {
+	if line := bytes.TrimSuffix(m.line, []byte("\r")); !m.found && m.re.Match(line) {
+		m.found, m.first = true, string(line)
+		m.hit <- struct{}{}
+	}
+	m.line = m.line[:0]
+}
+
+// end matches the last line, if it had no newline, and returns the first line that
+// matched.
+func (m *lineMatcher) end() (string, bool) {
+	if len(m.line) > 0 {
+		m.match()
+	}
+	return m.first, m.found
 }
 
 // tailWriter keeps the last max bytes written to it.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -212,6 +213,49 @@ func TestTailWriter(t *testing.T) {
 			t.Errorf("got %d bytes ending %q; want %d ending oops", len(got), got[max(len(got)-4, 0):], stderrTailMax+len("…"))
 		}
 	})
+}
+
+// TestLineMatcher: stderr passes through to the tail untouched; a line matches whole,
+// across writes, without its \r\n, and last without a newline; a line is matched on its
+// first stderrLineMax bytes only; the first match is kept, and signalled once.
+func TestLineMatcher(t *testing.T) {
+	t.Parallel()
+	re := regexp.MustCompile(`^HTTP 429\b|rate limited$`)
+	long := strings.Repeat("x", stderrLineMax)
+	for _, tc := range []struct {
+		name   string
+		writes []string
+		want   string // the line that matched; "" for none
+	}{
+		{"none", []string{"HTTP 200\n", "all is well\n"}, ""},
+		{"across writes", []string{"starting\nHT", "TP 429 Too", " Many Requests\r\nmore\n"}, "HTTP 429 Too Many Requests"},
+		{"last line without a newline", []string{"a\nwe are rate limited"}, "we are rate limited"},
+		{"only the line's start", []string{long + " rate limited\n"}, ""},
+		{"within the line's start", []string{"HTTP 429 " + long + "\n"}, ("HTTP 429 " + long)[:stderrLineMax]},
+		{"the first of two", []string{"HTTP 429 one\n", "HTTP 429 two\n"}, "HTTP 429 one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tail := &tailWriter{max: 1 << 20}
+			m := newLineMatcher(re, tail)
+			for _, w := range tc.writes {
+				if n, err := io.WriteString(m, w); n != len(w) || err != nil {
+					t.Fatalf("Write(%q) = %d, %v; want %d, nil", w, n, err, len(w))
+				}
+			}
+			if got, want := tail.String(), strings.TrimSpace(strings.Join(tc.writes, "")); got != want {
+				t.Errorf("the tail holds %q; want everything written, %q", got, want)
+			}
+			line, ok := m.end()
+			if line != tc.want || ok != (tc.want != "") {
+				t.Errorf("matched %q (%v); want %q", line, ok, tc.want)
+			}
+			hits := len(m.hit)
+			if want := map[bool]int{true: 1, false: 0}[ok]; hits != want {
+				t.Errorf("signalled %d times; want %d", hits, want)
+			}
+		})
+	}
 }
 
 func TestChunkEnv(t *testing.T) {

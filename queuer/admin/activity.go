@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/queuer/lifecycle"
+	"opsq/queuer/valuerates"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 )
@@ -25,7 +26,10 @@ import (
 //     and adds what they grew by to the minute's row, one upsert, only when they grew;
 //   - who is working: each instance writes its top TopConsumers consumer names, with their
 //     chunks in flight here, their oldest lease and when they last asked for work, as one
-//     small row of its own.
+//     small row of its own;
+//   - each value's recent rate: in the same row and the same write, the instance's top
+//     valuerates.Shown values of the keys the strategies limit, by chunks handed out over
+//     the last minute (queuer/valuerates counts them in memory).
 //
 // Neither is written by a completion, a fail or a renewal: the hot path pays a counter it
 // already had, and the claims loop nothing.
@@ -151,6 +155,29 @@ type ActivityConfig struct {
 	// Consumers returns what each consumer name holds here (reserver.Consumers).
 	Consumers func() []reserver.ConsumerLoad
 	Seen      *Seen
+	// ValueRates counts the chunks handed out here per value of the keys limited; nil:
+	// none are written.
+	ValueRates *valuerates.Counter
+}
+
+// rateEntry is one value in an instance's top values' rates, as written to the database.
+type rateEntry struct {
+	Key   string  `json:"k"`
+	Value string  `json:"v"` // canonical JSON text
+	Count int64   `json:"n"` // chunks handed out over the window
+	PerS  float64 `json:"r"` // the same per second
+}
+
+// topRates is what c counts, as written.
+func topRates(c *valuerates.Counter) []rateEntry {
+	out := []rateEntry{}
+	if c == nil {
+		return out
+	}
+	for _, r := range c.Top(valuerates.Shown) {
+		out = append(out, rateEntry{Key: r.Key, Value: r.Value, Count: r.Count, PerS: r.PerS})
+	}
+	return out
 }
 
 // ActivityWriter writes the instance's activity every ActivityInterval, and once more at
@@ -209,23 +236,23 @@ func (w *ActivityWriter) write(ctx context.Context, stopping bool) {
 			w.written = [2]int64{completed, failed}
 		}
 	}
-	var top []consumerEntry
+	top, rates := []consumerEntry{}, []rateEntry{}
 	if !stopping {
 		now := w.cfg.Now()
 		top = topConsumers(w.cfg.Consumers(), w.cfg.Seen.snapshot(now), now, TopConsumers)
+		rates = topRates(w.cfg.ValueRates)
 	}
-	if len(top) == 0 && w.wroteEmpty {
+	empty := len(top) == 0 && len(rates) == 0
+	if empty && w.wroteEmpty {
 		return // nothing new to say: the row says nothing already, or has gone stale
 	}
-	if top == nil {
-		top = []consumerEntry{}
-	}
 	b, _ := json.Marshal(top)
-	if err := db.ConsumerActivityWrite(ctx, opsqsql.ConsumerActivityWriteParams{Instance: w.cfg.Instance, Consumers: b}); err != nil {
+	r, _ := json.Marshal(rates)
+	if err := db.ConsumerActivityWrite(ctx, opsqsql.ConsumerActivityWriteParams{Instance: w.cfg.Instance, Consumers: b, ValueRates: r}); err != nil {
 		w.cfg.Log.WarnContext(ctx, "writing who is working", slog.Any("error", err))
 		return
 	}
-	w.wroteEmpty = len(top) == 0
+	w.wroteEmpty = empty
 }
 
 // Minute is one minute's completions and failed attempts, cluster-wide.
@@ -301,4 +328,52 @@ func (a *Admin) Consumers(ctx context.Context) ([]Consumer, error) {
 		return cmp.Or(cmp.Compare(b.Inflight, a.Inflight), cmp.Compare(a.LastSeenAge, b.LastSeenAge), cmp.Compare(a.Name, b.Name))
 	})
 	return out[:min(len(out), TopConsumers)], nil
+}
+
+// ValueRate is one value's recent rate across the cluster: the chunks handed out per
+// second over the last minute, summed over the instances' last writes.
+type ValueRate struct {
+	Key   string
+	Value string // canonical JSON text
+	PerS  float64
+	// Count is the chunks handed out over the instances' windows (about a minute each).
+	Count int64
+}
+
+// ValueRates returns the top valuerates.Shown values of the keys the strategies limit,
+// by chunks handed out per second over the last minute, cluster-wide, from the
+// instances' fresh summaries. Each instance's list is its own top, so a value that is in
+// no instance's top is missing here too, and a value's rate counts only the instances
+// whose top it is in.
+func (a *Admin) ValueRates(ctx context.Context) ([]ValueRate, error) {
+	rows, err := opsqsql.New(a.pool).ValueRates(ctx, opsqsql.ValueRatesParams{Fresh: activityFresh})
+	if err != nil {
+		return nil, err
+	}
+	type pair struct{ key, value string }
+	byValue := map[pair]*ValueRate{}
+	for _, r := range rows {
+		var entries []rateEntry
+		if json.Unmarshal(r.ValueRates, &entries) != nil {
+			continue // not written by this version: its instance will write it again
+		}
+		for _, e := range entries {
+			p := pair{e.Key, e.Value}
+			v := byValue[p]
+			if v == nil {
+				v = &ValueRate{Key: e.Key, Value: e.Value}
+				byValue[p] = v
+			}
+			v.PerS += e.PerS
+			v.Count += e.Count
+		}
+	}
+	out := make([]ValueRate, 0, len(byValue))
+	for _, v := range byValue {
+		out = append(out, *v)
+	}
+	slices.SortFunc(out, func(a, b ValueRate) int {
+		return cmp.Or(cmp.Compare(b.PerS, a.PerS), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Value, b.Value))
+	})
+	return out[:min(len(out), valuerates.Shown)], nil
 }

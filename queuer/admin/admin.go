@@ -4,8 +4,8 @@
 // the operators' actions that the dashboard offers — drain an instance, disable a shard —
 // run as the recipes of sql/admin/ themselves. It reads the database only: no part of the
 // engine's state is here, so it answers the same on every instance. The one thing it
-// writes is the instance's activity (activity.go: completions per minute and who is
-// working), from counts the engine hands it, on a loop of its own.
+// writes is the instance's activity (activity.go: completions per minute, who is working
+// and the values' recent rates), from counts the engine hands it, on a loop of its own.
 package admin
 
 import (

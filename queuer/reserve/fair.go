@@ -285,6 +285,7 @@ func (s *fairSeen) add(values map[string]string) {
 // ring knows are charged to them.
 func walkFair(ctx context.Context, w walker, n strategy.Node, f frame) error {
 	d := w.fairState(n)
+	f.counted = withKey(f.counted, n.Key)
 	skip := map[string]bool{}
 	for !w.full() {
 		v, ask, ok, skipped := d.turn(w.space(), skip, time.Now())

@@ -6,7 +6,8 @@
 // the leaf's buffer (buffer.go), ordered scans resume past runs of reserved chunks
 // (hints.go), the submissions' metadata is cached (infos.go), and chunks finished while a
 // scan runs are tombstoned so that it cannot hand them out (tombstones.go). It holds the
-// max_simultaneous slots in the database (holds.go), leases rate_limit tokens (rates.go), previews a reserve (preview.go), and
+// max_simultaneous slots in the database (holds.go), leases rate_limit tokens (rates.go), previews a reserve (preview.go),
+// counts the chunks it hands out per value of the keys limited (Config.ValueRates), and
 // keeps the planner's statistics of its partitions honest (planstats.go).
 //
 // It does not forward a reserve to other instances (queuer/peers), wait for work
@@ -28,6 +29,7 @@ import (
 	"opsq/queuer/lifecycle"
 	"opsq/queuer/notify"
 	"opsq/queuer/tokens"
+	"opsq/queuer/valuerates"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 )
@@ -58,6 +60,10 @@ type Config struct {
 	Availability Availability
 	// Throttles says which submissions' chunks consumers' throttles keep back; nil: none.
 	Throttles Throttles
+	// ValueRates counts the chunks handed out per value of the keys the strategies limit
+	// (rate_limit's, weighted_fair's) and of the throttles' keys, for the dashboard. Nil:
+	// nothing is counted.
+	ValueRates *valuerates.Counter
 	// Wake wakes up to n waiting reserves: rate_limit tokens are due for a value that had
 	// none (the waiters' Wake). Nil: none is woken; they look again at their next wake-up.
 	Wake func(n int)
@@ -69,6 +75,8 @@ type Throttles interface {
 	// Blocks reports whether a throttle keeps back the chunks of a submission with
 	// strategic values (key -> canonical JSON text, "@tenant" included) of tenant.
 	Blocks(values map[string]string, tenant string) bool
+	// Keys returns the keys of the throttles held (read-only; nil for none).
+	Keys() []string
 }
 
 // Path is the reserve path. It is safe for concurrent use. Its candidate pool lives from

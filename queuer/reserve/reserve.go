@@ -764,6 +764,7 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	for _, s := range f.fairs {
 		s.add(c.info.values)
 	}
+	r.p.countValues(c, f.counted)
 	if _, held := r.filling(); held >= ask.Max {
 		r.next()
 	}
@@ -775,6 +776,28 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 // strategy, like a max_simultaneous of 0 for its value.
 func (p *Path) throttled(c candidate) bool {
 	return p.cfg.Throttles != nil && p.cfg.Throttles.Blocks(c.info.values, c.info.tenant)
+}
+
+// countValues counts a chunk handed out, per value of the keys counted (those of the
+// rate_limit and weighted_fair nodes above it) and of the keys throttled, each key once.
+func (p *Path) countValues(c candidate, counted []string) {
+	vr := p.cfg.ValueRates
+	if vr == nil {
+		return
+	}
+	for _, key := range counted {
+		if v, ok := c.info.values[key]; ok {
+			vr.Add(key, v)
+		}
+	}
+	if p.cfg.Throttles == nil {
+		return
+	}
+	for _, key := range p.cfg.Throttles.Keys() {
+		if v, ok := c.info.values[key]; ok && !slices.Contains(counted, key) {
+			vr.Add(key, v)
+		}
+	}
 }
 
 // valueFull reports whether a max_simultaneous value of c was refused a slot earlier in

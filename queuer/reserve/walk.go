@@ -2,6 +2,7 @@ package reserve
 
 import (
 	"context"
+	"slices"
 
 	"opsq/strategy"
 )
@@ -61,6 +62,9 @@ type frame struct {
 	rates    []rateRule        // rate_limit: a global token per value (rates.go)
 	deferred *[]candidate      // where prefer_distinct collects saturated candidates
 	fairs    []*fairSeen       // weighted_fair's fills: the values handed out
+	// counted are the keys of the rate_limit and weighted_fair nodes above: the chunks
+	// handed out are counted per value of them (Config.ValueRates).
+	counted []string
 }
 
 // rule is a prefer_distinct's or a max_simultaneous's key and most in flight.
@@ -84,6 +88,7 @@ func walk(ctx context.Context, w walker, n strategy.Node, f frame) error {
 		return walk(ctx, w, *n.Then, f)
 	case strategy.RateLimit:
 		f.rates = append(append([]rateRule(nil), f.rates...), rateRule{n.Key, n.PerSecond, n.Burst})
+		f.counted = withKey(f.counted, n.Key)
 		return walk(ctx, w, *n.Then, f)
 	case strategy.WeightedFair:
 		return walkFair(ctx, w, n, f)
@@ -99,6 +104,14 @@ func walk(ctx context.Context, w walker, n strategy.Node, f frame) error {
 	default:
 		return w.leaf(ctx, n.Kind, f)
 	}
+}
+
+// withKey returns keys with key, a copy when it adds it.
+func withKey(keys []string, key string) []string {
+	if slices.Contains(keys, key) {
+		return keys
+	}
+	return append(append([]string(nil), keys...), key)
 }
 
 // within runs then in f restricted by filter, as a select_only node does.

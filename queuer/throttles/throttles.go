@@ -70,6 +70,7 @@ type Throttles struct {
 type snapshot struct {
 	byKey map[string]map[string][]Throttle
 	list  []Throttle
+	keys  []string // the keys of byKey
 }
 
 var (
@@ -167,6 +168,9 @@ func (t *Throttles) Load(ctx context.Context) error {
 		}
 		s.byKey[r.Key][r.Value] = append(s.byKey[r.Key][r.Value], th)
 	}
+	for key := range s.byKey {
+		s.keys = append(s.keys, key)
+	}
 	t.live.Store(s)
 	return nil
 }
@@ -198,6 +202,15 @@ func (t *Throttles) Blocks(values map[string]string, tenant string) bool {
 		}
 	}
 	return false
+}
+
+// Keys returns the keys of the throttles held (some may have ended since the last
+// reload): read-only. With no throttle held it is one atomic load, and nil.
+func (t *Throttles) Keys() []string {
+	if s := t.live.Load(); s != nil {
+		return s.keys
+	}
+	return nil
 }
 
 // InForce returns the throttles in force, those that end last first.

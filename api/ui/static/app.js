@@ -44,6 +44,26 @@ function labelCells(table) {
   }
 }
 
+// fillRows replaces the rows of the table id with one per item, each filled by fill, or
+// with one row saying none when there are none.
+function fillRows(id, items, none, fill) {
+  const table = document.getElementById(id);
+  const body = table.tBodies[0];
+  if (items.length === 0) {
+    const tr = document.createElement("tr");
+    tr.className = "none";
+    cell(tr, none, "muted").colSpan = table.tHead.rows[0].cells.length;
+    body.replaceChildren(tr);
+    return;
+  }
+  body.replaceChildren(...items.map(function (item) {
+    const tr = document.createElement("tr");
+    fill(tr, item);
+    return tr;
+  }));
+  labelCells(table);
+}
+
 async function getJSON(url) {
   const r = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
   if (!r.ok) throw new Error(url + ": " + r.status);
@@ -79,6 +99,15 @@ const live = {
       }));
       labelCells(document.getElementById("consumers"));
     }
+    fillRows("limits", v.limits, "none in force", function (tr, l) {
+      cell(tr, l.kind); cell(tr, l.key); cell(tr, l.value);
+      const tenant = cell(tr, l.tenant);
+      if (!l.tenant) tenant.appendChild(Object.assign(document.createElement("span"), { className: "muted", textContent: "all" }));
+      cell(tr, l.detail); cell(tr, l.rate);
+    });
+    fillRows("rates", v.rates, "no chunk of a limited key handed out in the last minute", function (tr, r) {
+      cell(tr, r.key); cell(tr, r.value); cell(tr, r.rate); cell(tr, r.count);
+    });
     const tbody = document.querySelector("#instances tbody");
     tbody.replaceChildren(...v.instances.map(function (i) {
       const tr = document.createElement("tr");

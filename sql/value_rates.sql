@@ -1,0 +1,6 @@
+-- The instances' top values' rates written in the last @fresh (an interval): older ones
+-- are those of instances that stopped.
+SELECT instance, value_rates
+  FROM opsq.consumer_activity
+ WHERE written_at > now() - @fresh::interval
+ ORDER BY instance
