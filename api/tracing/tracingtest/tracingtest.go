@@ -55,21 +55,24 @@ type Span struct {
 }
 
 // ServeHTTP takes POST /v1/traces (an OTLP export, protobuf) and answers GET /spans with
-// the spans received so far, as a JSON list of Span.
+// the spans received so far, as a JSON list of Span; GET /spans?trace_id=<hex> lists those
+// of one trace.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case req.URL.Path == "/v1/traces" && req.Method == http.MethodPost:
 		r.export(w, req)
 	case req.URL.Path == "/spans" && req.Method == http.MethodGet:
-		all := r.Spans()
-		out := make([]Span, len(all))
-		for i, s := range all {
-			out[i] = Span{
-				Name:         s.Name,
-				TraceID:      hex.EncodeToString(s.TraceId),
-				SpanID:       hex.EncodeToString(s.SpanId),
-				ParentSpanID: hex.EncodeToString(s.ParentSpanId),
-				Kind:         s.Kind.String(),
+		trace := req.URL.Query().Get("trace_id")
+		out := []Span{}
+		for _, s := range r.Spans() {
+			if id := hex.EncodeToString(s.TraceId); trace == "" || id == trace {
+				out = append(out, Span{
+					Name:         s.Name,
+					TraceID:      id,
+					SpanID:       hex.EncodeToString(s.SpanId),
+					ParentSpanID: hex.EncodeToString(s.ParentSpanId),
+					Kind:         s.Kind.String(),
+				})
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -100,6 +103,12 @@ func (r *Receiver) export(w http.ResponseWriter, req *http.Request) {
 	answer, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	_, _ = w.Write(answer)
+}
+
+// Env is the environment that makes an instance export its spans to r, each within a
+// tenth of a second of its end (so that a test waits little for them).
+func (r *Receiver) Env() []string {
+	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + r.URL, "OTEL_BSP_SCHEDULE_DELAY=100"}
 }
 
 // Attr returns the string attribute key of s, or "".
