@@ -112,8 +112,11 @@ func TestPythonClient(t *testing.T) {
 	)
 
 	// The README's example first, while the instances hold nothing else (its worker
-	// takes whatever chunk comes).
+	// takes whatever chunk comes). The repository's README shows it too.
 	example := readmeExample(t, filepath.Join(dir, "README.md"))
+	if top := readmeExample(t, filepath.Join(dir, "..", "..", "README.md")); top != example {
+		t.Errorf("README.md's python example:\n%s\nwant client/python/README.md's, which this test runs:\n%s", top, example)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, "-c", example)

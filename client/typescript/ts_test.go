@@ -180,20 +180,22 @@ func TestTypeScriptClient(t *testing.T) {
 	t.Run("browser", func(t *testing.T) { checkInBrowser(t, insts[0].URL, keys[apikeys.Admin]) })
 }
 
-// TestReadmeExample checks that the README shows examples/hello.ts as it is, the example
-// TestTypeScriptClient runs.
+// TestReadmeExample checks that the client's README and the repository's show
+// examples/hello.ts as it is, the example TestTypeScriptClient runs.
 func TestReadmeExample(t *testing.T) {
 	t.Parallel()
 	example, err := os.ReadFile(filepath.Join("examples", "hello.ts"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(readme, append([]byte("```ts\n"), example...)) {
-		t.Errorf("README.md does not show examples/hello.ts as it is; want it in a ts block:\n%s", example)
+	for _, path := range []string{"README.md", filepath.Join("..", "..", "README.md")} {
+		readme, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(readme, append([]byte("```ts\n"), example...)) {
+			t.Errorf("%s does not show examples/hello.ts as it is; want it in a ts block:\n%s", path, example)
+		}
 	}
 }
 
