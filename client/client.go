@@ -136,6 +136,7 @@ type submitOptions struct {
 // with each of the submission's chunks (wire.ReservedChunk.Traceparent), so that the
 // consumers' spans join the producer's trace. "" sends none. The server ignores a value
 // that is not a valid traceparent (wire.ValidTraceparent): the submission then has none.
+// It is ContextWithTraceparent for one submission.
 func WithTraceparent(traceparent string) SubmitOption {
 	return func(o *submitOptions) { o.traceparent = traceparent }
 }
@@ -146,13 +147,23 @@ func submitContext(ctx context.Context, opts []SubmitOption) context.Context {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.traceparent == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, traceparentContext{}, o.traceparent)
+	return ContextWithTraceparent(ctx, o.traceparent)
 }
 
 type traceparentContext struct{}
+
+// ContextWithTraceparent returns ctx carrying traceparent, a W3C traceparent: every request
+// made with that context sends it (the header traceparent, wire.HeaderTraceparent). A
+// consumer completes, fails or extends a chunk with the traceparent of its own span, a
+// child of the chunk's (wire.ReservedChunk.Traceparent), so that the instance's span of the
+// request joins the trace beneath it (with OTEL_EXPORTER_OTLP_ENDPOINT set); a submission
+// sent with one keeps it for its chunks (WithTraceparent). "" leaves ctx as it is.
+func ContextWithTraceparent(ctx context.Context, traceparent string) context.Context {
+	if traceparent == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, traceparentContext{}, traceparent)
+}
 
 // Submit creates a submission from one JSON body. For many chunks, SubmitNDJSON streams
 // them instead.

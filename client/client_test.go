@@ -592,3 +592,44 @@ func TestSubmitTraceparent(t *testing.T) {
 		t.Errorf("Submit without: the server got traceparent %q; want none", h)
 	}
 }
+
+// TestConsumerTraceparent: a consumer's complete, fail and extend made with a context of
+// ContextWithTraceparent send its traceparent, so that the instance's spans join the
+// consumer's trace; made without, they send none.
+func TestConsumerTraceparent(t *testing.T) {
+	t.Parallel()
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01"
+	got := make(chan string, 1)
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got <- r.Header.Get(wire.HeaderTraceparent)
+		writeJSON(w, http.StatusOK, wire.TokenResults{Results: []wire.TokenResult{{Token: "t", Status: wire.StatusCompleted}}})
+	})
+	calls := []struct {
+		name string
+		call func(ctx context.Context) error
+	}{
+		{"Complete", func(ctx context.Context) error {
+			_, err := c.Complete(ctx, wire.Completion{Token: "t"})
+			return err
+		}},
+		{"Fail", func(ctx context.Context) error {
+			_, err := c.Fail(ctx, wire.ChunkFailure{Token: "t", Error: "e"})
+			return err
+		}},
+		{"Extend", func(ctx context.Context) error {
+			_, err := c.Extend(ctx, "1m", "t")
+			return err
+		}},
+	}
+	for _, tc := range calls {
+		for _, want := range []string{tp, ""} {
+			if err := tc.call(client.ContextWithTraceparent(t.Context(), want)); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if h := <-got; h != want {
+				t.Errorf("%s with traceparent %q: the server got %q", tc.name, want, h)
+			}
+		}
+	}
+}

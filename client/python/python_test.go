@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"opsq/api/apikeys"
+	"opsq/api/tracing/tracingtest"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/sql/pgtest"
 )
@@ -80,7 +81,8 @@ func pythonEnv(extra ...string) []string {
 // TestPythonClient runs the Python client's unittest suite (tests/) against two real
 // "opsq serve" processes with API keys required: OPSQ_URL and OPSQ_KEY (an admin key)
 // name the first, OPSQ_TEST_URLS both, and OPSQ_TEST_PRODUCER_KEY and
-// OPSQ_TEST_CONSUMER_KEY keys of those roles.
+// OPSQ_TEST_CONSUMER_KEY keys of those roles. The instances export their spans to an
+// in-process OTLP receiver, which OPSQ_TEST_SPANS_URL lists (tracingtest.Receiver).
 func TestPythonClient(t *testing.T) {
 	py := python3(t)
 	bin, err := opsqBinary()
@@ -93,6 +95,8 @@ func TestPythonClient(t *testing.T) {
 	}
 	c := clustertest.New(t, clustertest.Binary{Path: bin}, pgtest.NewDB(t))
 	keys := c.RequireKeys(t, "python")
+	spans := tracingtest.Start(t) // the instances' spans, for tests/test_trace.py
+	c.Env = append(c.Env, spans.Env()...)
 	insts := c.StartN(2)
 
 	env := pythonEnv(
@@ -101,14 +105,18 @@ func TestPythonClient(t *testing.T) {
 		"OPSQ_TEST_URLS="+strings.Join(clustertest.URLs(insts...), ","),
 		"OPSQ_TEST_PRODUCER_KEY="+keys[apikeys.Producer],
 		"OPSQ_TEST_CONSUMER_KEY="+keys[apikeys.Consumer],
+		"OPSQ_TEST_SPANS_URL="+spans.URL+"/spans",
 		"PYTHONPATH="+dir,
 		"PYTHONDONTWRITEBYTECODE=1",
 		"PYTHONUNBUFFERED=1",
 	)
 
 	// The README's example first, while the instances hold nothing else (its worker
-	// takes whatever chunk comes).
+	// takes whatever chunk comes). The repository's README shows it too.
 	example := readmeExample(t, filepath.Join(dir, "README.md"))
+	if top := readmeExample(t, filepath.Join(dir, "..", "..", "README.md")); top != example {
+		t.Errorf("README.md's python example:\n%s\nwant client/python/README.md's, which this test runs:\n%s", top, example)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, "-c", example)

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"opsq/api/apikeys"
+	"opsq/api/tracing/tracingtest"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/sql/pgtest"
 )
@@ -98,7 +99,8 @@ func run(t *testing.T, dir string, env []string, timeout time.Duration, name str
 // api/openapi.yaml, then tsc --strict) and runs its tests (node --test, test/*.test.ts)
 // against two real instances on a fresh database, with API keys required: OPSQ_URL and
 // OPSQ_URL2 are the instances, OPSQ_KEY an admin key, OPSQ_PRODUCER_KEY and
-// OPSQ_CONSUMER_KEY keys of those roles. Then it runs examples/hello.ts, the README's
+// OPSQ_CONSUMER_KEY keys of those roles; the instances export their spans to an in-process
+// OTLP receiver, which OPSQ_SPANS_URL lists (tracingtest.Receiver). Then it runs examples/hello.ts, the README's
 // example, and the client in headless Chromium (browser_test.go). "npm ci" installs the
 // pinned tools first when node_modules is missing or older than package-lock.json (the
 // npm registry must then be reachable).
@@ -138,6 +140,8 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	c := clustertest.New(t, clustertest.Binary{Path: bin}, pgtest.NewDB(t))
 	keys := c.RequireKeys(t, "ts")
+	spans := tracingtest.Start(t) // the instances' spans, for test/trace.test.ts
+	c.Env = append(c.Env, spans.Env()...)
 	insts := c.StartN(2)
 
 	<-built
@@ -159,6 +163,7 @@ func TestTypeScriptClient(t *testing.T) {
 		"OPSQ_KEY=" + keys[apikeys.Admin],
 		"OPSQ_PRODUCER_KEY=" + keys[apikeys.Producer],
 		"OPSQ_CONSUMER_KEY=" + keys[apikeys.Consumer],
+		"OPSQ_SPANS_URL=" + spans.URL + "/spans",
 	}, 15*time.Minute, node, append(args, tests...)...)
 	t.Log(log)
 
@@ -175,20 +180,22 @@ func TestTypeScriptClient(t *testing.T) {
 	t.Run("browser", func(t *testing.T) { checkInBrowser(t, insts[0].URL, keys[apikeys.Admin]) })
 }
 
-// TestReadmeExample checks that the README shows examples/hello.ts as it is, the example
-// TestTypeScriptClient runs.
+// TestReadmeExample checks that the client's README and the repository's show
+// examples/hello.ts as it is, the example TestTypeScriptClient runs.
 func TestReadmeExample(t *testing.T) {
 	t.Parallel()
 	example, err := os.ReadFile(filepath.Join("examples", "hello.ts"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(readme, append([]byte("```ts\n"), example...)) {
-		t.Errorf("README.md does not show examples/hello.ts as it is; want it in a ts block:\n%s", example)
+	for _, path := range []string{"README.md", filepath.Join("..", "..", "README.md")} {
+		readme, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(readme, append([]byte("```ts\n"), example...)) {
+			t.Errorf("%s does not show examples/hello.ts as it is; want it in a ts block:\n%s", path, example)
+		}
 	}
 }
 

@@ -88,7 +88,8 @@ func parseWorkArgs(args []string, stderr io.Writer) (workOptions, error) {
 	fs := newClientFlags("work", "-- COMMAND [ARGS...]", `Consume chunks: run COMMAND once per reserved chunk, with the chunk's input on stdin
 (object-storage mode: nothing on stdin, and OPSQ_CHUNK_PREFIX set), and the environment
 variables OPSQ_SUBMISSION_ID, OPSQ_CHUNK_INDEX, OPSQ_RETRIES and OPSQ_METADATA (and
-TRACEPARENT, the W3C traceparent the submission was sent with, when it was). What the
+TRACEPARENT, the W3C traceparent the submission was sent with, when it was, which the
+worker also sends with the chunk's extends and its complete or fail). What the
 command writes to stdout, exactly, becomes the chunk's output. A command that exits with a
 non-zero status, or cannot start, fails the chunk (one attempt; the chunk is retried while
 its submission's max_retries allows), with the end of its stderr as the error.
@@ -518,6 +519,7 @@ func (w *worker) throttle(ch wire.ReservedChunk) {
 func (w *worker) extend(ch wire.ReservedChunk) string {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
+	ctx = client.ContextWithTraceparent(ctx, ch.Traceparent) // the instance's span joins the chunk's trace
 	results, err := w.c.Extend(ctx, w.opts.lease.String(), ch.Token)
 	switch {
 	case err != nil:
@@ -567,6 +569,7 @@ func (w *worker) report(ch wire.ReservedChunk, output, failure string, retryAfte
 	giveUp := time.Now().Add(w.opts.lease)
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		ctx = client.ContextWithTraceparent(ctx, ch.Traceparent) // the instance's span joins the chunk's trace
 		var results []wire.TokenResult
 		var err error
 		if failure != "" {

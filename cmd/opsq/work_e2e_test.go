@@ -450,3 +450,77 @@ func TestClaimsCommand(t *testing.T) {
 		t.Errorf("got\n%s\nwant the JSON answer", got)
 	}
 }
+
+// TestWorkSendsTheChunksTraceparent: the worker sends the traceparent its chunk carries with
+// the chunk's extends and its complete or fail, so that the instance's spans of those calls
+// join the producer's trace; a chunk without one sends none.
+func TestWorkSendsTheChunksTraceparent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := startWorkServer(t)
+	c := client.New(u)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	traced, err := c.Submit(ctx, wire.Submission{
+		SubmissionHeader: wire.SubmissionHeader{OnFailure: wire.OnFailureContinue, MaxRetries: new(0)},
+		Chunks:           []string{"slow", "bad"},
+	}, client.WithTraceparent(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	untraced := submitChunks(ctx, t, c, 0, "plain")
+
+	// A proxy that records the traceparent of each complete, fail and extend, and marks
+	// the first extend with a file that the slow chunk's command waits for.
+	extended := filepath.Join(t.TempDir(), "extended")
+	target, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	seen := map[string]map[string]bool{} // path -> traceparents sent
+	rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/complete", "/v1/fail", "/v1/extend":
+			mu.Lock()
+			if seen[r.URL.Path] == nil {
+				seen[r.URL.Path] = map[string]bool{}
+			}
+			seen[r.URL.Path][r.Header.Get(wire.HeaderTraceparent)] = true
+			mu.Unlock()
+			if r.URL.Path == "/v1/extend" {
+				_ = os.WriteFile(extended, nil, 0o600)
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(rec.Close)
+
+	script := `in=$(cat); if [ "$in" = bad ]; then exit 1; fi; if [ "$in" = slow ]; then while [ ! -e "` + extended + `" ]; do sleep 0.05; done; fi; echo "$in"`
+	stderr, err := runWorkTest(ctx, t, "--url", rec.URL, "--once", "--wait", "1s", "--lease", "1500ms", "--", "sh", "-c", script)
+	if err != nil {
+		t.Fatalf("work: %v\n%s", err, stderr)
+	}
+	if got := resultsOf(ctx, t, c, traced.ID); len(got) != 1 || got[0] != "slow\n" {
+		t.Errorf("results of the traced submission: %q; want the slow chunk's", got)
+	}
+	if got := resultsOf(ctx, t, c, untraced); len(got) != 1 {
+		t.Errorf("results of the untraced submission: %q; want its chunk's", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for path, want := range map[string]map[string]bool{
+		"/v1/complete": {tp: true, "": true}, // the slow chunk's, and the untraced chunk's
+		"/v1/fail":     {tp: true},
+	} {
+		if fmt.Sprint(seen[path]) != fmt.Sprint(want) {
+			t.Errorf("%s was sent with traceparents %v; want %v", path, seen[path], want)
+		}
+	}
+	// The slow chunk's extends carry its traceparent; the untraced chunk's, if its command
+	// ran long enough to be extended, none.
+	delete(seen["/v1/extend"], "")
+	if want := map[string]bool{tp: true}; fmt.Sprint(seen["/v1/extend"]) != fmt.Sprint(want) {
+		t.Errorf("/v1/extend was sent with traceparents %v besides none; want %v", seen["/v1/extend"], want)
+	}
+}

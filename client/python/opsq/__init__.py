@@ -42,7 +42,7 @@ from .types import (
     SubmissionsPage,
     TokenResult,
 )
-from .worker import FailNow, RetryLater, Worker, WorkerStats, work
+from .worker import FailNow, RetryLater, Throttle, Worker, WorkerStats, set_traceparent, work
 
 __version__ = "0.1.0"
 
@@ -70,6 +70,7 @@ __all__ = [
     "Status",
     "StrategyError",
     "SubmissionsPage",
+    "Throttle",
     "TokenResult",
     "TooManyRequests",
     "TransportError",
@@ -79,5 +80,6 @@ __all__ = [
     "WorkerStats",
     "go_duration",
     "parse_strategy",
+    "set_traceparent",
     "work",
 ]

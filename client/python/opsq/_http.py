@@ -128,12 +128,16 @@ class Transport:
                 p += "?" + urllib.parse.urlencode(q)
         return p
 
-    def headers(self, content_type: Optional[str]) -> Dict[str, str]:
+    def headers(self, content_type: Optional[str], extra: Optional[Mapping[str, Optional[str]]] = None) -> Dict[str, str]:
+        """The headers of a request: the client's, then extra's (a None value sends none)."""
         h = {"User-Agent": self.user_agent, "Accept": "application/json"}
         if content_type:
             h["Content-Type"] = content_type
         if self.key:
             h["Authorization"] = "Bearer " + self.key
+        for k, v in (extra or {}).items():
+            if v is not None:
+                h[k] = v
         return h
 
     def call(
@@ -145,15 +149,17 @@ class Transport:
         timeout: Optional[float] = None,
         idempotent: bool = False,
         register: Optional[Callable[[Optional[socket.socket]], None]] = None,
+        headers: Optional[Mapping[str, Optional[str]]] = None,
     ) -> Any:
         """Sends a request with body (None, or a value sent as JSON) and returns the JSON
         answer. No socket operation waits longer than timeout (defaults to the client's).
         register, if given, is called with the socket while the request is in flight, and
-        with None after, so that another thread can cut a long poll short."""
+        with None after, so that another thread can cut a long poll short. headers are
+        sent besides the client's own (a None value sends none)."""
         t = self.timeout if timeout is None else timeout
         data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
         target = self.url(path, query)
-        hdrs = self.headers("application/json" if data is not None else None)
+        hdrs = self.headers("application/json" if data is not None else None, headers)
         for attempt in range(2):
             conn = self._take_idle() if attempt == 0 else None
             reused = conn is not None
@@ -246,6 +252,7 @@ class Transport:
         content_type: str,
         pieces: Iterable[Tuple[bytes, int]],
         timeout: float,
+        headers: Optional[Mapping[str, Optional[str]]] = None,
     ) -> Any:
         """POSTs a body sent with chunked transfer encoding, from pieces (bytes, and a count
         the caller keeps) of any number, and returns the JSON answer. Its connection is its
@@ -259,7 +266,7 @@ class Transport:
                 assert conn.sock is not None
                 conn.sock.settimeout(timeout)
                 conn.putrequest("POST", target, skip_accept_encoding=True)
-                for k, v in self.headers(content_type).items():
+                for k, v in self.headers(content_type, headers).items():
                     conn.putheader(k, v)
                 conn.putheader("Transfer-Encoding", "chunked")
                 conn.endheaders()

@@ -10,7 +10,7 @@ import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._http import UPLOAD_PIECE, Transport
-from .errors import OpsqError, TransportError
+from .errors import OpsqError, ProtocolError, TransportError
 from .strategy import to_json as strategy_json
 from .types import (
     Chunk,
@@ -23,6 +23,7 @@ from .types import (
     Status,
     SubmissionsPage,
     TokenResult,
+    parse_time,
 )
 
 #: The base URL when neither the url argument nor OPSQ_URL gives one.
@@ -40,6 +41,9 @@ FOLLOW_IDLE_DEFAULT = 3660.0
 #: The longest wait the server grants a reserve or a status (60s).
 MAX_WAIT = 60.0
 USER_AGENT = "opsq-python"
+#: The W3C Trace Context header: sent with a submission (kept and handed out with each of
+#: its chunks), and with a consumer's complete, fail and extend (its own span's).
+TRACEPARENT = "traceparent"
 
 #: A duration: seconds (int or float), a timedelta, or a Go duration string such as "5m".
 Duration = Union[int, float, _dt.timedelta, str]
@@ -172,6 +176,7 @@ class Client:
         retry_backoff: Optional[Mapping[str, Any]] = None,
         not_before: Union[None, str, _dt.datetime, _dt.timedelta, int, float] = None,
         tenant: Optional[str] = None,
+        traceparent: Optional[str] = None,
     ) -> Created:
         """Creates a submission from one JSON body (at most 32 MiB on the server): chunks
         inline, or ``prefix`` and ``chunk_count`` for object-storage mode. For many chunks,
@@ -182,13 +187,18 @@ class Client:
         ``{"fail_after": {"chunks": K}}`` / ``{"fail_after": {"fraction": F}}``.
         ``retry_backoff``: ``{"initial": "1s", "factor": 2, "max": "1m"}``.
         ``not_before``: a datetime (aware, or taken as UTC), or a duration from now.
+        ``traceparent``: the W3C traceparent of the producer's span, kept with the
+        submission and handed out with each of its chunks (``Chunk.traceparent``), so that
+        consumers' spans join the producer's trace; one that is not valid is ignored.
         """
         body = self._header(locals())
         if chunks is not None:
             if isinstance(chunks, (str, bytes)):
                 raise TypeError("opsq: chunks is a sequence of strings, not one string")
             body["chunks"] = [c.decode("utf-8") if isinstance(c, bytes) else c for c in chunks]
-        return Created.from_json(self._t.call("POST", "/v1/submissions", body=body, idempotent=idempotency_key is not None))
+        return Created.from_json(
+            self._t.call("POST", "/v1/submissions", body=body, idempotent=idempotency_key is not None, headers={TRACEPARENT: traceparent})
+        )
 
     def submit_ndjson(
         self,
@@ -204,6 +214,7 @@ class Client:
         retry_backoff: Optional[Mapping[str, Any]] = None,
         not_before: Union[None, str, _dt.datetime, _dt.timedelta, int, float] = None,
         tenant: Optional[str] = None,
+        traceparent: Optional[str] = None,
     ) -> Created:
         """Creates a submission from chunks, any iterable (a generator reading a file, say),
         streamed as an ``application/x-ndjson`` body: nothing is held in memory beyond a
@@ -246,7 +257,9 @@ class Client:
             if progress is not None:
                 progress(n, sent)
 
-        return Created.from_json(self._t.upload("/v1/submissions", "application/x-ndjson", pieces(), self.timeout))
+        return Created.from_json(
+            self._t.upload("/v1/submissions", "application/x-ndjson", pieces(), self.timeout, headers={TRACEPARENT: traceparent})
+        )
 
     @staticmethod
     def _header(args: Dict[str, Any]) -> Dict[str, Any]:
@@ -338,8 +351,6 @@ class Client:
         try:
             return Result.from_json(json.loads(line))
         except ValueError as e:
-            from .errors import ProtocolError
-
             raise ProtocolError(f"opsq: a results line is not JSON: {line[:200]!r}") from e
 
     def failures_page(self, id: str, *, limit: Optional[int] = None, after: Optional[int] = None) -> FailuresPage:
@@ -474,20 +485,28 @@ class Client:
         out = self._t.call("POST", "/v1/reserve/preview", body=body, idempotent=True)
         return [PreviewChunk.from_json(c) for c in out["chunks"]]
 
-    def complete(self, token: TokenLike, output: Union[str, bytes] = "") -> TokenResult:
+    def complete(self, token: TokenLike, output: Union[str, bytes] = "", *, traceparent: Optional[str] = None) -> TokenResult:
         """Completes a reserved chunk with its output; the first completion wins, repeats
         are harmless. Returns the server's answer (status ``completed``,
-        ``already_finished`` or ``unknown``)."""
-        return self.complete_many([(token, output)])[0]
+        ``already_finished`` or ``unknown``).
 
-    def complete_many(self, completions: Iterable[Tuple[TokenLike, Union[str, bytes]]]) -> List[TokenResult]:
+        ``traceparent`` is that of the consumer's span (a child of ``chunk.traceparent``):
+        the instance's span of the call joins the trace beneath it. The same holds for
+        fail and extend."""
+        return self.complete_many([(token, output)], traceparent=traceparent)[0]
+
+    def complete_many(
+        self, completions: Iterable[Tuple[TokenLike, Union[str, bytes]]], *, traceparent: Optional[str] = None
+    ) -> List[TokenResult]:
         """Completes several chunks at once (at most 10 000); results in request order."""
         items = []
         for tok, out in completions:
             if isinstance(out, bytes):
                 out = out.decode("utf-8")
             items.append({"token": _token(tok), "output": out})
-        return self._token_results(self._t.call("POST", "/v1/complete", body={"completions": items}, idempotent=True))
+        return self._token_results(
+            self._t.call("POST", "/v1/complete", body={"completions": items}, idempotent=True, headers={TRACEPARENT: traceparent})
+        )
 
     def fail(
         self,
@@ -496,14 +515,17 @@ class Client:
         *,
         retry: bool = True,
         retry_after: Optional[Duration] = None,
+        traceparent: Optional[str] = None,
     ) -> TokenResult:
         """Reports a failed attempt. With ``retry`` (the default) the chunk is handed out
         again after its backoff, or after ``retry_after`` (more than 0s, at most 24h),
         unless its attempts are spent; without, it fails now. Returns the server's answer
         (``retrying``, ``failed``, ``already_finished``, ``lost`` or ``unknown``)."""
-        return self.fail_many([(token, error, retry, retry_after)])[0]
+        return self.fail_many([(token, error, retry, retry_after)], traceparent=traceparent)[0]
 
-    def fail_many(self, failures: Iterable[Tuple[TokenLike, str, bool, Optional[Duration]]]) -> List[TokenResult]:
+    def fail_many(
+        self, failures: Iterable[Tuple[TokenLike, str, bool, Optional[Duration]]], *, traceparent: Optional[str] = None
+    ) -> List[TokenResult]:
         """Reports several failed attempts at once, as (token, error, retry, retry_after)
         tuples; results in request order."""
         items = []
@@ -512,9 +534,11 @@ class Client:
             if after is not None and retry:
                 f["retry_after"] = go_duration(after)
             items.append(f)
-        return self._token_results(self._t.call("POST", "/v1/fail", body={"failures": items}))
+        return self._token_results(self._t.call("POST", "/v1/fail", body={"failures": items}, headers={TRACEPARENT: traceparent}))
 
-    def extend(self, tokens: Union[TokenLike, Sequence[TokenLike]], lease: Optional[Duration] = None) -> List[TokenResult]:
+    def extend(
+        self, tokens: Union[TokenLike, Sequence[TokenLike]], lease: Optional[Duration] = None, *, traceparent: Optional[str] = None
+    ) -> List[TokenResult]:
         """Moves the leases of reserved chunks to now + ``lease`` (default 5m); results in
         request order (``extended`` with the new ``expires_at``, ``lost``,
         ``already_finished`` or ``unknown``)."""
@@ -523,7 +547,21 @@ class Client:
         body: Dict[str, Any] = {"tokens": [_token(t) for t in tokens]}
         if lease is not None:
             body["lease"] = go_duration(lease)
-        return self._token_results(self._t.call("POST", "/v1/extend", body=body, idempotent=True))
+        return self._token_results(self._t.call("POST", "/v1/extend", body=body, idempotent=True, headers={TRACEPARENT: traceparent}))
+
+    def throttle(self, key: str, value: MetadataValue, for_: Duration) -> _dt.datetime:
+        """Hands out no chunk of a submission whose strategic metadata has ``key`` =
+        ``value`` (key ``"@tenant"``: of the tenant ``value``), by any instance, for
+        ``for_`` (1s to 1h): back-pressure when a downstream said "slow down". A consumer
+        key limited to tenants throttles within them only; a throttle set again keeps the
+        later end. Returns when the throttle ends."""
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise TypeError("opsq: a strategic metadata value is an int or a str")
+        out = self._t.call("POST", "/v1/throttle", body={"key": key, "value": value, "for": go_duration(for_)})
+        until = parse_time(out.get("until") if isinstance(out, dict) else None)
+        if until is None:
+            raise ProtocolError(f"opsq: POST /v1/throttle: the answer lacks until: {str(out)[:200]}")
+        return until
 
     @staticmethod
     def _token_results(out: Any) -> List[TokenResult]:

@@ -206,7 +206,8 @@ class SubmissionsPage:
 class Chunk:
     """A reserved chunk. Exactly one of ``input`` (inline content) and ``prefix``
     (object-storage mode: read ``prefix`` + ``chunk_index`` yourself) is set. Its ``token``
-    completes, fails or extends it."""
+    completes, fails or extends it. ``traceparent`` is the W3C traceparent its submission
+    was sent with (None if none): start the consumer's span as its child."""
 
     token: str
     submission_id: str
@@ -217,6 +218,7 @@ class Chunk:
     strategic_metadata: Dict[str, MetadataValue]
     retries: int
     expires_at: _dt.datetime
+    traceparent: Optional[str] = None
 
     @classmethod
     def from_json(cls, o: Mapping[str, Any]) -> "Chunk":
@@ -230,6 +232,7 @@ class Chunk:
             strategic_metadata=dict(o.get("strategic_metadata") or {}),
             retries=o.get("retries", 0),
             expires_at=parse_time(_get(o, "expires_at", str)),  # type: ignore[arg-type]
+            traceparent=o.get("traceparent") or None,
         )
 
 

@@ -49,6 +49,37 @@ class FailNow(Exception):
     its submission's ``on_failure`` decides the rest."""
 
 
+class Throttle(Exception):
+    """Raised by a chunk's function when a downstream refused the work of the chunk's
+    value of a key (it said "slow down", a 429): the worker throttles that value for
+    ``for_`` (1s to 1h), cluster-wide — no instance hands out a chunk of a submission with
+    that value until then (``Client.throttle``) — and fails the chunk with that
+    ``retry_after``. ``key`` is a strategic metadata key, or ``"@tenant"`` for the chunk's
+    tenant; it defaults to the Worker's ``throttle_key``. A chunk whose submission has no
+    such key throttles nothing, and is failed all the same."""
+
+    def __init__(self, for_: Duration, message: str = "", *, key: Optional[str] = None) -> None:
+        super().__init__(message or f"throttled for {go_duration(for_)}")
+        self.for_ = for_
+        self.message = message
+        self.key = key
+
+
+#: The chunk whose function runs in this thread (a Worker runs each in a thread of its own).
+_current = threading.local()
+
+
+def set_traceparent(traceparent: Optional[str]) -> None:
+    """Called from a Worker's function, in its thread: the worker sends ``traceparent`` —
+    that of the function's own span, a child of ``chunk.traceparent`` — with the chunk's
+    complete, fail and extends, instead of the chunk's own, so that the instance's spans of
+    those calls sit beneath the function's span. None sends none."""
+    job = getattr(_current, "job", None)
+    if job is None:
+        raise RuntimeError("opsq.set_traceparent: call it from a Worker's function, in the thread the worker runs it in")
+    job.traceparent = traceparent
+
+
 @dataclass
 class WorkerStats:
     """What became of the chunks a worker reserved.
@@ -56,17 +87,19 @@ class WorkerStats:
     done: completed. failed: failed an attempt (retrying or failed for good). lost: went
     elsewhere before the worker could report it (its lease ran out, its submission
     finished or was cancelled), or could not be reported. abandoned: still running when
-    the worker stopped, failed with "worker stopped" (counted in failed too).
+    the worker stopped, failed with "worker stopped" (counted in failed too). throttled:
+    throttles set because a function raised :class:`Throttle`.
     """
 
     done: int = 0
     failed: int = 0
     lost: int = 0
     abandoned: int = 0
+    throttled: int = 0
 
 
 class _Job:
-    __slots__ = ("chunk", "next_extend", "deadline", "abandoned", "gone")
+    __slots__ = ("chunk", "next_extend", "deadline", "abandoned", "gone", "traceparent")
 
     def __init__(self, chunk: Chunk, next_extend: float, deadline: float) -> None:
         self.chunk = chunk
@@ -74,6 +107,9 @@ class _Job:
         self.deadline = deadline  # the lease's end, by this process's clock
         self.abandoned = False
         self.gone: Optional[str] = None
+        # Sent with the chunk's complete, fail and extends: the chunk's, or the one its
+        # function set (set_traceparent).
+        self.traceparent = chunk.traceparent
 
 
 class Worker:
@@ -82,7 +118,12 @@ class Worker:
     What ``fn`` returns (str, UTF-8 bytes or None) completes the chunk. An exception fails
     it with the exception's text (``ValueError: bad row``) and ``retry: true``, so it is
     handed out again after its backoff while its attempts last; :class:`RetryLater` sets
-    the ``retry_after``; :class:`FailNow` fails it without retry.
+    the ``retry_after``; :class:`FailNow` fails it without retry; :class:`Throttle`
+    throttles the chunk's value of a key, cluster-wide, and fails it until then.
+
+    The chunk's complete, fail and extends carry its ``traceparent`` (the one its
+    submission was sent with), or the one ``fn`` sets with :func:`set_traceparent` (that
+    of its own span), so that the instance's spans of those calls join the trace.
 
     While ``fn`` runs, the chunk's lease is extended every ``extend_every`` (default: half
     the lease). If an extend says the chunk went elsewhere (its submission was cancelled or
@@ -109,6 +150,8 @@ class Worker:
         consumer: this worker's name in the server's records; default HOSTNAME/pid-PID.
         once: return once a reserve finds no work, nothing runs and nothing failed since
             (a failed chunk may come back).
+        throttle_key: the strategic metadata key (or "@tenant") whose value a
+            :class:`Throttle` raised without a key throttles.
     """
 
     def __init__(
@@ -125,6 +168,7 @@ class Worker:
         extend_every: Optional[float] = None,
         stop_grace: Optional[float] = None,
         handle_signals: bool = True,
+        throttle_key: Optional[str] = None,
     ) -> None:
         if not 1 <= concurrency <= 10_000:
             raise ValueError(f"opsq: concurrency {concurrency}: want 1 to 10000")
@@ -145,6 +189,7 @@ class Worker:
         self.extend_every = extend_every if extend_every is not None else self.lease_seconds / 2
         self.stop_grace = stop_grace if stop_grace is not None else self.lease_seconds
         self.handle_signals = handle_signals
+        self.throttle_key = throttle_key
 
         self.stats = WorkerStats()
         self._cv = threading.Condition()  # guards busy, jobs, stats
@@ -290,7 +335,11 @@ class Worker:
             retry, retry_after = True, None
             output = ""
             try:
-                out = self.fn(ch)
+                _current.job = job
+                try:
+                    out = self.fn(ch)
+                finally:
+                    _current.job = None
                 if out is None:
                     output = ""
                 elif isinstance(out, bytes):
@@ -308,6 +357,10 @@ class Worker:
             except FailNow as e:
                 retry = False
                 failure = _exception_text(e)
+            except Throttle as e:
+                self._throttle(ch, e)
+                retry_after = e.for_
+                failure = f"throttled for {go_duration(e.for_)}: {e.message}" if e.message else f"throttled for {go_duration(e.for_)}"
             except Exception as e:  # a chunk's failure, not the worker's
                 failure = _exception_text(e)
             with self._cv:
@@ -329,9 +382,9 @@ class Worker:
         while True:
             try:
                 if failure is None:
-                    res = self.client.complete(ch.token, output)
+                    res = self.client.complete(ch.token, output, traceparent=job.traceparent)
                 else:
-                    res = self.client.fail(ch.token, failure[:ERROR_MAX], retry=retry, retry_after=retry_after)
+                    res = self.client.fail(ch.token, failure[:ERROR_MAX], retry=retry, retry_after=retry_after, traceparent=job.traceparent)
                 self._count(job, res.status, failure)
                 return
             except OpsqError as e:
@@ -345,6 +398,25 @@ class Worker:
                     return
                 log.warning("opsq worker: chunk %s/%d: reporting it failed (%s); retrying in %.0fs", ch.submission_id, ch.chunk_index, e, backoff)
                 time.sleep(backoff)
+
+    def _throttle(self, ch: Chunk, e: Throttle) -> None:
+        """Throttles ch's value of e's key (or throttle_key) for e.for_, and says so."""
+        key = e.key or self.throttle_key
+        if not key:
+            log.warning("opsq worker: chunk %s/%d raised Throttle without a key, and the worker has no throttle_key: nothing throttled", ch.submission_id, ch.chunk_index)
+            return
+        try:
+            value: Any = self.client.status(ch.submission_id).tenant if key == "@tenant" else ch.strategic_metadata.get(key)
+            if value is None:
+                log.info("opsq worker: chunk %s/%d: its submission has no %s to throttle", ch.submission_id, ch.chunk_index, key)
+                return
+            until = self.client.throttle(key, value, e.for_)
+        except OpsqError as err:
+            log.warning("opsq worker: chunk %s/%d: throttling its %s failed: %s", ch.submission_id, ch.chunk_index, key, err)
+            return
+        with self._cv:
+            self.stats.throttled += 1
+        log.info("opsq worker: chunk %s/%d: %s = %r throttled until %s", ch.submission_id, ch.chunk_index, key, value, until.isoformat())
 
     def _count(self, job: _Job, status: str, failure: Optional[str]) -> None:
         ch = job.chunk
@@ -375,7 +447,7 @@ class Worker:
         for j in left:
             why = f"{WORKER_STOPPED}: the function did not finish within {self.stop_grace:g}s of the worker's shutdown"
             try:
-                res = self.client.fail(j.chunk.token, why, retry=True)
+                res = self.client.fail(j.chunk.token, why, retry=True, traceparent=j.traceparent)
                 with self._cv:
                     self.stats.abandoned += 1
                     if res.status in ("retrying", "failed"):
@@ -401,28 +473,35 @@ class Worker:
             now = time.monotonic()
             with self._cv:
                 due = [j for j in self._jobs.values() if j.next_extend <= now and j.gone is None and not j.abandoned]
-            if not due:
-                continue
-            try:
-                results = self.client.extend([j.chunk for j in due], self.lease)
-            except OpsqError as e:
-                retry_in = min(5.0, self.extend_every)
-                log.warning("opsq worker: extending %d lease(s) failed (%s); trying again in %.0fs", len(due), e, retry_in)
-                for j in due:
-                    j.next_extend = now + retry_in
-                continue
-            for j, r in zip(due, results):
-                if r.status == "extended":
-                    j.next_extend = now + self.extend_every
-                    j.deadline = now + self.lease_seconds
-                else:
-                    j.gone = r.status
-                    log.warning(
-                        "opsq worker: chunk %s/%d: extending its lease answered %s; the chunk went elsewhere (its submission finished or was cancelled, or its lease ran out)",
-                        j.chunk.submission_id,
-                        j.chunk.chunk_index,
-                        r.status,
-                    )
+            # One request per traceparent (most chunks of a submission share one).
+            by_trace: Dict[Optional[str], List[_Job]] = {}
+            for j in due:
+                by_trace.setdefault(j.traceparent, []).append(j)
+            for traceparent, jobs in by_trace.items():
+                self._extend(jobs, traceparent, now)
+
+    def _extend(self, due: List[_Job], traceparent: Optional[str], now: float) -> None:
+        """Extends the leases of due in one request that carries traceparent."""
+        try:
+            results = self.client.extend([j.chunk for j in due], self.lease, traceparent=traceparent)
+        except OpsqError as e:
+            retry_in = min(5.0, self.extend_every)
+            log.warning("opsq worker: extending %d lease(s) failed (%s); trying again in %.0fs", len(due), e, retry_in)
+            for j in due:
+                j.next_extend = now + retry_in
+            return
+        for j, r in zip(due, results):
+            if r.status == "extended":
+                j.next_extend = now + self.extend_every
+                j.deadline = now + self.lease_seconds
+            else:
+                j.gone = r.status
+                log.warning(
+                    "opsq worker: chunk %s/%d: extending its lease answered %s; the chunk went elsewhere (its submission finished or was cancelled, or its lease ran out)",
+                    j.chunk.submission_id,
+                    j.chunk.chunk_index,
+                    r.status,
+                )
 
 
 def _exception_text(e: BaseException) -> str:

@@ -3,14 +3,17 @@ of each role, a tag that keeps each test's chunks its own, and waiting for a con
 
 The tests run against real "opsq serve" processes: OPSQ_URL and OPSQ_KEY (admin) name
 the first, OPSQ_TEST_URLS all of them, OPSQ_TEST_PRODUCER_KEY and OPSQ_TEST_CONSUMER_KEY
-keys of those roles. Every submission a test makes carries strategic metadata
+keys of those roles; the instances export their spans to an OTLP receiver in the Go test,
+which OPSQ_TEST_SPANS_URL lists. Every submission a test makes carries strategic metadata
 {"test": <its tag>}, and every reserve selects it, so that no test takes another's chunks.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
+import urllib.request
 import unittest
 import uuid
 from typing import Callable, List, Optional, TypeVar
@@ -73,3 +76,10 @@ def reserve_all(c: opsq.Client, t: str, n: int, lease: str = "1m") -> List[opsq.
     if len(got) != n:
         raise AssertionError(f"reserved {len(got)} chunks of {t}; want {n}")
     return got
+
+
+def spans(trace_id: str) -> List[dict]:
+    """The spans the instances exported in trace trace_id so far (the Go test's receiver):
+    dicts of name, trace_id, span_id, parent_span_id and kind, ids in hex."""
+    with urllib.request.urlopen(os.environ["OPSQ_TEST_SPANS_URL"] + "?trace_id=" + trace_id, timeout=30) as r:
+        return list(json.load(r))

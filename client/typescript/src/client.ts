@@ -9,6 +9,7 @@ import type {
   Completion,
   Created,
   Failures,
+  MetadataValue,
   PreviewChunk,
   ReserveRequest,
   ReservedChunk,
@@ -20,6 +21,7 @@ import type {
   StatusList,
   Submission,
   SubmissionHeader,
+  Throttled,
   TokenResult,
 } from "./types.js";
 
@@ -52,6 +54,14 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Replaces the client's timeout for this call (milliseconds). */
   timeout?: number;
+  /**
+   * A W3C traceparent sent with the call (the header traceparent). With a submission, that
+   * of the producer's span: it is kept and handed out with each of its chunks
+   * (chunk.traceparent). With a complete, fail or extend, that of the consumer's span (a
+   * child of the chunk's): the instance's span of the call joins the trace beneath it. A
+   * value that is not a valid traceparent is ignored by the server.
+   */
+  traceparent?: string;
 }
 
 /** How far an NDJSON submission got: chunks and bytes handed to the connection so far. */
@@ -228,6 +238,7 @@ export class Client {
         body,
         contentType: "application/x-ndjson",
         signal: call.signal,
+        traceparent: call.traceparent,
         deadline: idle,
       });
       return (await this.readJSON(res, "POST", "/v1/submissions", call.signal, idle)) as Created;
@@ -298,7 +309,7 @@ export class Client {
     const path = submissionPath(id) + "/results";
     const deadline = new Deadline(options.timeout ?? this.timeout);
     try {
-      const res = await this.send("GET", path, { query: follow ? { follow: "true" } : {}, signal: options.signal, deadline });
+      const res = await this.send("GET", path, { query: follow ? { follow: "true" } : {}, signal: options.signal, traceparent: options.traceparent, deadline });
       // A followed stream may be silent while the work runs: its timeout bounds the answer's
       // head only. A plain one is cut when it sends nothing for the timeout.
       if (follow) deadline.clear();
@@ -435,6 +446,18 @@ export class Client {
     return out.results;
   }
 
+  /**
+   * Hands out no chunk of a submission whose strategic metadata has key = value (key
+   * "@tenant": of the tenant value), by any instance, for duration (1s to 1h):
+   * back-pressure when a downstream said "slow down". A consumer key limited to tenants
+   * throttles within them only; a throttle set again keeps the later end. Resolves with
+   * when it ends ({until}).
+   */
+  async throttle(key: string, value: MetadataValue, duration: Duration, options: CallOptions = {}): Promise<Throttled> {
+    const body = JSON.stringify({ key, value, for: durationString(duration) });
+    return this.json<Throttled>("POST", "/v1/throttle", { body, ...options });
+  }
+
   // ---- operations ----
 
   /** The instances and the shards each holds. */
@@ -457,6 +480,7 @@ export class Client {
         body: options.body,
         contentType: options.body === undefined ? undefined : "application/json",
         signal: options.signal,
+        traceparent: options.traceparent,
         deadline,
       });
       return (await this.readJSON(res, method, path, options.signal, deadline)) as T;
@@ -469,7 +493,14 @@ export class Client {
   private async send(
     method: string,
     path: string,
-    r: { query?: Record<string, string> | undefined; body?: BodyInit | undefined; contentType?: string | undefined; signal?: AbortSignal | undefined; deadline: Deadline },
+    r: {
+      query?: Record<string, string> | undefined;
+      body?: BodyInit | undefined;
+      contentType?: string | undefined;
+      signal?: AbortSignal | undefined;
+      traceparent?: string | undefined;
+      deadline: Deadline;
+    },
   ): Promise<Response> {
     let url = this.baseURL + path;
     const q = new URLSearchParams(r.query ?? {}).toString();
@@ -477,6 +508,7 @@ export class Client {
     const headers: Record<string, string> = { Accept: "application/json, application/x-ndjson", ...this.headers };
     if (r.contentType !== undefined) headers["Content-Type"] = r.contentType;
     if (this.key !== undefined && this.key !== "") headers.Authorization = "Bearer " + this.key;
+    if (r.traceparent !== undefined && r.traceparent !== "") headers.traceparent = r.traceparent;
     const { signal, done } = anySignal(r.signal, r.deadline.signal);
     const init: RequestInit & { duplex?: "half" } = { method, headers, signal };
     if (r.body !== undefined) {

@@ -58,3 +58,26 @@ export class RetryLater extends Error {
     this.after = after;
   }
 }
+
+/**
+ * Thrown by a worker's function when a downstream refused the work of its chunk's value of
+ * a key (it said "slow down", a 429): the worker throttles that value for `duration` (1s to
+ * 1h), cluster-wide — no instance hands out a chunk of a submission with that value until
+ * then (Client.throttle) — and fails the chunk with that retry_after. `key` is a strategic
+ * metadata key, or "@tenant" for the chunk's tenant; it defaults to the worker's
+ * throttleKey. A chunk whose submission has no such key throttles nothing, and is failed
+ * all the same.
+ */
+export class Throttle extends Error {
+  override readonly name = "Throttle";
+  /** How long the value is throttled: a Go duration string, or milliseconds. */
+  readonly duration: string | number;
+  /** The key whose value is throttled; undefined for the worker's throttleKey. */
+  readonly key: string | undefined;
+
+  constructor(duration: string | number, message?: string, options?: { key?: string; cause?: unknown }) {
+    super(message ?? `throttled for ${typeof duration === "number" ? duration + "ms" : duration}`, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.duration = duration;
+    this.key = options?.key;
+  }
+}

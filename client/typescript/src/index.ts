@@ -2,7 +2,7 @@
 // worker loop. See the README of client/typescript.
 export { Client, BASE_URL_DEFAULT, TIMEOUT_DEFAULT } from "./client.js";
 export type { ClientOptions, CallOptions, Progress, SubmitNDJSONOptions, FailuresOptions, ListOptions } from "./client.js";
-export { OpsqError, RetryLater } from "./errors.js";
+export { OpsqError, RetryLater, Throttle } from "./errors.js";
 export { type Duration, durationMs, durationString } from "./duration.js";
 export { strategyJSON, StrategyError } from "./strategy.js";
 export { Worker, work, LEASE_DEFAULT, WAIT_DEFAULT } from "./worker.js";

@@ -26,6 +26,8 @@ export type ReservedChunk = Schemas["ReservedChunk"];
 export type TokenResult = Schemas["TokenResults"]["results"][number];
 export type TokenStatus = TokenResult["status"];
 export type Cluster = Schemas["Cluster"];
+/** When a throttle ends. */
+export type Throttled = Schemas["Throttled"];
 /** A chunk a reserve would hand out now (preview): no token, nothing reserved. */
 export type PreviewChunk =
   operations["previewReserve"]["responses"][200]["content"]["application/json"]["chunks"][number];

@@ -1,7 +1,7 @@
 // A consumer loop, as "opsq work" (cmd/opsq/work.go) but calling a function per chunk.
 import { Client, anySignal, sleep } from "./client.js";
 import { type Duration, durationMs, durationString } from "./duration.js";
-import { OpsqError, RetryLater } from "./errors.js";
+import { OpsqError, RetryLater, Throttle } from "./errors.js";
 import type { ReservedChunk, Strategy, TokenStatus } from "./types.js";
 
 /** The lease a worker reserves with unless told otherwise (the server's default). */
@@ -17,13 +17,21 @@ export interface ChunkContext {
    * the stop grace: stop the work, its result is dropped.
    */
   signal: AbortSignal;
+  /**
+   * The W3C traceparent the worker sends with the chunk's extends and its complete or
+   * fail: at first the chunk's own (chunk.traceparent, that of its producer's span). Set
+   * it to that of the function's own span, a child of the chunk's, and the instance's spans
+   * of those calls sit beneath the function's span.
+   */
+  traceparent: string | undefined;
 }
 
 /**
  * A worker's function: the chunk's output (a string as is; anything else is sent as its
  * JSON, undefined as ""). Throwing fails the chunk with the error's text (one attempt; it is
  * retried while its submission's max_retries allows); throwing RetryLater fails it with a
- * retry_after.
+ * retry_after; throwing Throttle throttles the chunk's value of a key, cluster-wide, and
+ * fails it until then.
  */
 export type Handler = (chunk: ReservedChunk, context: ChunkContext) => unknown;
 
@@ -52,6 +60,8 @@ export interface WorkerOptions {
   stopGrace?: Duration;
   /** Where the worker's notes go (a chunk failed, a call to retry...). Defaults to console.error. */
   log?: (message: string) => void;
+  /** The strategic metadata key (or "@tenant") whose value a Throttle thrown without a key throttles. */
+  throttleKey?: string;
 }
 
 /** What a worker has done so far. */
@@ -64,6 +74,8 @@ export interface WorkerStats {
   lost: number;
   /** Chunks running now. */
   running: number;
+  /** Throttles set because a function threw Throttle. */
+  throttled: number;
 }
 
 /** The gap between two reserves that found nothing, so that wait 0 does not spin. */
@@ -84,10 +96,15 @@ const onNode = typeof nodeProcess?.versions?.node === "string";
  * extending the lease of long work, until stopped. Run it once.
  */
 export class Worker {
-  private readonly opts: Required<Omit<WorkerOptions, "strategy" | "signal" | "log">> & { strategy?: Strategy | string; signal?: AbortSignal; log: (m: string) => void };
+  private readonly opts: Required<Omit<WorkerOptions, "strategy" | "signal" | "log" | "throttleKey">> & {
+    strategy?: Strategy | string;
+    signal?: AbortSignal;
+    log: (m: string) => void;
+    throttleKey?: string;
+  };
   private readonly leaseMs: number;
   private readonly stopGraceMs: number;
-  private readonly counts = { done: 0, failed: 0, lost: 0, running: 0 };
+  private readonly counts = { done: 0, failed: 0, lost: 0, running: 0, throttled: 0 };
   private readonly stopping = new AbortController();
   private slotFreed: (() => void) | null = null;
   private started = false;
@@ -122,6 +139,7 @@ export class Worker {
       strategy: options.strategy,
       signal: options.signal,
       log: options.log ?? ((m: string) => console.error(`opsq worker: ${m}`)),
+      throttleKey: options.throttleKey,
     };
   }
 
@@ -234,6 +252,7 @@ export class Worker {
    */
   private async process(ch: ReservedChunk, stop: AbortSignal): Promise<void> {
     const chunkCtl = new AbortController();
+    const context: ChunkContext = { signal: chunkCtl.signal, traceparent: ch.traceparent };
     let gone = ""; // why the chunk is no longer ours
     type Interruption = { interrupted: "gone" | "stopped"; why: string };
     let settle!: (i: Interruption) => void;
@@ -244,7 +263,7 @@ export class Worker {
     const extender = setInterval(() => {
       if (extending || gone !== "") return;
       extending = true;
-      void this.extend(ch)
+      void this.extend(ch, context.traceparent)
         .then((why) => {
           if (why !== "" && gone === "") {
             gone = why;
@@ -269,10 +288,14 @@ export class Worker {
     type Outcome = { output: string } | { failure: string; retryAfter?: Duration } | Interruption;
     const run: Promise<Outcome> = (async () => {
       try {
-        const out = await this.handler(ch, { signal: chunkCtl.signal });
+        const out = await this.handler(ch, context);
         return { output: out === undefined ? "" : typeof out === "string" ? out : JSON.stringify(out) };
       } catch (e) {
         if (e instanceof RetryLater) return { failure: errorText(e), retryAfter: e.after };
+        if (e instanceof Throttle) {
+          await this.throttle(ch, e);
+          return { failure: errorText(e), retryAfter: e.duration };
+        }
         return { failure: errorText(e) };
       }
     })();
@@ -286,21 +309,43 @@ export class Worker {
     }
     if ("interrupted" in outcome) {
       if (outcome.interrupted === "stopped") {
-        await this.report(ch, { failure: outcome.why });
+        await this.report(ch, { failure: outcome.why }, context.traceparent);
         return;
       }
       this.counts.lost++;
       this.opts.log(`chunk ${ch.submission_id}/${ch.chunk_index}: ${outcome.why}; its result is dropped`);
       return;
     }
-    await this.report(ch, outcome);
+    await this.report(ch, outcome, context.traceparent);
+  }
+
+  /** throttle throttles ch's value of e's key (or throttleKey) for e's duration, and says so. */
+  private async throttle(ch: ReservedChunk, e: Throttle): Promise<void> {
+    const where = `chunk ${ch.submission_id}/${ch.chunk_index}`;
+    const key = e.key ?? this.opts.throttleKey;
+    if (key === undefined || key === "") {
+      this.opts.log(`${where} threw Throttle without a key, and the worker has no throttleKey: nothing throttled`);
+      return;
+    }
+    try {
+      const value = key === "@tenant" ? (await this.client.status(ch.submission_id)).tenant : ch.strategic_metadata[key];
+      if (value === undefined) {
+        this.opts.log(`${where}: its submission has no ${key} to throttle`);
+        return;
+      }
+      const { until } = await this.client.throttle(key, value, e.duration);
+      this.counts.throttled++;
+      this.opts.log(`${where}: ${key} = ${JSON.stringify(value)} throttled until ${until}`);
+    } catch (err) {
+      this.opts.log(`${where}: throttling its ${key} failed (${err})`);
+    }
   }
 
   /** extend extends ch's lease; it returns why ch is no longer ours, or "" (also when the server could not be asked: the next tick tries again). */
-  private async extend(ch: ReservedChunk): Promise<string> {
+  private async extend(ch: ReservedChunk, traceparent: string | undefined): Promise<string> {
     let results;
     try {
-      results = await this.client.extend([ch.token], this.opts.lease);
+      results = await this.client.extend([ch.token], this.opts.lease, { traceparent });
     } catch (e) {
       this.opts.log(`chunk ${ch.submission_id}/${ch.chunk_index}: extending the lease failed (${e}); trying again in ${this.leaseMs / 2} ms`);
       return "";
@@ -326,7 +371,7 @@ export class Worker {
   }
 
   /** report completes or fails ch, retrying while the server cannot be reached and the lease lasts. */
-  private async report(ch: ReservedChunk, outcome: { output: string } | { failure: string; retryAfter?: Duration }): Promise<void> {
+  private async report(ch: ReservedChunk, outcome: { output: string } | { failure: string; retryAfter?: Duration }, traceparent: string | undefined): Promise<void> {
     const giveUp = Date.now() + this.leaseMs;
     for (let attempt = 0; ; attempt++) {
       let status: TokenStatus | undefined;
@@ -334,12 +379,15 @@ export class Worker {
       try {
         const results =
           "output" in outcome
-            ? await this.client.complete([{ token: ch.token, output: outcome.output }])
-            : await this.client.fail([
-                outcome.retryAfter === undefined
-                  ? { token: ch.token, error: outcome.failure }
-                  : { token: ch.token, error: outcome.failure, retry_after: outcome.retryAfter },
-              ]);
+            ? await this.client.complete([{ token: ch.token, output: outcome.output }], { traceparent })
+            : await this.client.fail(
+                [
+                  outcome.retryAfter === undefined
+                    ? { token: ch.token, error: outcome.failure }
+                    : { token: ch.token, error: outcome.failure, retry_after: outcome.retryAfter },
+                ],
+                { traceparent },
+              );
         status = results[0]?.status;
         if (status === undefined) err = new Error(`got ${results.length} results; want 1`);
       } catch (e) {
@@ -401,7 +449,7 @@ async function pause(ms: number, stop: AbortSignal): Promise<boolean> {
 /** errorText is the error a thrown value fails its chunk with. */
 function errorText(e: unknown): string {
   if (e instanceof Error) {
-    const name = e.name && e.name !== "Error" && e.name !== "RetryLater" ? `${e.name}: ` : "";
+    const name = e.name && e.name !== "Error" && e.name !== "RetryLater" && e.name !== "Throttle" ? `${e.name}: ` : "";
     return name + e.message;
   }
   return typeof e === "string" ? e : JSON.stringify(e) ?? String(e);

@@ -15,6 +15,8 @@ export const url2 = env("OPSQ_URL2");
 export const adminKey = env("OPSQ_KEY");
 export const producerKey = env("OPSQ_PRODUCER_KEY");
 export const consumerKey = env("OPSQ_CONSUMER_KEY");
+/** Lists the spans the instances exported (tracingtest.Receiver in the Go test). */
+export const spansURL = env("OPSQ_SPANS_URL");
 
 /** A producer on the first instance. */
 export const producer = new Client({ baseURL: url, key: producerKey });
@@ -70,4 +72,30 @@ export async function reserveN(c: Client, t: string, n: number, lease = "5m"): P
     out.push(...(await c.reserve({ max: n - out.length, strategy: only(t), wait: "5s", lease })));
   }
   return out;
+}
+
+/** A span an instance exported, as the Go test's receiver lists it: ids in hex. */
+export interface Span {
+  name: string;
+  trace_id: string;
+  span_id: string;
+  parent_span_id: string;
+  kind: string;
+}
+
+/** spans returns the spans the instances exported in trace traceId so far. */
+export async function spans(traceId: string): Promise<Span[]> {
+  const res = await fetch(`${spansURL}?trace_id=${traceId}`);
+  if (!res.ok) throw new Error(`GET ${spansURL}: ${res.status}`);
+  return (await res.json()) as Span[];
+}
+
+/** children returns the names of the instances' spans right under the span parent. */
+export async function children(traceId: string, parent: string): Promise<Set<string>> {
+  return new Set((await spans(traceId)).filter((s) => s.parent_span_id === parent && s.kind === "SPAN_KIND_SERVER").map((s) => s.name));
+}
+
+/** randomHex returns n random bytes in hex: a trace id (16) or a span id (8). */
+export function randomHex(n: number): string {
+  return Array.from(crypto.getRandomValues(new Uint8Array(n)), (b) => b.toString(16).padStart(2, "0")).join("");
 }

@@ -78,7 +78,7 @@ describe("worker", { timeout: 300_000 }, () => {
       return "finally";
     }, { strategy: only(t), lease: "3s", wait: "2s", once: true, log: () => {} });
     assert.equal(aborted, false);
-    assert.deepEqual(stats, { done: 1, failed: 0, lost: 0, running: 0 });
+    assert.deepEqual(stats, { done: 1, failed: 0, lost: 0, running: 0, throttled: 0 });
     assert.deepEqual(await collect(producer.results(created.id)), [{ chunk_index: 0, output: "finally" }]);
     assert.deepEqual((await producer.failures(created.id)).failures, [], "no lease ran out");
   });
@@ -112,7 +112,7 @@ describe("worker", { timeout: 300_000 }, () => {
     }, { strategy: only(t), wait: "2s", signal: ctl.signal, log: () => {} });
     const stats = await running;
     assert.equal(started, 1);
-    assert.deepEqual(stats, { done: 1, failed: 0, lost: 0, running: 0 });
+    assert.deepEqual(stats, { done: 1, failed: 0, lost: 0, running: 0, throttled: 0 });
     const st = await producer.status(created.id);
     assert.equal(st.chunks_done, 1);
     await producer.cancel(created.id);
@@ -127,7 +127,7 @@ describe("worker", { timeout: 300_000 }, () => {
       return "never sent";
     }, { strategy: only(t), wait: "2s", stopGrace: 300, log: () => {} });
     const stats = await w.run();
-    assert.deepEqual(stats, { done: 0, failed: 1, lost: 0, running: 0 });
+    assert.deepEqual(stats, { done: 0, failed: 1, lost: 0, running: 0, throttled: 0 });
     const [f] = (await producer.failures(created.id)).failures;
     assert.match(f!.error, /^worker stopped/);
     assert.equal(f!.state, "retrying");
@@ -159,7 +159,7 @@ describe("worker", { timeout: 300_000 }, () => {
     child.kill("SIGTERM");
     const code = await exited;
     assert.equal(code, 0, `the worker's output:\n${out}`);
-    assert.match(out, /stats {"done":1,"failed":0,"lost":0,"running":0}/);
+    assert.match(out, /stats {"done":1,"failed":0,"lost":0,"running":0,"throttled":0}/);
     const st = await producer.status(created.id);
     assert.equal(st.chunks_done, 1, "the running chunk was completed, no other taken");
     await producer.cancel(created.id);
