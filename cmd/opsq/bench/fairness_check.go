@@ -131,6 +131,38 @@ func provenMostInWindow(recs []handout, value string, w time.Duration) int {
 	return most
 }
 
+// possibleMostInWindow is the most of value's chunks in recs that may have been handed out
+// within one window of w: each was handed out somewhere in [start, arrival] (the later of
+// its reserve's sending and its run's start, and its answer's arrival), and a window [t,
+// t + w) may hold it when t lies in (start - w, arrival]; the most such intervals over one
+// t. It bounds the truth from above, as provenMostInWindow does from below.
+func possibleMostInWindow(recs []handout, value string, w time.Duration) int {
+	type edge struct {
+		at    time.Duration
+		delta int
+	}
+	var edges []edge
+	for _, h := range recs {
+		if h.value == value {
+			edges = append(edges, edge{max(h.sent, h.handed) - w, +1}, edge{h.at, -1})
+		}
+	}
+	// An interval that closes at x holds x; one that opens at x holds only what is after x:
+	// at equal times, closes first.
+	slices.SortFunc(edges, func(a, b edge) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		return a.delta - b.delta
+	})
+	most, n := 0, 0
+	for _, e := range edges {
+		n += e.delta
+		most = max(most, n)
+	}
+	return most
+}
+
 // provenRuns calls run for each run of value's chunks consecutive by arrival, with its
 // length and the span it was proven handed out within (rateExcess).
 func provenRuns(recs []handout, value string, run func(n int, span time.Duration)) {

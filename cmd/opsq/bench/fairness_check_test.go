@@ -136,3 +136,25 @@ func TestProvenMostInWindow(t *testing.T) {
 		t.Errorf("most of a in 1 s: %d; want 3 (990 ms from the first start to the last arrival)", got)
 	}
 }
+
+// TestPossibleMostInWindow: a chunk may share a window with another when their intervals
+// (start, arrival) come within the window's length; the upper bound counts those.
+func TestPossibleMostInWindow(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	recs := []handout{
+		{value: "a", handed: ms(0), at: ms(10)},
+		{value: "a", handed: ms(900), at: ms(1010)}, // may be at 1 000 ms, within 1 s of the first? no: [t, t+1s) holds 10 and 1009 at most
+		{value: "a", handed: ms(2500), at: ms(2600)},
+		{value: "b", handed: ms(0), at: ms(1)},
+	}
+	if got := possibleMostInWindow(recs, "a", time.Second); got != 2 {
+		t.Errorf("most of a possibly in 1 s: %d; want 2", got)
+	}
+	recs[1].handed = ms(1010) // only at 1 010 ms: 1 000 ms after the first's latest
+	if got := possibleMostInWindow(recs, "a", time.Second); got != 1 {
+		t.Errorf("most of a possibly in 1 s: %d; want 1 (1 s apart at least)", got)
+	}
+	if got := possibleMostInWindow(recs, "a", 2*time.Second); got != 2 {
+		t.Errorf("most of a possibly in 2 s: %d; want 2", got)
+	}
+}
