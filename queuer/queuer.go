@@ -183,7 +183,7 @@ func New(cfg Config) (*Queuer, error) {
 	}
 	q.claims = manager
 	q.router = peers.New(peers.Config{Pool: pool, Instance: cfg.Instance.ID, Log: log, Now: now, Claims: manager, Keys: q.keys, PeerTLS: cfg.PeerTLS})
-	q.throttle = throttles.New(throttles.Config{Pool: pool, Log: log, Bus: &q.bus})
+	q.throttle = throttles.New(throttles.Config{Pool: pool, Log: log, Bus: &q.bus, Instance: cfg.Instance.ID})
 	q.valueRates = valuerates.New(nil)
 	q.reserve = reserve.New(reserve.Config{Pool: pool, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
 		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, ValueRates: q.valueRates, Wake: q.waiting.Wake})

@@ -159,6 +159,8 @@ type Statements interface {
 	ThrottleSet(ctx context.Context, p ThrottleSetParams) (time.Time, error)
 	// ThrottlesLoad reads the throttles in force, what an instance caches.
 	ThrottlesLoad(ctx context.Context, p ThrottlesLoadParams) ([]ThrottlesLoadRow, error)
+	// ThrottleOwners lists the other instances that may hand out chunks.
+	ThrottleOwners(ctx context.Context, instance string) ([]string, error)
 	// ThrottlesCollect deletes the throttles that ended.
 	ThrottlesCollect(ctx context.Context) error
 	// RateTake leases tokens of a rate_limit bucket.

@@ -29,6 +29,19 @@ func (q Queries) ThrottleSet(ctx context.Context, p ThrottleSetParams) (time.Tim
 	return until, err
 }
 
+//go:embed throttle_owners.sql
+var throttleOwners string
+
+// ThrottleOwners lists the instances holding a live claim on a shard, but instance: those
+// that may hand out chunks, which a throttle's setter waits for.
+func (q Queries) ThrottleOwners(ctx context.Context, instance string) ([]string, error) {
+	rows, err := q.db.Query(ctx, throttleOwners, pgx.NamedArgs{"instance": instance})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 //go:embed throttles_load.sql
 var throttlesLoad string
 

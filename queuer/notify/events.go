@@ -76,8 +76,11 @@ type Resync struct{}
 type ClusterKeysChanged struct{}
 
 // ThrottlesChanged: a throttle was set (POST /v1/throttle); the throttles in force are to
-// be read again.
-type ThrottlesChanged struct{}
+// be read again, and then, when Nonce is set, the setter told so (SendThrottleAck).
+type ThrottlesChanged struct{ Nonce string }
+
+// ThrottleAck: Instance has in force the throttle set with Nonce.
+type ThrottleAck struct{ Nonce, Instance string }
 
 func (NewWork) event()            {}
 func (ChunksFreed) event()        {}
@@ -90,6 +93,7 @@ func (ShardsChanged) event()      {}
 func (Resync) event()             {}
 func (ClusterKeysChanged) event() {}
 func (ThrottlesChanged) event()   {}
+func (ThrottleAck) event()        {}
 
 // Handler is a part that hears the events. Handle runs on the goroutine that raised the
 // event (a request, the listener, the claims loop): it must not block, and updates memory

@@ -25,7 +25,9 @@ import (
 //	opsq_cluster_keys  ""  the cluster keys were rotated (sql/admin/rotate_cluster_key.sql)
 //	opsq_progress      "<submission id>,…"  chunks of each submission were finished (results follow)
 //	opsq_paused        "<submission id>"    the submission was paused: its chunks wait
-//	opsq_throttles     ""  a throttle was set: read the throttles in force again
+//	opsq_throttles     ""                        a throttle was set: read the throttles in force again
+//	                   "set:<nonce>"             the same, then answer with the ack below
+//	                   "ack:<nonce>:<instance>"  the instance has the throttle of nonce in force
 
 // The channels.
 const (
@@ -122,9 +124,14 @@ func SendPaused(ctx context.Context, db opsqsql.DB, id int64) error {
 }
 
 // SendThrottles tells every instance that a throttle was set, at the commit of db's
-// transaction.
-func SendThrottles(ctx context.Context, db opsqsql.DB) error {
-	return send(ctx, db, ChannelThrottles, "")
+// transaction; each answers with SendThrottleAck(nonce) once it has it in force.
+func SendThrottles(ctx context.Context, db opsqsql.DB, nonce string) error {
+	return send(ctx, db, ChannelThrottles, "set:"+nonce)
+}
+
+// SendThrottleAck tells the setter of the throttle of nonce that instance has it in force.
+func SendThrottleAck(ctx context.Context, db opsqsql.DB, nonce, instance string) error {
+	return send(ctx, db, ChannelThrottles, "ack:"+nonce+":"+instance)
 }
 
 func send(ctx context.Context, db opsqsql.DB, channel, payload string) error {
@@ -168,7 +175,13 @@ func parse(channel, payload string) []Event {
 	case ChannelClusterKeys:
 		return []Event{ClusterKeysChanged{}}
 	case ChannelThrottles:
-		return []Event{ThrottlesChanged{}}
+		if rest, ok := strings.CutPrefix(payload, "ack:"); ok {
+			if nonce, instance, ok := strings.Cut(rest, ":"); ok {
+				return []Event{ThrottleAck{Nonce: nonce, Instance: instance}}
+			}
+			return nil
+		}
+		return []Event{ThrottlesChanged{Nonce: strings.TrimPrefix(payload, "set:")}}
 	case ChannelProgress:
 		var ids []int64
 		for _, f := range strings.Split(payload, ",") {

@@ -13,8 +13,13 @@ package throttles
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,12 +51,19 @@ type Throttle struct {
 	ends   time.Time // by this instance's monotonic clock
 }
 
+// AckWait bounds how long setting a throttle waits for the other instances that hold
+// shards to have it in force (Set).
+const AckWait = 2 * time.Second
+
 // Config configures Throttles.
 type Config struct {
 	Pool *pgxpool.Pool
 	Log  *slog.Logger
 	// Bus hears the new work of a throttle that ended.
 	Bus *notify.Bus
+	// Instance is this instance's id: it acknowledges the throttles other instances set
+	// under it, and waits for the others' acknowledgements of its own.
+	Instance string
 }
 
 // Throttles is the instance's view of the throttles in force. It is safe for concurrent
@@ -64,7 +76,20 @@ type Throttles struct {
 	// live is the throttles in force, by key then value; nil when there are none, so that
 	// a reserve checks nothing at all then.
 	live atomic.Pointer[snapshot]
+
+	mu struct {
+		sync.Mutex
+		// toAck is the nonces of throttles other instances set, to acknowledge once
+		// loaded; at most ackMax (past it, those setters wait out AckWait).
+		toAck []string
+		// waiting is this instance's Sets waiting for acknowledgements, by nonce: each
+		// hears the instances that have its throttle in force.
+		waiting map[string]chan string
+	}
 }
+
+// ackMax bounds the acknowledgements an instance owes at once.
+const ackMax = 1_000
 
 // snapshot is the throttles in force as last read: read-only once published.
 type snapshot struct {
@@ -108,8 +133,14 @@ func (t *Throttles) loop(ctx context.Context) {
 		case <-end.C:
 			ended = true
 		}
+		t.mu.Lock()
+		acks := t.mu.toAck
+		t.mu.toAck = nil
+		t.mu.Unlock()
 		if err := t.Load(ctx); err != nil && ctx.Err() == nil {
 			t.cfg.Log.Warn("reading the throttles in force; keeping those held", slog.Any("error", err))
+		} else if err == nil {
+			t.ack(ctx, acks)
 		}
 		if ended && t.cfg.Bus != nil {
 			// The chunks of the value are reservable again: the reserves waiting look again.
@@ -133,13 +164,48 @@ func (t *Throttles) nextEnd() time.Duration {
 }
 
 // Handle reads the throttles again soon after one was set, or after notifications may
-// have been missed.
+// have been missed, and hands the acknowledgements of this instance's throttles to their
+// Sets.
 func (t *Throttles) Handle(e notify.Event) {
-	switch e.(type) {
-	case notify.ThrottlesChanged, notify.Resync:
-		select {
-		case t.wake <- struct{}{}:
-		default: // a reload is pending already
+	switch e := e.(type) {
+	case notify.ThrottlesChanged:
+		if e.Nonce != "" {
+			t.mu.Lock()
+			if _, own := t.mu.waiting[e.Nonce]; !own && len(t.mu.toAck) < ackMax {
+				t.mu.toAck = append(t.mu.toAck, e.Nonce)
+			}
+			t.mu.Unlock()
+		}
+		t.reload()
+	case notify.Resync:
+		t.reload()
+	case notify.ThrottleAck:
+		t.mu.Lock()
+		ch := t.mu.waiting[e.Nonce]
+		t.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- e.Instance:
+			default: // more acknowledgements than instances: the Set has what it needs
+			}
+		}
+	}
+}
+
+// reload has the loop read the throttles again soon.
+func (t *Throttles) reload() {
+	select {
+	case t.wake <- struct{}{}:
+	default: // a reload is pending already
+	}
+}
+
+// ack tells the setters of nonces that this instance has their throttles in force.
+func (t *Throttles) ack(ctx context.Context, nonces []string) {
+	for _, n := range nonces {
+		if err := notify.SendThrottleAck(ctx, t.cfg.Pool, n, t.cfg.Instance); err != nil && ctx.Err() == nil {
+			t.cfg.Log.Warn("acknowledging a throttle; its setter waits out its bound", slog.Any("error", err))
+			return
 		}
 	}
 }
@@ -237,6 +303,22 @@ func (t *Throttles) Set(ctx context.Context, key, value string, tenants []string
 	if tenants == nil {
 		tenants = []string{""}
 	}
+	// Listen for the acknowledgements before anyone can send one.
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	nonce := hex.EncodeToString(b[:])
+	acks := make(chan string, 64)
+	t.mu.Lock()
+	if t.mu.waiting == nil {
+		t.mu.waiting = map[string]chan string{}
+	}
+	t.mu.waiting[nonce] = acks
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		delete(t.mu.waiting, nonce)
+		t.mu.Unlock()
+	}()
 	var until time.Time
 	err := pgx.BeginFunc(ctx, t.cfg.Pool, func(tx pgx.Tx) error {
 		var err error
@@ -246,7 +328,7 @@ func (t *Throttles) Set(ctx context.Context, key, value string, tenants []string
 		if err != nil {
 			return err
 		}
-		return notify.SendThrottles(ctx, tx)
+		return notify.SendThrottles(ctx, tx, nonce)
 	})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("setting a throttle of %s = %s: %w", key, value, err)
@@ -254,8 +336,39 @@ func (t *Throttles) Set(ctx context.Context, key, value string, tenants []string
 	if err := t.Load(ctx); err != nil {
 		return time.Time{}, err
 	}
-	t.Handle(notify.ThrottlesChanged{}) // the loop's timer: the next end may be this one's
+	t.reload() // the loop's timer: the next end may be this one's
+	t.awaitAcks(ctx, acks)
 	return until, nil
+}
+
+// awaitAcks waits until every other instance that may hand out chunks has acknowledged
+// the throttle whose acknowledgements come on acks, at most AckWait: a throttle answered
+// is in force wherever a chunk of its value could be handed out. One that does not answer
+// in time has it at its next reload (ReloadInterval), or its next NOTIFY; that is logged.
+func (t *Throttles) awaitAcks(ctx context.Context, acks <-chan string) {
+	owners, err := opsqsql.New(t.cfg.Pool).ThrottleOwners(ctx, t.cfg.Instance)
+	if err != nil {
+		t.cfg.Log.Warn("a throttle is set, but the instances that hold shards could not be read to wait for them", slog.Any("error", err))
+		return
+	}
+	missing := map[string]bool{}
+	for _, o := range owners {
+		missing[o] = true
+	}
+	timer := time.NewTimer(AckWait)
+	defer timer.Stop()
+	for len(missing) > 0 {
+		select {
+		case id := <-acks:
+			delete(missing, id)
+		case <-timer.C:
+			t.cfg.Log.Warn("a throttle is set; some instances did not confirm it in time and apply it at their next reload",
+				slog.Any("instances", slices.Sorted(maps.Keys(missing))), slog.Duration("waited", AckWait))
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // CollectSchedule is how often the throttles that ended are deleted.
