@@ -374,14 +374,19 @@ var chunksSkipRange string
 type ChunksSkipRangeParams struct {
 	SubmissionID int64
 	From, To     int32 // chunk indexes, To excluded
+	// Failed: the submission failed; else it was cancelled.
+	Failed bool
+	// Error is what the skipped chunks record (SubmissionEndedLock's).
+	Error string
 }
 
-// ChunksSkipRange moves the pending chunks of a range of a cancelled submission to
-// chunks_failed, skipped, and counts them on it; it returns the submission's chunks
+// ChunksSkipRange moves the pending chunks of a range of a cancelled or failed submission
+// to chunks_failed, skipped, and counts them on it; it returns the submission's chunks
 // skipped so far.
 func (q Queries) ChunksSkipRange(ctx context.Context, p ChunksSkipRangeParams) (int64, error) {
 	var skipped int64
-	err := q.db.QueryRow(ctx, chunksSkipRange, pgx.NamedArgs{"submission_id": p.SubmissionID, "from": p.From, "to": p.To}).Scan(&skipped)
+	err := q.db.QueryRow(ctx, chunksSkipRange, pgx.NamedArgs{"submission_id": p.SubmissionID, "from": p.From, "to": p.To,
+		"failed": p.Failed, "error": p.Error}).Scan(&skipped)
 	return skipped, notFound(err)
 }
 
