@@ -29,7 +29,7 @@ import (
 // transaction each, each counted on the cancelled row's chunks_skipped as it moves
 // (cancelSlices). The request waits for the slices, whether or not its client stays.
 func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
-	slice := int64(s.sliceRows())
+	slice := int64(s.SliceRows())
 	var moved opsqsql.SubmissionCancelRow
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 		db := opsqsql.New(tx)

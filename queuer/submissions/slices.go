@@ -16,6 +16,13 @@ import (
 // the time a submission as large may take to go in.
 const slicesTimeout = time.Hour
 
+// SkipFailed moves the pending chunks of submission id, of total chunks, that a fail of
+// one of its chunks failed without moving them (queuer/outcome/fail.go), by slices
+// (skipSlices), until ctx ends. It is outcome.Slicer's.
+func (s *Store) SkipFailed(ctx context.Context, id, total int64) {
+	s.skipSlices(ctx, wire.StateFailed, id, total)
+}
+
 // skipSlices moves the pending chunks of submission id, which ended already (ending:
 // cancelled or failed) with total chunks, to chunks_failed, skipped, by ranges of
 // SliceRows chunk indexes, one transaction each, until they are all moved, ctx ends or
@@ -29,7 +36,7 @@ func (s *Store) skipSlices(ctx context.Context, ending wire.State, id, total int
 	ctx, cancel := context.WithTimeout(ctx, slicesTimeout)
 	defer cancel()
 	failed := ending == wire.StateFailed
-	slice := int64(s.sliceRows())
+	slice := int64(s.SliceRows())
 	for from := int64(0); from < total; from += slice {
 		to := min(from+slice, total)
 		var stopped bool
