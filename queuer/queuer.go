@@ -145,6 +145,9 @@ var (
 	_ lifecycle.Service = (*outcome.Recorder)(nil)
 	_ lifecycle.Service = (*lifecycle.Cron)(nil)
 	_ lifecycle.Service = (*admin.ActivityWriter)(nil)
+
+	// The submissions store moves the chunks of a large submission that a fail failed.
+	_ outcome.Slicer = (*submissions.Store)(nil)
 )
 
 // New returns a Queuer; Start it before use.
@@ -187,9 +190,9 @@ func New(cfg Config) (*Queuer, error) {
 	q.valueRates = valuerates.New(nil)
 	q.reserve = reserve.New(reserve.Config{Pool: pool, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
 		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, ValueRates: q.valueRates, Wake: q.waiting.Wake})
-	q.outcomes = outcome.New(outcome.Config{Pool: pool, Log: log, Now: now, Instance: cfg.Instance.ID, Claims: manager,
-		Reserver: q.reserver, Keys: q.keys, Router: q.router, Holds: q.reserve, Bus: &q.bus})
 	q.subs = submissions.New(submissions.Config{Pool: pool, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus})
+	q.outcomes = outcome.New(outcome.Config{Pool: pool, Log: log, Now: now, Instance: cfg.Instance.ID, Claims: manager,
+		Reserver: q.reserver, Keys: q.keys, Router: q.router, Holds: q.reserve, Bus: &q.bus, Slicer: q.subs})
 	q.admin = admin.New(pool, manager)
 	q.seen = admin.NewSeen()
 	q.activity = admin.NewActivityWriter(admin.ActivityConfig{Pool: pool, Instance: cfg.Instance.ID, Log: log, Now: now,

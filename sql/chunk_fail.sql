@@ -2,8 +2,11 @@
 -- error; then its submission's failure policy (submission_lifecycle.max_failed; no row:
 -- the default, fail at the first) decides the rest:
 --   - the submission fails once more than max_failed of its chunks have failed (max_failed
---     NULL with a row: never, on_failure "continue"): its other chunks, reservable or
---     waiting, follow as skipped, and it moves to submissions_failed;
+--     NULL with a row: never, on_failure "continue"): it moves to submissions_failed, and
+--     its other chunks, reservable or waiting, follow as skipped: here when it has at most
+--     @skip_now chunks pending (this one included), else later, by slices, each counted as
+--     it moves (chunks_skip_range.sql, run by the caller once this commits: sliced), so
+--     that no transaction holds more than a slice (queuer/outcome/fail.go);
 --   - else the failure is counted, and a submission whose every chunk is now finished
 --     (done + failed + skipped = total) moves to submissions_failed too;
 --   - else it goes on.
@@ -12,8 +15,9 @@
 -- A failed or skipped chunk keeps its input, shard and random order (a retry makes it
 -- reservable again). @retries and @claimant guard the attempt and the claim as in
 -- chunk_retry.sql. One row back: fence_held (false: the fence refused, nothing was
--- written), submission_id (NULL when nothing was done), and finished (the submission
--- moved to submissions_failed) and dropped (its other chunks were skipped).
+-- written), submission_id (NULL when nothing was done), finished (the submission moved to
+-- submissions_failed), dropped (its failure policy failed it: its other chunks are
+-- skipped), and sliced (they are left for the slices) with chunks_total (NULL unless sliced).
 -- The same move of a submission row as submission_cancel.sql and
 -- submissions_finish_completed.sql: one statement per ending, each with its own condition and
 -- target; a column added to opsq.submissions goes into all three (and into
@@ -46,7 +50,9 @@ WITH fence AS (
 ), sub AS (
     SELECT s.id, s.chunks_total, s.chunks_done, s.chunks_failed + 1 AS failed, s.chunks_skipped,
            CASE WHEN l.id IS NULL THEN true
-                ELSE l.max_failed IS NOT NULL AND s.chunks_failed + 1 > l.max_failed END AS fails
+                ELSE l.max_failed IS NOT NULL AND s.chunks_failed + 1 > l.max_failed END AS fails,
+           -- This chunk and the others to skip if it fails the submission.
+           s.chunks_total - s.chunks_done - s.chunks_failed - s.chunks_skipped AS pending
     FROM opsq.submissions s
     LEFT JOIN opsq.submission_lifecycle l ON l.id = s.id
     WHERE s.id = (SELECT submission_id FROM target)
@@ -70,11 +76,13 @@ WITH fence AS (
     SELECT * FROM gone_ready UNION ALL SELECT * FROM gone_waiting
 ), skipped_ready AS (
     DELETE FROM opsq.chunks c
-    WHERE c.submission_id = (SELECT id FROM sub WHERE fails) AND c.chunk_index <> @chunk_index
+    WHERE c.submission_id = (SELECT id FROM sub WHERE fails AND pending <= @skip_now::bigint)
+      AND c.chunk_index <> @chunk_index
     RETURNING c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries, c.input
 ), skipped_waiting AS (
     DELETE FROM opsq.chunks_waiting w
-    WHERE w.submission_id = (SELECT id FROM sub WHERE fails) AND w.chunk_index <> @chunk_index
+    WHERE w.submission_id = (SELECT id FROM sub WHERE fails AND pending <= @skip_now::bigint)
+      AND w.chunk_index <> @chunk_index
     RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input
 ), holds AS (
     DELETE FROM opsq.simultaneous_holds h WHERE h.submission_id = (SELECT id FROM sub WHERE fails)
@@ -100,7 +108,8 @@ WITH fence AS (
     WHERE e.submission_id = t.submission_id AND e.chunk_index = t.chunk_index AND e.attempt <= n.attempt - 5
 ), ends AS (
     SELECT s.id, s.fails, s.fails OR s.chunks_done + s.failed + s.chunks_skipped >= s.chunks_total AS finished,
-           s.failed, (SELECT count(*) FROM skipped_ready) + (SELECT count(*) FROM skipped_waiting) AS skipped
+           s.failed, (SELECT count(*) FROM skipped_ready) + (SELECT count(*) FROM skipped_waiting) AS skipped,
+           s.fails AND s.pending > @skip_now::bigint AS sliced, s.chunks_total
     FROM sub s
     WHERE EXISTS (SELECT FROM gone)
 ), counted AS (
@@ -123,5 +132,7 @@ WITH fence AS (
     RETURNING id
 )
 SELECT f.held AS fence_held, (SELECT submission_id FROM gone) AS submission_id,
-       EXISTS (SELECT FROM moved) AS finished, coalesce((SELECT fails FROM ends), false) AS dropped
+       EXISTS (SELECT FROM moved) AS finished, coalesce((SELECT fails FROM ends), false) AS dropped,
+       coalesce((SELECT sliced FROM ends), false) AS sliced,
+       (SELECT chunks_total FROM ends WHERE sliced) AS chunks_total
 FROM fence f

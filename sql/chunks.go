@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -121,6 +122,10 @@ type ChunkFailParams struct {
 	Error    string
 	Consumer string
 	Fence    *Fence
+	// SkipNow is the most chunks pending (this one included) whose submission, when this
+	// fail fails it, has them all skipped in the fail's statement; with more, they are
+	// left for ChunksSkipRange (ChunkFailed.Sliced). 0: no bound.
+	SkipNow int64
 }
 
 // chunkFailRow is chunk_fail.sql's row.
@@ -129,21 +134,29 @@ type chunkFailRow struct {
 	SubmissionID *int64 `db:"submission_id"`
 	Finished     bool   `db:"finished"`
 	Dropped      bool   `db:"dropped"`
+	Sliced       bool   `db:"sliced"`
+	ChunksTotal  *int64 `db:"chunks_total"`
 }
 
 // ChunkFailed is what ChunkFail did: Failed, the chunk failed; Finished, its submission
-// is finished (failed) with it; Dropped, the submission's other chunks were skipped (its
-// failure policy failed it).
+// is finished (failed) with it; Dropped, its failure policy failed it, and its other
+// chunks are skipped; Sliced, they are not moved yet, but left for ChunksSkipRange, over
+// the submission's ChunksTotal chunk indexes.
 type ChunkFailed struct {
-	Failed, Finished, Dropped bool
+	Failed, Finished, Dropped, Sliced bool
+	ChunksTotal                       int64
 }
 
 // ChunkFail fails a chunk for good; its submission's failure policy decides the rest
 // (chunk_fail.sql). Failed is false when it did nothing (the chunk is gone or the attempt
 // is over); a *FenceError when p.Fence refused.
 func (q Queries) ChunkFail(ctx context.Context, p ChunkFailParams) (ChunkFailed, error) {
+	skipNow := p.SkipNow
+	if skipNow <= 0 {
+		skipNow = math.MaxInt64
+	}
 	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "retries": p.Retries,
-		"error": p.Error, "consumer": p.Consumer}
+		"error": p.Error, "consumer": p.Consumer, "skip_now": skipNow}
 	p.Fence.args(args)
 	r, err := collectOne[chunkFailRow](ctx, q.db, chunkFail, args)
 	if err != nil {
@@ -152,7 +165,11 @@ func (q Queries) ChunkFail(ctx context.Context, p ChunkFailParams) (ChunkFailed,
 	if !r.FenceHeld {
 		return ChunkFailed{}, &FenceError{Shard: p.Shard, Generation: p.Fence.Generation}
 	}
-	return ChunkFailed{Failed: r.SubmissionID != nil, Finished: r.Finished, Dropped: r.Dropped}, nil
+	did := ChunkFailed{Failed: r.SubmissionID != nil, Finished: r.Finished, Dropped: r.Dropped, Sliced: r.Sliced}
+	if r.ChunksTotal != nil {
+		did.ChunksTotal = *r.ChunksTotal
+	}
+	return did, nil
 }
 
 //go:embed chunk_state.sql
@@ -374,14 +391,19 @@ var chunksSkipRange string
 type ChunksSkipRangeParams struct {
 	SubmissionID int64
 	From, To     int32 // chunk indexes, To excluded
+	// Failed: the submission failed; else it was cancelled.
+	Failed bool
+	// Error is what the skipped chunks record (SubmissionEndedLock's).
+	Error string
 }
 
-// ChunksSkipRange moves the pending chunks of a range of a cancelled submission to
-// chunks_failed, skipped, and counts them on it; it returns the submission's chunks
+// ChunksSkipRange moves the pending chunks of a range of a cancelled or failed submission
+// to chunks_failed, skipped, and counts them on it; it returns the submission's chunks
 // skipped so far.
 func (q Queries) ChunksSkipRange(ctx context.Context, p ChunksSkipRangeParams) (int64, error) {
 	var skipped int64
-	err := q.db.QueryRow(ctx, chunksSkipRange, pgx.NamedArgs{"submission_id": p.SubmissionID, "from": p.From, "to": p.To}).Scan(&skipped)
+	err := q.db.QueryRow(ctx, chunksSkipRange, pgx.NamedArgs{"submission_id": p.SubmissionID, "from": p.From, "to": p.To,
+		"failed": p.Failed, "error": p.Error}).Scan(&skipped)
 	return skipped, notFound(err)
 }
 

@@ -58,8 +58,8 @@ type SubmissionLockAnyParams struct {
 type SubmissionLockAnyRow struct {
 	State  string `db:"state"`
 	Paused bool   `db:"paused"`
-	// Unmoved is how many chunks of a submission cancelled by slices are still pending,
-	// not yet moved and counted skipped; 0 in any other state.
+	// Unmoved is how many chunks of a submission cancelled or failed by slices are still
+	// pending, not yet moved and counted skipped; 0 in any other state.
 	Unmoved int64 `db:"unmoved"`
 }
 

@@ -34,8 +34,11 @@ func TestStatementsTranslateTheirErrors(t *testing.T) {
 	if _, err := db.SubmissionCancel(ctx, opsqsql.SubmissionCancelParams{ID: 42}); !errors.Is(err, opsqsql.ErrNotFound) {
 		t.Errorf("SubmissionCancel of no submission: %v; want ErrNotFound", err)
 	}
-	if err := db.SubmissionCancelledLock(ctx, opsqsql.SubmissionCancelledLockParams{ID: 42}); !errors.Is(err, opsqsql.ErrNotFound) {
-		t.Errorf("SubmissionCancelledLock of no submission: %v; want ErrNotFound", err)
+	if _, err := db.SubmissionEndedLock(ctx, opsqsql.SubmissionEndedLockParams{ID: 42}); !errors.Is(err, opsqsql.ErrNotFound) {
+		t.Errorf("SubmissionEndedLock of no submission: %v; want ErrNotFound", err)
+	}
+	if _, err := db.SubmissionEndedLock(ctx, opsqsql.SubmissionEndedLockParams{ID: 42, Failed: true}); !errors.Is(err, opsqsql.ErrNotFound) {
+		t.Errorf("SubmissionEndedLock of no failed submission: %v; want ErrNotFound", err)
 	}
 }
 

@@ -36,9 +36,9 @@ type Statements interface {
 	SubmissionList(ctx context.Context, p SubmissionListParams) ([]SubmissionStatusRow, bool, error)
 	// SubmissionCancel moves an in-progress submission to submissions_cancelled.
 	SubmissionCancel(ctx context.Context, p SubmissionCancelParams) (SubmissionCancelRow, error)
-	// SubmissionCancelledLock locks a cancelled submission's row, before a slice of its
-	// chunks is moved.
-	SubmissionCancelledLock(ctx context.Context, p SubmissionCancelledLockParams) error
+	// SubmissionEndedLock locks a cancelled or failed submission's row, before a slice of
+	// its chunks is moved.
+	SubmissionEndedLock(ctx context.Context, p SubmissionEndedLockParams) (string, error)
 	// ResultsStream streams a submission's outputs in chunk order.
 	ResultsStream(ctx context.Context, p ResultsStreamParams, fn func(ResultsStreamRow) error) error
 	// SubmissionInfo reads what consumers get with the chunks of in-progress submissions.
@@ -95,8 +95,8 @@ type Statements interface {
 	ChunkStates(ctx context.Context, p ChunkStatesParams) ([]bool, error)
 	// ChunksSkipSubmission deletes the reservable chunks of a submission.
 	ChunksSkipSubmission(ctx context.Context, p ChunksSkipSubmissionParams) error
-	// ChunksSkipRange moves a range of a cancelled submission's pending chunks to
-	// chunks_failed, skipped, and counts them (a slice of a large cancel).
+	// ChunksSkipRange moves a range of a cancelled or failed submission's pending chunks to
+	// chunks_failed, skipped, and counts them (a slice of a large cancel or fail).
 	ChunksSkipRange(ctx context.Context, p ChunksSkipRangeParams) (int64, error)
 	// ChunksDeleteRange removes a range of the chunks of a submission that was never
 	// inserted whole (an object-storage submission cut between its slices).

@@ -3,14 +3,16 @@
 -- completion of the submission then happen one after the other. No row back: it is
 -- unknown, or it moved to another table while this statement waited for its lock (the
 -- other tables were read before the move): run it again.
--- unmoved: the chunks of a submission cancelled by slices that are still pending where
--- they were, not yet moved and counted skipped (queuer/submissions/cancel.go); 0 otherwise.
+-- unmoved: the chunks of a submission cancelled or failed by slices that are still pending
+-- where they were, not yet moved and counted skipped (queuer/submissions/slices.go); 0
+-- otherwise.
 WITH in_progress AS (
     SELECT 'in_progress'::text AS state, s.paused, 0::bigint AS unmoved FROM opsq.submissions s WHERE s.id = @id FOR UPDATE
 ), completed AS (
     SELECT 'completed'::text AS state, false AS paused, 0::bigint AS unmoved FROM opsq.submissions_completed s WHERE s.id = @id FOR UPDATE
 ), failed AS (
-    SELECT 'failed'::text AS state, false AS paused, 0::bigint AS unmoved FROM opsq.submissions_failed s WHERE s.id = @id FOR UPDATE
+    SELECT 'failed'::text AS state, false AS paused,
+           (s.chunks_total - s.chunks_done - s.chunks_failed - s.chunks_skipped)::bigint AS unmoved FROM opsq.submissions_failed s WHERE s.id = @id FOR UPDATE
 ), cancelled AS (
     SELECT 'cancelled'::text AS state, false AS paused,
            (s.chunks_total - s.chunks_done - s.chunks_failed - s.chunks_skipped)::bigint AS unmoved FROM opsq.submissions_cancelled s WHERE s.id = @id FOR UPDATE

@@ -283,19 +283,22 @@ func (q Queries) SubmissionCancel(ctx context.Context, p SubmissionCancelParams)
 	return collectOne[SubmissionCancelRow](ctx, q.db, submissionCancel, pgx.NamedArgs{"id": p.ID, "skip_now": p.SkipNow})
 }
 
-//go:embed submission_cancelled_lock.sql
-var submissionCancelledLock string
+//go:embed submission_ended_lock.sql
+var submissionEndedLock string
 
-// SubmissionCancelledLockParams are submission_cancelled_lock.sql's.
-type SubmissionCancelledLockParams struct {
+// SubmissionEndedLockParams are submission_ended_lock.sql's.
+type SubmissionEndedLockParams struct {
 	ID int64
+	// Failed: the submission failed; else it was cancelled.
+	Failed bool
 }
 
-// SubmissionCancelledLock locks a cancelled submission's row for the rest of db's
-// transaction. ErrNotFound when it is not cancelled (any more).
-func (q Queries) SubmissionCancelledLock(ctx context.Context, p SubmissionCancelledLockParams) error {
-	var id int64
-	return notFound(q.db.QueryRow(ctx, submissionCancelledLock, pgx.NamedArgs{"id": p.ID}).Scan(&id))
+// SubmissionEndedLock locks the row of a cancelled (or, with p.Failed, failed)
+// submission for the rest of db's transaction, and returns the error its skipped chunks
+// record. ErrNotFound when it is not so (any more).
+func (q Queries) SubmissionEndedLock(ctx context.Context, p SubmissionEndedLockParams) (string, error) {
+	var msg string
+	return msg, notFound(q.db.QueryRow(ctx, submissionEndedLock, pgx.NamedArgs{"id": p.ID, "failed": p.Failed}).Scan(&msg))
 }
 
 //go:embed results_stream.sql

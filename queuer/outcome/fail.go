@@ -135,6 +135,9 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus
 	o.cfg.Holds.ReleaseHolds(ctx, []string{a.tok})
 	if did.Dropped {
 		o.cfg.Bus.Raise(notify.SubmissionDropped{ID: t.Key.SubmissionID})
+		if did.Sliced {
+			o.slicing.run(t.Key.SubmissionID, did.ChunksTotal)
+		}
 	} else {
 		o.cfg.Bus.Raise(notify.ChunksFinished{Keys: []reserver.Key{t.Key}})
 	}
@@ -143,11 +146,24 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus
 
 // failChunk fails a's chunk for good in one transaction (chunk_fail.sql), and tells every
 // instance what changed at its commit; did says what it did.
+//
+// When its submission's failure policy fails the submission, its other pending chunks are
+// skipped: in this transaction when they are at most the Slicer's SliceRows (this chunk
+// included), as a cancel moves them; else the submission row alone moves here (with the
+// NOTIFY that drops it from every instance's caches: from then on no reserve hands out its
+// chunks, and no completion or fail records an outcome for them, as after a cancel), and
+// its chunks follow by committed slices once this has committed (did.Sliced; slicing runs
+// them in the background, and says why).
 func (o *Recorder) failChunk(ctx context.Context, a attempt, msg, consumer string, did *opsqsql.ChunkFailed) error {
 	t, chunk := a.t, a.t.Chunk()
+	var skipNow int64 // no bound
+	if o.cfg.Slicer != nil {
+		skipNow = int64(o.cfg.Slicer.SliceRows())
+	}
 	return pgx.BeginFunc(ctx, o.cfg.Pool, func(tx pgx.Tx) error {
 		var err error
-		*did, err = opsqsql.New(tx).ChunkFail(ctx, opsqsql.ChunkFailParams{Chunk: chunk, Retries: t.Retries, Error: msg, Consumer: consumer, Fence: a.fence})
+		*did, err = opsqsql.New(tx).ChunkFail(ctx, opsqsql.ChunkFailParams{Chunk: chunk, Retries: t.Retries, Error: msg, Consumer: consumer,
+			Fence: a.fence, SkipNow: skipNow})
 		switch {
 		case err != nil || !did.Failed:
 			return err

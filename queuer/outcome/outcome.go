@@ -51,6 +51,9 @@ type Config struct {
 	Router   Forwarder       // forwards extends to the shards' owners
 	Holds    Holds
 	Bus      *notify.Bus // hears the changes
+	// Slicer moves the chunks of a large submission that a fail failed by slices; nil: a
+	// fail that fails its submission moves them all in its own statement.
+	Slicer Slicer
 }
 
 // Recorder records outcomes. It is safe for concurrent use. Its goroutines (the
@@ -60,6 +63,7 @@ type Recorder struct {
 	shardCount int
 	completer  *completer
 	expirer    *expirer
+	slicing    *slicing
 
 	failedAttempts, expired atomic.Int64
 }
@@ -71,19 +75,23 @@ func New(cfg Config) *Recorder {
 	o := &Recorder{cfg: cfg}
 	o.completer = newCompleter(cfg.Pool, cfg.Reserver, cfg.Bus, o.readToken)
 	o.expirer = newExpirer(cfg.Reserver, cfg.Now, o.expire)
+	o.slicing = &slicing{slicer: cfg.Slicer, log: cfg.Log}
 	return o
 }
 
 // SetShardCount sets the number of shards, as the database has it; call it before Start.
 func (o *Recorder) SetShardCount(n int) { o.shardCount = n }
 
-// Start starts the completer and the expirer.
+// Start starts the completer and the expirer, and lets the slices of large failed
+// submissions run.
 func (o *Recorder) Start(ctx context.Context) error {
-	return lifecycle.StartAll(ctx, []lifecycle.Service{o.completer, o.expirer})
+	return lifecycle.StartAll(ctx, []lifecycle.Service{o.completer, o.expirer, o.slicing})
 }
 
-// Stop stops them. Safe twice and before Start.
-func (o *Recorder) Stop() { lifecycle.StopAll([]lifecycle.Service{o.completer, o.expirer}) }
+// Stop stops them (the slices at their current slice). Safe twice and before Start.
+func (o *Recorder) Stop() {
+	lifecycle.StopAll([]lifecycle.Service{o.completer, o.expirer, o.slicing})
+}
 
 // Counts are the recorder's counters: chunks completed here, failed attempts recorded
 // here (leases that ran out included), leases that ran out.

@@ -102,13 +102,13 @@ func startEngineWith(t *testing.T, pool *pgxpool.Pool, subsCfg func(*submissions
 	}
 	e.path = New(Config{Pool: pool, Log: log, Now: time.Now, Claims: e.claims, Reserver: e.reserver, Keys: keys,
 		Bus: &bus, Availability: allAvailable{}})
-	e.outcomes = outcome.New(outcome.Config{Pool: pool, Log: log, Now: time.Now, Instance: "reserve-test", Claims: e.claims,
-		Reserver: e.reserver, Keys: keys, Router: noForwarder{}, Holds: e.path, Bus: &bus})
 	sc := submissions.Config{Pool: pool, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0, 0), Bus: &bus}
 	if subsCfg != nil {
 		subsCfg(&sc)
 	}
 	e.subs = submissions.New(sc)
+	e.outcomes = outcome.New(outcome.Config{Pool: pool, Log: log, Now: time.Now, Instance: "reserve-test", Claims: e.claims,
+		Reserver: e.reserver, Keys: keys, Router: noForwarder{}, Holds: e.path, Bus: &bus, Slicer: e.subs})
 	for _, p := range []interface{ SetShardCount(int) }{e.path, e.outcomes, e.subs} {
 		p.SetShardCount(settings.ShardCount)
 	}

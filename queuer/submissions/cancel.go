@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"opsq/api/wire"
 	"opsq/queuer/notify"
 	opsqsql "opsq/sql"
 )
@@ -30,7 +29,7 @@ import (
 // transaction each, each counted on the cancelled row's chunks_skipped as it moves
 // (cancelSlices). The request waits for the slices, whether or not its client stays.
 func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
-	slice := int64(s.sliceRows())
+	slice := int64(s.SliceRows())
 	var moved opsqsql.SubmissionCancelRow
 	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 		db := opsqsql.New(tx)
@@ -61,51 +60,8 @@ func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
 	return s.Status(ctx, id)
 }
 
-// cancelSlicesTimeout bounds the slices of one cancel: OPSQ_MAX_INGEST_TIME's default,
-// the time a submission as large may take to go in.
-const cancelSlicesTimeout = time.Hour
-
-// cancelSlices moves the pending chunks of submission id, cancelled already, to
-// chunks_failed by ranges of SliceRows chunk indexes, one transaction each, whether or not
-// ctx has ended. Each slice first locks the cancelled row: a retry of the submission's
-// unfinished chunks, which locks it too, happens wholly between two slices, and when it
-// has made the submission in progress again (moving back the chunks skipped so far, while
-// the others are still pending where they were), the slices stop. What it cannot move (the
-// database gone meanwhile) it logs, with what is left and how to move it.
+// cancelSlices moves the pending chunks of submission id, cancelled already, by slices
+// (skipSlices), whether or not ctx has ended.
 func (s *Store) cancelSlices(ctx context.Context, id, total int64) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelSlicesTimeout)
-	defer cancel()
-	slice := int64(s.sliceRows())
-	for from := int64(0); from < total; from += slice {
-		to := min(from+slice, total)
-		var stopped bool
-		err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
-			stopped = false
-			return pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-				db := opsqsql.New(tx)
-				err := db.SubmissionCancelledLock(ctx, opsqsql.SubmissionCancelledLockParams{ID: id})
-				if errors.Is(err, opsqsql.ErrNotFound) {
-					stopped = true // retried meanwhile: in progress again
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				_, err = db.ChunksSkipRange(ctx, opsqsql.ChunksSkipRangeParams{SubmissionID: id, From: int32(from), To: int32(to)})
-				return err
-			})
-		})
-		if err != nil {
-			s.cfg.Log.ErrorContext(ctx, "moving the chunks of a cancelled submission; until they are moved its status counts them neither done, failed nor skipped, "+
-				"and a retry of its unfinished chunks makes them all pending again",
-				slog.Int64("submission_id", id), slog.Int64("from", from), slog.Int64("chunks", total), slog.Any("error", err))
-			return
-		}
-		if stopped {
-			return
-		}
-		if s.cfg.AfterSlice != nil {
-			s.cfg.AfterSlice(to)
-		}
-	}
+	s.skipSlices(context.WithoutCancel(ctx), wire.StateCancelled, id, total)
 }

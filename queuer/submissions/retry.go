@@ -100,11 +100,12 @@ func (s *Store) retry(ctx context.Context, tx pgx.Tx, id int64, opts RetryOption
 			work.add(r.Shard, r.N)
 		}
 	}
-	if state == wire.StateCancelled && sub.Unmoved > 0 {
-		// Cancelled by slices that have not moved every chunk yet (they stop at the next
-		// slice, finding it in progress), or whose instance died between two: the rest are
-		// pending where they were, made reservable again by the reopen. Announced over every
-		// shard, as the submission's chunks are spread.
+	if (state == wire.StateCancelled || state == wire.StateFailed) && sub.Unmoved > 0 {
+		// Cancelled or failed by slices that have not moved every chunk yet (they stop at the
+		// next slice, finding it in progress), or whose instance stopped between two: the
+		// rest are pending where they were, never skipped, made reservable again by the
+		// reopen (a retry of the failed chunks only too). Announced over every shard, as the
+		// submission's chunks are spread.
 		work.n += sub.Unmoved
 		work.spread = true
 	}

@@ -37,11 +37,12 @@ type Config struct {
 	// Bus hears the changes Submit and Cancel make.
 	Bus *notify.Bus
 	// SliceRows is how many chunks of a large object-storage submission go in per
-	// committed slice, and how many chunk indexes a cancel of more pending chunks than
-	// that moves per slice. Tests set it small. Defaults to SliceRows.
+	// committed slice, and how many chunk indexes a cancel, or a fail that fails its
+	// submission, of more pending chunks than that moves per slice. Tests set it small.
+	// Defaults to SliceRows.
 	SliceRows int
-	// AfterSlice, if set, is called after each committed slice of an insert or a cancel
-	// with the chunk indexes done so far. For tests. Defaults to nil.
+	// AfterSlice, if set, is called after each committed slice of an insert, a cancel or a
+	// fail with the chunk indexes done so far. For tests. Defaults to nil.
 	AfterSlice func(done int64)
 }
 

@@ -76,7 +76,7 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 	if err != nil {
 		return Created{}, err
 	}
-	if sub.Prefix != "" && sub.ChunkCount > int64(s.sliceRows()) {
+	if sub.Prefix != "" && sub.ChunkCount > int64(s.SliceRows()) {
 		return s.submitSliced(ctx, id, sub)
 	}
 	tx, err := s.cfg.Pool.Begin(ctx)
@@ -152,7 +152,7 @@ func (s *Store) submitSliced(ctx context.Context, id int64, sub NewSubmission) (
 	created, err := func() (Created, error) {
 		for done < sub.ChunkCount {
 			table, columns, src := s.chunkSource(id, sub)
-			src.n, src.count = done, min(done+int64(s.sliceRows()), sub.ChunkCount)
+			src.n, src.count = done, min(done+int64(s.SliceRows()), sub.ChunkCount)
 			if _, err := s.cfg.Pool.CopyFrom(ctx, table, columns, src); err != nil {
 				if src.err != nil {
 					return Created{}, src.err
@@ -204,8 +204,8 @@ func (s *Store) removeSlices(ctx context.Context, id, done int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeSlicesTimeout)
 	defer cancel()
 	db := opsqsql.New(s.cfg.Pool)
-	for from := int64(0); from < done; from += int64(s.sliceRows()) {
-		to := min(from+int64(s.sliceRows()), done)
+	for from := int64(0); from < done; from += int64(s.SliceRows()) {
+		to := min(from+int64(s.SliceRows()), done)
 		err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
 			return db.ChunksDeleteRange(ctx, opsqsql.ChunksDeleteRangeParams{SubmissionID: id, From: int32(from), To: int32(to)})
 		})
@@ -220,7 +220,9 @@ func (s *Store) removeSlices(ctx context.Context, id, done int64) {
 // removeSlicesTimeout bounds the removal of a cut submission's slices.
 const removeSlicesTimeout = 10 * time.Minute
 
-func (s *Store) sliceRows() int { return cmp.Or(s.cfg.SliceRows, SliceRows) }
+// SliceRows is how many chunks go in per slice of a large object-storage submission, and
+// how many chunk indexes a slice of a large cancel or fail moves (Config.SliceRows).
+func (s *Store) SliceRows() int { return cmp.Or(s.cfg.SliceRows, SliceRows) }
 
 // chunkSource is where the chunks of sub go (opsq.chunks, or opsq.chunks_waiting until
 // its not_before) and a COPY source for them, to be given its chunks or count.
