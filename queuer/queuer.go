@@ -209,6 +209,7 @@ func New(cfg Config) (*Queuer, error) {
 	q.jobs = lifecycle.NewCron(append([]lifecycle.Job{
 		{What: fmt.Sprintf("retention %q", cfg.RetentionSchedule), Schedule: cfg.RetentionSchedule, Run: q.subs.RunRetention},
 		{What: "the deletion of the throttles that ended", Schedule: throttles.CollectSchedule, Run: q.throttle.Collect},
+		{What: "the resumption of cancels and fails whose move by slices was cut", Schedule: submissions.ResumeSchedule, Run: q.subs.ResumeSlices},
 	}, q.reserve.Jobs()...)...)
 	return q, nil
 }

@@ -39,6 +39,10 @@ type Statements interface {
 	// SubmissionEndedLock locks a cancelled or failed submission's row, before a slice of
 	// its chunks is moved.
 	SubmissionEndedLock(ctx context.Context, p SubmissionEndedLockParams) (string, error)
+	// SubmissionsUnmoved lists the ended submissions whose move by slices was cut.
+	SubmissionsUnmoved(ctx context.Context, p SubmissionsUnmovedParams) ([]SubmissionsUnmovedRow, error)
+	// SubmissionEndedSettle counts the uncounted rest of an ended submission as skipped.
+	SubmissionEndedSettle(ctx context.Context, id int64, failed bool) (bool, error)
 	// ResultsStream streams a submission's outputs in chunk order.
 	ResultsStream(ctx context.Context, p ResultsStreamParams, fn func(ResultsStreamRow) error) error
 	// SubmissionInfo reads what consumers get with the chunks of in-progress submissions.

@@ -301,6 +301,41 @@ func (q Queries) SubmissionEndedLock(ctx context.Context, p SubmissionEndedLockP
 	return msg, notFound(q.db.QueryRow(ctx, submissionEndedLock, pgx.NamedArgs{"id": p.ID, "failed": p.Failed}).Scan(&msg))
 }
 
+//go:embed submissions_unmoved.sql
+var submissionsUnmoved string
+
+// SubmissionsUnmovedParams are submissions_unmoved.sql's.
+type SubmissionsUnmovedParams struct {
+	After time.Duration // how long ago they ended, at least
+	Limit int
+}
+
+// SubmissionsUnmovedRow is an ended submission whose pending chunks are not all moved.
+type SubmissionsUnmovedRow struct {
+	ID          int64     `db:"id"`
+	ChunksTotal int64     `db:"chunks_total"`
+	Failed      bool      `db:"failed"`
+	FinishedAt  time.Time `db:"finished_at"`
+}
+
+// SubmissionsUnmoved lists the submissions cancelled or failed p.After ago or more whose move
+// by slices was cut: their counts fall short of their total. Oldest first, up to p.Limit.
+func (q Queries) SubmissionsUnmoved(ctx context.Context, p SubmissionsUnmovedParams) ([]SubmissionsUnmovedRow, error) {
+	return collect[SubmissionsUnmovedRow](ctx, q.db, submissionsUnmoved, pgx.NamedArgs{"after_secs": p.After.Seconds(), "limit": p.Limit})
+}
+
+//go:embed submission_ended_settle.sql
+var submissionEndedSettle string
+
+// SubmissionEndedSettle counts as skipped the uncounted rest of a cancelled (or, with
+// failed, failed) submission none of whose chunks is left pending; it reports whether it
+// changed the row.
+func (q Queries) SubmissionEndedSettle(ctx context.Context, id int64, failed bool) (bool, error) {
+	var n int
+	err := q.db.QueryRow(ctx, submissionEndedSettle, pgx.NamedArgs{"id": id, "failed": failed}).Scan(&n)
+	return n > 0, err
+}
+
 //go:embed results_stream.sql
 var resultsStream string
 

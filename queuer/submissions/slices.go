@@ -33,6 +33,10 @@ func (s *Store) SkipFailed(ctx context.Context, id, total int64) {
 // they were), the slices stop. What it cannot move (the database gone meanwhile, ctx
 // ended) it logs, with what is left and how to move it.
 func (s *Store) skipSlices(ctx context.Context, ending wire.State, id, total int64) {
+	if _, busy := s.slicing.LoadOrStore(id, true); busy {
+		return // this instance moves them already
+	}
+	defer s.slicing.Delete(id)
 	ctx, cancel := context.WithTimeout(ctx, slicesTimeout)
 	defer cancel()
 	failed := ending == wire.StateFailed
@@ -70,4 +74,59 @@ func (s *Store) skipSlices(ctx context.Context, ending wire.State, id, total int
 			s.cfg.AfterSlice(to)
 		}
 	}
+}
+
+// Resuming moves a stop or a crash cut.
+const (
+	// ResumeSchedule is how often each instance looks for moves by slices that were cut.
+	ResumeSchedule = "@every 1m"
+	// resumeAfterDefault is how long after its submission ended a move is taken for cut: the
+	// instance that began it has a head start (a second mover would only find its slices
+	// done, one after the other, under the row's lock).
+	resumeAfterDefault = 2 * time.Minute
+	// resumeMax bounds the submissions one run of the job takes up.
+	resumeMax = 100
+)
+
+// ResumeSlices finishes the moves by slices that a stop or a crash cut (a cron job, every
+// ResumeSchedule on every instance): the submissions cancelled or failed over resumeAfterDefault
+// ago whose counts still fall short of their total (an index holds only those, migration
+// 00014) have the rest of their pending chunks moved, as skipSlices moves them, and their
+// counts settled. Two instances resuming the same submission take turns on its row's lock,
+// each slice moved once. What it leaves, it logs.
+func (s *Store) ResumeSlices(ctx context.Context) {
+	db := opsqsql.New(s.cfg.Pool)
+	cut, err := db.SubmissionsUnmoved(ctx, opsqsql.SubmissionsUnmovedParams{After: s.resumeAfter(), Limit: resumeMax})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Log.Warn("looking for cancels and fails whose move by slices was cut; looking again in a minute", slog.Any("error", err))
+		}
+		return
+	}
+	for _, sub := range cut {
+		if _, busy := s.slicing.Load(sub.ID); busy {
+			continue
+		}
+		ending := wire.StateCancelled
+		if sub.Failed {
+			ending = wire.StateFailed
+		}
+		s.cfg.Log.Info("resuming the move by slices of a "+string(ending)+" submission's pending chunks, which a stop or a crash cut",
+			slog.Int64("submission_id", sub.ID), slog.Int64("chunks", sub.ChunksTotal))
+		s.skipSlices(ctx, ending, sub.ID, sub.ChunksTotal)
+		if ctx.Err() != nil {
+			return
+		}
+		if _, err := db.SubmissionEndedSettle(ctx, sub.ID, sub.Failed); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("settling the counts of a submission whose move was resumed", slog.Int64("submission_id", sub.ID), slog.Any("error", err))
+		}
+	}
+}
+
+// resumeAfter is resumeAfterDefault, or Config.ResumeAfter when set (tests).
+func (s *Store) resumeAfter() time.Duration {
+	if s.cfg.ResumeAfter > 0 {
+		return s.cfg.ResumeAfter
+	}
+	return resumeAfterDefault
 }

@@ -29,6 +29,9 @@ type Config struct {
 	Log  *slog.Logger
 	// Now tells where retention cuts.
 	Now func() time.Time
+	// ResumeAfter is how long after a cancel or fail by slices ended its move is taken for
+	// cut (ResumeSlices); 0: resumeAfterDefault (2 min).
+	ResumeAfter time.Duration
 	// IDs mints the submissions' ids.
 	IDs *IDs
 	// Admission bounds the requests that wait on this instance: WaitFinished counts among
@@ -59,6 +62,9 @@ type Store struct {
 	endOnce    sync.Once
 
 	tenants tenantCache // TenantsOf
+	// slicing is the ids whose chunks this instance moves by slices now (skipSlices): the
+	// resume job leaves them to it.
+	slicing sync.Map
 }
 
 var _ notify.Handler = (*Store)(nil)
