@@ -692,6 +692,11 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	if r.valueFull(c, f.limits) || r.p.throttled(c) || fairPasses(c, f) {
 		return false, nil
 	}
+	if len(f.rates) > 0 && r.p.rates.empty(c.info.values, f.rates) {
+		// Its bucket was found empty a moment ago: passed over before it is reserved, so
+		// that it costs no publication of its shard's in-flight count, nor a hold.
+		return false, nil
+	}
 	ask, _ := r.filling()
 	gen := r.generation[c.shard]
 	tok := tokens.New(c.key, c.shard, gen, c.retries).Signed(r.p.cfg.Keys).String()
