@@ -243,17 +243,7 @@ func TestWorkThrottleOnExit(t *testing.T) {
 	ctx := t.Context()
 	u := startWorkServer(t)
 	c := client.New(u)
-	submit := func(company int64, chunks ...string) string {
-		t.Helper()
-		created, err := c.Submit(ctx, wire.Submission{
-			SubmissionHeader: wire.SubmissionHeader{StrategicMetadata: map[string]wire.MetadataValue{"company_id": wire.Int(company)}},
-			Chunks:           chunks,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return created.ID
-	}
+	submit := func(company int64, chunks ...string) string { return submitForCompany(ctx, t, c, company, chunks...) }
 	throttled := submit(1, "refused", "refused", "refused")
 	other := submit(2, "b", "c")
 	stderr, err := runWorkTest(ctx, t, "--url", u, "--once", "--wait", "1s",
@@ -287,17 +277,7 @@ func TestWorkThrottleOnStderr(t *testing.T) {
 	ctx := t.Context()
 	u := startWorkServer(t)
 	c := client.New(u)
-	submit := func(company int64, chunks ...string) string {
-		t.Helper()
-		created, err := c.Submit(ctx, wire.Submission{
-			SubmissionHeader: wire.SubmissionHeader{StrategicMetadata: map[string]wire.MetadataValue{"company_id": wire.Int(company)}},
-			Chunks:           chunks,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return created.ID
-	}
+	submit := func(company int64, chunks ...string) string { return submitForCompany(ctx, t, c, company, chunks...) }
 	throttled := submit(1, "refused", "refused", "refused")
 	other := submit(2, "b", "c", "d")
 	// Both write to stderr and exit 0; only the refused ones write the line that matches.
@@ -377,4 +357,18 @@ func TestWorkThrottleOnStderrWhileRunning(t *testing.T) {
 	if n := strings.Count(stderr.String(), "throttled until"); n != 1 {
 		t.Errorf("stderr\n%s\nwant one throttle, not %d", stderr.String(), n)
 	}
+}
+
+// submitForCompany submits chunks with the strategic metadata company_id = company and
+// returns the submission's id.
+func submitForCompany(ctx context.Context, t *testing.T, c *client.Client, company int64, chunks ...string) string {
+	t.Helper()
+	created, err := c.Submit(ctx, wire.Submission{
+		SubmissionHeader: wire.SubmissionHeader{StrategicMetadata: map[string]wire.MetadataValue{"company_id": wire.Int(company)}},
+		Chunks:           chunks,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created.ID
 }

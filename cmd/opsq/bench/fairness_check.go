@@ -37,14 +37,7 @@ func handOutExcess(sorted []time.Duration, perSecond float64, burst int) float64
 
 // handOuts is the hand-out times of value's chunks in recs, sorted.
 func handOuts(recs []handout, value string) []time.Duration {
-	var at []time.Duration
-	for _, h := range recs {
-		if h.value == value {
-			at = append(at, h.handed)
-		}
-	}
-	slices.Sort(at)
-	return at
+	return timesOf(recs, value, func(h handout) time.Duration { return h.handed })
 }
 
 // windowCounts counts the chunks of each value that arrived in [from, to).
@@ -81,10 +74,15 @@ func shareDeviation(counts map[string]int, weights map[string]int) float64 {
 
 // arrivals returns the arrival times of value's chunks, in order.
 func arrivals(recs []handout, value string) []time.Duration {
+	return timesOf(recs, value, func(h handout) time.Duration { return h.at })
+}
+
+// timesOf returns one time of each of value's chunks in recs (which), sorted.
+func timesOf(recs []handout, value string, which func(handout) time.Duration) []time.Duration {
 	var at []time.Duration
 	for _, h := range recs {
 		if h.value == value {
-			at = append(at, h.at)
+			at = append(at, which(h))
 		}
 	}
 	slices.Sort(at)
