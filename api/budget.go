@@ -42,12 +42,17 @@ type budget struct {
 		sync.Mutex
 		used    int64
 		changed chan struct{} // closed and replaced whenever bytes are given back
+		// holders is the holds that hold bytes now, by the order they first took some
+		// (seq): the oldest may wait for room; the others, in its way, may not (acquire).
+		holders map[uint64]struct{}
+		seq     uint64
 	}
 }
 
 func newBudget(max int64, wait time.Duration) *budget {
 	b := &budget{max: max, wait: wait}
 	b.mu.changed = make(chan struct{})
+	b.mu.holders = map[uint64]struct{}{}
 	return b
 }
 
@@ -59,22 +64,37 @@ func (b *budget) errBusy(n int64) *Error {
 	}
 }
 
-// acquire takes n bytes (at most the whole budget), waiting up to b.wait for them.
-func (b *budget) acquire(ctx context.Context, n int64) error {
+// acquire takes n bytes (at most the whole budget) for h, waiting up to b.wait for them
+// when h holds nothing yet or is the oldest of the holds that hold bytes. A hold that
+// holds bytes and is not the oldest is refused at once: requests that grow together (large
+// bodies read side by side) would otherwise each hold a part of the budget, all wait for
+// the others, and all be refused when their waits ran out; refusing the younger ones at
+// once gives their bytes to the oldest, which is served.
+func (b *budget) acquire(ctx context.Context, h *hold, n int64) error {
 	n = min(n, b.max)
 	var timer *time.Timer
 	for {
 		b.mu.Lock()
 		if b.mu.used+n <= b.max {
 			b.mu.used += n
+			if h.seq == 0 {
+				b.mu.seq++
+				h.seq = b.mu.seq
+				b.mu.holders[h.seq] = struct{}{}
+			}
 			b.mu.Unlock()
 			if timer != nil {
 				timer.Stop()
 			}
 			return nil
 		}
+		inTheWay := h.seq != 0 && !b.oldestLocked(h.seq)
 		changed := b.mu.changed
 		b.mu.Unlock()
+		if inTheWay {
+			b.refused.Add(1)
+			return b.errBusy(n)
+		}
 		if timer == nil {
 			timer = time.NewTimer(b.wait)
 			defer timer.Stop()
@@ -90,6 +110,17 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 	}
 }
 
+// oldestLocked reports whether no hold holding bytes took its first before seq's. It reads
+// every holder: only a request that must wait for room asks.
+func (b *budget) oldestLocked(seq uint64) bool {
+	for s := range b.mu.holders {
+		if s < seq {
+			return false
+		}
+	}
+	return true
+}
+
 // force takes n bytes without waiting, past the budget if need be: for what is already
 // held (an answer built), so that the requests after it wait.
 func (b *budget) force(n int64) {
@@ -98,11 +129,13 @@ func (b *budget) force(n int64) {
 	b.mu.Unlock()
 }
 
-func (b *budget) release(n int64) {
+// release gives back n bytes of the hold seq (0: of none), which then holds none.
+func (b *budget) release(seq uint64, n int64) {
 	if n <= 0 {
 		return
 	}
 	b.mu.Lock()
+	delete(b.mu.holders, seq)
 	b.mu.used -= n
 	close(b.mu.changed)
 	b.mu.changed = make(chan struct{})
@@ -122,8 +155,9 @@ func (b *budget) used() int64 {
 
 // hold is what one request holds of the budget. It is used by the request's goroutine only.
 type hold struct {
-	b *budget
-	n int64
+	b   *budget
+	n   int64
+	seq uint64 // its place among the holders (budget.acquire); 0 until it holds bytes
 }
 
 // growTo makes the hold at least n bytes, waiting for them like budget.acquire.
@@ -132,7 +166,7 @@ func (h *hold) growTo(ctx context.Context, n int64) error {
 		return nil
 	}
 	more := (n - h.n + budgetGrain - 1) / budgetGrain * budgetGrain
-	if err := h.b.acquire(ctx, more); err != nil {
+	if err := h.b.acquire(ctx, h, more); err != nil {
 		return err
 	}
 	h.n += min(more, h.b.max)
@@ -150,8 +184,8 @@ func (h *hold) forceTo(n int64) {
 
 func (h *hold) free() {
 	if h != nil {
-		h.b.release(h.n)
-		h.n = 0
+		h.b.release(h.seq, h.n)
+		h.n, h.seq = 0, 0
 	}
 }
 

@@ -132,8 +132,11 @@ func TestBudgetJSONSubmission(t *testing.T) {
 	// A stalled one holds 4 times what it sent; the budget has no room for a second.
 	head := fmt.Sprintf("POST /v1/submissions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(b)+1)
 	stalled := rawRequest(t, e, head, string(b[:len(b)-10]), 0)
+	// Every byte it sent counted (4 × each), not most of them: a stalled request still
+	// reading could find the second one holding the room it needs, wait LimitWait, be
+	// refused itself, and free the budget for the second (seen once under heavy load).
 	pgtest.WaitFor(t, 20*time.Second, "the stalled submission to be counted", func() string {
-		if n := e.H.InflightBytes(); n < int64(3*len(b)) {
+		if n := e.H.InflightBytes(); n < int64(4*(len(b)-10)) {
 			return fmt.Sprintf("%d bytes held", n)
 		}
 		return ""
@@ -367,5 +370,56 @@ func TestReadSized(t *testing.T) {
 		if c.n <= c.size && cap(got) > c.size {
 			t.Errorf("%d bytes announced as %d: a buffer of %d bytes; want at most %d", c.n, c.size, cap(got), c.size)
 		}
+	}
+}
+
+// TestBudgetOldestHolderWaits: when requests that hold bytes need more than is left, the
+// younger ones are refused at once (their bytes go back) and the oldest waits for them, so
+// that requests growing side by side do not all wait on each other and all fail. A request
+// that holds nothing yet waits as before.
+func TestBudgetOldestHolderWaits(t *testing.T) {
+	t.Parallel()
+	const u = budgetGrain           // holds grow by grains
+	b := newBudget(10*u, time.Hour) // a wait no test outlives: whoever waits, waits for a release
+	ctx := t.Context()
+	older, younger := &hold{b: b}, &hold{b: b}
+	if err := older.growTo(ctx, 4*u); err != nil {
+		t.Fatal(err)
+	}
+	if err := younger.growTo(ctx, 3*u); err != nil {
+		t.Fatal(err)
+	}
+	result := func(f func() error) <-chan error {
+		ch := make(chan error, 1)
+		go func() { ch <- f() }()
+		return ch
+	}
+	select {
+	case err := <-result(func() error { return younger.growTo(ctx, 7*u) }):
+		if e, ok := err.(*Error); !ok || e.Code != "busy" {
+			t.Fatalf("the younger hold growing past the budget: %v; want busy at once", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the younger hold growing past the budget waited; want it refused at once")
+	}
+	waits := func(what string, ch <-chan error) {
+		t.Helper()
+		select {
+		case err := <-ch:
+			t.Fatalf("%s got an answer, %v, while there is no room; want it waiting", what, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	olderGrows := result(func() error { return older.growTo(ctx, 8*u) })
+	waits("the oldest hold", olderGrows)
+	younger.free()
+	if err := <-olderGrows; err != nil {
+		t.Fatalf("the oldest hold, once the younger gave its bytes back: %v; want room", err)
+	}
+	fresh := result(func() error { return (&hold{b: b}).growTo(ctx, 3*u) })
+	waits("a hold holding nothing", fresh)
+	older.free()
+	if err := <-fresh; err != nil {
+		t.Fatalf("a hold holding nothing, once the oldest gave its bytes back: %v; want room", err)
 	}
 }
