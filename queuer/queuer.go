@@ -190,7 +190,8 @@ func New(cfg Config) (*Queuer, error) {
 	q.valueRates = valuerates.New(nil)
 	q.reserve = reserve.New(reserve.Config{Pool: pool, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
 		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, ValueRates: q.valueRates, Wake: q.waiting.Wake})
-	q.subs = submissions.New(submissions.Config{Pool: pool, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus})
+	q.subs = submissions.New(submissions.Config{Pool: pool, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus,
+		Instance: cfg.Instance.ID})
 	q.outcomes = outcome.New(outcome.Config{Pool: pool, Log: log, Now: now, Instance: cfg.Instance.ID, Claims: manager,
 		Reserver: q.reserver, Keys: q.keys, Router: q.router, Holds: q.reserve, Bus: &q.bus, Slicer: q.subs})
 	q.admin = admin.New(pool, manager)

@@ -41,6 +41,12 @@ type Statements interface {
 	SubmissionEndedLock(ctx context.Context, p SubmissionEndedLockParams) (string, error)
 	// SubmissionsUnmoved lists the ended submissions whose move by slices was cut.
 	SubmissionsUnmoved(ctx context.Context, p SubmissionsUnmovedParams) ([]SubmissionsUnmovedRow, error)
+	// IngestBegin records a large object-storage submission going in by slices.
+	IngestBegin(ctx context.Context, id int64, instance string, chunkCount int64) error
+	// IngestEnd deletes that record, reporting whether there was one.
+	IngestEnd(ctx context.Context, id int64) (bool, error)
+	// IngestsDead lists the ingests by slices whose instance is gone.
+	IngestsDead(ctx context.Context, limit int) ([]IngestsDeadRow, error)
 	// SubmissionEndedSettle counts the uncounted rest of an ended submission as skipped.
 	SubmissionEndedSettle(ctx context.Context, id int64, failed bool) (bool, error)
 	// ResultsStream streams a submission's outputs in chunk order.

@@ -324,6 +324,38 @@ func (q Queries) SubmissionsUnmoved(ctx context.Context, p SubmissionsUnmovedPar
 	return collect[SubmissionsUnmovedRow](ctx, q.db, submissionsUnmoved, pgx.NamedArgs{"after_secs": p.After.Seconds(), "limit": p.Limit})
 }
 
+//go:embed ingest_begin.sql
+var ingestBegin string
+
+// IngestBegin records that a large object-storage submission begins to go in by slices.
+func (q Queries) IngestBegin(ctx context.Context, id int64, instance string, chunkCount int64) error {
+	_, err := q.db.Exec(ctx, ingestBegin, pgx.NamedArgs{"submission_id": id, "instance": instance, "chunk_count": chunkCount})
+	return err
+}
+
+//go:embed ingest_end.sql
+var ingestEnd string
+
+// IngestEnd deletes the record of an ingest by slices and reports whether there was one.
+func (q Queries) IngestEnd(ctx context.Context, id int64) (bool, error) {
+	tag, err := q.db.Exec(ctx, ingestEnd, pgx.NamedArgs{"submission_id": id})
+	return tag.RowsAffected() > 0, err
+}
+
+//go:embed ingests_dead.sql
+var ingestsDead string
+
+// IngestsDeadRow is an ingest by slices whose instance is gone.
+type IngestsDeadRow struct {
+	SubmissionID int64 `db:"submission_id"`
+	ChunkCount   int64 `db:"chunk_count"`
+}
+
+// IngestsDead lists the ingests by slices whose instance is gone, oldest first.
+func (q Queries) IngestsDead(ctx context.Context, limit int) ([]IngestsDeadRow, error) {
+	return collect[IngestsDeadRow](ctx, q.db, ingestsDead, pgx.NamedArgs{"limit": limit})
+}
+
 //go:embed submission_ended_settle.sql
 var submissionEndedSettle string
 

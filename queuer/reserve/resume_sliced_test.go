@@ -2,6 +2,8 @@ package reserve
 
 import (
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,5 +73,66 @@ func TestResumeCutSlices(t *testing.T) {
 	if n := pgtest.Count(t, pool, "SELECT (SELECT count(*) FROM opsq.submissions_failed WHERE chunks_done + chunks_failed + chunks_skipped < chunks_total) "+
 		"+ (SELECT count(*) FROM opsq.submissions_cancelled WHERE chunks_done + chunks_failed + chunks_skipped < chunks_total)"); n != 0 {
 		t.Errorf("%d ended submissions still short of their total", n)
+	}
+}
+
+// TestResumeRemovesDeadIngest: an object-storage submission going in by slices whose
+// instance is gone (here never registered: a dead one) is taken for dead by another
+// instance's resume job, which removes its committed slices and its record; and should the
+// first instance go on after all, its last transaction finds its record gone and refuses
+// the submission, removing what it inserted, rather than create one with chunks missing.
+func TestResumeRemovesDeadIngest(t *testing.T) {
+	t.Parallel()
+	const slice, total = 1000, 5000
+	gate := newSliceGate(t)
+	pool := pgtest.NewPool(t)
+	e := startEngineWith(t, pool, func(c *submissions.Config) {
+		c.SliceRows = slice
+		c.AfterSlice = gate.after
+		c.Instance = "an-instance-that-died"
+	})
+	ctx := t.Context()
+	type result struct {
+		created submissions.Created
+		err     error
+	}
+	submitted := make(chan result, 1)
+	go func() {
+		c, err := e.subs.Submit(ctx, submissions.NewSubmission{Prefix: "s3://bucket/run/", ChunkCount: total}, nil)
+		submitted <- result{c, err}
+	}()
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(gate.open) }) }
+	t.Cleanup(func() {
+		open()
+		<-submitted
+	})
+	gate.next(t, "the first slice of the ingest")
+	var id int64
+	if err := pool.QueryRow(ctx, "SELECT submission_id FROM opsq.ingests").Scan(&id); err != nil {
+		t.Fatalf("the ingest's record: %v", err)
+	}
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", id); n != slice {
+		t.Fatalf("%d chunks after the first slice; want %d", n, slice)
+	}
+
+	other := submissions.New(submissions.Config{Pool: pool, Log: pgtest.Logger(t, slog.LevelWarn), Now: time.Now,
+		IDs: submissions.NewIDs(), Admission: waiters.New(0, 0), SliceRows: slice, Instance: "resumer"})
+	other.SetShardCount(e.path.shardCount)
+	other.ResumeSlices(ctx)
+	if n := pgtest.Count(t, pool, "SELECT (SELECT count(*) FROM opsq.chunks WHERE submission_id = $1) + "+
+		"(SELECT count(*) FROM opsq.ingests)", id); n != 0 {
+		t.Fatalf("after the resume: %d chunks and records of the dead ingest left; want none", n)
+	}
+
+	open() // it was not dead after all: it goes on, and must not create the submission
+	r := <-submitted
+	submitted <- r
+	if r.err == nil || !strings.Contains(r.err.Error(), "taken for dead") {
+		t.Errorf("the ingest that went on after its slices were removed: %+v, %v; want refused, taken for dead", r.created, r.err)
+	}
+	if n := pgtest.Count(t, pool, "SELECT (SELECT count(*) FROM opsq.chunks WHERE submission_id = $1) + "+
+		"(SELECT count(*) FROM opsq.submission_status WHERE id = $1) + (SELECT count(*) FROM opsq.ingests)", id); n != 0 {
+		t.Errorf("after the refused ingest: %d chunks, submission rows or records left; want none", n)
 	}
 }

@@ -96,6 +96,7 @@ const (
 // each slice moved once. What it leaves, it logs.
 func (s *Store) ResumeSlices(ctx context.Context) {
 	db := opsqsql.New(s.cfg.Pool)
+	s.removeDeadIngests(ctx)
 	cut, err := db.SubmissionsUnmoved(ctx, opsqsql.SubmissionsUnmovedParams{After: s.resumeAfter(), Limit: resumeMax})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -129,4 +130,27 @@ func (s *Store) resumeAfter() time.Duration {
 		return s.cfg.ResumeAfter
 	}
 	return resumeAfterDefault
+}
+
+// removeDeadIngests removes the slices of the object-storage submissions whose ingest by
+// slices was cut by its instance's death (its record's instance gone: migration 00015),
+// then their records: the submission row was never inserted, so no consumer saw them.
+func (s *Store) removeDeadIngests(ctx context.Context) {
+	dead, err := opsqsql.New(s.cfg.Pool).IngestsDead(ctx, resumeMax)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Log.Warn("looking for ingests by slices cut by their instance's death; looking again in a minute", slog.Any("error", err))
+		}
+		return
+	}
+	for _, in := range dead {
+		s.cfg.Log.Info("removing the slices of an object-storage submission whose instance died while it went in",
+			slog.Int64("submission_id", in.SubmissionID), slog.Int64("chunks", in.ChunkCount))
+		if s.removeSlices(ctx, in.SubmissionID, in.ChunkCount) {
+			s.endIngest(ctx, in.SubmissionID)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
 }

@@ -29,6 +29,9 @@ type Config struct {
 	Log  *slog.Logger
 	// Now tells where retention cuts.
 	Now func() time.Time
+	// Instance is this instance's id: an ingest by slices is recorded under it, and taken
+	// for dead (its slices removed) once the instance is gone (ResumeSlices).
+	Instance string
 	// ResumeAfter is how long after a cancel or fail by slices ended its move is taken for
 	// cut (ResumeSlices); 0: resumeAfterDefault (2 min).
 	ResumeAfter time.Duration

@@ -148,6 +148,11 @@ func (s *Store) submitSliced(ctx context.Context, id int64, sub NewSubmission) (
 	if err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error { return checkQuota(ctx, tx, sub.Tenant, sub.ChunkCount) }); err != nil {
 		return Created{}, err
 	}
+	// Recorded before the first slice, so that the slices of an instance that dies before
+	// the last go with the resume job (ResumeSlices) rather than stay.
+	if err := db.IngestBegin(ctx, id, s.cfg.Instance, sub.ChunkCount); err != nil {
+		return Created{}, fmt.Errorf("recording the ingest by slices: %w", err)
+	}
 	var done int64 // chunks [0, done) are committed
 	created, err := func() (Created, error) {
 		for done < sub.ChunkCount {
@@ -184,13 +189,20 @@ func (s *Store) submitSliced(ctx context.Context, id int64, sub NewSubmission) (
 		if err := s.insertSubmission(ctx, tx, id, sub, done); err != nil {
 			return Created{}, err
 		}
+		if ours, err := opsqsql.New(tx).IngestEnd(ctx, id); err != nil {
+			return Created{}, fmt.Errorf("ending the ingest by slices: %w", err)
+		} else if !ours {
+			return Created{}, errors.New("the ingest was taken for dead and its slices removed (its instance silent for a minute); submit again")
+		}
 		if err := tx.Commit(ctx); err != nil {
 			return Created{}, fmt.Errorf("committing submission: %w", err)
 		}
 		return Created{ID: id, ChunksTotal: done}, nil
 	}()
 	if err != nil || created.Existing {
-		s.removeSlices(ctx, id, done)
+		if s.removeSlices(ctx, id, done) {
+			s.endIngest(ctx, id)
+		}
 		return created, err
 	}
 	s.inserted(id, sub, done)
@@ -198,9 +210,10 @@ func (s *Store) submitSliced(ctx context.Context, id int64, sub NewSubmission) (
 }
 
 // removeSlices removes the committed chunks [0, done) of a submission that was not
-// inserted, one slice per transaction, whether or not ctx has ended. What it cannot
-// remove (the database gone meanwhile) it logs, with the statement that removes it.
-func (s *Store) removeSlices(ctx context.Context, id, done int64) {
+// inserted, one slice per transaction, whether or not ctx has ended, and reports whether
+// it removed them all. What it cannot remove (the database gone meanwhile) it logs; the
+// resume job removes it later (ResumeSlices).
+func (s *Store) removeSlices(ctx context.Context, id, done int64) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeSlicesTimeout)
 	defer cancel()
 	db := opsqsql.New(s.cfg.Pool)
@@ -210,10 +223,20 @@ func (s *Store) removeSlices(ctx context.Context, id, done int64) {
 			return db.ChunksDeleteRange(ctx, opsqsql.ChunksDeleteRangeParams{SubmissionID: id, From: int32(from), To: int32(to)})
 		})
 		if err != nil {
-			s.cfg.Log.ErrorContext(ctx, "removing the chunks of a submission cut while it was inserted; remove them with DELETE FROM opsq.chunks WHERE submission_id = <id>",
+			s.cfg.Log.ErrorContext(ctx, "removing the chunks of a submission cut while it was inserted; the resume job removes them within minutes",
 				slog.Int64("submission_id", id), slog.Int64("from", from), slog.Int64("chunks", done), slog.Any("error", err))
-			return
+			return false
 		}
+	}
+	return true
+}
+
+// endIngest deletes the record of an ingest by slices whose slices are removed.
+func (s *Store) endIngest(ctx context.Context, id int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeSlicesTimeout)
+	defer cancel()
+	if _, err := opsqsql.New(s.cfg.Pool).IngestEnd(ctx, id); err != nil {
+		s.cfg.Log.WarnContext(ctx, "ending the record of a cut ingest; the resume job ends it", slog.Int64("submission_id", id), slog.Any("error", err))
 	}
 }
 

@@ -1,0 +1,2 @@
+-- A large object-storage submission begins to go in by slices (migration 00015).
+INSERT INTO opsq.ingests (submission_id, instance, chunk_count) VALUES (@submission_id, @instance, @chunk_count)
