@@ -74,6 +74,9 @@ type Config struct {
 	Logger *slog.Logger
 	// RetentionSchedule is the cron schedule of the retention job. Defaults to "@every 1m".
 	RetentionSchedule string
+	// ThrottleAckWait bounds how long POST /v1/throttle waits for every other instance that
+	// holds shards to have the throttle in force (throttles.AckWaitDefault, 2 s, when 0).
+	ThrottleAckWait time.Duration
 	// MaxWaiters bounds the requests that wait on this instance: reserves with a wait and
 	// status waits together; beyond it they get ErrTooManyWaiters. Defaults to 20 000
 	// (MaxWaitersDefault).
@@ -186,7 +189,7 @@ func New(cfg Config) (*Queuer, error) {
 	}
 	q.claims = manager
 	q.router = peers.New(peers.Config{Pool: pool, Instance: cfg.Instance.ID, Log: log, Now: now, Claims: manager, Keys: q.keys, PeerTLS: cfg.PeerTLS})
-	q.throttle = throttles.New(throttles.Config{Pool: pool, Log: log, Bus: &q.bus, Instance: cfg.Instance.ID})
+	q.throttle = throttles.New(throttles.Config{Pool: pool, Log: log, Bus: &q.bus, Instance: cfg.Instance.ID, AckWait: cfg.ThrottleAckWait})
 	q.valueRates = valuerates.New(nil)
 	q.reserve = reserve.New(reserve.Config{Pool: pool, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
 		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, ValueRates: q.valueRates, Wake: q.waiting.Wake})

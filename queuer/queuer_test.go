@@ -45,14 +45,22 @@ func startQueuer(t *testing.T, pool *pgxpool.Pool) *Queuer {
 // startQueuerClock is startQueuer with clock (nil: the system's).
 func startQueuerClock(t *testing.T, pool *pgxpool.Pool, clock Clock) *Queuer {
 	t.Helper()
+	return startQueuerWith(t, pool, func(cfg *Config) {
+		if clock != nil {
+			cfg.Clock = clock
+		}
+	})
+}
+
+// startQueuerWith is startQueuer with the test's changes to its Config.
+func startQueuerWith(t *testing.T, pool *pgxpool.Pool, change func(*Config)) *Queuer {
+	t.Helper()
 	cfg := Config{
 		Pool:     pool,
 		Instance: claims.Instance{ID: fmt.Sprintf("test-%d", instanceSeq.Add(1)), AdvertiseURL: "http://127.0.0.1:1"},
 		Logger:   pgtest.Logger(t, slog.LevelWarn),
 	}
-	if clock != nil {
-		cfg.Clock = clock
-	}
+	change(&cfg)
 	q, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@
 package throttles
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -51,9 +52,9 @@ type Throttle struct {
 	ends   time.Time // by this instance's monotonic clock
 }
 
-// AckWait bounds how long setting a throttle waits for the other instances that hold
-// shards to have it in force (Set).
-const AckWait = 2 * time.Second
+// AckWaitDefault bounds how long setting a throttle waits for the other instances that
+// hold shards to have it in force (Set), unless Config.AckWait says otherwise.
+const AckWaitDefault = 2 * time.Second
 
 // Config configures Throttles.
 type Config struct {
@@ -64,6 +65,8 @@ type Config struct {
 	// Instance is this instance's id: it acknowledges the throttles other instances set
 	// under it, and waits for the others' acknowledgements of its own.
 	Instance string
+	// AckWait bounds that wait; 0: AckWaitDefault.
+	AckWait time.Duration
 }
 
 // Throttles is the instance's view of the throttles in force. It is safe for concurrent
@@ -80,7 +83,7 @@ type Throttles struct {
 	mu struct {
 		sync.Mutex
 		// toAck is the nonces of throttles other instances set, to acknowledge once
-		// loaded; at most ackMax (past it, those setters wait out AckWait).
+		// loaded; at most ackMax (past it, those setters wait out their bound).
 		toAck []string
 		// waiting is this instance's Sets waiting for acknowledgements, by nonce: each
 		// hears the instances that have its throttle in force.
@@ -342,7 +345,7 @@ func (t *Throttles) Set(ctx context.Context, key, value string, tenants []string
 }
 
 // awaitAcks waits until every other instance that may hand out chunks has acknowledged
-// the throttle whose acknowledgements come on acks, at most AckWait: a throttle answered
+// the throttle whose acknowledgements come on acks, at most Config.AckWait: a throttle answered
 // is in force wherever a chunk of its value could be handed out. One that does not answer
 // in time has it at its next reload (ReloadInterval), or its next NOTIFY; that is logged.
 func (t *Throttles) awaitAcks(ctx context.Context, acks <-chan string) {
@@ -355,7 +358,8 @@ func (t *Throttles) awaitAcks(ctx context.Context, acks <-chan string) {
 	for _, o := range owners {
 		missing[o] = true
 	}
-	timer := time.NewTimer(AckWait)
+	wait := cmp.Or(t.cfg.AckWait, AckWaitDefault)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for len(missing) > 0 {
 		select {
@@ -363,7 +367,7 @@ func (t *Throttles) awaitAcks(ctx context.Context, acks <-chan string) {
 			delete(missing, id)
 		case <-timer.C:
 			t.cfg.Log.Warn("a throttle is set; some instances did not confirm it in time and apply it at their next reload",
-				slog.Any("instances", slices.Sorted(maps.Keys(missing))), slog.Duration("waited", AckWait))
+				slog.Any("instances", slices.Sorted(maps.Keys(missing))), slog.Duration("waited", wait))
 			return
 		case <-ctx.Done():
 			return
