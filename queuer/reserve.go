@@ -11,6 +11,7 @@ import (
 
 	"opsq/api/wire"
 	"opsq/queuer/peers"
+	"opsq/queuer/tokens"
 	"opsq/queuer/waiters"
 )
 
@@ -192,15 +193,13 @@ func (q *Queuer) GiveBack(ctx context.Context, chunks []Chunk) {
 	var local []Chunk
 	remote := map[int][]string{} // shard -> tokens
 	for _, ch := range chunks {
-		t, ok := q.keys.Read(ch.Token, q.shardCount)
-		if !ok {
-			continue
-		}
-		if l, owned := q.claims.Lease(t.Shard); owned && l.Generation == t.Generation {
+		t, valid, here := q.heldHere(ch.Token)
+		switch {
+		case here:
 			local = append(local, ch)
-			continue
+		case valid:
+			remote[t.Shard] = append(remote[t.Shard], ch.Token)
 		}
-		remote[t.Shard] = append(remote[t.Shard], ch.Token)
 	}
 	q.reserve.GiveBack(local)
 	if len(remote) == 0 {
@@ -219,15 +218,22 @@ func (q *Queuer) GiveBack(ctx context.Context, chunks []Chunk) {
 func (q *Queuer) GiveBackTokens(toks []string) {
 	var local []Chunk
 	for _, tok := range toks {
-		t, ok := q.keys.Read(tok, q.shardCount)
-		if !ok {
-			continue
-		}
-		if l, owned := q.claims.Lease(t.Shard); owned && l.Generation == t.Generation {
+		if t, _, here := q.heldHere(tok); here {
 			local = append(local, Chunk{Token: tok, SubmissionID: t.Key.SubmissionID, ChunkIndex: t.Key.ChunkIndex})
 		}
 	}
 	q.reserve.GiveBack(local)
+}
+
+// heldHere reads tok: valid reports that it verifies, here that this instance holds its
+// shard under the generation it was reserved in.
+func (q *Queuer) heldHere(tok string) (t tokens.Token, valid, here bool) {
+	t, valid = q.keys.Read(tok, q.shardCount)
+	if !valid {
+		return t, false, false
+	}
+	l, owned := q.claims.Lease(t.Shard)
+	return t, true, owned && l.Generation == t.Generation
 }
 
 // look reserves from this instance's shards, then, for a request not forwarded here, from

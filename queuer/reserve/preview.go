@@ -67,36 +67,21 @@ type preview struct {
 	seen    map[reserver.Key]bool
 	counts  map[valuePair]int // chunks of the preview per strategic value
 	scanned int
-	cap     int             // a weighted_fair value's turn: at most this many in out
-	fairs   map[string]*drr // copies of the instance's weighted_fair rings
+	turnCap
+	fairs map[string]*drr // copies of the instance's weighted_fair rings
 }
 
 func (p *preview) full() bool {
-	return len(p.out) >= p.max || p.cap > 0 && len(p.out) >= p.cap || p.scanned >= scanRowsMax
+	return len(p.out) >= p.max || p.reached(len(p.out)) || p.scanned >= scanRowsMax
 }
 
 func (p *preview) scanBound() bool {
-	return p.scanned >= scanRowsMax && len(p.out) < p.max && !(p.cap > 0 && len(p.out) >= p.cap)
+	return p.scanned >= scanRowsMax && len(p.out) < p.max && !p.reached(len(p.out))
 }
 
 func (p *preview) count() int { return len(p.out) }
 
-func (p *preview) space() int {
-	n := p.max - len(p.out)
-	if p.cap > 0 {
-		n = min(n, p.cap-len(p.out))
-	}
-	return max(n, 0)
-}
-
-func (p *preview) limit(n int) func() {
-	old := p.cap
-	p.cap = n
-	if old > 0 {
-		p.cap = min(old, n)
-	}
-	return func() { p.cap = old }
-}
+func (p *preview) space() int { return p.turnRoom(p.max, len(p.out)) }
 
 func (p *preview) partial() {}
 

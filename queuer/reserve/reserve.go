@@ -131,9 +131,33 @@ type run struct {
 	// epochs of the buffers it took candidates from. It ends them all when it is done.
 	epoch uint64
 	held  []uint64
-	// cap, when more than 0, is how many chunks out may hold in a weighted_fair value's
-	// turn (limit).
-	cap int
+	turnCap
+}
+
+// turnCap is how many chunks a walk's answer may hold in a weighted_fair value's turn
+// (limit); 0: no cap. A run and a preview each have one.
+type turnCap struct{ cap int }
+
+// reached reports whether have chunks fill the turn.
+func (c *turnCap) reached(have int) bool { return c.cap > 0 && have >= c.cap }
+
+// turnRoom is how many more chunks fit, of want, with have held.
+func (c *turnCap) turnRoom(want, have int) int {
+	n := want - have
+	if c.cap > 0 {
+		n = min(n, c.cap-have)
+	}
+	return max(n, 0)
+}
+
+// limit caps the turn at n (within any cap already set) until the function it returns.
+func (c *turnCap) limit(n int) func() {
+	old := c.cap
+	c.cap = n
+	if old > 0 {
+		c.cap = min(old, n)
+	}
+	return func() { c.cap = old }
 }
 
 // reserveFor reserves from this instance's reservable shards for asks, which share
@@ -199,27 +223,12 @@ func (r *run) scanBound() bool { return r.scanned >= scanRowsMax && !r.answerFul
 // answerFull reports whether the requests may take no more chunks: each has its Max, or
 // its MaxBytes.
 func (r *run) answerFull() bool {
-	return len(r.ends) >= len(r.asks) || r.cap > 0 && len(r.out) >= r.cap
+	return len(r.ends) >= len(r.asks) || r.reached(len(r.out))
 }
 
 func (r *run) count() int { return len(r.out) }
 
-func (r *run) space() int {
-	n := r.want - len(r.out)
-	if r.cap > 0 {
-		n = min(n, r.cap-len(r.out))
-	}
-	return max(n, 0)
-}
-
-func (r *run) limit(n int) func() {
-	old := r.cap
-	r.cap = n
-	if old > 0 {
-		r.cap = min(old, n)
-	}
-	return func() { r.cap = old }
-}
+func (r *run) space() int { return r.turnRoom(r.want, len(r.out)) }
 
 func (r *run) fairState(n strategy.Node) *drr { return r.p.fair.of(n) }
 
