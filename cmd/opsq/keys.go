@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"opsq/api/apikeys"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 const keysUsage = `usage: opsq keys create --name NAME --role ROLE [--tenant T | --tenants a,b] [--expires 90d] [--from-env VAR] [--if-missing]
@@ -98,20 +100,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageError("unknown action or extra arguments: %q", pos)
 	}
 
-	if dbURL == "" && devDir == "" {
-		// Not databaseURL's advice to run "make run": that starts a database which this
-		// command finds only when told where it is.
-		return errors.New(`no database: the keys are in PostgreSQL, not in an instance; set --database-url or OPSQ_DATABASE_URL (postgres://user@host:5432/db), or, for the development PostgreSQL of "make run", --dev-cluster .data/pg (OPSQ_DEV_CLUSTER)`)
-	}
-	log, err := newLogger("warn", stderr)
-	if err != nil {
-		return err
-	}
-	url, err := databaseURL(ctx, dbURL, devDir, log)
-	if err != nil {
-		return err
-	}
-	pool, err := newPool(ctx, url, nil)
+	pool, err := adminPool(ctx, "keys", dbURL, devDir, stderr)
 	if err != nil {
 		return err
 	}
@@ -262,4 +251,24 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// adminPool opens the database of a command that administers it directly rather than
+// through an instance (opsq keys, opsq tenants: what holds the what): the URL given, or the
+// development PostgreSQL of devDir.
+func adminPool(ctx context.Context, what, dbURL, devDir string, stderr io.Writer) (*pgxpool.Pool, error) {
+	if dbURL == "" && devDir == "" {
+		// Not databaseURL's advice to run "make run": that starts a database which this
+		// command finds only when told where it is.
+		return nil, fmt.Errorf(`no database: the %s are in PostgreSQL, not in an instance; set --database-url or OPSQ_DATABASE_URL (postgres://user@host:5432/db), or, for the development PostgreSQL of "make run", --dev-cluster .data/pg (OPSQ_DEV_CLUSTER)`, what)
+	}
+	log, err := newLogger("warn", stderr)
+	if err != nil {
+		return nil, err
+	}
+	url, err := databaseURL(ctx, dbURL, devDir, log)
+	if err != nil {
+		return nil, err
+	}
+	return newPool(ctx, url, nil)
 }

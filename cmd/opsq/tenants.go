@@ -71,18 +71,7 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	default:
 		return usageError("unknown action or extra arguments: %q", pos)
 	}
-	if dbURL == "" && devDir == "" {
-		return errors.New(`no database: the tenants are in PostgreSQL, not in an instance; set --database-url or OPSQ_DATABASE_URL, or, for the development PostgreSQL of "make run", --dev-cluster .data/pg (OPSQ_DEV_CLUSTER)`)
-	}
-	log, err := newLogger("warn", stderr)
-	if err != nil {
-		return err
-	}
-	url, err := databaseURL(ctx, dbURL, devDir, log)
-	if err != nil {
-		return err
-	}
-	pool, err := newPool(ctx, url, nil)
+	pool, err := adminPool(ctx, "tenants", dbURL, devDir, stderr)
 	if err != nil {
 		return err
 	}
