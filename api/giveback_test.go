@@ -209,3 +209,38 @@ func TestGiveBackForwardedChunks(t *testing.T) {
 		t.Errorf("an unsigned give-back: %d %s; want 403", r.Status, r.Body)
 	}
 }
+
+// TestGiveBackStaleTokenChangesNothing: a give-back that comes late, with the token of a
+// reservation already given back and the chunk since reserved again, leaves the new
+// holder's reservation alone.
+func TestGiveBackStaleTokenChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	mustSubmit(t, e, `{"chunks": ["only"]}`, 1)
+	ctx := t.Context()
+	req := queuer.ReserveRequest{Max: 1, Lease: time.Hour, Strategy: strategy.Default, Forwarded: true}
+	first, err := e.Q.Reserve(ctx, req)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("first reserve: %v, %v", first, err)
+	}
+	e.Q.GiveBackTokens([]string{first[0].Token})
+	var second []queuer.Chunk
+	waitFor(t, "the chunk given back to be handed out again", func() bool {
+		second, err = e.Q.Reserve(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(second) == 1
+	})
+	if second[0].Token == first[0].Token {
+		t.Fatal("the second reservation has the first's token")
+	}
+	e.Q.GiveBackTokens([]string{first[0].Token}) // late, stale
+	if third, err := e.Q.Reserve(ctx, req); err != nil || len(third) != 0 {
+		t.Fatalf("a reserve after a stale give-back: %v, %v; want nothing (the chunk is the second holder's)", third, err)
+	}
+	res, err := e.Q.Complete(ctx, []queuer.Completion{{Token: second[0].Token}})
+	if err != nil || res[0] != wire.StatusCompleted {
+		t.Fatalf("the second holder completing: %v, %v; want completed", res, err)
+	}
+}
