@@ -41,12 +41,12 @@ import (
 
 	"opsq/claims"
 	"opsq/queuer/admin"
+	"opsq/queuer/handout"
 	"opsq/queuer/identity"
-	"opsq/queuer/lifecycle"
 	"opsq/queuer/notify"
 	"opsq/queuer/outcome"
 	"opsq/queuer/peers"
-	"opsq/queuer/reserve"
+	"opsq/queuer/startstop"
 	"opsq/queuer/submissions"
 	"opsq/queuer/throttles"
 	"opsq/queuer/tokens"
@@ -112,7 +112,7 @@ type Queuer struct {
 	waiting    *waiters.Queue // the reserves waiting for work, and the admission bound
 
 	subs     *submissions.Store
-	reserve  *reserve.Path
+	reserve  *handout.Path
 	router   *peers.Router
 	outcomes *outcome.Recorder
 	keys     *tokens.Keyring
@@ -121,7 +121,7 @@ type Queuer struct {
 	listener *notify.Listener
 	promoter *submissions.Promoter // waiting chunks that are due become reservable
 	throttle *throttles.Throttles  // consumers' back-pressure in force
-	jobs     *lifecycle.Cron
+	jobs     *startstop.Cron
 	seen     *admin.Seen           // when each consumer name last asked for work here
 	activity *admin.ActivityWriter // completions per minute and who is working, for the dashboard
 	// valueRates counts the chunks handed out per value of the keys limited, for the
@@ -135,19 +135,19 @@ type Queuer struct {
 		started bool
 		stopped bool
 		// services are the parts started, in order; Stop stops them in reverse.
-		services []lifecycle.Service
+		services []startstop.Service
 	}
 }
 
 // Every background part has the one lifecycle shape.
 var (
-	_ lifecycle.Service = (*claims.Manager)(nil)
-	_ lifecycle.Service = (*notify.Listener)(nil)
-	_ lifecycle.Service = (*tokens.Keyring)(nil)
-	_ lifecycle.Service = (*reserve.Path)(nil)
-	_ lifecycle.Service = (*outcome.Recorder)(nil)
-	_ lifecycle.Service = (*lifecycle.Cron)(nil)
-	_ lifecycle.Service = (*admin.ActivityWriter)(nil)
+	_ startstop.Service = (*claims.Manager)(nil)
+	_ startstop.Service = (*notify.Listener)(nil)
+	_ startstop.Service = (*tokens.Keyring)(nil)
+	_ startstop.Service = (*handout.Path)(nil)
+	_ startstop.Service = (*outcome.Recorder)(nil)
+	_ startstop.Service = (*startstop.Cron)(nil)
+	_ startstop.Service = (*admin.ActivityWriter)(nil)
 
 	// The submissions store moves the chunks of a large submission that a fail failed.
 	_ outcome.Slicer = (*submissions.Store)(nil)
@@ -191,7 +191,7 @@ func New(cfg Config) (*Queuer, error) {
 	q.router = peers.New(peers.Config{Pool: pool, Instance: cfg.Instance.ID, Log: log, Now: now, Claims: manager, Keys: q.keys, PeerTLS: cfg.PeerTLS})
 	q.throttle = throttles.New(throttles.Config{Pool: pool, Log: log, Bus: &q.bus, Instance: cfg.Instance.ID, AckWait: cfg.ThrottleAckWait})
 	q.valueRates = valuerates.New(nil)
-	q.reserve = reserve.New(reserve.Config{Pool: pool, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
+	q.reserve = handout.New(handout.Config{Pool: pool, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
 		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, ValueRates: q.valueRates, Wake: q.waiting.Wake})
 	q.subs = submissions.New(submissions.Config{Pool: pool, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus,
 		Instance: cfg.Instance.ID})
@@ -210,7 +210,7 @@ func New(cfg Config) (*Queuer, error) {
 	q.bus.Subscribe(q.reserve, q.router, q.subs, notify.HandlerFunc(q.keysChanged), q.throttle, q.waiting)
 	q.listener = notify.NewListener(pool, log, &q.bus, cfg.Notified)
 	q.promoter = submissions.NewPromoter(pool, log)
-	q.jobs = lifecycle.NewCron(append([]lifecycle.Job{
+	q.jobs = startstop.NewCron(append([]startstop.Job{
 		{What: fmt.Sprintf("retention %q", cfg.RetentionSchedule), Schedule: cfg.RetentionSchedule, Run: q.subs.RunRetention},
 		{What: "the deletion of the throttles that ended", Schedule: throttles.CollectSchedule, Run: q.throttle.Collect},
 		{What: "the resumption of cancels and fails whose move by slices was cut", Schedule: submissions.ResumeSchedule, Run: q.subs.ResumeSlices},
@@ -249,8 +249,8 @@ func (q *Queuer) Start(ctx context.Context) error {
 	// The listener first, so that no NOTIFY about shards acquired by the claims manager is
 	// missed; the cron jobs last. Stop stops them in reverse: the activity writer after the
 	// completer, so that its last write counts the completer's last batch.
-	services := []lifecycle.Service{q.listener, q.keys, q.throttle, q.activity, q.reserve, q.outcomes, q.claims, q.promoter, q.jobs}
-	if err := lifecycle.StartAll(ctx, services); err != nil {
+	services := []startstop.Service{q.listener, q.keys, q.throttle, q.activity, q.reserve, q.outcomes, q.claims, q.promoter, q.jobs}
+	if err := startstop.StartAll(ctx, services); err != nil {
 		return err
 	}
 	q.mu.started, q.mu.services = true, services
@@ -312,7 +312,7 @@ func (q *Queuer) Stop() {
 	q.draining.Store(true)
 	q.waiting.Broadcast()
 	q.subs.EndWaits()
-	lifecycle.StopAll(q.mu.services)
+	startstop.StopAll(q.mu.services)
 }
 
 // Ready reports whether the instance can serve: the database answers, the claims loop

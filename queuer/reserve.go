@@ -54,7 +54,7 @@ func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 // holds its place among the instance's waiters until Wait or WaitWith returns: call one of
 // them exactly once. Its waiting takes no goroutine of its own beyond the one calling
 // Wait, and that one's stack stays shallow: the scans run on the goroutine of the shared
-// run (queuer/reserve).
+// run (queuer/handout).
 type Parked struct {
 	q        *Queuer
 	req      ReserveRequest

@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"opsq/queuer/admin"
-	"opsq/queuer/lifecycle"
 	"opsq/queuer/notify"
 	"opsq/queuer/outcome"
+	"opsq/queuer/startstop"
 	"opsq/queuer/tokens"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
@@ -17,12 +17,12 @@ import (
 // it starts, and twice.
 func TestServicesStopBeforeStartAndTwice(t *testing.T) {
 	t.Parallel()
-	for name, s := range map[string]lifecycle.Service{
+	for name, s := range map[string]startstop.Service{
 		"sql listener":    opsqsql.NewListener(nil, nil, nil),
 		"notify listener": notify.NewListener(nil, nil, &notify.Bus{}, nil),
 		"keyring":         tokens.NewKeyring(nil, nil),
 		"outcomes":        outcome.New(outcome.Config{}),
-		"cron jobs":       lifecycle.NewCron(),
+		"cron jobs":       startstop.NewCron(),
 		"activity writer": admin.NewActivityWriter(admin.ActivityConfig{}),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -36,10 +36,10 @@ func TestServicesStopBeforeStartAndTwice(t *testing.T) {
 // that none is left when the package's tests end), and a second Stop returns.
 func TestServicesStopEndsTheirGoroutines(t *testing.T) {
 	t.Parallel()
-	for name, s := range map[string]lifecycle.Service{
+	for name, s := range map[string]startstop.Service{
 		"keyring":   tokens.NewKeyring(nil, nil),
 		"outcomes":  outcome.New(outcome.Config{Reserver: reserver.New(reserver.Config{})}),
-		"cron jobs": lifecycle.NewCron(lifecycle.Job{What: "nothing", Schedule: "@every 1h", Run: func(context.Context) {}}),
+		"cron jobs": startstop.NewCron(startstop.Job{What: "nothing", Schedule: "@every 1h", Run: func(context.Context) {}}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := s.Start(t.Context()); err != nil {

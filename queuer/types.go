@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"opsq/api/wire"
+	"opsq/queuer/handout"
 	"opsq/queuer/outcome"
 	"opsq/queuer/peers"
-	"opsq/queuer/reserve"
 	"opsq/queuer/submissions"
 	"opsq/queuer/throttles"
 	"opsq/queuer/waiters"
@@ -25,11 +25,11 @@ type (
 	Result         = submissions.Result
 	FailedChunk    = submissions.FailedChunk
 	RetryOptions   = submissions.RetryOptions
-	ReserveRequest = reserve.Request
-	Chunk          = reserve.Chunk
+	ReserveRequest = handout.Request
+	Chunk          = handout.Chunk
 	// Forwarded is what marks and signs a request another instance forwarded here.
 	Forwarded    = peers.Forwarded
-	PreviewChunk = reserve.PreviewChunk
+	PreviewChunk = handout.PreviewChunk
 	Completion   = outcome.Completion
 	Failure      = outcome.Failure
 	Extended     = outcome.Extended

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/queuer/lifecycle"
+	"opsq/queuer/startstop"
 	opsqsql "opsq/sql"
 )
 
@@ -94,7 +94,7 @@ type Set struct {
 	}
 }
 
-var _ lifecycle.Service = (*Set)(nil)
+var _ startstop.Service = (*Set)(nil)
 
 // NewSet returns an empty set reading from pool; Start it before use.
 func NewSet(pool *pgxpool.Pool, log *slog.Logger) *Set {

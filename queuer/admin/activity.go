@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/queuer/lifecycle"
+	"opsq/queuer/startstop"
 	"opsq/queuer/valuerates"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
@@ -184,7 +184,7 @@ func topRates(c *valuerates.Counter) []rateEntry {
 // Stop (its counts since the last write, and an empty list of consumers: the instance
 // holds nothing any more). Its goroutine lives from Start until Stop.
 type ActivityWriter struct {
-	lifecycle.Loop
+	startstop.Loop
 	cfg ActivityConfig
 	// written are the counts last added to the database; wroteEmpty, that the last list
 	// of consumers written was empty. A write holds mu.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/queuer/lifecycle"
+	"opsq/queuer/startstop"
 	opsqsql "opsq/sql"
 )
 
@@ -21,7 +21,7 @@ type Listener struct {
 	conn   *opsqsql.Listener
 }
 
-var _ lifecycle.Service = (*Listener)(nil)
+var _ startstop.Service = (*Listener)(nil)
 
 // NewListener returns a listener of the engine's channels and of others' on a connection
 // made from pool's configuration, raising the engine's events on bus.

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/api/wire"
-	"opsq/queuer/lifecycle"
 	"opsq/queuer/notify"
+	"opsq/queuer/startstop"
 	"opsq/queuer/tokens"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
@@ -76,10 +76,10 @@ type completer struct {
 
 	// Loop writes completions from Start until Stop; the completions it has not taken
 	// then stay unwritten, and their requests end with their own contexts.
-	lifecycle.Loop
+	startstop.Loop
 }
 
-var _ lifecycle.Service = (*completer)(nil)
+var _ startstop.Service = (*completer)(nil)
 
 func newCompleter(pool *pgxpool.Pool, r *reserver.Reserver, bus *notify.Bus, readToken func(string) (tokens.Token, bool)) *completer {
 	return &completer{pool: pool, reserver: r, bus: bus, readToken: readToken, jobs: make(chan *completeJob, 1024)}

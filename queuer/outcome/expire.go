@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"opsq/api/wire"
-	"opsq/queuer/lifecycle"
 	"opsq/queuer/notify"
 	"opsq/queuer/panics"
+	"opsq/queuer/startstop"
 	"opsq/queuer/tokens"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
@@ -33,10 +33,10 @@ type expirer struct {
 	now      func() time.Time // when leases end
 	expire   func(context.Context, reserver.Reservation)
 
-	lifecycle.Loop
+	startstop.Loop
 }
 
-var _ lifecycle.Service = (*expirer)(nil)
+var _ startstop.Service = (*expirer)(nil)
 
 func newExpirer(r *reserver.Reserver, now func() time.Time, expire func(context.Context, reserver.Reservation)) *expirer {
 	return &expirer{reserver: r, now: now, expire: expire}

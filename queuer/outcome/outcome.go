@@ -5,7 +5,7 @@
 // for any token it can verify; the writes are fenced by the chunk's attempt (its retries
 // count) and, for an expired lease, by the claim the reservation was made under.
 //
-// It does not hand chunks out (queuer/reserve) and keeps no cache of its own: it reads the
+// It does not hand chunks out (queuer/handout) and keeps no cache of its own: it reads the
 // reservations (the reserver) and raises the changes it makes as events (notify), which
 // the parts that cache chunks handle.
 package outcome
@@ -20,8 +20,8 @@ import (
 
 	"opsq/api/wire"
 	"opsq/claims"
-	"opsq/queuer/lifecycle"
 	"opsq/queuer/notify"
+	"opsq/queuer/startstop"
 	"opsq/queuer/tokens"
 	"opsq/reserver"
 )
@@ -32,7 +32,7 @@ type Forwarder interface {
 	Extend(ctx context.Context, shard int, tokens []string, lease time.Duration) ([]wire.TokenResult, error)
 }
 
-// Holds frees the max_simultaneous slots of reservations that ended (queuer/reserve).
+// Holds frees the max_simultaneous slots of reservations that ended (queuer/handout).
 type Holds interface {
 	ReleaseHolds(ctx context.Context, tokens []string)
 }
@@ -68,7 +68,7 @@ type Recorder struct {
 	failedAttempts, expired atomic.Int64
 }
 
-var _ lifecycle.Service = (*Recorder)(nil)
+var _ startstop.Service = (*Recorder)(nil)
 
 // New returns the recorder of cfg; Start it before use.
 func New(cfg Config) *Recorder {
@@ -85,12 +85,12 @@ func (o *Recorder) SetShardCount(n int) { o.shardCount = n }
 // Start starts the completer and the expirer, and lets the slices of large failed
 // submissions run.
 func (o *Recorder) Start(ctx context.Context) error {
-	return lifecycle.StartAll(ctx, []lifecycle.Service{o.completer, o.expirer, o.slicing})
+	return startstop.StartAll(ctx, []startstop.Service{o.completer, o.expirer, o.slicing})
 }
 
 // Stop stops them (the slices at their current slice). Safe twice and before Start.
 func (o *Recorder) Stop() {
-	lifecycle.StopAll([]lifecycle.Service{o.completer, o.expirer, o.slicing})
+	startstop.StopAll([]startstop.Service{o.completer, o.expirer, o.slicing})
 }
 
 // Counts are the recorder's counters: chunks completed here, failed attempts recorded

@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"sync"
 
-	"opsq/queuer/lifecycle"
 	"opsq/queuer/panics"
+	"opsq/queuer/startstop"
 )
 
 // Slicer moves the pending chunks of a large submission that a fail failed to
@@ -50,7 +50,7 @@ type slicing struct {
 	running sync.WaitGroup
 }
 
-var _ lifecycle.Service = (*slicing)(nil)
+var _ startstop.Service = (*slicing)(nil)
 
 // Start lets runs start; ctx bounds nothing (the runs end at Stop).
 func (s *slicing) Start(ctx context.Context) error {

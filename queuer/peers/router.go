@@ -4,7 +4,7 @@
 // an extend to another instance with the peer client (bounded, signed with the cluster
 // key), and the check of a forwarded request's signature (forwardsig.go).
 //
-// It does not reserve from its own shards (queuer/reserve) or decide when to forward (the
+// It does not reserve from its own shards (queuer/handout) or decide when to forward (the
 // queuer does: look here, then elsewhere, then wait). It hears of new and freed work from
 // the events (Handle).
 package peers

@@ -6,7 +6,7 @@
 // here too (ShardOf, RandomOrder): written when a chunk is inserted, read by whoever must
 // find it.
 //
-// It does not reserve, complete or fail chunks (queuer/reserve, queuer/outcome): it learns
+// It does not reserve, complete or fail chunks (queuer/handout, queuer/outcome): it learns
 // that a submission finished from the events (notify.SubmissionFinished), and raises
 // those of the changes it makes itself (new work, a cancelled submission).
 package submissions

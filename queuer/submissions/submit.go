@@ -125,7 +125,7 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 // submitSliced inserts a large object-storage submission: its chunks by committed slices
 // of SliceRows, then, in one last transaction, its submission row, which makes them
 // reservable: until then no reserve hands them out (a chunk whose submission is not in
-// progress is passed over, queuer/reserve) and no promoter moves them (chunks_promote.sql
+// progress is passed over, queuer/handout) and no promoter moves them (chunks_promote.sql
 // joins the submission). A submission refused or cut half-way (an error, the client gone,
 // OPSQ_MAX_INGEST_TIME) leaves no rolled-back transaction bigger than one slice, and no
 // transaction open longer than one slice takes, for vacuum to wait on; the slices that

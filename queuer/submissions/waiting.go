@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/queuer/lifecycle"
 	"opsq/queuer/notify"
+	"opsq/queuer/startstop"
 	opsqsql "opsq/sql"
 )
 
@@ -36,10 +36,10 @@ const (
 type Promoter struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
-	lifecycle.Loop
+	startstop.Loop
 }
 
-var _ lifecycle.Service = (*Promoter)(nil)
+var _ startstop.Service = (*Promoter)(nil)
 
 // NewPromoter returns the promoter of pool's waiting chunks; Start it.
 func NewPromoter(pool *pgxpool.Pool, log *slog.Logger) *Promoter {

@@ -27,8 +27,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/queuer/lifecycle"
 	"opsq/queuer/notify"
+	"opsq/queuer/startstop"
 	opsqsql "opsq/sql"
 )
 
@@ -74,7 +74,7 @@ type Config struct {
 // until Stop.
 type Throttles struct {
 	cfg Config
-	lifecycle.Loop
+	startstop.Loop
 	wake chan struct{}
 	// live is the throttles in force, by key then value; nil when there are none, so that
 	// a reserve checks nothing at all then.
@@ -102,7 +102,7 @@ type snapshot struct {
 }
 
 var (
-	_ lifecycle.Service = (*Throttles)(nil)
+	_ startstop.Service = (*Throttles)(nil)
 	_ notify.Handler    = (*Throttles)(nil)
 )
 

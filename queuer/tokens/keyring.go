@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/queuer/lifecycle"
+	"opsq/queuer/startstop"
 	opsqsql "opsq/sql"
 )
 
@@ -79,7 +79,7 @@ type Keyring struct {
 	log  *slog.Logger
 	wake chan struct{}
 
-	lifecycle.Loop // reloads the keys, from Start until Stop
+	startstop.Loop // reloads the keys, from Start until Stop
 
 	mu struct {
 		sync.RWMutex
@@ -132,7 +132,7 @@ func (k *Keyring) Load(ctx context.Context) error {
 	return nil
 }
 
-var _ lifecycle.Service = (*Keyring)(nil)
+var _ startstop.Service = (*Keyring)(nil)
 
 // Start reloads the keys every KeyRefreshInterval, and soon after each Refresh, until
 // Stop. A failed reload keeps the keys held and is logged.
