@@ -34,7 +34,7 @@ type walker interface {
 	// others may serve a weighted_fair's turn of the others (then in frame f, which
 	// passes over the chunks of the values known, the ring's, of key) by a way of its own:
 	// nothing at all when every submission in progress has a known value, the few
-	// without one submission by submission (reserve.go); done reports that it did.
+	// without one submission by submission (scan.go); done reports that it did.
 	others(ctx context.Context, key string, known []string, then strategy.Node, f frame) (done bool, err error)
 	// deferred takes, after a prefer_distinct's subtree, the saturated candidates it
 	// deferred, in order, while it wants more (soft: with nothing unsaturated left, they
