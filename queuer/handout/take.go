@@ -79,81 +79,174 @@ func (r *run) saturated(c candidate, rules []rule) bool {
 	return false
 }
 
-// take reserves one candidate: in the reserver, then the global slots of max_simultaneous,
-// then the tokens of rate_limit. It reports false when the candidate could not be taken.
+// The take: a candidate the scan found free is handed out once it passes every admission
+// check, in the order below; the first check that refuses it ends its take, and one undo
+// gives back what the checks before took (the check that refused is the reason). The
+// checks that take nothing come first, so that a candidate passed over costs neither a
+// reservation nor a statement. Then the reservation in memory makes it this run's against every other
+// request here, and what must still hold once it is ours is checked: not finished since
+// the scan, the shard still ours, then the database: the shard's in-flight count, the
+// max_simultaneous slots, and last the rate_limit tokens, since a token is spent as soon
+// as it is taken (rates.go says why that matters).
+
+// admission is one check of a take, in the order a take runs them.
+type admission uint8
+
+const (
+	// Before the reservation: a refusal has nothing to give back.
+
+	admitRoom     admission = iota // a request has room for it (run.room)
+	admitValue                     // no max_simultaneous value of it was refused a slot earlier in the run
+	admitThrottle                  // no consumer's throttle keeps it back
+	admitFairTurn                  // no weighted_fair others' turn passes over it
+	admitRateSeen                  // no rate_limit bucket of its values was found empty a moment ago
+	admitReserve                   // reserved in memory: refused when another request took it meanwhile
+
+	// After the reservation: a refusal releases it; a failure gives it back.
+
+	admitFresh   // neither finished nor retried since the scan read it (tombstones)
+	admitLease   // its shard is still held under the run's generation, and not draining
+	admitPublish // the shard's in-flight count published: refused when the shard was lost
+	admitSlots   // a max_simultaneous slot of each limited value (holds)
+	admitTokens  // a rate_limit token of each limited value (rates)
+
+	admissions // how many checks there are
+)
+
+// taking is a candidate on its way through a take's admission checks: what the checks
+// work out, and what the undo gives back.
+type taking struct {
+	c    candidate
+	size int    // what it takes in an answer (run.room)
+	gen  int64  // the generation the run holds its shard under; set by admitReserve
+	tok  string // its signed token; set by admitReserve
+}
+
+// take hands out candidate c if every admission check admits it, in order. It reports
+// false when one refused it, and the error when one failed; either way after undo gave
+// back what the checks before took.
 func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
-	size := c.inputBytes + c.info.bytes
-	if !r.room(size) {
-		return false, nil // every answer is as large as it may be
+	t := taking{c: c, size: c.inputBytes + c.info.bytes}
+	for a := range admissions {
+		if ok, err := r.admit(ctx, a, &t, &f); !ok || err != nil {
+			r.undo(ctx, &t, a, f.limits, err)
+			return false, err
+		}
 	}
-	if r.valueFull(c, f.limits) || r.p.throttled(c) || fairPasses(c, f) {
-		return false, nil
+	r.handOut(&t, f)
+	return true, nil
+}
+
+// admit runs check a of t's take: it reports whether t passes it, or the error that
+// fails the take.
+func (r *run) admit(ctx context.Context, a admission, t *taking, f *frame) (bool, error) {
+	c := &t.c
+	switch a {
+	case admitRoom:
+		return r.room(t.size), nil // false: every answer is as large as it may be
+	case admitValue:
+		return !r.valueFull(*c, f.limits), nil
+	case admitThrottle:
+		return !r.p.throttled(*c), nil
+	case admitFairTurn:
+		return !fairPasses(*c, *f), nil
+	case admitRateSeen:
+		// Its bucket found empty, it is passed over before it is reserved, so that it costs
+		// no publication of its shard's in-flight count, nor a hold.
+		return len(f.rates) == 0 || !r.p.rates.empty(c.info.values, f.rates), nil
+	case admitReserve:
+		return r.reserve(t), nil
+	case admitFresh:
+		return !r.p.tombs.stale(c.key, c.retries), nil
+	case admitLease:
+		l, ok := r.p.cfg.Claims.Lease(c.shard)
+		return ok && l.Generation == t.gen && !l.Draining, nil // else not ours to hand out
+	case admitPublish:
+		return r.publish(ctx, t)
+	case admitSlots:
+		return r.holdSlots(ctx, t, f.limits)
+	case admitTokens:
+		return r.takeTokens(ctx, t, f.rates)
 	}
-	if len(f.rates) > 0 && r.p.rates.empty(c.info.values, f.rates) {
-		// Its bucket was found empty a moment ago: passed over before it is reserved, so
-		// that it costs no publication of its shard's in-flight count, nor a hold.
-		return false, nil
+	panic("handout: no admission check of that number")
+}
+
+// undo gives back what the checks before a took for t, which a refused (err nil) or
+// failed: nothing before the reservation. Refused after it, t's reservation is released,
+// and its max_simultaneous slots too once they were taken. Failed after it (a statement
+// failed), its chunk is given back like a failed reserve's chunks: its in-flight count may
+// read 0, so it is not safe to hand out, and a waiter that saw it reserved may have parked.
+func (r *run) undo(ctx context.Context, t *taking, a admission, limits []rule, err error) {
+	switch {
+	case a <= admitReserve:
+	case err != nil:
+		r.p.GiveBack([]Chunk{{Token: t.tok, SubmissionID: t.c.key.SubmissionID, ChunkIndex: t.c.key.ChunkIndex}})
+	default:
+		r.p.reserver.Release(t.tok)
+		if a > admitSlots && len(limits) > 0 {
+			r.p.holds.release(ctx, []string{t.tok})
+		}
 	}
+}
+
+// reserve reserves t in the reserver, for the request being filled, under a token signed
+// for the generation the run holds its shard under. It reports false when another request
+// took it meanwhile.
+func (r *run) reserve(t *taking) bool {
+	c := &t.c
 	ask, _ := r.filling()
-	gen := r.generation[c.shard]
-	tok := tokens.New(c.key, c.shard, gen, c.retries).Signed(r.p.cfg.Keys).String()
-	if !r.p.reserver.Reserve(reserver.Reservation{
-		Token: tok, Key: c.key, Shard: c.shard, Generation: gen, Retries: c.retries,
+	t.gen = r.generation[c.shard]
+	t.tok = tokens.New(c.key, c.shard, t.gen, c.retries).Signed(r.p.cfg.Keys).String()
+	return r.p.reserver.Reserve(reserver.Reservation{
+		Token: t.tok, Key: c.key, Shard: c.shard, Generation: t.gen, Retries: c.retries,
 		Consumer: ask.Consumer, ReservedAt: r.reserved, ExpiresAt: r.expires, Values: c.info.values, Pairs: c.info.pairs,
-	}) {
-		return false, nil // another request took it meanwhile
-	}
-	if r.p.tombs.stale(c.key, c.retries) {
-		r.p.reserver.Release(tok) // finished or retried since the scan read it
+	})
+}
+
+// publish publishes the in-flight count of t's shard (claims). It reports false when the
+// shard was lost meanwhile: not ours to hand out.
+func (r *run) publish(ctx context.Context, t *taking) (bool, error) {
+	err := r.p.cfg.Claims.Publish(ctx, t.c.shard, t.gen)
+	if errors.Is(err, claims.ErrShardLost) {
 		return false, nil
 	}
-	if l, ok := r.p.cfg.Claims.Lease(c.shard); !ok || l.Generation != gen || l.Draining {
-		r.p.reserver.Release(tok) // the shard was lost meanwhile: not ours to hand out
-		return false, nil
+	return err == nil, err
+}
+
+// holdSlots takes a global max_simultaneous slot of every limited value of t (holds). It
+// reports false when a value had none left: that value is full for the rest of the run
+// (valueFull).
+func (r *run) holdSlots(ctx context.Context, t *taking, limits []rule) (bool, error) {
+	if len(limits) == 0 {
+		return true, nil
 	}
-	if err := r.p.cfg.Claims.Publish(ctx, c.shard, gen); err != nil {
-		if errors.Is(err, claims.ErrShardLost) {
-			r.p.reserver.Release(tok) // not ours to hand out
-			return false, nil
-		}
-		// Its in-flight count may read 0: not safe to hand out. Given back like a failed
-		// reserve's chunks: a waiter that saw it reserved may have parked.
-		r.p.GiveBack([]Chunk{{Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}})
-		return false, err
+	refused, err := r.p.holds.take(ctx, t.tok, t.c, t.gen, limits)
+	if err != nil || refused == nil {
+		return err == nil, err
 	}
-	if len(f.limits) > 0 {
-		refused, err := r.p.holds.take(ctx, tok, c, gen, f.limits)
-		if err != nil {
-			r.p.GiveBack([]Chunk{{Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}})
-			return false, err
-		}
-		if refused != nil {
-			r.p.reserver.Release(tok)
-			if r.fullValues == nil {
-				r.fullValues = map[valuePair]bool{}
-			}
-			r.fullValues[valuePair{refused.key, c.info.values[refused.key]}] = true
-			return false, nil
-		}
+	if r.fullValues == nil {
+		r.fullValues = map[valuePair]bool{}
 	}
-	if len(f.rates) > 0 {
-		// Last, once nothing else may refuse the chunk: a token is handed out as soon as
-		// it is taken (rates.go says why that matters).
-		refused, _, err := r.p.rates.take(ctx, c.info.values, f.rates)
-		if err != nil {
-			r.p.GiveBack([]Chunk{{Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex}})
-			return false, err
-		}
-		if refused != nil {
-			r.p.reserver.Release(tok)
-			if len(f.limits) > 0 {
-				r.p.holds.release(ctx, []string{tok})
-			}
-			return false, nil
-		}
+	r.fullValues[valuePair{refused.key, t.c.info.values[refused.key]}] = true
+	return false, nil
+}
+
+// takeTokens takes a rate_limit token of every limited value of t (rates), all or none. It
+// reports false when a bucket had none left.
+func (r *run) takeTokens(ctx context.Context, t *taking, rules []rateRule) (bool, error) {
+	if len(rules) == 0 {
+		return true, nil
 	}
+	refused, _, err := r.p.rates.take(ctx, t.c.info.values, rules)
+	return err == nil && refused == nil, err
+}
+
+// handOut adds t's chunk to the answer of the request being filled, moving on to the
+// next request once it has its Max, and counts it.
+func (r *run) handOut(t *taking, f frame) {
+	c := &t.c
 	ch := Chunk{
-		Token: tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex,
+		Token: t.tok, SubmissionID: c.key.SubmissionID, ChunkIndex: c.key.ChunkIndex,
 		Prefix: c.info.prefix, Metadata: c.info.metadata, StrategicMetadata: c.info.strategic,
 		StrategicValues: c.info.decoded, Retries: c.retries, ExpiresAt: r.expires,
 		Traceparent: c.info.traceparent,
@@ -162,16 +255,15 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 		ch.Input = c.input
 	}
 	r.out = append(r.out, ch)
-	r.bytes += size
+	r.bytes += t.size
 	for _, s := range f.fairs {
 		s.add(c.info.values)
 	}
-	r.p.countValues(c, f.counted)
-	if _, held := r.filling(); held >= ask.Max {
+	r.p.countValues(*c, f.counted)
+	if ask, held := r.filling(); held >= ask.Max {
 		r.next()
 	}
 	r.p.reserved.Add(1)
-	return true, nil
 }
 
 // throttled reports whether a consumer's throttle keeps c back (DESIGN.md §3): under every
