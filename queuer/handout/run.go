@@ -55,6 +55,11 @@ type Chunk struct {
 	Traceparent string
 }
 
+// key is the chunk's key in the reserver.
+func (ch Chunk) key() reserver.Key {
+	return reserver.Key{SubmissionID: ch.SubmissionID, ChunkIndex: ch.ChunkIndex}
+}
+
 // Bounds of one reserve request.
 const (
 	// scanRowsMax bounds the rows one request reads past chunks it cannot take (reserved
@@ -244,9 +249,8 @@ func (p *Path) GiveBack(out []Chunk) {
 	freed := make([]notify.Freed, len(out))
 	for i, c := range out {
 		tokens[i] = c.Token
-		shards[i] = submissions.ShardOf(c.SubmissionID, int(c.ChunkIndex), p.shardCount)
-		freed[i] = notify.Freed{Key: reserver.Key{SubmissionID: c.SubmissionID, ChunkIndex: c.ChunkIndex},
-			Shard: shards[i], Retries: notify.NotRetried, Token: c.Token}
+		shards[i] = p.shardOf(c)
+		freed[i] = notify.Freed{Key: c.key(), Shard: shards[i], Retries: notify.NotRetried, Token: c.Token}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), undoNotifyTimeout)
 	defer cancel()
@@ -255,6 +259,11 @@ func (p *Path) GiveBack(out []Chunk) {
 	if err := notify.SendWork(ctx, p.cfg.Pool, shards); err != nil {
 		p.cfg.Log.Warn("announcing chunks given back", slog.Int("chunks", len(out)), slog.Any("error", err))
 	}
+}
+
+// shardOf is the shard that holds ch.
+func (p *Path) shardOf(ch Chunk) int {
+	return submissions.ShardOf(ch.SubmissionID, int(ch.ChunkIndex), p.shardCount)
 }
 
 // undoNotifyTimeout bounds the statements of a GiveBack, which runs whether or not the

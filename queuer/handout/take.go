@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"opsq/claims"
-	"opsq/queuer/submissions"
 	"opsq/queuer/tokens"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
@@ -314,8 +313,7 @@ func (r *run) reread(ctx context.Context, from int) error {
 	var chunks []opsqsql.Chunk
 	for _, ch := range r.out[from:] {
 		if ch.Prefix == nil {
-			shard := submissions.ShardOf(ch.SubmissionID, int(ch.ChunkIndex), r.p.shardCount)
-			chunks = append(chunks, opsqsql.Chunk{Shard: shard, SubmissionID: ch.SubmissionID, ChunkIndex: ch.ChunkIndex})
+			chunks = append(chunks, opsqsql.Chunk{Shard: r.p.shardOf(ch), SubmissionID: ch.SubmissionID, ChunkIndex: ch.ChunkIndex})
 		}
 	}
 	if len(chunks) == 0 {
@@ -333,7 +331,7 @@ func (r *run) reread(ctx context.Context, from int) error {
 	var gone []Chunk
 	for _, ch := range r.out[from:] {
 		if ch.Prefix == nil {
-			in, ok := inputs[reserver.Key{SubmissionID: ch.SubmissionID, ChunkIndex: ch.ChunkIndex}]
+			in, ok := inputs[ch.key()]
 			if !ok {
 				gone = append(gone, ch)
 				continue
