@@ -1,17 +1,43 @@
-// Package handout is the reserve path of one instance: it walks a strategy tree over the
-// shards this instance owns (walk.go), streams each leaf's candidates from the database
-// (the candidate queries strategy compiles, on connections of their own) and takes them
-// into the in-memory reserver, signing a token for each. What keeps that cheap lives here
-// too: reserves at the same moment share one scan (shared.go), a scan's rest is kept as
-// the leaf's buffer (buffer.go), ordered scans resume past runs of reserved chunks
-// (hints.go), the submissions' metadata is cached (infos.go), and chunks finished while a
-// scan runs are tombstoned so that it cannot hand them out (tombstones.go). It holds the
-// max_simultaneous slots in the database (holds.go), leases rate_limit tokens (rates.go), previews a reserve (preview.go),
-// counts the chunks it hands out per value of the keys limited (Config.ValueRates), and
-// keeps the planner's statistics of its partitions honest (planstats.go).
+// Package handout hands out chunks: it is the reserve path of one instance, from a
+// request to the chunks reserved for it on the shards this instance owns.
 //
-// It does not forward a reserve to other instances (queuer/peers), wait for work
-// (queuer/waiters), or record outcomes (queuer/outcome). It learns of every change to the
-// chunks it caches from the events (Handle), and raises those it makes itself (chunks it
-// gives back).
+// It owns the reserve itself: a strategy tree walked over this instance's shards, each
+// leaf's candidates streamed from the database and taken one by one into the in-memory
+// reserver under a signed token, each through the same ordered admission checks. It owns
+// what keeps that cheap (reserves of the same moment share one run, a scan's rest is kept
+// as its leaf's buffer, ordered scans resume past runs of reserved chunks, the
+// submissions' metadata is cached), and what keeps it right (tombstones for the chunks
+// finished or retried while a scan runs, the global max_simultaneous slots, the
+// rate_limit token leases). It also gives back the chunks a reserve could not deliver, previews a
+// reserve, counts the chunks it hands out per value of the keys limited
+// (Config.ValueRates), and keeps the planner's statistics of its partitions honest. It
+// learns of every change to what it caches from the events (Handle), and raises the one
+// it makes itself: chunks given back.
+//
+// It does not lease its shards (package claims: it reads their leases, and publishes
+// their in-flight counts), keep the reservations (package reserver), forward a reserve
+// to other instances (package peers), wait for work (package waiters), record outcomes
+// (package outcome), or check a request's bounds (package api). Its statements are
+// package sql's; the candidate queries are compiled by package strategy.
+//
+// Where things are:
+//
+//	path.go        Path: configuration, start and stop, the periodic jobs, the events
+//	shared.go      Reserve: the reserves of one moment share a run
+//	run.go         a run and its lifetime: its requests, their answers, chunks given back
+//	walk.go        the walk of a strategy tree, for a run and a preview alike
+//	fair.go        weighted_fair's turns (a deficit round robin)
+//	scan.go        the scan of a leaf's candidates: from its buffer, over the shards,
+//	               or over a few submissions one by one
+//	take.go        the take: candidates through the admission checks, with one undo
+//	buffer.go      the candidates a scan read past its answers, for the next reserves
+//	hints.go       where an ordered scan resumes, past its run of reserved chunks
+//	infos.go       the submissions' metadata, cached
+//	tombstones.go  the chunks finished or retried while a scan runs
+//	tenants.go     requests confined to tenants; the submissions looked up before a scan
+//	holds.go       the max_simultaneous slots (opsq.holds)
+//	rates.go       the rate_limit token leases (opsq.rate_buckets)
+//	answer.go      what a chunk takes in an answer (Request.MaxBytes)
+//	preview.go     Preview: what a reserve would hand out, taking nothing
+//	planstats.go   the planner's statistics of the instance's partitions
 package handout
