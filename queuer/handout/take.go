@@ -178,6 +178,7 @@ func (r *run) admit(ctx context.Context, a admission, t *taking, f *frame) (bool
 func (r *run) undo(ctx context.Context, t *taking, a admission, limits []rule, err error) {
 	switch {
 	case a <= admitReserve:
+		// Nothing was taken yet: a refused reservation holds nothing.
 	case err != nil:
 		r.p.GiveBack([]Chunk{{Token: t.tok, SubmissionID: t.c.key.SubmissionID, ChunkIndex: t.c.key.ChunkIndex}})
 	default:
