@@ -218,7 +218,7 @@ func (s *server) checkTenant(c echo.Context, id int64) error {
 	if !ok {
 		return nil
 	}
-	t, err := s.q.Submissions().TenantOf(c.Request().Context(), id)
+	t, err := s.q.TenantOf(c.Request().Context(), id)
 	if err != nil {
 		return err // unknown: 404
 	}

@@ -3,9 +3,10 @@ package api
 import (
 	"fmt"
 	"math"
-	"opsq/queuer/submissions"
 	"strings"
 	"unicode/utf8"
+
+	"opsq/queuer"
 )
 
 // Bounds of what a client sends (DESIGN.md §3 "Bounded by design"). A request past any of
@@ -25,7 +26,7 @@ const (
 	MaxSubmissionChunksDefault = 100_000_000
 	// MaxErrorBytes is how much of a fail's error is kept, in bytes; a longer error is
 	// cut at a character boundary and the cut is marked (see cutError).
-	MaxErrorBytes = submissions.ErrorMax
+	MaxErrorBytes = queuer.ErrorMax
 	// MaxConsumerBytes bounds the consumer name of a reserve, in bytes.
 	MaxConsumerBytes = 256
 	// MaxReserveBytesDefault is the default of Config.MaxReserveBytes
@@ -138,4 +139,4 @@ func hex4(raw []byte, at int) (rune, bool) {
 
 // cutError keeps at most MaxErrorBytes of a fail's error: a longer one is cut at a
 // character boundary and ends with a mark saying how many bytes were cut.
-func cutError(s string) string { return submissions.CutError(s) }
+func cutError(s string) string { return queuer.CutError(s) }

@@ -339,7 +339,7 @@ func TestMaxSimultaneousRemembersFullValues(t *testing.T) {
 		chunks[i] = "c"
 	}
 	sub := queuer.NewSubmission{StrategicMetadata: json.RawMessage(`{"company_id": 1}`)}
-	if _, err := q.Submissions().Submit(t.Context(), sub, arenaOf(chunks)); err != nil {
+	if _, err := q.Submit(t.Context(), sub, arenaOf(chunks)); err != nil {
 		t.Fatal(err)
 	}
 	reserve := func(max int) []queuer.Chunk {

@@ -10,7 +10,7 @@ import (
 )
 
 func (s *server) cluster(c echo.Context) error {
-	cl, err := s.q.Admin().Cluster(c.Request().Context())
+	cl, err := s.q.Cluster(c.Request().Context())
 	if err != nil {
 		return err
 	}

@@ -171,73 +171,82 @@ func (s *server) parseReserve(raw []byte) (queuer.ReserveRequest, error) {
 	return req, nil
 }
 
+// completionIn and failureIn are the items of a complete's and a fail's body.
+type (
+	completionIn struct {
+		Token  *string         `json:"token"`
+		Output json.RawMessage `json:"output"`
+	}
+	failureIn struct {
+		Token      *string         `json:"token"`
+		Error      json.RawMessage `json:"error"`
+		Retry      *bool           `json:"retry"`
+		RetryAfter json.RawMessage `json:"retry_after"`
+	}
+)
+
 func (s *server) complete(c echo.Context) error {
 	var body struct {
-		Completions []struct {
-			Token  *string         `json:"token"`
-			Output json.RawMessage `json:"output"`
-		} `json:"completions"`
+		Completions []completionIn `json:"completions"`
 	}
-	if err := s.decodeBody(c, &body); err != nil {
-		return err
-	}
-	if len(body.Completions) > wire.MaxRequestItems {
-		return badRequest("completions: at most %d per request", wire.MaxRequestItems)
-	}
-	items := make([]queuer.Completion, len(body.Completions))
-	for i, it := range body.Completions {
-		if it.Token == nil {
-			return badRequest("completions[%d].token: required", i)
-		}
-		output, err := decodeContent(fmt.Sprintf("completions[%d].output", i), it.Output)
-		if err != nil {
-			return err
-		}
-		items[i] = queuer.Completion{Token: *it.Token, Output: []byte(output)}
-	}
-	status, err := confineTokens(s, c, items, func(it queuer.Completion) string { return it.Token }, s.q.Complete)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, tokenResults(len(items), func(i int) string { return items[i].Token }, status))
+	return recordOutcomes(s, c, "completions", &body, &body.Completions,
+		func(field string, it completionIn) (queuer.Completion, error) {
+			output, err := decodeContent(field+".output", it.Output)
+			return queuer.Completion{Token: *it.Token, Output: []byte(output)}, err
+		},
+		func(it queuer.Completion) string { return it.Token }, s.q.Complete)
 }
 
 func (s *server) fail(c echo.Context) error {
 	var body struct {
-		Failures []struct {
-			Token      *string         `json:"token"`
-			Error      json.RawMessage `json:"error"`
-			Retry      *bool           `json:"retry"`
-			RetryAfter json.RawMessage `json:"retry_after"`
-		} `json:"failures"`
+		Failures []failureIn `json:"failures"`
 	}
-	if err := s.decodeBody(c, &body); err != nil {
+	return recordOutcomes(s, c, "failures", &body, &body.Failures,
+		func(field string, it failureIn) (queuer.Failure, error) {
+			msg, err := decodeText(field+".error", it.Error, 0)
+			if err != nil {
+				return queuer.Failure{}, err
+			}
+			after, err := parseRetryAfter(field+".retry_after", it.RetryAfter)
+			return queuer.Failure{Token: *it.Token, Error: cutError(msg), Retry: it.Retry == nil || *it.Retry, RetryAfter: after}, err
+		},
+		func(it queuer.Failure) string { return it.Token }, s.q.Fail)
+}
+
+// recordOutcomes is the body of complete and fail: it decodes body, whose list of items
+// is named field, checks each item's token and makes it the engine's item with
+// toItem (given the item's field path, "failures[3]"), records the items whose tokens the
+// caller may act on with do, and answers each token's status in request order.
+func recordOutcomes[In interface{ token() *string }, T any](s *server, c echo.Context, field string, body any, list *[]In,
+	toItem func(field string, in In) (T, error), tokenOf func(T) string,
+	do func(context.Context, []T) ([]wire.TokenStatus, error)) error {
+	if err := s.decodeBody(c, body); err != nil {
 		return err
 	}
-	if len(body.Failures) > wire.MaxRequestItems {
-		return badRequest("failures: at most %d per request", wire.MaxRequestItems)
+	if len(*list) > wire.MaxRequestItems {
+		return badRequest("%s: at most %d per request", field, wire.MaxRequestItems)
 	}
-	items := make([]queuer.Failure, len(body.Failures))
-	for i, it := range body.Failures {
-		if it.Token == nil {
-			return badRequest("failures[%d].token: required", i)
+	items := make([]T, len(*list))
+	for i, in := range *list {
+		at := fmt.Sprintf("%s[%d]", field, i)
+		if in.token() == nil {
+			return badRequest("%s.token: required", at)
 		}
-		msg, err := decodeText(fmt.Sprintf("failures[%d].error", i), it.Error, 0)
+		item, err := toItem(at, in)
 		if err != nil {
 			return err
 		}
-		after, err := parseRetryAfter(fmt.Sprintf("failures[%d].retry_after", i), it.RetryAfter)
-		if err != nil {
-			return err
-		}
-		items[i] = queuer.Failure{Token: *it.Token, Error: cutError(msg), Retry: it.Retry == nil || *it.Retry, RetryAfter: after}
+		items[i] = item
 	}
-	status, err := confineTokens(s, c, items, func(it queuer.Failure) string { return it.Token }, s.q.Fail)
+	status, err := confineTokens(s, c, items, tokenOf, do)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, tokenResults(len(items), func(i int) string { return items[i].Token }, status))
+	return c.JSON(http.StatusOK, tokenResults(len(items), func(i int) string { return tokenOf(items[i]) }, status))
 }
+
+func (in completionIn) token() *string { return in.Token }
+func (in failureIn) token() *string    { return in.Token }
 
 // confineTokens runs do on the items whose tokens the caller may act on, and answers
 // "unknown" for the others (DESIGN.md §8): the tokens of chunks of tenants a consumer key

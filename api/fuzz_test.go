@@ -15,7 +15,6 @@ import (
 
 	"opsq/api/wire"
 	"opsq/queuer"
-	"opsq/queuer/submissions"
 )
 
 // Fuzz targets of what a client sends: the submission body (JSON), the NDJSON reader and
@@ -138,7 +137,7 @@ func headerJSON(sub queuer.NewSubmission) map[string]any {
 	if lc.OnFailure != nil {
 		h["on_failure"] = lc.OnFailure
 	}
-	if lc.Backoff != (submissions.Backoff{}) {
+	if lc.Backoff != (queuer.Backoff{}) {
 		h["retry_backoff"] = map[string]any{"initial": lc.Backoff.Initial.String(), "factor": lc.Backoff.Factor, "max": lc.Backoff.Max.String()}
 	}
 	if !lc.NotBefore.IsZero() {

@@ -13,7 +13,6 @@ import (
 
 	"opsq/api/wire"
 	"opsq/queuer"
-	"opsq/queuer/submissions"
 )
 
 // Bounds of the submission header, checked in parseHeader.
@@ -105,7 +104,7 @@ func parseHeader(fields map[string]json.RawMessage, allowChunks bool, maxChunks 
 			if err := json.Unmarshal(raw, &sub.Tenant); err != nil {
 				return sub, badRequest("tenant: must be a string")
 			}
-			if err := submissions.CheckTenant(sub.Tenant); err != nil {
+			if err := queuer.CheckTenant(sub.Tenant); err != nil {
 				return sub, badRequest("tenant: %v", err)
 			}
 		case "not_before":
@@ -157,7 +156,7 @@ func parseStrategicMetadata(raw json.RawMessage) (json.RawMessage, error) {
 		if key == "" || len(key) > MaxStrategicKeyBytes || strings.ContainsRune(key, 0) {
 			return nil, badRequest("strategic_metadata: a key must be 1 to %d bytes without NUL characters, not %q", MaxStrategicKeyBytes, abbreviate([]byte(key)))
 		}
-		if key == submissions.TenantKey {
+		if key == queuer.TenantKey {
 			return nil, badRequest("strategic_metadata: the key %s is reserved: it is the submission's tenant (the field tenant, or the producer key's)", key)
 		}
 		var mv wire.MetadataValue

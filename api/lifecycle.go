@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"opsq/api/wire"
-	"opsq/queuer/submissions"
+	"opsq/queuer"
 )
 
 // The lifecycle fields of a submission (DESIGN.md §3): on_failure, retry_backoff and
@@ -25,17 +25,17 @@ const onFailureForms = `"fail_submission", "continue", {"fail_after": {"chunks":
 
 // parseOnFailure reads on_failure into the policy it sets and the canonical JSON echoed in
 // the status.
-func parseOnFailure(raw json.RawMessage) (submissions.FailurePolicy, json.RawMessage, error) {
-	bad := func() (submissions.FailurePolicy, json.RawMessage, error) {
-		return submissions.FailurePolicy{}, nil, badRequest("on_failure: must be %s, not %s", onFailureForms, abbreviate(raw))
+func parseOnFailure(raw json.RawMessage) (queuer.FailurePolicy, json.RawMessage, error) {
+	bad := func() (queuer.FailurePolicy, json.RawMessage, error) {
+		return queuer.FailurePolicy{}, nil, badRequest("on_failure: must be %s, not %s", onFailureForms, abbreviate(raw))
 	}
 	var word string
 	if json.Unmarshal(raw, &word) == nil {
 		switch word {
 		case "fail_submission":
-			return submissions.FailurePolicy{}, wire.OnFailureFailSubmission, nil
+			return queuer.FailurePolicy{}, wire.OnFailureFailSubmission, nil
 		case "continue":
-			return submissions.FailurePolicy{Continue: true}, wire.OnFailureContinue, nil
+			return queuer.FailurePolicy{Continue: true}, wire.OnFailureContinue, nil
 		}
 		return bad()
 	}
@@ -51,26 +51,26 @@ func parseOnFailure(raw json.RawMessage) (submissions.FailurePolicy, json.RawMes
 	case inner["chunks"] != nil:
 		var k int64
 		if err := json.Unmarshal(inner["chunks"], &k); err != nil || k < 0 || k > maxFailAfterChunks {
-			return submissions.FailurePolicy{}, nil, badRequest("on_failure: fail_after.chunks must be an integer between 0 and %d, not %s", maxFailAfterChunks, abbreviate(inner["chunks"]))
+			return queuer.FailurePolicy{}, nil, badRequest("on_failure: fail_after.chunks must be an integer between 0 and %d, not %s", maxFailAfterChunks, abbreviate(inner["chunks"]))
 		}
-		return submissions.FailurePolicy{AfterChunks: &k}, wire.OnFailureAfterChunks(k), nil
+		return queuer.FailurePolicy{AfterChunks: &k}, wire.OnFailureAfterChunks(k), nil
 	case inner["fraction"] != nil:
 		var f float64
 		if err := json.Unmarshal(inner["fraction"], &f); err != nil || !(f > 0 && f <= 1) {
-			return submissions.FailurePolicy{}, nil, badRequest("on_failure: fail_after.fraction must be a number greater than 0 and at most 1, not %s", abbreviate(inner["fraction"]))
+			return queuer.FailurePolicy{}, nil, badRequest("on_failure: fail_after.fraction must be a number greater than 0 and at most 1, not %s", abbreviate(inner["fraction"]))
 		}
-		return submissions.FailurePolicy{AfterFraction: &f}, wire.OnFailureAfterFraction(f), nil
+		return queuer.FailurePolicy{AfterFraction: &f}, wire.OnFailureAfterFraction(f), nil
 	}
 	return bad()
 }
 
 // parseBackoff reads retry_backoff. The answer has every field set, the defaults applied
 // here: "initial": "0s" (retry at once) is a value, not an absent field.
-func parseBackoff(raw json.RawMessage) (submissions.Backoff, error) {
-	b := submissions.Backoff{
-		Initial: submissions.BackoffInitialDefault,
-		Factor:  submissions.BackoffFactorDefault,
-		Max:     submissions.BackoffMaxDefault,
+func parseBackoff(raw json.RawMessage) (queuer.Backoff, error) {
+	b := queuer.Backoff{
+		Initial: queuer.BackoffInitialDefault,
+		Factor:  queuer.BackoffFactorDefault,
+		Max:     queuer.BackoffMaxDefault,
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
@@ -122,7 +122,7 @@ func parseBackoff(raw json.RawMessage) (submissions.Backoff, error) {
 		}
 	}
 	if b.Max < b.Initial {
-		return b, badRequest("retry_backoff.max: %s is less than initial (%s); the default max is %s", b.Max, b.Initial, submissions.BackoffMaxDefault)
+		return b, badRequest("retry_backoff.max: %s is less than initial (%s); the default max is %s", b.Max, b.Initial, queuer.BackoffMaxDefault)
 	}
 	return b, nil
 }
@@ -141,13 +141,13 @@ func parseNotBefore(raw json.RawMessage, now time.Time) (time.Time, error) {
 		if derr != nil || d < 0 {
 			return time.Time{}, badRequest("not_before: %q is neither an RFC 3339 time (such as \"2026-01-02T15:04:05Z\") nor a duration from now of 0s or more (such as \"10m\")", abbreviate([]byte(s)))
 		}
-		if d > submissions.NotBeforeMax {
-			return time.Time{}, badRequest("not_before: %s is more than %s ahead", d, progressDays(submissions.NotBeforeMax))
+		if d > queuer.NotBeforeMax {
+			return time.Time{}, badRequest("not_before: %s is more than %s ahead", d, progressDays(queuer.NotBeforeMax))
 		}
 		return now.Add(d), nil
 	}
-	if t.Sub(now) > submissions.NotBeforeMax {
-		return time.Time{}, badRequest("not_before: %s is more than %s ahead", t.UTC().Format(time.RFC3339), progressDays(submissions.NotBeforeMax))
+	if t.Sub(now) > queuer.NotBeforeMax {
+		return time.Time{}, badRequest("not_before: %s is more than %s ahead", t.UTC().Format(time.RFC3339), progressDays(queuer.NotBeforeMax))
 	}
 	return t, nil
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/queuer/submissions"
+	"opsq/queuer"
 )
 
 // The lifecycle fields of a submission, and the bad input of the routes of failures,
@@ -84,14 +84,14 @@ func TestParseOnFailure(t *testing.T) {
 	f := func(x float64) *float64 { return &x }
 	for _, tc := range []struct {
 		in, echo string
-		want     submissions.FailurePolicy
+		want     queuer.FailurePolicy
 	}{
-		{`"fail_submission"`, `"fail_submission"`, submissions.FailurePolicy{}},
-		{`"continue"`, `"continue"`, submissions.FailurePolicy{Continue: true}},
-		{`{"fail_after": {"chunks": 0}}`, `{"fail_after":{"chunks":0}}`, submissions.FailurePolicy{AfterChunks: k(0)}},
-		{` { "fail_after" : { "chunks" : 12 } } `, `{"fail_after":{"chunks":12}}`, submissions.FailurePolicy{AfterChunks: k(12)}},
-		{`{"fail_after": {"fraction": 0.25}}`, `{"fail_after":{"fraction":0.25}}`, submissions.FailurePolicy{AfterFraction: f(0.25)}},
-		{`{"fail_after": {"fraction": 1}}`, `{"fail_after":{"fraction":1}}`, submissions.FailurePolicy{AfterFraction: f(1)}},
+		{`"fail_submission"`, `"fail_submission"`, queuer.FailurePolicy{}},
+		{`"continue"`, `"continue"`, queuer.FailurePolicy{Continue: true}},
+		{`{"fail_after": {"chunks": 0}}`, `{"fail_after":{"chunks":0}}`, queuer.FailurePolicy{AfterChunks: k(0)}},
+		{` { "fail_after" : { "chunks" : 12 } } `, `{"fail_after":{"chunks":12}}`, queuer.FailurePolicy{AfterChunks: k(12)}},
+		{`{"fail_after": {"fraction": 0.25}}`, `{"fail_after":{"fraction":0.25}}`, queuer.FailurePolicy{AfterFraction: f(0.25)}},
+		{`{"fail_after": {"fraction": 1}}`, `{"fail_after":{"fraction":1}}`, queuer.FailurePolicy{AfterFraction: f(1)}},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			t.Parallel()
@@ -116,13 +116,13 @@ func TestParseBackoff(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		in   string
-		want submissions.Backoff
+		want queuer.Backoff
 	}{
-		{`{}`, submissions.Backoff{Initial: time.Second, Factor: 2, Max: time.Minute}},
-		{`{"initial": "0s"}`, submissions.Backoff{Initial: 0, Factor: 2, Max: time.Minute}},
-		{`{"initial": "5s", "factor": 1.5, "max": "10m"}`, submissions.Backoff{Initial: 5 * time.Second, Factor: 1.5, Max: 10 * time.Minute}},
-		{`{"initial": null, "factor": 0.5, "max": "24h"}`, submissions.Backoff{Initial: time.Second, Factor: 0.5, Max: 24 * time.Hour}},
-		{`{"initial": "1m", "max": "1m"}`, submissions.Backoff{Initial: time.Minute, Factor: 2, Max: time.Minute}},
+		{`{}`, queuer.Backoff{Initial: time.Second, Factor: 2, Max: time.Minute}},
+		{`{"initial": "0s"}`, queuer.Backoff{Initial: 0, Factor: 2, Max: time.Minute}},
+		{`{"initial": "5s", "factor": 1.5, "max": "10m"}`, queuer.Backoff{Initial: 5 * time.Second, Factor: 1.5, Max: 10 * time.Minute}},
+		{`{"initial": null, "factor": 0.5, "max": "24h"}`, queuer.Backoff{Initial: time.Second, Factor: 0.5, Max: 24 * time.Hour}},
+		{`{"initial": "1m", "max": "1m"}`, queuer.Backoff{Initial: time.Minute, Factor: 2, Max: time.Minute}},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			t.Parallel()
@@ -184,7 +184,7 @@ func TestSubmitLifecycleParsed(t *testing.T) {
 	if string(lc.OnFailure) != `{"fail_after":{"fraction":0.1}}` || lc.Policy.AfterFraction == nil || *lc.Policy.AfterFraction != 0.1 {
 		t.Errorf("on_failure %s, policy %+v; want fail_after fraction 0.1", lc.OnFailure, lc.Policy)
 	}
-	if lc.Backoff != (submissions.Backoff{Initial: 0, Factor: 3, Max: 2 * time.Minute}) {
+	if lc.Backoff != (queuer.Backoff{Initial: 0, Factor: 3, Max: 2 * time.Minute}) {
 		t.Errorf("backoff %+v; want 0s × 3 up to 2m", lc.Backoff)
 	}
 	if d := time.Until(lc.NotBefore); d < 59*time.Minute || d > time.Hour {
@@ -192,7 +192,7 @@ func TestSubmitLifecycleParsed(t *testing.T) {
 	}
 	// None given: the zero Lifecycle, the defaults.
 	sub, _, err = parseJSONBody(s, []byte(`{"chunks": ["a"]}`))
-	if err != nil || sub.Lifecycle.OnFailure != nil || sub.Lifecycle.Backoff != (submissions.Backoff{}) || !sub.Lifecycle.NotBefore.IsZero() {
+	if err != nil || sub.Lifecycle.OnFailure != nil || sub.Lifecycle.Backoff != (queuer.Backoff{}) || !sub.Lifecycle.NotBefore.IsZero() {
 		t.Errorf("got %+v, %v; want the zero Lifecycle", sub.Lifecycle, err)
 	}
 }

@@ -153,7 +153,7 @@ func (c *queuerCollector) Collect(ch chan<- prometheus.Metric) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	cs, err := c.q.Admin().ClusterStats(ctx)
+	cs, err := c.q.ClusterStats(ctx)
 	ch <- prometheus.MustNewConstMetric(descClusterAge, prometheus.GaugeValue, time.Since(cmp.Or(cs.At, c.made)).Seconds())
 	if err != nil {
 		// The last read failed (the database is unreachable or slow): figures read before

@@ -13,7 +13,6 @@ import (
 
 	"opsq/api/wire"
 	"opsq/queuer"
-	"opsq/queuer/submissions"
 )
 
 // When work goes wrong (DESIGN.md §3): a submission's failed chunks, retrying them (one
@@ -34,8 +33,8 @@ func (s *server) failures(c echo.Context) error {
 	limit := FailuresLimitDefault
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > submissions.FailuresPageMax {
-			return badRequest("limit: must be an integer between 1 and %d", submissions.FailuresPageMax)
+		if err != nil || n < 1 || n > queuer.FailuresPageMax {
+			return badRequest("limit: must be an integer between 1 and %d", queuer.FailuresPageMax)
 		}
 		limit = n
 	}
@@ -50,7 +49,7 @@ func (s *server) failures(c echo.Context) error {
 	if err := s.checkTenant(c, id); err != nil {
 		return err
 	}
-	list, more, err := s.q.Submissions().Failures(c.Request().Context(), id, after, limit)
+	list, more, err := s.q.Failures(c.Request().Context(), id, after, limit)
 	if err != nil {
 		return err
 	}
@@ -121,7 +120,7 @@ func (s *server) retry(c echo.Context) error {
 	if err := s.checkTenant(c, id); err != nil {
 		return err
 	}
-	st, err := s.q.Submissions().Retry(c.Request().Context(), id, opts)
+	st, err := s.q.Retry(c.Request().Context(), id, opts)
 	if err != nil {
 		return err
 	}
@@ -174,8 +173,8 @@ func (s *server) retryMany(c echo.Context) error {
 		sel.Key, sel.Value = *body.Key, canonical
 	}
 	if body.Limit != nil {
-		if *body.Limit < 1 || *body.Limit > submissions.RetryManyMax {
-			return badRequest("limit: must be an integer between 1 and %d", submissions.RetryManyMax)
+		if *body.Limit < 1 || *body.Limit > queuer.RetryManyMax {
+			return badRequest("limit: must be an integer between 1 and %d", queuer.RetryManyMax)
 		}
 		sel.Limit = *body.Limit
 	}
@@ -186,7 +185,7 @@ func (s *server) retryMany(c echo.Context) error {
 	if sel.Tenant, err = listTenant(c, named); err != nil {
 		return err
 	}
-	ids, err := s.q.Submissions().RetryMany(c.Request().Context(), sel, opts)
+	ids, err := s.q.RetryMany(c.Request().Context(), sel, opts)
 	if err != nil {
 		return err
 	}
@@ -198,14 +197,14 @@ func (s *server) retryMany(c echo.Context) error {
 }
 
 func (s *server) pause(c echo.Context) error {
-	return s.pauseOrResume(c, (*submissions.Store).Pause)
+	return s.pauseOrResume(c, (*queuer.Queuer).Pause)
 }
 
 func (s *server) resume(c echo.Context) error {
-	return s.pauseOrResume(c, (*submissions.Store).Resume)
+	return s.pauseOrResume(c, (*queuer.Queuer).Resume)
 }
 
-func (s *server) pauseOrResume(c echo.Context, do func(*submissions.Store, context.Context, int64) (queuer.Status, error)) error {
+func (s *server) pauseOrResume(c echo.Context, do func(*queuer.Queuer, context.Context, int64) (queuer.Status, error)) error {
 	id, err := parseID(c.Param("id"), "id")
 	if err != nil {
 		return err
@@ -213,7 +212,7 @@ func (s *server) pauseOrResume(c echo.Context, do func(*submissions.Store, conte
 	if err := s.checkTenant(c, id); err != nil {
 		return err
 	}
-	st, err := do(s.q.Submissions(), c.Request().Context(), id)
+	st, err := do(s.q, c.Request().Context(), id)
 	if err != nil {
 		return err
 	}

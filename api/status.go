@@ -16,7 +16,6 @@ import (
 
 	"opsq/api/wire"
 	"opsq/queuer"
-	"opsq/queuer/submissions"
 )
 
 func (s *server) status(c echo.Context) error {
@@ -33,9 +32,9 @@ func (s *server) status(c echo.Context) error {
 	}
 	var st queuer.Status
 	if wait > 0 {
-		st, err = s.q.Submissions().WaitFinished(c.Request().Context(), id, wait)
+		st, err = s.q.WaitFinished(c.Request().Context(), id, wait)
 	} else {
-		st, err = s.q.Submissions().Status(c.Request().Context(), id)
+		st, err = s.q.Status(c.Request().Context(), id)
 	}
 	if err != nil {
 		return err
@@ -70,7 +69,7 @@ func (s *server) results(c echo.Context) error {
 		resp.WriteHeader(http.StatusOK)
 	}
 	if !follow {
-		err = s.q.Submissions().Results(ctx, id, func(r queuer.Result) error {
+		err = s.q.Results(ctx, id, func(r queuer.Result) error {
 			if !started {
 				start()
 			}
@@ -79,7 +78,7 @@ func (s *server) results(c echo.Context) error {
 	} else {
 		// The status line goes out at once, so that a follower knows the submission
 		// exists while it waits for the first line: an unknown id is a 404 first.
-		if _, err := s.q.Submissions().Status(ctx, id); err != nil {
+		if _, err := s.q.Status(ctx, id); err != nil {
 			return err
 		}
 		start()
@@ -89,7 +88,7 @@ func (s *server) results(c echo.Context) error {
 		resp.Flush()
 		fctx, cancel := context.WithTimeout(ctx, s.cfg.MaxFollow)
 		defer cancel()
-		err = s.q.Submissions().FollowResults(fctx, id, func(r queuer.Result) error {
+		err = s.q.FollowResults(fctx, id, func(r queuer.Result) error {
 			if err := enc.Encode(toResult(r)); err != nil {
 				return err
 			}
@@ -132,7 +131,7 @@ func parseBool(v, field string) (bool, error) {
 
 // toResult is a results line as the wire has it.
 func toResult(r queuer.Result) wire.Result {
-	if r.State == submissions.ResultCompleted {
+	if r.State == queuer.ResultCompleted {
 		out := string(r.Output)
 		return wire.Result{ChunkIndex: r.ChunkIndex, Output: &out}
 	}
@@ -147,7 +146,7 @@ func (s *server) cancel(c echo.Context) error {
 	if err := s.checkTenant(c, id); err != nil {
 		return err
 	}
-	st, err := s.q.Submissions().Cancel(c.Request().Context(), id)
+	st, err := s.q.Cancel(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -202,7 +201,7 @@ func (s *server) list(c echo.Context) error {
 	if err := holdOf(c).growTo(c.Request().Context(), listPageFactor*MaxListPageBytes); err != nil {
 		return err
 	}
-	list, more, err := s.q.Submissions().List(c.Request().Context(), opts)
+	list, more, err := s.q.List(c.Request().Context(), opts)
 	if err != nil {
 		return err
 	}
@@ -220,7 +219,7 @@ func (s *server) list(c echo.Context) error {
 // (naming another is 403), or the one named by an admin key or without keys ("": all).
 func listTenant(c echo.Context, named string) (string, error) {
 	if named != "" {
-		if err := submissions.CheckTenant(named); err != nil {
+		if err := queuer.CheckTenant(named); err != nil {
 			return "", badRequest("tenant: %v", err)
 		}
 	}

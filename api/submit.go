@@ -66,13 +66,13 @@ func (s *server) ingest(ctx context.Context, c echo.Context) error {
 	if sub.Tenant, err = submitTenant(c, sub.Tenant); err != nil {
 		return err
 	}
-	created, err := s.q.Submissions().Submit(ctx, sub, chunks)
+	created, err := s.q.Submit(ctx, sub, chunks)
 	if err != nil {
 		return err
 	}
 	status := http.StatusCreated
 	if created.Existing {
-		st, err := s.q.Submissions().Status(ctx, created.ID)
+		st, err := s.q.Status(ctx, created.ID)
 		if err != nil {
 			return err
 		}

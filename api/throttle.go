@@ -11,7 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"opsq/api/wire"
-	"opsq/queuer/submissions"
+	"opsq/queuer"
 	"opsq/strategy"
 )
 
@@ -29,7 +29,7 @@ func (s *server) throttle(c echo.Context) error {
 		return err
 	}
 	if body.Key == nil || *body.Key == "" || len(*body.Key) > MaxStrategicKeyBytes || strings.ContainsRune(*body.Key, 0) {
-		return badRequest("key: must be a strategic metadata key (1 to %d bytes without NUL characters) or %s", MaxStrategicKeyBytes, submissions.TenantKey)
+		return badRequest("key: must be a strategic metadata key (1 to %d bytes without NUL characters) or %s", MaxStrategicKeyBytes, queuer.TenantKey)
 	}
 	if err := checkText("key", nil, *body.Key, MaxStrategicKeyBytes); err != nil {
 		return err
@@ -48,10 +48,10 @@ func (s *server) throttle(c echo.Context) error {
 	tenants, ok := confined(c)
 	if !ok {
 		tenants = nil // every tenant
-	} else if *body.Key == submissions.TenantKey && (!value.IsString() || !slices.Contains(tenants, value.Str())) {
+	} else if *body.Key == queuer.TenantKey && (!value.IsString() || !slices.Contains(tenants, value.Str())) {
 		return badRequest("value: a consumer limited to tenants may throttle only its own tenants (%s)", strings.Join(tenants, ", "))
 	}
-	until, err := s.q.Throttles().Set(c.Request().Context(), *body.Key, value.String(), tenants, d)
+	until, err := s.q.Throttle(c.Request().Context(), *body.Key, value.String(), tenants, d)
 	if err != nil {
 		return err
 	}

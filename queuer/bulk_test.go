@@ -75,7 +75,7 @@ func TestSubmitManyWritesTheRowsOfSubmit(t *testing.T) {
 	}
 	for _, i := range []int64{0, 1, 2, 999} {
 		want := bulkSubmission(i)
-		st, err := q.Submissions().Status(ctx, want.ID)
+		st, err := q.Status(ctx, want.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +139,7 @@ func TestCancelManyCancelsAsCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	finished := submitN(t, q, 1, NewSubmission{}) // cancelled before: left as it is
-	if _, err := q.Submissions().Cancel(ctx, finished); err != nil {
+	if _, err := q.Cancel(ctx, finished); err != nil {
 		t.Fatal(err)
 	}
 	ids := []int64{finished, 42} // and an unknown one
@@ -159,7 +159,7 @@ func TestCancelManyCancelsAsCancel(t *testing.T) {
 			t.Errorf("%d rows in opsq.%s after CancelMany; want %d", got, table, want)
 		}
 	}
-	st, err := q.Submissions().Status(ctx, first)
+	st, err := q.Status(ctx, first)
 	if err != nil || st.State != wire.StateCancelled || st.FinishedAt == nil {
 		t.Errorf("status of a submission after CancelMany = %+v, %v; want cancelled with finished_at", st, err)
 	}

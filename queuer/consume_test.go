@@ -70,7 +70,7 @@ func TestReserveCompleteWholeSubmission(t *testing.T) {
 			}
 		}
 	}
-	st, err := q.Submissions().Status(t.Context(), id)
+	st, err := q.Status(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestFailRetriesThenFailsTheSubmission(t *testing.T) {
 			t.Fatalf("attempt %d: repeated failure → %s; want already_finished", attempt, again[0])
 		}
 	}
-	st, err := q.Submissions().Status(t.Context(), id)
+	st, err := q.Status(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestFailWithoutRetry(t *testing.T) {
 	if status[0] != wire.StatusFailed || status[1] != wire.StatusUnknown {
 		t.Fatalf("statuses %v; want [failed unknown]", status)
 	}
-	if st, _ := q.Submissions().Status(t.Context(), id); st.State != wire.StateFailed {
+	if st, _ := q.Status(t.Context(), id); st.State != wire.StateFailed {
 		t.Fatalf("state %s; want failed", st.State)
 	}
 }
@@ -199,7 +199,7 @@ func TestExpiredLeaseCountsAnAttempt(t *testing.T) {
 	if len(again) != 1 || again[0].SubmissionID != id || again[0].Retries != 1 {
 		t.Fatalf("after expiry got %+v; want chunk of %d with retries 1", again, id)
 	}
-	st, err := q.Submissions().WaitFinished(ctx, doomed, 5*time.Second)
+	st, err := q.WaitFinished(ctx, doomed, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

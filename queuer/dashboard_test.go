@@ -17,7 +17,7 @@ import (
 func TestOverview(t *testing.T) {
 	t.Parallel()
 	q, _ := setup(t)
-	before, err := q.Admin().Overview(t.Context(), nil)
+	before, err := q.Overview(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestOverview(t *testing.T) {
 	}
 	small := submitN(t, q, 2, NewSubmission{})
 	big := submitN(t, q, 50, NewSubmission{})
-	o, err := q.Admin().Overview(t.Context(), &before.Now)
+	o, err := q.Overview(t.Context(), &before.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestOverview(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	after, err := q.Admin().Overview(t.Context(), &o.Now)
+	after, err := q.Overview(t.Context(), &o.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,14 +75,14 @@ func TestActivity(t *testing.T) {
 	}
 	q.activity.Write(ctx)
 
-	minutes, now, err := q.Admin().Minutes(ctx)
+	minutes, now, err := q.Minutes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(minutes) != 1 || minutes[0].Completed != 1 || minutes[0].Failed != 1 || now.Sub(minutes[0].At) > time.Minute {
 		t.Errorf("minutes: %+v (now %v); want one, this minute's, with 1 completed and 1 failed", minutes, now)
 	}
-	consumers, err := q.Admin().Consumers(ctx)
+	consumers, err := q.Consumers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,14 +103,14 @@ func TestActivity(t *testing.T) {
 	if _, err := pool.Exec(ctx, "UPDATE opsq.activity_minutes SET minute = minute - interval '1 day'"); err != nil {
 		t.Fatal(err)
 	}
-	if minutes, _, err := q.Admin().Minutes(ctx); err != nil || len(minutes) != 0 {
+	if minutes, _, err := q.Minutes(ctx); err != nil || len(minutes) != 0 {
 		t.Errorf("minutes after a day: %+v (%v); want none", minutes, err)
 	}
 	if _, err := q.Complete(ctx, []Completion{{Token: w1[2].Token, Output: []byte("ok")}}); err != nil {
 		t.Fatal(err)
 	}
 	q.activity.Write(ctx)
-	if minutes, _, err := q.Admin().Minutes(ctx); err != nil || len(minutes) != 1 || minutes[0].Completed != 1 || minutes[0].Failed != 0 {
+	if minutes, _, err := q.Minutes(ctx); err != nil || len(minutes) != 1 || minutes[0].Completed != 1 || minutes[0].Failed != 0 {
 		t.Errorf("minutes after a day and one completion: %+v (%v); want one with 1 completed, 0 failed", minutes, err)
 	}
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.activity_minutes"); n != 1 {
@@ -155,10 +155,10 @@ func TestValueRates(t *testing.T) {
 	}
 	// A throttle of region = "asia": the chunks handed out are counted per region, under
 	// any strategy.
-	if _, err := q1.Throttles().Set(ctx, "region", `"asia"`, nil, time.Minute); err != nil {
+	if _, err := q1.Throttle(ctx, "region", `"asia"`, nil, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := q2.Throttles().Load(ctx); err != nil {
+	if err := q2.throttle.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
 	regions := map[string]int{}
@@ -174,7 +174,7 @@ func TestValueRates(t *testing.T) {
 	q1.activity.Write(ctx)
 	q2.activity.Write(ctx)
 
-	rates, err := q1.Admin().ValueRates(ctx)
+	rates, err := q1.ValueRates(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

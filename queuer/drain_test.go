@@ -39,7 +39,7 @@ func TestDrainAnswersWaitsAndAbandons(t *testing.T) {
 	}()
 	waited := make(chan error, 1)
 	go func() {
-		st, err := q.Submissions().WaitFinished(ctx, id, time.Minute)
+		st, err := q.WaitFinished(ctx, id, time.Minute)
 		if err == nil && st.State != wire.StateInProgress {
 			err = errors.New("state " + string(st.State) + "; want in_progress")
 		}
@@ -91,7 +91,7 @@ func TestDrainAnswersWaitsAndAbandons(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM opsq.shard_claims WHERE claimant IS NOT NULL").Scan(&held); err != nil || held != 0 {
 		t.Errorf("%d shards claimed after the drain (%v); want none", held, err)
 	}
-	st, err := q.Submissions().Status(ctx, doomed)
+	st, err := q.Status(ctx, doomed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,11 @@ package queuer
 
 import (
 	"encoding/json"
-	"opsq/sql/pgtest"
 	"sync"
 	"testing"
 	"time"
+
+	"opsq/sql/pgtest"
 )
 
 // companyOf is the company of a chunk's strategic metadata ({"company": …}). Safe to

@@ -119,7 +119,7 @@ UNION ALL SELECT chunks_done, chunks_failed, chunks_skipped FROM opsq.submission
 func lines(t *testing.T, q *Queuer, id int64) []string {
 	t.Helper()
 	var out []string
-	err := q.Submissions().Results(t.Context(), id, func(r Result) error {
+	err := q.Results(t.Context(), id, func(r Result) error {
 		out = append(out, line(r))
 		return nil
 	})
@@ -142,7 +142,7 @@ func line(r Result) string {
 func TestResultsInAnyState(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
-	if err := q.Submissions().Results(t.Context(), 12345, func(Result) error {
+	if err := q.Results(t.Context(), 12345, func(Result) error {
 		t.Fatal("fn called for an unknown submission")
 		return nil
 	}); !errors.Is(err, ErrNotFound) {
@@ -168,7 +168,7 @@ func TestResultsInAnyState(t *testing.T) {
 
 	cancelled := submitN(t, q, 4, NewSubmission{})
 	complete(t, q, oldestFirst(t, q, 1)...)
-	if _, err := q.Submissions().Cancel(t.Context(), cancelled); err != nil {
+	if _, err := q.Cancel(t.Context(), cancelled); err != nil {
 		t.Fatal(err)
 	}
 	want = []string{"0:completed:out-0", "1:skipped", "2:skipped", "3:skipped"}
@@ -193,7 +193,7 @@ FROM c GROUP BY submission_id, chunk_index / 1000`, id, n-100); err != nil {
 		t.Fatal(err)
 	}
 	next := int64(0)
-	err := q.Submissions().Results(t.Context(), id, func(r Result) error {
+	err := q.Results(t.Context(), id, func(r Result) error {
 		if r.ChunkIndex != next {
 			return fmt.Errorf("line of chunk %d; want %d", r.ChunkIndex, next)
 		}
@@ -221,7 +221,7 @@ FROM c GROUP BY submission_id, chunk_index / 1000`, id, n-100); err != nil {
 func TestFollowResults(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
-	if err := q.Submissions().FollowResults(t.Context(), 12345, func(Result) error { return nil }); !errors.Is(err, ErrNotFound) {
+	if err := q.FollowResults(t.Context(), 12345, func(Result) error { return nil }); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("FollowResults of an unknown id: err = %v; want ErrNotFound", err)
 	}
 	id := submitN(t, q, 6, NewSubmission{})
@@ -230,7 +230,7 @@ func TestFollowResults(t *testing.T) {
 	got := make(chan string, 10)
 	ended := make(chan error, 1)
 	go func() {
-		ended <- q.Submissions().FollowResults(ctx, id, func(r Result) error {
+		ended <- q.FollowResults(ctx, id, func(r Result) error {
 			got <- line(r)
 			return nil
 		})
@@ -295,12 +295,12 @@ func TestFollowResults(t *testing.T) {
 		t.Fatalf("a line more: %q", l)
 	default:
 	}
-	if st, err := q.Submissions().Status(ctx, id); err != nil || st.State != wire.StateFailed {
+	if st, err := q.Status(ctx, id); err != nil || st.State != wire.StateFailed {
 		t.Fatalf("status after the last chunk: %+v, %v; want failed", st, err)
 	}
 	// A finished submission is followed to its end at once.
 	var n int
-	if err := q.Submissions().FollowResults(ctx, id, func(Result) error { n++; return nil }); err != nil || n != 6 {
+	if err := q.FollowResults(ctx, id, func(Result) error { n++; return nil }); err != nil || n != 6 {
 		t.Fatalf("following a finished submission: %d lines, %v; want 6, nil", n, err)
 	}
 }
@@ -308,7 +308,7 @@ func TestFollowResults(t *testing.T) {
 func TestFailuresPages(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
-	if _, _, err := q.Submissions().Failures(t.Context(), 12345, -1, 10); !errors.Is(err, ErrNotFound) {
+	if _, _, err := q.Failures(t.Context(), 12345, -1, 10); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Failures of an unknown id: err = %v; want ErrNotFound", err)
 	}
 	id := submitN(t, q, 10, NewSubmission{})
@@ -322,7 +322,7 @@ INSERT INTO opsq.chunk_errors (submission_id, chunk_index, attempt, error, consu
 	var pages [][]int64
 	after := int64(-1)
 	for range 10 {
-		page, more, err := q.Submissions().Failures(t.Context(), id, after, 2)
+		page, more, err := q.Failures(t.Context(), id, after, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -351,7 +351,7 @@ INSERT INTO opsq.chunk_errors (submission_id, chunk_index, attempt, error, consu
 	if want := [][]int64{{1, 3}, {5, 7}, {8}}; !reflect.DeepEqual(pages, want) {
 		t.Errorf("pages %v; want %v", pages, want)
 	}
-	page, more, err := q.Submissions().Failures(t.Context(), id, 8, 100)
+	page, more, err := q.Failures(t.Context(), id, 8, 100)
 	if err != nil || len(page) != 0 || more || page == nil {
 		t.Errorf("page after the last: %v, %v, %v; want an empty list, no more", page, more, err)
 	}
@@ -365,12 +365,12 @@ func TestRetryFailedSubmission(t *testing.T) {
 	complete(t, q, c[0], c[1])
 	failContinue(t, pool, id, 2)
 	failSubmission(t, q, pool, id, 2)
-	if st, err := q.Submissions().Status(t.Context(), id); err != nil || st.State != wire.StateFailed {
+	if st, err := q.Status(t.Context(), id); err != nil || st.State != wire.StateFailed {
 		t.Fatalf("before the retry: %+v, %v; want failed", st, err)
 	}
 
 	maxRetries := 7
-	st, err := q.Submissions().Retry(t.Context(), id, RetryOptions{MaxRetries: &maxRetries})
+	st, err := q.Retry(t.Context(), id, RetryOptions{MaxRetries: &maxRetries})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func TestRetryFailedSubmission(t *testing.T) {
 	}
 	failures := func() submissions.FailedChunk {
 		t.Helper()
-		page, _, err := q.Submissions().Failures(t.Context(), id, -1, 10)
+		page, _, err := q.Failures(t.Context(), id, -1, 10)
 		if err != nil || len(page) != 1 {
 			t.Fatalf("failures: %+v, %v; want chunk 2", page, err)
 		}
@@ -427,19 +427,19 @@ func TestRetryFailedSubmission(t *testing.T) {
 	}
 	// Every chunk is finished, three of them skipped: the submission failed again.
 	pgtest.Eventually(t, 20*time.Second, "the submission finished", func() bool {
-		st, err := q.Submissions().Status(t.Context(), id)
+		st, err := q.Status(t.Context(), id)
 		return err == nil && st.State != wire.StateInProgress
 	})
-	if st, _ := q.Submissions().Status(t.Context(), id); st.State != wire.StateFailed || st.Error == nil || *st.Error != "3 chunks skipped" {
+	if st, _ := q.Status(t.Context(), id); st.State != wire.StateFailed || st.Error == nil || *st.Error != "3 chunks skipped" {
 		t.Errorf("after its retried chunk completed: %+v; want failed, \"3 chunks skipped\"", st)
 	}
 
 	// Nothing failed now: a retry of the failed chunks has nothing to do; of the
 	// unfinished ones, the skipped chunks come back.
-	if _, err := q.Submissions().Retry(t.Context(), id, RetryOptions{}); !errors.Is(err, ErrNothingToRetry) {
+	if _, err := q.Retry(t.Context(), id, RetryOptions{}); !errors.Is(err, ErrNothingToRetry) {
 		t.Errorf("retry with nothing failed: err = %v; want ErrNothingToRetry", err)
 	}
-	if _, err := q.Submissions().Retry(t.Context(), id, RetryOptions{Unfinished: true}); err != nil {
+	if _, err := q.Retry(t.Context(), id, RetryOptions{Unfinished: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := counters(t, pool, id), [3]int64{3, 0, 0}; got != want {
@@ -458,21 +458,21 @@ func TestRetryFailedSubmission(t *testing.T) {
 func TestRetryCancelledAndNothingToRetry(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
-	if _, err := q.Submissions().Retry(t.Context(), 12345, RetryOptions{Unfinished: true}); !errors.Is(err, ErrNotFound) {
+	if _, err := q.Retry(t.Context(), 12345, RetryOptions{Unfinished: true}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("retry of an unknown id: err = %v; want ErrNotFound", err)
 	}
 	done := submitN(t, q, 3, NewSubmission{})
 	pgtest.CompleteSubmission(t, pool, done)
-	if _, err := q.Submissions().Retry(t.Context(), done, RetryOptions{Unfinished: true}); !errors.Is(err, ErrNothingToRetry) {
+	if _, err := q.Retry(t.Context(), done, RetryOptions{Unfinished: true}); !errors.Is(err, ErrNothingToRetry) {
 		t.Errorf("retry of a completed submission: err = %v; want ErrNothingToRetry", err)
 	}
 	running := submitN(t, q, 3, NewSubmission{})
-	if _, err := q.Submissions().Retry(t.Context(), running, RetryOptions{Unfinished: true}); !errors.Is(err, ErrNothingToRetry) {
+	if _, err := q.Retry(t.Context(), running, RetryOptions{Unfinished: true}); !errors.Is(err, ErrNothingToRetry) {
 		t.Errorf("retry of a submission with nothing failed: err = %v; want ErrNothingToRetry", err)
 	}
 
 	id := submitN(t, q, 4, NewSubmission{})
-	if _, err := q.Submissions().Cancel(t.Context(), id); err != nil {
+	if _, err := q.Cancel(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
 	// The cancel wrote its 4 skipped chunks; rows failed before migration 00007 have no
@@ -483,10 +483,10 @@ func TestRetryCancelledAndNothingToRetry(t *testing.T) {
 	if _, err := pool.Exec(t.Context(), `UPDATE opsq.chunks_failed SET shard = NULL, random_order = NULL, input = NULL WHERE submission_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Submissions().Retry(t.Context(), id, RetryOptions{}); !errors.Is(err, ErrNothingToRetry) {
+	if _, err := q.Retry(t.Context(), id, RetryOptions{}); !errors.Is(err, ErrNothingToRetry) {
 		t.Errorf("retry of the failed chunks of a cancelled submission: err = %v; want ErrNothingToRetry", err)
 	}
-	st, err := q.Submissions().Retry(t.Context(), id, RetryOptions{Unfinished: true})
+	st, err := q.Retry(t.Context(), id, RetryOptions{Unfinished: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +528,7 @@ func TestRetryManyByMetadata(t *testing.T) {
 		}
 	}
 	// ids[0] and ids[2] are company 1 and failed; ids[1] company 2, failed; ids[3] company 2, running.
-	retried, err := q.Submissions().RetryMany(t.Context(), ListOptions{Key: "company_id", Value: json.RawMessage(`1`), Limit: 10}, RetryOptions{})
+	retried, err := q.RetryMany(t.Context(), ListOptions{Key: "company_id", Value: json.RawMessage(`1`), Limit: 10}, RetryOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,7 +536,7 @@ func TestRetryManyByMetadata(t *testing.T) {
 		t.Errorf("retried %v; want %v (company 1, newest first)", retried, want)
 	}
 	for i, id := range ids {
-		st, err := q.Submissions().Status(t.Context(), id)
+		st, err := q.Status(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -548,7 +548,7 @@ func TestRetryManyByMetadata(t *testing.T) {
 			t.Errorf("submission %d: %s; want %s", i, st.State, want)
 		}
 	}
-	retried, err = q.Submissions().RetryMany(t.Context(), ListOptions{Limit: 10}, RetryOptions{})
+	retried, err = q.RetryMany(t.Context(), ListOptions{Limit: 10}, RetryOptions{})
 	if err != nil || !reflect.DeepEqual(retried, []int64{ids[1]}) {
 		t.Errorf("retry of every failed one: %v, %v; want [%d]", retried, err, ids[1])
 	}
@@ -564,7 +564,7 @@ func TestPauseResume(t *testing.T) {
 		return pgtest.Count(t, pool, "SELECT count(*) FROM opsq.submissions WHERE id = $1 AND paused", id) == 1
 	}
 	for range 2 { // idempotent
-		if _, err := q.Submissions().Pause(t.Context(), id); err != nil {
+		if _, err := q.Pause(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
 		if !paused() {
@@ -591,7 +591,7 @@ func TestPauseResume(t *testing.T) {
 	}()
 	pgtest.Eventually(t, 20*time.Second, "the reserve waits", func() bool { return q.waiting.Waiting() > 0 })
 	for range 2 { // idempotent
-		if _, err := q.Submissions().Resume(t.Context(), id); err != nil {
+		if _, err := q.Resume(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
 		if paused() {
@@ -615,10 +615,10 @@ func TestPauseResume(t *testing.T) {
 		t.Errorf("completing the chunk reserved before the pause: %v, %v; want completed", st, err)
 	}
 
-	if _, err := q.Submissions().Cancel(t.Context(), id); err != nil {
+	if _, err := q.Cancel(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	for name, op := range map[string]func(context.Context, int64) (Status, error){"Pause": q.Submissions().Pause, "Resume": q.Submissions().Resume} {
+	for name, op := range map[string]func(context.Context, int64) (Status, error){"Pause": q.Pause, "Resume": q.Resume} {
 		if _, err := op(t.Context(), id); !errors.Is(err, ErrFinished) {
 			t.Errorf("%s of a cancelled submission: err = %v; want ErrFinished", name, err)
 		}
@@ -635,7 +635,7 @@ func TestPausedInFlightCompletes(t *testing.T) {
 	q, _ := setup(t)
 	id := submitN(t, q, 2, NewSubmission{})
 	inFlight := oldestFirst(t, q, 1)
-	if _, err := q.Submissions().Pause(t.Context(), id); err != nil {
+	if _, err := q.Pause(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
 	st, err := q.Complete(t.Context(), []Completion{{Token: inFlight[0].Token, Output: []byte("out")}})
@@ -659,7 +659,7 @@ func TestPausedInFlightFails(t *testing.T) {
 	q, pool := setup(t)
 	id := submitN(t, q, 3, NewSubmission{Lifecycle: Lifecycle{OnFailure: json.RawMessage(`"continue"`), Policy: submissions.FailurePolicy{Continue: true}}})
 	inFlight := oldestFirst(t, q, 2)
-	if _, err := q.Submissions().Pause(t.Context(), id); err != nil {
+	if _, err := q.Pause(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
 	st, err := q.Fail(t.Context(), []Failure{
@@ -678,14 +678,14 @@ func TestPausedInFlightFails(t *testing.T) {
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunk_errors WHERE submission_id = $1", id); n != 2 {
 		t.Errorf("%d errors recorded; want 2", n)
 	}
-	s, err := q.Submissions().Status(t.Context(), id)
+	s, err := q.Status(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.State != wire.StateInProgress || s.ChunksFailed != 1 || !s.Paused {
 		t.Errorf("status %+v; want in progress, paused, 1 chunk failed", s)
 	}
-	if _, err := q.Submissions().Resume(t.Context(), id); err != nil {
+	if _, err := q.Resume(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
 	got := oldestFirst(t, q, 10)

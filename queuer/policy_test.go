@@ -40,7 +40,7 @@ func failAll(t *testing.T, q *Queuer, fail map[int32]bool) int {
 // mustStatusOf reads a submission's status.
 func mustStatusOf(t *testing.T, q *Queuer, id int64) Status {
 	t.Helper()
-	st, err := q.Submissions().Status(t.Context(), id)
+	st, err := q.Status(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestCancelSkipsWhatIsLeft(t *testing.T) {
 	if _, err := q.Fail(t.Context(), []Failure{{Token: c[1].Token, Error: "wait", Retry: true}}); err != nil { // waits 1 s
 		t.Fatal(err)
 	}
-	st, err := q.Submissions().Cancel(t.Context(), id)
+	st, err := q.Cancel(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

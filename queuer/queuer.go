@@ -333,10 +333,6 @@ func (q *Queuer) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Admin is what an operator reads of the cluster and does to it (the dashboard, GET
-// /v1/cluster, the metrics' cluster figures).
-func (q *Queuer) Admin() *admin.Admin { return q.admin }
-
 // VerifyForwarded checks the signature of a request that another instance says it
 // forwarded here (once: a replay of it is refused) and returns the caller's identity it
 // carries (ok false: none), or an error wrapping ErrForwardedSignature.

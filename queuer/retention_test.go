@@ -20,7 +20,7 @@ func TestDeleteExpired(t *testing.T) {
 	pgtest.CompleteSubmission(t, pool, done)
 	sm.IdempotencyKey = "cancel-me"
 	cancelled := submitN(t, q, 10, sm)
-	if _, err := q.Submissions().Cancel(ctx, cancelled); err != nil {
+	if _, err := q.Cancel(ctx, cancelled); err != nil {
 		t.Fatal(err)
 	}
 	sm.IdempotencyKey = ""
@@ -57,7 +57,7 @@ func TestDeleteExpired(t *testing.T) {
 	if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.idempotency_keys"); c != 0 {
 		t.Errorf("%d idempotency keys left; want 0", c)
 	}
-	if st, err := q.Submissions().Status(ctx, running); err != nil || st.State != wire.StateInProgress {
+	if st, err := q.Status(ctx, running); err != nil || st.State != wire.StateInProgress {
 		t.Errorf("in-progress submission after retention: %v, %v; want untouched", st.State, err)
 	}
 	if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", running); c != 10 {
@@ -73,12 +73,12 @@ func TestRetentionJobCutsAtTheClock(t *testing.T) {
 	id := submitN(t, q, 3, NewSubmission{})
 	pgtest.CompleteSubmission(t, pool, id)
 	q.subs.RunRetention(t.Context())
-	if _, err := q.Submissions().Status(t.Context(), id); err != nil {
+	if _, err := q.Status(t.Context(), id); err != nil {
 		t.Fatalf("Status of a submission finished just now, after the retention job: %v; want it kept", err)
 	}
 	clock.Add(25 * time.Hour)
 	q.subs.RunRetention(t.Context())
-	if _, err := q.Submissions().Status(t.Context(), id); !errors.Is(err, ErrNotFound) {
+	if _, err := q.Status(t.Context(), id); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Status 25 h later, after the retention job: %v; want ErrNotFound", err)
 	}
 }

@@ -119,7 +119,7 @@ func TestForgedTokensAreUnknown(t *testing.T) {
 	if _, ok := q.reserver.Get(c.Token); !ok {
 		t.Fatal("after forged tokens: the chunk's reservation is gone; want it held")
 	}
-	if st, err := q.Submissions().Status(t.Context(), id); err != nil || st.State != wire.StateInProgress || st.ChunksDone != 0 {
+	if st, err := q.Status(t.Context(), id); err != nil || st.State != wire.StateInProgress || st.ChunksDone != 0 {
 		t.Fatalf("after forged tokens: submission %+v, %v; want in progress with nothing done", st, err)
 	}
 	// The real token still works: the forged ones could have acted, had they verified.
@@ -393,7 +393,7 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 			})
 		}},
 		{"cancelled", 0, func(t *testing.T, q *Queuer, id int64, _ Chunk) {
-			if _, err := q.Submissions().Cancel(t.Context(), id); err != nil {
+			if _, err := q.Cancel(t.Context(), id); err != nil {
 				t.Fatal(err)
 			}
 		}},

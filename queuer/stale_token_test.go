@@ -54,7 +54,7 @@ func checkStaleTokenLost(t *testing.T, q *Queuer, stale Chunk, retries int32) {
 	if r := readChunkRow(t, q.cfg.Pool, stale.SubmissionID, stale.ChunkIndex); !r.pending || r.retries != retries {
 		t.Errorf("after the stale token's fails the chunk is pending %v with %d retries; want pending with %d", r.pending, r.retries, retries)
 	}
-	st, err := q.Submissions().Status(t.Context(), stale.SubmissionID)
+	st, err := q.Status(t.Context(), stale.SubmissionID)
 	if err != nil || st.State != wire.StateInProgress || st.ChunksFailed != 0 {
 		t.Errorf("after the stale token's fails the submission is %+v (%v); want in progress, nothing failed", st, err)
 	}
@@ -69,7 +69,7 @@ func completeNew(t *testing.T, q *Queuer, fresh Chunk) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	st, err := q.Submissions().WaitFinished(ctx, fresh.SubmissionID, 30*time.Second)
+	st, err := q.WaitFinished(ctx, fresh.SubmissionID, 30*time.Second)
 	if err != nil || st.State != wire.StateCompleted {
 		t.Fatalf("after the new holder's complete the submission is %+v (%v); want completed", st, err)
 	}

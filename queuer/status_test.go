@@ -14,7 +14,7 @@ import (
 
 func submitN(t *testing.T, q *Queuer, n int, sub NewSubmission) int64 {
 	t.Helper()
-	c, err := q.Submissions().Submit(t.Context(), sub, &genChunks{n: n, failAt: -1})
+	c, err := q.Submit(t.Context(), sub, &genChunks{n: n, failAt: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func submitN(t *testing.T, q *Queuer, n int, sub NewSubmission) int64 {
 func TestStatusUnknown(t *testing.T) {
 	t.Parallel()
 	q, _ := setup(t)
-	if _, err := q.Submissions().Status(t.Context(), 12345); !errors.Is(err, ErrNotFound) {
+	if _, err := q.Status(t.Context(), 12345); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Status of an unknown id: err = %v; want ErrNotFound", err)
 	}
 }
@@ -33,7 +33,7 @@ func TestCancel(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
 	id := submitN(t, q, 300, NewSubmission{})
-	st, err := q.Submissions().Cancel(t.Context(), id)
+	st, err := q.Cancel(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +43,10 @@ func TestCancel(t *testing.T) {
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", id); n != 0 {
 		t.Errorf("%d chunks left reservable after cancel; want 0", n)
 	}
-	if _, err := q.Submissions().Cancel(t.Context(), id); !errors.Is(err, ErrFinished) {
+	if _, err := q.Cancel(t.Context(), id); !errors.Is(err, ErrFinished) {
 		t.Errorf("second Cancel: err = %v; want ErrFinished", err)
 	}
-	if _, err := q.Submissions().Cancel(t.Context(), id+1); !errors.Is(err, ErrNotFound) {
+	if _, err := q.Cancel(t.Context(), id+1); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Cancel of an unknown id: err = %v; want ErrNotFound", err)
 	}
 }
@@ -62,13 +62,13 @@ func TestWaitFinishedIsWokenByNotify(t *testing.T) {
 	got := make(chan Status, 1)
 	errs := make(chan error, 1)
 	go func() {
-		st, err := q.Submissions().WaitFinished(ctx, id, time.Minute) // longer than ctx: only a wake-up ends it in time
+		st, err := q.WaitFinished(ctx, id, time.Minute) // longer than ctx: only a wake-up ends it in time
 		got <- st
 		errs <- err
 	}()
 	// Cancel only once the waiter is registered, so that the NOTIFY is what wakes it.
 	pgtest.Eventually(t, 20*time.Second, "the waiter registers", func() bool { return q.waiting.Waiting() > 0 })
-	if _, err := other.Submissions().Cancel(ctx, id); err != nil {
+	if _, err := other.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	st, err := <-got, <-errs
@@ -84,7 +84,7 @@ func TestWaitFinishedTimesOut(t *testing.T) {
 	t.Parallel()
 	q, _ := setup(t)
 	id := submitN(t, q, 1, NewSubmission{})
-	st, err := q.Submissions().WaitFinished(t.Context(), id, 100*time.Millisecond)
+	st, err := q.WaitFinished(t.Context(), id, 100*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestResultsInChunkOrder(t *testing.T) {
 	id := submitN(t, q, 500, NewSubmission{})
 	pgtest.CompleteSubmission(t, pool, id)
 	next := int64(0)
-	err := q.Submissions().Results(t.Context(), id, func(r Result) error {
+	err := q.Results(t.Context(), id, func(r Result) error {
 		idx, output := r.ChunkIndex, r.Output
 		if idx != next {
 			return fmt.Errorf("chunk %d; want %d", idx, next)
@@ -136,7 +136,7 @@ func TestListByStateAndMetadata(t *testing.T) {
 	var got []int64
 	var after int64
 	for page := 0; ; page++ {
-		list, more, err := q.Submissions().List(t.Context(), ListOptions{Key: "company_id", Value: json.RawMessage("42"), Limit: 2, After: after})
+		list, more, err := q.List(t.Context(), ListOptions{Key: "company_id", Value: json.RawMessage("42"), Limit: 2, After: after})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,21 +156,21 @@ func TestListByStateAndMetadata(t *testing.T) {
 		t.Fatalf("company_id=42 pages: %v; want %v", got, want)
 	}
 
-	list, _, err := q.Submissions().List(t.Context(), ListOptions{State: wire.StateCompleted, Key: "company_id", Value: json.RawMessage("42"), Limit: 10})
+	list, _, err := q.List(t.Context(), ListOptions{State: wire.StateCompleted, Key: "company_id", Value: json.RawMessage("42"), Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(list) != 1 || list[0].ID != company42[0] {
 		t.Fatalf("completed with company_id=42: %v; want only %d", list, company42[0])
 	}
-	list, _, err = q.Submissions().List(t.Context(), ListOptions{Key: "company_id", Value: json.RawMessage(`"42"`), Limit: 10})
+	list, _, err = q.List(t.Context(), ListOptions{Key: "company_id", Value: json.RawMessage(`"42"`), Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(list) != 1 || list[0].ID != stringID {
 		t.Fatalf("company_id=\"42\": %d submissions; want only %d", len(list), stringID)
 	}
-	list, more, err := q.Submissions().List(t.Context(), ListOptions{State: wire.StateInProgress, Limit: 100})
+	list, more, err := q.List(t.Context(), ListOptions{State: wire.StateInProgress, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestSubmitInsertsChunksOnTheirShards(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
 	ctx := t.Context()
-	created, err := q.Submissions().Submit(ctx, NewSubmission{
+	created, err := q.Submit(ctx, NewSubmission{
 		Metadata:          "m",
 		StrategicMetadata: json.RawMessage(`{"company_id": 42, "mode": "preview"}`),
 		Priority:          7,
@@ -76,7 +76,7 @@ func TestSubmitInsertsChunksOnTheirShards(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := q.Submissions().Status(ctx, created.ID)
+	st, err := q.Status(ctx, created.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestSubmitInsertsChunksOnTheirShards(t *testing.T) {
 func TestSubmitIsAtomic(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
-	_, err := q.Submissions().Submit(t.Context(), NewSubmission{IdempotencyKey: "k"}, &genChunks{n: 100000, failAt: 90000})
+	_, err := q.Submit(t.Context(), NewSubmission{IdempotencyKey: "k"}, &genChunks{n: 100000, failAt: 90000})
 	if !errors.Is(err, errBrokenInput) {
 		t.Fatalf("Submit with broken input at chunk 90000: err = %v; want the input's error", err)
 	}
@@ -112,11 +112,11 @@ func TestSubmitIsAtomic(t *testing.T) {
 func TestSubmitWithoutChunksIsCompleted(t *testing.T) {
 	t.Parallel()
 	q, _ := setup(t)
-	created, err := q.Submissions().Submit(t.Context(), NewSubmission{}, &genChunks{n: 0, failAt: -1})
+	created, err := q.Submit(t.Context(), NewSubmission{}, &genChunks{n: 0, failAt: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := q.Submissions().Status(t.Context(), created.ID)
+	st, err := q.Status(t.Context(), created.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestSubmitWithoutChunksIsCompleted(t *testing.T) {
 func TestSubmitObjectStorageMode(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
-	created, err := q.Submissions().Submit(t.Context(), NewSubmission{Prefix: "s3://b/run-7/", ChunkCount: 500}, nil)
+	created, err := q.Submit(t.Context(), NewSubmission{Prefix: "s3://b/run-7/", ChunkCount: 500}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestSubmitObjectStorageMode(t *testing.T) {
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1 AND input IS NULL", created.ID); n != 500 {
 		t.Fatalf("%d chunks without content; want 500", n)
 	}
-	st, err := q.Submissions().Status(t.Context(), created.ID)
+	st, err := q.Status(t.Context(), created.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestSubmitIdempotencyKeyUnderConcurrency(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range producers {
 		wg.Go(func() {
-			c, err := q.Submissions().Submit(context.Background(), NewSubmission{IdempotencyKey: "same"}, &genChunks{n: 2000, failAt: -1})
+			c, err := q.Submit(context.Background(), NewSubmission{IdempotencyKey: "same"}, &genChunks{n: 2000, failAt: -1})
 			if err != nil {
 				t.Error(err)
 				return
@@ -194,7 +194,7 @@ func TestConcurrentProducers(t *testing.T) {
 			var last int64
 			for i := range each {
 				before := time.Now().Add(-time.Millisecond)
-				c, err := q.Submissions().Submit(context.Background(), NewSubmission{Metadata: fmt.Sprint(p, "/", i)}, &genChunks{n: 10, failAt: -1})
+				c, err := q.Submit(context.Background(), NewSubmission{Metadata: fmt.Sprint(p, "/", i)}, &genChunks{n: 10, failAt: -1})
 				after := time.Now().Add(time.Millisecond)
 				if err != nil {
 					t.Error(err)

@@ -20,11 +20,11 @@ func TestTenantSurvivesEveryMove(t *testing.T) {
 	submitN(t, q, 2, NewSubmission{}) // the default tenant's
 	expect := func(state wire.State) {
 		t.Helper()
-		st, err := q.Submissions().Status(t.Context(), id)
+		st, err := q.Status(t.Context(), id)
 		if err != nil || st.State != state || st.Tenant != "acme" {
 			t.Fatalf("status %+v, %v; want %s of tenant acme", st, err, state)
 		}
-		page, _, err := q.Submissions().List(t.Context(), ListOptions{Tenant: "acme", Limit: 10})
+		page, _, err := q.List(t.Context(), ListOptions{Tenant: "acme", Limit: 10})
 		if err != nil || len(page) != 1 || page[0].ID != id {
 			t.Fatalf("acme's list: %d submissions, %v; want %d only", len(page), err, id)
 		}
@@ -38,15 +38,15 @@ func TestTenantSurvivesEveryMove(t *testing.T) {
 		t.Fatalf("failing a chunk for good: %v, %v; want failed", st, err)
 	}
 	expect(wire.StateFailed)
-	if _, err := q.Submissions().Retry(t.Context(), id, RetryOptions{Unfinished: true}); err != nil {
+	if _, err := q.Retry(t.Context(), id, RetryOptions{Unfinished: true}); err != nil {
 		t.Fatal(err)
 	}
 	expect(wire.StateInProgress)
-	if _, err := q.Submissions().Cancel(t.Context(), id); err != nil {
+	if _, err := q.Cancel(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
 	expect(wire.StateCancelled)
-	if _, err := q.Submissions().Retry(t.Context(), id, RetryOptions{Unfinished: true}); err != nil {
+	if _, err := q.Retry(t.Context(), id, RetryOptions{Unfinished: true}); err != nil {
 		t.Fatal(err)
 	}
 	expect(wire.StateInProgress)
@@ -54,7 +54,7 @@ func TestTenantSurvivesEveryMove(t *testing.T) {
 	complete(t, q, again...)
 	pgtestWaitState(t, q, id, wire.StateCompleted)
 	expect(wire.StateCompleted)
-	if tenants, err := q.Submissions().TenantsOf(t.Context(), []int64{id, 999}); err != nil || len(tenants) != 1 || tenants[id] != "acme" {
+	if tenants, err := q.TenantsOf(t.Context(), []int64{id, 999}); err != nil || len(tenants) != 1 || tenants[id] != "acme" {
 		t.Errorf("TenantsOf: %v, %v; want acme's submission only", tenants, err)
 	}
 }
@@ -62,7 +62,7 @@ func TestTenantSurvivesEveryMove(t *testing.T) {
 // pgtestWaitState waits until submission id is in state.
 func pgtestWaitState(t *testing.T, q *Queuer, id int64, state wire.State) {
 	t.Helper()
-	st, err := q.Submissions().WaitFinished(t.Context(), id, 10e9)
+	st, err := q.WaitFinished(t.Context(), id, 10e9)
 	if err != nil || st.State != state {
 		t.Fatalf("submission %d: %s, %v; want %s", id, st.State, err, state)
 	}
@@ -173,7 +173,7 @@ func TestQuotaHoldsUnderConcurrentSubmits(t *testing.T) {
 	ok, refused := 0, 0
 	for range 8 {
 		wg.Go(func() {
-			_, err := q.Submissions().Submit(t.Context(), NewSubmission{Tenant: "acme"}, &genChunks{n: 2, failAt: -1})
+			_, err := q.Submit(t.Context(), NewSubmission{Tenant: "acme"}, &genChunks{n: 2, failAt: -1})
 			var quota *QuotaError
 			mu.Lock()
 			defer mu.Unlock()
@@ -191,14 +191,14 @@ func TestQuotaHoldsUnderConcurrentSubmits(t *testing.T) {
 	if ok != 3 || refused != 5 {
 		t.Errorf("%d submissions in, %d refused; want 3 and 5", ok, refused)
 	}
-	_, err := q.Submissions().Submit(t.Context(), NewSubmission{Tenant: "other"}, &genChunks{n: 2000, failAt: -1})
+	_, err := q.Submit(t.Context(), NewSubmission{Tenant: "other"}, &genChunks{n: 2000, failAt: -1})
 	if err != nil {
 		t.Errorf("a tenant without quotas: %v", err)
 	}
 	if _, err := pool.Exec(t.Context(), `UPDATE opsq.tenants SET max_in_progress = NULL WHERE name = 'acme'`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = q.Submissions().Submit(t.Context(), NewSubmission{Tenant: "acme"}, &genChunks{n: 95, failAt: -1})
+	_, err = q.Submit(t.Context(), NewSubmission{Tenant: "acme"}, &genChunks{n: 95, failAt: -1})
 	var quota *QuotaError
 	if !errors.As(err, &quota) || quota.Quota != "max_pending_chunks" || quota.Have != 6 {
 		t.Errorf("95 chunks over acme's 6 pending, max 100: %v; want a max_pending_chunks QuotaError", err)

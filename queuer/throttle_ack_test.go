@@ -32,11 +32,11 @@ func TestThrottleInForceEverywhereWhenAnswered(t *testing.T) {
 		value := fmt.Sprint(100 + i) // a new throttle each time: none is in force anywhere before
 		values["company_id"] = value
 		start := time.Now()
-		if _, err := q1.Throttles().Set(t.Context(), "company_id", value, nil, time.Minute); err != nil {
+		if _, err := q1.Throttle(t.Context(), "company_id", value, nil, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		for j, q := range others {
-			if !q.Throttles().Blocks(values, "default") {
+			if !q.throttle.Blocks(values, "default") {
 				t.Fatalf("round %d: instance %d does not have the throttle of company_id = %s in force when Set returned (after %s)",
 					i, j+2, value, time.Since(start))
 			}

@@ -1,30 +1,42 @@
 package queuer
 
 import (
-	"context"
-	"time"
-
-	"opsq/api/wire"
+	"opsq/queuer/admin"
 	"opsq/queuer/handout"
 	"opsq/queuer/outcome"
 	"opsq/queuer/peers"
 	"opsq/queuer/submissions"
 	"opsq/queuer/throttles"
+	"opsq/queuer/tokens"
 	"opsq/queuer/waiters"
 	opsqsql "opsq/sql"
 )
 
-// The engine's words as its callers (the api) use them; each is its part's.
+// The engine's words as its callers (the api, the dashboard, the CLI and the bench) use
+// them; each is its part's. The façade is their one door: nothing outside queuer imports a
+// part.
 type (
-	NewSubmission  = submissions.NewSubmission
-	Chunks         = submissions.Chunks
-	Created        = submissions.Created
-	Status         = submissions.Status
-	ListOptions    = submissions.ListOptions
-	Lifecycle      = submissions.Lifecycle
-	Result         = submissions.Result
-	FailedChunk    = submissions.FailedChunk
-	RetryOptions   = submissions.RetryOptions
+	NewSubmission = submissions.NewSubmission
+	Chunks        = submissions.Chunks
+	Created       = submissions.Created
+	Status        = submissions.Status
+	ListOptions   = submissions.ListOptions
+	Lifecycle     = submissions.Lifecycle
+	FailurePolicy = submissions.FailurePolicy
+	Backoff       = submissions.Backoff
+	Result        = submissions.Result
+	FailedChunk   = submissions.FailedChunk
+	AttemptError  = submissions.AttemptError
+	RetryOptions  = submissions.RetryOptions
+	// SmallSubmission is one row of SubmitMany.
+	SmallSubmission = submissions.SmallSubmission
+
+	Minute     = admin.Minute
+	Consumer   = admin.Consumer
+	ValueRate  = admin.ValueRate
+	RateBucket = admin.RateBucket
+	Throttle   = throttles.Throttle
+
 	ReserveRequest = handout.Request
 	Chunk          = handout.Chunk
 	// Forwarded is what marks and signs a request another instance forwarded here.
@@ -34,6 +46,36 @@ type (
 	Failure      = outcome.Failure
 	Extended     = outcome.Extended
 )
+
+// Bounds and defaults of what a submission carries, which the API checks before the
+// engine sees a request.
+const (
+	BackoffInitialDefault = submissions.BackoffInitialDefault
+	BackoffFactorDefault  = submissions.BackoffFactorDefault
+	BackoffMaxDefault     = submissions.BackoffMaxDefault
+	NotBeforeMax          = submissions.NotBeforeMax
+	ErrorMax              = submissions.ErrorMax
+	FailuresPageMax       = submissions.FailuresPageMax
+	RetryManyMax          = submissions.RetryManyMax
+	// TenantKey is the pseudo-key of a submission's tenant in strategies and throttles.
+	TenantKey = submissions.TenantKey
+	// FailedChunkFailed is the state of a chunk whose attempts are spent, in Failures.
+	FailedChunkFailed = submissions.FailedChunkFailed
+	// ResultCompleted is the state of a completed chunk's result.
+	ResultCompleted = submissions.ResultCompleted
+	// RateBucketsShown is how many buckets RateBuckets returns at most.
+	RateBucketsShown = admin.RateBucketsShown
+	// TokenMACLen is how many bytes of a reservation token are its signature.
+	TokenMACLen = tokens.MACLen
+)
+
+// CheckTenant checks a tenant's name (1–64 bytes of a-z 0-9 _ -).
+func CheckTenant(name string) error { return submissions.CheckTenant(name) }
+
+// TokenClaim returns the shard and the claim generation a token was issued under, read by
+// the engine's own parser (to consumers a token is opaque; the tests read it to check
+// fencing).
+func TokenClaim(tok string) (shard int, generation int64, err error) { return tokens.Claim(tok) }
 
 // Errors that callers branch on.
 var (
@@ -50,6 +92,8 @@ var (
 	// ErrTooManyWaitersForKey: the caller's key holds its share of them
 	// (Config.MaxWaitersPerKey); it wraps ErrTooManyWaiters.
 	ErrTooManyWaitersForKey = waiters.ErrTooManyForKey
+	// ErrNoSuchTarget: the instance or shard an administrative action names does not exist.
+	ErrNoSuchTarget = admin.ErrNoSuchTarget
 	// ErrForwardedSignature: a request marked forwarded has no valid signature.
 	ErrForwardedSignature = peers.ErrForwardedSignature
 	// ErrUnavailable means the database cannot be reached now (it is down, restarting, or
@@ -64,26 +108,6 @@ var (
 // call site has to translate them.
 func IsUnavailable(err error) bool { return opsqsql.IsUnavailable(err) }
 
-// Submissions is the store of the submissions: submit, status, waits, list, cancel,
-// results, failures, retry, pause and resume (see submissions.Store).
-func (q *Queuer) Submissions() *submissions.Store { return q.subs }
-
-// Throttles is consumers' back-pressure: set a throttle (POST /v1/throttle), and the
-// throttles in force (see throttles.Throttles).
-func (q *Queuer) Throttles() *throttles.Throttles { return q.throttle }
-
-// Complete records completions: the first completion of a chunk wins, repeats are
-// harmless (see outcome.Recorder.Complete).
-func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]wire.TokenStatus, error) {
-	return q.outcomes.Complete(ctx, items)
-}
-
-// Fail records failed attempts, wherever their reservations are held.
-func (q *Queuer) Fail(ctx context.Context, items []Failure) ([]wire.TokenStatus, error) {
-	return q.outcomes.Fail(ctx, items)
-}
-
-// Extend moves the leases of tokens to now + lease (see outcome.Recorder.Extend).
-func (q *Queuer) Extend(ctx context.Context, tokens []string, lease time.Duration, forwarded bool) ([]Extended, error) {
-	return q.outcomes.Extend(ctx, tokens, lease, forwarded)
-}
+// CutError returns a failed attempt's error as it is kept: at most ErrorMax bytes, a
+// longer one cut and the cut marked.
+func CutError(s string) string { return submissions.CutError(s) }

@@ -113,7 +113,7 @@ func TestWaitersBounded(t *testing.T) {
 		t.Errorf("reserve %d with a wait, bound %d: err = %v; want ErrTooManyWaiters", max+1, max, err)
 	}
 	id := submitN(t, q, 1, NewSubmission{})
-	if _, err := q.Submissions().WaitFinished(t.Context(), id, time.Minute); !errors.Is(err, ErrTooManyWaiters) {
+	if _, err := q.WaitFinished(t.Context(), id, time.Minute); !errors.Is(err, ErrTooManyWaiters) {
 		t.Errorf("status wait beyond the bound: err = %v; want ErrTooManyWaiters", err)
 	}
 	// The submission woke one waiter, which took its chunk and left: one place is free.

@@ -16,7 +16,7 @@ import (
 	"regexp"
 	"time"
 
-	"opsq/queuer/submissions"
+	"opsq/queuer"
 	opsqsql "opsq/sql"
 )
 
@@ -168,7 +168,7 @@ func AddSpec(ctx context.Context, db DB, spec Spec, key string) (Key, error) {
 		if t == "" {
 			continue
 		}
-		if err := submissions.CheckTenant(t); err != nil {
+		if err := queuer.CheckTenant(t); err != nil {
 			return Key{}, err
 		}
 	}

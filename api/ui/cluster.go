@@ -66,7 +66,7 @@ func clusterData(cl queuer.Cluster, now time.Time) clusterView {
 }
 
 func (d *dashboard) cluster(c echo.Context) error {
-	cl, err := d.q.Admin().Cluster(c.Request().Context())
+	cl, err := d.q.Cluster(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (d *dashboard) cluster(c echo.Context) error {
 }
 
 func (d *dashboard) clusterJSON(c echo.Context) error {
-	cl, err := d.q.Admin().Cluster(c.Request().Context())
+	cl, err := d.q.Cluster(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -115,9 +115,9 @@ func (d *dashboard) action(c echo.Context) error {
 	a, ctx := actions[name], c.Request().Context()
 	if a.shard {
 		shard, _ := strconv.Atoi(target)
-		err = d.q.Admin().SetShardDisabled(ctx, shard, a.on)
+		err = d.q.SetShardDisabled(ctx, shard, a.on)
 	} else {
-		err = d.q.Admin().SetDraining(ctx, target, a.on)
+		err = d.q.SetDraining(ctx, target, a.on)
 	}
 	if notFound(err) {
 		return d.fail(c, http.StatusNotFound, "no such %s: %s", map[bool]string{true: "shard", false: "instance"}[a.shard], target)

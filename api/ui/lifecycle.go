@@ -174,7 +174,7 @@ func actionsOf(v submissionView) []string {
 
 // act does action name to submission id.
 func (d *dashboard) act(ctx context.Context, name string, id int64) error {
-	s := d.q.Submissions()
+	s := d.q
 	var err error
 	switch name {
 	case "retry":

@@ -9,7 +9,6 @@ import (
 
 	"opsq/api/wire"
 	"opsq/queuer"
-	"opsq/queuer/submissions"
 )
 
 func TestNum(t *testing.T) {
@@ -161,8 +160,8 @@ func TestSubmissionPage(t *testing.T) {
 	for _, a := range actionsOf(v.submissionView) {
 		v.Applies[a] = true
 	}
-	v.Failures = toFailures([]queuer.FailedChunk{{ChunkIndex: 7, State: submissions.FailedChunkFailed, Retries: 3,
-		Errors: []submissions.AttemptError{{Error: long, Consumer: "host-1", At: at}, {Error: "older", At: at}}}})
+	v.Failures = toFailures([]queuer.FailedChunk{{ChunkIndex: 7, State: queuer.FailedChunkFailed, Retries: 3,
+		Errors: []queuer.AttemptError{{Error: long, Consumer: "host-1", At: at}, {Error: "older", At: at}}}})
 	var b bytes.Buffer
 	if err := parsePages()["submission"].Execute(&b, page{Title: "Submission 42", Data: v}); err != nil {
 		t.Fatal(err)

@@ -11,8 +11,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"opsq/queuer"
-	"opsq/queuer/admin"
-	"opsq/queuer/throttles"
 )
 
 // The completion chart: one x unit per minute of the last 24 h, drawn by the server as
@@ -40,7 +38,7 @@ type chartView struct {
 
 // activityChart draws minutes (oldest first, as admin.Minutes returns them) over the 24 h
 // that end at now's minute; minutes without a row count nothing.
-func activityChart(minutes []admin.Minute, now time.Time) chartView {
+func activityChart(minutes []queuer.Minute, now time.Time) chartView {
 	end := now.UTC().Truncate(time.Minute)
 	start := end.Add(-(chartMinutes - 1) * time.Minute)
 	var completed, failed [chartMinutes]int64
@@ -109,7 +107,7 @@ type consumerView struct {
 	Instances   int    `json:"instances"`
 }
 
-func consumerViews(cs []admin.Consumer) []consumerView {
+func consumerViews(cs []queuer.Consumer) []consumerView {
 	out := make([]consumerView, len(cs))
 	for i, c := range cs {
 		v := consumerView{Name: c.Name, Inflight: c.Inflight, OldestLease: "—", LastSeen: ago(c.LastSeenAge) + " ago", Instances: c.Instances}
@@ -163,7 +161,7 @@ type rateView struct {
 	Count string `json:"count"` // in the instances' windows, about a minute
 }
 
-func rateViews(rates []admin.ValueRate) []rateView {
+func rateViews(rates []queuer.ValueRate) []rateView {
 	out := make([]rateView, len(rates))
 	for i, r := range rates {
 		out[i] = rateView{Key: r.Key, Value: r.Value, Rate: perSecond(r.PerS), Count: num(r.Count)}
@@ -184,7 +182,7 @@ func perSecond(r float64) string {
 }
 
 // withRates sets each limit's rate from the values' rates (those not among them: "—").
-func withRates(limits []limitView, rates []admin.ValueRate) {
+func withRates(limits []limitView, rates []queuer.ValueRate) {
 	type pair struct{ key, value string }
 	byValue := make(map[pair]float64, len(rates))
 	for _, r := range rates {
@@ -200,10 +198,10 @@ func withRates(limits []limitView, rates []admin.ValueRate) {
 
 // limitViews are the throttles in force (this instance's cache, the same on every
 // instance) and the rate_limit buckets in use, the emptiest first; both bounded.
-func limitViews(throttles []throttles.Throttle, buckets []admin.RateBucket, now time.Time) []limitView {
+func limitViews(throttles []queuer.Throttle, buckets []queuer.RateBucket, now time.Time) []limitView {
 	out := make([]limitView, 0, len(throttles)+len(buckets))
 	for i, th := range throttles {
-		if i == admin.RateBucketsShown {
+		if i == queuer.RateBucketsShown {
 			break // the ones that end last
 		}
 		out = append(out, limitView{Kind: "throttle", Key: th.Key, Value: th.Value, Tenant: th.Tenant,
@@ -229,7 +227,7 @@ type instanceView struct {
 }
 
 func (d *dashboard) overviewData(ctx context.Context) (overviewView, error) {
-	a := d.q.Admin()
+	a := d.q
 	o, err := a.Overview(ctx, nil)
 	if err != nil {
 		return overviewView{}, err
@@ -263,7 +261,7 @@ func (d *dashboard) overviewData(ctx context.Context) (overviewView, error) {
 	if err != nil {
 		return overviewView{}, fmt.Errorf("reading the values' rates: %w", err)
 	}
-	v.Limits = limitViews(d.q.Throttles().InForce(), buckets, time.Now())
+	v.Limits = limitViews(d.q.ThrottlesInForce(), buckets, time.Now())
 	withRates(v.Limits, rates)
 	v.Rates = rateViews(rates)
 	v.Instances = instanceViews(cl, time.Now())

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/queuer/admin"
+	"opsq/queuer"
 )
 
 // TestActivityChart: the minutes of the last 24 h are placed by their time, those older
@@ -13,10 +13,10 @@ import (
 func TestActivityChart(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 2, 12, 30, 20, 0, time.UTC)
-	minute := func(ago int, completed, failed int64) admin.Minute {
-		return admin.Minute{At: now.Truncate(time.Minute).Add(-time.Duration(ago) * time.Minute), Completed: completed, Failed: failed}
+	minute := func(ago int, completed, failed int64) queuer.Minute {
+		return queuer.Minute{At: now.Truncate(time.Minute).Add(-time.Duration(ago) * time.Minute), Completed: completed, Failed: failed}
 	}
-	v := activityChart([]admin.Minute{
+	v := activityChart([]queuer.Minute{
 		minute(1440, 999_999, 0), // 24 h ago: out of the chart
 		minute(1439, 10, 1),      // the chart's first minute
 		minute(90, 1_000, 0),
@@ -54,7 +54,7 @@ func TestActivityChart(t *testing.T) {
 func TestConsumerViews(t *testing.T) {
 	t.Parallel()
 	old := 95 * time.Second
-	got := consumerViews([]admin.Consumer{
+	got := consumerViews([]queuer.Consumer{
 		{Name: "host-3/pid-77", Inflight: 12_000, OldestLeaseAge: &old, LastSeenAge: 2 * time.Second, Instances: 3},
 		{Name: "", LastSeenAge: time.Hour},
 	})
@@ -89,7 +89,7 @@ func TestValueRateViews(t *testing.T) {
 			t.Errorf("perSecond(%v) = %q; want %q", r, got, want)
 		}
 	}
-	rates := []admin.ValueRate{{Key: "company_id", Value: "7", PerS: 12.5, Count: 750}, {Key: "@tenant", Value: `"acme"`, PerS: 0.5, Count: 30}}
+	rates := []queuer.ValueRate{{Key: "company_id", Value: "7", PerS: 12.5, Count: 750}, {Key: "@tenant", Value: `"acme"`, PerS: 0.5, Count: 30}}
 	if got := rateViews(rates); len(got) != 2 || got[0] != (rateView{Key: "company_id", Value: "7", Rate: "12.5/s", Count: "750"}) {
 		t.Errorf("rateViews = %+v; want company_id 7 first, at 12.5/s, 750 chunks", got)
 	}

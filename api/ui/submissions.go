@@ -15,7 +15,6 @@ import (
 
 	"opsq/api/wire"
 	"opsq/queuer"
-	"opsq/queuer/submissions"
 )
 
 // pageSize is the submissions on one page of the list.
@@ -86,7 +85,7 @@ func listFilter(get func(string) string) (v listView, opts queuer.ListOptions) {
 	}
 	opts.State = wire.State(v.State)
 	if v.Tenant != "" {
-		if err := submissions.CheckTenant(v.Tenant); err != nil {
+		if err := queuer.CheckTenant(v.Tenant); err != nil {
 			v.Error = "tenant: " + err.Error()
 		}
 		opts.Tenant = v.Tenant
@@ -109,7 +108,7 @@ func listFilter(get func(string) string) (v listView, opts queuer.ListOptions) {
 
 // listPage reads the page of the list that opts select into v.
 func (d *dashboard) listPage(ctx context.Context, v *listView, opts queuer.ListOptions) error {
-	list, more, err := d.q.Submissions().List(ctx, opts)
+	list, more, err := d.q.List(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -161,7 +160,7 @@ func (d *dashboard) submissionsJSON(c echo.Context) error {
 	if v.Error != "" {
 		return c.JSON(http.StatusBadRequest, wire.ErrorBody{Error: wire.ErrorDetail{Code: "bad_request", Message: v.Error}})
 	}
-	list, _, err := d.q.Submissions().List(c.Request().Context(), opts)
+	list, _, err := d.q.List(c.Request().Context(), opts)
 	if err != nil {
 		return err
 	}
@@ -179,7 +178,7 @@ func (d *dashboard) progress(c echo.Context) error {
 	if err != nil || id <= 0 {
 		return c.JSON(http.StatusBadRequest, wire.ErrorBody{Error: wire.ErrorDetail{Code: "bad_request", Message: "id: not a submission id"}})
 	}
-	st, err := d.q.Submissions().Status(c.Request().Context(), id)
+	st, err := d.q.Status(c.Request().Context(), id)
 	if notFound(err) {
 		return c.JSON(http.StatusNotFound, wire.ErrorBody{Error: wire.ErrorDetail{Code: "not_found", Message: "id: no such submission"}})
 	}
@@ -211,7 +210,7 @@ func (d *dashboard) lookup(c echo.Context) (st queuer.Status, ok bool, err error
 	if err != nil || id <= 0 {
 		return st, false, d.fail(c, http.StatusBadRequest, "%q is not a submission id", c.Param("id"))
 	}
-	st, err = d.q.Submissions().Status(c.Request().Context(), id)
+	st, err = d.q.Status(c.Request().Context(), id)
 	if notFound(err) {
 		return st, false, d.fail(c, http.StatusNotFound, "no submission %d (it may have been deleted after the retention period)", id)
 	}
@@ -244,10 +243,10 @@ func (d *dashboard) submission(c echo.Context) error {
 	for _, a := range actionsOf(v.submissionView) {
 		v.Applies[a] = true
 	}
-	if v.Retries, err = d.q.Admin().Retries(ctx, st.ID); err != nil {
+	if v.Retries, err = d.q.Retries(ctx, st.ID); err != nil {
 		return err
 	}
-	fcs, more, err := d.q.Submissions().Failures(ctx, st.ID, after, failuresPageSize)
+	fcs, more, err := d.q.Failures(ctx, st.ID, after, failuresPageSize)
 	if err != nil && !notFound(err) { // deleted since the lookup: the page says what it read
 		return err
 	}
@@ -286,7 +285,7 @@ func (d *dashboard) cancel(c echo.Context) error {
 	if !ok {
 		return err
 	}
-	if _, err := d.q.Submissions().Cancel(c.Request().Context(), st.ID); err != nil {
+	if _, err := d.q.Cancel(c.Request().Context(), st.ID); err != nil {
 		if errors.Is(err, queuer.ErrFinished) {
 			return d.fail(c, http.StatusConflict, "submission %d is already finished", st.ID)
 		}

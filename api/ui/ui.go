@@ -27,7 +27,6 @@ import (
 
 	"opsq/api/apikeys"
 	"opsq/queuer"
-	"opsq/queuer/admin"
 )
 
 //go:embed templates/*.html static/*
@@ -146,7 +145,7 @@ func (d *dashboard) fail(c echo.Context, status int, format string, args ...any)
 
 // notFound is err when it says the target does not exist, for fail.
 func notFound(err error) bool {
-	return errors.Is(err, queuer.ErrNotFound) || errors.Is(err, admin.ErrNoSuchTarget)
+	return errors.Is(err, queuer.ErrNotFound) || errors.Is(err, queuer.ErrNoSuchTarget)
 }
 
 // ago writes a duration as an age: "4s", "3m12s", "2h05m", "3d04h".

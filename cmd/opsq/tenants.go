@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	"opsq/queuer/submissions"
+	"opsq/queuer"
 	opsqsql "opsq/sql"
 )
 
@@ -53,7 +53,7 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case len(pos) == 0:
 		return usageError("missing action: set or list")
 	case pos[0] == "set" && len(pos) == 2:
-		if err := submissions.CheckTenant(pos[1]); err != nil {
+		if err := queuer.CheckTenant(pos[1]); err != nil {
 			return usageError("%v", err)
 		}
 		set.Name = pos[1]

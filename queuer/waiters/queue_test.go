@@ -3,8 +3,9 @@ package waiters
 import (
 	"context"
 	"errors"
-	"opsq/queuer/identity"
 	"testing"
+
+	"opsq/queuer/identity"
 )
 
 // woken reports whether w holds a wake-up, and takes it.

@@ -10,8 +10,8 @@ import (
 
 	"opsq/api/wire"
 	"opsq/cmd/opsq/clustertest"
+	"opsq/queuer"
 	"opsq/queuer/submissions"
-	"opsq/queuer/tokens"
 )
 
 // The forged tokens of the abuse workload (DESIGN.md §8): --abuse-forged tokens, sent to
@@ -115,7 +115,7 @@ func (a *abuseRun) handBuiltToken(generation map[int]int64) string {
 	}
 	idx := mrand.IntN(int(total))
 	shard := submissions.ShardOf(id, idx, max(a.shards, 1))
-	b := make([]byte, 0, 39+tokens.MACLen)
+	b := make([]byte, 0, 39+queuer.TokenMACLen)
 	b = append(b, 2)
 	b = binary.BigEndian.AppendUint64(b, uint64(id))
 	b = binary.BigEndian.AppendUint32(b, uint32(idx))
@@ -124,7 +124,7 @@ func (a *abuseRun) handBuiltToken(generation map[int]int64) string {
 	b = binary.BigEndian.AppendUint32(b, 0) // retries
 	b = binary.BigEndian.AppendUint64(b, mrand.Uint64())
 	b = binary.BigEndian.AppendUint32(b, 1) // the key id of the migration's key
-	mac := make([]byte, tokens.MACLen)
+	mac := make([]byte, queuer.TokenMACLen)
 	_, _ = rand.Read(mac)
 	return base64.RawURLEncoding.EncodeToString(append(b, mac...))
 }

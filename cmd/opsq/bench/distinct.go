@@ -11,7 +11,7 @@ import (
 	"opsq/api/wire"
 	"opsq/client"
 	"opsq/cmd/opsq/progress"
-	"opsq/queuer/submissions"
+	"opsq/queuer"
 )
 
 // The distinct workload of "opsq bench": the reserve latency of prefer_distinct, DESIGN.md
@@ -24,7 +24,7 @@ const (
 	// distinctMax is prefer_distinct's max: one chunk in flight saturates a value.
 	distinctMax = 1
 	// distinctFirstID is the id of the first submission; the others follow it. The
-	// instances' snowflake ids are milliseconds since submissions.IDEpoch shifted left by 22
+	// instances' snowflake ids are milliseconds since queuer.IDEpoch shifted left by 22
 	// bits: 2^40 is 262 s after that epoch (2024-01-01), long before any instance ran, so
 	// no id an instance makes can fall among the workload's.
 	distinctFirstID int64 = 1 << 40
@@ -158,7 +158,7 @@ func (r *benchRun) insertDistinct(ctx context.Context) (distinctBacklog, time.Du
 		return fmt.Sprintf("distinct: inserting %s submissions with COPY: %d%%", progress.GroupDigits(b.n), progress.Percent(copied.Load(), 3*b.n))
 	})
 	defer stop()
-	if err := submissions.SubmitMany(ctx, r.env.pool, b.n, b.submission, copied.Store); err != nil {
+	if err := queuer.SubmitMany(ctx, r.env.pool, b.n, b.submission, copied.Store); err != nil {
 		return b, 0, fmt.Errorf("inserting %s submissions: %w", progress.GroupDigits(b.n), err)
 	}
 	return b, time.Since(start), nil
@@ -177,7 +177,7 @@ func (r *benchRun) cancelDistinct(ctx context.Context, b distinctBacklog) error 
 		return fmt.Sprintf("distinct: cancelling the submissions: %d%%", progress.Percent(done.Load(), b.n))
 	})
 	defer stop()
-	if _, err := submissions.CancelMany(ctx, r.env.pool, ids, func(n int) { done.Store(int64(n)) }); err != nil {
+	if _, err := queuer.CancelMany(ctx, r.env.pool, ids, func(n int) { done.Store(int64(n)) }); err != nil {
 		return fmt.Errorf("cancelling the %s submissions: %w", progress.GroupDigits(b.n), err)
 	}
 	return nil
@@ -220,10 +220,10 @@ func (b distinctBacklog) id(i int64) int64    { return b.first + i }
 func (b distinctBacklog) value(i int64) int64 { return i % b.values }
 
 // submission is submission i, as the engine's bulk insert takes it.
-func (b distinctBacklog) submission(i int64) submissions.SmallSubmission {
+func (b distinctBacklog) submission(i int64) queuer.SmallSubmission {
 	retries := distinctMaxRetries
 	input := strconv.AppendInt([]byte("distinct operation "), i, 10)
-	return submissions.SmallSubmission{
+	return queuer.SmallSubmission{
 		ID:                b.id(i),
 		StrategicMetadata: json.RawMessage(`{"` + distinctKey + `": ` + strconv.FormatInt(b.value(i), 10) + `}`),
 		MaxRetries:        &retries,
