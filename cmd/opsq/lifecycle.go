@@ -185,7 +185,7 @@ func pauseOrResume(ctx context.Context, name, about string, do func(*client.Clie
 	id := pos[0]
 	s, err := do(fs.client(), ctx, id)
 	if err != nil {
-		return explain(err, fs.url, fmt.Sprintf(`it has already finished: "opsq status %s" shows how ("opsq retry %s" runs its failed chunks again)`, id, id))
+		return explain(err, fs.url, fmt.Sprintf(`"opsq status %s" shows how it ended ("opsq retry %s" runs its failed chunks again)`, id, id))
 	}
 	fmt.Fprintln(stdout, formatPaused(s))
 	return nil

@@ -181,10 +181,14 @@ and exit once the submission finishes (progress on stderr).`, stderr)
 	results := fs.client().Results
 	var line *progress.Line
 	var lines int64
+	var total int64 = -1 // the submission's chunks, when known
 	if *follow {
 		results = fs.client().ResultsFollow
 		line = progress.NewLine(stderr)
-		line.Show(fmt.Sprintf("following the results of %s: waiting for chunk 0", id))
+		if st, err := fs.client().Status(ctx, id, 0); err == nil {
+			total = st.ChunksTotal
+		}
+		line.Show(followProgress(id, 0, total))
 	}
 	err = results(ctx, id, func(r wire.Result) error {
 		if *follow {
@@ -192,7 +196,7 @@ and exit once the submission finishes (progress on stderr).`, stderr)
 			if !r.Completed() {
 				line.Note("chunk %d: %s %s", r.ChunkIndex, r.State, oneLine(r.Error, 300))
 			}
-			line.Show(fmt.Sprintf("following the results of %s: %s lines, waiting for chunk %d", id, progress.GroupDigits(lines), r.ChunkIndex+1))
+			line.Show(followProgress(id, lines, total))
 		}
 		if *outputOnly {
 			if r.Output != nil {
@@ -230,10 +234,22 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	id := pos[0]
 	s, err := fs.client().Cancel(ctx, id)
 	if err != nil {
-		return explain(err, fs.url, fmt.Sprintf(`it has already finished: "opsq status %s" shows how`, id))
+		return explain(err, fs.url, fmt.Sprintf(`"opsq status %s" shows how it ended`, id))
 	}
 	fmt.Fprintf(stdout, "%s %s: %s / %s chunks done\n", s.State, s.ID, progress.GroupDigits(s.ChunksDone), progress.GroupDigits(s.ChunksTotal))
 	return nil
+}
+
+// followProgress is the progress line of "opsq results --follow": the lines written so far
+// of the submission's total (-1: not known), and the chunk it waits for, if any.
+func followProgress(id string, lines, total int64) string {
+	switch {
+	case total < 0:
+		return fmt.Sprintf("following the results of %s: %s lines, waiting for chunk %d", id, progress.GroupDigits(lines), lines)
+	case lines < total:
+		return fmt.Sprintf("following the results of %s: %s of %s lines, waiting for chunk %d", id, progress.GroupDigits(lines), progress.GroupDigits(total), lines)
+	}
+	return fmt.Sprintf("following the results of %s: all %s lines", id, progress.GroupDigits(total))
 }
 
 // stateNames lists the submission states, as --state accepts them.

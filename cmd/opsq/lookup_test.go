@@ -161,3 +161,21 @@ func TestFormatList(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }
+
+// TestFollowProgress: the line never waits for a chunk past the last one.
+func TestFollowProgress(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		lines, total int64
+		want         string
+	}{
+		{0, 3, "following the results of 7: 0 of 3 lines, waiting for chunk 0"},
+		{2, 3, "following the results of 7: 2 of 3 lines, waiting for chunk 2"},
+		{3, 3, "following the results of 7: all 3 lines"},
+		{5, -1, "following the results of 7: 5 lines, waiting for chunk 5"},
+	} {
+		if got := followProgress("7", tc.lines, tc.total); got != tc.want {
+			t.Errorf("followProgress(%d, %d) = %q; want %q", tc.lines, tc.total, got, tc.want)
+		}
+	}
+}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,7 +74,7 @@ func formatStatus(s wire.Status, now time.Time) string {
 		row("failure", "chunk %d: %s", s.Failure.ChunkIndex, s.Failure.Error)
 	}
 	if len(s.OnFailure) > 0 && string(s.OnFailure) != string(wire.OnFailureFailSubmission) {
-		row("on failure", "%s", s.OnFailure)
+		row("on failure", "%s", describeOnFailure(s.OnFailure))
 	}
 	if s.NotBefore != nil && s.NotBefore.After(now) {
 		row("not before", "%s (in %s)", s.NotBefore.Format(timeLayout), progress.Duration(s.NotBefore.Sub(now)))
@@ -112,4 +114,27 @@ func unsuccessful(s wire.Status) error {
 		return fmt.Errorf("submission %s was cancelled; submit it again to run it", s.ID)
 	}
 	return nil
+}
+
+// describeOnFailure says in words what a failure policy other than the default does
+// (DESIGN.md §3, on_failure); a form it does not know is shown as the server sent it.
+func describeOnFailure(raw json.RawMessage) string {
+	if string(raw) == string(wire.OnFailureContinue) {
+		return "continue (the other chunks go on; the submission ends failed if any chunk failed)"
+	}
+	var p struct {
+		FailAfter *struct {
+			Chunks   *int64   `json:"chunks"`
+			Fraction *float64 `json:"fraction"`
+		} `json:"fail_after"`
+	}
+	if err := json.Unmarshal(raw, &p); err == nil && p.FailAfter != nil {
+		switch {
+		case p.FailAfter.Chunks != nil:
+			return fmt.Sprintf("fail once more than %s chunks have failed", progress.GroupDigits(*p.FailAfter.Chunks))
+		case p.FailAfter.Fraction != nil:
+			return fmt.Sprintf("fail once more than %s%% of the chunks have failed", strconv.FormatFloat(*p.FailAfter.Fraction*100, 'f', -1, 64))
+		}
+	}
+	return string(raw)
 }

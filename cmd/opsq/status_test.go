@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -43,12 +44,29 @@ func TestFormatStatus(t *testing.T) {
 		"id         43\n" +
 		"state      in_progress, paused (\"opsq resume 43\" hands its chunks out again)\n" +
 		"chunks     2 / 10 done (20%), 1 failed, 3 skipped\n" +
-		"on failure {\"fail_after\":{\"chunks\":2}}\n" +
+		"on failure fail once more than 2 chunks have failed\n" +
 		"not before 2026-01-02T04:04:05Z (in 55m0s)\n" +
 		"priority   0\n" +
 		"created    2026-01-02T03:04:05Z (5m0s ago)\n"
 	if got := formatStatus(s, created.Add(5*time.Minute)); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestDescribeOnFailure(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		raw  json.RawMessage
+		want string
+	}{
+		{wire.OnFailureContinue, "continue (the other chunks go on; the submission ends failed if any chunk failed)"},
+		{wire.OnFailureAfterChunks(1500), "fail once more than 1 500 chunks have failed"},
+		{wire.OnFailureAfterFraction(0.05), "fail once more than 5% of the chunks have failed"},
+		{json.RawMessage(`{"fail_after":{"later":1}}`), `{"fail_after":{"later":1}}`},
+	} {
+		if got := describeOnFailure(tc.raw); got != tc.want {
+			t.Errorf("describeOnFailure(%s) = %q; want %q", tc.raw, got, tc.want)
+		}
 	}
 }
 

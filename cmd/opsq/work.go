@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"regexp"
 	"strconv"
 	"strings"
@@ -64,9 +66,12 @@ type workOptions struct {
 	strategy    json.RawMessage // nil: the server's default
 	lease       time.Duration
 	wait        time.Duration
-	consumer    string
-	once        bool
-	maxOutput   int64
+	// stopGrace is how long the running commands may go on once the worker is asked to
+	// stop; a second stop ends them at once.
+	stopGrace time.Duration
+	consumer  string
+	once      bool
+	maxOutput int64
 	// retryAfterExit are the exit statuses that mean "retry later": the chunk fails with
 	// retryAfter as its retry_after.
 	retryAfterExit map[int]bool
@@ -110,15 +115,17 @@ throttles once, however many of its lines match.
 
 While a command runs, its lease is extended every third of --lease; if the chunk went
 elsewhere meanwhile (its submission cancelled or failed, its shard lost), the command is
-killed and its output dropped, and the worker says which. On SIGINT or SIGTERM the worker reserves nothing more, lets
-the running commands finish for up to --lease, then kills the rest and fails their chunks
-("worker stopped", retried elsewhere), and exits with status 0.
+killed and its output dropped, and the worker says which. On SIGINT (Ctrl-C) or SIGTERM the
+worker reserves nothing more and lets the running commands finish for up to --stop-grace
+(default: --lease), then kills the rest and fails their chunks ("worker stopped", retried
+elsewhere), and exits with status 0. A second SIGINT or SIGTERM does that at once.
 
 Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 	o := workOptions{maxOutput: workMaxOutputDefault}
 	fs.IntVar(&o.concurrency, "concurrency", 1, "run up to `N` commands at once")
 	strategyFlag := fs.String("strategy", "", "the `strategy` that picks chunks, in the text form such as 'or_else(select_only(mode=preview, random), random)' or the JSON form (default: random)")
 	fs.DurationVar(&o.lease, "lease", workLeaseDefault, "lease of each reservation, extended while the command runs (1s to 24h)")
+	fs.DurationVar(&o.stopGrace, "stop-grace", 0, "how long the running commands may go on after a first SIGINT or SIGTERM (0s to --lease; default --lease); a second one stops them at once")
 	fs.DurationVar(&o.wait, "wait", workWaitDefault, "how long each reserve waits for work to appear (at most 60s)")
 	fs.StringVar(&o.consumer, "consumer", "", "`name` of this worker in the server's records (default HOSTNAME/pid-PID)")
 	fs.BoolVar(&o.once, "once", false, "exit once a reserve finds no work after its wait and no command is running, instead of waiting for more")
@@ -173,6 +180,8 @@ Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 		return o, fs.usageError("--concurrency %d: want 1 to %d", o.concurrency, workConcurrencyMax)
 	case o.lease < wire.MinLease || o.lease > wire.MaxLease:
 		return o, fs.usageError("--lease %s: want %s to %s", o.lease, wire.MinLease, wire.MaxLease)
+	case o.stopGrace < 0 || o.stopGrace > o.lease:
+		return o, fs.usageError("--stop-grace %s: want 0s to --lease (%s): a command past its lease has lost its chunk anyway", o.stopGrace, o.lease)
 	case o.wait < 0 || o.wait > wire.MaxWait:
 		return o, fs.usageError("--wait %s: want 0 to %s", o.wait, wire.MaxWait)
 	case len(o.retryAfterExit) > 0 && o.retryAfter == 0:
@@ -194,6 +203,11 @@ Put "--" before COMMAND when COMMAND or its arguments start with "-".`, stderr)
 		// Caught here, since a worker whose every command fails to start would burn the
 		// attempts of every chunk it reserves.
 		return o, fs.usageError("cannot run %q: %v", o.command[0], err)
+	}
+	graceSet := false
+	fs.Visit(func(f *flag.Flag) { graceSet = graceSet || f.Name == "stop-grace" })
+	if !graceSet {
+		o.stopGrace = o.lease
 	}
 	if o.consumer == "" {
 		host, err := os.Hostname()
@@ -225,7 +239,23 @@ func runWork(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	return newWorker(o, newClient(o.url, o.key), stderr).run(ctx)
+	w := newWorker(o, newClient(o.url, o.key), stderr)
+	// The first SIGINT or SIGTERM cancels ctx (main's signal.NotifyContext); this channel
+	// hears it too, and the second one stops the running commands at once.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		for n := 0; n < 2; n++ {
+			select {
+			case <-sigs:
+			case <-w.stopped:
+				return
+			}
+		}
+		w.stopNow()
+	}()
+	return w.run(ctx)
 }
 
 // worker reserves chunks and runs a command for each. Its goroutines live for the duration
@@ -243,6 +273,9 @@ type worker struct {
 
 	slots    chan struct{} // one token per running command (or per slot being reserved for)
 	stopping chan struct{} // closed when the worker stops reserving
+	aborting chan struct{} // closed by stopNow: the running commands are killed at once
+	abort    sync.Once
+	stopped  chan struct{} // closed when run returns
 
 	done, failed, lost, running atomic.Int64
 }
@@ -251,13 +284,26 @@ func newWorker(o workOptions, c *client.Client, stderr io.Writer) *worker {
 	return &worker{
 		opts: o, c: c, display: &workDisplay{line: progress.NewLine(stderr)},
 		slots: make(chan struct{}, o.concurrency), stopping: make(chan struct{}),
+		aborting: make(chan struct{}), stopped: make(chan struct{}),
 	}
+}
+
+// stopNow kills the running commands at once and fails their chunks, which are handed out
+// again elsewhere (a second signal). Safe to call more than once.
+func (w *worker) stopNow() {
+	w.abort.Do(func() {
+		if n := w.running.Load(); n > 0 {
+			w.display.note("stopping now: killing %d running command(s); their chunks are failed and handed out again elsewhere", n)
+		}
+		close(w.aborting)
+	})
 }
 
 // run reserves and runs chunks until ctx is cancelled (or, with --once, until there is no
 // more work), then lets the running commands finish, and returns. It returns an error only
 // when the server refuses the reserve requests (a bad --strategy, say).
 func (w *worker) run(ctx context.Context) error {
+	defer close(w.stopped)
 	start := time.Now()
 	quit, shown := make(chan struct{}), make(chan struct{})
 	go w.showProgress(quit, shown)
@@ -266,7 +312,7 @@ func (w *worker) run(ctx context.Context) error {
 	err := w.reserveLoop(ctx, &jobs)
 	close(w.stopping)
 	if n := w.running.Load(); n > 0 {
-		w.display.note("stopping: waiting for %d running command(s), for up to %s; then they are killed and their chunks failed", n, w.opts.lease)
+		w.display.note("stopping: waiting for %d running command(s), for up to %s (--stop-grace); then they are killed and their chunks failed. Press Ctrl-C again to stop them now", n, w.opts.stopGrace)
 	}
 	jobs.Wait()
 	close(quit)
@@ -371,6 +417,9 @@ func (w *worker) reserve(ctx context.Context, n int) ([]wire.ReservedChunk, erro
 // workerStopped is why a command is killed when the worker stops before it finishes.
 const workerStopped = "worker stopped"
 
+// workerStoppedNow is why a command is killed when the worker is asked to stop twice.
+const workerStoppedNow = "worker stopped at once"
+
 // outcome is what became of a chunk's command.
 type outcome struct {
 	output     string
@@ -422,7 +471,7 @@ func (w *worker) execute(ch wire.ReservedChunk) outcome {
 
 	extend := time.NewTicker(w.opts.lease / 3)
 	defer extend.Stop()
-	stopping := w.stopping
+	stopping, aborting := w.stopping, w.aborting
 	var deadline, hardKill <-chan time.Time
 	var killed string // why the command was killed
 	throttled := false
@@ -446,7 +495,9 @@ func (w *worker) execute(ch wire.ReservedChunk) outcome {
 		case err := <-exited:
 			switch {
 			case killed == workerStopped:
-				return outcome{failure: fmt.Sprintf("%s: the command did not finish within --lease %s of the worker's shutdown", workerStopped, w.opts.lease)}
+				return outcome{failure: fmt.Sprintf("%s: the command did not finish within --stop-grace %s of the worker's shutdown", workerStopped, w.opts.stopGrace)}
+			case killed == workerStoppedNow:
+				return outcome{failure: workerStoppedNow + ": the worker was asked to stop a second time"}
 			case killed != "":
 				return outcome{gone: killed}
 			}
@@ -479,9 +530,12 @@ func (w *worker) execute(ch wire.ReservedChunk) outcome {
 				kill(gone, syscall.SIGTERM)
 			}
 		case <-stopping:
-			stopping, deadline = nil, time.After(w.opts.lease)
+			stopping, deadline = nil, time.After(w.opts.stopGrace)
 		case <-deadline:
 			kill(workerStopped, syscall.SIGTERM)
+		case <-aborting:
+			aborting = nil
+			kill(workerStoppedNow, syscall.SIGTERM)
 		case <-hardKill:
 			kill(killed, syscall.SIGKILL)
 		}
