@@ -1,8 +1,9 @@
 // Package docs holds opsq's documentation beside the code and no Go code of its own. Its
-// test keeps docs/engine.md, the code map, true to the code: every repository path it
-// names exists, and every Go identifier it names (handout.Path.Reserve, Queuer.Complete,
-// notify.SendWork) is declared in the module. (cmd/opsq's TestDocsLinks checks the links
-// of README.md and docs/*.md; TestReadmeWalkthrough runs the README's commands.)
+// tests keep the docs true to the code: every repository path that README.md and
+// docs/*.md name exists, and every Go identifier docs/engine.md, the code map, names
+// (handout.Path.Reserve, Queuer.Complete, notify.SendWork) is declared in the module.
+// (cmd/opsq's TestDocsLinks checks the links of README.md and docs/*.md;
+// TestReadmeWalkthrough runs the README's commands.)
 package docs
 
 import (
@@ -49,6 +50,64 @@ func TestEngineMentions(t *testing.T) {
 		t.Errorf("docs/%s: checked %d paths and %d dotted identifiers; want at least 20 and 15 (is it still the code map?)",
 			engineDoc, counts[pathMention], counts[identMention])
 	}
+}
+
+// TestDocsPaths checks the repository paths that README.md and the other docs/*.md name in
+// code spans: those that start at a top-level folder of the repository (`sql/admin/`,
+// `queuer/internal/handout/fair.go`; not `html/template` or `application/x-ndjson`), and
+// the file names after them in their paragraphs. The code moves; the prose must follow.
+func TestDocsPaths(t *testing.T) {
+	t.Parallel()
+	idx, err := indexModule(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tops := map[string]bool{}
+	for _, e := range top {
+		if !strings.HasPrefix(e.Name(), ".") {
+			tops[e.Name()] = true
+		}
+	}
+	files, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join(root, "README.md"))
+	checked := 0
+	for _, f := range files {
+		if f == engineDoc {
+			continue // TestEngineMentions checks it, and more
+		}
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mentions(string(raw)) {
+			first, _, _ := strings.Cut(repoPath(m.text), "/")
+			if m.kind == pathMention && !tops[first] || m.kind != pathMention && m.kind != fileMention {
+				continue
+			}
+			checked++
+			if problem := check(root, idx, m); problem != "" {
+				t.Errorf("%s:%d: `%s`: %s", rel(f), m.line, m.text, problem)
+			}
+		}
+	}
+	if checked < 50 {
+		t.Errorf("checked %d paths and file names in README.md and docs/*.md; want at least 50", checked)
+	}
+}
+
+// rel is a doc's path from the root of the repository.
+func rel(f string) string {
+	if r, ok := strings.CutPrefix(filepath.ToSlash(f), root+"/"); ok {
+		return r
+	}
+	return "docs/" + f
 }
 
 // TestEngineMentionsCatchStale: the check flags what does not exist, and only that.
@@ -216,8 +275,11 @@ func check(root string, idx *index, m mention) string {
 				folders = append(folders, d)
 			}
 		}
-		if len(folders) == 0 {
-			return "no such file: no folder of the repository is named before it in its paragraph"
+		if len(folders) == 0 { // the folders named are stale (and flagged) or no folders
+			if !idx.files[m.text] && !globAnywhere(idx, m.text) {
+				return "no file of that name anywhere in the repository"
+			}
+			return ""
 		}
 		return fmt.Sprintf("no such file in %s (the folders named before it in its paragraph)", strings.Join(folders, ", "))
 	case identMention:
