@@ -56,6 +56,7 @@ var layering = []struct {
 	{"opsq/client", []string{"opsq/api/wire", "opsq/queuer/opsqtype"}},
 	{"opsq/client/...", nil}, // the Python and TypeScript clients' Go tests
 	{"opsq/deploy", nil},     // the deployment files' Go tests
+	{"opsq/docs", nil},       // the docs' Go tests
 	// The API and the dashboard: the engine through its façade alone.
 	{"opsq/api/tracing/...", nil},
 	{"opsq/api/apikeys", concat(leaves, []string{"opsq/queuer", "opsq/sql"})},
