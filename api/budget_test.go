@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"opsq/api/wire"
-	"opsq/queuer/submissions"
+	"opsq/queuer/opsqtype"
 	"opsq/sql/pgtest"
 )
 
@@ -335,7 +335,7 @@ func TestOrphanChunksNotReserved(t *testing.T) {
 	const id = int64(1) << 40
 	for i := range 50 {
 		if _, err := e.Pool.Exec(t.Context(), `INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order) VALUES ($1, $2, $3, $4)`,
-			id, i, submissions.ShardOf(id, i, shards), submissions.RandomOrder(id, i, shards)); err != nil {
+			id, i, opsqtype.ShardOf(id, i, shards), opsqtype.RandomOrder(id, i, shards)); err != nil {
 			t.Fatal(err)
 		}
 	}

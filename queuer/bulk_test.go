@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/submissions"
 	"opsq/sql/pgtest"
 	"opsq/strategy"
@@ -58,9 +58,9 @@ func TestSubmitManyWritesTheRowsOfSubmit(t *testing.T) {
 		if err := rows.Scan(&id, &idx, &shard, &order, &input); err != nil {
 			t.Fatal(err)
 		}
-		if shard != submissions.ShardOf(id, idx, 64) || order != submissions.RandomOrder(id, idx, 64) {
+		if shard != opsqtype.ShardOf(id, idx, 64) || order != opsqtype.RandomOrder(id, idx, 64) {
 			t.Fatalf("chunk %d/%d on shard %d, random_order %d; want Submit's: %d and %d", id, idx, shard, order,
-				submissions.ShardOf(id, idx, 64), submissions.RandomOrder(id, idx, 64))
+				opsqtype.ShardOf(id, idx, 64), opsqtype.RandomOrder(id, idx, 64))
 		}
 		if want := fmt.Sprintf("bulk %d.%d", id-1<<40, idx); string(input) != want {
 			t.Fatalf("chunk %d/%d input %q; want %q", id, idx, input, want)
@@ -79,7 +79,7 @@ func TestSubmitManyWritesTheRowsOfSubmit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.State != wire.StateInProgress || st.ChunksTotal != int64(len(want.Chunks)) || st.Priority != want.Priority || st.Metadata != want.Metadata {
+		if st.State != opsqtype.StateInProgress || st.ChunksTotal != int64(len(want.Chunks)) || st.Priority != want.Priority || st.Metadata != want.Metadata {
 			t.Errorf("status of submission %d = %+v; want in_progress, %d chunks, priority %d, metadata %q", i, st, len(want.Chunks), want.Priority, want.Metadata)
 		}
 		var sm map[string]any
@@ -160,7 +160,7 @@ func TestCancelManyCancelsAsCancel(t *testing.T) {
 		}
 	}
 	st, err := q.Status(ctx, first)
-	if err != nil || st.State != wire.StateCancelled || st.FinishedAt == nil {
+	if err != nil || st.State != opsqtype.StateCancelled || st.FinishedAt == nil {
 		t.Errorf("status of a submission after CancelMany = %+v, %v; want cancelled with finished_at", st, err)
 	}
 }

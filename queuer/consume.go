@@ -4,19 +4,19 @@ import (
 	"context"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 )
 
 // The consumers' verbs after a reserve (DESIGN.md §3, Consumer), each the outcome part's.
 
 // Complete records completions: the first completion of a chunk wins, repeats are
 // harmless.
-func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]wire.TokenStatus, error) {
+func (q *Queuer) Complete(ctx context.Context, items []Completion) ([]opsqtype.TokenStatus, error) {
 	return q.outcomes.Complete(ctx, items)
 }
 
 // Fail records failed attempts, wherever their reservations are held.
-func (q *Queuer) Fail(ctx context.Context, items []Failure) ([]wire.TokenStatus, error) {
+func (q *Queuer) Fail(ctx context.Context, items []Failure) ([]opsqtype.TokenStatus, error) {
 	return q.outcomes.Fail(ctx, items)
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/submissions"
 	"opsq/reserver"
 	"opsq/sql/pgtest"
@@ -65,7 +65,7 @@ func TestReserveCompleteWholeSubmission(t *testing.T) {
 		}
 		requests++
 		for i, st := range status {
-			if st != wire.StatusCompleted {
+			if st != opsqtype.StatusCompleted {
 				t.Fatalf("completion %d: %s; want completed", i, st)
 			}
 		}
@@ -74,7 +74,7 @@ func TestReserveCompleteWholeSubmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != wire.StateCompleted || st.ChunksDone != 300 {
+	if st.State != opsqtype.StateCompleted || st.ChunksDone != 300 {
 		t.Fatalf("after completing every chunk: %s with %d done; want completed with 300", st.State, st.ChunksDone)
 	}
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_completed WHERE submission_id = $1", id); n != 300 {
@@ -135,14 +135,14 @@ func TestFailRetriesThenFailsTheSubmission(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := wire.StatusRetrying
+		want := opsqtype.StatusRetrying
 		if attempt == 1 {
-			want = wire.StatusFailed // max_retries 1: two attempts
+			want = opsqtype.StatusFailed // max_retries 1: two attempts
 		}
 		if status[0] != want {
 			t.Fatalf("attempt %d: fail → %s; want %s", attempt, status[0], want)
 		}
-		if again, _ := q.Fail(t.Context(), []Failure{{Token: tok, Error: "boom", Retry: true}}); again[0] != wire.StatusAlreadyFinished {
+		if again, _ := q.Fail(t.Context(), []Failure{{Token: tok, Error: "boom", Retry: true}}); again[0] != opsqtype.StatusAlreadyFinished {
 			t.Fatalf("attempt %d: repeated failure → %s; want already_finished", attempt, again[0])
 		}
 	}
@@ -150,7 +150,7 @@ func TestFailRetriesThenFailsTheSubmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != wire.StateFailed || st.Error == nil || *st.Error != "boom" || st.FailedChunkIndex == nil || int32(*st.FailedChunkIndex) != target {
+	if st.State != opsqtype.StateFailed || st.Error == nil || *st.Error != "boom" || st.FailedChunkIndex == nil || int32(*st.FailedChunkIndex) != target {
 		t.Fatalf("status %+v; want failed at chunk %d with error boom", st, target)
 	}
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_failed WHERE submission_id = $1 AND skipped", id); n != 2 {
@@ -170,10 +170,10 @@ func TestFailWithoutRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if status[0] != wire.StatusFailed || status[1] != wire.StatusUnknown {
+	if status[0] != opsqtype.StatusFailed || status[1] != opsqtype.StatusUnknown {
 		t.Fatalf("statuses %v; want [failed unknown]", status)
 	}
-	if st, _ := q.Status(t.Context(), id); st.State != wire.StateFailed {
+	if st, _ := q.Status(t.Context(), id); st.State != opsqtype.StateFailed {
 		t.Fatalf("state %s; want failed", st.State)
 	}
 }
@@ -203,10 +203,10 @@ func TestExpiredLeaseCountsAnAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != wire.StateFailed || st.Error == nil || *st.Error != "reservation expired" {
+	if st.State != opsqtype.StateFailed || st.Error == nil || *st.Error != "reservation expired" {
 		t.Fatalf("submission with max_retries 0 after expiry: %+v; want failed, reservation expired", st)
 	}
-	if status, _ := q.Complete(t.Context(), []Completion{{Token: chunks[0].Token, Output: []byte("late")}}); status[0] != wire.StatusCompleted && status[0] != wire.StatusAlreadyFinished {
+	if status, _ := q.Complete(t.Context(), []Completion{{Token: chunks[0].Token, Output: []byte("late")}}); status[0] != opsqtype.StatusCompleted && status[0] != opsqtype.StatusAlreadyFinished {
 		t.Fatalf("late completion → %s", status[0])
 	}
 }
@@ -243,19 +243,19 @@ func TestExtend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Status != wire.StatusExtended || res[0].ExpiresAt == nil || time.Until(*res[0].ExpiresAt) < 50*time.Second {
+	if res[0].Status != opsqtype.StatusExtended || res[0].ExpiresAt == nil || time.Until(*res[0].ExpiresAt) < 50*time.Second {
 		t.Fatalf("extend → %+v; want extended by a minute", res[0])
 	}
-	if res[1].Status != wire.StatusUnknown {
+	if res[1].Status != opsqtype.StatusUnknown {
 		t.Fatalf("extend of junk → %s; want unknown", res[1].Status)
 	}
 	if r, ok := q.reserver.Get(c[0].Token); !ok || time.Until(r.ExpiresAt) < 50*time.Second {
 		t.Fatal("the reservation was not extended")
 	}
-	if st, err := q.Complete(t.Context(), []Completion{{Token: c[0].Token}}); err != nil || st[0] != wire.StatusCompleted {
+	if st, err := q.Complete(t.Context(), []Completion{{Token: c[0].Token}}); err != nil || st[0] != opsqtype.StatusCompleted {
 		t.Fatalf("complete after extend → %v, %v; want completed", st, err)
 	}
-	if res, _ := q.Extend(t.Context(), []string{c[0].Token}, time.Minute, false); res[0].Status != wire.StatusAlreadyFinished {
+	if res, _ := q.Extend(t.Context(), []string{c[0].Token}, time.Minute, false); res[0].Status != opsqtype.StatusAlreadyFinished {
 		t.Fatalf("extend after complete → %s; want already_finished", res[0].Status)
 	}
 }

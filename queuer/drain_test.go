@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/strategy"
 )
 
@@ -40,7 +40,7 @@ func TestDrainAnswersWaitsAndAbandons(t *testing.T) {
 	waited := make(chan error, 1)
 	go func() {
 		st, err := q.WaitFinished(ctx, id, time.Minute)
-		if err == nil && st.State != wire.StateInProgress {
+		if err == nil && st.State != opsqtype.StateInProgress {
 			err = errors.New("state " + string(st.State) + "; want in_progress")
 		}
 		waited <- err
@@ -95,7 +95,7 @@ func TestDrainAnswersWaitsAndAbandons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != wire.StateFailed || st.Error == nil || *st.Error != errAbandoned {
+	if st.State != opsqtype.StateFailed || st.Error == nil || *st.Error != errAbandoned {
 		t.Errorf("submission with max_retries 0 after its reservation was abandoned: %s, error %v; want failed, %q", st.State, st.Error, errAbandoned)
 	}
 

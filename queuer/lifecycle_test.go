@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/api/wire"
 	"opsq/queuer/notify"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/submissions"
 	"opsq/sql/pgtest"
 	"opsq/strategy"
@@ -43,7 +43,7 @@ func complete(t *testing.T, q *Queuer, chunks ...Chunk) {
 		t.Fatal(err)
 	}
 	for i, st := range status {
-		if st != wire.StatusCompleted {
+		if st != opsqtype.StatusCompleted {
 			t.Fatalf("completing chunk %d: %s; want completed", chunks[i].ChunkIndex, st)
 		}
 	}
@@ -295,7 +295,7 @@ func TestFollowResults(t *testing.T) {
 		t.Fatalf("a line more: %q", l)
 	default:
 	}
-	if st, err := q.Status(ctx, id); err != nil || st.State != wire.StateFailed {
+	if st, err := q.Status(ctx, id); err != nil || st.State != opsqtype.StateFailed {
 		t.Fatalf("status after the last chunk: %+v, %v; want failed", st, err)
 	}
 	// A finished submission is followed to its end at once.
@@ -365,7 +365,7 @@ func TestRetryFailedSubmission(t *testing.T) {
 	complete(t, q, c[0], c[1])
 	failContinue(t, pool, id, 2)
 	failSubmission(t, q, pool, id, 2)
-	if st, err := q.Status(t.Context(), id); err != nil || st.State != wire.StateFailed {
+	if st, err := q.Status(t.Context(), id); err != nil || st.State != opsqtype.StateFailed {
 		t.Fatalf("before the retry: %+v, %v; want failed", st, err)
 	}
 
@@ -374,7 +374,7 @@ func TestRetryFailedSubmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != wire.StateInProgress || st.FinishedAt != nil || st.Error != nil || st.FailedChunkIndex != nil {
+	if st.State != opsqtype.StateInProgress || st.FinishedAt != nil || st.Error != nil || st.FailedChunkIndex != nil {
 		t.Fatalf("after the retry: %+v; want in progress, without finished_at nor failure", st)
 	}
 	if got, want := counters(t, pool, id), [3]int64{2, 0, 3}; got != want {
@@ -396,7 +396,7 @@ func TestRetryFailedSubmission(t *testing.T) {
 	}
 	// Its new attempt fails too: its error comes after the two before the retry, and its
 	// next attempt then completes.
-	if st, err := q.Fail(t.Context(), []Failure{{Token: got[0].Token, Error: "after the retry", Retry: true}}); err != nil || st[0] != wire.StatusRetrying {
+	if st, err := q.Fail(t.Context(), []Failure{{Token: got[0].Token, Error: "after the retry", Retry: true}}); err != nil || st[0] != opsqtype.StatusRetrying {
 		t.Fatalf("fail after the retry: %v, %v; want retrying", st, err)
 	}
 	failures := func() submissions.FailedChunk {
@@ -428,9 +428,9 @@ func TestRetryFailedSubmission(t *testing.T) {
 	// Every chunk is finished, three of them skipped: the submission failed again.
 	pgtest.Eventually(t, 20*time.Second, "the submission finished", func() bool {
 		st, err := q.Status(t.Context(), id)
-		return err == nil && st.State != wire.StateInProgress
+		return err == nil && st.State != opsqtype.StateInProgress
 	})
-	if st, _ := q.Status(t.Context(), id); st.State != wire.StateFailed || st.Error == nil || *st.Error != "3 chunks skipped" {
+	if st, _ := q.Status(t.Context(), id); st.State != opsqtype.StateFailed || st.Error == nil || *st.Error != "3 chunks skipped" {
 		t.Errorf("after its retried chunk completed: %+v; want failed, \"3 chunks skipped\"", st)
 	}
 
@@ -490,14 +490,14 @@ func TestRetryCancelledAndNothingToRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != wire.StateInProgress || st.FinishedAt != nil {
+	if st.State != opsqtype.StateInProgress || st.FinishedAt != nil {
 		t.Fatalf("after retrying a cancelled submission's unfinished chunks: %+v; want in progress", st)
 	}
 	if got, want := counters(t, pool, id), [3]int64{0, 0, 0}; got != want {
 		t.Errorf("counters: %v; want %v", got, want)
 	}
 	for i := range 4 {
-		shard, order := submissions.ShardOf(id, i, q.shardCount), submissions.RandomOrder(id, i, q.shardCount)
+		shard, order := opsqtype.ShardOf(id, i, q.shardCount), opsqtype.RandomOrder(id, i, q.shardCount)
 		if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1 AND chunk_index = $2 AND shard = $3 AND random_order = $4",
 			id, i, shard, order); n != 1 {
 			t.Errorf("chunk %d not back on shard %d at random order %d", i, shard, order)
@@ -540,9 +540,9 @@ func TestRetryManyByMetadata(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := wire.StateInProgress
+		want := opsqtype.StateInProgress
 		if i == 1 {
-			want = wire.StateFailed
+			want = opsqtype.StateFailed
 		}
 		if st.State != want {
 			t.Errorf("submission %d: %s; want %s", i, st.State, want)
@@ -611,7 +611,7 @@ func TestPauseResume(t *testing.T) {
 	}
 
 	// The chunk reserved before the pause completes as usual.
-	if st, err := q.Complete(t.Context(), []Completion{{Token: inFlight[0].Token, Output: []byte("late")}}); err != nil || st[0] != wire.StatusCompleted {
+	if st, err := q.Complete(t.Context(), []Completion{{Token: inFlight[0].Token, Output: []byte("late")}}); err != nil || st[0] != opsqtype.StatusCompleted {
 		t.Errorf("completing the chunk reserved before the pause: %v, %v; want completed", st, err)
 	}
 
@@ -642,7 +642,7 @@ func TestPausedInFlightCompletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st[0] != wire.StatusCompleted {
+	if st[0] != opsqtype.StatusCompleted {
 		t.Fatalf("completing a chunk reserved before a pause: %s; want completed (the completer completes chunks of opsq.chunks_waiting)", st[0])
 	}
 	if got := lines(t, q, id); !slices.Equal(got, []string{"0:completed:out", "1:pending"}) {
@@ -669,7 +669,7 @@ func TestPausedInFlightFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(st, []wire.TokenStatus{wire.StatusRetrying, wire.StatusFailed}) {
+	if !slices.Equal(st, []opsqtype.TokenStatus{opsqtype.StatusRetrying, opsqtype.StatusFailed}) {
 		t.Fatalf("fails of chunks reserved before the pause: %v; want [retrying failed]", st)
 	}
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_waiting WHERE submission_id = $1 AND chunk_index = 0 AND retries = 1 AND ready_at = 'infinity'", id); n != 1 {
@@ -682,7 +682,7 @@ func TestPausedInFlightFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.State != wire.StateInProgress || s.ChunksFailed != 1 || !s.Paused {
+	if s.State != opsqtype.StateInProgress || s.ChunksFailed != 1 || !s.Paused {
 		t.Errorf("status %+v; want in progress, paused, 1 chunk failed", s)
 	}
 	if _, err := q.Resume(t.Context(), id); err != nil {

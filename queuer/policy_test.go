@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/submissions"
 	"opsq/sql/pgtest"
 	"opsq/strategy"
@@ -19,7 +19,7 @@ func failAll(t *testing.T, q *Queuer, fail map[int32]bool) int {
 	for _, c := range reserveN(t, q, ReserveRequest{Max: 100, Strategy: strategy.Node{Kind: strategy.OldestFirst}}) {
 		if fail[c.ChunkIndex] {
 			st, err := q.Fail(t.Context(), []Failure{{Token: c.Token, Error: "bad input " + string(rune('a'+c.ChunkIndex))}})
-			if err != nil || st[0] != wire.StatusFailed {
+			if err != nil || st[0] != opsqtype.StatusFailed {
 				t.Fatalf("failing chunk %d: %v, %v; want failed", c.ChunkIndex, st, err)
 			}
 			continue
@@ -28,9 +28,9 @@ func failAll(t *testing.T, q *Queuer, fail map[int32]bool) int {
 		switch {
 		case err != nil:
 			t.Fatalf("completing chunk %d: %v", c.ChunkIndex, err)
-		case st[0] == wire.StatusCompleted:
+		case st[0] == opsqtype.StatusCompleted:
 			completed++
-		case st[0] != wire.StatusAlreadyFinished: // skipped when the submission failed
+		case st[0] != opsqtype.StatusAlreadyFinished: // skipped when the submission failed
 			t.Fatalf("completing chunk %d: %v; want completed or already_finished", c.ChunkIndex, st)
 		}
 	}
@@ -76,7 +76,7 @@ func TestFailurePolicies(t *testing.T) {
 			// oldest_first hands the chunks out in order: chunk 0's outcome first.
 			failAll(t, q, tc.fail)
 			st := mustStatusOf(t, q, id)
-			if st.State != wire.StateFailed || st.ChunksDone != tc.wantDone || st.ChunksFailed != tc.wantFailed || st.ChunksSkipped != tc.wantSkip {
+			if st.State != opsqtype.StateFailed || st.ChunksDone != tc.wantDone || st.ChunksFailed != tc.wantFailed || st.ChunksSkipped != tc.wantSkip {
 				t.Fatalf("status %s, %d done, %d failed, %d skipped; want failed, %d, %d, %d",
 					st.State, st.ChunksDone, st.ChunksFailed, st.ChunksSkipped, tc.wantDone, tc.wantFailed, tc.wantSkip)
 			}
@@ -101,10 +101,10 @@ func TestContinueGoesOnWhileChunksFail(t *testing.T) {
 	none := 0
 	id := submitN(t, q, 3, NewSubmission{MaxRetries: &none, Lifecycle: Lifecycle{Policy: submissions.FailurePolicy{Continue: true}}})
 	c := reserveN(t, q, ReserveRequest{Max: 1, Strategy: strategy.Node{Kind: strategy.OldestFirst}})
-	if st, err := q.Fail(t.Context(), []Failure{{Token: c[0].Token, Error: "x"}}); err != nil || st[0] != wire.StatusFailed {
+	if st, err := q.Fail(t.Context(), []Failure{{Token: c[0].Token, Error: "x"}}); err != nil || st[0] != opsqtype.StatusFailed {
 		t.Fatalf("fail: %v, %v", st, err)
 	}
-	if st := mustStatusOf(t, q, id); st.State != wire.StateInProgress || st.ChunksFailed != 1 {
+	if st := mustStatusOf(t, q, id); st.State != opsqtype.StateInProgress || st.ChunksFailed != 1 {
 		t.Fatalf("after one failed chunk: %s with %d failed; want in_progress with 1", st.State, st.ChunksFailed)
 	}
 	if rest := reserveN(t, q, ReserveRequest{Max: 10}); len(rest) != 2 {
@@ -132,7 +132,7 @@ func TestRetryBackoff(t *testing.T) {
 		{Token: chunks[0].Token, Error: "slow down", Retry: true},
 		{Token: chunks[1].Token, Error: "later", Retry: true, RetryAfter: 4 * time.Second},
 	})
-	if err != nil || st[0] != wire.StatusRetrying || st[1] != wire.StatusRetrying {
+	if err != nil || st[0] != opsqtype.StatusRetrying || st[1] != opsqtype.StatusRetrying {
 		t.Fatalf("fail: %v, %v; want retrying twice", st, err)
 	}
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_waiting WHERE submission_id = $1", id); n != 2 {
@@ -195,7 +195,7 @@ func TestCancelSkipsWhatIsLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != wire.StateCancelled || st.ChunksDone != 1 || st.ChunksSkipped != 3 {
+	if st.State != opsqtype.StateCancelled || st.ChunksDone != 1 || st.ChunksSkipped != 3 {
 		t.Fatalf("after cancel: %s, %d done, %d skipped; want cancelled, 1, 3", st.State, st.ChunksDone, st.ChunksSkipped)
 	}
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_failed WHERE submission_id = $1 AND skipped AND input IS NOT NULL", id); n != 3 {

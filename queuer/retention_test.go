@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/sql/pgtest"
 )
 
@@ -57,7 +57,7 @@ func TestDeleteExpired(t *testing.T) {
 	if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.idempotency_keys"); c != 0 {
 		t.Errorf("%d idempotency keys left; want 0", c)
 	}
-	if st, err := q.Status(ctx, running); err != nil || st.State != wire.StateInProgress {
+	if st, err := q.Status(ctx, running); err != nil || st.State != opsqtype.StateInProgress {
 		t.Errorf("in-progress submission after retention: %v, %v; want untouched", st.State, err)
 	}
 	if c := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", running); c != 10 {

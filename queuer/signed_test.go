@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/tokens"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
@@ -50,13 +50,13 @@ func actOnAll(t *testing.T, q *Queuer, tokens []string) {
 		comps[i] = Completion{Token: tok, Output: []byte("forged")}
 		fails[i] = Failure{Token: tok, Error: "forged"}
 	}
-	check := func(what string, statuses []wire.TokenStatus, err error) {
+	check := func(what string, statuses []opsqtype.TokenStatus, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		for i, st := range statuses {
-			if st != wire.StatusUnknown {
+			if st != opsqtype.StatusUnknown {
 				t.Fatalf("%s of %q: %s; want unknown", what, tokens[i], st)
 			}
 		}
@@ -71,7 +71,7 @@ func actOnAll(t *testing.T, q *Queuer, tokens []string) {
 	st, err = q.Fail(ctx, fails)
 	check("fail with retry true", st, err)
 	ext, err := q.Extend(ctx, tokens, time.Hour, false)
-	st = make([]wire.TokenStatus, len(ext))
+	st = make([]opsqtype.TokenStatus, len(ext))
 	for i, e := range ext {
 		st[i] = e.Status
 	}
@@ -119,12 +119,12 @@ func TestForgedTokensAreUnknown(t *testing.T) {
 	if _, ok := q.reserver.Get(c.Token); !ok {
 		t.Fatal("after forged tokens: the chunk's reservation is gone; want it held")
 	}
-	if st, err := q.Status(t.Context(), id); err != nil || st.State != wire.StateInProgress || st.ChunksDone != 0 {
+	if st, err := q.Status(t.Context(), id); err != nil || st.State != opsqtype.StateInProgress || st.ChunksDone != 0 {
 		t.Fatalf("after forged tokens: submission %+v, %v; want in progress with nothing done", st, err)
 	}
 	// The real token still works: the forged ones could have acted, had they verified.
 	st, err := q.Complete(t.Context(), []Completion{{Token: c.Token}})
-	if err != nil || st[0] != wire.StatusCompleted {
+	if err != nil || st[0] != opsqtype.StatusCompleted {
 		t.Fatalf("completing with the real token: %v, %v; want completed", st, err)
 	}
 }
@@ -170,7 +170,7 @@ func TestTokenFromAnotherDatabaseIsUnknown(t *testing.T) {
 	// B's own token for the same chunk works in B, and is unknown in A.
 	tokB := reserveN(t, qb, ReserveRequest{})[0].Token
 	actOnAll(t, qa, []string{tokB})
-	if st, err := qb.Complete(t.Context(), []Completion{{Token: tokB}}); err != nil || st[0] != wire.StatusCompleted {
+	if st, err := qb.Complete(t.Context(), []Completion{{Token: tokB}}); err != nil || st[0] != opsqtype.StatusCompleted {
 		t.Fatalf("completing B's token in B: %v, %v; want completed", st, err)
 	}
 	if r := readChunkRow(t, poolA, id, 0); !r.pending {
@@ -211,11 +211,11 @@ func TestRotationKeepsLiveTokensValid(t *testing.T) {
 	// Another instance started now verifies both keys' tokens too.
 	q2 := startQueuer(t, pool)
 	st, err := q2.Complete(t.Context(), []Completion{{Token: before[0].Token}, {Token: after.Token}})
-	if err != nil || st[0] != wire.StatusCompleted || st[1] != wire.StatusCompleted {
+	if err != nil || st[0] != opsqtype.StatusCompleted || st[1] != opsqtype.StatusCompleted {
 		t.Fatalf("completing a token of each key after the rotation: %v, %v; want completed twice", st, err)
 	}
 	ext, err := q.Extend(t.Context(), []string{before[1].Token}, time.Minute, false)
-	if err != nil || ext[0].Status != wire.StatusExtended {
+	if err != nil || ext[0].Status != opsqtype.StatusExtended {
 		t.Fatalf("extending a token of the old key after the rotation: %+v, %v; want extended", ext, err)
 	}
 
@@ -239,7 +239,7 @@ func TestRotationKeepsLiveTokensValid(t *testing.T) {
 		t.Fatalf("reserving the last chunk: got %d chunks in 90s; want 1", len(rest))
 	}
 	next := rest[0]
-	if st, err := q.Complete(t.Context(), []Completion{{Token: next.Token}}); err != nil || st[0] != wire.StatusCompleted {
+	if st, err := q.Complete(t.Context(), []Completion{{Token: next.Token}}); err != nil || st[0] != opsqtype.StatusCompleted {
 		t.Fatalf("completing a token of the new key: %v, %v; want completed", st, err)
 	}
 }
@@ -289,7 +289,7 @@ func TestStaleCompletionReleasesTheHold(t *testing.T) {
 	if n := holds(); n != 1 {
 		t.Fatalf("%d holds after a reserve; want 1", n)
 	}
-	if st, err := q.Fail(t.Context(), []Failure{{Token: first.Token, Error: "again", Retry: true}}); err != nil || st[0] != wire.StatusRetrying {
+	if st, err := q.Fail(t.Context(), []Failure{{Token: first.Token, Error: "again", Retry: true}}); err != nil || st[0] != opsqtype.StatusRetrying {
 		t.Fatalf("fail with retry: %v, %v; want retrying", st, err)
 	}
 	again := reserveText(t, q, tree, 1)
@@ -300,7 +300,7 @@ func TestStaleCompletionReleasesTheHold(t *testing.T) {
 		t.Fatalf("%d holds after reserving again; want 1", n)
 	}
 	// The stale token completes first: the first completion wins.
-	if st, err := q.Complete(t.Context(), []Completion{{Token: first.Token}}); err != nil || st[0] != wire.StatusCompleted {
+	if st, err := q.Complete(t.Context(), []Completion{{Token: first.Token}}); err != nil || st[0] != opsqtype.StatusCompleted {
 		t.Fatalf("completing with the stale token: %v, %v; want completed", st, err)
 	}
 	if _, ok := q.reserver.Get(again[0].Token); ok {
@@ -346,9 +346,9 @@ func TestStaleCompletionsReadTheirStatesInOneQuery(t *testing.T) {
 	}
 	took := time.Since(start)
 	for i, s := range st {
-		want := wire.StatusUnknown
+		want := opsqtype.StatusUnknown
 		if i < len(done) {
-			want = wire.StatusAlreadyFinished
+			want = opsqtype.StatusAlreadyFinished
 		}
 		if s != want {
 			t.Fatalf("completion %d: %s; want %s", i, s, want)
@@ -377,13 +377,13 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 		end func(t *testing.T, q *Queuer, id int64, c Chunk)
 	}{
 		{"completed", 0, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
-			mustStatus(t, "complete", wire.StatusCompleted)(q.Complete(t.Context(), []Completion{{Token: c.Token}}))
+			mustStatus(t, "complete", opsqtype.StatusCompleted)(q.Complete(t.Context(), []Completion{{Token: c.Token}}))
 		}},
 		{"failed with retry", 0, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
-			mustStatus(t, "fail", wire.StatusRetrying)(q.Fail(t.Context(), []Failure{{Token: c.Token, Retry: true}}))
+			mustStatus(t, "fail", opsqtype.StatusRetrying)(q.Fail(t.Context(), []Failure{{Token: c.Token, Retry: true}}))
 		}},
 		{"failed for good", 0, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
-			mustStatus(t, "fail", wire.StatusFailed)(q.Fail(t.Context(), []Failure{{Token: c.Token}}))
+			mustStatus(t, "fail", opsqtype.StatusFailed)(q.Fail(t.Context(), []Failure{{Token: c.Token}}))
 		}},
 		{"expired", time.Second, func(t *testing.T, q *Queuer, _ int64, c Chunk) {
 			q.cfg.Clock.(*pgtest.Clock).Add(2 * time.Second)
@@ -401,7 +401,7 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 			stale := tokens.New(reserver.Key{SubmissionID: c.SubmissionID, ChunkIndex: c.ChunkIndex}, 0, 0, 0)
 			tok, _ := tokens.Parse(c.Token)
 			stale.Shard, stale.Generation, stale.Retries = tok.Shard, tok.Generation, tok.Retries
-			mustStatus(t, "complete", wire.StatusCompleted)(q.Complete(t.Context(), []Completion{{Token: stale.Signed(q.keys).String()}}))
+			mustStatus(t, "complete", opsqtype.StatusCompleted)(q.Complete(t.Context(), []Completion{{Token: stale.Signed(q.keys).String()}}))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -436,9 +436,9 @@ func TestEveryEndOfAReservationReleasesItsHold(t *testing.T) {
 }
 
 // mustStatus checks the one status of a complete or fail.
-func mustStatus(t *testing.T, what string, want wire.TokenStatus) func([]wire.TokenStatus, error) {
+func mustStatus(t *testing.T, what string, want opsqtype.TokenStatus) func([]opsqtype.TokenStatus, error) {
 	t.Helper()
-	return func(st []wire.TokenStatus, err error) {
+	return func(st []opsqtype.TokenStatus, err error) {
 		t.Helper()
 		if err != nil || len(st) != 1 || st[0] != want {
 			t.Fatalf("%s: %v, %v; want %s", what, st, err, want)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/tokens"
 	"opsq/sql/pgtest"
 	"opsq/strategy"
@@ -43,19 +43,19 @@ func checkStaleTokenLost(t *testing.T, q *Queuer, stale Chunk, retries int32) {
 	t.Helper()
 	for _, retry := range []bool{true, false} {
 		st, err := q.Fail(t.Context(), []Failure{{Token: stale.Token, Error: "from the old holder", Retry: retry}})
-		if err != nil || st[0] != wire.StatusLost {
+		if err != nil || st[0] != opsqtype.StatusLost {
 			t.Errorf("fail (retry %v) of the stale token: %v, %v; want lost", retry, st, err)
 		}
 	}
 	ext, err := q.Extend(t.Context(), []string{stale.Token}, time.Hour, false)
-	if err != nil || ext[0].Status != wire.StatusLost {
+	if err != nil || ext[0].Status != opsqtype.StatusLost {
 		t.Errorf("extend of the stale token: %+v, %v; want lost", ext, err)
 	}
 	if r := readChunkRow(t, q.cfg.Pool, stale.SubmissionID, stale.ChunkIndex); !r.pending || r.retries != retries {
 		t.Errorf("after the stale token's fails the chunk is pending %v with %d retries; want pending with %d", r.pending, r.retries, retries)
 	}
 	st, err := q.Status(t.Context(), stale.SubmissionID)
-	if err != nil || st.State != wire.StateInProgress || st.ChunksFailed != 0 {
+	if err != nil || st.State != opsqtype.StateInProgress || st.ChunksFailed != 0 {
 		t.Errorf("after the stale token's fails the submission is %+v (%v); want in progress, nothing failed", st, err)
 	}
 }
@@ -64,13 +64,13 @@ func checkStaleTokenLost(t *testing.T, q *Queuer, stale Chunk, retries int32) {
 // submission.
 func completeNew(t *testing.T, q *Queuer, fresh Chunk) {
 	t.Helper()
-	if st, err := q.Complete(t.Context(), []Completion{{Token: fresh.Token, Output: []byte("new holder")}}); err != nil || st[0] != wire.StatusCompleted {
+	if st, err := q.Complete(t.Context(), []Completion{{Token: fresh.Token, Output: []byte("new holder")}}); err != nil || st[0] != opsqtype.StatusCompleted {
 		t.Fatalf("complete of the new holder's token: %v, %v; want completed", st, err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	st, err := q.WaitFinished(ctx, fresh.SubmissionID, 30*time.Second)
-	if err != nil || st.State != wire.StateCompleted {
+	if err != nil || st.State != opsqtype.StateCompleted {
 		t.Fatalf("after the new holder's complete the submission is %+v (%v); want completed", st, err)
 	}
 }
@@ -101,10 +101,10 @@ func TestStaleTokenAcrossADrain(t *testing.T) {
 		t.Fatalf("new token's generation %d; want above the old one's %d", freshTok.Generation, oldTok.Generation)
 	}
 	checkStaleTokenLost(t, other, old, 1)
-	if st, err := q.Fail(t.Context(), []Failure{{Token: old.Token, Error: "to the drained instance", Retry: true}}); err != nil || st[0] != wire.StatusLost {
+	if st, err := q.Fail(t.Context(), []Failure{{Token: old.Token, Error: "to the drained instance", Retry: true}}); err != nil || st[0] != opsqtype.StatusLost {
 		t.Errorf("fail of the stale token at the drained instance: %v, %v; want lost", st, err)
 	}
-	if ext, err := other.Extend(t.Context(), []string{fresh.Token}, time.Hour, false); err != nil || ext[0].Status != wire.StatusExtended {
+	if ext, err := other.Extend(t.Context(), []string{fresh.Token}, time.Hour, false); err != nil || ext[0].Status != opsqtype.StatusExtended {
 		t.Errorf("extend of the new holder's token: %+v, %v; want extended", ext, err)
 	}
 	completeNew(t, other, fresh)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/sql/pgtest"
 )
 
@@ -37,7 +37,7 @@ func TestCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != wire.StateCancelled || st.FinishedAt == nil {
+	if st.State != opsqtype.StateCancelled || st.FinishedAt == nil {
 		t.Fatalf("after Cancel: %+v; want cancelled with finished_at", st)
 	}
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks WHERE submission_id = $1", id); n != 0 {
@@ -75,7 +75,7 @@ func TestWaitFinishedIsWokenByNotify(t *testing.T) {
 	if err != nil {
 		t.Fatalf("WaitFinished: %v; want to be woken by the cancel's NOTIFY", err)
 	}
-	if st.State != wire.StateCancelled {
+	if st.State != opsqtype.StateCancelled {
 		t.Fatalf("WaitFinished returned state %s; want cancelled", st.State)
 	}
 }
@@ -88,7 +88,7 @@ func TestWaitFinishedTimesOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != wire.StateInProgress {
+	if st.State != opsqtype.StateInProgress {
 		t.Fatalf("state %s; want in_progress after the wait ran out", st.State)
 	}
 }
@@ -156,7 +156,7 @@ func TestListByStateAndMetadata(t *testing.T) {
 		t.Fatalf("company_id=42 pages: %v; want %v", got, want)
 	}
 
-	list, _, err := q.List(t.Context(), ListOptions{State: wire.StateCompleted, Key: "company_id", Value: json.RawMessage("42"), Limit: 10})
+	list, _, err := q.List(t.Context(), ListOptions{State: opsqtype.StateCompleted, Key: "company_id", Value: json.RawMessage("42"), Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestListByStateAndMetadata(t *testing.T) {
 	if len(list) != 1 || list[0].ID != stringID {
 		t.Fatalf("company_id=\"42\": %d submissions; want only %d", len(list), stringID)
 	}
-	list, more, err := q.List(t.Context(), ListOptions{State: wire.StateInProgress, Limit: 100})
+	list, more, err := q.List(t.Context(), ListOptions{State: opsqtype.StateInProgress, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"opsq/api/wire"
 	"opsq/queuer/notify"
-	"opsq/queuer/submissions"
+	"opsq/queuer/opsqtype"
 	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
@@ -42,7 +42,7 @@ func TestUndoWakesParkedReserve(t *testing.T) {
 	}
 
 	id := submitN(t, q, 1, NewSubmission{})
-	awaitNotification(t, listener.Conn(), "of the submission", func(p string) bool { return p == strconv.Itoa(submissions.ShardOf(id, 0, q.shardCount)) })
+	awaitNotification(t, listener.Conn(), "of the submission", func(p string) bool { return p == strconv.Itoa(opsqtype.ShardOf(id, 0, q.shardCount)) })
 	taken, err := reserveHere(t.Context(), q, ReserveRequest{Max: 1, Lease: time.Minute, Strategy: strategy.Default})
 	if err != nil || len(taken) != 1 {
 		t.Fatalf("reserving the only chunk: %d chunks, %v", len(taken), err)
@@ -71,7 +71,7 @@ func TestUndoWakesParkedReserve(t *testing.T) {
 		t.Fatalf("the parked reserve still waits %s after the only chunk was given back", wait/2)
 	}
 
-	shard := strconv.Itoa(submissions.ShardOf(taken[0].SubmissionID, int(taken[0].ChunkIndex), q.shardCount))
+	shard := strconv.Itoa(opsqtype.ShardOf(taken[0].SubmissionID, int(taken[0].ChunkIndex), q.shardCount))
 	awaitNotification(t, listener.Conn(), "naming shard "+shard+" after the undo", func(p string) bool {
 		return strings.Contains(","+p+",", ","+shard+",")
 	})
@@ -110,7 +110,7 @@ func TestWaiterLooksAgainAfterFailedForward(t *testing.T) {
 	q, _ := setup(t)
 	var calls atomic.Int64
 	answer, err := json.Marshal(wire.Reserved{Chunks: []wire.ReservedChunk{{
-		Token: "peer-token", SubmissionID: "7", ChunkIndex: 3, StrategicMetadata: map[string]wire.MetadataValue{}, ExpiresAt: time.Now().Add(time.Minute),
+		Token: "peer-token", SubmissionID: "7", ChunkIndex: 3, StrategicMetadata: map[string]opsqtype.MetadataValue{}, ExpiresAt: time.Now().Add(time.Minute),
 	}}})
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +205,7 @@ func TestStaleEmptyScanKeepsShardsAvailable(t *testing.T) {
 	}
 	before := q.router.Announced()
 	id := submitN(t, q, 1, NewSubmission{})
-	shard := submissions.ShardOf(id, 0, q.shardCount)
+	shard := opsqtype.ShardOf(id, 0, q.shardCount)
 	pgtest.Eventually(t, 10*time.Second, "the submission's NOTIFY handled", func() bool {
 		return q.router.Announced() != before // the submission's NOTIFY has come back
 	})

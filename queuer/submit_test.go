@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/submissions"
 	"opsq/sql/pgtest"
 )
@@ -63,10 +63,10 @@ func TestSubmitInsertsChunksOnTheirShards(t *testing.T) {
 		if err := rows.Scan(&idx, &shard, &order, &input); err != nil {
 			t.Fatal(err)
 		}
-		if want := submissions.ShardOf(created.ID, idx, 64); shard != want {
+		if want := opsqtype.ShardOf(created.ID, idx, 64); shard != want {
 			t.Fatalf("chunk %d on shard %d; want %d", idx, shard, want)
 		}
-		if want := submissions.RandomOrder(created.ID, idx, 64); order != want {
+		if want := opsqtype.RandomOrder(created.ID, idx, 64); order != want {
 			t.Fatalf("chunk %d random_order %d; want %d", idx, order, want)
 		}
 		if want := fmt.Sprintf("chunk-%d", idx); string(input) != want {
@@ -80,7 +80,7 @@ func TestSubmitInsertsChunksOnTheirShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != wire.StateInProgress || st.ChunksTotal != 1000 || st.Priority != 7 || st.Metadata != "m" {
+	if st.State != opsqtype.StateInProgress || st.ChunksTotal != 1000 || st.Priority != 7 || st.Metadata != "m" {
 		t.Errorf("status = %+v; want in_progress, 1000 chunks, priority 7, metadata m", st)
 	}
 	var sm map[string]any
@@ -120,7 +120,7 @@ func TestSubmitWithoutChunksIsCompleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != wire.StateCompleted || st.FinishedAt == nil || st.ChunksTotal != 0 {
+	if st.State != opsqtype.StateCompleted || st.FinishedAt == nil || st.ChunksTotal != 0 {
 		t.Fatalf("status = %+v; want completed at once", st)
 	}
 }

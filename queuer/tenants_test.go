@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/strategy"
 )
 
@@ -18,7 +18,7 @@ func TestTenantSurvivesEveryMove(t *testing.T) {
 	q, _ := setup(t)
 	id := submitN(t, q, 3, NewSubmission{Tenant: "acme"})
 	submitN(t, q, 2, NewSubmission{}) // the default tenant's
-	expect := func(state wire.State) {
+	expect := func(state opsqtype.State) {
 		t.Helper()
 		st, err := q.Status(t.Context(), id)
 		if err != nil || st.State != state || st.Tenant != "acme" {
@@ -29,38 +29,38 @@ func TestTenantSurvivesEveryMove(t *testing.T) {
 			t.Fatalf("acme's list: %d submissions, %v; want %d only", len(page), err, id)
 		}
 	}
-	expect(wire.StateInProgress)
+	expect(opsqtype.StateInProgress)
 	mine := reserveN(t, q, ReserveRequest{Max: 10, Strategy: strategy.Node{Kind: strategy.OldestFirst}, Tenants: []string{"acme"}})
 	if len(mine) != 3 {
 		t.Fatalf("acme's consumer reserved %d chunks; want acme's 3", len(mine))
 	}
-	if st, err := q.Fail(t.Context(), []Failure{{Token: mine[0].Token, Error: "boom", Retry: false}}); err != nil || st[0] != wire.StatusFailed {
+	if st, err := q.Fail(t.Context(), []Failure{{Token: mine[0].Token, Error: "boom", Retry: false}}); err != nil || st[0] != opsqtype.StatusFailed {
 		t.Fatalf("failing a chunk for good: %v, %v; want failed", st, err)
 	}
-	expect(wire.StateFailed)
+	expect(opsqtype.StateFailed)
 	if _, err := q.Retry(t.Context(), id, RetryOptions{Unfinished: true}); err != nil {
 		t.Fatal(err)
 	}
-	expect(wire.StateInProgress)
+	expect(opsqtype.StateInProgress)
 	if _, err := q.Cancel(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	expect(wire.StateCancelled)
+	expect(opsqtype.StateCancelled)
 	if _, err := q.Retry(t.Context(), id, RetryOptions{Unfinished: true}); err != nil {
 		t.Fatal(err)
 	}
-	expect(wire.StateInProgress)
+	expect(opsqtype.StateInProgress)
 	again := reserveN(t, q, ReserveRequest{Max: 10, Strategy: strategy.Node{Kind: strategy.OldestFirst}, Tenants: []string{"acme"}})
 	complete(t, q, again...)
-	pgtestWaitState(t, q, id, wire.StateCompleted)
-	expect(wire.StateCompleted)
+	pgtestWaitState(t, q, id, opsqtype.StateCompleted)
+	expect(opsqtype.StateCompleted)
 	if tenants, err := q.TenantsOf(t.Context(), []int64{id, 999}); err != nil || len(tenants) != 1 || tenants[id] != "acme" {
 		t.Errorf("TenantsOf: %v, %v; want acme's submission only", tenants, err)
 	}
 }
 
 // pgtestWaitState waits until submission id is in state.
-func pgtestWaitState(t *testing.T, q *Queuer, id int64, state wire.State) {
+func pgtestWaitState(t *testing.T, q *Queuer, id int64, state opsqtype.State) {
 	t.Helper()
 	st, err := q.WaitFinished(t.Context(), id, 10e9)
 	if err != nil || st.State != state {

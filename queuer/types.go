@@ -3,6 +3,7 @@ package queuer
 import (
 	"opsq/queuer/admin"
 	"opsq/queuer/handout"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/outcome"
 	"opsq/queuer/peers"
 	"opsq/queuer/submissions"
@@ -110,4 +111,4 @@ func IsUnavailable(err error) bool { return opsqsql.IsUnavailable(err) }
 
 // CutError returns a failed attempt's error as it is kept: at most ErrorMax bytes, a
 // longer one cut and the cut marked.
-func CutError(s string) string { return submissions.CutError(s) }
+func CutError(s string) string { return opsqtype.CutError(s) }

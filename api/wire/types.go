@@ -4,30 +4,49 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"opsq/queuer/opsqtype"
 )
 
 // The JSON shapes of the REST API v1 (DESIGN.md §3). The server encodes its answers with
 // these types too, so the wire format is written down once, here.
 
-// State is the state of a submission: where its row is (DESIGN.md §1). The engine reads it
-// from the opsq.submission_status view, the server answers it, and clients branch on it.
-type State string
+// The vocabulary the engine, the wire and the clients share is package opsqtype's; these
+// are its names as the wire has always spelled them.
+type (
+	State         = opsqtype.State
+	MetadataValue = opsqtype.MetadataValue
+	TokenStatus   = opsqtype.TokenStatus
+	TokenResult   = opsqtype.TokenResult
+)
 
 // Submission states.
 const (
-	StateInProgress State = "in_progress"
-	StateCompleted  State = "completed"
-	StateFailed     State = "failed"
-	StateCancelled  State = "cancelled"
+	StateInProgress = opsqtype.StateInProgress
+	StateCompleted  = opsqtype.StateCompleted
+	StateFailed     = opsqtype.StateFailed
+	StateCancelled  = opsqtype.StateCancelled
 )
 
 // States returns every submission state, in the order of a submission's life.
-func States() []State {
-	return []State{StateInProgress, StateCompleted, StateFailed, StateCancelled}
-}
+func States() []State { return opsqtype.States() }
 
-// Finished reports whether s is a final state.
-func (s State) Finished() bool { return s != StateInProgress }
+// Token statuses (opsqtype's).
+const (
+	StatusCompleted       = opsqtype.StatusCompleted
+	StatusRetrying        = opsqtype.StatusRetrying
+	StatusFailed          = opsqtype.StatusFailed
+	StatusExtended        = opsqtype.StatusExtended
+	StatusLost            = opsqtype.StatusLost
+	StatusAlreadyFinished = opsqtype.StatusAlreadyFinished
+	StatusUnknown         = opsqtype.StatusUnknown
+)
+
+// Int returns an integer metadata value.
+func Int(i int64) MetadataValue { return opsqtype.Int(i) }
+
+// String returns a string metadata value.
+func String(s string) MetadataValue { return opsqtype.String(s) }
 
 // SubmissionHeader is everything a submission carries but its chunks: the body of a JSON
 // submission without "chunks", or the first line of an NDJSON submission.
@@ -218,66 +237,6 @@ type ErrorDetail struct {
 	Message string `json:"message"`
 }
 
-// MetadataValue is a strategic metadata value: an int64 or a string, where 42 and "42"
-// are different values; the zero value is the integer 0. It is opsq's one type for such a
-// value: submissions and reserved chunks carry it, and a strategy's select_only keeps one.
-type MetadataValue struct {
-	isString bool
-	i        int64
-	s        string
-}
-
-// Int returns an integer metadata value.
-func Int(i int64) MetadataValue { return MetadataValue{i: i} }
-
-// String returns a string metadata value.
-func String(s string) MetadataValue { return MetadataValue{isString: true, s: s} }
-
-// IsString reports whether the value is a string.
-func (v MetadataValue) IsString() bool { return v.isString }
-
-// Int64 returns the integer value (0 for a string).
-func (v MetadataValue) Int64() int64 { return v.i }
-
-// Str returns the string value ("" for an integer).
-func (v MetadataValue) Str() string { return v.s }
-
-// String formats the value as it is written in JSON.
-func (v MetadataValue) String() string {
-	b, _ := v.MarshalJSON()
-	return string(b)
-}
-
-// MarshalJSON writes a JSON number or string.
-func (v MetadataValue) MarshalJSON() ([]byte, error) {
-	if v.isString {
-		return json.Marshal(v.s)
-	}
-	return json.Marshal(v.i)
-}
-
-// UnmarshalJSON accepts a JSON integer that fits in an int64, or a JSON string.
-func (v *MetadataValue) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*v = String(s)
-		return nil
-	}
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("must be an integer or a string")
-	}
-	i, err := n.Int64()
-	if err != nil {
-		return fmt.Errorf("must be an integer or a string, not %s", b)
-	}
-	*v = Int(i)
-	return nil
-}
-
 // Consumer API.
 
 // ForwardedHeader marks a request that one instance forwarded to another; it is answered
@@ -292,23 +251,6 @@ const ForwardedSignatureHeader = "Opsq-Forwarded-Signature"
 // of the caller the forwarding instance authenticated (its key's name and role), in place
 // of the caller's key, which never leaves the instance it was given to.
 const ForwardedCallerHeader = "Opsq-Forwarded-Caller"
-
-// TokenStatus is the outcome for one token of complete, fail or extend: what the engine
-// decided for the item and what the server answers for it.
-type TokenStatus string
-
-// Token statuses: complete answers completed, already_finished or unknown; fail answers
-// retrying, failed, already_finished or unknown; extend answers extended, lost,
-// already_finished or unknown.
-const (
-	StatusCompleted       TokenStatus = "completed"
-	StatusRetrying        TokenStatus = "retrying"
-	StatusFailed          TokenStatus = "failed"
-	StatusExtended        TokenStatus = "extended"
-	StatusLost            TokenStatus = "lost"
-	StatusAlreadyFinished TokenStatus = "already_finished"
-	StatusUnknown         TokenStatus = "unknown"
-)
 
 // ReserveRequest is the body of POST /v1/reserve. Zero fields take the server's defaults:
 // max 1, strategy "random", lease 5m, wait 0.
@@ -373,13 +315,6 @@ type FailRequest struct {
 type ExtendRequest struct {
 	Tokens []string `json:"tokens"`
 	Lease  string   `json:"lease,omitempty"`
-}
-
-// TokenResult is the outcome for one token of complete, fail or extend.
-type TokenResult struct {
-	Token     string      `json:"token"`
-	Status    TokenStatus `json:"status"`
-	ExpiresAt *time.Time  `json:"expires_at,omitempty"`
 }
 
 // Throttle is the body of POST /v1/throttle: no chunk of a submission whose strategic

@@ -11,7 +11,7 @@ import (
 
 	"opsq/api/wire"
 	"opsq/cmd/opsq/clustertest"
-	"opsq/queuer/submissions"
+	"opsq/queuer/opsqtype"
 	"opsq/sql/pgtest"
 )
 
@@ -54,7 +54,7 @@ func TestClusterReservedAfterZeroRenewalNotTakenAtSoftExpiry(t *testing.T) {
 		}
 		sid := clustertest.SubmitChunks(ctx, t, insts[0].Client, l, 1)
 		id, _ := strconv.ParseInt(sid, 10, 64)
-		shard := submissions.ShardOf(id, 0, clustertest.ShardCount)
+		shard := opsqtype.ShardOf(id, 0, clustertest.ShardCount)
 		all, err := c.Claims(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/outcome"
 	"opsq/queuer/submissions"
 	"opsq/reserver"
@@ -140,7 +140,7 @@ func TestBufferNeverHandsOutAChunkFinishedSinceItsScan(t *testing.T) {
 		t.Fatal(err)
 	} else {
 		for i, s := range st {
-			if s != wire.StatusCompleted {
+			if s != opsqtype.StatusCompleted {
 				t.Fatalf("completion %d: %s; want completed", i, s)
 			}
 		}
@@ -149,7 +149,7 @@ func TestBufferNeverHandsOutAChunkFinishedSinceItsScan(t *testing.T) {
 		t.Fatal(err)
 	} else {
 		for i, s := range st {
-			if s != wire.StatusRetrying {
+			if s != opsqtype.StatusRetrying {
 				t.Fatalf("failure %d: %s; want retrying", i, s)
 			}
 		}
@@ -259,7 +259,7 @@ func TestBufferDroppedWhenAShardIsLost(t *testing.T) {
 	if n, _ := q.path.buffers.size(); n == 0 {
 		t.Fatalf("no candidates buffered after a scan of 600 chunks; want some")
 	}
-	shard := submissions.ShardOf(c[0].SubmissionID, int(c[0].ChunkIndex)+1, q.path.shardCount) // the next in order's
+	shard := opsqtype.ShardOf(c[0].SubmissionID, int(c[0].ChunkIndex)+1, q.path.shardCount) // the next in order's
 	lease, _ := q.claims.Lease(shard)
 	if _, err := pool.Exec(t.Context(), `UPDATE opsq.shard_claims SET claimant = NULL, generation = generation + 1,
 		soft_expires_at = NULL, hard_expires_at = NULL, inflight = 0, draining = false WHERE shard = $1`, shard); err != nil {

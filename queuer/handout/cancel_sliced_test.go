@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/outcome"
 	"opsq/queuer/submissions"
 	opsqsql "opsq/sql"
@@ -56,7 +56,7 @@ func TestCancelSliced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.State != wire.StateCancelled {
+		if st.State != opsqtype.StateCancelled {
 			t.Errorf("after a slice up to %d: the submission is %s; want cancelled", done, st.State)
 		}
 		skipped := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_failed WHERE skipped AND submission_id = $1", id)
@@ -72,16 +72,16 @@ func TestCancelSliced(t *testing.T) {
 		}
 		if len(slices) == 1 { // the chunks in flight at the cancel: their outcomes come late
 			res, err := e.Complete(ctx, []outcome.Completion{{Token: held[2].Token}})
-			if err != nil || res[0] != wire.StatusAlreadyFinished {
-				t.Errorf("completing a chunk of the cancelled submission: %v, %v; want %s", res, err, wire.StatusAlreadyFinished)
+			if err != nil || res[0] != opsqtype.StatusAlreadyFinished {
+				t.Errorf("completing a chunk of the cancelled submission: %v, %v; want %s", res, err, opsqtype.StatusAlreadyFinished)
 			}
 			res, err = e.Fail(ctx, []outcome.Failure{{Token: held[3].Token, Error: "late"}})
-			if err != nil || (res[0] != wire.StatusAlreadyFinished && res[0] != wire.StatusLost) {
-				t.Errorf("failing a chunk of the cancelled submission: %v, %v; want %s or %s", res, err, wire.StatusAlreadyFinished, wire.StatusLost)
+			if err != nil || (res[0] != opsqtype.StatusAlreadyFinished && res[0] != opsqtype.StatusLost) {
+				t.Errorf("failing a chunk of the cancelled submission: %v, %v; want %s or %s", res, err, opsqtype.StatusAlreadyFinished, opsqtype.StatusLost)
 			}
 			res, err = e.Fail(ctx, []outcome.Failure{{Token: held[4].Token, Error: "late", Retry: true}})
-			if err != nil || (res[0] != wire.StatusAlreadyFinished && res[0] != wire.StatusLost) {
-				t.Errorf("failing (retry) a chunk of the cancelled submission: %v, %v; want %s or %s", res, err, wire.StatusAlreadyFinished, wire.StatusLost)
+			if err != nil || (res[0] != opsqtype.StatusAlreadyFinished && res[0] != opsqtype.StatusLost) {
+				t.Errorf("failing (retry) a chunk of the cancelled submission: %v, %v; want %s or %s", res, err, opsqtype.StatusAlreadyFinished, opsqtype.StatusLost)
 			}
 		}
 	}
@@ -97,7 +97,7 @@ func TestCancelSliced(t *testing.T) {
 	if otherHanded == 0 {
 		t.Errorf("no chunk of the other submission handed out during the cancel; want some")
 	}
-	if st.State != wire.StateCancelled || st.ChunksDone != 2 || st.ChunksFailed != 0 || st.ChunksSkipped != total-2 {
+	if st.State != opsqtype.StateCancelled || st.ChunksDone != 2 || st.ChunksFailed != 0 || st.ChunksSkipped != total-2 {
 		t.Errorf("after the cancel: %s, %d done, %d failed, %d skipped; want cancelled, 2, 0, %d", st.State, st.ChunksDone, st.ChunksFailed, st.ChunksSkipped, total-2)
 	}
 	for q, want := range map[string]int64{
@@ -110,7 +110,7 @@ func TestCancelSliced(t *testing.T) {
 			t.Errorf("%s: %d; want %d", q, n, want)
 		}
 	}
-	if st, err := e.subs.Status(ctx, other); err != nil || st.State != wire.StateInProgress {
+	if st, err := e.subs.Status(ctx, other); err != nil || st.State != opsqtype.StateInProgress {
 		t.Errorf("the other submission: %+v, %v; want in progress", st.State, err)
 	}
 }
@@ -149,7 +149,7 @@ func TestCancelSlicedRetriedMidway(t *testing.T) {
 		if err != nil {
 			t.Fatalf("retrying the unfinished chunks between two slices of the cancel: %v", err)
 		}
-		if st.State != wire.StateInProgress || st.ChunksSkipped != 0 {
+		if st.State != opsqtype.StateInProgress || st.ChunksSkipped != 0 {
 			t.Errorf("retried between two slices: %s, %d skipped; want in progress, 0", st.State, st.ChunksSkipped)
 		}
 	}
@@ -162,7 +162,7 @@ func TestCancelSlicedRetriedMidway(t *testing.T) {
 	if len(slices) != 2 {
 		t.Errorf("slices moved up to %v; want 2, then none once retried", slices)
 	}
-	if st.State != wire.StateInProgress || st.ChunksDone != 0 || st.ChunksFailed != 0 || st.ChunksSkipped != 0 {
+	if st.State != opsqtype.StateInProgress || st.ChunksDone != 0 || st.ChunksFailed != 0 || st.ChunksSkipped != 0 {
 		t.Errorf("after the cancel, retried midway: %s, %d done, %d failed, %d skipped; want in progress, 0, 0, 0",
 			st.State, st.ChunksDone, st.ChunksFailed, st.ChunksSkipped)
 	}
@@ -191,7 +191,7 @@ func TestCancelSlicedRetriedMidway(t *testing.T) {
 	}
 	pgtest.Eventually(t, 10*time.Second, "the submission completed", func() bool {
 		st, err := e.subs.Status(ctx, id)
-		return err == nil && st.State == wire.StateCompleted && st.ChunksDone == total
+		return err == nil && st.State == opsqtype.StateCompleted && st.ChunksDone == total
 	})
 }
 
@@ -221,7 +221,7 @@ func TestCancelSlicedCutRetried(t *testing.T) {
 	if err != nil {
 		t.Fatalf("retrying the unfinished chunks of a cancel cut before its first slice: %v", err)
 	}
-	if st.State != wire.StateInProgress || st.ChunksSkipped != 0 {
+	if st.State != opsqtype.StateInProgress || st.ChunksSkipped != 0 {
 		t.Errorf("retried: %s, %d skipped; want in progress, 0", st.State, st.ChunksSkipped)
 	}
 	handed := 0

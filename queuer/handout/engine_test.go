@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"opsq/api/wire"
 	"opsq/claims"
 	"opsq/queuer/notify"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/outcome"
 	"opsq/queuer/startstop"
 	"opsq/queuer/submissions"
@@ -54,7 +54,7 @@ func (allAvailable) MarkUnavailable(_ []claims.Lease, _ uint64) {}
 // noForwarder answers no forwarded extend.
 type noForwarder struct{}
 
-func (noForwarder) Extend(context.Context, int, []string, time.Duration) ([]wire.TokenResult, error) {
+func (noForwarder) Extend(context.Context, int, []string, time.Duration) ([]opsqtype.TokenResult, error) {
 	return nil, nil
 }
 
@@ -128,11 +128,11 @@ func (e *engine) Reserve(ctx context.Context, req Request) ([]Chunk, error) {
 }
 
 // Complete, Fail and Cancel are the outcome recorder's and the submissions store's.
-func (e *engine) Complete(ctx context.Context, items []outcome.Completion) ([]wire.TokenStatus, error) {
+func (e *engine) Complete(ctx context.Context, items []outcome.Completion) ([]opsqtype.TokenStatus, error) {
 	return e.outcomes.Complete(ctx, items)
 }
 
-func (e *engine) Fail(ctx context.Context, items []outcome.Failure) ([]wire.TokenStatus, error) {
+func (e *engine) Fail(ctx context.Context, items []outcome.Failure) ([]opsqtype.TokenStatus, error) {
 	return e.outcomes.Fail(ctx, items)
 }
 

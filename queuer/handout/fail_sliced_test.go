@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/outcome"
 	"opsq/queuer/submissions"
 	"opsq/sql/pgtest"
@@ -70,15 +70,15 @@ func failSliced(t *testing.T, slice, total int) (e *engine, gate *sliceGate, id 
 		t.Fatalf("reserved %d chunks; want 3", len(held))
 	}
 	res, err := e.Fail(ctx, []outcome.Failure{{Token: held[0].Token, Error: "later", Retry: true, RetryAfter: time.Hour}})
-	if err != nil || res[0] != wire.StatusRetrying {
-		t.Fatalf("failing a chunk with a retry: %v, %v; want %s", res, err, wire.StatusRetrying)
+	if err != nil || res[0] != opsqtype.StatusRetrying {
+		t.Fatalf("failing a chunk with a retry: %v, %v; want %s", res, err, opsqtype.StatusRetrying)
 	}
 	if n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_waiting WHERE submission_id = $1", id); n != 1 {
 		t.Fatalf("%d chunks waiting out a backoff; want 1", n)
 	}
 	res, err = e.Fail(ctx, []outcome.Failure{{Token: held[2].Token, Error: "boom"}})
-	if err != nil || res[0] != wire.StatusFailed {
-		t.Fatalf("failing a chunk for good: %v, %v; want %s", res, err, wire.StatusFailed)
+	if err != nil || res[0] != opsqtype.StatusFailed {
+		t.Fatalf("failing a chunk for good: %v, %v; want %s", res, err, opsqtype.StatusFailed)
 	}
 	return e, gate, id, held[2], held[1]
 }
@@ -107,7 +107,7 @@ func TestFailSliced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != wire.StateFailed || st.ChunksFailed != 1 || st.Error == nil || *st.Error != "boom" ||
+	if st.State != opsqtype.StateFailed || st.ChunksFailed != 1 || st.Error == nil || *st.Error != "boom" ||
 		st.FailedChunkIndex == nil || *st.FailedChunkIndex != int64(failed.ChunkIndex) {
 		t.Errorf("between two slices: %s, %d failed, error %v at %v; want failed, 1, boom at %d",
 			st.State, st.ChunksFailed, st.Error, st.FailedChunkIndex, failed.ChunkIndex)
@@ -134,8 +134,8 @@ func TestFailSliced(t *testing.T) {
 		t.Errorf("between two slices: no chunk of the other submission handed out; want some")
 	}
 	res, err := e.Complete(ctx, []outcome.Completion{{Token: inFlight.Token}})
-	if err != nil || res[0] != wire.StatusAlreadyFinished {
-		t.Errorf("completing a chunk of the failed submission: %v, %v; want %s", res, err, wire.StatusAlreadyFinished)
+	if err != nil || res[0] != opsqtype.StatusAlreadyFinished {
+		t.Errorf("completing a chunk of the failed submission: %v, %v; want %s", res, err, opsqtype.StatusAlreadyFinished)
 	}
 
 	close(gate.open)
@@ -143,7 +143,7 @@ func TestFailSliced(t *testing.T) {
 		st, err = e.subs.Status(ctx, id)
 		return err == nil && st.ChunksDone+st.ChunksFailed+st.ChunksSkipped == total
 	})
-	if st.State != wire.StateFailed || st.ChunksDone != 0 || st.ChunksFailed != 1 || st.ChunksSkipped != total-1 {
+	if st.State != opsqtype.StateFailed || st.ChunksDone != 0 || st.ChunksFailed != 1 || st.ChunksSkipped != total-1 {
 		t.Errorf("after the slices: %s, %d done, %d failed, %d skipped; want failed, 0, 1, %d",
 			st.State, st.ChunksDone, st.ChunksFailed, st.ChunksSkipped, total-1)
 	}
@@ -173,7 +173,7 @@ func TestFailSliced(t *testing.T) {
 			t.Errorf("after the slices: chunk %d of the failed submission handed out", c.ChunkIndex)
 		}
 	}
-	if st, err := e.subs.Status(ctx, other); err != nil || st.State != wire.StateInProgress {
+	if st, err := e.subs.Status(ctx, other); err != nil || st.State != opsqtype.StateInProgress {
 		t.Errorf("the other submission: %+v, %v; want in progress", st.State, err)
 	}
 
@@ -181,13 +181,13 @@ func TestFailSliced(t *testing.T) {
 	if err != nil {
 		t.Fatalf("retrying the unfinished chunks: %v", err)
 	}
-	if st.State != wire.StateInProgress || st.ChunksFailed != 0 || st.ChunksSkipped != 0 {
+	if st.State != opsqtype.StateInProgress || st.ChunksFailed != 0 || st.ChunksSkipped != 0 {
 		t.Errorf("retried: %s, %d failed, %d skipped; want in progress, 0, 0", st.State, st.ChunksFailed, st.ChunksSkipped)
 	}
 	handOutAllOnce(t, e, id, total)
 	pgtest.Eventually(t, sliceWait, "the retried submission completed", func() bool {
 		st, err := e.subs.Status(ctx, id)
-		return err == nil && st.State == wire.StateCompleted
+		return err == nil && st.State == opsqtype.StateCompleted
 	})
 }
 
@@ -206,15 +206,15 @@ func TestFailSlicedRetriedMidway(t *testing.T) {
 			ctx, pool := t.Context(), e.pool
 			gate.next(t, "the first slice") // the move waits after it
 			// Its consumer gives up the chunk in flight at the fail, which a retry does not end.
-			if res, err := e.Complete(ctx, []outcome.Completion{{Token: inFlight.Token}}); err != nil || res[0] != wire.StatusAlreadyFinished {
-				t.Errorf("completing a chunk of the failed submission: %v, %v; want %s", res, err, wire.StatusAlreadyFinished)
+			if res, err := e.Complete(ctx, []outcome.Completion{{Token: inFlight.Token}}); err != nil || res[0] != opsqtype.StatusAlreadyFinished {
+				t.Errorf("completing a chunk of the failed submission: %v, %v; want %s", res, err, opsqtype.StatusAlreadyFinished)
 			}
 			st, err := e.subs.Retry(ctx, id, submissions.RetryOptions{Unfinished: unfinished})
 			if err != nil {
 				t.Fatalf("retrying between two slices of the fail's move: %v", err)
 			}
 			skipped := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.chunks_failed WHERE submission_id = $1", id)
-			if st.State != wire.StateInProgress || st.ChunksFailed != 0 || st.ChunksSkipped != skipped {
+			if st.State != opsqtype.StateInProgress || st.ChunksFailed != 0 || st.ChunksSkipped != skipped {
 				t.Errorf("retried between two slices: %s, %d failed, %d skipped; want in progress, 0, %d",
 					st.State, st.ChunksFailed, st.ChunksSkipped, skipped)
 			}
@@ -255,7 +255,7 @@ func TestFailNotSlicedAtSliceRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != wire.StateFailed || st.ChunksFailed != 1 || st.ChunksSkipped != slice-1 {
+	if st.State != opsqtype.StateFailed || st.ChunksFailed != 1 || st.ChunksSkipped != slice-1 {
 		t.Errorf("after the fail: %s, %d failed, %d skipped; want failed, 1, %d", st.State, st.ChunksFailed, st.ChunksSkipped, slice-1)
 	}
 	if len(gate.slices) != 0 {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 	"opsq/strategy"
@@ -21,7 +21,7 @@ type submissionInfo struct {
 	metadata  string
 	strategic json.RawMessage
 	// decoded is the strategic metadata as the api answers it; read-only, shared.
-	decoded map[string]wire.MetadataValue
+	decoded map[string]opsqtype.MetadataValue
 	values  map[string]string // strategic metadata, key -> canonical JSON value
 	// pairs is values prepared for the reserver, outside its lock.
 	pairs      *reserver.Pairs
@@ -91,10 +91,10 @@ func (c *infoCache) get(ctx context.Context, cands []candidate) (map[int64]*subm
 			return fmt.Errorf("strategic metadata of %d: %w", id, err)
 		}
 		in.values = make(map[string]string, len(values)+1)
-		in.decoded = make(map[string]wire.MetadataValue, len(values))
+		in.decoded = make(map[string]opsqtype.MetadataValue, len(values))
 		for k, v := range values {
 			in.values[k] = string(v)
-			var mv wire.MetadataValue
+			var mv opsqtype.MetadataValue
 			if err := json.Unmarshal(v, &mv); err != nil {
 				return fmt.Errorf("strategic metadata %s of %d: %w", k, id, err)
 			}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"opsq/api/wire"
 	"opsq/claims"
+	"opsq/queuer/opsqtype"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 	"opsq/strategy"
@@ -21,7 +21,7 @@ type PreviewChunk struct {
 	StrategicMetadata json.RawMessage
 	// StrategicValues is StrategicMetadata decoded; read-only, shared by the submission's
 	// chunks.
-	StrategicValues map[string]wire.MetadataValue
+	StrategicValues map[string]opsqtype.MetadataValue
 }
 
 // Preview returns the chunks a reserve of req would hand out now, in order, reserving

@@ -6,9 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"opsq/api/wire"
 	"opsq/queuer/notify"
-	"opsq/queuer/submissions"
+	"opsq/queuer/opsqtype"
 	"opsq/reserver"
 	"opsq/strategy"
 )
@@ -48,7 +47,7 @@ type Chunk struct {
 	StrategicMetadata json.RawMessage
 	// StrategicValues is StrategicMetadata decoded, once per submission and shared by its
 	// chunks: read-only. Nil when the chunk came from another instance.
-	StrategicValues map[string]wire.MetadataValue
+	StrategicValues map[string]opsqtype.MetadataValue
 	Retries         int32
 	ExpiresAt       time.Time
 	// Traceparent is the W3C traceparent its submission was sent with; "" for none.
@@ -263,7 +262,7 @@ func (p *Path) GiveBack(out []Chunk) {
 
 // shardOf is the shard that holds ch.
 func (p *Path) shardOf(ch Chunk) int {
-	return submissions.ShardOf(ch.SubmissionID, int(ch.ChunkIndex), p.shardCount)
+	return opsqtype.ShardOf(ch.SubmissionID, int(ch.ChunkIndex), p.shardCount)
 }
 
 // undoNotifyTimeout bounds the statements of a GiveBack, which runs whether or not the

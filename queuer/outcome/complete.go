@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/api/wire"
 	"opsq/queuer/notify"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/startstop"
 	"opsq/queuer/tokens"
 	"opsq/reserver"
@@ -39,7 +39,7 @@ type completeJob struct {
 	items  []Completion
 	bytes  int // of the items' outputs
 	tokens []tokens.Token
-	status []wire.TokenStatus
+	status []opsqtype.TokenStatus
 	retry  *retryJob
 	err    error
 	done   chan struct{}
@@ -56,7 +56,7 @@ type retryJob struct {
 }
 
 // Complete records completions (see completer.Complete).
-func (o *Recorder) Complete(ctx context.Context, items []Completion) ([]wire.TokenStatus, error) {
+func (o *Recorder) Complete(ctx context.Context, items []Completion) ([]opsqtype.TokenStatus, error) {
 	return o.completer.Complete(ctx, items)
 }
 
@@ -95,13 +95,13 @@ func (c *completer) Start(ctx context.Context) error {
 // Completions from concurrent requests are written together, one statement per flush (the
 // completer), and completing a submission's last chunk completes the submission. The
 // result statuses are in the order of items.
-func (c *completer) Complete(ctx context.Context, items []Completion) ([]wire.TokenStatus, error) {
-	job := &completeJob{items: items, tokens: make([]tokens.Token, len(items)), status: make([]wire.TokenStatus, len(items)), done: make(chan struct{})}
+func (c *completer) Complete(ctx context.Context, items []Completion) ([]opsqtype.TokenStatus, error) {
+	job := &completeJob{items: items, tokens: make([]tokens.Token, len(items)), status: make([]opsqtype.TokenStatus, len(items)), done: make(chan struct{})}
 	valid := 0
 	for i, it := range items {
 		t, ok := c.readToken(it.Token)
 		if !ok {
-			job.status[i] = wire.StatusUnknown
+			job.status[i] = opsqtype.StatusUnknown
 			continue
 		}
 		job.tokens[i] = t
@@ -191,7 +191,7 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 			}
 			toks = append(toks, j.items[i].Token)
 			if _, dup := first[t.Key]; dup {
-				j.status[i] = wire.StatusAlreadyFinished
+				j.status[i] = opsqtype.StatusAlreadyFinished
 				continue
 			}
 			first[t.Key] = ref{ji, i}
@@ -271,7 +271,7 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 	var done []reserver.Key
 	for k, r := range first {
 		if completed[k] {
-			jobs[r.job].status[r.item] = wire.StatusCompleted
+			jobs[r.job].status[r.item] = opsqtype.StatusCompleted
 			done = append(done, k)
 			continue
 		}
@@ -293,9 +293,9 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 		return err
 	}
 	for i, r := range stale {
-		jobs[r.job].status[r.item] = wire.StatusUnknown
+		jobs[r.job].status[r.item] = opsqtype.StatusUnknown
 		if known[i] {
-			jobs[r.job].status[r.item] = wire.StatusAlreadyFinished
+			jobs[r.job].status[r.item] = opsqtype.StatusAlreadyFinished
 		}
 	}
 	return nil
@@ -353,15 +353,15 @@ func (c *completer) notifyReleased(ctx context.Context, tx pgx.Tx, keys map[rese
 // staleStatus tells why a completion or failure of t did nothing: the chunk is finished
 // (completed, failed, or its submission finished), or this attempt at it is over (an
 // expired lease was counted, or another token of the chunk was used), or nobody knows it.
-func staleStatus(ctx context.Context, pool *pgxpool.Pool, t tokens.Token) (wire.TokenStatus, error) {
+func staleStatus(ctx context.Context, pool *pgxpool.Pool, t tokens.Token) (opsqtype.TokenStatus, error) {
 	state, _, err := readChunk(ctx, pool, t)
 	if err != nil {
 		return "", err
 	}
 	if state == chunkUnknown {
-		return wire.StatusUnknown, nil
+		return opsqtype.StatusUnknown, nil
 	}
-	return wire.StatusAlreadyFinished, nil
+	return opsqtype.StatusAlreadyFinished, nil
 }
 
 // pendingChunk is a reservable chunk's attempt count and its submission's limit.
@@ -370,7 +370,7 @@ type pendingChunk struct {
 }
 
 // chunkState is where chunk_state.sql finds a chunk. It is the engine's own word, never
-// sent on the wire: consumers hear a wire.TokenStatus.
+// sent on the wire: consumers hear a opsqtype.TokenStatus.
 type chunkState string
 
 // Chunk states; the SQL writes the first two.

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"opsq/api/wire"
 	"opsq/queuer/notify"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/panics"
 	"opsq/queuer/startstop"
 	"opsq/queuer/tokens"
@@ -137,12 +137,12 @@ func (o *Recorder) lapse(ctx context.Context, r reserver.Reservation, msg string
 	if errors.As(err, &fenced) {
 		// The shard changed owner since the reservation: the new owner counts nothing for
 		// it, and the lease is over here all the same.
-		status, err = wire.StatusLost, nil
+		status, err = opsqtype.StatusLost, nil
 	}
 	if err != nil {
 		return err
 	}
-	if status != wire.StatusRetrying { // retried: failAttempt released it
+	if status != opsqtype.StatusRetrying { // retried: failAttempt released it
 		o.cfg.Holds.ReleaseHolds(ctx, []string{r.Token})
 		o.cfg.Bus.Raise(notify.ChunksFreed{Chunks: []notify.Freed{{Key: r.Key, Shard: r.Shard, Retries: notify.NotRetried, Token: r.Token}}})
 	}

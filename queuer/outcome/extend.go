@@ -4,13 +4,13 @@ import (
 	"context"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/tokens"
 )
 
 // Extended is the outcome of extending one token.
 type Extended struct {
-	Status    wire.TokenStatus
+	Status    opsqtype.TokenStatus
 	ExpiresAt *time.Time
 }
 
@@ -23,17 +23,17 @@ func (o *Recorder) Extend(ctx context.Context, tokens []string, lease time.Durat
 	for i, tok := range tokens {
 		t, ok := o.readToken(tok)
 		if !ok {
-			out[i].Status = wire.StatusUnknown
+			out[i].Status = opsqtype.StatusUnknown
 			continue
 		}
 		l, owned := o.cfg.Claims.Lease(t.Shard)
 		switch {
 		case owned && l.Generation != t.Generation:
-			out[i].Status = wire.StatusLost
+			out[i].Status = opsqtype.StatusLost
 		case owned:
 			expires := o.cfg.Now().Add(lease)
 			if _, ok := o.cfg.Reserver.Extend(tok, expires); ok {
-				out[i] = Extended{Status: wire.StatusExtended, ExpiresAt: &expires}
+				out[i] = Extended{Status: opsqtype.StatusExtended, ExpiresAt: &expires}
 			}
 		case !forwarded:
 			remote[t.Shard] = append(remote[t.Shard], i)
@@ -57,17 +57,17 @@ func (o *Recorder) Extend(ctx context.Context, tokens []string, lease time.Durat
 
 // goneStatus answers for a token without a live reservation: already_finished when its
 // chunk is finished, unknown when nobody knows it, else lost.
-func (o *Recorder) goneStatus(ctx context.Context, t tokens.Token) (wire.TokenStatus, error) {
+func (o *Recorder) goneStatus(ctx context.Context, t tokens.Token) (opsqtype.TokenStatus, error) {
 	state, _, err := readChunk(ctx, o.cfg.Pool, t)
 	switch {
 	case err != nil:
 		return "", err
 	case state == chunkFinished:
-		return wire.StatusAlreadyFinished, nil
+		return opsqtype.StatusAlreadyFinished, nil
 	case state == chunkUnknown:
-		return wire.StatusUnknown, nil
+		return opsqtype.StatusUnknown, nil
 	}
-	return wire.StatusLost, nil
+	return opsqtype.StatusLost, nil
 }
 
 // extendRemote forwards the tokens idx (all of shard) to the shard's owner.

@@ -8,9 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"opsq/api/wire"
 	"opsq/queuer/notify"
-	"opsq/queuer/submissions"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/tokens"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
@@ -34,12 +33,12 @@ const errReservationExpired = "reservation expired"
 
 // Fail records failed attempts, wherever their reservations are held. The statuses are
 // in the order of items.
-func (o *Recorder) Fail(ctx context.Context, items []Failure) ([]wire.TokenStatus, error) {
-	status := make([]wire.TokenStatus, len(items))
+func (o *Recorder) Fail(ctx context.Context, items []Failure) ([]opsqtype.TokenStatus, error) {
+	status := make([]opsqtype.TokenStatus, len(items))
 	for i, it := range items {
 		t, ok := o.readToken(it.Token)
 		if !ok {
-			status[i] = wire.StatusUnknown
+			status[i] = opsqtype.StatusUnknown
 			continue
 		}
 		// Fenced by the generation the token was issued under: once the chunk's shard has
@@ -53,7 +52,7 @@ func (o *Recorder) Fail(ctx context.Context, items []Failure) ([]wire.TokenStatu
 		status[i], err = o.failAttempt(ctx, a)
 		var fenced *opsqsql.FenceError
 		if errors.As(err, &fenced) {
-			status[i], err = wire.StatusLost, nil
+			status[i], err = opsqtype.StatusLost, nil
 		}
 		if err != nil {
 			return nil, err
@@ -80,9 +79,9 @@ type attempt struct {
 // failAttempt counts the failed attempt a at its chunk: it retries the chunk while attempts
 // remain (and retry is asked), else fails it, and its submission's failure policy decides
 // the rest.
-func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus, error) {
+func (o *Recorder) failAttempt(ctx context.Context, a attempt) (opsqtype.TokenStatus, error) {
 	t, chunk := a.t, a.t.Chunk()
-	msg := submissions.CutError(a.msg)
+	msg := opsqtype.CutError(a.msg)
 	consumer := ""
 	if r, ok := o.cfg.Reserver.Get(a.tok); ok {
 		consumer = r.Consumer
@@ -99,7 +98,7 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus
 		if did.Retried {
 			o.failedAttempts.Add(1)
 			o.cfg.Bus.Raise(notify.ChunksFreed{Chunks: []notify.Freed{{Key: t.Key, Shard: t.Shard, Retries: t.Retries, Token: a.tok}}})
-			return wire.StatusRetrying, nil
+			return opsqtype.StatusRetrying, nil
 		}
 	}
 	state, p, err := readChunk(ctx, o.cfg.Pool, t)
@@ -108,13 +107,13 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus
 	}
 	switch {
 	case state == chunkUnknown:
-		return wire.StatusUnknown, nil
+		return opsqtype.StatusUnknown, nil
 	case state == chunkFinished:
-		return wire.StatusAlreadyFinished, nil
+		return opsqtype.StatusAlreadyFinished, nil
 	case p.retries != t.Retries:
 		return o.endedAttempt(ctx, t, p.retries)
 	case a.retry && p.retries < p.maxRetries:
-		return wire.StatusAlreadyFinished, nil // changed since the retry looked
+		return opsqtype.StatusAlreadyFinished, nil // changed since the retry looked
 	}
 	var did opsqsql.ChunkFailed
 	err = opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error { return o.failChunk(ctx, a, msg, consumer, &did) })
@@ -141,7 +140,7 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (wire.TokenStatus
 	} else {
 		o.cfg.Bus.Raise(notify.ChunksFinished{Keys: []reserver.Key{t.Key}})
 	}
-	return wire.StatusFailed, nil
+	return opsqtype.StatusFailed, nil
 }
 
 // failChunk fails a's chunk for good in one transaction (chunk_fail.sql), and tells every
@@ -186,18 +185,18 @@ func (o *Recorder) failChunk(ctx context.Context, a attempt, msg, consumer strin
 // at a stop — the chunk was (or will be) handed out again and the old token's fail is
 // lost; when it was this token's own fail, counted already, a repeat of it is
 // already_finished, as a repeated completion is.
-func (o *Recorder) endedAttempt(ctx context.Context, t tokens.Token, now int32) (wire.TokenStatus, error) {
+func (o *Recorder) endedAttempt(ctx context.Context, t tokens.Token, now int32) (opsqtype.TokenStatus, error) {
 	if now < t.Retries { // its submission was retried since: the counts began again
-		return wire.StatusLost, nil
+		return opsqtype.StatusLost, nil
 	}
 	msg, err := opsqsql.New(o.cfg.Pool).ChunkAttemptError(ctx, opsqsql.ChunkAttemptErrorParams{Chunk: t.Chunk(), Back: int(now - 1 - t.Retries)})
 	switch {
 	case errors.Is(err, opsqsql.ErrNotFound): // older than the errors kept
-		return wire.StatusLost, nil
+		return opsqtype.StatusLost, nil
 	case err != nil:
 		return "", fmt.Errorf("reading the error of attempt %d: %w", t.Retries, err)
 	case msg == errReservationExpired || msg == errReservationAbandoned:
-		return wire.StatusLost, nil
+		return opsqtype.StatusLost, nil
 	}
-	return wire.StatusAlreadyFinished, nil
+	return opsqtype.StatusAlreadyFinished, nil
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"opsq/api/wire"
 	"opsq/claims"
 	"opsq/queuer/notify"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/submissions"
 	"opsq/queuer/tokens"
 	"opsq/queuer/waiters"
@@ -87,7 +87,7 @@ func TestFencedWriteUnderAStaleGenerationNamesTheShard(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The chunk's shard, held by this recorder's instance at generation 7.
-		tok := tokens.Token{Key: reserver.Key{SubmissionID: c.ID}, Shard: submissions.ShardOf(c.ID, 0, o.shardCount), Generation: 7}
+		tok := tokens.Token{Key: reserver.Key{SubmissionID: c.ID}, Shard: opsqtype.ShardOf(c.ID, 0, o.shardCount), Generation: 7}
 		if _, err := pool.Exec(t.Context(), "UPDATE opsq.shard_claims SET claimant = $1, generation = $2 WHERE shard = $3",
 			o.cfg.Instance, tok.Generation, tok.Shard); err != nil {
 			t.Fatal(err)
@@ -133,7 +133,7 @@ func TestStaleTokenFailIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shard := submissions.ShardOf(c.ID, 0, o.shardCount)
+	shard := opsqtype.ShardOf(c.ID, 0, o.shardCount)
 	// The shard moved from generation 7 (the old holder's) to 8 (the new one's).
 	if _, err := pool.Exec(t.Context(), "UPDATE opsq.shard_claims SET claimant = 'new-holder', generation = 8 WHERE shard = $1", shard); err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestStaleTokenFailIsLost(t *testing.T) {
 	}
 	for _, retry := range []bool{false, true} {
 		st, err := o.Fail(t.Context(), []Failure{{Token: token(7), Error: "from the old holder", Retry: retry}})
-		if err != nil || st[0] != wire.StatusLost {
+		if err != nil || st[0] != opsqtype.StatusLost {
 			t.Fatalf("fail (retry %v) of a token of generation 7 with the shard at 8: %v, %v; want lost", retry, st, err)
 		}
 	}
@@ -151,11 +151,11 @@ func TestStaleTokenFailIsLost(t *testing.T) {
 	if err != nil || state != chunkPending || p.retries != 0 {
 		t.Fatalf("after the stale fails the chunk is %q with %d retries (%v); want pending with 0", state, p.retries, err)
 	}
-	if st, err := subs.Status(t.Context(), c.ID); err != nil || st.State != wire.StateInProgress {
+	if st, err := subs.Status(t.Context(), c.ID); err != nil || st.State != opsqtype.StateInProgress {
 		t.Fatalf("after the stale fails the submission is %q (%v); want in progress", st.State, err)
 	}
 	st, err := o.Fail(t.Context(), []Failure{{Token: token(8), Error: "from the new holder"}})
-	if err != nil || st[0] != wire.StatusFailed {
+	if err != nil || st[0] != opsqtype.StatusFailed {
 		t.Fatalf("fail of a token of the current generation: %v, %v; want failed", st, err)
 	}
 }

@@ -18,9 +18,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/api/wire"
 	"opsq/claims"
 	"opsq/queuer/notify"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/startstop"
 	"opsq/queuer/tokens"
 	"opsq/reserver"
@@ -29,7 +29,7 @@ import (
 // Forwarder forwards an extend to the owner of a shard (queuer/peers): the owner's answers
 // in the order of tokens, none when there is no owner or it gave no answer.
 type Forwarder interface {
-	Extend(ctx context.Context, shard int, tokens []string, lease time.Duration) ([]wire.TokenResult, error)
+	Extend(ctx context.Context, shard int, tokens []string, lease time.Duration) ([]opsqtype.TokenResult, error)
 }
 
 // Holds frees the max_simultaneous slots of reservations that ended (queuer/handout).

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
 )
 
@@ -51,7 +51,7 @@ func (r *Router) Counts() Counts {
 // returns its answers in the order of tokens. With no owner, or an owner that gave no
 // answer (logged), it returns no answers and no error: the caller tells each token's
 // status itself. An error is a failed lookup of the owner.
-func (r *Router) Extend(ctx context.Context, shard int, tokens []string, lease time.Duration) ([]wire.TokenResult, error) {
+func (r *Router) Extend(ctx context.Context, shard int, tokens []string, lease time.Duration) ([]opsqtype.TokenResult, error) {
 	owner, err := opsqsql.New(r.pool).ShardOwner(ctx, opsqsql.ShardOwnerParams{Shard: shard})
 	if errors.Is(err, opsqsql.ErrNotFound) {
 		return nil, nil

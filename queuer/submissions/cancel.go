@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"opsq/api/wire"
 	"opsq/queuer/notify"
+	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
 )
 
@@ -63,5 +63,5 @@ func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
 // cancelSlices moves the pending chunks of submission id, cancelled already, by slices
 // (skipSlices), whether or not ctx has ended.
 func (s *Store) cancelSlices(ctx context.Context, id, total int64) {
-	s.skipSlices(context.WithoutCancel(ctx), wire.StateCancelled, id, total)
+	s.skipSlices(context.WithoutCancel(ctx), opsqtype.StateCancelled, id, total)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
 )
 
@@ -35,7 +36,7 @@ func (s *Store) Failures(ctx context.Context, id, after int64, limit int) ([]Fai
 	}
 	shards := make([]int32, len(idxs))
 	for i, idx := range idxs {
-		shards[i] = int32(ShardOf(id, int(idx), s.shardCount))
+		shards[i] = int32(opsqtype.ShardOf(id, int(idx), s.shardCount))
 	}
 	rows, err := db.ChunkFailures(ctx, opsqsql.ChunkFailuresParams{
 		SubmissionID: id, ChunkIndexes: idxs, Shards: shards, Kept: ErrorsKept,

@@ -3,10 +3,9 @@ package submissions
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
-	"unicode/utf8"
 
+	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
 )
 
@@ -20,9 +19,8 @@ const (
 	BackoffMaxDefault     = time.Minute
 	// NotBeforeMax bounds how far ahead not_before may be.
 	NotBeforeMax = 30 * 24 * time.Hour
-	// ErrorMax is how much of one failed attempt's error is kept; a longer one is cut, and
-	// the cut marked (CutError).
-	ErrorMax = 8 << 10
+	// ErrorMax is how much of one failed attempt's error is kept (opsqtype.ErrorMax).
+	ErrorMax = opsqtype.ErrorMax
 	// ErrorsKept is how many errors of each chunk are kept, the newest.
 	ErrorsKept = 5
 	// FailuresPageMax bounds a page of Failures, and RetryManyMax the submissions of one
@@ -144,21 +142,5 @@ const (
 	ResultPending   = "pending"
 )
 
-// CutError cuts a failed attempt's error to ErrorMax bytes, on a rune boundary, and marks
-// the cut with how many bytes it dropped: "… [cut: 1234 bytes]". The api cuts a fail's
-// error with it; the engine cuts again what reaches it from elsewhere (harmless on a cut
-// one, which fits).
-func CutError(s string) string {
-	if len(s) <= ErrorMax {
-		return s
-	}
-	// The mark's length depends on the number it holds, which depends on where the cut
-	// is: reserve room for the longest number a cut of s can give.
-	keep := ErrorMax - len(cutMark(len(s)))
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
-	}
-	return s[:keep] + cutMark(len(s)-keep)
-}
-
-func cutMark(n int) string { return fmt.Sprintf("… [cut: %d bytes]", n) }
+// CutError is opsqtype.CutError: a failed attempt's error as it is kept.
+func CutError(s string) string { return opsqtype.CutError(s) }

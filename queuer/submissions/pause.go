@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"opsq/api/wire"
 	"opsq/queuer/notify"
+	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
 )
 
@@ -87,7 +87,7 @@ func lockInProgress(ctx context.Context, db opsqsql.Queries, id int64) error {
 	if err != nil {
 		return err
 	}
-	if wire.State(sub.State) != wire.StateInProgress {
+	if opsqtype.State(sub.State) != opsqtype.StateInProgress {
 		return ErrFinished
 	}
 	return nil

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"opsq/api/wire"
 	"opsq/queuer/notify"
+	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
 )
 
@@ -74,16 +74,16 @@ func (s *Store) retry(ctx context.Context, tx pgx.Tx, id int64, opts RetryOption
 	if err != nil {
 		return workMoved{}, err
 	}
-	state := wire.State(sub.State)
+	state := opsqtype.State(sub.State)
 	switch {
-	case state == wire.StateCompleted, state == wire.StateCancelled && !opts.Unfinished:
+	case state == opsqtype.StateCompleted, state == opsqtype.StateCancelled && !opts.Unfinished:
 		return workMoved{}, ErrNothingToRetry
 	}
 	if err := s.place(ctx, db, id, opts.Unfinished); err != nil {
 		return workMoved{}, err
 	}
 	rows, err := db.ChunksRetryFailed(ctx, opsqsql.ChunksRetryFailedParams{
-		SubmissionID: id, Unfinished: opts.Unfinished, Paused: state == wire.StateInProgress && sub.Paused,
+		SubmissionID: id, Unfinished: opts.Unfinished, Paused: state == opsqtype.StateInProgress && sub.Paused,
 	})
 	if err != nil {
 		return workMoved{}, err
@@ -100,7 +100,7 @@ func (s *Store) retry(ctx context.Context, tx pgx.Tx, id int64, opts RetryOption
 			work.add(r.Shard, r.N)
 		}
 	}
-	if (state == wire.StateCancelled || state == wire.StateFailed) && sub.Unmoved > 0 {
+	if (state == opsqtype.StateCancelled || state == opsqtype.StateFailed) && sub.Unmoved > 0 {
 		// Cancelled or failed by slices that have not moved every chunk yet (they stop at the
 		// next slice, finding it in progress), or whose instance stopped between two: the
 		// rest are pending where they were, never skipped, made reservable again by the
@@ -112,7 +112,7 @@ func (s *Store) retry(ctx context.Context, tx pgx.Tx, id int64, opts RetryOption
 	if p.Failed+p.Skipped == 0 && sub.Unmoved == 0 {
 		return workMoved{}, ErrNothingToRetry
 	}
-	if state == wire.StateInProgress {
+	if state == opsqtype.StateInProgress {
 		err = db.SubmissionRetryCounters(ctx, p)
 	} else {
 		err = db.SubmissionReopen(ctx, p)
@@ -139,8 +139,8 @@ func (s *Store) place(ctx context.Context, db opsqsql.Queries, id int64, unfinis
 			Shards: make([]int32, len(idxs)), RandomOrders: make([]int32, len(idxs)),
 		}
 		for i, idx := range idxs {
-			p.Shards[i] = int32(ShardOf(id, int(idx), s.shardCount))
-			p.RandomOrders[i] = int32(RandomOrder(id, int(idx), s.shardCount))
+			p.Shards[i] = int32(opsqtype.ShardOf(id, int(idx), s.shardCount))
+			p.RandomOrders[i] = int32(opsqtype.RandomOrder(id, int(idx), s.shardCount))
 		}
 		if err := db.ChunksFailedPlace(ctx, p); err != nil {
 			return err
@@ -154,7 +154,7 @@ func (s *Store) place(ctx context.Context, db opsqsql.Queries, id int64, unfinis
 // RetryManyMax), and returns the ids retried; those with nothing to retry (or gone since
 // they were selected) are left out.
 func (s *Store) RetryMany(ctx context.Context, sel ListOptions, opts RetryOptions) ([]int64, error) {
-	sel.State = cmp.Or(sel.State, wire.StateFailed)
+	sel.State = cmp.Or(sel.State, opsqtype.StateFailed)
 	sel.Limit = min(max(sel.Limit, 1), RetryManyMax)
 	sel.After = 0
 	list, _, err := s.List(ctx, sel)

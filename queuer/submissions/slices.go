@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
 )
 
@@ -20,7 +20,7 @@ const slicesTimeout = time.Hour
 // one of its chunks failed without moving them (queuer/outcome/fail.go), by slices
 // (skipSlices), until ctx ends. It is outcome.Slicer's.
 func (s *Store) SkipFailed(ctx context.Context, id, total int64) {
-	s.skipSlices(ctx, wire.StateFailed, id, total)
+	s.skipSlices(ctx, opsqtype.StateFailed, id, total)
 }
 
 // skipSlices moves the pending chunks of submission id, which ended already (ending:
@@ -32,14 +32,14 @@ func (s *Store) SkipFailed(ctx context.Context, id, total int64) {
 // again (moving back the chunks skipped so far, while the others are still pending where
 // they were), the slices stop. What it cannot move (the database gone meanwhile, ctx
 // ended) it logs, with what is left and how to move it.
-func (s *Store) skipSlices(ctx context.Context, ending wire.State, id, total int64) {
+func (s *Store) skipSlices(ctx context.Context, ending opsqtype.State, id, total int64) {
 	if _, busy := s.slicing.LoadOrStore(id, true); busy {
 		return // this instance moves them already
 	}
 	defer s.slicing.Delete(id)
 	ctx, cancel := context.WithTimeout(ctx, slicesTimeout)
 	defer cancel()
-	failed := ending == wire.StateFailed
+	failed := ending == opsqtype.StateFailed
 	slice := int64(s.SliceRows())
 	for from := int64(0); from < total; from += slice {
 		to := min(from+slice, total)
@@ -108,9 +108,9 @@ func (s *Store) ResumeSlices(ctx context.Context) {
 		if _, busy := s.slicing.Load(sub.ID); busy {
 			continue
 		}
-		ending := wire.StateCancelled
+		ending := opsqtype.StateCancelled
 		if sub.Failed {
-			ending = wire.StateFailed
+			ending = opsqtype.StateFailed
 		}
 		s.cfg.Log.Info("resuming the move by slices of a "+string(ending)+" submission's pending chunks, which a stop or a crash cut",
 			slog.Int64("submission_id", sub.ID), slog.Int64("chunks", sub.ChunksTotal))

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"opsq/api/wire"
+	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
 )
 
@@ -24,7 +24,7 @@ var (
 // Status is the state of one submission, as the opsq.submission_status view has it.
 type Status struct {
 	ID                int64
-	State             wire.State
+	State             opsqtype.State
 	ChunksTotal       int64
 	ChunksDone        int64
 	ChunksFailed      int64
@@ -63,7 +63,7 @@ func (s *Store) Status(ctx context.Context, id int64) (Status, error) {
 // statusOf is the Status of a row of the opsq.submission_status view.
 func statusOf(r opsqsql.SubmissionStatusRow) Status {
 	return Status{
-		ID: r.ID, State: wire.State(r.State), ChunksTotal: r.ChunksTotal, ChunksDone: r.ChunksDone,
+		ID: r.ID, State: opsqtype.State(r.State), ChunksTotal: r.ChunksTotal, ChunksDone: r.ChunksDone,
 		ChunksFailed: r.ChunksFailed, ChunksSkipped: r.ChunksSkipped, Paused: r.Paused, Priority: r.Priority,
 		Metadata: r.Metadata, StrategicMetadata: r.StrategicMetadata, Prefix: r.Prefix, CreatedAt: r.CreatedAt,
 		FinishedAt: r.FinishedAt, FailedChunkIndex: r.FailedChunkIndex, Error: r.Error,
@@ -106,7 +106,7 @@ func (s *Store) WaitFinished(ctx context.Context, id int64, wait time.Duration) 
 
 // ListOptions selects a page of submissions, newest first.
 type ListOptions struct {
-	State wire.State // "" for any state
+	State opsqtype.State // "" for any state
 	// Key and Value, both set, select submissions whose strategic metadata has key = value;
 	// Value is JSON (an integer or a string).
 	Key   string

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"opsq/queuer/notify"
+	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
 )
 
@@ -332,7 +333,7 @@ func (s *Store) shardsOf(id, n int64) []int {
 	}
 	shards := make([]int, n)
 	for i := range shards {
-		shards[i] = ShardOf(id, i, s.shardCount)
+		shards[i] = opsqtype.ShardOf(id, i, s.shardCount)
 	}
 	return shards
 }
@@ -413,8 +414,8 @@ func (r *chunkRows) Next() bool {
 func fillChunkRow(row []any, id int64, idx, shards int, input []byte) {
 	row[0] = id
 	row[1] = int32(idx)
-	row[2] = int32(ShardOf(id, idx, shards))
-	row[3] = int32(RandomOrder(id, idx, shards))
+	row[2] = int32(opsqtype.ShardOf(id, idx, shards))
+	row[3] = int32(opsqtype.RandomOrder(id, idx, shards))
 	row[4] = input
 }
 

@@ -301,7 +301,7 @@ func (t *Throttles) InForce() []Throttle {
 // Set throttles key = value (canonical JSON text) for d, in each of tenants (nil: every
 // tenant), and announces it to every instance; this instance applies it before Set
 // returns. It returns when the throttle ends, by the database's clock. The caller checks
-// d (wire.MaxThrottle) and the value.
+// d (at most an hour, DESIGN.md §3) and the value.
 func (t *Throttles) Set(ctx context.Context, key, value string, tenants []string, d time.Duration) (time.Time, error) {
 	if tenants == nil {
 		tenants = []string{""}

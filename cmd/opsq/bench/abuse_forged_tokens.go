@@ -11,7 +11,7 @@ import (
 	"opsq/api/wire"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/queuer"
-	"opsq/queuer/submissions"
+	"opsq/queuer/opsqtype"
 )
 
 // The forged tokens of the abuse workload (DESIGN.md §8): --abuse-forged tokens, sent to
@@ -114,7 +114,7 @@ func (a *abuseRun) handBuiltToken(generation map[int]int64) string {
 		id, total = 1, 1
 	}
 	idx := mrand.IntN(int(total))
-	shard := submissions.ShardOf(id, idx, max(a.shards, 1))
+	shard := opsqtype.ShardOf(id, idx, max(a.shards, 1))
 	b := make([]byte, 0, 39+queuer.TokenMACLen)
 	b = append(b, 2)
 	b = binary.BigEndian.AppendUint64(b, uint64(id))

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"opsq/api/wire"
-	"opsq/queuer/submissions"
+	"opsq/queuer/opsqtype"
 )
 
 func TestBenchDistinctStrategy(t *testing.T) {
@@ -48,7 +48,7 @@ func TestBenchDistinctBacklogSubmissions(t *testing.T) {
 		if len(sub.Chunks[0]) == 0 {
 			t.Errorf("submission %d: empty input", i)
 		}
-		perShard[submissions.ShardOf(id, 0, 64)]++ // where the engine puts its chunk
+		perShard[opsqtype.ShardOf(id, 0, 64)]++ // where the engine puts its chunk
 	}
 	// Single-chunk submissions land on shards by a hash of their id: all of them are used.
 	if len(perShard) != 64 {

@@ -1,4 +1,4 @@
-package submissions
+package opsqtype
 
 // ShardOf is the shard of chunk (submissionID, chunkIndex) in a database of shardCount
 // shards. A submission's chunks go round-robin over all shards, starting at a shard that a

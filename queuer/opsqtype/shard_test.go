@@ -1,4 +1,4 @@
-package submissions
+package opsqtype
 
 import (
 	"math/rand/v2"
