@@ -13,7 +13,6 @@ import (
 	"opsq/api/apikeys"
 	"opsq/queuer"
 	"opsq/queuer/identity"
-	"opsq/queuer/peers"
 )
 
 // API keys (DESIGN.md §8). With Config.Keys set, every route but the open ones (/healthz,
@@ -74,7 +73,7 @@ var Routes = []Route{
 	{Method: http.MethodPost, Path: "/v1/submissions/retry", Roles: producerRoles},
 	{Method: http.MethodPost, Path: "/v1/reserve", Roles: consumerRoles},
 	{Method: http.MethodPost, Path: "/v1/reserve/preview", Roles: consumerRoles},
-	{Method: http.MethodPost, Path: peers.GiveBackPath, Roles: consumerRoles, Instances: true},
+	{Method: http.MethodPost, Path: queuer.GiveBackPath, Roles: consumerRoles, Instances: true},
 	{Method: http.MethodPost, Path: "/v1/complete", Roles: consumerRoles},
 	{Method: http.MethodPost, Path: "/v1/fail", Roles: consumerRoles},
 	{Method: http.MethodPost, Path: "/v1/extend", Roles: consumerRoles},

@@ -18,7 +18,6 @@ import (
 	"opsq/api/apikeys"
 	"opsq/api/wire"
 	"opsq/queuer"
-	"opsq/queuer/peers"
 	"opsq/strategy"
 )
 
@@ -62,7 +61,7 @@ func (s *server) reserve(c echo.Context) error {
 
 // giveBack serves another instance giving back chunks of this instance's shards that a
 // reserve it forwarded here took but could not deliver, its consumer gone before the
-// answer was written (peers.GiveBackPath). Instances only: a request with a key is refused.
+// answer was written (queuer.GiveBackPath). Instances only: a request with a key is refused.
 func (s *server) giveBack(c echo.Context) error {
 	raw, err := s.readBody(c)
 	if err != nil {
@@ -79,7 +78,7 @@ func (s *server) giveBack(c echo.Context) error {
 		}
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="opsq", error="insufficient_scope"`)
 		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: fmt.Sprintf(
-			"%s may not call POST %s: only the instances of the cluster call it, signed with the cluster key", who, peers.GiveBackPath)}
+			"%s may not call POST %s: only the instances of the cluster call it, signed with the cluster key", who, queuer.GiveBackPath)}
 	}
 	var body struct {
 		Tokens []string `json:"tokens"`

@@ -13,7 +13,6 @@ import (
 	"opsq/api/wire"
 	"opsq/queuer"
 	"opsq/queuer/identity"
-	"opsq/queuer/peers"
 )
 
 // Requests between instances (DESIGN.md §8, "Between instances"). An instance forwards a
@@ -29,7 +28,7 @@ const forwardedVerifiedKey = "opsq.forwarded_verified"
 
 // forwardable reports whether an instance forwards requests of that method and route.
 func forwardable(method, path string) bool {
-	return method == http.MethodPost && (path == "/v1/reserve" || path == "/v1/extend" || path == peers.GiveBackPath)
+	return method == http.MethodPost && (path == "/v1/reserve" || path == "/v1/extend" || path == queuer.GiveBackPath)
 }
 
 // forwardedCaller authenticates a request another instance forwarded here without a key:

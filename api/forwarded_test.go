@@ -4,15 +4,15 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"opsq/api/wire"
+	"opsq/queuer"
 	"opsq/queuer/identity"
-	"opsq/queuer/peers"
-	"opsq/queuer/tokens"
 )
 
 // forwardedCall sends one request marked forwarded by "opsq-x", with sig as its signature
@@ -56,11 +56,11 @@ func TestForgedForwardedRequestsRefused(t *testing.T) {
 	}
 	// Signed as an instance signs: served, from this instance's shards, and the free chunk
 	// is still there to serve (the forged reserves took nothing).
-	keys := tokens.NewKeyring(e.Pool, slog.New(slog.DiscardHandler))
-	if err := keys.Load(t.Context()); err != nil {
+	signing, err := queuer.SigningTransport(t.Context(), e.Pool, "opsq-x", http.DefaultTransport)
+	if err != nil {
 		t.Fatal(err)
 	}
-	signed := &http.Client{Transport: peers.SigningTransport(keys, "opsq-x", http.DefaultTransport)}
+	signed := &http.Client{Transport: signing}
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+"/v1/reserve", strings.NewReader(`{"max": 10}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := signed.Do(req)
@@ -85,10 +85,14 @@ func (c *captureTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // signedAs returns the headers and body of a request to path that an instance forwards
 // for caller, as its peer client signs it.
-func signedAs(t *testing.T, keys *tokens.Keyring, caller identity.Caller, path, body string) (http.Header, string) {
+func signedAs(t *testing.T, pool *pgxpool.Pool, caller identity.Caller, path, body string) (http.Header, string) {
 	t.Helper()
 	var ct captureTransport
-	hc := &http.Client{Transport: peers.SigningTransport(keys, "opsq-x", &ct)}
+	signing, err := queuer.SigningTransport(t.Context(), pool, "opsq-x", &ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: signing}
 	req, _ := http.NewRequestWithContext(identity.With(t.Context(), caller), http.MethodPost, "http://peer"+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer the-callers-key-stays-home")
@@ -129,26 +133,22 @@ func sendHeaders(t *testing.T, url string, h http.Header, body, key string) repl
 func TestForwardedRequestsUsedOnceForTheirCaller(t *testing.T) {
 	t.Parallel()
 	a := setupAuth(t)
-	keys := tokens.NewKeyring(a.Pool, slog.New(slog.DiscardHandler))
-	if err := keys.Load(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	consumer := identity.Caller{Name: "consumer", Role: "consumer"}
-	h, body := signedAs(t, keys, consumer, "/v1/reserve", `{"max": 10}`)
+	h, body := signedAs(t, a.Pool, consumer, "/v1/reserve", `{"max": 10}`)
 	if r := sendHeaders(t, a.URL+"/v1/reserve", h, body, ""); r.Status != http.StatusOK {
 		t.Fatalf("a forwarded reserve for a consumer: %d %s; want 200", r.Status, r.Body)
 	}
 	expectError(t, sendHeaders(t, a.URL+"/v1/reserve", h, body, ""), http.StatusUnauthorized, "forwarded_signature", "replay")
 	expectError(t, sendHeaders(t, a.URL+"/v1/reserve", h, body, a.key["admin"]), http.StatusUnauthorized, "forwarded_signature", "replay")
 
-	h, body = signedAs(t, keys, identity.Caller{Name: "producer", Role: "producer"}, "/v1/reserve", `{"max": 10}`)
+	h, body = signedAs(t, a.Pool, identity.Caller{Name: "producer", Role: "producer"}, "/v1/reserve", `{"max": 10}`)
 	expectError(t, sendHeaders(t, a.URL+"/v1/reserve", h, body, ""), http.StatusForbidden, "forbidden", "producer")
 
-	h, body = signedAs(t, keys, consumer, "/v1/extend", `{"tokens": []}`)
+	h, body = signedAs(t, a.Pool, consumer, "/v1/extend", `{"tokens": []}`)
 	h.Set(wire.ForwardedCallerHeader, base64.RawURLEncoding.EncodeToString([]byte(`{"name":"admin","role":"admin"}`)))
 	expectError(t, sendHeaders(t, a.URL+"/v1/extend", h, body, ""), http.StatusUnauthorized, "forwarded_signature")
 
 	// Marked forwarded, signed, but on a route no instance forwards: the key decides.
-	h, body = signedAs(t, keys, identity.Caller{Name: "admin", Role: "admin"}, "/v1/submissions", `{"chunks": ["a"]}`)
+	h, body = signedAs(t, a.Pool, identity.Caller{Name: "admin", Role: "admin"}, "/v1/submissions", `{"chunks": ["a"]}`)
 	expectError(t, sendHeaders(t, a.URL+"/v1/submissions", h, body, ""), http.StatusUnauthorized, "unauthorized")
 }

@@ -30,7 +30,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"opsq/api/wire"
-	"opsq/queuer/peers"
+	"opsq/queuer"
 )
 
 // The OpenAPI tests check api/openapi.yaml against the server, with kin-openapi: the
@@ -133,7 +133,7 @@ func documentedOperations(doc *openapi3.T) []string {
 func registeredRoutes(h *Handler) []string {
 	var out []string
 	for _, r := range h.Handler.(*echo.Echo).Routes() {
-		if r.Method == echo.RouteNotFound || r.Path == "/ui" || strings.HasPrefix(r.Path, "/ui/") || r.Path == peers.GiveBackPath {
+		if r.Method == echo.RouteNotFound || r.Path == "/ui" || strings.HasPrefix(r.Path, "/ui/") || r.Path == queuer.GiveBackPath {
 			continue
 		}
 		parts := strings.Split(r.Path, "/")

@@ -2,14 +2,11 @@ package queuer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
-	"opsq/api/wire"
 	"opsq/queuer/peers"
 	"opsq/queuer/tokens"
 	"opsq/queuer/waiters"
@@ -250,13 +247,13 @@ func (q *Queuer) look(ctx context.Context, req ReserveRequest) (chunks []Chunk, 
 	if err != nil || len(chunks) > 0 || req.Forwarded {
 		return chunks, false, err
 	}
-	forwarded, retry, err := q.router.Forward(ctx, toWireRequest(req))
+	forwarded, retry, err := q.router.Forward(ctx, req)
 	if err == nil && len(forwarded) > 0 && ctx.Err() != nil {
-		q.GiveBack(ctx, fromWire(forwarded)) // the consumer went away meanwhile
+		q.GiveBack(ctx, forwarded) // the consumer went away meanwhile
 		return nil, false, ctx.Err()
 	}
 	if err != nil || len(forwarded) > 0 {
-		return fromWire(forwarded), false, err
+		return forwarded, false, err
 	}
 	return []Chunk{}, retry, nil
 }
@@ -265,30 +262,4 @@ func (q *Queuer) look(ctx context.Context, req ReserveRequest) (chunks []Chunk, 
 // nothing (see reserve.Path.Preview).
 func (q *Queuer) Preview(ctx context.Context, req ReserveRequest) ([]PreviewChunk, error) {
 	return q.reserve.Preview(ctx, req)
-}
-
-// toWireRequest is a reserve forwarded: no wait (DESIGN.md §8: the peer answers at once).
-func toWireRequest(req ReserveRequest) wire.ReserveRequest {
-	strat, _ := json.Marshal(req.Strategy) // a valid tree always marshals
-	return wire.ReserveRequest{
-		Max: req.Max, Strategy: strat, Lease: req.Lease.String(), Consumer: req.Consumer,
-	}
-}
-
-// fromWire is a forwarded reserve's answer as the engine hands it out.
-func fromWire(chunks []wire.ReservedChunk) []Chunk {
-	out := make([]Chunk, len(chunks))
-	for i, c := range chunks {
-		id, _ := strconv.ParseInt(c.SubmissionID, 10, 64)
-		strategic, _ := json.Marshal(c.StrategicMetadata)
-		out[i] = Chunk{
-			Token: c.Token, SubmissionID: id, ChunkIndex: int32(c.ChunkIndex), Prefix: c.Prefix,
-			Metadata: c.Metadata, StrategicMetadata: strategic, Retries: int32(c.Retries), ExpiresAt: c.ExpiresAt,
-			Traceparent: c.Traceparent,
-		}
-		if c.Input != nil {
-			out[i].Input = []byte(*c.Input)
-		}
-	}
-	return out
 }

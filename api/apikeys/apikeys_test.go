@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"opsq/queuer/notify"
+	"opsq/queuer/queuertest"
 	"opsq/sql/pgtest"
 )
 
@@ -58,11 +58,7 @@ func setup(t *testing.T) *fixture {
 // instance's one LISTEN connection does, until the test ends.
 func listen(t *testing.T, pool *pgxpool.Pool, set *Set) {
 	t.Helper()
-	l := notify.NewListener(pool, pgtest.Logger(t, slog.LevelWarn), &notify.Bus{}, map[string]func(string){Channel: set.Notified})
-	if err := l.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Stop)
+	queuertest.Listen(t, pool, map[string]func(string){Channel: set.Notified})
 }
 
 // accepted waits until the set accepts key (or refuses it with want, when want is not nil),

@@ -239,18 +239,12 @@ type ErrorDetail struct {
 
 // Consumer API.
 
-// ForwardedHeader marks a request that one instance forwarded to another; it is answered
-// from the receiving instance's own shards only.
-const ForwardedHeader = "Opsq-Forwarded"
-
-// ForwardedSignatureHeader carries the signature of a forwarded request, made with the
-// cluster key (DESIGN.md §8): a request marked forwarded without a valid one is refused.
-const ForwardedSignatureHeader = "Opsq-Forwarded-Signature"
-
-// ForwardedCallerHeader carries, under the signature of a forwarded request, the identity
-// of the caller the forwarding instance authenticated (its key's name and role), in place
-// of the caller's key, which never leaves the instance it was given to.
-const ForwardedCallerHeader = "Opsq-Forwarded-Caller"
+// The headers of a request one instance forwards to another (opsqtype's).
+const (
+	ForwardedHeader          = opsqtype.ForwardedHeader
+	ForwardedSignatureHeader = opsqtype.ForwardedSignatureHeader
+	ForwardedCallerHeader    = opsqtype.ForwardedCallerHeader
+)
 
 // ReserveRequest is the body of POST /v1/reserve. Zero fields take the server's defaults:
 // max 1, strategy "random", lease 5m, wait 0.

@@ -46,7 +46,7 @@ type Chunk struct {
 	Metadata          string
 	StrategicMetadata json.RawMessage
 	// StrategicValues is StrategicMetadata decoded, once per submission and shared by its
-	// chunks: read-only. Nil when the chunk came from another instance.
+	// chunks (a chunk from another instance has its own): read-only.
 	StrategicValues map[string]opsqtype.MetadataValue
 	Retries         int32
 	ExpiresAt       time.Time

@@ -11,9 +11,8 @@ import (
 	"slices"
 	"time"
 
-	"opsq/api/wire"
 	"opsq/claims"
-	"opsq/client"
+	"opsq/queuer/handout"
 	"opsq/queuer/tokens"
 	opsqsql "opsq/sql"
 )
@@ -43,7 +42,7 @@ const (
 	forwardTries = 3
 )
 
-// The peer client's bounds (DESIGN.md §8). Forwarded reserves carry no wait (toWireRequest)
+// The peer client's bounds (DESIGN.md §8). Forwarded reserves carry no wait (reserveBody)
 // and forwarded extends are answered at once, so a whole peer call — connecting, sending,
 // waiting and reading the answer — gets CallTimeout: "its own wait plus 5 s" with a
 // wait of 0.
@@ -64,13 +63,13 @@ const (
 // reports that a peer it asked may have work that no wake-up will announce, so a waiting
 // request must look again soon: the peer gave no answer (an error, a timeout),
 // or it answered nothing within tipGrace of a tip to it.
-func (r *Router) Forward(ctx context.Context, req wire.ReserveRequest) (chunks []wire.ReservedChunk, retry bool, err error) {
+func (r *Router) Forward(ctx context.Context, req handout.Request) (chunks []handout.Chunk, retry bool, err error) {
 	urls := r.forwardTargets(ctx)
 	for i, url := range urls {
 		if i == forwardTries {
 			break
 		}
-		chunks, err := r.peer(url).Reserve(ctx, req)
+		chunks, err := r.reserve(ctx, url, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, false, ctx.Err()
@@ -193,14 +192,6 @@ func (r *Router) answeredEmpty(url string) (lookAgain bool) {
 		}
 	}
 	return false
-}
-
-// peer returns a client for another instance whose requests are marked forwarded and
-// signed (forwardsig.go). It has the bounds of DESIGN.md §8: peerConnectTimeout,
-// CallTimeout, no redirect followed (a redirect is an error), at most
-// peerMaxAnswerBytes of an answer read.
-func (r *Router) peer(url string) *client.Client {
-	return client.New(url, client.WithHTTPClient(r.peerHTTP), client.WithMaxResponseBytes(peerMaxAnswerBytes))
 }
 
 // newPeerHTTPClient returns the HTTP client of the requests forwarded to other instances,

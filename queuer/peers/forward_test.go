@@ -3,6 +3,7 @@ package peers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"opsq/api/wire"
-	"opsq/client"
+	"opsq/queuer/handout"
 )
 
 // Hostile or broken peers (DESIGN.md §8): the peer client follows no redirect, gives up
@@ -27,7 +27,7 @@ func reserveForwarded(t *testing.T, r *Router, bound time.Duration) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*bound)
 	defer cancel()
 	start := time.Now()
-	chunks, _, err := r.Forward(ctx, wire.ReserveRequest{Max: 1, Lease: "1m"})
+	chunks, _, err := r.Forward(ctx, handout.Request{Max: 1, Lease: time.Minute})
 	took := time.Since(start)
 	if err != nil || len(chunks) != 0 {
 		t.Errorf("reserve forwarded to a broken peer: %d chunks, %v; want none and no error", len(chunks), err)
@@ -50,9 +50,8 @@ func TestPeerFollowsNoRedirect(t *testing.T) {
 		redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, target.URL+r.URL.Path, code)
 		}))
-		_, err := q.peer(redirector.URL).Reserve(t.Context(), wire.ReserveRequest{Max: 1})
-		var apiErr *client.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != code {
+		_, err := q.reserve(t.Context(), redirector.URL, handout.Request{Max: 1, Lease: time.Minute})
+		if !errors.Is(err, errPeerStatus) || !strings.Contains(err.Error(), fmt.Sprintf("answered %d", code)) {
 			t.Errorf("forwarding to a peer that redirects with %d: got %v; want the %d as an error", code, err, code)
 		}
 		q.PointAt(redirector.URL, 0)
@@ -82,7 +81,7 @@ func TestPeerThatNeverAnswers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*bound)
 	defer cancel()
 	start := time.Now()
-	_, err := q.peer(silent.URL).Extend(ctx, "1m", "some-token")
+	_, err := q.extend(ctx, silent.URL, []string{"some-token"}, time.Minute)
 	if took := time.Since(start); err == nil || took > bound {
 		t.Errorf("extend forwarded to a peer that never answers: %v after %s; want an error within %s", err, took.Round(time.Millisecond), bound)
 	}
@@ -114,9 +113,9 @@ func TestPeerAnswerTooLarge(t *testing.T) {
 	}))
 	defer huge.Close()
 
-	_, err := q.peer(huge.URL).Reserve(t.Context(), wire.ReserveRequest{Max: 1})
-	if !errors.Is(err, client.ErrResponseTooLarge) {
-		t.Errorf("forwarding to a peer that answers 100 MB: got %v; want client.ErrResponseTooLarge", err)
+	_, err := q.reserve(t.Context(), huge.URL, handout.Request{Max: 1, Lease: time.Minute})
+	if !errors.Is(err, errAnswerTooLarge) {
+		t.Errorf("forwarding to a peer that answers 100 MB: got %v; want errAnswerTooLarge", err)
 	}
 	q.PointAt(huge.URL, 0)
 	reserveForwarded(t, q, CallTimeout+3*time.Second)
@@ -126,5 +125,41 @@ func TestPeerAnswerTooLarge(t *testing.T) {
 	if w := mostWritten.Load(); w > 2*peerMaxAnswerBytes {
 		t.Errorf("the peer wrote %d MB before the client stopped reading; want at most %d MB (the limit is %d MB)",
 			w>>20, 2*peerMaxAnswerBytes>>20, peerMaxAnswerBytes>>20)
+	}
+}
+
+// TestPeerAnswerRead: a peer's reserve answer becomes the engine's chunks in one step, and
+// an answer that is not the REST form is an error of the forward, never a zero chunk.
+func TestPeerAnswerRead(t *testing.T) {
+	t.Parallel()
+	q := newTestRouter(nil)
+	var answer atomic.Pointer[string]
+	good := `{"chunks": [{"token": "t1", "submission_id": "123", "chunk_index": 7, "input": "abc", "metadata": "m",
+		"strategic_metadata": {"company_id": 42, "mode": "preview"}, "retries": 2, "expires_at": "2026-01-02T03:04:05Z", "traceparent": "tp"}]}`
+	answer.Store(&good)
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, *answer.Load()) }))
+	defer peer.Close()
+	chunks, err := q.reserve(t.Context(), peer.URL, handout.Request{Max: 1, Lease: time.Minute})
+	if err != nil || len(chunks) != 1 {
+		t.Fatalf("got %d chunks, %v; want 1", len(chunks), err)
+	}
+	ch := chunks[0]
+	if ch.Token != "t1" || ch.SubmissionID != 123 || ch.ChunkIndex != 7 || string(ch.Input) != "abc" || ch.Prefix != nil ||
+		ch.Metadata != "m" || ch.Retries != 2 || ch.Traceparent != "tp" || !ch.ExpiresAt.Equal(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) ||
+		ch.StrategicValues["company_id"].Int64() != 42 || ch.StrategicValues["mode"].Str() != "preview" ||
+		string(ch.StrategicMetadata) != `{"company_id":42,"mode":"preview"}` {
+		t.Errorf("got %+v; want the answer's chunk", ch)
+	}
+	for _, bad := range []string{
+		`{"chunks": [{"token": "t", "submission_id": "12x", "chunk_index": 0, "input": ""}]}`,
+		`{"chunks": [{"token": "t", "submission_id": 12, "chunk_index": 0, "input": ""}]}`,
+		`{"chunks": [{"token": "t", "submission_id": "12", "input": ""}]}`,
+		`{"chunks": [{"token": "t", "submission_id": "12", "chunk_index": 0}]}`,
+		`{"chunks": [{"token": "t", "submission_id": "12", "chunk_index": 0, "input": "", "strategic_metadata": {"k": 1.5}}]}`,
+	} {
+		answer.Store(&bad)
+		if chunks, err := q.reserve(t.Context(), peer.URL, handout.Request{Max: 1, Lease: time.Minute}); err == nil {
+			t.Errorf("peer answered %s: got %+v; want an error", bad, chunks)
+		}
 	}
 }

@@ -20,16 +20,16 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"opsq/api/wire"
 	"opsq/queuer/identity"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/tokens"
 )
 
 // Requests one instance forwards to another (reserves and extends) are signed with the
 // cluster key (DESIGN.md §8, "Between instances"): the signature covers the method, the
 // path and query, a digest of the body, the time of sending, a nonce, the forwarding
-// instance's id and the caller's identity (wire.ForwardedCallerHeader: its key's name and
-// role, never the key itself), and is sent in wire.ForwardedSignatureHeader as
+// instance's id and the caller's identity (opsqtype.ForwardedCallerHeader: its key's name and
+// role, never the key itself), and is sent in opsqtype.ForwardedSignatureHeader as
 //
 //	v2 key=<cluster key id> at=<unix milliseconds> nonce=<base64url> mac=<base64url of the MAC>
 //
@@ -63,9 +63,9 @@ var ErrForwardedSignature = errors.New("a request marked forwarded by another in
 
 // Forwarded is what marks and signs a forwarded request: the values of its headers.
 type Forwarded struct {
-	From      string // wire.ForwardedHeader: the forwarding instance's id
-	Signature string // wire.ForwardedSignatureHeader
-	Caller    string // wire.ForwardedCallerHeader: the caller's identity, "" for none
+	From      string // opsqtype.ForwardedHeader: the forwarding instance's id
+	Signature string // opsqtype.ForwardedSignatureHeader
+	Caller    string // opsqtype.ForwardedCallerHeader: the caller's identity, "" for none
 }
 
 // forwardedMessage is what a forwarded request's MAC covers.
@@ -148,7 +148,7 @@ func (v *Verifier) Verify(method, uri string, f Forwarded, body []byte, now time
 	fail := func(why string) error { return fmt.Errorf("%w: %s", ErrForwardedSignature, why) }
 	sig := f.Signature
 	if sig == "" {
-		return id, false, fail("no " + wire.ForwardedSignatureHeader + " header")
+		return id, false, fail("no " + opsqtype.ForwardedSignatureHeader + " header")
 	}
 	if len(sig) > maxSignatureHeader {
 		return id, false, fail("the signature header is too long")
@@ -268,15 +268,15 @@ func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		// The caller's identity goes, under the signature; its key stays here.
 		out.Header.Del("Authorization")
 	}
-	out.Header.Set(wire.ForwardedHeader, f.From)
+	out.Header.Set(opsqtype.ForwardedHeader, f.From)
 	if f.Caller != "" {
-		out.Header.Set(wire.ForwardedCallerHeader, f.Caller)
+		out.Header.Set(opsqtype.ForwardedCallerHeader, f.Caller)
 	}
 	// The trace of the request forwarded goes on at the peer (tracing on only: with it off,
 	// no context carries a span).
 	if sc := trace.SpanContextFromContext(req.Context()); sc.IsValid() {
 		propagation.TraceContext{}.Inject(req.Context(), propagation.HeaderCarrier(out.Header))
 	}
-	out.Header.Set(wire.ForwardedSignatureHeader, signForwarded(t.keys, out.Method, out.URL.RequestURI(), f, body, time.Now(), newNonce()))
+	out.Header.Set(opsqtype.ForwardedSignatureHeader, signForwarded(t.keys, out.Method, out.URL.RequestURI(), f, body, time.Now(), newNonce()))
 	return t.base.RoundTrip(out)
 }

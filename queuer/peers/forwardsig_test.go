@@ -14,8 +14,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"opsq/api/wire"
 	"opsq/queuer/identity"
+	"opsq/queuer/opsqtype"
 	"opsq/queuer/tokens"
 )
 
@@ -167,8 +167,8 @@ func TestSigningTransport(t *testing.T) {
 	got := make(chan seen, 2)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		f := Forwarded{From: r.Header.Get(wire.ForwardedHeader), Signature: r.Header.Get(wire.ForwardedSignatureHeader),
-			Caller: r.Header.Get(wire.ForwardedCallerHeader)}
+		f := Forwarded{From: r.Header.Get(opsqtype.ForwardedHeader), Signature: r.Header.Get(opsqtype.ForwardedSignatureHeader),
+			Caller: r.Header.Get(opsqtype.ForwardedCallerHeader)}
 		id, ok, err := v.Verify(r.Method, r.RequestURI, f, body, time.Now())
 		got <- seen{id, ok, err, r.Header.Get("Authorization")}
 	}))
@@ -198,7 +198,7 @@ func TestSigningTransport(t *testing.T) {
 		if fmt.Sprint(s) != fmt.Sprint(want) {
 			t.Errorf("request %d: the receiver saw %+v; want %+v", i+1, s, want)
 		}
-		if req.Header.Get(wire.ForwardedSignatureHeader) != "" || req.Header.Get("Authorization") == "" {
+		if req.Header.Get(opsqtype.ForwardedSignatureHeader) != "" || req.Header.Get("Authorization") == "" {
 			t.Error("SigningTransport changed the caller's request")
 		}
 	}
@@ -211,7 +211,7 @@ func TestSigningTransportTraceparent(t *testing.T) {
 	k := tokens.NewStaticKeyring([]byte(strings.Repeat("h", 32)))
 	got := make(chan string, 2)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got <- r.Header.Get(wire.HeaderTraceparent)
+		got <- r.Header.Get("Traceparent")
 	}))
 	defer srv.Close()
 	hc := &http.Client{Transport: SigningTransport(k, "opsq-9", http.DefaultTransport)}

@@ -1,14 +1,10 @@
 package peers
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 
 	opsqsql "opsq/sql"
 )
@@ -38,22 +34,7 @@ func (r *Router) giveBack(ctx context.Context, shard int, tokens []string) error
 	if err != nil {
 		return fmt.Errorf("looking up the owner of shard %d: %w", shard, err)
 	}
-	body, _ := json.Marshal(struct {
+	return r.post(ctx, owner.AdvertiseURL, GiveBackPath, struct {
 		Tokens []string `json:"tokens"`
-	}{tokens})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, owner.AdvertiseURL+GiveBackPath, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := r.peerHTTP.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s answered %d: %s", owner.AdvertiseURL, resp.StatusCode, bytes.TrimSpace(msg))
-	}
-	return nil
+	}{tokens}, nil)
 }

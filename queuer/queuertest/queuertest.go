@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/queuer"
+	"opsq/queuer/notify"
 	"opsq/queuer/submissions"
 	"opsq/sql/pgtest"
 	"opsq/strategy"
@@ -109,4 +110,16 @@ func LoadBacklog(t testing.TB, pool *pgxpool.Pool, subs []Submission) {
 			t.Fatalf("queuertest: %v", err)
 		}
 	}
+}
+
+// Listen hands the payloads of NOTIFYs on each channel of channels to its function, on a
+// LISTEN connection of its own, as an instance's one LISTEN connection does for the parts
+// that share it (queuer.Config.Notified), until the test ends.
+func Listen(t testing.TB, pool *pgxpool.Pool, channels map[string]func(payload string)) {
+	t.Helper()
+	l := notify.NewListener(pool, pgtest.Logger(t, slog.LevelWarn), &notify.Bus{}, channels)
+	if err := l.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Stop)
 }

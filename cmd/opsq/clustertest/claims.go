@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/api/wire"
-	"opsq/queuer/tokens"
+	"opsq/queuer"
 )
 
 // ClaimRow is a row of opsq.shard_claims, with the database's now().
@@ -147,7 +147,7 @@ func (c *Cluster) SessionsIdle(inst *Instance) {
 // by the queuer's own parser (a consumer's token is opaque; the tests read it to check
 // fencing).
 func TokenClaim(tok string) (shard int, generation int64, err error) {
-	return tokens.Claim(tok)
+	return queuer.TokenClaim(tok)
 }
 
 // ShardsOfChunks counts chunks by shard (read from their tokens).

@@ -3,7 +3,6 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,8 +20,7 @@ import (
 	"opsq/api/apikeys"
 	"opsq/api/wire"
 	"opsq/client"
-	"opsq/queuer/peers"
-	"opsq/queuer/tokens"
+	"opsq/queuer"
 )
 
 // The cluster-wide timings of the tests (opsq.settings), fast so that expiries happen
@@ -114,15 +112,15 @@ func New(t testing.TB, bin Binary, dbURL string) *Cluster {
 		pool.Close()
 		t.Fatal(err)
 	}
-	keys := tokens.NewKeyring(pool, slog.New(slog.DiscardHandler))
-	if err := keys.Load(t.Context()); err != nil {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	signing, err := queuer.SigningTransport(t.Context(), pool, "test", tr)
+	if err != nil {
 		pool.Close()
 		t.Fatal(err)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 64
 	c := &Cluster{DBURL: dbURL, Pool: pool, HTTP: &http.Client{Transport: tr}, t: t, bin: bin, dir: t.TempDir(),
-		local: &http.Client{Transport: peers.SigningTransport(keys, "test", tr)}}
+		local: &http.Client{Transport: signing}}
 	t.Cleanup(c.cleanup)
 	return c
 }

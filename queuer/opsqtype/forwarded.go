@@ -1,0 +1,17 @@
+package opsqtype
+
+// The headers of a request that one instance forwards to another (DESIGN.md §8, between
+// instances): the API reads them, the engine's peers write them.
+
+// ForwardedHeader marks a request that one instance forwarded to another; it is answered
+// from the receiving instance's own shards only.
+const ForwardedHeader = "Opsq-Forwarded"
+
+// ForwardedSignatureHeader carries the signature of a forwarded request, made with the
+// cluster key (DESIGN.md §8): a request marked forwarded without a valid one is refused.
+const ForwardedSignatureHeader = "Opsq-Forwarded-Signature"
+
+// ForwardedCallerHeader carries, under the signature of a forwarded request, the identity
+// of the caller the forwarding instance authenticated (its key's name and role), in place
+// of the caller's key, which never leaves the instance it was given to.
+const ForwardedCallerHeader = "Opsq-Forwarded-Caller"
