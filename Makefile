@@ -44,7 +44,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSubmissionJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzSubmissionNDJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzReserveBody$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseToken$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./queuer/tokens/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseToken$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./queuer/internal/tokens/
 
 ## lint: gofmt and go vet
 lint:

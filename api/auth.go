@@ -157,8 +157,8 @@ func (s *server) authenticate(allowed []apikeys.Role) echo.MiddlewareFunc {
 			}
 			c.Set(callerKey, caller)
 			// The caller's identity, never its key, goes with a reserve or extend this
-			// instance forwards to another (queuer/peers signs it); it bounds the caller's
-			// waiters too (queuer/waiters).
+			// instance forwards to another (queuer/internal/peers signs it); it bounds the caller's
+			// waiters too (queuer/internal/waiters).
 			c.SetRequest(req.WithContext(identity.With(req.Context(), identity.Caller{Name: caller.Name, Role: string(caller.Role),
 				Tenant: caller.Tenant, Tenants: caller.Tenants, Limited: caller.Tenants != nil})))
 			return next(c)

@@ -368,7 +368,7 @@ func (s *server) decodeBody(c echo.Context, v any) error {
 
 // forwarded reports whether c is a request another instance of the cluster forwarded
 // here: marked with wire.ForwardedHeader and signed with the cluster key
-// (queuer/peers/forwardsig.go). One marked forwarded whose signature does not verify is refused
+// (queuer/internal/peers/forwardsig.go). One marked forwarded whose signature does not verify is refused
 // with 401 before anything is done with it. body is the request's whole body.
 func (s *server) forwarded(c echo.Context, body []byte) (bool, error) {
 	if verified, _ := c.Get(forwardedVerifiedKey).(bool); verified {

@@ -18,7 +18,7 @@ import (
 // Requests between instances (DESIGN.md §8, "Between instances"). An instance forwards a
 // reserve or an extend with the caller's identity (its key's name and role) under the
 // cluster key's signature, never the caller's key: the receiving instance checks the
-// signature (once: queuer/peers keeps the nonces it accepted) and serves the request for
+// signature (once: queuer/internal/peers keeps the nonces it accepted) and serves the request for
 // that identity. A request marked forwarded that carries a key as well (a test's
 // instance-local client) is checked by its key, and its signature by the handler.
 

@@ -16,7 +16,7 @@ import (
 // not_before, each checked on its own so that every error names its field.
 
 // maxFailAfterChunks bounds on_failure's fail_after.chunks: chunk counts are int32. The
-// other bounds are the engine's (queuer/submissions/lifecycle.go) and the wire's
+// other bounds are the engine's (queuer/internal/submissions/lifecycle.go) and the wire's
 // (wire.MaxBackoff).
 const maxFailAfterChunks = math.MaxInt32
 

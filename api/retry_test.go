@@ -16,7 +16,7 @@ import (
 
 // The lifecycle routes end to end, on the engine: failures, retry (one and many), pause,
 // resume, results in any state and followed, retry_after, and the lifecycle fields stored.
-// They need the submissions store's operations (queuer/submissions: Failures, Retry,
+// They need the submissions store's operations (queuer/internal/submissions: Failures, Retry,
 // RetryMany, Pause, Resume, Results, FollowResults, and the Lifecycle written at submit).
 
 // postJSON posts body to path and returns the answer.

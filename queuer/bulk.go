@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/queuer/submissions"
+	"opsq/queuer/internal/submissions"
 )
 
 // Bulk fills for the benchmark and the tests, which need backlogs of hundreds of

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"opsq/queuer/internal/submissions"
 	"opsq/queuer/opsqtype"
-	"opsq/queuer/submissions"
 	"opsq/sql/pgtest"
 	"opsq/strategy"
 )

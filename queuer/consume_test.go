@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"opsq/queuer/internal/submissions"
 	"opsq/queuer/opsqtype"
-	"opsq/queuer/submissions"
 	"opsq/reserver"
 	"opsq/sql/pgtest"
 	"opsq/strategy"

@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/queuer/notify"
+	"opsq/queuer/internal/notify"
+	"opsq/queuer/internal/submissions"
 	"opsq/queuer/opsqtype"
-	"opsq/queuer/submissions"
 	"opsq/sql/pgtest"
 	"opsq/strategy"
 )

@@ -2,7 +2,7 @@ package queuer
 
 import (
 	"opsq/claims"
-	"opsq/queuer/admin"
+	"opsq/queuer/internal/admin"
 )
 
 // ClusterStats is the cluster at a glance, as the database says (admin.ClusterStats).

@@ -10,7 +10,7 @@ import (
 )
 
 // TestPanicInAStrategyFailsOnlyItsReserve: a panic in a strategy's walk, which runs on a
-// shared run's goroutine (queuer/handout/shared.go), answers that reserve with an error
+// shared run's goroutine (queuer/internal/handout/shared.go), answers that reserve with an error
 // (the API's 500), not a crashed process; the instance serves the next reserve. The panic
 // is injected with a tree no parser would give (a max_simultaneous without its subtree:
 // the walk dereferences it).

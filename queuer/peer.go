@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"opsq/queuer/peers"
-	"opsq/queuer/tokens"
+	"opsq/queuer/internal/peers"
+	"opsq/queuer/internal/tokens"
 )
 
 // What the API and the tools see of the peer protocol: a request another instance

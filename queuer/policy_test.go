@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"opsq/queuer/internal/submissions"
 	"opsq/queuer/opsqtype"
-	"opsq/queuer/submissions"
 	"opsq/sql/pgtest"
 	"opsq/strategy"
 )

@@ -1,15 +1,19 @@
-// Package queuer is the per-instance engine of opsq: a façade that wires its parts, owns
-// the instance's lifecycle (Start, Stop, Ready, Drain), orchestrates a reserve (look here,
-// then forward, then wait) and hands each other request to the part that owns it. The
-// parts, each a package of its own that owns its state and never imports this one:
+// Package queuer is the per-instance engine of opsq, and its one door: the API, the
+// dashboard, the CLI and the bench reach the engine through this package alone. It is a
+// façade that wires the parts, owns the instance's lifecycle (Start, Stop, Ready, Drain),
+// orchestrates a reserve (look here, then forward, then wait: reserve.go) and hands each
+// other request to the part that owns it, by a verb named for what the caller asks
+// (produce.go, consume.go, operate.go, throttle.go). The parts live under queuer/internal,
+// so Go keeps every other package out; each owns its state and never imports this one:
 //
 //   - submissions: the submission rows — submit, status, waits, list, cancel, results,
-//     retention, ids, the shard of a chunk, and the promotion of waiting chunks;
-//   - reserve: the reserve path — the strategy walk, the candidate scans, buffers, resume
-//     hints, tombstones, shared runs, the submission-info cache, max_simultaneous holds,
-//     preview;
-//   - peers: where other instances have work, forwarding to them, the signed peer client
-//     and the check of a forwarded request;
+//     failures, retry, pause, retention, the moves by slices, ids, and the promotion of
+//     waiting chunks;
+//   - handout: the reserve path — the strategy walk, the candidate scans, the take and its
+//     admission checks, buffers, resume hints, tombstones, shared runs, the submission-info
+//     cache, max_simultaneous holds, rate_limit tokens, weighted_fair rings, preview;
+//   - peers: where other instances have work, and the peer transport (forwarded reserves,
+//     extends and give-backs, signed) and the check of a forwarded request;
 //   - outcome: the batched completer, fail, extend, and the leases that ran out;
 //   - waiters: the queue of waiting reserves and the waits on a submission, under one
 //     admission bound;
@@ -19,11 +23,13 @@
 //     LISTEN connection, shared with the API keys;
 //   - admin: the cluster as an operator reads and administers it;
 //   - valuerates: the chunks handed out per value of the keys limited, over the last
-//     minute, for the dashboard;
-//   - lifecycle: the one shape of every background part (Start, Stop) and the cron jobs.
+//     minute, for the dashboard.
 //
-// The claims protocol (claims) and the in-memory reservations (reserver) are packages of
-// their own beside this one.
+// Beside them, usable by every layer: opsqtype (the vocabulary the engine, the wire and
+// the clients share), startstop (the one Start/Stop shape of every background part, and
+// the cron jobs), identity (who a request is served for) and panics. The claims protocol
+// (claims), the in-memory reservations (reserver), the strategies (strategy) and the
+// statements (sql) are packages of their own. layering_test.go holds these rules.
 package queuer
 
 import (
@@ -40,18 +46,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/claims"
-	"opsq/queuer/admin"
-	"opsq/queuer/handout"
 	"opsq/queuer/identity"
-	"opsq/queuer/notify"
-	"opsq/queuer/outcome"
-	"opsq/queuer/peers"
+	"opsq/queuer/internal/admin"
+	"opsq/queuer/internal/handout"
+	"opsq/queuer/internal/notify"
+	"opsq/queuer/internal/outcome"
+	"opsq/queuer/internal/peers"
+	"opsq/queuer/internal/submissions"
+	"opsq/queuer/internal/throttles"
+	"opsq/queuer/internal/tokens"
+	"opsq/queuer/internal/valuerates"
+	"opsq/queuer/internal/waiters"
 	"opsq/queuer/startstop"
-	"opsq/queuer/submissions"
-	"opsq/queuer/throttles"
-	"opsq/queuer/tokens"
-	"opsq/queuer/valuerates"
-	"opsq/queuer/waiters"
 	"opsq/reserver"
 )
 

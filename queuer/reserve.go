@@ -7,9 +7,9 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"opsq/queuer/peers"
-	"opsq/queuer/tokens"
-	"opsq/queuer/waiters"
+	"opsq/queuer/internal/peers"
+	"opsq/queuer/internal/tokens"
+	"opsq/queuer/internal/waiters"
 )
 
 // forwardedReserveBudget bounds a reserve another instance forwarded here, well inside the
@@ -22,7 +22,7 @@ const forwardRetryDelay = time.Second
 
 // Reserve reserves up to req.Max chunks: from this instance's shards; when they have none,
 // from another instance that has some (forwarding); when nobody has any, it waits up to
-// req.Wait for work to appear. It waits in the instance's queue of waiters (queuer/waiters),
+// req.Wait for work to appear. It waits in the instance's queue of waiters (queuer/internal/waiters),
 // holding no database connection, and is woken by NOTIFY and local releases as one of as
 // many waiters as the new work can serve, not by polling. When Config.MaxWaiters requests
 // already wait here, a reserve that would wait returns ErrTooManyWaiters.
@@ -51,7 +51,7 @@ func (q *Queuer) Reserve(ctx context.Context, req ReserveRequest) ([]Chunk, erro
 // holds its place among the instance's waiters until Wait or WaitWith returns: call one of
 // them exactly once. Its waiting takes no goroutine of its own beyond the one calling
 // Wait, and that one's stack stays shallow: the scans run on the goroutine of the shared
-// run (queuer/handout).
+// run (queuer/internal/handout).
 type Parked struct {
 	q        *Queuer
 	req      ReserveRequest

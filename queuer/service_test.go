@@ -4,11 +4,11 @@ import (
 	"context"
 	"testing"
 
-	"opsq/queuer/admin"
-	"opsq/queuer/notify"
-	"opsq/queuer/outcome"
+	"opsq/queuer/internal/admin"
+	"opsq/queuer/internal/notify"
+	"opsq/queuer/internal/outcome"
+	"opsq/queuer/internal/tokens"
 	"opsq/queuer/startstop"
-	"opsq/queuer/tokens"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 )

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"opsq/queuer/internal/tokens"
 	"opsq/queuer/opsqtype"
-	"opsq/queuer/tokens"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 	"opsq/sql/pgtest"

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"opsq/queuer/internal/tokens"
 	"opsq/queuer/opsqtype"
-	"opsq/queuer/tokens"
 	"opsq/sql/pgtest"
 	"opsq/strategy"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/api/wire"
-	"opsq/queuer/notify"
+	"opsq/queuer/internal/notify"
 	"opsq/queuer/opsqtype"
 	"opsq/sql/pgtest"
 	"opsq/strategy"

@@ -4,8 +4,8 @@ import (
 	"context"
 	"slices"
 
-	"opsq/queuer/submissions"
-	"opsq/queuer/tokens"
+	"opsq/queuer/internal/submissions"
+	"opsq/queuer/internal/tokens"
 )
 
 // QuotaError is a submission refused because it would take its tenant past a quota.

@@ -1,15 +1,15 @@
 package queuer
 
 import (
-	"opsq/queuer/admin"
-	"opsq/queuer/handout"
+	"opsq/queuer/internal/admin"
+	"opsq/queuer/internal/handout"
+	"opsq/queuer/internal/outcome"
+	"opsq/queuer/internal/peers"
+	"opsq/queuer/internal/submissions"
+	"opsq/queuer/internal/throttles"
+	"opsq/queuer/internal/tokens"
+	"opsq/queuer/internal/waiters"
 	"opsq/queuer/opsqtype"
-	"opsq/queuer/outcome"
-	"opsq/queuer/peers"
-	"opsq/queuer/submissions"
-	"opsq/queuer/throttles"
-	"opsq/queuer/tokens"
-	"opsq/queuer/waiters"
 	opsqsql "opsq/sql"
 )
 

@@ -6,7 +6,7 @@
 --     its other chunks, reservable or waiting, follow as skipped: here when it has at most
 --     @skip_now chunks pending (this one included), else later, by slices, each counted as
 --     it moves (chunks_skip_range.sql, run by the caller once this commits: sliced), so
---     that no transaction holds more than a slice (queuer/outcome/fail.go);
+--     that no transaction holds more than a slice (queuer/internal/outcome/fail.go);
 --   - else the failure is counted, and a submission whose every chunk is now finished
 --     (done + failed + skipped = total) moves to submissions_failed too;
 --   - else it goes on.

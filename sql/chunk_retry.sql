@@ -107,7 +107,7 @@ WITH fence AS (
 -- The NOTIFYs of a retry, at the commit of the statement's transaction: to the instance
 -- holding the reservation (@released: the token's payload, when another instance holds it),
 -- and of the chunk reservable again (@work: its shard), unless it waits (the promoter
--- announces it when it is due). Channels and payloads are queuer/notify's.
+-- announces it when it is due). Channels and payloads are queuer/internal/notify's.
 SELECT f.held AS fence_held, coalesce(s.retries, w.retries) AS retries, w.retries IS NOT NULL AS waits,
        CASE WHEN coalesce(s.retries, w.retries) IS NOT NULL AND @released_payload::text IS NOT NULL
             THEN (SELECT true FROM pg_notify(@released_channel, @released_payload)) ELSE false END AS released_notified,

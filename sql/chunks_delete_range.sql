@@ -1,5 +1,5 @@
 -- Remove the chunks @from to @to (excluded) of a submission that was never inserted whole:
--- an object-storage submission cut while its slices went in (queuer/submissions/submit.go),
+-- an object-storage submission cut while its slices went in (queuer/internal/submissions/submit.go),
 -- whose submission row does not exist. One primary-key range per shard, in each table.
 WITH ready AS (
     DELETE FROM opsq.chunks

@@ -1,5 +1,5 @@
 -- One slice of the move of a large cancelled or failed submission's pending chunks
--- (queuer/submissions/slices.go): its pending chunks @from to @to (excluded), reservable or
+-- (queuer/internal/submissions/slices.go): its pending chunks @from to @to (excluded), reservable or
 -- waiting, become skipped chunks of chunks_failed, recording @error, as
 -- chunks_skip_submission.sql (a cancel) and chunk_fail.sql (a fail) move them all, and are
 -- counted on the submission's row in submissions_cancelled (@failed false) or

@@ -1,4 +1,4 @@
--- The cluster keys that still verify (queuer/tokens/keyring.go): the newest, and each older key
+-- The cluster keys that still verify (queuer/internal/tokens/keyring.go): the newest, and each older key
 -- until @overlap_us microseconds (queuer.KeyOverlap) after the next newer key was created.
 -- By the server's clock, so that an instance's own does not matter: age_us is how old the
 -- key is, left_us how long it has left (null for the newest, which stays until a newer one

@@ -5,7 +5,7 @@
 -- caller moves them in this transaction (chunks_skip_submission.sql). One with more keeps
 -- its count of skipped chunks: the caller moves them by slices after this commits, each
 -- slice counted as it moves (chunks_skip_range.sql), so that no transaction holds more
--- than a slice (queuer/submissions/cancel.go).
+-- than a slice (queuer/internal/submissions/cancel.go).
 -- The same move of a submission row as submissions_finish_completed.sql and
 -- chunk_fail.sql: one statement per ending, each with its own condition and
 -- target; a column added to opsq.submissions goes into all three (and into

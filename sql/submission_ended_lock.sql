@@ -1,7 +1,7 @@
 -- Lock the row of a submission whose pending chunks are being skipped by slices, before a
 -- slice of them is moved (chunks_skip_range.sql): cancelled (@failed false,
--- queuer/submissions/cancel.go) or failed (@failed true, a fail of one of its chunks that
--- failed it, queuer/outcome/fail.go). No row back: it is no longer so (a retry made it in
+-- queuer/internal/submissions/cancel.go) or failed (@failed true, a fail of one of its chunks that
+-- failed it, queuer/internal/outcome/fail.go). No row back: it is no longer so (a retry made it in
 -- progress again, and moved back the chunks skipped so far): the slices stop. A retry
 -- locks the same row first (submission_lock_any.sql), so the two happen one after the
 -- other. One row back: the error the skipped chunks record, as the move in one statement

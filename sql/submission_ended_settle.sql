@@ -1,4 +1,4 @@
--- After a resumed move by slices of an ended submission (queuer/submissions/slices.go):
+-- After a resumed move by slices of an ended submission (queuer/internal/submissions/slices.go):
 -- when none of its chunks is left pending (in opsq.chunks or opsq.chunks_waiting) and its
 -- counts still fall short of its total, the rest were skipped without being counted (a row
 -- cancelled before migration 00007 counted no skipped chunks): count them, so that the row

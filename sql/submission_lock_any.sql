@@ -4,7 +4,7 @@
 -- unknown, or it moved to another table while this statement waited for its lock (the
 -- other tables were read before the move): run it again.
 -- unmoved: the chunks of a submission cancelled or failed by slices that are still pending
--- where they were, not yet moved and counted skipped (queuer/submissions/slices.go); 0
+-- where they were, not yet moved and counted skipped (queuer/internal/submissions/slices.go); 0
 -- otherwise.
 WITH in_progress AS (
     SELECT 'in_progress'::text AS state, s.paused, 0::bigint AS unmoved FROM opsq.submissions s WHERE s.id = @id FOR UPDATE

@@ -1,7 +1,7 @@
 // Package identity is who a request is served for: the identity the API authenticated (an
 // API key's name, role and tenants), carried in the request's context to the parts that bound
-// something per caller (queuer/waiters: the waiters of one key) or pass it on
-// (queuer/peers: a forwarded request carries the identity, never the key). It does not
+// something per caller (queuer/internal/waiters: the waiters of one key) or pass it on
+// (queuer/internal/peers: a forwarded request carries the identity, never the key). It does not
 // check keys (api/apikeys does) nor decide what a role may do (api does).
 package identity
 

@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/queuer"
-	"opsq/queuer/notify"
-	"opsq/queuer/submissions"
+	"opsq/queuer/internal/notify"
+	"opsq/queuer/internal/submissions"
 	"opsq/sql/pgtest"
 	"opsq/strategy"
 )

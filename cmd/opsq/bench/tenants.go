@@ -19,7 +19,7 @@ import (
 
 // The tenants workload of "opsq bench", DESIGN.md §6: "a consumer limited to 1 of 100
 // tenants, over a 10⁷-chunk backlog spread evenly, reserves with p50 within 2× of an
-// unlimited one". The in-process test TestTenantReserveCost (queuer/handout) measures the
+// unlimited one". The in-process test TestTenantReserveCost (queuer/internal/handout) measures the
 // confinement alone; this measures it as a consumer sees it, over HTTP, through a key.
 
 const (

@@ -1,0 +1,202 @@
+package handout
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"opsq/claims"
+	"opsq/queuer/internal/notify"
+	"opsq/queuer/internal/tokens"
+	"opsq/queuer/internal/valuerates"
+	"opsq/queuer/startstop"
+	"opsq/reserver"
+	opsqsql "opsq/sql"
+)
+
+// Availability is what the reserve path tells about where work is, and reads back: the
+// router (queuer/internal/peers) satisfies it.
+type Availability interface {
+	// Announced counts the announcements of work so far.
+	Announced() uint64
+	// MarkUnavailable notes that the shards of leases had no free chunk at a scan that
+	// began when Announced returned since.
+	MarkUnavailable(leases []claims.Lease, since uint64)
+}
+
+// Config configures a Path.
+type Config struct {
+	// Pool runs the statements; the candidate queries run on a pool of their own made from
+	// its configuration (Start).
+	Pool *pgxpool.Pool
+	Log  *slog.Logger
+	// Now tells when leases end.
+	Now      func() time.Time
+	Claims   *claims.Manager
+	Reserver *reserver.Reserver
+	Keys     *tokens.Keyring // signs the tokens
+	Bus      *notify.Bus     // hears the chunks given back
+	// Availability hears which shards a full scan found empty.
+	Availability Availability
+	// Throttles says which submissions' chunks consumers' throttles keep back; nil: none.
+	Throttles Throttles
+	// ValueRates counts the chunks handed out per value of the keys the strategies limit
+	// (rate_limit's, weighted_fair's) and of the throttles' keys, for the dashboard. Nil:
+	// nothing is counted.
+	ValueRates *valuerates.Counter
+	// Wake wakes up to n waiting reserves: rate_limit tokens are due for a value that had
+	// none (the waiters' Wake). Nil: none is woken; they look again at their next wake-up.
+	Wake func(n int)
+}
+
+// Throttles is what the reserve path asks of the throttles in force (queuer/internal/throttles
+// satisfies it).
+type Throttles interface {
+	// Blocks reports whether a throttle keeps back the chunks of a submission with
+	// strategic values (key -> canonical JSON text, "@tenant" included) of tenant.
+	Blocks(values map[string]string, tenant string) bool
+	// Keys returns the keys of the throttles held (read-only; nil for none).
+	Keys() []string
+}
+
+// Path is the reserve path. It is safe for concurrent use. Its candidate pool lives from
+// Start until Stop; a shared run's goroutine lives while reserves wait for it.
+type Path struct {
+	cfg        Config
+	reserver   *reserver.Reserver
+	scans      *pgxpool.Pool // candidate queries: cached generic plans (see Start)
+	shardCount int
+	shared     *shared
+	infos      *infoCache
+	tombs      *tombstones
+	hints      *hints
+	buffers    *buffers
+	holds      *holds
+	rates      *rates
+	fair       *fairShares
+	planStats  *planStats
+	tenantSubs *tenantSubsCache
+	reserved   atomic.Int64 // chunks reserved here, for Stats
+}
+
+var (
+	_ startstop.Service = (*Path)(nil)
+	_ notify.Handler    = (*Path)(nil)
+)
+
+// New returns the reserve path of cfg; Start it before use.
+func New(cfg Config) *Path {
+	p := &Path{
+		cfg: cfg, reserver: cfg.Reserver, shared: newShared(), infos: newInfoCache(cfg.Pool),
+		tombs: newTombstones(), hints: newHints(), tenantSubs: newTenantSubsCache(),
+		holds:     &holds{pool: cfg.Pool, log: cfg.Log},
+		rates:     newRates(cfg.Pool, cfg.Log, cfg.Wake),
+		fair:      newFairShares(),
+		planStats: &planStats{pool: cfg.Pool, claims: cfg.Claims, log: cfg.Log},
+	}
+	p.buffers = newBuffers(p.tombs)
+	return p
+}
+
+// SetShardCount sets the number of shards, as the database has it; call it before Start.
+func (p *Path) SetShardCount(n int) { p.shardCount = n }
+
+// Start connects the candidate pool. Candidate queries run on their own connections,
+// which keep one generic plan per query text and stream it through the partitions'
+// indexes whatever the backlog's statistics say; JIT is off on them whatever the caller's
+// pool says (sql.ConfigureCandidateSession says why). Other statements keep PostgreSQL's
+// default planning.
+func (p *Path) Start(ctx context.Context) error {
+	scanCfg := p.cfg.Pool.Config().Copy()
+	opsqsql.ConfigureCandidateSession(scanCfg.ConnConfig)
+	scanCfg.MaxConns = max(p.cfg.Pool.Config().MaxConns/2, 4)
+	var err error
+	if p.scans, err = pgxpool.NewWithConfig(ctx, scanCfg); err != nil {
+		return fmt.Errorf("connecting the candidate pool: %w", err)
+	}
+	return nil
+}
+
+// Stop drops the buffers and closes the candidate pool. Safe twice and before Start.
+func (p *Path) Stop() {
+	p.buffers.stop()
+	if p.scans != nil {
+		p.scans.Close()
+	}
+}
+
+// Jobs are the path's periodic jobs: the collection of max_simultaneous holds that stopped
+// counting, and the planner's statistics of the instance's chunk partitions.
+func (p *Path) Jobs() []startstop.Job {
+	return []startstop.Job{
+		{What: "the collection of max_simultaneous holds", Schedule: holdsCollectSchedule, Run: p.holds.collect},
+		{What: "the collection of full rate_limit buckets", Schedule: rateCollectSchedule, Run: p.rates.collect},
+		{What: "the planner's statistics of the chunk partitions", Schedule: planStatsSchedule, Run: func(ctx context.Context) { p.planStats.refresh(ctx) }},
+	}
+}
+
+// ReleaseHolds frees the max_simultaneous slots of reservations that ended. A failure
+// only delays the slots until the collection job frees them.
+func (p *Path) ReleaseHolds(ctx context.Context, tokens []string) { p.holds.release(ctx, tokens) }
+
+// Reserved is how many chunks were reserved here.
+func (p *Path) Reserved() int64 { return p.reserved.Load() }
+
+// Handle updates what the path caches about chunks — reservations, tombstones, buffers,
+// resume hints, submission infos — for an event, wherever the change was made.
+func (p *Path) Handle(e notify.Event) {
+	switch e := e.(type) {
+	case notify.NewWork:
+		// New chunks may sort before what the ordered scans kept, and be of a new
+		// submission of a tenant.
+		p.hints.clearNewWork()
+		p.buffers.dropNewWork()
+		p.tenantSubs.clear()
+		p.fair.newWork() // a value that had nothing to do may have some now
+	case notify.ChunksFreed:
+		for _, c := range e.Chunks {
+			if c.Retries != notify.NotRetried {
+				p.tombs.addRetried(c.Key, c.Retries) // before the reservation is released
+			}
+			if c.Token != "" {
+				p.reserver.Release(c.Token)
+			}
+		}
+		// The chunks are free again, wherever they sort.
+		p.hints.clear()
+		p.buffers.dropFreed()
+		p.fair.newWork()
+	case notify.ChunksFinished:
+		p.tombs.add(e.Keys...) // before the reservations are released
+		for _, k := range e.Keys {
+			p.reserver.ReleaseKey(k)
+		}
+	case notify.SubmissionDropped:
+		p.buffers.dropSubmission(e.ID)
+		p.reserver.DropSubmission(e.ID)
+	case notify.SubmissionPaused:
+		// Its chunks wait now: candidates read before are stale. Its reservations in
+		// flight stay, and finish as usual.
+		p.buffers.dropSubmission(e.ID)
+	case notify.SubmissionFinished:
+		p.infos.forget(e.ID)
+	case notify.ShardsChanged:
+		p.hints.clear()
+		p.buffers.dropAll()
+		n := 0
+		for _, s := range e.Lost {
+			n += len(p.reserver.DropShard(s))
+		}
+		if n > 0 {
+			p.cfg.Log.Warn("shards lost with reservations in flight; their chunks go to the new owners",
+				slog.Any("shards", e.Lost), slog.Int("reservations", n))
+		}
+	case notify.Resync:
+		p.hints.clear()
+		p.buffers.dropAll()
+	}
+}

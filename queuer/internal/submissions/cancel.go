@@ -1,0 +1,67 @@
+package submissions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"opsq/queuer/internal/notify"
+	"opsq/queuer/opsqtype"
+	opsqsql "opsq/sql"
+)
+
+// Cancel cancels an in-progress submission: its pending chunks (reservable, reserved or
+// waiting) become skipped chunks of chunks_failed. It returns ErrFinished for a submission
+// that is already finished and ErrNotFound for an unknown one, else the submission's
+// state once its chunks are moved.
+//
+// A submission with at most SliceRows chunks pending is cancelled in one transaction. One
+// with more, as DESIGN.md §3 asks of a large object-storage submission, is cancelled in
+// committed slices: first the submission row moves to submissions_cancelled (with the
+// NOTIFY that drops it from every instance's caches), so that from then on no reserve
+// hands its chunks out (the reserve path passes over a chunk whose submission is not in
+// progress, as for the slices of an insert), no completion or fail records an outcome for
+// them (chunks_complete.sql and chunk_fail.sql act on chunks of submissions in progress
+// only), and the promoter leaves its waiting ones where they are (chunks_promote.sql joins
+// the submission); then its chunks move by ranges of SliceRows chunk indexes, one
+// transaction each, each counted on the cancelled row's chunks_skipped as it moves
+// (cancelSlices). The request waits for the slices, whether or not its client stays.
+func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
+	slice := int64(s.SliceRows())
+	var moved opsqsql.SubmissionCancelRow
+	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		db := opsqsql.New(tx)
+		var err error
+		if moved, err = db.SubmissionCancel(ctx, opsqsql.SubmissionCancelParams{ID: id, SkipNow: slice}); err != nil {
+			return err
+		}
+		if moved.Pending <= slice {
+			if err := db.ChunksSkipSubmission(ctx, opsqsql.ChunksSkipSubmissionParams{SubmissionID: id}); err != nil {
+				return err
+			}
+		}
+		return notify.SendDropped(ctx, tx, id)
+	})
+	if errors.Is(err, opsqsql.ErrNotFound) { // none in progress
+		if _, err := s.Status(ctx, id); err != nil {
+			return Status{}, err
+		}
+		return Status{}, ErrFinished
+	}
+	if err != nil {
+		return Status{}, fmt.Errorf("cancelling submission %d: %w", id, err)
+	}
+	s.cfg.Bus.Raise(notify.SubmissionDropped{ID: id}) // at once, not only when the NOTIFY comes back
+	if moved.Pending > slice {
+		s.cancelSlices(ctx, id, moved.ChunksTotal)
+	}
+	return s.Status(ctx, id)
+}
+
+// cancelSlices moves the pending chunks of submission id, cancelled already, by slices
+// (skipSlices), whether or not ctx has ended.
+func (s *Store) cancelSlices(ctx context.Context, id, total int64) {
+	s.skipSlices(context.WithoutCancel(ctx), opsqtype.StateCancelled, id, total)
+}

@@ -1,0 +1,423 @@
+package submissions
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"opsq/queuer/internal/notify"
+	"opsq/queuer/opsqtype"
+	opsqsql "opsq/sql"
+)
+
+// NewSubmission is what a producer inserts, its chunks aside. The caller (the api package)
+// has validated it.
+type NewSubmission struct {
+	Metadata string
+	// StrategicMetadata is a JSON object whose values are integers or strings; nil or empty
+	// for none.
+	StrategicMetadata json.RawMessage
+	Priority          int64
+	// MaxRetries nil means the default_max_retries setting.
+	MaxRetries     *int
+	IdempotencyKey string
+	// Prefix selects object-storage mode: the submission has ChunkCount chunks, Prefix+index,
+	// and opsq stores no content.
+	Prefix     string
+	ChunkCount int64
+	// CreatedByKey is the id of the API key that submits it (opsq.api_keys), 0 for none
+	// (OPSQ_AUTH=off): a producer key cancels only its own submissions.
+	CreatedByKey int64
+	// Tenant owns the submission; "" is TenantDefault. The caller has checked it
+	// (CheckTenant) and that its key may submit for it.
+	Tenant string
+	// Lifecycle is what the submission does when work goes wrong, and when it may start.
+	Lifecycle Lifecycle
+	// Traceparent is the W3C traceparent the producer sent, handed out with each chunk;
+	// "" for none. The caller has checked it (55 characters, the W3C format).
+	Traceparent string
+}
+
+// Chunks yields the contents of a submission's chunks in order. Next returns io.EOF after
+// the last one; any other error aborts the insert and is returned as it is. The slice may
+// be reused by the next call.
+type Chunks interface {
+	Next() ([]byte, error)
+}
+
+// Created reports an inserted submission. Existing is true when the idempotency key named a
+// submission inserted before, whose id is returned instead.
+type Created struct {
+	ID          int64
+	ChunksTotal int64
+	Existing    bool
+}
+
+// SliceRows is how many chunks of a large object-storage submission go in per committed
+// slice (submitSliced).
+const SliceRows = 100_000
+
+// Submit inserts a submission and its chunks in one transaction: either all of it exists
+// afterwards or none of it does. The chunks are streamed into PostgreSQL with COPY, so
+// memory stays flat whatever their number. chunks is ignored in object-storage mode, where
+// a submission of more than SliceRows chunks goes in by slices (submitSliced). A submission
+// that would take its tenant past a quota is refused with a *QuotaError, and nothing of it
+// stays.
+func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (Created, error) {
+	sub.Tenant = cmp.Or(sub.Tenant, TenantDefault)
+	id, err := s.cfg.IDs.Next()
+	if err != nil {
+		return Created{}, err
+	}
+	if sub.Prefix != "" && sub.ChunkCount > int64(s.SliceRows()) {
+		return s.submitSliced(ctx, id, sub)
+	}
+	tx, err := s.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return Created{}, fmt.Errorf("inserting submission: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+
+	if sub.IdempotencyKey != "" {
+		existing, found, err := claimIdempotencyKey(ctx, tx, sub.Tenant, sub.IdempotencyKey, id)
+		if err != nil {
+			return Created{}, err
+		}
+		if found {
+			return Created{ID: existing, Existing: true}, nil
+		}
+	}
+
+	table, columns, src := s.chunkSource(id, sub)
+	src.chunks = chunks
+	if sub.Prefix != "" {
+		src.chunks, src.count = nil, sub.ChunkCount
+	}
+	if _, err := tx.CopyFrom(ctx, table, columns, src); err != nil {
+		if src.err != nil {
+			return Created{}, src.err // the caller's error, as it gave it
+		}
+		return Created{}, fmt.Errorf("copying chunks: %w", err)
+	}
+	if src.n > 0 {
+		// Once the chunks are counted (an NDJSON body is counted as it streams in).
+		if err := checkQuota(ctx, tx, sub.Tenant, src.n); err != nil {
+			return Created{}, err
+		}
+	}
+	if err := s.insertSubmission(ctx, tx, id, sub, src.n); err != nil {
+		return Created{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Created{}, fmt.Errorf("committing submission: %w", err)
+	}
+	s.inserted(id, sub, src.n)
+	return Created{ID: id, ChunksTotal: src.n}, nil
+}
+
+// submitSliced inserts a large object-storage submission: its chunks by committed slices
+// of SliceRows, then, in one last transaction, its submission row, which makes them
+// reservable: until then no reserve hands them out (a chunk whose submission is not in
+// progress is passed over, queuer/internal/handout) and no promoter moves them (chunks_promote.sql
+// joins the submission). A submission refused or cut half-way (an error, the client gone,
+// OPSQ_MAX_INGEST_TIME) leaves no rolled-back transaction bigger than one slice, and no
+// transaction open longer than one slice takes, for vacuum to wait on; the slices that
+// were committed are removed the same way, one slice per transaction.
+func (s *Store) submitSliced(ctx context.Context, id int64, sub NewSubmission) (Created, error) {
+	db := opsqsql.New(s.cfg.Pool)
+	if sub.IdempotencyKey != "" {
+		// Before the slices: a repeat costs a lookup, not the rows. The key is taken in the
+		// last transaction, which finds it if another took it meanwhile.
+		existing, err := db.IdempotencyLookup(ctx, opsqsql.IdempotencyLookupParams{Tenant: sub.Tenant, Key: sub.IdempotencyKey})
+		if err == nil {
+			return Created{ID: existing, Existing: true}, nil
+		}
+		if !errors.Is(err, opsqsql.ErrNotFound) {
+			return Created{}, fmt.Errorf("looking up idempotency key: %w", err)
+		}
+	}
+	// Before the slices too, so that a submission over a quota writes nothing; the last
+	// transaction checks again under the tenant's lock.
+	if err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error { return checkQuota(ctx, tx, sub.Tenant, sub.ChunkCount) }); err != nil {
+		return Created{}, err
+	}
+	// Recorded before the first slice, so that the slices of an instance that dies before
+	// the last go with the resume job (ResumeSlices) rather than stay.
+	if err := db.IngestBegin(ctx, id, s.cfg.Instance, sub.ChunkCount); err != nil {
+		return Created{}, fmt.Errorf("recording the ingest by slices: %w", err)
+	}
+	var done int64 // chunks [0, done) are committed
+	created, err := func() (Created, error) {
+		for done < sub.ChunkCount {
+			table, columns, src := s.chunkSource(id, sub)
+			src.n, src.count = done, min(done+int64(s.SliceRows()), sub.ChunkCount)
+			if _, err := s.cfg.Pool.CopyFrom(ctx, table, columns, src); err != nil {
+				if src.err != nil {
+					return Created{}, src.err
+				}
+				return Created{}, fmt.Errorf("copying chunks %d to %d: %w", done, src.count, err)
+			}
+			done = src.count
+			if s.cfg.AfterSlice != nil {
+				s.cfg.AfterSlice(done)
+			}
+		}
+		tx, err := s.cfg.Pool.Begin(ctx)
+		if err != nil {
+			return Created{}, fmt.Errorf("inserting submission: %w", err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+		if sub.IdempotencyKey != "" {
+			existing, found, err := claimIdempotencyKey(ctx, tx, sub.Tenant, sub.IdempotencyKey, id)
+			if err != nil {
+				return Created{}, err
+			}
+			if found {
+				return Created{ID: existing, Existing: true}, nil
+			}
+		}
+		if err := checkQuota(ctx, tx, sub.Tenant, done); err != nil {
+			return Created{}, err
+		}
+		if err := s.insertSubmission(ctx, tx, id, sub, done); err != nil {
+			return Created{}, err
+		}
+		if ours, err := opsqsql.New(tx).IngestEnd(ctx, id); err != nil {
+			return Created{}, fmt.Errorf("ending the ingest by slices: %w", err)
+		} else if !ours {
+			return Created{}, errors.New("the ingest was taken for dead and its slices removed (its instance silent for a minute); submit again")
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return Created{}, fmt.Errorf("committing submission: %w", err)
+		}
+		return Created{ID: id, ChunksTotal: done}, nil
+	}()
+	if err != nil || created.Existing {
+		if s.removeSlices(ctx, id, done) {
+			s.endIngest(ctx, id)
+		}
+		return created, err
+	}
+	s.inserted(id, sub, done)
+	return created, nil
+}
+
+// removeSlices removes the committed chunks [0, done) of a submission that was not
+// inserted, one slice per transaction, whether or not ctx has ended, and reports whether
+// it removed them all. What it cannot remove (the database gone meanwhile) it logs; the
+// resume job removes it later (ResumeSlices).
+func (s *Store) removeSlices(ctx context.Context, id, done int64) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeSlicesTimeout)
+	defer cancel()
+	db := opsqsql.New(s.cfg.Pool)
+	for from := int64(0); from < done; from += int64(s.SliceRows()) {
+		to := min(from+int64(s.SliceRows()), done)
+		err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
+			return db.ChunksDeleteRange(ctx, opsqsql.ChunksDeleteRangeParams{SubmissionID: id, From: int32(from), To: int32(to)})
+		})
+		if err != nil {
+			s.cfg.Log.ErrorContext(ctx, "removing the chunks of a submission cut while it was inserted; the resume job removes them within minutes",
+				slog.Int64("submission_id", id), slog.Int64("from", from), slog.Int64("chunks", done), slog.Any("error", err))
+			return false
+		}
+	}
+	return true
+}
+
+// endIngest deletes the record of an ingest by slices whose slices are removed.
+func (s *Store) endIngest(ctx context.Context, id int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeSlicesTimeout)
+	defer cancel()
+	if _, err := opsqsql.New(s.cfg.Pool).IngestEnd(ctx, id); err != nil {
+		s.cfg.Log.WarnContext(ctx, "ending the record of a cut ingest; the resume job ends it", slog.Int64("submission_id", id), slog.Any("error", err))
+	}
+}
+
+// removeSlicesTimeout bounds the removal of a cut submission's slices.
+const removeSlicesTimeout = 10 * time.Minute
+
+// SliceRows is how many chunks go in per slice of a large object-storage submission, and
+// how many chunk indexes a slice of a large cancel or fail moves (Config.SliceRows).
+func (s *Store) SliceRows() int { return cmp.Or(s.cfg.SliceRows, SliceRows) }
+
+// chunkSource is where the chunks of sub go (opsq.chunks, or opsq.chunks_waiting until
+// its not_before) and a COPY source for them, to be given its chunks or count.
+func (s *Store) chunkSource(id int64, sub NewSubmission) (pgx.Identifier, []string, *chunkRows) {
+	table, columns := "chunks", []string{"submission_id", "chunk_index", "shard", "random_order", "input"}
+	src := &chunkRows{id: id, shards: s.shardCount, row: make([]any, 5)}
+	// Chunks that may not be handed out yet (not_before) wait in chunks_waiting, out of the
+	// table the reserves read, until the promoter moves them (waiting.go).
+	if sub.Lifecycle.NotBefore.After(time.Now()) {
+		table, columns = "chunks_waiting", append(columns, "ready_at")
+		src.row = make([]any, 6)
+		src.row[5] = sub.Lifecycle.NotBefore
+	}
+	return pgx.Identifier{"opsq", table}, columns, src
+}
+
+// insertSubmission inserts, in tx, the row of submission id of n chunks (which makes them
+// reservable), its strategic metadata and lifecycle, and the NOTIFY of its work.
+func (s *Store) insertSubmission(ctx context.Context, tx pgx.Tx, id int64, sub NewSubmission, n int64) error {
+	metadata := sub.StrategicMetadata
+	if len(metadata) == 0 {
+		metadata = json.RawMessage("{}")
+	}
+	var prefix *string
+	if sub.Prefix != "" {
+		prefix = &sub.Prefix
+	}
+	db := opsqsql.New(tx)
+	p := opsqsql.SubmissionInsertParams{
+		ID: id, ChunksTotal: n, Priority: sub.Priority, MaxRetries: sub.MaxRetries,
+		Metadata: sub.Metadata, StrategicMetadata: string(metadata), Prefix: prefix,
+		CreatedByKey: sub.CreatedByKey, Tenant: sub.Tenant,
+	}
+	insert, announce := db.SubmissionInsert, func() error { return s.announceWork(ctx, tx, id, n) }
+	if waits(sub) {
+		announce = func() error { return nil } // the promoter announces them when they are due
+	}
+	if n == 0 {
+		insert, announce = db.SubmissionInsertCompleted, func() error { return notify.SendFinished(ctx, tx, id) }
+	}
+	if err := insert(ctx, p); err != nil {
+		return fmt.Errorf("inserting submission: %w", err)
+	}
+	if err := db.StrategicMetadataInsert(ctx, opsqsql.StrategicMetadataInsertParams{
+		SubmissionID: id, StrategicMetadata: string(metadata), Tenant: sub.Tenant,
+	}); err != nil {
+		return fmt.Errorf("inserting strategic metadata: %w", err)
+	}
+	if lp, ok := sub.Lifecycle.params(id, n); ok {
+		if err := db.SubmissionLifecycleInsert(ctx, lp); err != nil {
+			return fmt.Errorf("inserting the lifecycle settings: %w", err)
+		}
+	}
+	if sub.Traceparent != "" {
+		if err := db.SubmissionTraceInsert(ctx, opsqsql.SubmissionTraceInsertParams{ID: id, Traceparent: sub.Traceparent}); err != nil {
+			return fmt.Errorf("inserting the traceparent: %w", err)
+		}
+	}
+	if err := announce(); err != nil {
+		return fmt.Errorf("notifying: %w", err)
+	}
+	return nil
+}
+
+// waits reports whether sub's chunks wait for its not_before.
+func waits(sub NewSubmission) bool { return sub.Lifecycle.NotBefore.After(time.Now()) }
+
+// inserted counts and announces here, at once, n chunks of submission id just committed.
+func (s *Store) inserted(id int64, sub NewSubmission, n int64) {
+	s.ingested.Add(n)
+	if n > 0 && !waits(sub) {
+		// At once, not only when the NOTIFY comes back: a reserve here after the submit sees
+		// its chunks wherever they sort.
+		s.cfg.Bus.Raise(notify.NewWork{Shards: s.shardsOf(id, n), Chunks: int(min(n, 1<<31-1)), Local: true})
+	}
+}
+
+// shardsOf names the shards that n new chunks of submission id went to, so that each
+// instance wakes as many waiters as they can serve: nil when they cover every shard, else
+// the shard of each.
+func (s *Store) shardsOf(id, n int64) []int {
+	if n >= int64(s.shardCount) {
+		return nil
+	}
+	shards := make([]int, n)
+	for i := range shards {
+		shards[i] = opsqtype.ShardOf(id, i, s.shardCount)
+	}
+	return shards
+}
+
+// announceWork tells every instance, at the commit of tx, where n new chunks of
+// submission id are.
+func (s *Store) announceWork(ctx context.Context, tx pgx.Tx, id, n int64) error {
+	if shards := s.shardsOf(id, n); shards != nil {
+		return notify.SendWork(ctx, tx, shards)
+	}
+	return notify.SendWorkAll(ctx, tx, n)
+}
+
+// claimIdempotencyKey takes tenant's key for submission id, or finds the submission of the
+// tenant that holds it. A concurrent transaction holding the same key makes this wait for
+// it to finish.
+func claimIdempotencyKey(ctx context.Context, tx pgx.Tx, tenant, key string, id int64) (existing int64, found bool, err error) {
+	db := opsqsql.New(tx)
+	claimed, err := db.IdempotencyClaim(ctx, opsqsql.IdempotencyClaimParams{Tenant: tenant, Key: key, SubmissionID: id})
+	if err != nil {
+		return 0, false, fmt.Errorf("claiming idempotency key: %w", err)
+	}
+	if claimed {
+		return 0, false, nil
+	}
+	existing, err = db.IdempotencyLookup(ctx, opsqsql.IdempotencyLookupParams{Tenant: tenant, Key: key})
+	if err != nil {
+		return 0, false, fmt.Errorf("looking up idempotency key: %w", err)
+	}
+	return existing, true, nil
+}
+
+// chunkRows feeds COPY: one row per chunk, from chunks, or count rows without content in
+// object-storage mode (chunks nil).
+type chunkRows struct {
+	id     int64
+	shards int
+	chunks Chunks
+	count  int64 // object-storage mode
+	n      int64 // rows produced
+	row    []any
+	err    error
+}
+
+var _ pgx.CopyFromSource = (*chunkRows)(nil)
+
+func (r *chunkRows) Next() bool {
+	var input []byte
+	if r.chunks == nil {
+		if r.n >= r.count {
+			return false
+		}
+	} else {
+		b, err := r.chunks.Next()
+		if err == io.EOF {
+			return false
+		}
+		if err != nil {
+			r.err = err
+			return false
+		}
+		input = b
+		if input == nil {
+			input = []byte{} // an empty chunk, not a missing one
+		}
+	}
+	if r.n > math.MaxInt32 {
+		r.err = fmt.Errorf("a submission holds at most %d chunks", int64(math.MaxInt32)+1)
+		return false
+	}
+	fillChunkRow(r.row, r.id, int(r.n), r.shards, input)
+	r.n++
+	return true
+}
+
+// fillChunkRow fills row, as COPY into opsq.chunks takes it, with chunk idx of submission
+// id: its shard and random order, and its input.
+func fillChunkRow(row []any, id int64, idx, shards int, input []byte) {
+	row[0] = id
+	row[1] = int32(idx)
+	row[2] = int32(opsqtype.ShardOf(id, idx, shards))
+	row[3] = int32(opsqtype.RandomOrder(id, idx, shards))
+	row[4] = input
+}
+
+func (r *chunkRows) Values() ([]any, error) { return r.row, nil }
+func (r *chunkRows) Err() error             { return r.err }
