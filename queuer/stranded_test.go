@@ -109,8 +109,10 @@ func TestWaiterLooksAgainAfterFailedForward(t *testing.T) {
 	t.Parallel()
 	q, _ := setup(t)
 	var calls atomic.Int64
+	input := "x" // a reserved chunk carries exactly one of input and prefix (DESIGN.md §3)
 	answer, err := json.Marshal(wire.Reserved{Chunks: []wire.ReservedChunk{{
-		Token: "peer-token", SubmissionID: "7", ChunkIndex: 3, StrategicMetadata: map[string]opsqtype.MetadataValue{}, ExpiresAt: time.Now().Add(time.Minute),
+		Token: "peer-token", SubmissionID: "7", ChunkIndex: 3, Input: &input,
+		StrategicMetadata: map[string]opsqtype.MetadataValue{}, ExpiresAt: time.Now().Add(time.Minute),
 	}}})
 	if err != nil {
 		t.Fatal(err)
