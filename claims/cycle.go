@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	opsqsql "opsq/sql"
 )
 
@@ -101,8 +99,8 @@ func (m *Manager) cycle(ctx context.Context) (err error) {
 	renewStart := time.Now()
 	var renewed []int
 	var balance opsqsql.ClaimsBalanceRow
-	err = retrySerializable(ctx, m.pool, func(tx pgx.Tx) error {
-		db := opsqsql.New(tx)
+	err = retrySerializable(ctx, m.pool, func(q opsqsql.Queries) error {
+		db := q
 		renewed = nil
 		if len(held) > 0 {
 			var err error
@@ -277,9 +275,9 @@ func (m *Manager) release(ctx context.Context, hs []heldShard) ([]int, error) {
 		shards[i], generations[i] = int32(h.shard), h.generation
 	}
 	var released []int
-	err := retrySerializable(ctx, m.pool, func(tx pgx.Tx) error {
+	err := retrySerializable(ctx, m.pool, func(q opsqsql.Queries) error {
 		var err error
-		released, err = opsqsql.New(tx).ClaimsRelease(ctx, opsqsql.ClaimsReleaseParams{
+		released, err = q.ClaimsRelease(ctx, opsqsql.ClaimsReleaseParams{
 			Instance: m.cfg.Instance.ID, Shards: shards, Generations: generations,
 		})
 		return err
@@ -309,9 +307,9 @@ func (m *Manager) acquire(ctx context.Context, want int, s Settings) error {
 	m.mu.Unlock()
 	began := time.Now()
 	var got []opsqsql.ClaimsAcquireRow
-	err := retrySerializable(ctx, m.pool, func(tx pgx.Tx) error {
+	err := retrySerializable(ctx, m.pool, func(q opsqsql.Queries) error {
 		var err error
-		got, err = opsqsql.New(tx).ClaimsAcquire(ctx, opsqsql.ClaimsAcquireParams{
+		got, err = q.ClaimsAcquire(ctx, opsqsql.ClaimsAcquireParams{
 			Instance: m.cfg.Instance.ID, Want: want, Held: held, SoftExpiry: s.SoftExpiry, HardExpiry: s.HardExpiry,
 		})
 		return err

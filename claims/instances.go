@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	opsqsql "opsq/sql"
@@ -34,8 +33,8 @@ type Instance struct {
 // are serialized by the unique node_id constraint and retried.
 func Register(ctx context.Context, pool *pgxpool.Pool, in Instance) (int, error) {
 	var node int
-	err := retrySerializable(ctx, pool, func(tx pgx.Tx) error {
-		db := opsqsql.New(tx)
+	err := retrySerializable(ctx, pool, func(q opsqsql.Queries) error {
+		db := q
 		if err := db.InstanceForgetStale(ctx, opsqsql.InstanceForgetStaleParams{Stale: NodeReuseAfter.String()}); err != nil {
 			return err
 		}

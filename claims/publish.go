@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	opsqsql "opsq/sql"
 )
 
@@ -81,9 +79,9 @@ func (m *Manager) Publish(ctx context.Context, shard int, generation int64) erro
 		}
 	}
 	var written []int
-	err := retrySerializable(ctx, m.pool, func(tx pgx.Tx) error {
+	err := retrySerializable(ctx, m.pool, func(q opsqsql.Queries) error {
 		var err error
-		written, err = opsqsql.New(tx).ClaimsPublish(ctx, opsqsql.ClaimsPublishParams{
+		written, err = q.ClaimsPublish(ctx, opsqsql.ClaimsPublishParams{
 			Instance: m.cfg.Instance.ID, Shards: shards, Generations: generations, Inflight: counts,
 		})
 		return err

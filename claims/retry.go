@@ -3,7 +3,6 @@ package claims
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	opsqsql "opsq/sql"
@@ -17,15 +16,13 @@ const (
 
 // retrySerializable runs fn in a SERIALIZABLE transaction with short lock and idle
 // timeouts, again under opsqsql.RetryClaims while it meets a conflict.
-func retrySerializable(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) error {
-	return opsqsql.Retry(ctx, opsqsql.RetryClaims, func() error {
-		return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
-			if err := opsqsql.New(tx).ClaimsTimeouts(ctx, opsqsql.ClaimsTimeoutsParams{
-				LockTimeout: lockTimeout, IdleInTransactionSessionTimeout: idleInTxTimeout,
-			}); err != nil {
-				return err
-			}
-			return fn(tx)
-		})
+func retrySerializable(ctx context.Context, pool *pgxpool.Pool, fn func(q opsqsql.Queries) error) error {
+	return opsqsql.InSerializable(ctx, pool, opsqsql.RetryClaims, func(q opsqsql.Queries) error {
+		if err := q.ClaimsTimeouts(ctx, opsqsql.ClaimsTimeoutsParams{
+			LockTimeout: lockTimeout, IdleInTransactionSessionTimeout: idleInTxTimeout,
+		}); err != nil {
+			return err
+		}
+		return fn(q)
 	})
 }

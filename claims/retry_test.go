@@ -3,7 +3,7 @@ package claims
 import (
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	opsqsql "opsq/sql"
 )
 
 // The claims transactions run SERIALIZABLE with the short timeouts of retry.go.
@@ -11,9 +11,10 @@ func TestRetrySerializableSettings(t *testing.T) {
 	t.Parallel()
 	f := setup(t, fast)
 	var iso, lock, idle string
-	err := retrySerializable(t.Context(), f.pool, func(tx pgx.Tx) error {
-		return tx.QueryRow(t.Context(), "SELECT current_setting('transaction_isolation'), current_setting('lock_timeout'), current_setting('idle_in_transaction_session_timeout')").
-			Scan(&iso, &lock, &idle)
+	err := retrySerializable(t.Context(), f.pool, func(q opsqsql.Queries) error {
+		s, err := q.TransactionSettings(t.Context())
+		iso, lock, idle = s.Isolation, s.LockTimeout, s.IdleInTransactionSessionTimeout
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/internal/submissions"
 	"opsq/queuer/opsqtype"
+	opsqsql "opsq/sql"
 	"opsq/sql/pgtest"
 	"opsq/strategy"
 )
@@ -264,7 +265,7 @@ func TestFollowResults(t *testing.T) {
 	// the test sends it after each change too, from another connection.
 	progress := func() {
 		t.Helper()
-		if err := notify.SendProgress(ctx, pool, id); err != nil {
+		if err := notify.SendProgress(ctx, opsqsql.New(pool), id); err != nil {
 			t.Fatal(err)
 		}
 	}

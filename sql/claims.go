@@ -29,6 +29,25 @@ func (q Queries) ClaimsTimeouts(ctx context.Context, p ClaimsTimeoutsParams) err
 	return err
 }
 
+//go:embed transaction_settings.sql
+var transactionSettings string
+
+// TransactionSettingsRow is transaction_settings.sql's row.
+type TransactionSettingsRow struct {
+	Isolation                       string
+	LockTimeout                     string
+	IdleInTransactionSessionTimeout string
+}
+
+// TransactionSettings reads the isolation and the timeouts of db's transaction.
+func (q Queries) TransactionSettings(ctx context.Context) (TransactionSettingsRow, error) {
+	rows, err := q.db.Query(ctx, transactionSettings)
+	if err != nil {
+		return TransactionSettingsRow{}, err
+	}
+	return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[TransactionSettingsRow])
+}
+
 //go:embed claims_release_disabled.sql
 var claimsReleaseDisabled string
 

@@ -9,12 +9,14 @@ import (
 )
 
 // DB is what a statement runs on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx. SendBatch is
-// for the methods that send one statement many times in one round trip (SubmissionsCancel).
+// for the methods that send one statement many times in one round trip (SubmissionsCancel),
+// CopyFrom for the chunks' COPY (ChunksCopy).
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error)
 }
 
 // Queries runs the engine's statements on one DB, each with its own parameter struct

@@ -21,6 +21,8 @@ type Statements interface {
 	IdempotencyLookup(ctx context.Context, p IdempotencyLookupParams) (int64, error)
 	// SubmissionInsert inserts an in-progress submission.
 	SubmissionInsert(ctx context.Context, p SubmissionInsertParams) error
+	// ChunksCopy streams a submission's chunks in with COPY (copy.go).
+	ChunksCopy(ctx context.Context, p ChunksCopyParams) (int64, error)
 	// SubmissionInsertCompleted inserts a submission without chunks, completed at once.
 	SubmissionInsertCompleted(ctx context.Context, p SubmissionInsertParams) error
 	// StrategicMetadataInsert indexes a submission's strategic metadata.
@@ -184,6 +186,8 @@ type Statements interface {
 
 	// ClaimsTimeouts sets the short timeouts of a claims transaction.
 	ClaimsTimeouts(ctx context.Context, p ClaimsTimeoutsParams) error
+	// TransactionSettings reads the isolation and timeouts of the transaction.
+	TransactionSettings(ctx context.Context) (TransactionSettingsRow, error)
 	// ClaimsRenew renews the shards held, fenced by their generations.
 	ClaimsRenew(ctx context.Context, p ClaimsRenewParams) ([]int, error)
 	// ClaimsBalance reads the live instances and enabled shards.

@@ -2,7 +2,8 @@ package strategy
 
 import (
 	"fmt"
-	"strings"
+
+	opsqsql "opsq/sql"
 )
 
 // Filter restricts candidates to the submissions whose strategic metadata has Key = Value
@@ -64,49 +65,16 @@ func (n Node) Filter() Filter {
 // Every query returns submission_id, chunk_index, shard, retries, input, random_order,
 // sort_priority.
 func CandidateQuery(leaf Kind, filters []Filter, shards []int32) (string, map[string]any) {
-	args := map[string]any{}
-	filter := filterSQL(filters, "c.submission_id", args)
-	in := shardList(shards, args)
-	const columns = "c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order"
+	order := opsqsql.CandidatesRandom
 	switch leaf {
 	case OldestFirst:
-		return `SELECT ` + columns + `, 0::bigint AS sort_priority
-FROM opsq.chunks c
-WHERE c.shard IN (` + in + `)
-  AND (c.submission_id, c.chunk_index) > (@after_submission::bigint, @after_chunk::int)` + filter + `
-ORDER BY c.submission_id, c.chunk_index
-LIMIT @limit`, args
+		order = opsqsql.CandidatesOldestFirst
 	case NewestFirst:
-		return `SELECT ` + columns + `, 0::bigint AS sort_priority
-FROM opsq.chunks c
-WHERE c.shard IN (` + in + `)
-  AND (c.submission_id, c.chunk_index) < (@after_submission::bigint, @after_chunk::int)` + filter + `
-ORDER BY c.submission_id DESC, c.chunk_index DESC
-LIMIT @limit`, args
+		order = opsqsql.CandidatesNewestFirst
 	case CustomPriority:
-		return `SELECT ` + columns + `, -s.priority AS sort_priority
-FROM opsq.submissions s
-CROSS JOIN LATERAL (
-    SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order
-    FROM opsq.chunks c
-    WHERE c.submission_id = s.id
-      AND c.shard IN (` + in + `)
-      AND c.chunk_index > CASE WHEN s.id = @after_submission::bigint THEN @after_chunk::int ELSE -1 END
-    ORDER BY c.chunk_index
-    LIMIT @limit
-) c
-WHERE (-s.priority, s.id) >= (@after_priority::bigint, @after_submission::bigint)` + filterSQL(filters, "s.id", args) + `
-ORDER BY -s.priority, s.id
-LIMIT @limit`, args
-	default: // Random
-		return `SELECT ` + columns + `, 0::bigint AS sort_priority
-FROM opsq.chunks c
-WHERE c.shard IN (` + in + `)
-  AND (c.random_order, c.submission_id, c.chunk_index) > (@after_order::int, @after_submission::bigint, @after_chunk::int)
-  AND c.random_order < @before_order::int` + filter + `
-ORDER BY c.random_order, c.submission_id, c.chunk_index
-LIMIT @limit`, args
+		order = opsqsql.CandidatesCustomPriority
 	}
+	return candidateQuery(order, filters, shards)
 }
 
 // SubmissionQuery returns the SQL that reads one batch of one submission's candidates over
@@ -115,52 +83,34 @@ LIMIT @limit`, args
 // CandidateQuery, and returns the same columns. select_only scans the few submissions that
 // have its value this way.
 func SubmissionQuery(filters []Filter, shards []int32) (string, map[string]any) {
-	args := map[string]any{}
-	filter := filterSQL(filters, "c.submission_id", args)
-	in := shardList(shards, args)
-	return `SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order, 0::bigint AS sort_priority
-FROM opsq.chunks c
-WHERE c.shard IN (` + in + `)
-  AND c.submission_id = @only_submission::bigint
-  AND c.chunk_index > @after_chunk::int` + filter + `
-ORDER BY c.chunk_index
-LIMIT @limit`, args
+	return candidateQuery(opsqsql.CandidatesSubmission, filters, shards)
 }
 
-// shardList binds the shards one argument each, shard_0, shard_1, …: PostgreSQL prunes the
-// chunk partitions of a cached generic plan at run time for an IN list of arguments, not
-// for one array argument (= ANY(@shards) scans and filters every partition).
-func shardList(shards []int32, args map[string]any) string {
+// candidateQuery is the query of order (its text sql's) with the shards and the filters
+// bound: the shards one argument each, shard_0, shard_1, … (PostgreSQL prunes the chunk
+// partitions of a cached generic plan at run time for an IN list of arguments, not for one
+// array argument: = ANY(@shards) scans and filters every partition), each filter's key
+// and value(s) as filter_key_i and filter_value_i.
+func candidateQuery(order opsqsql.CandidateOrder, filters []Filter, shards []int32) (string, map[string]any) {
+	args := make(map[string]any, len(shards)+2*len(filters))
 	names := make([]string, len(shards))
 	for i, s := range shards {
-		name := fmt.Sprintf("shard_%d", i)
-		args[name] = s
-		names[i] = "@" + name + "::int"
+		names[i] = fmt.Sprintf("shard_%d", i)
+		args[names[i]] = s
 	}
-	return strings.Join(names, ", ")
-}
-
-// filterSQL writes one semi-join probe per filter, on the submission id column idColumn,
-// and binds the filter's key and value in args.
-func filterSQL(filters []Filter, idColumn string, args map[string]any) string {
-	var b strings.Builder
+	fs := make([]opsqsql.CandidateFilter, len(filters))
 	for i, f := range filters {
-		k, v := fmt.Sprintf("filter_key_%d", i), fmt.Sprintf("filter_value_%d", i)
-		args[k] = f.Key
-		cmp := "= @" + v + "::jsonb"
+		fs[i] = opsqsql.CandidateFilter{KeyArg: fmt.Sprintf("filter_key_%d", i), ValueArg: fmt.Sprintf("filter_value_%d", i)}
+		args[fs[i].KeyArg] = f.Key
 		if f.Values != nil {
 			values := make([]string, len(f.Values))
-			for j, fv := range f.Values {
-				values[j] = string(fv)
+			for j, v := range f.Values {
+				values[j] = string(v)
 			}
-			args[v], cmp = values, "= ANY(@"+v+"::text[]::jsonb[])"
+			args[fs[i].ValueArg], fs[i].Many = values, true
 		} else {
-			args[v] = string(f.Value)
+			args[fs[i].ValueArg] = string(f.Value)
 		}
-		// OFFSET 0 keeps the planner from turning the probe into a join, which for a
-		// selective value would gather the matching chunks and sort them.
-		fmt.Fprintf(&b, "\n  AND EXISTS (SELECT 1 FROM opsq.strategic_metadata m%d WHERE m%d.key = @%s AND m%d.value %s AND m%d.submission_id = %s OFFSET 0)",
-			i, i, k, i, cmp, i, idColumn)
 	}
-	return b.String()
+	return opsqsql.CandidateQuery(order, names, fs), args
 }

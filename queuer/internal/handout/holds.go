@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	opsqsql "opsq/sql"
@@ -28,13 +27,13 @@ type holds struct {
 // limited key is not limited by it.
 func (h *holds) take(ctx context.Context, tok string, c candidate, generation int64, limits []rule) (*rule, error) {
 	var refused *rule
-	err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
+	err := opsqsql.InTx(ctx, h.pool, func(q opsqsql.Queries) error {
 		for i, l := range limits {
 			v, ok := c.info.values[l.key]
 			if !ok {
 				continue
 			}
-			got, err := opsqsql.New(tx).HoldsTake(ctx, opsqsql.HoldsTakeParams{
+			got, err := q.HoldsTake(ctx, opsqsql.HoldsTakeParams{
 				Token: tok, Key: l.key, Value: v, SubmissionID: c.key.SubmissionID,
 				ChunkIndex: c.key.ChunkIndex, Shard: c.shard, Generation: generation, Max: l.max,
 			})

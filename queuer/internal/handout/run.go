@@ -9,6 +9,7 @@ import (
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/opsqtype"
 	"opsq/reserver"
+	opsqsql "opsq/sql"
 	"opsq/strategy"
 )
 
@@ -255,7 +256,7 @@ func (p *Path) GiveBack(out []Chunk) {
 	defer cancel()
 	p.holds.release(ctx, tokens)
 	p.cfg.Bus.Raise(notify.ChunksFreed{Chunks: freed}) // the waiters here at once; the NOTIFY wakes those elsewhere
-	if err := notify.SendWork(ctx, p.cfg.Pool, shards); err != nil {
+	if err := notify.SendWork(ctx, opsqsql.New(p.cfg.Pool), shards); err != nil {
 		p.cfg.Log.Warn("announcing chunks given back", slog.Int("chunks", len(out)), slog.Any("error", err))
 	}
 }

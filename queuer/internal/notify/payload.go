@@ -46,37 +46,37 @@ const payloadMax = 7000
 
 // SendWorkAll announces n new chunks spread over every shard, at the commit of db's
 // transaction (n < 0: any number).
-func SendWorkAll(ctx context.Context, db opsqsql.DB, n int64) error {
+func SendWorkAll(ctx context.Context, q opsqsql.Queries, n int64) error {
 	payload := "all"
 	if n >= 0 {
 		payload += ":" + strconv.FormatInt(n, 10)
 	}
-	return send(ctx, db, ChannelWork, payload)
+	return send(ctx, q, ChannelWork, payload)
 }
 
 // SendWork announces a reservable chunk on each shard named (a shard named twice: two
 // chunks), in as many NOTIFYs as the list takes.
-func SendWork(ctx context.Context, db opsqsql.DB, shards []int) error {
+func SendWork(ctx context.Context, q opsqsql.Queries, shards []int) error {
 	items := make([]string, len(shards))
 	for i, s := range shards {
 		items[i] = strconv.Itoa(s)
 	}
-	return sendList(ctx, db, ChannelWork, items)
+	return sendList(ctx, q, ChannelWork, items)
 }
 
 // SendFinished tells every instance that submission id reached a final state.
-func SendFinished(ctx context.Context, db opsqsql.DB, id int64) error {
-	return send(ctx, db, ChannelFinished, strconv.FormatInt(id, 10))
+func SendFinished(ctx context.Context, q opsqsql.Queries, id int64) error {
+	return send(ctx, q, ChannelFinished, strconv.FormatInt(id, 10))
 }
 
 // SendFinishedChunks tells every instance that these chunks were completed or failed, so
 // that the one holding their reservations drops them.
-func SendFinishedChunks(ctx context.Context, db opsqsql.DB, keys []reserver.Key) error {
+func SendFinishedChunks(ctx context.Context, q opsqsql.Queries, keys []reserver.Key) error {
 	items := make([]string, len(keys))
 	for i, k := range keys {
 		items[i] = fmt.Sprintf("%d:%d", k.SubmissionID, k.ChunkIndex)
 	}
-	return sendList(ctx, db, ChannelReleased, items)
+	return sendList(ctx, q, ChannelReleased, items)
 }
 
 // RetriedNotices are the NOTIFYs of a retried attempt at a chunk of shard, for a statement
@@ -91,55 +91,55 @@ func RetriedNotices(shard int, token string, heldHere bool) (released, work opsq
 
 // SendRetried tells the instance holding the reservation token that its attempt was
 // retried elsewhere: it drops the reservation.
-func SendRetried(ctx context.Context, db opsqsql.DB, token string) error {
-	return send(ctx, db, ChannelReleased, token)
+func SendRetried(ctx context.Context, q opsqsql.Queries, token string) error {
+	return send(ctx, q, ChannelReleased, token)
 }
 
 // SendDropped tells every instance that submissions ids finished with chunks it may hold
 // reservations of (they failed or were cancelled), and whoever waits for them: "*id" on
 // ChannelReleased and "id" on ChannelFinished for each, in one statement
 // (sql/submissions_notify_dropped.sql) for any number of submissions.
-func SendDropped(ctx context.Context, db opsqsql.DB, ids ...int64) error {
-	return opsqsql.New(db).SubmissionsNotifyDropped(ctx, opsqsql.SubmissionsNotifyDroppedParams{
+func SendDropped(ctx context.Context, q opsqsql.Queries, ids ...int64) error {
+	return q.SubmissionsNotifyDropped(ctx, opsqsql.SubmissionsNotifyDroppedParams{
 		IDs: ids, Released: ChannelReleased, Finished: ChannelFinished,
 	})
 }
 
 // SendProgress tells every instance that chunks of submissions ids were finished
-// (completed, failed for good, or skipped), at the commit of db's transaction, so that
+// (completed, failed for good, or skipped), at the commit of q's transaction, so that
 // those following the submissions' results read on. Ids repeated within a transaction
 // cost nothing: PostgreSQL folds identical notifications of one transaction.
-func SendProgress(ctx context.Context, db opsqsql.DB, ids ...int64) error {
+func SendProgress(ctx context.Context, q opsqsql.Queries, ids ...int64) error {
 	items := make([]string, len(ids))
 	for i, id := range ids {
 		items[i] = strconv.FormatInt(id, 10)
 	}
-	return sendList(ctx, db, ChannelProgress, items)
+	return sendList(ctx, q, ChannelProgress, items)
 }
 
 // SendPaused tells every instance that submission id was paused, so that each drops the
 // candidates of it that it buffered.
-func SendPaused(ctx context.Context, db opsqsql.DB, id int64) error {
-	return send(ctx, db, ChannelPaused, strconv.FormatInt(id, 10))
+func SendPaused(ctx context.Context, q opsqsql.Queries, id int64) error {
+	return send(ctx, q, ChannelPaused, strconv.FormatInt(id, 10))
 }
 
 // SendThrottles tells every instance that a throttle was set, at the commit of db's
 // transaction; each answers with SendThrottleAck(nonce) once it has it in force.
-func SendThrottles(ctx context.Context, db opsqsql.DB, nonce string) error {
-	return send(ctx, db, ChannelThrottles, "set:"+nonce)
+func SendThrottles(ctx context.Context, q opsqsql.Queries, nonce string) error {
+	return send(ctx, q, ChannelThrottles, "set:"+nonce)
 }
 
 // SendThrottleAck tells the setter of the throttle of nonce that instance has it in force.
-func SendThrottleAck(ctx context.Context, db opsqsql.DB, nonce, instance string) error {
-	return send(ctx, db, ChannelThrottles, "ack:"+nonce+":"+instance)
+func SendThrottleAck(ctx context.Context, q opsqsql.Queries, nonce, instance string) error {
+	return send(ctx, q, ChannelThrottles, "ack:"+nonce+":"+instance)
 }
 
-func send(ctx context.Context, db opsqsql.DB, channel, payload string) error {
-	return opsqsql.New(db).Notify(ctx, opsqsql.NotifyParams{Channel: channel, Payload: payload})
+func send(ctx context.Context, q opsqsql.Queries, channel, payload string) error {
+	return q.Notify(ctx, opsqsql.NotifyParams{Channel: channel, Payload: payload})
 }
 
 // sendList sends items comma-separated, in payloads under payloadMax.
-func sendList(ctx context.Context, db opsqsql.DB, channel string, items []string) error {
+func sendList(ctx context.Context, q opsqsql.Queries, channel string, items []string) error {
 	var b strings.Builder
 	for _, it := range items {
 		if b.Len() > 0 {
@@ -147,7 +147,7 @@ func sendList(ctx context.Context, db opsqsql.DB, channel string, items []string
 		}
 		b.WriteString(it)
 		if b.Len() > payloadMax {
-			if err := send(ctx, db, channel, b.String()); err != nil {
+			if err := send(ctx, q, channel, b.String()); err != nil {
 				return err
 			}
 			b.Reset()
@@ -156,7 +156,7 @@ func sendList(ctx context.Context, db opsqsql.DB, channel string, items []string
 	if b.Len() == 0 {
 		return nil
 	}
-	return send(ctx, db, channel, b.String())
+	return send(ctx, q, channel, b.String())
 }
 
 // parse reads one notification as the events it announces; nil for one it does not know.

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"opsq/queuer/internal/tokens"
 	"opsq/reserver"
+	opsqsql "opsq/sql"
 	"opsq/sql/pgtest"
 )
 
@@ -92,7 +92,7 @@ func TestSendersReadBack(t *testing.T) {
 	for i := range progress {
 		progress[i] = 1<<40 + int64(i)
 	}
-	err := pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
+	err := opsqsql.InTx(t.Context(), pool, func(tx opsqsql.Queries) error {
 		return errors.Join(
 			SendWorkAll(t.Context(), tx, 100),
 			SendWork(t.Context(), tx, many),

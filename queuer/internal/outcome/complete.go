@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync/atomic"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/queuer/internal/notify"
@@ -209,8 +208,8 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 	completed := map[reserver.Key]bool{}
 	err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
 		clear(completed)
-		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-			db := opsqsql.New(tx)
+		return opsqsql.InTx(ctx, c.pool, func(q opsqsql.Queries) error {
+			db := q
 			// First: the retries are statements by key too. Planned without it, each
 			// retry was planned anew, a custom plan over every chunk partition: a third
 			// of PostgreSQL's CPU in a burn-down failing 1 % of its attempts (perf), and
@@ -247,7 +246,7 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 			if len(progressed) > 0 {
 				// Those following the results read on (a finished submission's NOTIFY
 				// wakes them too).
-				if err := notify.SendProgress(ctx, tx, progressed...); err != nil {
+				if err := notify.SendProgress(ctx, q, progressed...); err != nil {
 					return err
 				}
 			}
@@ -256,12 +255,12 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 					return err
 				}
 				for _, id := range finished {
-					if err := notify.SendFinished(ctx, tx, id); err != nil {
+					if err := notify.SendFinished(ctx, q, id); err != nil {
 						return err
 					}
 				}
 			}
-			return c.notifyReleased(ctx, tx, completed)
+			return c.notifyReleased(ctx, q, completed)
 		})
 	})
 	if err != nil {
@@ -337,7 +336,7 @@ func (c *completer) chunksKnown(ctx context.Context, toks []tokens.Token) ([]boo
 
 // notifyReleased tells every instance that these chunks are finished, so that the one
 // holding their reservations drops them (this one does it itself after the commit).
-func (c *completer) notifyReleased(ctx context.Context, tx pgx.Tx, keys map[reserver.Key]bool) error {
+func (c *completer) notifyReleased(ctx context.Context, q opsqsql.Queries, keys map[reserver.Key]bool) error {
 	var others []reserver.Key
 	for k := range keys {
 		if !c.reserver.IsReserved(k) { // ours: released after the commit
@@ -347,7 +346,7 @@ func (c *completer) notifyReleased(ctx context.Context, tx pgx.Tx, keys map[rese
 	if len(others) == 0 {
 		return nil
 	}
-	return notify.SendFinishedChunks(ctx, tx, others)
+	return notify.SendFinishedChunks(ctx, q, others)
 }
 
 // staleStatus tells why a completion or failure of t did nothing: the chunk is finished

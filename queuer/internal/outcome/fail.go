@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/internal/tokens"
 	"opsq/queuer/opsqtype"
@@ -159,23 +157,23 @@ func (o *Recorder) failChunk(ctx context.Context, a attempt, msg, consumer strin
 	if o.cfg.Slicer != nil {
 		skipNow = int64(o.cfg.Slicer.SliceRows())
 	}
-	return pgx.BeginFunc(ctx, o.cfg.Pool, func(tx pgx.Tx) error {
+	return opsqsql.InTx(ctx, o.cfg.Pool, func(q opsqsql.Queries) error {
 		var err error
-		*did, err = opsqsql.New(tx).ChunkFail(ctx, opsqsql.ChunkFailParams{Chunk: chunk, Retries: t.Retries, Error: msg, Consumer: consumer,
+		*did, err = q.ChunkFail(ctx, opsqsql.ChunkFailParams{Chunk: chunk, Retries: t.Retries, Error: msg, Consumer: consumer,
 			Fence: a.fence, SkipNow: skipNow})
 		switch {
 		case err != nil || !did.Failed:
 			return err
 		case did.Dropped: // the submission failed: every instance drops its chunks
-			return notify.SendDropped(ctx, tx, t.Key.SubmissionID)
+			return notify.SendDropped(ctx, q, t.Key.SubmissionID)
 		}
-		if err := notify.SendFinishedChunks(ctx, tx, []reserver.Key{t.Key}); err != nil {
+		if err := notify.SendFinishedChunks(ctx, q, []reserver.Key{t.Key}); err != nil {
 			return err
 		}
 		if did.Finished {
-			return notify.SendFinished(ctx, tx, t.Key.SubmissionID)
+			return notify.SendFinished(ctx, q, t.Key.SubmissionID)
 		}
-		return notify.SendProgress(ctx, tx, t.Key.SubmissionID) // those following the results read on
+		return notify.SendProgress(ctx, q, t.Key.SubmissionID) // those following the results read on
 	})
 }
 

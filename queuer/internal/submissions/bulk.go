@@ -56,10 +56,9 @@ func SubmitMany(ctx context.Context, pool *pgxpool.Pool, n int64, at func(i int6
 	if err != nil {
 		return err
 	}
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		src := &manyChunkRows{at: at, n: n, shards: settings.ShardCount, row: make([]any, 5), progress: progress}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"opsq", "chunks"},
-			[]string{"submission_id", "chunk_index", "shard", "random_order", "input"}, src); err != nil {
+	return opsqsql.InTx(ctx, pool, func(q opsqsql.Queries) error {
+		src := &manyChunkRows{at: at, n: n, shards: settings.ShardCount, row: make([]any, len(opsqsql.ChunkCopyColumns)), progress: progress}
+		if _, err := q.ChunksCopy(ctx, opsqsql.ChunksCopyParams{Rows: src}); err != nil {
 			if src.err != nil {
 				return src.err
 			}
@@ -67,11 +66,11 @@ func SubmitMany(ctx context.Context, pool *pgxpool.Pool, n int64, at func(i int6
 		}
 		for first := int64(0); first < n; first += submitManyBatch {
 			rows := newSubmissionRows(at, first, min(first+submitManyBatch, n))
-			if err := opsqsql.New(tx).SubmissionsInsertMany(ctx, rows.params()); err != nil {
+			if err := q.SubmissionsInsertMany(ctx, rows.params()); err != nil {
 				return fmt.Errorf("inserting submissions: %w", err)
 			}
 			progress(src.rows + first + int64(len(rows.ids)))
-			if err := opsqsql.New(tx).StrategicMetadataInsertMany(ctx, opsqsql.StrategicMetadataInsertManyParams{
+			if err := q.StrategicMetadataInsertMany(ctx, opsqsql.StrategicMetadataInsertManyParams{
 				IDs: rows.ids, StrategicMetadata: rows.strategicMetadata, Tenants: rows.tenants,
 			}); err != nil {
 				return fmt.Errorf("inserting strategic metadata: %w", err)
@@ -82,7 +81,7 @@ func SubmitMany(ctx context.Context, pool *pgxpool.Pool, n int64, at func(i int6
 		if src.rows >= int64(settings.ShardCount) {
 			announced = src.rows
 		}
-		if err := notify.SendWorkAll(ctx, tx, announced); err != nil {
+		if err := notify.SendWorkAll(ctx, q, announced); err != nil {
 			return fmt.Errorf("notifying: %w", err)
 		}
 		return nil
@@ -190,18 +189,18 @@ const cancelManyBatch = 1000
 func CancelMany(ctx context.Context, pool *pgxpool.Pool, ids []int64, progress func(done int)) (cancelled int64, err error) {
 	for first := 0; first < len(ids); first += cancelManyBatch {
 		batch := ids[first:min(first+cancelManyBatch, len(ids))]
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			moved, err := opsqsql.New(tx).SubmissionsCancel(ctx, opsqsql.SubmissionsCancelParams{IDs: batch})
+		err := opsqsql.InTx(ctx, pool, func(q opsqsql.Queries) error {
+			moved, err := q.SubmissionsCancel(ctx, opsqsql.SubmissionsCancelParams{IDs: batch})
 			if err != nil {
 				return err
 			}
 			if len(moved) == 0 {
 				return nil
 			}
-			if err := opsqsql.New(tx).ChunksSkipSubmissions(ctx, opsqsql.ChunksSkipSubmissionsParams{SubmissionIDs: moved}); err != nil {
+			if err := q.ChunksSkipSubmissions(ctx, opsqsql.ChunksSkipSubmissionsParams{SubmissionIDs: moved}); err != nil {
 				return err
 			}
-			if err := notify.SendDropped(ctx, tx, moved...); err != nil {
+			if err := notify.SendDropped(ctx, q, moved...); err != nil {
 				return err
 			}
 			cancelled += int64(len(moved))

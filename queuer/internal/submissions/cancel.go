@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
@@ -31,8 +29,8 @@ import (
 func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
 	slice := int64(s.SliceRows())
 	var moved opsqsql.SubmissionCancelRow
-	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-		db := opsqsql.New(tx)
+	err := opsqsql.InTx(ctx, s.cfg.Pool, func(q opsqsql.Queries) error {
+		db := q
 		var err error
 		if moved, err = db.SubmissionCancel(ctx, opsqsql.SubmissionCancelParams{ID: id, SkipNow: slice}); err != nil {
 			return err
@@ -42,7 +40,7 @@ func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
 				return err
 			}
 		}
-		return notify.SendDropped(ctx, tx, id)
+		return notify.SendDropped(ctx, q, id)
 	})
 	if errors.Is(err, opsqsql.ErrNotFound) { // none in progress
 		if _, err := s.Status(ctx, id); err != nil {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
@@ -25,15 +23,15 @@ import (
 // A pause of a paused submission moves only what came back since (nothing, normally).
 func (s *Store) Pause(ctx context.Context, id int64) (Status, error) {
 	err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
-		return pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-			db := opsqsql.New(tx)
+		return opsqsql.InTx(ctx, s.cfg.Pool, func(q opsqsql.Queries) error {
+			db := q
 			if err := lockInProgress(ctx, db, id); err != nil {
 				return err
 			}
 			if _, err := db.SubmissionPause(ctx, opsqsql.SubmissionPauseParams{ID: id}); err != nil {
 				return err
 			}
-			return notify.SendPaused(ctx, tx, id)
+			return notify.SendPaused(ctx, q, id)
 		})
 	})
 	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrFinished) {
@@ -55,8 +53,8 @@ func (s *Store) Resume(ctx context.Context, id int64) (Status, error) {
 	var work workMoved
 	err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
 		work = workMoved{}
-		return pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-			db := opsqsql.New(tx)
+		return opsqsql.InTx(ctx, s.cfg.Pool, func(q opsqsql.Queries) error {
+			db := q
 			if err := lockInProgress(ctx, db, id); err != nil {
 				return err
 			}
@@ -67,7 +65,7 @@ func (s *Store) Resume(ctx context.Context, id int64) (Status, error) {
 			for _, r := range rows {
 				work.add(r.Shard, r.N)
 			}
-			return s.announce(ctx, tx, work)
+			return s.announce(ctx, q, work)
 		})
 	})
 	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrFinished) {

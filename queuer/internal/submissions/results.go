@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	opsqsql "opsq/sql"
 )
 
@@ -91,8 +89,8 @@ func (s *Store) FollowResults(ctx context.Context, id int64, fn func(Result) err
 // the index of the first line not written, and whether every line was written.
 func (s *Store) readResults(ctx context.Context, id, from int64, follow bool, fn func(Result) error) (next int64, done bool, err error) {
 	next = from
-	err = pgx.BeginTxFunc(ctx, s.cfg.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		db := opsqsql.New(tx)
+	err = opsqsql.InSnapshot(ctx, s.cfg.Pool, func(q opsqsql.Queries) error {
+		db := q
 		r, err := db.SubmissionStatus(ctx, opsqsql.SubmissionStatusParams{ID: id})
 		if errors.Is(err, opsqsql.ErrNotFound) {
 			return ErrNotFound

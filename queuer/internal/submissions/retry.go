@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
@@ -21,7 +19,7 @@ const lockAttempts = 3
 // retry places per statement.
 const placeBatch = 10_000
 
-// lock locks submission id's row in tx, in whichever table it is, and reads its state;
+// lock locks submission id's row in q's transaction, in whichever table it is, and reads its state;
 // ErrNotFound for an unknown submission.
 func lock(ctx context.Context, db opsqsql.Queries, id int64) (opsqsql.SubmissionLockAnyRow, error) {
 	for range lockAttempts - 1 {
@@ -51,9 +49,9 @@ func (s *Store) Retry(ctx context.Context, id int64, opts RetryOptions) (Status,
 	var work workMoved
 	err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
 		work = workMoved{}
-		return pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		return opsqsql.InTx(ctx, s.cfg.Pool, func(q opsqsql.Queries) error {
 			var err error
-			work, err = s.retry(ctx, tx, id, opts)
+			work, err = s.retry(ctx, q, id, opts)
 			return err
 		})
 	})
@@ -68,8 +66,8 @@ func (s *Store) Retry(ctx context.Context, id int64, opts RetryOptions) (Status,
 }
 
 // retry is Retry's transaction.
-func (s *Store) retry(ctx context.Context, tx pgx.Tx, id int64, opts RetryOptions) (workMoved, error) {
-	db := opsqsql.New(tx)
+func (s *Store) retry(ctx context.Context, q opsqsql.Queries, id int64, opts RetryOptions) (workMoved, error) {
+	db := q
 	sub, err := lock(ctx, db, id)
 	if err != nil {
 		return workMoved{}, err
@@ -120,7 +118,7 @@ func (s *Store) retry(ctx context.Context, tx pgx.Tx, id int64, opts RetryOption
 	if err != nil {
 		return workMoved{}, err
 	}
-	return work, s.announce(ctx, tx, work)
+	return work, s.announce(ctx, q, work)
 }
 
 // place gives the failed (with unfinished, also skipped) chunks of submission id that
@@ -206,15 +204,15 @@ func (s *Store) shards(w workMoved) []int {
 	return out
 }
 
-// announce tells every instance, at the commit of tx, where the chunks of w are.
-func (s *Store) announce(ctx context.Context, tx pgx.Tx, w workMoved) error {
+// announce tells every instance, at the commit of q's transaction, where the chunks of w are.
+func (s *Store) announce(ctx context.Context, q opsqsql.Queries, w workMoved) error {
 	if w.n == 0 {
 		return nil
 	}
 	if shards := s.shards(w); shards != nil {
-		return notify.SendWork(ctx, tx, shards)
+		return notify.SendWork(ctx, q, shards)
 	}
-	return notify.SendWorkAll(ctx, tx, w.n)
+	return notify.SendWorkAll(ctx, q, w.n)
 }
 
 // raiseWork raises the chunks of w here at once, not only when the NOTIFY comes back, as

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
 )
@@ -46,8 +44,8 @@ func (s *Store) skipSlices(ctx context.Context, ending opsqtype.State, id, total
 		var stopped bool
 		err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
 			stopped = false
-			return pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
-				db := opsqsql.New(tx)
+			return opsqsql.InTx(ctx, s.cfg.Pool, func(q opsqsql.Queries) error {
+				db := q
 				msg, err := db.SubmissionEndedLock(ctx, opsqsql.SubmissionEndedLockParams{ID: id, Failed: failed})
 				if errors.Is(err, opsqsql.ErrNotFound) {
 					stopped = true // retried meanwhile: in progress again

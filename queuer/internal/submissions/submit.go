@@ -80,47 +80,65 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 	if sub.Prefix != "" && sub.ChunkCount > int64(s.SliceRows()) {
 		return s.submitSliced(ctx, id, sub)
 	}
-	tx, err := s.cfg.Pool.Begin(ctx)
-	if err != nil {
-		return Created{}, fmt.Errorf("inserting submission: %w", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-
-	if sub.IdempotencyKey != "" {
-		existing, found, err := claimIdempotencyKey(ctx, tx, sub.Tenant, sub.IdempotencyKey, id)
-		if err != nil {
-			return Created{}, err
-		}
-		if found {
-			return Created{ID: existing, Existing: true}, nil
-		}
-	}
-
-	table, columns, src := s.chunkSource(id, sub)
+	src := s.chunkSource(id, sub)
 	src.chunks = chunks
 	if sub.Prefix != "" {
 		src.chunks, src.count = nil, sub.ChunkCount
 	}
-	if _, err := tx.CopyFrom(ctx, table, columns, src); err != nil {
-		if src.err != nil {
-			return Created{}, src.err // the caller's error, as it gave it
+	created, err := s.insert(ctx, id, sub, func(db opsqsql.Queries) (int64, error) {
+		if _, err := db.ChunksCopy(ctx, opsqsql.ChunksCopyParams{Rows: src, Waiting: waits(sub)}); err != nil {
+			if src.err != nil {
+				return 0, src.err // the caller's error, as it gave it
+			}
+			return 0, fmt.Errorf("copying chunks: %w", err)
 		}
-		return Created{}, fmt.Errorf("copying chunks: %w", err)
+		return src.n, nil
+	})
+	if err != nil || created.Existing {
+		return created, err
 	}
-	if src.n > 0 {
-		// Once the chunks are counted (an NDJSON body is counted as it streams in).
-		if err := checkQuota(ctx, tx, sub.Tenant, src.n); err != nil {
-			return Created{}, err
+	s.inserted(id, sub, created.ChunksTotal)
+	return created, nil
+}
+
+// insert inserts submission id in one transaction: it takes sub's idempotency key (or
+// answers the submission that holds it, Existing, with nothing inserted), has chunks
+// insert its chunks (or count those inserted already) and say how many there are, checks
+// the tenant's quotas for them, and inserts the submission's row, which makes them
+// reservable. Either all of it commits or none of it does.
+func (s *Store) insert(ctx context.Context, id int64, sub NewSubmission, chunks func(db opsqsql.Queries) (int64, error)) (Created, error) {
+	var created Created
+	err := opsqsql.InTx(ctx, s.cfg.Pool, func(db opsqsql.Queries) error {
+		if sub.IdempotencyKey != "" {
+			existing, found, err := claimIdempotencyKey(ctx, db, sub.Tenant, sub.IdempotencyKey, id)
+			if err != nil {
+				return err
+			}
+			if found {
+				created = Created{ID: existing, Existing: true}
+				return nil
+			}
 		}
-	}
-	if err := s.insertSubmission(ctx, tx, id, sub, src.n); err != nil {
+		n, err := chunks(db)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			// Once the chunks are counted (an NDJSON body is counted as it streams in).
+			if err := checkQuota(ctx, db, sub.Tenant, n); err != nil {
+				return err
+			}
+		}
+		if err := s.insertSubmission(ctx, db, id, sub, n); err != nil {
+			return err
+		}
+		created = Created{ID: id, ChunksTotal: n}
+		return nil
+	})
+	if err != nil {
 		return Created{}, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return Created{}, fmt.Errorf("committing submission: %w", err)
-	}
-	s.inserted(id, sub, src.n)
-	return Created{ID: id, ChunksTotal: src.n}, nil
+	return created, nil
 }
 
 // submitSliced inserts a large object-storage submission: its chunks by committed slices
@@ -146,7 +164,7 @@ func (s *Store) submitSliced(ctx context.Context, id int64, sub NewSubmission) (
 	}
 	// Before the slices too, so that a submission over a quota writes nothing; the last
 	// transaction checks again under the tenant's lock.
-	if err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error { return checkQuota(ctx, tx, sub.Tenant, sub.ChunkCount) }); err != nil {
+	if err := opsqsql.InTx(ctx, s.cfg.Pool, func(q opsqsql.Queries) error { return checkQuota(ctx, q, sub.Tenant, sub.ChunkCount) }); err != nil {
 		return Created{}, err
 	}
 	// Recorded before the first slice, so that the slices of an instance that dies before
@@ -157,9 +175,9 @@ func (s *Store) submitSliced(ctx context.Context, id int64, sub NewSubmission) (
 	var done int64 // chunks [0, done) are committed
 	created, err := func() (Created, error) {
 		for done < sub.ChunkCount {
-			table, columns, src := s.chunkSource(id, sub)
+			src := s.chunkSource(id, sub)
 			src.n, src.count = done, min(done+int64(s.SliceRows()), sub.ChunkCount)
-			if _, err := s.cfg.Pool.CopyFrom(ctx, table, columns, src); err != nil {
+			if _, err := db.ChunksCopy(ctx, opsqsql.ChunksCopyParams{Rows: src, Waiting: waits(sub)}); err != nil {
 				if src.err != nil {
 					return Created{}, src.err
 				}
@@ -170,35 +188,14 @@ func (s *Store) submitSliced(ctx context.Context, id int64, sub NewSubmission) (
 				s.cfg.AfterSlice(done)
 			}
 		}
-		tx, err := s.cfg.Pool.Begin(ctx)
-		if err != nil {
-			return Created{}, fmt.Errorf("inserting submission: %w", err)
-		}
-		defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-		if sub.IdempotencyKey != "" {
-			existing, found, err := claimIdempotencyKey(ctx, tx, sub.Tenant, sub.IdempotencyKey, id)
-			if err != nil {
-				return Created{}, err
+		return s.insert(ctx, id, sub, func(db opsqsql.Queries) (int64, error) {
+			if ours, err := db.IngestEnd(ctx, id); err != nil {
+				return 0, fmt.Errorf("ending the ingest by slices: %w", err)
+			} else if !ours {
+				return 0, errors.New("the ingest was taken for dead and its slices removed (its instance silent for a minute); submit again")
 			}
-			if found {
-				return Created{ID: existing, Existing: true}, nil
-			}
-		}
-		if err := checkQuota(ctx, tx, sub.Tenant, done); err != nil {
-			return Created{}, err
-		}
-		if err := s.insertSubmission(ctx, tx, id, sub, done); err != nil {
-			return Created{}, err
-		}
-		if ours, err := opsqsql.New(tx).IngestEnd(ctx, id); err != nil {
-			return Created{}, fmt.Errorf("ending the ingest by slices: %w", err)
-		} else if !ours {
-			return Created{}, errors.New("the ingest was taken for dead and its slices removed (its instance silent for a minute); submit again")
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return Created{}, fmt.Errorf("committing submission: %w", err)
-		}
-		return Created{ID: id, ChunksTotal: done}, nil
+			return done, nil
+		})
 	}()
 	if err != nil || created.Existing {
 		if s.removeSlices(ctx, id, done) {
@@ -248,24 +245,22 @@ const removeSlicesTimeout = 10 * time.Minute
 // how many chunk indexes a slice of a large cancel or fail moves (Config.SliceRows).
 func (s *Store) SliceRows() int { return cmp.Or(s.cfg.SliceRows, SliceRows) }
 
-// chunkSource is where the chunks of sub go (opsq.chunks, or opsq.chunks_waiting until
-// its not_before) and a COPY source for them, to be given its chunks or count.
-func (s *Store) chunkSource(id int64, sub NewSubmission) (pgx.Identifier, []string, *chunkRows) {
-	table, columns := "chunks", []string{"submission_id", "chunk_index", "shard", "random_order", "input"}
-	src := &chunkRows{id: id, shards: s.shardCount, row: make([]any, 5)}
-	// Chunks that may not be handed out yet (not_before) wait in chunks_waiting, out of the
-	// table the reserves read, until the promoter moves them (waiting.go).
-	if sub.Lifecycle.NotBefore.After(time.Now()) {
-		table, columns = "chunks_waiting", append(columns, "ready_at")
-		src.row = make([]any, 6)
-		src.row[5] = sub.Lifecycle.NotBefore
+// chunkSource is a COPY source for the chunks of submission id, to be given its chunks or
+// count; they go to opsq.chunks_waiting, with their ready_at, when sub waits for its
+// not_before (waits), out of the table the reserves read until the promoter moves them
+// (waiting.go).
+func (s *Store) chunkSource(id int64, sub NewSubmission) *chunkRows {
+	src := &chunkRows{id: id, shards: s.shardCount, row: make([]any, len(opsqsql.ChunkCopyColumns))}
+	if waits(sub) {
+		src.row = make([]any, len(opsqsql.ChunkCopyColumns)+1)
+		src.row[len(opsqsql.ChunkCopyColumns)] = sub.Lifecycle.NotBefore
 	}
-	return pgx.Identifier{"opsq", table}, columns, src
+	return src
 }
 
-// insertSubmission inserts, in tx, the row of submission id of n chunks (which makes them
+// insertSubmission inserts, in q's transaction, the row of submission id of n chunks (which makes them
 // reservable), its strategic metadata and lifecycle, and the NOTIFY of its work.
-func (s *Store) insertSubmission(ctx context.Context, tx pgx.Tx, id int64, sub NewSubmission, n int64) error {
+func (s *Store) insertSubmission(ctx context.Context, q opsqsql.Queries, id int64, sub NewSubmission, n int64) error {
 	metadata := sub.StrategicMetadata
 	if len(metadata) == 0 {
 		metadata = json.RawMessage("{}")
@@ -274,18 +269,18 @@ func (s *Store) insertSubmission(ctx context.Context, tx pgx.Tx, id int64, sub N
 	if sub.Prefix != "" {
 		prefix = &sub.Prefix
 	}
-	db := opsqsql.New(tx)
+	db := q
 	p := opsqsql.SubmissionInsertParams{
 		ID: id, ChunksTotal: n, Priority: sub.Priority, MaxRetries: sub.MaxRetries,
 		Metadata: sub.Metadata, StrategicMetadata: string(metadata), Prefix: prefix,
 		CreatedByKey: sub.CreatedByKey, Tenant: sub.Tenant,
 	}
-	insert, announce := db.SubmissionInsert, func() error { return s.announceWork(ctx, tx, id, n) }
+	insert, announce := db.SubmissionInsert, func() error { return s.announceWork(ctx, q, id, n) }
 	if waits(sub) {
 		announce = func() error { return nil } // the promoter announces them when they are due
 	}
 	if n == 0 {
-		insert, announce = db.SubmissionInsertCompleted, func() error { return notify.SendFinished(ctx, tx, id) }
+		insert, announce = db.SubmissionInsertCompleted, func() error { return notify.SendFinished(ctx, q, id) }
 	}
 	if err := insert(ctx, p); err != nil {
 		return fmt.Errorf("inserting submission: %w", err)
@@ -338,20 +333,20 @@ func (s *Store) shardsOf(id, n int64) []int {
 	return shards
 }
 
-// announceWork tells every instance, at the commit of tx, where n new chunks of
+// announceWork tells every instance, at the commit of q's transaction, where n new chunks of
 // submission id are.
-func (s *Store) announceWork(ctx context.Context, tx pgx.Tx, id, n int64) error {
+func (s *Store) announceWork(ctx context.Context, q opsqsql.Queries, id, n int64) error {
 	if shards := s.shardsOf(id, n); shards != nil {
-		return notify.SendWork(ctx, tx, shards)
+		return notify.SendWork(ctx, q, shards)
 	}
-	return notify.SendWorkAll(ctx, tx, n)
+	return notify.SendWorkAll(ctx, q, n)
 }
 
 // claimIdempotencyKey takes tenant's key for submission id, or finds the submission of the
 // tenant that holds it. A concurrent transaction holding the same key makes this wait for
 // it to finish.
-func claimIdempotencyKey(ctx context.Context, tx pgx.Tx, tenant, key string, id int64) (existing int64, found bool, err error) {
-	db := opsqsql.New(tx)
+func claimIdempotencyKey(ctx context.Context, q opsqsql.Queries, tenant, key string, id int64) (existing int64, found bool, err error) {
+	db := q
 	claimed, err := db.IdempotencyClaim(ctx, opsqsql.IdempotencyClaimParams{Tenant: tenant, Key: key, SubmissionID: id})
 	if err != nil {
 		return 0, false, fmt.Errorf("claiming idempotency key: %w", err)

@@ -7,8 +7,6 @@ import (
 	"regexp"
 	"sync"
 
-	"github.com/jackc/pgx/v5"
-
 	opsqsql "opsq/sql"
 )
 
@@ -54,12 +52,11 @@ func (e *QuotaError) Error() string {
 	return fmt.Sprintf("tenant %q has %d %s; %d more would pass its %s of %d", e.Tenant, e.Have, what, e.Adding, e.Quota, e.Limit)
 }
 
-// checkQuota refuses, in tx, a submission of n pending chunks of tenant when it would take
-// the tenant past one of its quotas. It locks the tenant's quota row until tx ends, so
-// that the tenant's submissions are checked one after another; a tenant without a row has
-// no quota and costs one probe.
-func checkQuota(ctx context.Context, tx pgx.Tx, tenant string, n int64) error {
-	db := opsqsql.New(tx)
+// checkQuota refuses, in db's transaction, a submission of n pending chunks of tenant when it
+// would take the tenant past one of its quotas. It locks the tenant's quota row until the
+// transaction ends, so that the tenant's submissions are checked one after another; a
+// tenant without a row has no quota and costs one probe.
+func checkQuota(ctx context.Context, db opsqsql.Queries, tenant string, n int64) error {
 	q, err := db.TenantLock(ctx, opsqsql.TenantParams{Tenant: tenant})
 	if errors.Is(err, opsqsql.ErrNotFound) || (err == nil && q.MaxPendingChunks == nil && q.MaxInProgress == nil) {
 		return nil

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/queuer/internal/notify"
@@ -80,16 +79,16 @@ func (p *Promoter) promote(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, promoteTimeout)
 	defer cancel()
 	n := 0
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		shards, err := opsqsql.New(tx).ChunksPromote(ctx, opsqsql.ChunksPromoteParams{Limit: promoteBatch})
+	err := opsqsql.InTx(ctx, p.pool, func(q opsqsql.Queries) error {
+		shards, err := q.ChunksPromote(ctx, opsqsql.ChunksPromoteParams{Limit: promoteBatch})
 		if err != nil || len(shards) == 0 {
 			return err
 		}
 		n = len(shards)
 		if n >= 64 {
-			return notify.SendWorkAll(ctx, tx, int64(n))
+			return notify.SendWorkAll(ctx, q, int64(n))
 		}
-		return notify.SendWork(ctx, tx, shards)
+		return notify.SendWork(ctx, q, shards)
 	})
 	return n, err
 }

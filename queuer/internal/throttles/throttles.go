@@ -24,7 +24,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/queuer/internal/notify"
@@ -206,7 +205,7 @@ func (t *Throttles) reload() {
 // ack tells the setters of nonces that this instance has their throttles in force.
 func (t *Throttles) ack(ctx context.Context, nonces []string) {
 	for _, n := range nonces {
-		if err := notify.SendThrottleAck(ctx, t.cfg.Pool, n, t.cfg.Instance); err != nil && ctx.Err() == nil {
+		if err := notify.SendThrottleAck(ctx, opsqsql.New(t.cfg.Pool), n, t.cfg.Instance); err != nil && ctx.Err() == nil {
 			t.cfg.Log.Warn("acknowledging a throttle; its setter waits out its bound", slog.Any("error", err))
 			return
 		}
@@ -323,15 +322,15 @@ func (t *Throttles) Set(ctx context.Context, key, value string, tenants []string
 		t.mu.Unlock()
 	}()
 	var until time.Time
-	err := pgx.BeginFunc(ctx, t.cfg.Pool, func(tx pgx.Tx) error {
+	err := opsqsql.InTx(ctx, t.cfg.Pool, func(q opsqsql.Queries) error {
 		var err error
-		until, err = opsqsql.New(tx).ThrottleSet(ctx, opsqsql.ThrottleSetParams{
+		until, err = q.ThrottleSet(ctx, opsqsql.ThrottleSetParams{
 			Key: key, Value: value, Tenants: tenants, ForMicros: d.Microseconds(),
 		})
 		if err != nil {
 			return err
 		}
-		return notify.SendThrottles(ctx, tx, nonce)
+		return notify.SendThrottles(ctx, q, nonce)
 	})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("setting a throttle of %s = %s: %w", key, value, err)

@@ -1,0 +1,103 @@
+package sql
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+)
+
+// The candidate queries' text: one skeleton per ordering of a strategy's leaf, and the
+// fragment of a strategic metadata filter, which package strategy composes into the query
+// of a leaf (strategy.CandidateQuery, strategy.SubmissionQuery) and the reserve path runs
+// through CandidatesStream. The skeletons mark where the compiler puts the shards'
+// arguments (/*shards*/) and the filters (/*filters*/); values are always bound arguments.
+
+// CandidateOrder is the order in which a candidate query reads a leaf's chunks.
+type CandidateOrder int
+
+// The orders of candidate queries.
+const (
+	CandidatesRandom CandidateOrder = iota
+	CandidatesOldestFirst
+	CandidatesNewestFirst
+	CandidatesCustomPriority
+	// CandidatesSubmission reads one submission's chunks in chunk order.
+	CandidatesSubmission
+)
+
+//go:embed candidates_random.sql
+var candidatesRandom string
+
+//go:embed candidates_oldest_first.sql
+var candidatesOldestFirst string
+
+//go:embed candidates_newest_first.sql
+var candidatesNewestFirst string
+
+//go:embed candidates_custom_priority.sql
+var candidatesCustomPriority string
+
+//go:embed candidates_submission.sql
+var candidatesSubmission string
+
+//go:embed candidates_filter.sql
+var candidatesFilter string
+
+// candidateSkeletons are the skeletons by order, without their comments.
+var candidateSkeletons = [...]string{
+	CandidatesRandom:         statementText(candidatesRandom),
+	CandidatesOldestFirst:    statementText(candidatesOldestFirst),
+	CandidatesNewestFirst:    statementText(candidatesNewestFirst),
+	CandidatesCustomPriority: statementText(candidatesCustomPriority),
+	CandidatesSubmission:     statementText(candidatesSubmission),
+}
+
+// candidateFilter is the filter fragment, without its comments, on a line of its own.
+var candidateFilter = "\n" + statementText(candidatesFilter)
+
+// statementText is a statement file's text without its comment lines and its last newline.
+func statementText(file string) string {
+	var b strings.Builder
+	for line := range strings.Lines(file) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			b.WriteString(line)
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// CandidateFilter is one strategic metadata filter of a candidate query: the submissions
+// whose key ValueArg names one of its values (ValueArg is bound to one JSON text, or with
+// Many to an array of them).
+type CandidateFilter struct {
+	KeyArg, ValueArg string // the names of the arguments bound to the key and the value(s)
+	Many             bool
+}
+
+// CandidateQuery is the text of a candidate query of order: shards are the names of the
+// arguments bound to the instance's shards, one each (PostgreSQL prunes a cached generic
+// plan's partitions at run time for an IN list of arguments, not for one array argument),
+// and each filter a probe of the strategic metadata on the submission id.
+func CandidateQuery(order CandidateOrder, shards []string, filters []CandidateFilter) string {
+	var in strings.Builder
+	for i, s := range shards {
+		if i > 0 {
+			in.WriteString(", ")
+		}
+		in.WriteString("@" + s + "::int")
+	}
+	id := "c.submission_id"
+	if order == CandidatesCustomPriority {
+		id = "s.id"
+	}
+	var fs strings.Builder
+	for i, f := range filters {
+		value := "= @" + f.ValueArg + "::jsonb"
+		if f.Many {
+			value = "= ANY(@" + f.ValueArg + "::text[]::jsonb[])"
+		}
+		fs.WriteString(strings.NewReplacer("/*n*/", fmt.Sprint(i), "/*key*/", "@"+f.KeyArg, "/*value*/", value, "/*id*/", id).
+			Replace(candidateFilter))
+	}
+	return strings.NewReplacer("/*shards*/", in.String(), "/*filters*/", fs.String()).Replace(candidateSkeletons[order])
+}

@@ -1,0 +1,7 @@
+-- The candidates of a newest_first leaf: as candidates_oldest_first.sql, backwards.
+SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order, 0::bigint AS sort_priority
+FROM opsq.chunks c
+WHERE c.shard IN (/*shards*/)
+  AND (c.submission_id, c.chunk_index) < (@after_submission::bigint, @after_chunk::int)/*filters*/
+ORDER BY c.submission_id DESC, c.chunk_index DESC
+LIMIT @limit

@@ -1,0 +1,11 @@
+-- The candidates of one submission (@only_submission) on the instance's shards, in chunk
+-- order: a Merge Append of per-shard primary-key range scans (select_only scans the few
+-- submissions that have its value this way). /*shards*/ and /*filters*/ as in
+-- candidates_random.sql.
+SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order, 0::bigint AS sort_priority
+FROM opsq.chunks c
+WHERE c.shard IN (/*shards*/)
+  AND c.submission_id = @only_submission::bigint
+  AND c.chunk_index > @after_chunk::int/*filters*/
+ORDER BY c.chunk_index
+LIMIT @limit

@@ -1,0 +1,11 @@
+SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order, 0::bigint AS sort_priority
+FROM opsq.chunks c
+WHERE c.shard IN (@shard_0::int)
+  AND (c.random_order, c.submission_id, c.chunk_index) > (@after_order::int, @after_submission::bigint, @after_chunk::int)
+  AND c.random_order < @before_order::int
+  AND EXISTS (SELECT 1 FROM opsq.strategic_metadata m0 WHERE m0.key = @filter_key_0 AND m0.value = @filter_value_0::jsonb AND m0.submission_id = c.submission_id OFFSET 0)
+ORDER BY c.random_order, c.submission_id, c.chunk_index
+LIMIT @limit
+-- @filter_key_0 = mode
+-- @filter_value_0 = "preview"
+-- @shard_0 = 5
