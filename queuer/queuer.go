@@ -159,8 +159,9 @@ var (
 	_ outcome.Slicer = (*submissions.Store)(nil)
 )
 
-// New returns a Queuer; Start it before use.
-func New(cfg Config) (*Queuer, error) {
+// New returns a Queuer; Start it before use. It reads the cluster's settings (the number
+// of shards, fixed at the first migration, which every part is built with).
+func New(ctx context.Context, cfg Config) (*Queuer, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("queuer: Config.Pool is required")
 	}
@@ -172,9 +173,13 @@ func New(cfg Config) (*Queuer, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
 	}
-	pool, log, now := cfg.Pool, cfg.Logger, cfg.Clock.Now
+	settings, err := claims.LoadSettings(ctx, cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	pool, log, now, shards := cfg.Pool, cfg.Logger, cfg.Clock.Now, settings.ShardCount
 	q := &Queuer{
-		cfg: cfg, log: log, ids: submissions.NewIDs(), reserver: reserver.New(reserver.Config{}),
+		cfg: cfg, log: log, shardCount: shards, ids: submissions.NewIDs(), reserver: reserver.New(reserver.Config{}),
 		waiting: waiters.New(cfg.MaxWaiters, cfg.MaxWaitersPerKey), keys: tokens.NewKeyring(pool, log),
 	}
 	q.forwards = peers.NewVerifier(q.keys, 0)
@@ -194,14 +199,14 @@ func New(cfg Config) (*Queuer, error) {
 		return nil, err
 	}
 	q.claims = manager
-	q.router = peers.New(peers.Config{Pool: pool, Instance: cfg.Instance.ID, Log: log, Now: now, Claims: manager, Keys: q.keys, PeerTLS: cfg.PeerTLS})
+	q.router = peers.New(peers.Config{Pool: pool, ShardCount: shards, Instance: cfg.Instance.ID, Log: log, Now: now, Claims: manager, Keys: q.keys, PeerTLS: cfg.PeerTLS})
 	q.throttle = throttles.New(throttles.Config{Pool: pool, Log: log, Bus: &q.bus, Instance: cfg.Instance.ID, AckWait: cfg.ThrottleAckWait})
 	q.valueRates = valuerates.New(nil)
-	q.reserve = handout.New(handout.Config{Pool: pool, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
+	q.reserve = handout.New(handout.Config{Pool: pool, ShardCount: shards, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
 		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, ValueRates: q.valueRates, Wake: q.waiting.Wake})
-	q.subs = submissions.New(submissions.Config{Pool: pool, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus,
+	q.subs = submissions.New(submissions.Config{Pool: pool, ShardCount: shards, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus,
 		Instance: cfg.Instance.ID})
-	q.outcomes = outcome.New(outcome.Config{Pool: pool, Log: log, Now: now, Instance: cfg.Instance.ID, Claims: manager,
+	q.outcomes = outcome.New(outcome.Config{Pool: pool, ShardCount: shards, Log: log, Now: now, Instance: cfg.Instance.ID, Claims: manager,
 		Reserver: q.reserver, Keys: q.keys, Router: q.router, Holds: q.reserve, Bus: &q.bus, Slicer: q.subs})
 	q.admin = admin.New(pool, manager)
 	q.seen = admin.NewSeen()
@@ -240,15 +245,6 @@ func (q *Queuer) Start(ctx context.Context) error {
 	if q.mu.started {
 		return errors.New("queuer: already started")
 	}
-	settings, err := claims.LoadSettings(ctx, q.cfg.Pool)
-	if err != nil {
-		return err
-	}
-	q.shardCount = settings.ShardCount
-	q.subs.SetShardCount(q.shardCount)
-	q.reserve.SetShardCount(q.shardCount)
-	q.router.SetShardCount(q.shardCount)
-	q.outcomes.SetShardCount(q.shardCount)
 	if err := q.keys.Load(ctx); err != nil {
 		return err
 	}

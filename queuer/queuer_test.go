@@ -61,7 +61,7 @@ func startQueuerWith(t *testing.T, pool *pgxpool.Pool, change func(*Config)) *Qu
 		Logger:   pgtest.Logger(t, slog.LevelWarn),
 	}
 	change(&cfg)
-	q, err := New(cfg)
+	q, err := New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,7 @@ func TestWaitersBounded(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	const max = 20
-	q, err := New(Config{Pool: pool, MaxWaiters: max,
+	q, err := New(t.Context(), Config{Pool: pool, MaxWaiters: max,
 		Instance: claims.Instance{ID: fmt.Sprintf("test-%d", instanceSeq.Add(1)), AdvertiseURL: "http://127.0.0.1:1"}})
 	if err != nil {
 		t.Fatal(err)

@@ -241,7 +241,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if keys != nil {
 		notified = map[string]func(string){apikeys.Channel: keys.Notified}
 	}
-	q, err := queuer.New(queuer.Config{
+	q, err := queuer.New(ctx, queuer.Config{
 		Pool:             pool,
 		Logger:           log,
 		Instance:         claims.Instance{ID: cfg.instanceID, AdvertiseURL: cfg.advertiseURL, Version: version()},

@@ -42,7 +42,7 @@ func startWorkServer(t *testing.T) string {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	log := slog.New(slog.NewTextHandler(t.Output(), nil)) // shown when the test fails
-	q, err := queuer.New(queuer.Config{
+	q, err := queuer.New(t.Context(), queuer.Config{
 		Pool:     pool,
 		Logger:   log,
 		Instance: claims.Instance{ID: fmt.Sprintf("cmd-test-%d", workInstanceSeq.Add(1)), AdvertiseURL: srv.URL},

@@ -47,7 +47,7 @@ func Start(t testing.TB, cfg queuer.Config) *queuer.Queuer {
 	if cfg.Logger == nil {
 		cfg.Logger = pgtest.Logger(t, slog.LevelWarn)
 	}
-	q, err := queuer.New(cfg)
+	q, err := queuer.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("queuertest: %v", err)
 	}

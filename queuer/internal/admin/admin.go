@@ -14,8 +14,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"opsq/claims"
 	opsqsql "opsq/sql"
 )
@@ -50,13 +48,13 @@ type Cluster = claims.Cluster
 // Admin reads the cluster and administers it. It is safe for concurrent use and has no
 // goroutine.
 type Admin struct {
-	pool   *pgxpool.Pool
+	pool   opsqsql.Pool
 	claims *claims.Manager // the settings, as last read
 	stats  clusterStatsCache
 }
 
 // New returns the administration of pool's cluster; settings are claims' as last read.
-func New(pool *pgxpool.Pool, settings *claims.Manager) *Admin {
+func New(pool opsqsql.Pool, settings *claims.Manager) *Admin {
 	return &Admin{pool: pool, claims: settings}
 }
 

@@ -100,18 +100,15 @@ func startEngineWith(t *testing.T, pool *pgxpool.Pool, subsCfg func(*submissions
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.path = New(Config{Pool: pool, Log: log, Now: time.Now, Claims: e.claims, Reserver: e.reserver, Keys: keys,
+	e.path = New(Config{Pool: pool, ShardCount: settings.ShardCount, Log: log, Now: time.Now, Claims: e.claims, Reserver: e.reserver, Keys: keys,
 		Bus: &bus, Availability: allAvailable{}})
-	sc := submissions.Config{Pool: pool, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0, 0), Bus: &bus}
+	sc := submissions.Config{Pool: pool, ShardCount: settings.ShardCount, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0, 0), Bus: &bus}
 	if subsCfg != nil {
 		subsCfg(&sc)
 	}
 	e.subs = submissions.New(sc)
-	e.outcomes = outcome.New(outcome.Config{Pool: pool, Log: log, Now: time.Now, Instance: "reserve-test", Claims: e.claims,
+	e.outcomes = outcome.New(outcome.Config{Pool: pool, ShardCount: settings.ShardCount, Log: log, Now: time.Now, Instance: "reserve-test", Claims: e.claims,
 		Reserver: e.reserver, Keys: keys, Router: noForwarder{}, Holds: e.path, Bus: &bus, Slicer: e.subs})
-	for _, p := range []interface{ SetShardCount(int) }{e.path, e.outcomes, e.subs} {
-		p.SetShardCount(settings.ShardCount)
-	}
 	bus.Subscribe(e.path, e.subs)
 	services := []startstop.Service{notify.NewListener(pool, log, &bus, nil), e.path, e.outcomes, e.claims, startstop.NewCron(e.path.Jobs()...)}
 	if err := startstop.StartAll(ctx, services); err != nil {

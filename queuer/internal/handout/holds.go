@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	opsqsql "opsq/sql"
 )
 
@@ -17,7 +15,7 @@ const holdsCollectSchedule = "@every 30s"
 // it takes them for a reservation, frees those of finished reservations, and collects
 // those that stopped counting (a cron job). Safe for concurrent use; no goroutine.
 type holds struct {
-	pool *pgxpool.Pool
+	pool opsqsql.Pool
 	log  *slog.Logger
 }
 

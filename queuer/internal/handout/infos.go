@@ -7,8 +7,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"opsq/queuer/opsqtype"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
@@ -40,7 +38,7 @@ type submissionInfo struct {
 // on a miss. Entries go when the submission finishes (NOTIFY); the whole cache is dropped
 // when it grows past its bound. Safe for concurrent use.
 type infoCache struct {
-	pool *pgxpool.Pool
+	pool opsqsql.Pool
 	mu   struct {
 		sync.Mutex
 		byID map[int64]*submissionInfo
@@ -49,7 +47,7 @@ type infoCache struct {
 
 const infoCacheMax = 100_000
 
-func newInfoCache(pool *pgxpool.Pool) *infoCache {
+func newInfoCache(pool opsqsql.Pool) *infoCache {
 	c := &infoCache{pool: pool}
 	c.mu.byID = map[int64]*submissionInfo{}
 	return c

@@ -30,6 +30,9 @@ type Availability interface {
 
 // Config configures a Path.
 type Config struct {
+	// ShardCount is the number of shards, as the database has it (claims.Settings,
+	// fixed at the first migration). Required.
+	ShardCount int
 	// Pool runs the statements; the candidate queries run on a pool of their own made from
 	// its configuration (Start).
 	Pool *pgxpool.Pool
@@ -91,7 +94,7 @@ var (
 // New returns the reserve path of cfg; Start it before use.
 func New(cfg Config) *Path {
 	p := &Path{
-		cfg: cfg, reserver: cfg.Reserver, shared: newShared(), infos: newInfoCache(cfg.Pool),
+		cfg: cfg, shardCount: cfg.ShardCount, reserver: cfg.Reserver, shared: newShared(), infos: newInfoCache(cfg.Pool),
 		tombs: newTombstones(), hints: newHints(), tenantSubs: newTenantSubsCache(),
 		holds:     &holds{pool: cfg.Pool, log: cfg.Log},
 		rates:     newRates(cfg.Pool, cfg.Log, cfg.Wake),
@@ -101,9 +104,6 @@ func New(cfg Config) *Path {
 	p.buffers = newBuffers(p.tombs)
 	return p
 }
-
-// SetShardCount sets the number of shards, as the database has it; call it before Start.
-func (p *Path) SetShardCount(n int) { p.shardCount = n }
 
 // Start connects the candidate pool. Candidate queries run on their own connections,
 // which keep one generic plan per query text and stream it through the partitions'

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	opsqsql "opsq/sql"
 )
 
@@ -73,7 +71,7 @@ const ratesLeasesMax = 10_000
 // rates owns this instance's leases of rate_limit tokens. Safe for concurrent use; its
 // only goroutines are the timers that wake waiting reserves when a bucket refills.
 type rates struct {
-	pool *pgxpool.Pool
+	pool opsqsql.Pool
 	log  *slog.Logger
 	// wake wakes up to n waiting reserves: tokens of a bucket that had none are due.
 	wake func(n int)
@@ -83,7 +81,7 @@ type rates struct {
 	}
 }
 
-func newRates(pool *pgxpool.Pool, log *slog.Logger, wake func(int)) *rates {
+func newRates(pool opsqsql.Pool, log *slog.Logger, wake func(int)) *rates {
 	r := &rates{pool: pool, log: log, wake: wake}
 	r.mu.leases = map[bucketKey]*rateLease{}
 	return r

@@ -25,9 +25,8 @@ func TestResumeCutSlices(t *testing.T) {
 	ctx, pool := t.Context(), e.pool
 	gate.next(t, "the first slice of the fail's move")
 
-	other := submissions.New(submissions.Config{Pool: pool, Log: pgtest.Logger(t, slog.LevelWarn), Now: time.Now,
+	other := submissions.New(submissions.Config{Pool: pool, ShardCount: e.path.shardCount, Log: pgtest.Logger(t, slog.LevelWarn), Now: time.Now,
 		IDs: submissions.NewIDs(), Admission: waiters.New(0, 0), SliceRows: slice, ResumeAfter: time.Millisecond})
-	other.SetShardCount(e.path.shardCount)
 	counted := func() (done, failed, skipped, tot int64) {
 		t.Helper()
 		if err := pool.QueryRow(ctx, `SELECT chunks_done, chunks_failed, chunks_skipped, chunks_total
@@ -116,9 +115,8 @@ func TestResumeRemovesDeadIngest(t *testing.T) {
 		t.Fatalf("%d chunks after the first slice; want %d", n, slice)
 	}
 
-	other := submissions.New(submissions.Config{Pool: pool, Log: pgtest.Logger(t, slog.LevelWarn), Now: time.Now,
+	other := submissions.New(submissions.Config{Pool: pool, ShardCount: e.path.shardCount, Log: pgtest.Logger(t, slog.LevelWarn), Now: time.Now,
 		IDs: submissions.NewIDs(), Admission: waiters.New(0, 0), SliceRows: slice, Instance: "resumer"})
-	other.SetShardCount(e.path.shardCount)
 	other.ResumeSlices(ctx)
 	if n := pgtest.Count(t, pool, "SELECT (SELECT count(*) FROM opsq.chunks WHERE submission_id = $1) + "+
 		"(SELECT count(*) FROM opsq.ingests)", id); n != 0 {

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"sync/atomic"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/internal/tokens"
 	"opsq/queuer/opsqtype"
@@ -65,7 +63,7 @@ func (o *Recorder) Complete(ctx context.Context, items []Completion) ([]opsqtype
 // (River's jobcompleter). Its goroutine lives from Start until Stop. Complete is safe for
 // concurrent use.
 type completer struct {
-	pool      *pgxpool.Pool
+	pool      opsqsql.Pool
 	reserver  *reserver.Reserver
 	bus       *notify.Bus
 	readToken func(string) (tokens.Token, bool)
@@ -80,7 +78,7 @@ type completer struct {
 
 var _ startstop.Service = (*completer)(nil)
 
-func newCompleter(pool *pgxpool.Pool, r *reserver.Reserver, bus *notify.Bus, readToken func(string) (tokens.Token, bool)) *completer {
+func newCompleter(pool opsqsql.Pool, r *reserver.Reserver, bus *notify.Bus, readToken func(string) (tokens.Token, bool)) *completer {
 	return &completer{pool: pool, reserver: r, bus: bus, readToken: readToken, jobs: make(chan *completeJob, 1024)}
 }
 
@@ -352,7 +350,7 @@ func (c *completer) notifyReleased(ctx context.Context, q opsqsql.Queries, keys 
 // staleStatus tells why a completion or failure of t did nothing: the chunk is finished
 // (completed, failed, or its submission finished), or this attempt at it is over (an
 // expired lease was counted, or another token of the chunk was used), or nobody knows it.
-func staleStatus(ctx context.Context, pool *pgxpool.Pool, t tokens.Token) (opsqtype.TokenStatus, error) {
+func staleStatus(ctx context.Context, pool opsqsql.Pool, t tokens.Token) (opsqtype.TokenStatus, error) {
 	state, _, err := readChunk(ctx, pool, t)
 	if err != nil {
 		return "", err
@@ -380,7 +378,7 @@ const (
 )
 
 // readChunk returns chunkPending (with its counts), chunkFinished, or chunkUnknown.
-func readChunk(ctx context.Context, pool *pgxpool.Pool, t tokens.Token) (chunkState, pendingChunk, error) {
+func readChunk(ctx context.Context, pool opsqsql.Pool, t tokens.Token) (chunkState, pendingChunk, error) {
 	r, err := opsqsql.New(pool).ChunkState(ctx, opsqsql.ChunkStateParams{Chunk: t.Chunk()})
 	if errors.Is(err, opsqsql.ErrNotFound) {
 		return chunkUnknown, pendingChunk{}, nil

@@ -46,17 +46,15 @@ func newTestRecorder(t *testing.T, pool *pgxpool.Pool) (*Recorder, *submissions.
 		t.Fatal(err)
 	}
 	var bus notify.Bus
-	o := New(Config{Pool: pool, Log: log, Now: time.Now, Instance: "fence-test", Reserver: reserver.New(reserver.Config{}),
+	o := New(Config{Pool: pool, ShardCount: settings.ShardCount, Log: log, Now: time.Now, Instance: "fence-test", Reserver: reserver.New(reserver.Config{}),
 		Keys: keys, Holds: noHolds{}, Bus: &bus})
-	o.SetShardCount(settings.ShardCount)
 	if err := o.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(o.Stop)
 	ids := submissions.NewIDs()
 	ids.SetNode(1, time.Now().Add(time.Hour))
-	subs := submissions.New(submissions.Config{Pool: pool, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0, 0), Bus: &bus})
-	subs.SetShardCount(settings.ShardCount)
+	subs := submissions.New(submissions.Config{Pool: pool, ShardCount: settings.ShardCount, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0, 0), Bus: &bus})
 	return o, subs
 }
 

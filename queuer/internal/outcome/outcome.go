@@ -16,14 +16,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"opsq/claims"
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/internal/tokens"
 	"opsq/queuer/opsqtype"
 	"opsq/queuer/startstop"
 	"opsq/reserver"
+	opsqsql "opsq/sql"
 )
 
 // Forwarder forwards an extend to the owner of a shard (queuer/internal/peers): the owner's answers
@@ -39,8 +38,11 @@ type Holds interface {
 
 // Config configures a Recorder.
 type Config struct {
-	Pool *pgxpool.Pool
-	Log  *slog.Logger
+	// ShardCount is the number of shards, as the database has it (claims.Settings,
+	// fixed at the first migration). Required.
+	ShardCount int
+	Pool       opsqsql.Pool
+	Log        *slog.Logger
 	// Now tells when leases end.
 	Now func() time.Time
 	// Instance is this instance's id: an expired lease is recorded under its claim.
@@ -72,15 +74,12 @@ var _ startstop.Service = (*Recorder)(nil)
 
 // New returns the recorder of cfg; Start it before use.
 func New(cfg Config) *Recorder {
-	o := &Recorder{cfg: cfg}
+	o := &Recorder{cfg: cfg, shardCount: cfg.ShardCount}
 	o.completer = newCompleter(cfg.Pool, cfg.Reserver, cfg.Bus, o.readToken)
 	o.expirer = newExpirer(cfg.Reserver, cfg.Now, o.expire)
 	o.slicing = &slicing{slicer: cfg.Slicer, log: cfg.Log}
 	return o
 }
-
-// SetShardCount sets the number of shards, as the database has it; call it before Start.
-func (o *Recorder) SetShardCount(n int) { o.shardCount = n }
 
 // Start starts the completer and the expirer, and lets the slices of large failed
 // submissions run.

@@ -18,11 +18,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"opsq/claims"
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/internal/tokens"
+	opsqsql "opsq/sql"
 )
 
 // Router owns what this instance knows of where reservable chunks are — which of its own
@@ -31,7 +30,7 @@ import (
 // extends to them (forward.go). It is safe for concurrent use and has no goroutine of its
 // own.
 type Router struct {
-	pool     *pgxpool.Pool
+	pool     opsqsql.Pool
 	instance string // this instance's id, sent with every forwarded request
 	log      *slog.Logger
 	// now tells the ages of tips and of the peers read.
@@ -68,7 +67,10 @@ type peer struct {
 
 // Config configures a Router.
 type Config struct {
-	Pool *pgxpool.Pool
+	// ShardCount is the number of shards, as the database has it (claims.Settings,
+	// fixed at the first migration). Required.
+	ShardCount int
+	Pool       opsqsql.Pool
 	// Instance is this instance's id, sent with every forwarded request.
 	Instance string
 	Log      *slog.Logger
@@ -90,7 +92,7 @@ func New(cfg Config) *Router {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	r := &Router{pool: cfg.Pool, instance: cfg.Instance, log: cfg.Log, now: cfg.Now, claims: cfg.Claims,
+	r := &Router{shardCount: cfg.ShardCount, pool: cfg.Pool, instance: cfg.Instance, log: cfg.Log, now: cfg.Now, claims: cfg.Claims,
 		peerHTTP: newPeerHTTPClient(cfg.Keys, cfg.Instance, cfg.PeerTLS)}
 	r.mu.empty = map[int]bool{}
 	r.mu.tips = map[int]time.Time{}
@@ -108,9 +110,6 @@ func (r *Router) PointAt(url string, shards ...int32) {
 	r.mu.urls = map[int]string{}
 	r.mu.read = r.now().Add(time.Hour)
 }
-
-// SetShardCount sets the number of shards, as the database has it; call it before use.
-func (r *Router) SetShardCount(n int) { r.shardCount = n }
 
 // Handle notes where an event says chunks became reservable: new work (a tip for the
 // shards named), chunks freed and shards acquired (own shards that may have free chunks

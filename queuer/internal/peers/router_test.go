@@ -66,10 +66,8 @@ func TestRouterLocalWorkWaitsForItsNotify(t *testing.T) {
 // newTestRouter returns a router of 4 shards without a database, on now (nil: the
 // system's clock), whose requests are signed with a cluster key of its own.
 func newTestRouter(now func() time.Time) *Router {
-	r := New(Config{Instance: "me", Now: now, Log: slog.New(slog.DiscardHandler),
+	return New(Config{ShardCount: 4, Instance: "me", Now: now, Log: slog.New(slog.DiscardHandler),
 		Keys: tokens.NewStaticKeyring([]byte(strings.Repeat("k", 32)))})
-	r.SetShardCount(4)
-	return r
 }
 
 // TestRouterStaleScanMarksNothing: a scan that began before an announcement of work does

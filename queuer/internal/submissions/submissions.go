@@ -17,16 +17,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/internal/waiters"
+	opsqsql "opsq/sql"
 )
 
 // Config configures a Store.
 type Config struct {
-	Pool *pgxpool.Pool
-	Log  *slog.Logger
+	// ShardCount is the number of shards, as the database has it (claims.Settings,
+	// fixed at the first migration). Required.
+	ShardCount int
+	Pool       opsqsql.Pool
+	Log        *slog.Logger
 	// Now tells where retention cuts.
 	Now func() time.Time
 	// Instance is this instance's id: an ingest by slices is recorded under it, and taken
@@ -56,7 +58,7 @@ type Config struct {
 // goroutine of its own.
 type Store struct {
 	cfg Config
-	// shardCount is the number of shards; set once (SetShardCount) before use.
+	// shardCount is Config.ShardCount.
 	shardCount int
 	finished   *waiters.ByKey // WaitFinished, woken by the NOTIFY of a finished submission
 	progress   *waiters.ByKey // FollowResults, woken by the NOTIFYs of progress and of the end
@@ -74,11 +76,8 @@ var _ notify.Handler = (*Store)(nil)
 
 // New returns the store of cfg.Pool's submissions.
 func New(cfg Config) *Store {
-	return &Store{cfg: cfg, finished: waiters.NewByKey(), progress: waiters.NewByKey(), ended: make(chan struct{})}
+	return &Store{cfg: cfg, shardCount: cfg.ShardCount, finished: waiters.NewByKey(), progress: waiters.NewByKey(), ended: make(chan struct{})}
 }
-
-// SetShardCount sets the number of shards, as the database has it; call it before use.
-func (s *Store) SetShardCount(n int) { s.shardCount = n }
 
 // Ingested is how many chunks were inserted here.
 func (s *Store) Ingested() int64 { return s.ingested.Load() }

@@ -24,8 +24,8 @@ func setup(t *testing.T, slice int) (*Store, *pgxpool.Pool) {
 	pool := pgtest.NewPool(t)
 	ids := NewIDs()
 	ids.SetNode(1, time.Now().Add(time.Hour))
-	s := New(Config{Pool: pool, Log: pgtest.Logger(t, 0), IDs: ids, Bus: &notify.Bus{}})
-	s.SetShardCount(int(pgtest.Count(t, pool, "SELECT value::bigint FROM opsq.settings WHERE key = 'shard_count'")))
+	shards := int(pgtest.Count(t, pool, "SELECT value::bigint FROM opsq.settings WHERE key = 'shard_count'"))
+	s := New(Config{Pool: pool, ShardCount: shards, Log: pgtest.Logger(t, 0), IDs: ids, Bus: &notify.Bus{}})
 	s.cfg.SliceRows = slice
 	return s, pool
 }

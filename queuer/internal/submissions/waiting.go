@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/startstop"
 	opsqsql "opsq/sql"
@@ -33,7 +31,7 @@ const (
 // instance (they share the work: each statement takes rows the others have not locked).
 // Its goroutine lives from Start until Stop.
 type Promoter struct {
-	pool *pgxpool.Pool
+	pool opsqsql.Pool
 	log  *slog.Logger
 	startstop.Loop
 }
@@ -41,7 +39,7 @@ type Promoter struct {
 var _ startstop.Service = (*Promoter)(nil)
 
 // NewPromoter returns the promoter of pool's waiting chunks; Start it.
-func NewPromoter(pool *pgxpool.Pool, log *slog.Logger) *Promoter {
+func NewPromoter(pool opsqsql.Pool, log *slog.Logger) *Promoter {
 	return &Promoter{pool: pool, log: log}
 }
 

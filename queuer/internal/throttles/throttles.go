@@ -24,8 +24,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/startstop"
 	opsqsql "opsq/sql"
@@ -57,7 +55,7 @@ const AckWaitDefault = 2 * time.Second
 
 // Config configures Throttles.
 type Config struct {
-	Pool *pgxpool.Pool
+	Pool opsqsql.Pool
 	Log  *slog.Logger
 	// Bus hears the new work of a throttle that ended.
 	Bus *notify.Bus

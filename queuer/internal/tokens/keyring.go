@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"opsq/queuer/startstop"
 	opsqsql "opsq/sql"
 )
@@ -75,7 +73,7 @@ type clusterKey struct {
 // keys; Start keeps them fresh (every KeyRefreshInterval, and soon after Refresh) on a
 // goroutine that lives from Start until Stop. It is safe for concurrent use.
 type Keyring struct {
-	pool *pgxpool.Pool
+	pool opsqsql.Pool
 	log  *slog.Logger
 	wake chan struct{}
 
@@ -88,7 +86,7 @@ type Keyring struct {
 }
 
 // NewKeyring returns an empty keyring reading the keys from pool; Load it before use.
-func NewKeyring(pool *pgxpool.Pool, log *slog.Logger) *Keyring {
+func NewKeyring(pool opsqsql.Pool, log *slog.Logger) *Keyring {
 	return &Keyring{pool: pool, log: log, wake: make(chan struct{}, 1)}
 }
 
