@@ -121,7 +121,10 @@ func TestContinueGoesOnWhileChunksFail(t *testing.T) {
 func TestRetryBackoff(t *testing.T) {
 	t.Parallel()
 	q, pool := setup(t)
-	initial := 1500 * time.Millisecond
+	// Long enough that a machine under heavy load still counts both chunks waiting before
+	// the first comes back (at initial −20 %), and short of the other's retry_after by more
+	// than the promoter's tick.
+	initial := 3 * time.Second
 	id := submitN(t, q, 2, NewSubmission{Lifecycle: Lifecycle{Backoff: submissions.Backoff{Initial: initial, Factor: 2, Max: time.Minute}}})
 	chunks := reserveN(t, q, ReserveRequest{Max: 2, Strategy: strategy.Node{Kind: strategy.OldestFirst}})
 	if len(chunks) != 2 {
@@ -130,7 +133,7 @@ func TestRetryBackoff(t *testing.T) {
 	failed := time.Now()
 	st, err := q.Fail(t.Context(), []Failure{
 		{Token: chunks[0].Token, Error: "slow down", Retry: true},
-		{Token: chunks[1].Token, Error: "later", Retry: true, RetryAfter: 4 * time.Second},
+		{Token: chunks[1].Token, Error: "later", Retry: true, RetryAfter: 6 * time.Second},
 	})
 	if err != nil || st[0] != opsqtype.StatusRetrying || st[1] != opsqtype.StatusRetrying {
 		t.Fatalf("fail: %v, %v; want retrying twice", st, err)
@@ -151,8 +154,8 @@ func TestRetryBackoff(t *testing.T) {
 		t.Errorf("the retried chunk came back after %s; want its backoff, %s −20 %%, at least", took, initial)
 	}
 	got = reserveN(t, q, ReserveRequest{Max: 1, Wait: 20 * time.Second})
-	if took := time.Since(failed); len(got) != 1 || got[0].ChunkIndex != chunks[1].ChunkIndex || took < 4*time.Second {
-		t.Fatalf("the chunk with retry_after 4s came back as %+v after %s; want chunk %d after 4s at least", got, took, chunks[1].ChunkIndex)
+	if took := time.Since(failed); len(got) != 1 || got[0].ChunkIndex != chunks[1].ChunkIndex || took < 6*time.Second {
+		t.Fatalf("the chunk with retry_after 6s came back as %+v after %s; want chunk %d after 6s at least", got, took, chunks[1].ChunkIndex)
 	}
 }
 
