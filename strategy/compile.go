@@ -61,13 +61,13 @@ func (n Node) Filter() Filter {
 //	@after_priority bigint (custom_priority: the negated priority),
 //	@after_submission bigint, @after_chunk int.
 //
-// Every query returns submission_id, chunk_index, shard, retries, input, random_order,
-// sort_priority.
+// Every query returns submission_id, chunk_index, shard, retries, attempt_base, input,
+// random_order, sort_priority.
 func CandidateQuery(leaf Kind, filters []Filter, shards []int32) (string, map[string]any) {
 	args := map[string]any{}
 	filter := filterSQL(filters, "c.submission_id", args)
 	in := shardList(shards, args)
-	const columns = "c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order"
+	const columns = "c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order"
 	switch leaf {
 	case OldestFirst:
 		return `SELECT ` + columns + `, 0::bigint AS sort_priority
@@ -87,7 +87,7 @@ LIMIT @limit`, args
 		return `SELECT ` + columns + `, -s.priority AS sort_priority
 FROM opsq.submissions s
 CROSS JOIN LATERAL (
-    SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order
+    SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order
     FROM opsq.chunks c
     WHERE c.submission_id = s.id
       AND c.shard IN (` + in + `)
@@ -118,7 +118,7 @@ func SubmissionQuery(filters []Filter, shards []int32) (string, map[string]any) 
 	args := map[string]any{}
 	filter := filterSQL(filters, "c.submission_id", args)
 	in := shardList(shards, args)
-	return `SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order, 0::bigint AS sort_priority
+	return `SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
 FROM opsq.chunks c
 WHERE c.shard IN (` + in + `)
   AND c.submission_id = @only_submission::bigint

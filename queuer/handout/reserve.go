@@ -78,6 +78,10 @@ type candidate struct {
 	key     reserver.Key
 	shard   int
 	retries int32
+	// attempt is the chunk's attempt (its attempt_base + retries, migrations/00016): what
+	// its token, its reservation and the tombstones name. retries is what the consumer is
+	// told.
+	attempt int32
 	input   []byte
 	// inputBytes is what input takes in an answer (jsonStringLen), kept when a deferred
 	// copy drops the input.
@@ -91,7 +95,7 @@ type candidate struct {
 func candidateOf(r opsqsql.CandidatesStreamRow) candidate {
 	return candidate{
 		key: reserver.Key{SubmissionID: r.SubmissionID, ChunkIndex: r.ChunkIndex}, shard: r.Shard,
-		retries: r.Retries, input: r.Input, order: r.RandomOrder, negPrio: r.NegPriority,
+		retries: r.Retries, attempt: r.AttemptBase + r.Retries, input: r.Input, order: r.RandomOrder, negPrio: r.NegPriority,
 	}
 }
 
@@ -637,7 +641,7 @@ func (r *run) fetch(ctx context.Context, query string, args pgx.NamedArgs, seen 
 // taken reports whether c is reserved here, or finished or retried since a running scan
 // may have read it as it was.
 func (r *run) taken(c candidate) bool {
-	return r.p.reserver.IsReserved(c.key) || r.p.tombs.stale(c.key, c.retries)
+	return r.p.reserver.IsReserved(c.key) || r.p.tombs.stale(c.key, c.attempt)
 }
 
 // takeBatch looks up the batch's submissions and takes its candidates in order. It returns
@@ -708,14 +712,14 @@ func (r *run) take(ctx context.Context, c candidate, f frame) (bool, error) {
 	}
 	ask, _ := r.filling()
 	gen := r.generation[c.shard]
-	tok := tokens.New(c.key, c.shard, gen, c.retries).Signed(r.p.cfg.Keys).String()
+	tok := tokens.New(c.key, c.shard, gen, c.attempt).Signed(r.p.cfg.Keys).String()
 	if !r.p.reserver.Reserve(reserver.Reservation{
-		Token: tok, Key: c.key, Shard: c.shard, Generation: gen, Retries: c.retries,
+		Token: tok, Key: c.key, Shard: c.shard, Generation: gen, Retries: c.attempt,
 		Consumer: ask.Consumer, ReservedAt: r.reserved, ExpiresAt: r.expires, Values: c.info.values, Pairs: c.info.pairs,
 	}) {
 		return false, nil // another request took it meanwhile
 	}
-	if r.p.tombs.stale(c.key, c.retries) {
+	if r.p.tombs.stale(c.key, c.attempt) {
 		r.p.reserver.Release(tok) // finished or retried since the scan read it
 		return false, nil
 	}
