@@ -40,6 +40,10 @@ const (
 	// listPageFactor is what a page is counted as in the budget, per byte of it: the rows
 	// read, and the answer's values made of them.
 	listPageFactor = 3
+	// MaxFailuresPageBytes bounds a page of GET /v1/submissions/{id}/failures as
+	// MaxListPageBytes bounds a list's, counting each string as JSON escapes it; a page is
+	// counted as listPageFactor times it in the budget while it is read and written.
+	MaxFailuresPageBytes = queuer.FailuresPageBytesMax
 	// MaxPrefixBytes bounds the prefix of an object-storage submission, in bytes: every
 	// reserve answer carries it with each chunk.
 	MaxPrefixBytes = 1 << 10

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"opsq/api/wire"
+	"opsq/queuer"
 	"opsq/queuer/opsqtype"
 	"opsq/sql/pgtest"
 )
@@ -205,6 +206,104 @@ func TestListPageCut(t *testing.T) {
 	if len(seen) != n || pages < 2 {
 		t.Errorf("%d submissions on %d pages; want %d on at least 2", len(seen), pages, n)
 	}
+}
+
+// seedFailures records errors for the first n chunks of submission id: five each, of
+// ErrorMax bytes of '<' (six bytes each as JSON writes them) by a consumer named with 256
+// of them, but a short one for every third chunk.
+func seedFailures(t *testing.T, e *env, id string, n int) {
+	t.Helper()
+	if _, err := e.Pool.Exec(t.Context(), `INSERT INTO opsq.chunk_errors (submission_id, chunk_index, attempt, error, consumer)
+		SELECT $1, i, a, CASE WHEN i % 3 = 1 THEN 'short ' || i ELSE repeat('<', $2) END, repeat('<', 256)
+		FROM generate_series(0, $3 - 1) i, generate_series(0, 4) a`, mustInt64(t, id), queuer.ErrorMax, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFailuresPageCut: a page of failures stops at MaxFailuresPageBytes as it is sent,
+// however its errors are escaped and whatever its limit, and its next_after leads through
+// every failed chunk once, in order, each whole (issue 31, finding 2).
+func TestFailuresPageCut(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	const n = 60 // 40 chunks of about 300 KB of JSON: 12 MB
+	id := mustSubmit(t, e, `{"chunks": [`+strings.TrimSuffix(strings.Repeat(`"c",`, n), ",")+`], "on_failure": "continue"}`, n)
+	seedFailures(t, e, id, n)
+	big := strings.Repeat("<", queuer.ErrorMax)
+	next, pages := int64(0), 0
+	after := ""
+	for {
+		path := "/v1/submissions/" + id + "/failures?limit=1000"
+		if after != "" {
+			path += "&after=" + after
+		}
+		r := getPath(t, e, path)
+		if r.Status != http.StatusOK {
+			t.Fatalf("GET %s: %d %.200s", path, r.Status, r.Body)
+		}
+		if len(r.Body) > MaxFailuresPageBytes {
+			t.Errorf("a page of %d bytes; want at most %d", len(r.Body), MaxFailuresPageBytes)
+		}
+		var page wire.Failures
+		if err := json.Unmarshal(r.Body, &page); err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(page.Failures) == 0 {
+			t.Fatalf("page %d is empty; want at least one chunk", pages)
+		}
+		for _, f := range page.Failures {
+			want := big
+			if f.ChunkIndex%3 == 1 {
+				want = fmt.Sprintf("short %d", f.ChunkIndex)
+			}
+			if f.ChunkIndex != next || len(f.Errors) != 5 || f.Error != want || f.Errors[4].Error != want || len(f.Errors[0].Consumer) != 256 {
+				t.Fatalf("page %d has chunk %d with %d errors (last %.20q); want chunk %d with 5 errors %.20q", pages, f.ChunkIndex, len(f.Errors), f.Error, next, want)
+			}
+			next++
+		}
+		if page.NextAfter == nil {
+			break
+		}
+		if last := page.Failures[len(page.Failures)-1].ChunkIndex; *page.NextAfter != last {
+			t.Fatalf("page %d ends at chunk %d with next_after %d; want next_after at its last chunk", pages, last, *page.NextAfter)
+		}
+		after = fmt.Sprint(*page.NextAfter)
+	}
+	if next != n || pages < 3 {
+		t.Errorf("%d failed chunks on %d pages; want %d on at least 3", next, pages, n)
+	}
+}
+
+// TestFailuresPageBudget: a failures page is counted in the memory budget while it is
+// built: with the budget held by a stalled body, it is refused with 503 busy; once the
+// budget has room, it is served.
+func TestFailuresPageBudget(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{MaxInflightBytes: 4 << 20, MaxBody: 1 << 20, LimitWait: 100 * time.Millisecond})
+	id := mustSubmit(t, e, `{"chunks": ["a", "b"], "on_failure": "continue"}`, 2)
+	seedFailures(t, e, id, 2)
+	chunks := make([]string, 1000)
+	for i := range chunks {
+		chunks[i] = strings.Repeat("c", 1000)
+	}
+	b, _ := json.Marshal(map[string]any{"chunks": chunks})
+	head := fmt.Sprintf("POST /v1/submissions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(b)+1)
+	stalled := rawRequest(t, e, head, string(b[:len(b)-10]), 0)
+	pgtest.WaitFor(t, 20*time.Second, "the stalled submission to be counted", func() string {
+		if n := e.H.InflightBytes(); n < int64(4*(len(b)-10)) {
+			return fmt.Sprintf("%d bytes held", n)
+		}
+		return ""
+	})
+	expectError(t, getPath(t, e, "/v1/submissions/"+id+"/failures"), http.StatusServiceUnavailable, "busy", "OPSQ_MAX_INFLIGHT_BYTES")
+	stalled.Close()
+	pgtest.WaitFor(t, 20*time.Second, "the failures page once the budget has room", func() string {
+		if r := getPath(t, e, "/v1/submissions/"+id+"/failures"); r.Status != http.StatusOK {
+			return fmt.Sprintf("status %d", r.Status)
+		}
+		return ""
+	})
 }
 
 // TestPrefixBound: a prefix over MaxPrefixBytes is a 400 naming prefix; one at the bound

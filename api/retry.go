@@ -49,6 +49,11 @@ func (s *server) failures(c echo.Context) error {
 	if err := s.checkTenant(c, id); err != nil {
 		return err
 	}
+	// The page is cut at MaxFailuresPageBytes; what it holds while it is read and written
+	// (the rows, the answer's values made of them, the answer) is counted first.
+	if err := holdOf(c).growTo(c.Request().Context(), listPageFactor*MaxFailuresPageBytes); err != nil {
+		return err
+	}
 	list, more, err := s.q.Failures(c.Request().Context(), id, after, limit)
 	if err != nil {
 		return err

@@ -21,22 +21,35 @@ import (
 // confined to tenants throttles within them only.
 func (s *server) throttle(c echo.Context) error {
 	var body struct {
-		Key   *string         `json:"key"`
+		// Key as its JSON text: checked for what decoding it would hide (a lone surrogate
+		// escape becomes U+FFFD), as every route's text is.
+		Key   json.RawMessage `json:"key"`
 		Value json.RawMessage `json:"value"`
 		For   *string         `json:"for"`
 	}
 	if err := s.decodeBody(c, &body); err != nil {
 		return err
 	}
-	if body.Key == nil || *body.Key == "" || len(*body.Key) > MaxStrategicKeyBytes || strings.ContainsRune(*body.Key, 0) {
+	var key string
+	if raw := bytes.TrimSpace(body.Key); len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &key) != nil ||
+		key == "" || len(key) > MaxStrategicKeyBytes || strings.ContainsRune(key, 0) {
 		return badRequest("key: must be a strategic metadata key (1 to %d bytes without NUL characters) or %s", MaxStrategicKeyBytes, queuer.TenantKey)
 	}
-	if err := checkText("key", nil, *body.Key, MaxStrategicKeyBytes); err != nil {
+	if err := checkText("key", body.Key, key, MaxStrategicKeyBytes); err != nil {
 		return err
 	}
 	value, err := throttleValue(body.Value)
 	if err != nil {
 		return err
+	}
+	if key == queuer.TenantKey {
+		// The tenant key's values are tenant names: any other value would throttle nothing.
+		if !value.IsString() {
+			return badRequest("value: the key %s takes a tenant's name (a string), not %s", queuer.TenantKey, abbreviate(body.Value))
+		}
+		if err := queuer.CheckTenant(value.Str()); err != nil {
+			return badRequest("value: %v", err)
+		}
 	}
 	if body.For == nil {
 		return badRequest("for: required, a duration between %s and %s, such as \"30s\"", wire.MinThrottle, wire.MaxThrottle)
@@ -48,10 +61,10 @@ func (s *server) throttle(c echo.Context) error {
 	tenants, ok := confined(c)
 	if !ok {
 		tenants = nil // every tenant
-	} else if *body.Key == queuer.TenantKey && (!value.IsString() || !slices.Contains(tenants, value.Str())) {
+	} else if key == queuer.TenantKey && !slices.Contains(tenants, value.Str()) {
 		return badRequest("value: a consumer limited to tenants may throttle only its own tenants (%s)", strings.Join(tenants, ", "))
 	}
-	until, err := s.q.Throttle(c.Request().Context(), *body.Key, value.String(), tenants, d)
+	until, err := s.q.Throttle(c.Request().Context(), key, value.String(), tenants, d)
 	if err != nil {
 		return err
 	}
@@ -70,7 +83,7 @@ func throttleValue(raw json.RawMessage) (strategy.Value, error) {
 		if err := json.Unmarshal(raw, &str); err != nil {
 			return strategy.Value{}, badRequest("value: must be an integer (int64) or a string")
 		}
-		if err := checkText("value", nil, str, MaxStrategicValueBytes); err != nil {
+		if err := checkText("value", raw, str, MaxStrategicValueBytes); err != nil {
 			return strategy.Value{}, err
 		}
 		return strategy.StringValue(str), nil

@@ -25,6 +25,13 @@ func TestThrottleBadInput(t *testing.T) {
 		{"object value", `{"key": "k", "value": {}, "for": "1s"}`, "value"},
 		{"int64 overflow", `{"key": "k", "value": 9223372036854775808, "for": "1s"}`, "value"},
 		{"NUL in value", `{"key": "k", "value": "a\u0000b", "for": "1s"}`, "value"},
+		// What decoding would silently replace with U+FFFD is refused, as on every route
+		// (issue 31, finding 14).
+		{"lone high surrogate in value", `{"key": "k", "value": "\ud800", "for": "1s"}`, "value"},
+		{"lone low surrogate in value", `{"key": "k", "value": "a\udc00b", "for": "1s"}`, "value"},
+		{"lone surrogate in key", `{"key": "k\ud800", "value": 1, "for": "1s"}`, "key"},
+		{"@tenant with an integer", `{"key": "@tenant", "value": 42, "for": "1s"}`, "value"},
+		{"@tenant with no tenant's name", `{"key": "@tenant", "value": "Not A Tenant", "for": "1s"}`, "value"},
 		{"no for", `{"key": "k", "value": 1}`, "for"},
 		{"for over an hour", `{"key": "k", "value": 1, "for": "1h0m1s"}`, "for"},
 		{"for zero", `{"key": "k", "value": 1, "for": "0s"}`, "for"},

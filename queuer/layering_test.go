@@ -44,9 +44,9 @@ var layering = []struct {
 	{"opsq/migrations", nil},
 	{"opsq/sql/pglocal", nil},
 	{"opsq/sql/pgtest", []string{"opsq/migrations", "opsq/reserver", "opsq/sql/pglocal"}},
-	{"opsq/sql", nil},
-	{"opsq/strategy", []string{"opsq/sql"}},
-	{"opsq/claims", []string{"opsq/sql"}},
+	{"opsq/sql", []string{"opsq/queuer/opsqtype"}},
+	{"opsq/strategy", []string{"opsq/sql", "opsq/queuer/opsqtype"}},
+	{"opsq/claims", []string{"opsq/sql", "opsq/queuer/opsqtype"}},
 	// The engine: the parts never import the façade, the wire or the clients.
 	{"opsq/queuer/internal/...", concat(leaves, below, []string{"opsq/queuer/internal/..."})},
 	{"opsq/queuer/queuertest", concat(leaves, below, []string{"opsq/queuer", "opsq/queuer/internal/...", "opsq/sql/pgtest"})},

@@ -2,10 +2,12 @@ package queuer
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/queuer/internal/tokens"
 	"opsq/queuer/opsqtype"
 	"opsq/sql/pgtest"
@@ -158,4 +160,120 @@ func TestStaleTokenAcrossAForceRelease(t *testing.T) {
 	}
 	checkStaleTokenLost(t, q, old, fresh.Retries)
 	completeNew(t, q, fresh)
+}
+
+// TestStaleTokenAcrossAProducerRetry is the audit's sequence (issue 31, finding 1): a
+// one-chunk "continue" submission; T1 fails its chunk for good, the producer retries the
+// submission (one by one, or in bulk), a new holder is handed the chunk, then T1 fails it
+// again — through another instance — with or without retry. The retry gave the chunk a
+// fresh attempt budget, not the identity of T1's attempt: T1's fail and extend are lost
+// and change nothing, and the new holder's complete wins. The last cases move the chunk
+// through the other statements that carry its attempt (a pause and a resume; a retry's
+// backoff in chunks_waiting and its promotion) before the new holder gets it.
+func TestStaleTokenAcrossAProducerRetry(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		retry, bulk bool
+		// then, if set, runs after the producer's retry and returns the new holder's chunk
+		// and its retries count.
+		then func(t *testing.T, q *Queuer, id int64) (Chunk, int32)
+	}{
+		{name: "fail", retry: false},
+		{name: "fail with retry", retry: true},
+		{name: "fail after a bulk retry", retry: false, bulk: true},
+		{name: "fail after a pause and a resume", retry: true, then: func(t *testing.T, q *Queuer, id int64) (Chunk, int32) {
+			if _, err := q.Pause(t.Context(), id); err != nil {
+				t.Fatalf("pause: %v", err)
+			}
+			if _, err := q.Resume(t.Context(), id); err != nil {
+				t.Fatalf("resume: %v", err)
+			}
+			return reserveAgain(t, q), 0
+		}},
+		{name: "fail after a backoff", retry: false, then: func(t *testing.T, q *Queuer, id int64) (Chunk, int32) {
+			t2 := reserveAgain(t, q)
+			st, err := q.Fail(t.Context(), []Failure{{Token: t2.Token, Error: "wait a little", Retry: true, RetryAfter: 10 * time.Millisecond}})
+			if err != nil || st[0] != wire.StatusRetrying {
+				t.Fatalf("T2's fail: %v, %v; want retrying", st, err)
+			}
+			return reserveAgain(t, q), 1
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q, pool := setup(t)
+			id := submitN(t, q, 1, NewSubmission{Lifecycle: Lifecycle{OnFailure: json.RawMessage(`"continue"`),
+				Policy: FailurePolicy{Continue: true}, Backoff: retryAtOnce.Backoff}})
+			t1 := reserveN(t, q, ReserveRequest{Lease: time.Hour})[0]
+			if st, err := q.Fail(t.Context(), []Failure{{Token: t1.Token, Error: "first holder gave up", Retry: false}}); err != nil || st[0] != wire.StatusFailed {
+				t.Fatalf("T1's fail: %v, %v; want failed", st, err)
+			}
+			if tc.bulk {
+				ids, err := q.RetryMany(t.Context(), ListOptions{State: wire.StateFailed}, RetryOptions{})
+				if err != nil || len(ids) != 1 || ids[0] != id {
+					t.Fatalf("bulk retry: %v, %v; want [%d]", ids, err, id)
+				}
+			} else if _, err := q.Retry(t.Context(), id, RetryOptions{}); err != nil {
+				t.Fatalf("retry: %v", err)
+			}
+			var fresh Chunk
+			var retries int32
+			if tc.then != nil {
+				fresh, retries = tc.then(t, q, id)
+			} else {
+				fresh = reserveAgain(t, q)
+			}
+			if fresh.SubmissionID != t1.SubmissionID || fresh.ChunkIndex != t1.ChunkIndex || int32(fresh.Retries) != retries {
+				t.Fatalf("after the retry got %+v; want the chunk with retries %d (a fresh budget)", fresh, retries)
+			}
+			// Started now, another instance does not take the chunk's shard from q: the new
+			// holder's reservation holds it.
+			other := startQueuer(t, pool)
+
+			st, err := other.Fail(t.Context(), []Failure{{Token: t1.Token, Error: "first holder, again", Retry: tc.retry}})
+			if err != nil || st[0] != wire.StatusLost {
+				t.Errorf("T1's fail (retry %v) after the producer's retry: %v, %v; want lost", tc.retry, st, err)
+			}
+			if ext, err := other.Extend(t.Context(), []string{t1.Token}, time.Hour, false); err != nil || ext[0].Status != wire.StatusLost {
+				t.Errorf("T1's extend after the producer's retry: %+v, %v; want lost", ext, err)
+			}
+			if r := readChunkRow(t, pool, id, t1.ChunkIndex); !r.pending || r.retries != retries {
+				t.Errorf("after T1's stale fail the chunk is pending %v with %d retries; want pending with %d", r.pending, r.retries, retries)
+			}
+			if _, ok := q.reserver.Get(fresh.Token); !ok {
+				t.Errorf("after T1's stale fail the new holder's reservation is gone; want it held")
+			}
+			if st, err := q.Status(t.Context(), id); err != nil || st.State != wire.StateInProgress || st.ChunksFailed != 0 {
+				t.Errorf("after T1's stale fail the submission is %+v (%v); want in progress, nothing failed", st, err)
+			}
+			if ext, err := q.Extend(t.Context(), []string{fresh.Token}, time.Hour, false); err != nil || ext[0].Status != wire.StatusExtended {
+				t.Errorf("the new holder's extend: %+v, %v; want extended", ext, err)
+			}
+			completeNew(t, q, fresh)
+		})
+	}
+}
+
+// TestLateCompleteAcrossAProducerRetry: a chunk failed for good and then retried by its
+// producer is pending again, with the same input; the first completion of it wins, as
+// every first completion does (DESIGN.md §8), even one by a token of an attempt before
+// the retry. Its fail, by contrast, is lost (TestStaleTokenAcrossAProducerRetry).
+func TestLateCompleteAcrossAProducerRetry(t *testing.T) {
+	t.Parallel()
+	q, _ := setup(t)
+	id := submitN(t, q, 1, NewSubmission{Lifecycle: Lifecycle{OnFailure: json.RawMessage(`"continue"`),
+		Policy: FailurePolicy{Continue: true}, Backoff: retryAtOnce.Backoff}})
+	t1 := reserveN(t, q, ReserveRequest{Lease: time.Hour})[0]
+	if st, err := q.Fail(t.Context(), []Failure{{Token: t1.Token, Error: "gave up", Retry: false}}); err != nil || st[0] != wire.StatusFailed {
+		t.Fatalf("T1's fail: %v, %v; want failed", st, err)
+	}
+	if _, err := q.Retry(t.Context(), id, RetryOptions{}); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	t2 := reserveAgain(t, q)
+	completeNew(t, q, t1)
+	if st, err := q.Complete(t.Context(), []Completion{{Token: t2.Token, Output: []byte("too late")}}); err != nil || st[0] != wire.StatusAlreadyFinished {
+		t.Errorf("T2's complete after T1's: %v, %v; want already_finished", st, err)
+	}
 }

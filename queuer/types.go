@@ -57,7 +57,9 @@ const (
 	NotBeforeMax          = submissions.NotBeforeMax
 	ErrorMax              = submissions.ErrorMax
 	FailuresPageMax       = submissions.FailuresPageMax
-	RetryManyMax          = submissions.RetryManyMax
+	// FailuresPageBytesMax bounds a page of Failures in bytes, as JSON writes it.
+	FailuresPageBytesMax = submissions.FailuresPageBytesMax
+	RetryManyMax         = submissions.RetryManyMax
 	// TenantKey is the pseudo-key of a submission's tenant in strategies and throttles.
 	TenantKey = submissions.TenantKey
 	// FailedChunkFailed is the state of a chunk whose attempts are spent, in Failures.

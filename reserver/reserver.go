@@ -36,7 +36,8 @@ type Reservation struct {
 	// Generation is the fencing generation of the shard's claim when the
 	// chunk was reserved.
 	Generation int64
-	// Retries is the chunk's retries count when it was reserved.
+	// Retries is the chunk's attempt when it was reserved, as its token names it
+	// (tokens.Token.Retries).
 	Retries int32
 	// Consumer names the consumer holding the lease.
 	Consumer string

@@ -2,10 +2,10 @@
 -- (the negated priority, then the id), each joined to its own chunks' ordered scan on the
 -- instance's shards. /*shards*/ as in candidates_random.sql; /*filters*/ here filters the
 -- submissions (on s.id).
-SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order, -s.priority AS sort_priority
+SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, -s.priority AS sort_priority
 FROM opsq.submissions s
 CROSS JOIN LATERAL (
-    SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order
+    SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order
     FROM opsq.chunks c
     WHERE c.submission_id = s.id
       AND c.shard IN (/*shards*/)

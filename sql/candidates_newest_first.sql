@@ -1,5 +1,5 @@
 -- The candidates of a newest_first leaf: as candidates_oldest_first.sql, backwards.
-SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order, 0::bigint AS sort_priority
+SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
 FROM opsq.chunks c
 WHERE c.shard IN (/*shards*/)
   AND (c.submission_id, c.chunk_index) < (@after_submission::bigint, @after_chunk::int)/*filters*/

@@ -1,7 +1,7 @@
 -- The candidates of an oldest_first leaf: a Merge Append of one primary-key scan per shard
 -- of the instance, oldest submission first. /*shards*/ and /*filters*/ as in
 -- candidates_random.sql.
-SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order, 0::bigint AS sort_priority
+SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
 FROM opsq.chunks c
 WHERE c.shard IN (/*shards*/)
   AND (c.submission_id, c.chunk_index) > (@after_submission::bigint, @after_chunk::int)/*filters*/

@@ -2,7 +2,7 @@
 -- the instance, from a random cut of the 16-bit ring (random_order) onwards. The compiler
 -- (strategy.CandidateQuery, through CandidateQuery) puts the shards' arguments where
 -- /*shards*/ stands and the strategic metadata filters where /*filters*/ stands.
-SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order, 0::bigint AS sort_priority
+SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
 FROM opsq.chunks c
 WHERE c.shard IN (/*shards*/)
   AND (c.random_order, c.submission_id, c.chunk_index) > (@after_order::int, @after_submission::bigint, @after_chunk::int)

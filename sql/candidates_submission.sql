@@ -2,7 +2,7 @@
 -- order: a Merge Append of per-shard primary-key range scans (select_only scans the few
 -- submissions that have its value this way). /*shards*/ and /*filters*/ as in
 -- candidates_random.sql.
-SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.input, c.random_order, 0::bigint AS sort_priority
+SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
 FROM opsq.chunks c
 WHERE c.shard IN (/*shards*/)
   AND c.submission_id = @only_submission::bigint

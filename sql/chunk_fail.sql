@@ -13,7 +13,7 @@
 -- The chunk is looked for in chunks_waiting too: one in flight when its submission was
 -- paused waits there.
 -- A failed or skipped chunk keeps its input, shard and random order (a retry makes it
--- reservable again). @retries and @claimant guard the attempt and the claim as in
+-- reservable again). @attempt and @claimant guard the attempt and the claim as in
 -- chunk_retry.sql. One row back: fence_held (false: the fence refused, nothing was
 -- written), submission_id (NULL when nothing was done), finished (the submission moved to
 -- submissions_failed), dropped (its failure policy failed it: its other chunks are
@@ -31,7 +31,7 @@ WITH fence AS (
     SELECT c.submission_id, c.chunk_index, c.retries
     FROM opsq.chunks c
     WHERE c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index
-      AND c.retries = @retries
+      AND c.attempt_base + c.retries = @attempt
       AND (SELECT held FROM fence)
     FOR UPDATE
 ), target_waiting AS (
@@ -40,7 +40,7 @@ WITH fence AS (
     SELECT w.submission_id, w.chunk_index, w.retries
     FROM opsq.chunks_waiting w
     WHERE w.submission_id = @submission_id AND w.chunk_index = @chunk_index
-      AND w.retries = @retries
+      AND w.attempt_base + w.retries = @attempt
       AND (SELECT held FROM fence)
       AND EXISTS (SELECT FROM opsq.chunks_waiting)
       AND NOT EXISTS (SELECT FROM target_ready)
@@ -65,34 +65,34 @@ WITH fence AS (
       -- cancelled by slices are still here for a while, and are the mover's to skip and
       -- count (chunks_skip_range.sql), not a failure to record.
       AND EXISTS (SELECT FROM sub)
-    RETURNING c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries, c.input
+    RETURNING c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries, c.input, c.attempt_base
 ), gone_waiting AS (
     DELETE FROM opsq.chunks_waiting w
     USING target_waiting t
     WHERE w.submission_id = t.submission_id AND w.chunk_index = t.chunk_index
       AND EXISTS (SELECT FROM sub)
-    RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input
+    RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input, w.attempt_base
 ), gone AS (
     SELECT * FROM gone_ready UNION ALL SELECT * FROM gone_waiting
 ), skipped_ready AS (
     DELETE FROM opsq.chunks c
     WHERE c.submission_id = (SELECT id FROM sub WHERE fails AND pending <= @skip_now::bigint)
       AND c.chunk_index <> @chunk_index
-    RETURNING c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries, c.input
+    RETURNING c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries, c.input, c.attempt_base
 ), skipped_waiting AS (
     DELETE FROM opsq.chunks_waiting w
     WHERE w.submission_id = (SELECT id FROM sub WHERE fails AND pending <= @skip_now::bigint)
       AND w.chunk_index <> @chunk_index
-    RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input
+    RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input, w.attempt_base
 ), holds AS (
     DELETE FROM opsq.simultaneous_holds h WHERE h.submission_id = (SELECT id FROM sub WHERE fails)
 ), failed AS (
-    INSERT INTO opsq.chunks_failed (submission_id, chunk_index, retries, error, skipped, shard, random_order, input)
-    SELECT submission_id, chunk_index, retries, @error, false, shard, random_order, input FROM gone
+    INSERT INTO opsq.chunks_failed (submission_id, chunk_index, retries, error, skipped, shard, random_order, input, attempt_base)
+    SELECT submission_id, chunk_index, retries, @error, false, shard, random_order, input, attempt_base FROM gone
     UNION ALL
-    SELECT submission_id, chunk_index, retries, @error, true, shard, random_order, input FROM skipped_ready
+    SELECT submission_id, chunk_index, retries, @error, true, shard, random_order, input, attempt_base FROM skipped_ready
     UNION ALL
-    SELECT submission_id, chunk_index, retries, @error, true, shard, random_order, input FROM skipped_waiting
+    SELECT submission_id, chunk_index, retries, @error, true, shard, random_order, input, attempt_base FROM skipped_waiting
 ), error AS (
     -- Numbered after the chunk's earlier failures, as in chunk_retry.sql; the last 5 kept.
     INSERT INTO opsq.chunk_errors (submission_id, chunk_index, attempt, error, consumer)

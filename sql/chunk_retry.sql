@@ -1,5 +1,5 @@
--- Count one failed attempt of a chunk, if the attempt is the one the token names (its
--- retries count) and attempts remain, and record its error (chunk_errors keeps the last 5).
+-- Count one failed attempt of a chunk, if the attempt is the one the token names
+-- (@attempt: attempt_base + retries, migrations/00016) and attempts remain, and record its error (chunk_errors keeps the last 5).
 -- The chunk waits before it is reservable again: @delay_ms if given (a fail's
 -- retry_after), else its submission's backoff, initial × factor^(retries−1) at most max,
 -- ±20 % jitter (submission_lifecycle; the defaults 1 s, 2, 1 min without a row). A chunk
@@ -25,36 +25,38 @@ WITH fence AS (
     LEFT JOIN opsq.submission_lifecycle l ON l.id = s.id
     WHERE s.id = @submission_id
 ), target_ready AS (
-    SELECT c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries + 1 AS retries, c.input
+    SELECT c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries + 1 AS retries, c.input, c.attempt_base
     FROM opsq.chunks c
     WHERE c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index
-      AND c.retries = @retries
+      AND c.attempt_base + c.retries = @attempt
       AND c.retries < (SELECT max_retries FROM settings)
       AND (SELECT held FROM fence)
     FOR UPDATE OF c
 ), target_waiting AS (
     -- Skipped whole after one probe when nothing waits (a one-time filter).
-    SELECT w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries + 1 AS retries, w.input, w.ready_at
+    SELECT w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries + 1 AS retries, w.input, w.attempt_base,
+           w.ready_at
     FROM opsq.chunks_waiting w
     WHERE w.submission_id = @submission_id AND w.chunk_index = @chunk_index
-      AND w.retries = @retries
+      AND w.attempt_base + w.retries = @attempt
       AND w.retries < (SELECT max_retries FROM settings)
       AND (SELECT held FROM fence)
       AND EXISTS (SELECT FROM opsq.chunks_waiting)
       AND NOT EXISTS (SELECT FROM target_ready)
     FOR UPDATE OF w
 ), target AS (
-    SELECT t.submission_id, t.chunk_index, t.shard, t.random_order, t.retries, t.input, t.in_waiting,
+    SELECT t.submission_id, t.chunk_index, t.shard, t.random_order, t.retries, t.input, t.attempt_base, t.in_waiting,
            CASE WHEN st.paused THEN 'infinity'::timestamptz
                 ELSE greatest(t.was_ready_at, now() + make_interval(secs => coalesce(@delay_ms::bigint::float8,
                     least(coalesce(st.backoff_max_ms, 60000)::float8,
                           coalesce(st.backoff_initial_ms, 1000) * power(coalesce(st.backoff_factor, 2), t.retries - 1))
                     * (0.8 + random() * 0.4)) / 1000))
            END AS ready_at
-    FROM (SELECT submission_id, chunk_index, shard, random_order, retries, input, false AS in_waiting,
+    FROM (SELECT submission_id, chunk_index, shard, random_order, retries, input, attempt_base, false AS in_waiting,
                  NULL::timestamptz AS was_ready_at FROM target_ready
           UNION ALL
-          SELECT submission_id, chunk_index, shard, random_order, retries, input, true, ready_at FROM target_waiting) t
+          SELECT submission_id, chunk_index, shard, random_order, retries, input, attempt_base, true, ready_at
+          FROM target_waiting) t
     CROSS JOIN settings st
 ), stays AS (
     UPDATE opsq.chunks c
@@ -71,8 +73,8 @@ WITH fence AS (
       AND c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index
     RETURNING c.submission_id
 ), moved_out AS (
-    INSERT INTO opsq.chunks_waiting (submission_id, chunk_index, shard, random_order, retries, input, ready_at)
-    SELECT t.submission_id, t.chunk_index, t.shard, t.random_order, t.retries, t.input, t.ready_at
+    INSERT INTO opsq.chunks_waiting (submission_id, chunk_index, shard, random_order, retries, input, attempt_base, ready_at)
+    SELECT t.submission_id, t.chunk_index, t.shard, t.random_order, t.retries, t.input, t.attempt_base, t.ready_at
     FROM target t JOIN leaves ON true
     RETURNING retries
 ), kept_waiting AS (

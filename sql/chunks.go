@@ -42,7 +42,10 @@ var chunkRetry string
 // ChunkRetryParams are chunk_retry.sql's.
 type ChunkRetryParams struct {
 	Chunk
-	Retries int32 // the attempt's count: the write happens only while the chunk has it
+	// Retries is the attempt the token names (tokens.Token.Retries: the chunk's
+	// attempt_base + retries when it was handed out): the write happens only while the
+	// chunk is at that attempt.
+	Retries int32
 	Fence   *Fence
 	// Error and Consumer are the failed attempt's, recorded in chunk_errors.
 	Error    string
@@ -94,7 +97,7 @@ type ChunkRetried struct {
 // PlanByKey). Retried is false when it counted nothing (the chunk is gone, the attempt was
 // counted already, or its attempts are spent); a *FenceError when p.Fence refused.
 func (q Queries) ChunkRetry(ctx context.Context, p ChunkRetryParams) (ChunkRetried, error) {
-	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "retries": p.Retries,
+	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "attempt": p.Retries,
 		"error": p.Error, "consumer": p.Consumer, "delay_ms": nil, "token": p.Token}
 	if p.Delay != nil {
 		args["delay_ms"] = p.Delay.Milliseconds()
@@ -155,7 +158,7 @@ func (q Queries) ChunkFail(ctx context.Context, p ChunkFailParams) (ChunkFailed,
 	if skipNow <= 0 {
 		skipNow = math.MaxInt64
 	}
-	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "retries": p.Retries,
+	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "attempt": p.Retries,
 		"error": p.Error, "consumer": p.Consumer, "skip_now": skipNow}
 	p.Fence.args(args)
 	r, err := collectOne[chunkFailRow](ctx, q.db, chunkFail, args)
@@ -180,13 +183,15 @@ type ChunkStateParams struct {
 	Chunk
 }
 
-// ChunkStateRow is where a chunk is: State "pending" (reservable, with its Retries and
-// its submission's MaxRetries) or "finished" (completed, failed, or its submission is
-// finished).
+// ChunkStateRow is where a chunk is: State "pending" (reservable, with its Retries, its
+// submission's MaxRetries and its AttemptBase: the chunk is at attempt AttemptBase +
+// Retries, the one its latest token names) or "finished" (completed, failed, or its
+// submission is finished).
 type ChunkStateRow struct {
-	State      string `db:"state"`
-	Retries    int32  `db:"retries"`
-	MaxRetries int32  `db:"max_retries"`
+	State       string `db:"state"`
+	Retries     int32  `db:"retries"`
+	MaxRetries  int32  `db:"max_retries"`
+	AttemptBase int32  `db:"attempt_base"`
 }
 
 // ChunkState reads where a chunk is; ErrNotFound when nobody knows it.

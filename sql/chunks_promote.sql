@@ -18,8 +18,8 @@ WITH due AS (
     DELETE FROM opsq.chunks_waiting w
     USING due
     WHERE w.submission_id = due.submission_id AND w.chunk_index = due.chunk_index
-    RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input
+    RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input, w.attempt_base
 )
-INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order, retries, input)
-SELECT submission_id, chunk_index, shard, random_order, retries, input FROM moved
+INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order, retries, input, attempt_base)
+SELECT submission_id, chunk_index, shard, random_order, retries, input, attempt_base FROM moved
 RETURNING shard

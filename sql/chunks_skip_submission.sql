@@ -3,12 +3,12 @@
 -- unfinished ones. One primary-key range per shard.
 WITH ready AS (
     DELETE FROM opsq.chunks WHERE submission_id = @submission_id
-    RETURNING submission_id, chunk_index, shard, random_order, retries, input
+    RETURNING submission_id, chunk_index, shard, random_order, retries, input, attempt_base
 ), waiting AS (
     DELETE FROM opsq.chunks_waiting WHERE submission_id = @submission_id
-    RETURNING submission_id, chunk_index, shard, random_order, retries, input
+    RETURNING submission_id, chunk_index, shard, random_order, retries, input, attempt_base
 )
-INSERT INTO opsq.chunks_failed (submission_id, chunk_index, retries, error, skipped, shard, random_order, input)
-SELECT submission_id, chunk_index, retries, 'submission cancelled', true, shard, random_order, input FROM ready
+INSERT INTO opsq.chunks_failed (submission_id, chunk_index, retries, error, skipped, shard, random_order, input, attempt_base)
+SELECT submission_id, chunk_index, retries, 'submission cancelled', true, shard, random_order, input, attempt_base FROM ready
 UNION ALL
-SELECT submission_id, chunk_index, retries, 'submission cancelled', true, shard, random_order, input FROM waiting
+SELECT submission_id, chunk_index, retries, 'submission cancelled', true, shard, random_order, input, attempt_base FROM waiting

@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"time"
 
+	"opsq/queuer/opsqtype"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -205,6 +207,9 @@ type ChunkFailuresParams struct {
 	ChunkIndexes []int32
 	Shards       []int32
 	Kept         int
+	// MaxBytes, when positive, stops the page once its rows, as an answer writes them
+	// (ChunkFailuresRow.Size), would pass it; the page holds at least one row.
+	MaxBytes int
 }
 
 // ChunkFailuresRow is one chunk of a failures page: its state ("failed" or "retrying"),
@@ -218,11 +223,57 @@ type ChunkFailuresRow struct {
 	Ats        []time.Time `db:"ats"`
 }
 
-// ChunkFailures reads what a failures page says of each of p.ChunkIndexes, in chunk order.
+// The parts of a failures page's chunk as an answer writes it, besides its strings: the
+// field names, the index, the state, the retries and the punctuation (about 100 bytes);
+// and of each of its errors, besides the error and the consumer: the field names, the
+// time and the punctuation (about 60).
+const (
+	failureRowOverhead   = 128
+	failureErrorOverhead = 96
+)
+
+// Size is at least the bytes r takes in an answer: JSON, whose strings can take up to six
+// times their bytes (\u escapes), with the newest error written twice (as the chunk's
+// error, and first of its errors).
+func (r ChunkFailuresRow) Size() int {
+	n := failureRowOverhead
+	for i, e := range r.Errors {
+		n += failureErrorOverhead + opsqtype.JSONStringLen(e)
+		if i == 0 {
+			n += opsqtype.JSONStringLen(e)
+		}
+	}
+	for _, c := range r.Consumers {
+		n += opsqtype.JSONStringLen(c)
+	}
+	return n
+}
+
+// ChunkFailures reads what a failures page says of each of p.ChunkIndexes, in chunk
+// order: one row each, or, when the page stopped at p.MaxBytes, of the first ones only.
+// The rows past the bound are never kept.
 func (q Queries) ChunkFailures(ctx context.Context, p ChunkFailuresParams) ([]ChunkFailuresRow, error) {
-	return collect[ChunkFailuresRow](ctx, q.db, chunkFailures, pgx.NamedArgs{
+	rows, err := q.db.Query(ctx, chunkFailures, pgx.NamedArgs{
 		"submission_id": p.SubmissionID, "chunk_indexes": p.ChunkIndexes, "shards": p.Shards, "kept": p.Kept,
 	})
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var page []ChunkFailuresRow
+	size := 0
+	for rows.Next() {
+		r, err := pgx.RowToStructByName[ChunkFailuresRow](rows)
+		if err != nil {
+			return nil, err
+		}
+		size += r.Size()
+		if p.MaxBytes > 0 && size > p.MaxBytes && len(page) > 0 {
+			return page, nil // closing rows discards the rest as it comes
+		}
+		page = append(page, r)
+	}
+	return page, rows.Err()
 }
 
 //go:embed submission_pause.sql

@@ -25,6 +25,7 @@ type CandidatesStreamRow struct {
 	ChunkIndex   int32
 	Shard        int
 	Retries      int32
+	AttemptBase  int32  // its attempt, the one its token names, is AttemptBase + Retries
 	Input        []byte // the row's own: fn may keep it
 	RandomOrder  int
 	NegPriority  int64 // the negated priority of its submission (custom_priority)
@@ -40,7 +41,7 @@ func (q Queries) CandidatesStream(ctx context.Context, p CandidatesStreamParams,
 		return fmt.Errorf("reading candidates: %w", err)
 	}
 	var r CandidatesStreamRow
-	_, err = pgx.ForEachRow(rows, []any{&r.SubmissionID, &r.ChunkIndex, &r.Shard, &r.Retries, &r.Input, &r.RandomOrder, &r.NegPriority}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&r.SubmissionID, &r.ChunkIndex, &r.Shard, &r.Retries, &r.AttemptBase, &r.Input, &r.RandomOrder, &r.NegPriority}, func() error {
 		return fn(r)
 	})
 	if err != nil {

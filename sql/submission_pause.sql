@@ -10,10 +10,10 @@ WITH sub AS (
 ), moved AS (
     DELETE FROM opsq.chunks c
     WHERE c.submission_id = @id
-    RETURNING c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries, c.input
+    RETURNING c.submission_id, c.chunk_index, c.shard, c.random_order, c.retries, c.input, c.attempt_base
 ), parked AS (
-    INSERT INTO opsq.chunks_waiting (submission_id, chunk_index, shard, random_order, retries, input, ready_at)
-    SELECT submission_id, chunk_index, shard, random_order, retries, input, 'infinity'
+    INSERT INTO opsq.chunks_waiting (submission_id, chunk_index, shard, random_order, retries, input, attempt_base, ready_at)
+    SELECT submission_id, chunk_index, shard, random_order, retries, input, attempt_base, 'infinity'
     FROM moved
 ), held AS (
     UPDATE opsq.chunks_waiting w

@@ -12,10 +12,10 @@ WITH sub AS (
 ), moved AS (
     DELETE FROM opsq.chunks_waiting w
     WHERE w.submission_id = @id AND w.ready_at = 'infinity' AND NOT EXISTS (SELECT FROM lc)
-    RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input
+    RETURNING w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input, w.attempt_base
 ), ready AS (
-    INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order, retries, input)
-    SELECT submission_id, chunk_index, shard, random_order, retries, input FROM moved
+    INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order, retries, input, attempt_base)
+    SELECT submission_id, chunk_index, shard, random_order, retries, input, attempt_base FROM moved
 ), delayed AS (
     UPDATE opsq.chunks_waiting w
     SET ready_at = (SELECT not_before FROM lc)

@@ -62,8 +62,8 @@ func (n Node) Filter() Filter {
 //	@after_priority bigint (custom_priority: the negated priority),
 //	@after_submission bigint, @after_chunk int.
 //
-// Every query returns submission_id, chunk_index, shard, retries, input, random_order,
-// sort_priority.
+// Every query returns submission_id, chunk_index, shard, retries, attempt_base, input,
+// random_order, sort_priority.
 func CandidateQuery(leaf Kind, filters []Filter, shards []int32) (string, map[string]any) {
 	order := opsqsql.CandidatesRandom
 	switch leaf {

@@ -103,9 +103,9 @@ func (c *infoCache) get(ctx context.Context, cands []candidate) (map[int64]*subm
 		tenant, _ := json.Marshal(r.Tenant)
 		in.values[strategy.TenantKey] = string(tenant)
 		in.pairs = reserver.NewPairs(in.values)
-		in.bytes = answerChunkOverhead + jsonStringLen([]byte(in.metadata)) + jsonStringLen(in.strategic)
+		in.bytes = answerChunkOverhead + opsqtype.JSONStringLen(in.metadata) + opsqtype.JSONStringLen(in.strategic)
 		if in.prefix != nil {
-			in.bytes += jsonStringLen([]byte(*in.prefix))
+			in.bytes += opsqtype.JSONStringLen(*in.prefix)
 		}
 		if r.Traceparent != nil {
 			in.traceparent = *r.Traceparent

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"opsq/queuer/opsqtype"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 	"opsq/strategy"
@@ -19,8 +20,12 @@ type candidate struct {
 	key     reserver.Key
 	shard   int
 	retries int32
+	// attempt is the chunk's attempt (its attempt_base + retries, migrations/00016): what
+	// its token, its reservation and the tombstones name. retries is what the consumer is
+	// told.
+	attempt int32
 	input   []byte
-	// inputBytes is what input takes in an answer (jsonStringLen), kept when a deferred
+	// inputBytes is what input takes in an answer (opsqtype.JSONStringLen), kept when a deferred
 	// copy drops the input.
 	inputBytes int
 	order      int   // random_order
@@ -32,7 +37,7 @@ type candidate struct {
 func candidateOf(r opsqsql.CandidatesStreamRow) candidate {
 	return candidate{
 		key: reserver.Key{SubmissionID: r.SubmissionID, ChunkIndex: r.ChunkIndex}, shard: r.Shard,
-		retries: r.Retries, input: r.Input, order: r.RandomOrder, negPrio: r.NegPriority,
+		retries: r.Retries, attempt: r.AttemptBase + r.Retries, input: r.Input, order: r.RandomOrder, negPrio: r.NegPriority,
 	}
 }
 
@@ -379,7 +384,7 @@ func (r *run) fetch(ctx context.Context, query string, args pgx.NamedArgs, seen 
 	err := opsqsql.New(r.p.scans).CandidatesStream(ctx, opsqsql.CandidatesStreamParams{Query: query, Args: args}, func(row opsqsql.CandidatesStreamRow) error {
 		n++
 		c := candidateOf(row)
-		c.inputBytes = jsonStringLen(c.input)
+		c.inputBytes = opsqtype.JSONStringLen(c.input)
 		if seen(c) && !r.taken(c) {
 			batch = append(batch, c)
 		}
@@ -395,5 +400,5 @@ func (r *run) fetch(ctx context.Context, query string, args pgx.NamedArgs, seen 
 // taken reports whether c is reserved here, or finished or retried since a running scan
 // may have read it as it was.
 func (r *run) taken(c candidate) bool {
-	return r.p.reserver.IsReserved(c.key) || r.p.tombs.stale(c.key, c.retries)
+	return r.p.reserver.IsReserved(c.key) || r.p.tombs.stale(c.key, c.attempt)
 }

@@ -156,7 +156,7 @@ func (r *run) admit(ctx context.Context, a admission, t *taking, f *frame) (bool
 	case admitReserve:
 		return r.reserve(t), nil
 	case admitFresh:
-		return !r.p.tombs.stale(c.key, c.retries), nil
+		return !r.p.tombs.stale(c.key, c.attempt), nil
 	case admitLease:
 		l, ok := r.p.cfg.Claims.Lease(c.shard)
 		return ok && l.Generation == t.gen && !l.Draining, nil // else not ours to hand out
@@ -196,9 +196,9 @@ func (r *run) reserve(t *taking) bool {
 	c := &t.c
 	ask, _ := r.filling()
 	t.gen = r.generation[c.shard]
-	t.tok = tokens.New(c.key, c.shard, t.gen, c.retries).Signed(r.p.cfg.Keys).String()
+	t.tok = tokens.New(c.key, c.shard, t.gen, c.attempt).Signed(r.p.cfg.Keys).String()
 	return r.p.reserver.Reserve(reserver.Reservation{
-		Token: t.tok, Key: c.key, Shard: c.shard, Generation: t.gen, Retries: c.retries,
+		Token: t.tok, Key: c.key, Shard: c.shard, Generation: t.gen, Retries: c.attempt,
 		Consumer: ask.Consumer, ReservedAt: r.reserved, ExpiresAt: r.expires, Values: c.info.values, Pairs: c.info.pairs,
 	})
 }

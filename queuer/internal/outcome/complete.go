@@ -361,10 +361,15 @@ func staleStatus(ctx context.Context, pool opsqsql.Pool, t tokens.Token) (opsqty
 	return opsqtype.StatusAlreadyFinished, nil
 }
 
-// pendingChunk is a reservable chunk's attempt count and its submission's limit.
+// pendingChunk is a reservable chunk's retries count, its submission's limit, and its
+// attempt (attemptBase + retries: the attempt its latest token names, which only grows;
+// migrations/00016).
 type pendingChunk struct {
-	retries, maxRetries int32
+	retries, maxRetries, attemptBase int32
 }
+
+// attempt is the chunk's attempt, as a token names it (tokens.Token.Retries).
+func (p pendingChunk) attempt() int32 { return p.attemptBase + p.retries }
 
 // chunkState is where chunk_state.sql finds a chunk. It is the engine's own word, never
 // sent on the wire: consumers hear a opsqtype.TokenStatus.
@@ -386,5 +391,5 @@ func readChunk(ctx context.Context, pool opsqsql.Pool, t tokens.Token) (chunkSta
 	if err != nil {
 		return chunkUnknown, pendingChunk{}, fmt.Errorf("reading chunk state: %w", err)
 	}
-	return chunkState(r.State), pendingChunk{retries: r.Retries, maxRetries: r.MaxRetries}, nil
+	return chunkState(r.State), pendingChunk{retries: r.Retries, maxRetries: r.MaxRetries, attemptBase: r.AttemptBase}, nil
 }

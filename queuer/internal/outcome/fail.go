@@ -108,8 +108,8 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (opsqtype.TokenSt
 		return opsqtype.StatusUnknown, nil
 	case state == chunkFinished:
 		return opsqtype.StatusAlreadyFinished, nil
-	case p.retries != t.Retries:
-		return o.endedAttempt(ctx, t, p.retries)
+	case p.attempt() != t.Retries:
+		return o.endedAttempt(ctx, t, p)
 	case a.retry && p.retries < p.maxRetries:
 		return opsqtype.StatusAlreadyFinished, nil // changed since the retry looked
 	}
@@ -123,8 +123,8 @@ func (o *Recorder) failAttempt(ctx context.Context, a attempt) (opsqtype.TokenSt
 		switch {
 		case err != nil:
 			return "", err
-		case state == chunkPending && p.retries != t.Retries:
-			return o.endedAttempt(ctx, t, p.retries)
+		case state == chunkPending && p.attempt() != t.Retries:
+			return o.endedAttempt(ctx, t, p)
 		}
 		return staleStatus(ctx, o.cfg.Pool, t)
 	}
@@ -178,13 +178,18 @@ func (o *Recorder) failChunk(ctx context.Context, a attempt, msg, consumer strin
 }
 
 // endedAttempt answers the fail of a token whose attempt is over while its chunk is
-// pending at attempt now (DESIGN.md §8: every hand-out is a new attempt). When the
-// attempt ended without its consumer — its lease ran out, or its instance abandoned it
-// at a stop — the chunk was (or will be) handed out again and the old token's fail is
-// lost; when it was this token's own fail, counted already, a repeat of it is
-// already_finished, as a repeated completion is.
-func (o *Recorder) endedAttempt(ctx context.Context, t tokens.Token, now int32) (opsqtype.TokenStatus, error) {
-	if now < t.Retries { // its submission was retried since: the counts began again
+// pending at another attempt, p's (DESIGN.md §8: every hand-out is a new attempt). When
+// the attempt ended without its consumer — its lease ran out, or its instance abandoned it
+// at a stop — or its producer retried the chunk since, the chunk was (or will be) handed
+// out again and the old token's fail is lost; when it was this token's own fail, counted
+// already in the chunk's present budget, a repeat of it is already_finished, as a
+// repeated completion is.
+func (o *Recorder) endedAttempt(ctx context.Context, t tokens.Token, p pendingChunk) (opsqtype.TokenStatus, error) {
+	now := p.attempt()
+	if t.Retries < p.attemptBase || t.Retries > now {
+		// Its attempt is of an earlier budget: the producer retried the chunk since (a
+		// token above the chunk's attempt is of a budget from before attempt_base existed,
+		// when a retry set the count back to 0).
 		return opsqtype.StatusLost, nil
 	}
 	msg, err := opsqsql.New(o.cfg.Pool).ChunkAttemptError(ctx, opsqsql.ChunkAttemptErrorParams{Chunk: t.Chunk(), Back: int(now - 1 - t.Retries)})

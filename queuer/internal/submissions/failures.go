@@ -10,7 +10,8 @@ import (
 
 // Failures returns the chunks of the submission that failed at least one attempt (those
 // with an error kept, across retries of the submission), in chunk order, from the one
-// after chunk index after (-1: from the first), at most limit (1 to FailuresPageMax), and
+// after chunk index after (-1: from the first), at most limit (1 to FailuresPageMax) and
+// at most FailuresPageBytesMax bytes as an answer writes them (at least one chunk), and
 // whether more follow. Each is in one of the FailedChunk states, with its retries count
 // wherever the chunk is and its last errors (at most ErrorsKept), newest first.
 // ErrNotFound for an unknown submission.
@@ -40,9 +41,13 @@ func (s *Store) Failures(ctx context.Context, id, after int64, limit int) ([]Fai
 	}
 	rows, err := db.ChunkFailures(ctx, opsqsql.ChunkFailuresParams{
 		SubmissionID: id, ChunkIndexes: idxs, Shards: shards, Kept: ErrorsKept,
+		MaxBytes: FailuresPageBytesMax - failuresPageOverhead,
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("reading the failed chunks of submission %d: %w", id, err)
+	}
+	if len(rows) < len(idxs) {
+		more = true // the page stopped at its byte bound: the rows are the first chunks'
 	}
 	for _, r := range rows {
 		fc := FailedChunk{ChunkIndex: int64(r.ChunkIndex), State: r.State, Retries: r.Retries, Errors: make([]AttemptError, len(r.Errors))}

@@ -27,7 +27,16 @@ const (
 	// RetryMany.
 	FailuresPageMax = 1000
 	RetryManyMax    = 1000
+	// FailuresPageBytesMax bounds a page of Failures in bytes, as JSON writes it (each
+	// string up to six times its bytes, escaped): the page stops adding chunks before it
+	// would pass it (it holds at least one), and more follow. Five errors of ErrorMax bytes
+	// can take about 300 KB of JSON per chunk: FailuresPageMax of them, 300 MB.
+	FailuresPageBytesMax = 4 << 20
 )
+
+// failuresPageOverhead is what a page of Failures takes besides its chunks, as an answer
+// writes it: the field names, next_after and the punctuation.
+const failuresPageOverhead = 64
 
 // Lifecycle is a submission's lifecycle settings; its zero value is the default: fail the
 // submission at its first failed chunk, the default backoff, no not_before.

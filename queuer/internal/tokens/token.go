@@ -17,8 +17,10 @@ import (
 )
 
 // A Token names one reservation: the chunk, the shard and the claim generation it was
-// reserved under, the chunk's retries count at that moment, and a random nonce that makes
-// it unique. It is signed (DESIGN.md §8): it carries the id of the cluster key that signed
+// reserved under, the chunk's attempt at that moment (Retries: its attempt_base + retries,
+// migrations/00016, which a retry of its submission never sets back; the retries count
+// itself for a chunk never retried by its producer, and for every token made before
+// attempt_base existed), and a random nonce that makes it unique. It is signed (DESIGN.md §8): it carries the id of the cluster key that signed
 // it and an HMAC-SHA256 (truncated to MACLen bytes) of all its other bytes, so that nobody
 // without the cluster secret can make or alter one. Any instance can read and verify it,
 // so completions and failures are recorded wherever they arrive; only the owner of the
