@@ -219,7 +219,7 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 	// Every event goes to every part that caches something it changes; the waiters last,
 	// so that a waiter woken finds the caches up to date.
 	q.bus.Subscribe(q.reserve, q.router, q.subs, notify.HandlerFunc(q.keysChanged), q.throttle, q.waiting)
-	q.listener = notify.NewListener(pool, log, &q.bus, cfg.Notified)
+	q.listener = notify.NewListener(pool, log, &q.bus, cfg.Notified, freedByToken)
 	q.promoter = submissions.NewPromoter(pool, log)
 	q.jobs = startstop.NewCron(append([]startstop.Job{
 		{What: fmt.Sprintf("retention %q", cfg.RetentionSchedule), Schedule: cfg.RetentionSchedule, Run: q.subs.RunRetention},
@@ -227,6 +227,13 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 		{What: "the resumption of cancels and fails whose move by slices was cut", Schedule: submissions.ResumeSchedule, Run: q.subs.ResumeSlices},
 	}, q.reserve.Jobs()...)...)
 	return q, nil
+}
+
+// freedByToken reads the token of a chunk released, as a NOTIFY names it
+// (notify.TokenReader).
+func freedByToken(tok string) (notify.Freed, bool) {
+	t, err := tokens.Parse(tok)
+	return notify.Freed{Key: t.Key, Shard: t.Shard, Retries: t.Retries, Token: tok}, err == nil
 }
 
 // keysChanged reloads the cluster keys soon after a rotation was announced, or after

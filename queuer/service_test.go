@@ -19,7 +19,7 @@ func TestServicesStopBeforeStartAndTwice(t *testing.T) {
 	t.Parallel()
 	for name, s := range map[string]startstop.Service{
 		"sql listener":    opsqsql.NewListener(nil, nil, nil),
-		"notify listener": notify.NewListener(nil, nil, &notify.Bus{}, nil),
+		"notify listener": notify.NewListener(nil, nil, &notify.Bus{}, nil, nil),
 		"keyring":         tokens.NewKeyring(nil, nil),
 		"outcomes":        outcome.New(outcome.Config{}),
 		"cron jobs":       startstop.NewCron(),

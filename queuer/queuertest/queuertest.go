@@ -117,7 +117,7 @@ func LoadBacklog(t testing.TB, pool *pgxpool.Pool, subs []Submission) {
 // that share it (queuer.Config.Notified), until the test ends.
 func Listen(t testing.TB, pool *pgxpool.Pool, channels map[string]func(payload string)) {
 	t.Helper()
-	l := notify.NewListener(pool, pgtest.Logger(t, slog.LevelWarn), &notify.Bus{}, channels)
+	l := notify.NewListener(pool, pgtest.Logger(t, slog.LevelWarn), &notify.Bus{}, channels, nil)
 	if err := l.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}

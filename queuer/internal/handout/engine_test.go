@@ -110,7 +110,10 @@ func startEngineWith(t *testing.T, pool *pgxpool.Pool, subsCfg func(*submissions
 	e.outcomes = outcome.New(outcome.Config{Pool: pool, ShardCount: settings.ShardCount, Log: log, Now: time.Now, Instance: "reserve-test", Claims: e.claims,
 		Reserver: e.reserver, Keys: keys, Router: noForwarder{}, Holds: e.path, Bus: &bus, Slicer: e.subs})
 	bus.Subscribe(e.path, e.subs)
-	services := []startstop.Service{notify.NewListener(pool, log, &bus, nil), e.path, e.outcomes, e.claims, startstop.NewCron(e.path.Jobs()...)}
+	services := []startstop.Service{notify.NewListener(pool, log, &bus, nil, func(tok string) (notify.Freed, bool) {
+		t, err := tokens.Parse(tok)
+		return notify.Freed{Key: t.Key, Shard: t.Shard, Retries: t.Retries, Token: tok}, err == nil
+	}), e.path, e.outcomes, e.claims, startstop.NewCron(e.path.Jobs()...)}
 	if err := startstop.StartAll(ctx, services); err != nil {
 		t.Fatal(err)
 	}

@@ -16,17 +16,25 @@ import (
 // (the API keys') to their functions, with an empty payload after a reconnection. Its
 // goroutine lives from Start until Stop.
 type Listener struct {
-	bus    *Bus
-	others map[string]func(payload string)
-	conn   *opsqsql.Listener
+	bus       *Bus
+	others    map[string]func(payload string)
+	readToken TokenReader
+	conn      *opsqsql.Listener
 }
+
+// TokenReader reads a reservation token that a NOTIFY names (a chunk retried, its
+// reservation released) as the chunk it is freed: the engine's token parser, which this
+// package does not know. ok false: not a token; the item is passed over.
+type TokenReader func(token string) (f Freed, ok bool)
 
 var _ startstop.Service = (*Listener)(nil)
 
 // NewListener returns a listener of the engine's channels and of others' on a connection
-// made from pool's configuration, raising the engine's events on bus.
-func NewListener(pool *pgxpool.Pool, log *slog.Logger, bus *Bus, others map[string]func(payload string)) *Listener {
-	l := &Listener{bus: bus, others: others}
+// made from pool's configuration, raising the engine's events on bus; readToken reads the
+// tokens of the chunks released (nil: they are passed over, for a listener of others'
+// channels only).
+func NewListener(pool *pgxpool.Pool, log *slog.Logger, bus *Bus, others map[string]func(payload string), readToken TokenReader) *Listener {
+	l := &Listener{bus: bus, others: others, readToken: readToken}
 	channels := []string{ChannelWork, ChannelFinished, ChannelReleased, ChannelClusterKeys, ChannelProgress, ChannelPaused, ChannelThrottles}
 	for c := range others {
 		channels = append(channels, c)
@@ -60,7 +68,7 @@ func (l *Listener) notified(channel, payload string) {
 			fn("")
 		}
 	}
-	for _, e := range parse(channel, payload) {
+	for _, e := range parse(channel, payload, l.readToken) {
 		l.bus.Raise(e)
 	}
 }

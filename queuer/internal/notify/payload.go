@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"opsq/queuer/internal/tokens"
 	"opsq/reserver"
 	opsqsql "opsq/sql"
 )
@@ -160,7 +159,7 @@ func sendList(ctx context.Context, q opsqsql.Queries, channel string, items []st
 }
 
 // parse reads one notification as the events it announces; nil for one it does not know.
-func parse(channel, payload string) []Event {
+func parse(channel, payload string, readToken TokenReader) []Event {
 	switch channel {
 	case "": // the listener reconnected
 		return []Event{Resync{}}
@@ -171,7 +170,7 @@ func parse(channel, payload string) []Event {
 			return []Event{SubmissionFinished{ID: id}}
 		}
 	case ChannelReleased:
-		return parseReleased(payload)
+		return parseReleased(payload, readToken)
 	case ChannelClusterKeys:
 		return []Event{ClusterKeysChanged{}}
 	case ChannelThrottles:
@@ -221,7 +220,7 @@ func parseWork(payload string) NewWork {
 
 // parseReleased reads ChannelReleased's payload: the finished chunks as one event, and
 // an event per dropped submission and per retried token.
-func parseReleased(payload string) []Event {
+func parseReleased(payload string, readToken TokenReader) []Event {
 	var out []Event
 	var finished []reserver.Key
 	for _, item := range strings.Split(payload, ",") {
@@ -233,8 +232,11 @@ func parseReleased(payload string) []Event {
 		}
 		sid, idx, isKey := strings.Cut(item, ":")
 		if !isKey {
-			if t, err := tokens.Parse(item); err == nil {
-				out = append(out, ChunksFreed{Chunks: []Freed{{Key: t.Key, Shard: t.Shard, Retries: t.Retries, Token: item}}})
+			if readToken == nil {
+				continue
+			}
+			if f, ok := readToken(item); ok {
+				out = append(out, ChunksFreed{Chunks: []Freed{f}})
 			}
 			continue
 		}

@@ -54,7 +54,7 @@ func TestParse(t *testing.T) {
 		{ChannelPaused, "x", nil},
 		{"opsq_other", "1", nil},
 	} {
-		if got := parse(tc.channel, tc.payload); !reflect.DeepEqual(got, tc.want) {
+		if got := parse(tc.channel, tc.payload, readToken); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("parse(%q, %q) = %#v; want %#v", tc.channel, tc.payload, got, tc.want)
 		}
 	}
@@ -75,7 +75,7 @@ func TestSendersReadBack(t *testing.T) {
 		got = append(got, e)
 	}))
 	others := make(chan string, 10)
-	l := NewListener(pool, pgtest.Logger(t, slog.LevelWarn), &bus, map[string]func(string){"opsq_test_other": func(p string) { others <- p }})
+	l := NewListener(pool, pgtest.Logger(t, slog.LevelWarn), &bus, map[string]func(string){"opsq_test_other": func(p string) { others <- p }}, readToken)
 	if err := l.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -152,4 +152,10 @@ func TestSendersReadBack(t *testing.T) {
 	if !found {
 		t.Errorf("no ChunksFinished of %v among %d events", keys, len(got))
 	}
+}
+
+// readToken reads a token as the engine does (queuer's freedByToken).
+func readToken(tok string) (Freed, bool) {
+	t, err := tokens.Parse(tok)
+	return Freed{Key: t.Key, Shard: t.Shard, Retries: t.Retries, Token: tok}, err == nil
 }
