@@ -36,6 +36,10 @@ ERROR_MAX = 8 << 10
 BATCH_MAX_DEFAULT = 100
 #: How long a completion or failure waits at most for others to go with it (batch_delay's default, seconds).
 BATCH_DELAY_DEFAULT = 0.05
+#: The most chunks a worker prefetches when prefetch is not set.
+PREFETCH_MAX_DEFAULT = 100
+#: When prefetch is not set, a worker holds about this many seconds of work beyond what runs.
+PREFETCH_AHEAD = 1.0
 #: How often the worker prints a progress line (progress_every's default, seconds).
 PROGRESS_EVERY_DEFAULT = 10.0
 
@@ -144,7 +148,8 @@ class Worker:
 
     The worker reserves up to ``concurrency + prefetch`` chunks with one long poll, so that
     a thread that finishes finds its next chunk waiting; the leases of prefetched chunks
-    are extended as those of running ones. It completes and fails in batches
+    are extended as those of running ones. Without ``prefetch``, it prefetches what its
+    threads finish in about a second by ``fn``'s average time, from ``concurrency`` to 100. It completes and fails in batches
     (:meth:`Client.complete_many`, :meth:`Client.fail_many`): an outcome waits at most
     ``batch_delay`` for others, and at most ``batch_max`` go in one request.
 
@@ -183,8 +188,8 @@ class Worker:
         once: return once a reserve finds no work, nothing is held and nothing failed since
             (a failed chunk may come back).
         stop_grace: seconds the held chunks may take after a first stop; default the lease.
-        prefetch: chunks reserved beyond those that can run at once, 0 to 10 000; default
-            ``concurrency``. Fast functions want more (100: see the README's figures).
+        prefetch: chunks reserved beyond those that can run at once, 0 to 10 000; default:
+            about a second of work by fn's average time, from ``concurrency`` to 100.
         batch_max: completions or failures in one request at most, 1 to 10 000; default 100.
         batch_delay: seconds an outcome waits at most for others; default 0.05.
         quiet: no line per failure and no progress line on stderr (they go to logging).
@@ -219,8 +224,8 @@ class Worker:
         self.client = client
         self.fn = fn
         self.concurrency = concurrency
-        self.prefetch = concurrency if prefetch is None else prefetch
-        if not 0 <= self.prefetch <= 10_000:
+        self.prefetch = prefetch  # None: as many as the threads finish in PREFETCH_AHEAD
+        if prefetch is not None and not 0 <= prefetch <= 10_000:
             raise ValueError(f"opsq: prefetch {prefetch}: want 0 to 10000")
         if not 1 <= batch_max <= 10_000:
             raise ValueError(f"opsq: batch_max {batch_max}: want 1 to 10000")
@@ -255,6 +260,7 @@ class Worker:
         self._jobs: Dict[str, _Job] = {}  # every chunk held: queued, running or being reported
         self._outcomes: List[_Outcome] = []  # to report, oldest first
         self._outcomes_since = 0.0  # when the oldest of them came
+        self._fn_seconds: Optional[float] = None  # how long fn takes, a moving average
         self._stop = threading.Event()
         self._hurry = threading.Event()
         self._signals = 0  # set by the signal handler, which takes no lock
@@ -364,15 +370,16 @@ class Worker:
 
     def _reserve_loop(self) -> Optional[BaseException]:
         failures = 0
-        capacity = self.concurrency + self.prefetch
         next_progress = time.monotonic() + self.progress_every
         last_done = 0
         while not self.stopping():
             with self._cv:
+                capacity = self._capacity()
                 while self._busy >= capacity and not self.stopping():
                     self._cv.wait(0.2)
                     if self.progress_every and time.monotonic() >= next_progress:
                         next_progress, last_done = self._progress(last_done)
+                    capacity = self._capacity()
                 if self.stopping():
                     return None
                 n = capacity - self._busy
@@ -419,6 +426,19 @@ class Worker:
                 self._sleep(RESERVE_GAP_MIN - (time.monotonic() - asked))
         return None
 
+    def _capacity(self) -> int:
+        """How many chunks to hold: those that run and the prefetch (called holding _cv).
+        Without a prefetch set, as many as the threads finish in about PREFETCH_AHEAD by
+        fn's average time, from concurrency to PREFETCH_MAX_DEFAULT: fast functions get
+        a deep queue, slow ones hold little more than they run."""
+        if self.prefetch is not None:
+            return self.concurrency + self.prefetch
+        avg = self._fn_seconds
+        if avg is None:
+            return 2 * self.concurrency
+        ahead = self.concurrency * PREFETCH_AHEAD / max(avg, 1e-6)
+        return self.concurrency + int(min(PREFETCH_MAX_DEFAULT, max(self.concurrency, ahead)))
+
     def _progress(self, last_done: int) -> Tuple[float, int]:
         """Says how far the worker got (called holding _cv); returns when to say it next
         and the done count it said."""
@@ -458,6 +478,7 @@ class Worker:
         failure: Optional[str] = None
         retry, retry_after = True, None
         output = ""
+        began = time.monotonic()
         try:
             _current.job = job
             try:
@@ -487,7 +508,9 @@ class Worker:
             failure = f"throttled for {go_duration(e.for_)}: {e.message}" if e.message else f"throttled for {go_duration(e.for_)}"
         except Exception as e:  # a chunk's failure, not the worker's
             failure = _exception_text(e)
+        took = time.monotonic() - began
         with self._cv:
+            self._fn_seconds = took if self._fn_seconds is None else 0.9 * self._fn_seconds + 0.1 * took
             self._busy -= 1
             if job.state == "abandoned":
                 self._cv.notify_all()

@@ -50,7 +50,7 @@ class ThroughputTest(unittest.TestCase):
         loop = figure("reserve(100) + complete_many loop, 1 thread", N, time.monotonic() - start)
         self.check_all_done_once(p, id)
 
-        for concurrency, prefetch in ((4, None), (4, 100)):
+        for concurrency, prefetch in ((4, None), (4, 4), (4, 100)):
             p, t, id = self.submit()
             w = opsq.Worker(consumer(), lambda ch: ch.input, concurrency=concurrency, prefetch=prefetch, strategy=only(t), lease="1m", wait=5, handle_signals=False, quiet=True)
             result = {}
@@ -65,7 +65,7 @@ class ThroughputTest(unittest.TestCase):
             self.assertFalse(th.is_alive())
             stats = result["stats"]
             self.assertEqual((stats.done, stats.failed, stats.lost), (N, 0, 0), stats)
-            rate = figure(f"Worker, concurrency {concurrency}, prefetch {prefetch if prefetch is not None else concurrency}", N, took)
+            rate = figure(f"Worker, concurrency {concurrency}, prefetch {prefetch if prefetch is not None else 'by default'}", N, took)
             print(f"figure: the worker at {rate / loop:.2f}x the loop", flush=True)
             self.check_all_done_once(p, id)
 

@@ -12,6 +12,10 @@ export const WAIT_DEFAULT = "20s";
 export const BATCH_MAX_DEFAULT = 100;
 /** How long a completion or failure waits at most for others unless told otherwise. */
 export const BATCH_DELAY_DEFAULT = "50ms";
+/** The most chunks a worker prefetches when prefetch is not set. */
+export const PREFETCH_MAX_DEFAULT = 100;
+/** When prefetch is not set, a worker holds about this much work (ms) beyond what runs. */
+const prefetchAheadMs = 1000;
 /** How often a worker notes its progress unless told otherwise. */
 export const PROGRESS_EVERY_DEFAULT = "10s";
 
@@ -69,7 +73,8 @@ export interface WorkerOptions {
   /**
    * How many chunks to reserve beyond those that can run at once, so that a finished one
    * finds its next waiting; their leases are extended as those of running ones. 0 to
-   * 10000. Defaults to concurrency; fast functions want more (100: see the README).
+   * 10000. Defaults to about a second of work by the function's average time, from
+   * concurrency to PREFETCH_MAX_DEFAULT (100).
    */
   prefetch?: number;
   /** The most completions or failures sent in one request, 1 to 10000. Defaults to BATCH_MAX_DEFAULT (100). */
@@ -130,7 +135,8 @@ interface Pending {
  * completing and failing them in batches, until stopped. Run it once.
  */
 export class Worker {
-  private readonly opts: Required<Omit<WorkerOptions, "strategy" | "signal" | "log" | "throttleKey">> & {
+  private readonly opts: Required<Omit<WorkerOptions, "strategy" | "signal" | "log" | "throttleKey" | "prefetch">> & {
+    prefetch?: number;
     strategy?: Strategy | string;
     signal?: AbortSignal;
     log: (m: string) => void;
@@ -152,6 +158,7 @@ export class Worker {
   private flushTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly sending = new Set<Promise<void>>();
   private started = false;
+  private fnMs: number | undefined; // how long the function takes, a moving average
 
   constructor(
     private readonly client: Client,
@@ -162,8 +169,8 @@ export class Worker {
     if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 10_000) {
       throw new RangeError(`concurrency ${concurrency}: want an integer from 1 to 10000`);
     }
-    const prefetch = options.prefetch ?? concurrency;
-    if (!Number.isInteger(prefetch) || prefetch < 0 || prefetch > 10_000) {
+    const prefetch = options.prefetch;
+    if (prefetch !== undefined && (!Number.isInteger(prefetch) || prefetch < 0 || prefetch > 10_000)) {
       throw new RangeError(`prefetch ${prefetch}: want an integer from 0 to 10000`);
     }
     const batchMax = options.batchMax ?? BATCH_MAX_DEFAULT;
@@ -293,8 +300,20 @@ export class Worker {
     return this.stats;
   }
 
+  /**
+   * capacity is how many chunks to hold: those that run and the prefetch. Without a
+   * prefetch set, as many as the slots finish in about a second by the function's
+   * average time, from concurrency to PREFETCH_MAX_DEFAULT: fast functions get a deep
+   * queue, slow ones hold little more than they run.
+   */
+  private capacity(): number {
+    const c = this.opts.concurrency;
+    if (this.opts.prefetch !== undefined) return c + this.opts.prefetch;
+    if (this.fnMs === undefined) return 2 * c;
+    return c + Math.floor(Math.min(PREFETCH_MAX_DEFAULT, Math.max(c, (c * prefetchAheadMs) / Math.max(this.fnMs, 0.001))));
+  }
+
   private async reserveLoop(stop: AbortSignal, jobs: Set<Promise<void>>): Promise<void> {
-    const capacity = this.opts.concurrency + this.opts.prefetch;
     const wakeOnStop = () => this.heldFreed?.();
     stop.addEventListener("abort", wakeOnStop, { once: true });
     try {
@@ -302,11 +321,11 @@ export class Worker {
       while (!stop.aborted) {
         // Wait for room, then ask for as many chunks as there is room for: those that
         // can run at once and the prefetch.
-        while (this.held >= capacity && !stop.aborted) {
+        while (this.held >= this.capacity() && !stop.aborted) {
           await new Promise<void>((resolve) => (this.heldFreed = resolve));
         }
         if (stop.aborted) return;
-        const n = capacity - this.held;
+        const n = this.capacity() - this.held;
         const asked = Date.now();
         const unsettled = this.counts.failed + this.counts.lost;
         let chunks: ReservedChunk[];
@@ -427,6 +446,7 @@ export class Worker {
         outcome = await interrupted;
       } else {
         ran = true;
+        const began = performance.now();
         const run: Promise<Outcome> = (async () => {
           try {
             const out = await this.handler(ch, context);
@@ -438,6 +458,9 @@ export class Worker {
               return { failure: errorText(e), retryAfter: e.duration };
             }
             return { failure: errorText(e) };
+          } finally {
+            const took = performance.now() - began;
+            this.fnMs = this.fnMs === undefined ? took : 0.9 * this.fnMs + 0.1 * took;
           }
         })();
         outcome = await Promise.race([run, interrupted]);

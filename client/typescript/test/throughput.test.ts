@@ -45,7 +45,7 @@ describe("throughput", { timeout: 600_000 }, () => {
     const loop = figure("reserve(100) + complete loop", Date.now() - start);
     await allDoneOnce(id);
 
-    for (const [concurrency, prefetch] of [[4, undefined], [4, 100]] as const) {
+    for (const [concurrency, prefetch] of [[4, undefined], [4, 4], [4, 100]] as const) {
       ({ t, id } = await submit());
       const w = new Worker(consumer, (ch) => ch.input, { concurrency, prefetch, strategy: only(t), lease: "1m", wait: "5s", quiet: true, handleSignals: false });
       start = Date.now();
@@ -55,7 +55,7 @@ describe("throughput", { timeout: 600_000 }, () => {
       w.stop();
       const stats = await running;
       assert.deepEqual([stats.done, stats.failed, stats.lost], [n, 0, 0]);
-      const rate = figure(`Worker, concurrency ${concurrency}, prefetch ${prefetch ?? concurrency}`, took);
+      const rate = figure(`Worker, concurrency ${concurrency}, prefetch ${prefetch ?? "by default"}`, took);
       console.log(`figure: the worker at ${(rate / loop).toFixed(2)}x the loop`);
       await allDoneOnce(id);
     }
