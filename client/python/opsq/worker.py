@@ -187,7 +187,8 @@ class Worker:
         consumer: this worker's name in the server's records; default HOSTNAME/pid-PID.
         once: return once a reserve finds no work, nothing is held and nothing failed since
             (a failed chunk may come back).
-        stop_grace: seconds the held chunks may take after a first stop; default the lease.
+        stop_grace: seconds the held chunks may take after a first stop, 0 to the lease;
+            default the lease.
         prefetch: chunks reserved beyond those that can run at once, 0 to 10 000; default:
             about a second of work by fn's average time, from ``concurrency`` to 100.
         batch_max: completions or failures in one request at most, 1 to 10 000; default 100.
