@@ -121,9 +121,14 @@ func TestPythonClient(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, "-c", example)
 	cmd.Dir, cmd.Env = dir, env
-	got, err := cmd.CombinedOutput()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr // the worker's notes: "opsq worker: stopped: 2 done, ..."
+	got, err := cmd.Output()
 	if want := "['HELLO', 'WORLD']\n"; err != nil || string(got) != want {
-		t.Fatalf("the README's example:\n%s\nprinted %q (%v); want %q", example, got, err, want)
+		t.Fatalf("the README's example:\n%s\nprinted %q (%v); want %q; stderr:\n%s", example, got, err, want, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "opsq worker: stopped: 2 done, 0 failed, 0 lost") {
+		t.Errorf("the README's example said on stderr:\n%s\nwant the worker's last note, opsq worker: stopped: 2 done, 0 failed, 0 lost", stderr.String())
 	}
 
 	ctx, cancel = context.WithTimeout(t.Context(), 15*time.Minute)
@@ -136,6 +141,12 @@ func TestPythonClient(t *testing.T) {
 	err = cmd.Run()
 	if err != nil {
 		t.Fatalf("python3 -m unittest discover -s client/python/tests: %v after %s\n%s", err, time.Since(start).Round(time.Second), out.String())
+	}
+	// The throughput figures (tests/test_throughput.py), shown with go test -v.
+	for _, line := range strings.Split(out.String(), "\n") {
+		if i := strings.Index(line, "figure: "); i >= 0 {
+			t.Log(line[i:])
+		}
 	}
 	if testing.Verbose() {
 		t.Logf("the Python suite passed in %s:\n%s", time.Since(start).Round(time.Second), out.String())

@@ -166,6 +166,12 @@ func TestTypeScriptClient(t *testing.T) {
 		"OPSQ_SPANS_URL=" + spans.URL + "/spans",
 	}, 15*time.Minute, node, append(args, tests...)...)
 	t.Log(log)
+	// The throughput figures (test/throughput.test.ts), at the end where they are seen.
+	for _, line := range strings.Split(log, "\n") {
+		if i := strings.Index(line, "figure: "); i >= 0 {
+			t.Log(line[i:])
+		}
+	}
 
 	// The README's example, as written, once the tests are done: its worker takes any
 	// chunk, so it must not run beside them.

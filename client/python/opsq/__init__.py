@@ -44,7 +44,7 @@ from .types import (
 )
 from .worker import FailNow, RetryLater, Throttle, Worker, WorkerStats, set_traceparent, work
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "APIError",

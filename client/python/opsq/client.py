@@ -6,6 +6,7 @@ import datetime as _dt
 import json
 import os
 import socket
+import warnings
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -353,24 +354,33 @@ class Client:
         except ValueError as e:
             raise ProtocolError(f"opsq: a results line is not JSON: {line[:200]!r}") from e
 
-    def failures_page(self, id: str, *, limit: Optional[int] = None, after: Optional[int] = None) -> FailuresPage:
+    def failures(self, id: str, *, limit: Optional[int] = None, after: Optional[int] = None) -> FailuresPage:
         """Returns one page of the chunks of submission id that failed at least one
-        attempt, in chunk order; ``limit`` at most 1000 (server default 100), ``after`` the
-        previous page's ``next_after``."""
-        return FailuresPage.from_json(
-            self._t.call("GET", self._path(id, "/failures"), {"limit": limit, "after": after}, idempotent=True)
-        )
+        attempt, in chunk order, each with its last errors (newest first); ``limit`` at
+        most 1000 (server default 100), ``after`` the previous page's ``next_after``. For
+        all of them, :meth:`all_failures`.
 
-    def failures(self, id: str, *, page_size: Optional[int] = None) -> Iterator[FailedChunk]:
+        For one release (0.2), iterating what this returns still yields every failed
+        chunk, page after page, as ``failures`` did in 0.1, with a DeprecationWarning:
+        iterate :meth:`all_failures` instead."""
+        page = FailuresPage.from_json(self._t.call("GET", self._path(id, "/failures"), {"limit": limit, "after": after}, idempotent=True))
+        return _FailuresPageIterable(page.failures, page.next_after, lambda: self.all_failures(id, page_size=limit))
+
+    def all_failures(self, id: str, *, page_size: Optional[int] = None) -> Iterator[FailedChunk]:
         """Yields every chunk of submission id that failed at least one attempt, in chunk
         order, each with its last errors (newest first), a page at a time."""
         after: Optional[int] = None
         while True:
-            page = self.failures_page(id, limit=page_size, after=after)
+            page = self.failures(id, limit=page_size, after=after)
             yield from page.failures
             if page.next_after is None:
                 return
             after = page.next_after
+
+    def failures_page(self, id: str, *, limit: Optional[int] = None, after: Optional[int] = None) -> FailuresPage:
+        """Deprecated in 0.2, removed in the next release: :meth:`failures` is one page now."""
+        warnings.warn("opsq: Client.failures_page is Client.failures now", DeprecationWarning, stacklevel=2)
+        return self.failures(id, limit=limit, after=after)
 
     def retry(self, id: str, chunks: str = "failed", *, max_retries: Optional[int] = None) -> Status:
         """Gives the failed chunks of submission id (with ``chunks="unfinished"``, the
@@ -426,7 +436,7 @@ class Client:
         q = {"state": state, "key": key, "value": _value_param(value), "tenant": tenant, "limit": limit, "after": after}
         return SubmissionsPage.from_json(self._t.call("GET", "/v1/submissions", q, idempotent=True))
 
-    def list_all(self, **filters: Any) -> Iterator[Status]:
+    def all_submissions(self, **filters: Any) -> Iterator[Status]:
         """Yields every submission :meth:`list` selects with filters, page after page."""
         after = filters.pop("after", None)
         while True:
@@ -435,6 +445,11 @@ class Client:
             if page.next_after is None:
                 return
             after = page.next_after
+
+    def list_all(self, **filters: Any) -> Iterator[Status]:
+        """Deprecated in 0.2, removed in the next release: :meth:`all_submissions`."""
+        warnings.warn("opsq: Client.list_all is Client.all_submissions now", DeprecationWarning, stacklevel=2)
+        return self.all_submissions(**filters)
 
     @staticmethod
     def _path(id: str, suffix: str = "") -> str:
@@ -554,7 +569,7 @@ class Client:
         ``value`` (key ``"@tenant"``: of the tenant ``value``), by any instance, for
         ``for_`` (1s to 1h): back-pressure when a downstream said "slow down". A consumer
         key limited to tenants throttles within them only; a throttle set again keeps the
-        later end. Returns when the throttle ends."""
+        later end. Returns at once, with the time the throttle ends."""
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise TypeError("opsq: a strategic metadata value is an int or a str")
         out = self._t.call("POST", "/v1/throttle", body={"key": key, "value": value, "for": go_duration(for_)})
@@ -581,3 +596,16 @@ class Client:
             return True
         except (OpsqError, TransportError):
             return False
+
+
+class _FailuresPageIterable(FailuresPage):
+    """A FailuresPage that, iterated, yields every failed chunk (all pages) with a
+    DeprecationWarning: what failures returned in 0.1. Removed after 0.2."""
+
+    def __init__(self, failures: List[FailedChunk], next_after: Optional[int], all_pages: Callable[[], Iterator[FailedChunk]]) -> None:
+        super().__init__(failures=failures, next_after=next_after)
+        object.__setattr__(self, "_all_pages", all_pages)
+
+    def __iter__(self) -> Iterator[FailedChunk]:
+        warnings.warn("opsq: Client.failures returns one page now; iterate Client.all_failures for every failed chunk", DeprecationWarning, stacklevel=2)
+        return iter(self._all_pages())  # type: ignore[attr-defined]

@@ -3,10 +3,12 @@ them, extend long work, and stop cleanly."""
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -30,6 +32,16 @@ BACKOFF_MAX = 10.0
 RESERVE_GAP_MIN = 1.0
 #: The most of an error message sent with a fail (the server keeps 8 KiB).
 ERROR_MAX = 8 << 10
+#: How many completions or failures go in one request at most (batch_max's default).
+BATCH_MAX_DEFAULT = 100
+#: How long a completion or failure waits at most for others to go with it (batch_delay's default, seconds).
+BATCH_DELAY_DEFAULT = 0.05
+#: The most chunks a worker prefetches when prefetch is not set.
+PREFETCH_MAX_DEFAULT = 100
+#: When prefetch is not set, a worker holds about this many seconds of work beyond what runs.
+PREFETCH_AHEAD = 1.0
+#: How often the worker prints a progress line (progress_every's default, seconds).
+PROGRESS_EVERY_DEFAULT = 10.0
 
 
 class RetryLater(Exception):
@@ -99,17 +111,30 @@ class WorkerStats:
 
 
 class _Job:
-    __slots__ = ("chunk", "next_extend", "deadline", "abandoned", "gone", "traceparent")
+    __slots__ = ("chunk", "next_extend", "deadline", "state", "gone", "traceparent")
 
     def __init__(self, chunk: Chunk, next_extend: float, deadline: float) -> None:
         self.chunk = chunk
         self.next_extend = next_extend
         self.deadline = deadline  # the lease's end, by this process's clock
-        self.abandoned = False
+        # queued (prefetched, waiting for a thread), running, reporting (its outcome is
+        # in the batch to send), abandoned (failed at the stop; its result is dropped).
+        self.state = "queued"
         self.gone: Optional[str] = None
         # Sent with the chunk's complete, fail and extends: the chunk's, or the one its
         # function set (set_traceparent).
         self.traceparent = chunk.traceparent
+
+
+class _Outcome:
+    __slots__ = ("job", "output", "failure", "retry", "retry_after")
+
+    def __init__(self, job: _Job, output: str, failure: Optional[str], retry: bool, retry_after: Optional[Duration]) -> None:
+        self.job = job
+        self.output = output
+        self.failure = failure
+        self.retry = retry
+        self.retry_after = retry_after
 
 
 class Worker:
@@ -121,35 +146,55 @@ class Worker:
     the ``retry_after``; :class:`FailNow` fails it without retry; :class:`Throttle`
     throttles the chunk's value of a key, cluster-wide, and fails it until then.
 
+    The worker reserves up to ``concurrency + prefetch`` chunks with one long poll, so that
+    a thread that finishes finds its next chunk waiting; the leases of prefetched chunks
+    are extended as those of running ones. Without ``prefetch``, it prefetches what its
+    threads finish in about a second by ``fn``'s average time, from ``concurrency`` to 100. It completes and fails in batches
+    (:meth:`Client.complete_many`, :meth:`Client.fail_many`): an outcome waits at most
+    ``batch_delay`` for others, and at most ``batch_max`` go in one request.
+
+    It prints a line to stderr for each failed chunk and a progress line every
+    ``progress_every`` seconds (done, failed, lost, running, chunks/s); ``quiet`` sends
+    those to the ``opsq.worker`` logger at INFO instead. Other notes (the stop, a server
+    out of reach) always go to stderr.
+
     The chunk's complete, fail and extends carry its ``traceparent`` (the one its
     submission was sent with), or the one ``fn`` sets with :func:`set_traceparent` (that
     of its own span), so that the instance's spans of those calls join the trace.
 
-    While ``fn`` runs, the chunk's lease is extended every ``extend_every`` (default: half
+    While a chunk is held, its lease is extended every ``extend_every`` (default: half
     the lease). If an extend says the chunk went elsewhere (its submission was cancelled or
     failed, its lease ran out), the worker stops extending it; when ``fn`` returns, its
     output is still offered (a late first completion wins) but counted as lost if refused.
 
-    :meth:`run` reserves as many chunks at once as there are free threads, with one long
-    poll. It returns on :meth:`stop`, on SIGTERM or SIGINT (when run from the main thread
-    with ``handle_signals``), or with ``once`` when a reserve found no work and nothing
-    runs: it stops reserving, waits up to ``stop_grace`` (default: the lease) for the
-    running functions, fails the chunks of those still running with "worker stopped"
-    (retried elsewhere), and returns the :class:`WorkerStats`. A second stop (or signal)
-    skips the wait. A function still running then is left to its thread (a daemon), its
-    result dropped. It raises the APIError of a reserve the server refuses for good (a bad
-    strategy, a wrong key), after stopping so.
+    :meth:`run` returns on :meth:`stop`, on SIGTERM or SIGINT (when run from the main
+    thread with ``handle_signals``), or with ``once`` when a reserve found no work and
+    nothing is held. The first stop reserves nothing more and waits up to ``stop_grace``
+    (default: the lease) for the chunks it holds (running and prefetched), and says so;
+    then it fails those still unfinished with "worker stopped" and ``retry: true``, so they
+    are handed out again at once elsewhere. A second stop (or signal: a second Ctrl-C)
+    skips the wait and does that now. A function still running then is left to its thread
+    (a daemon), its result dropped. It raises the APIError of a reserve the server refuses
+    for good (a bad strategy, a wrong key), after stopping so.
 
     Args:
         client: the Client (a consumer key).
-        fn: the function run on each chunk, in a thread of its own.
+        fn: the function run on each chunk, in one of ``concurrency`` threads.
         concurrency: chunks worked on at once, 1 to 10 000.
         strategy: the strategy, JSON or text form (see Client.reserve); default random.
         lease: each reservation's lease (1s to 24h), default 5 minutes.
         wait: how long each reserve long-polls (at most 60s), default 20s.
         consumer: this worker's name in the server's records; default HOSTNAME/pid-PID.
-        once: return once a reserve finds no work, nothing runs and nothing failed since
+        once: return once a reserve finds no work, nothing is held and nothing failed since
             (a failed chunk may come back).
+        stop_grace: seconds the held chunks may take after a first stop, 0 to the lease;
+            default the lease.
+        prefetch: chunks reserved beyond those that can run at once, 0 to 10 000; default:
+            about a second of work by fn's average time, from ``concurrency`` to 100.
+        batch_max: completions or failures in one request at most, 1 to 10 000; default 100.
+        batch_delay: seconds an outcome waits at most for others; default 0.05.
+        quiet: no line per failure and no progress line on stderr (they go to logging).
+        progress_every: seconds between two progress lines; default 10, 0 for none.
         throttle_key: the strategic metadata key (or "@tenant") whose value a
             :class:`Throttle` raised without a key throttles.
     """
@@ -166,15 +211,31 @@ class Worker:
         consumer: Optional[str] = None,
         once: bool = False,
         extend_every: Optional[float] = None,
-        stop_grace: Optional[float] = None,
+        stop_grace: Optional[Duration] = None,
         handle_signals: bool = True,
         throttle_key: Optional[str] = None,
+        prefetch: Optional[int] = None,
+        batch_max: int = BATCH_MAX_DEFAULT,
+        batch_delay: float = BATCH_DELAY_DEFAULT,
+        quiet: bool = False,
+        progress_every: float = PROGRESS_EVERY_DEFAULT,
     ) -> None:
         if not 1 <= concurrency <= 10_000:
             raise ValueError(f"opsq: concurrency {concurrency}: want 1 to 10000")
         self.client = client
         self.fn = fn
         self.concurrency = concurrency
+        self.prefetch = prefetch  # None: as many as the threads finish in PREFETCH_AHEAD
+        if prefetch is not None and not 0 <= prefetch <= 10_000:
+            raise ValueError(f"opsq: prefetch {prefetch}: want 0 to 10000")
+        if not 1 <= batch_max <= 10_000:
+            raise ValueError(f"opsq: batch_max {batch_max}: want 1 to 10000")
+        if not 0 <= batch_delay <= 10:
+            raise ValueError(f"opsq: batch_delay {batch_delay}: want 0 to 10 (seconds)")
+        self.batch_max = batch_max
+        self.batch_delay = batch_delay
+        self.quiet = quiet
+        self.progress_every = progress_every
         self.strategy = strategy_json(strategy)  # a bad text form fails here, not at the first reserve
         self.lease = go_duration(lease) or "5m"
         self.lease_seconds = _seconds(lease)
@@ -187,25 +248,51 @@ class Worker:
         self.consumer = consumer or f"{socket.gethostname() or 'localhost'}/pid-{os.getpid()}"
         self.once = once
         self.extend_every = extend_every if extend_every is not None else self.lease_seconds / 2
-        self.stop_grace = stop_grace if stop_grace is not None else self.lease_seconds
+        self.stop_grace = _seconds(stop_grace) if stop_grace is not None else self.lease_seconds
+        if not 0 <= self.stop_grace <= self.lease_seconds:
+            raise ValueError(f"opsq: stop_grace {stop_grace!r}: want 0 to the lease ({self.lease}): a chunk past its lease is lost anyway")
         self.handle_signals = handle_signals
         self.throttle_key = throttle_key
 
         self.stats = WorkerStats()
-        self._cv = threading.Condition()  # guards busy, jobs, stats
-        self._busy = 0  # slots taken: running jobs and chunks being reserved for
-        self._jobs: Dict[str, _Job] = {}
+        self._cv = threading.Condition()  # guards busy, queue, jobs, outcomes, stats
+        self._busy = 0  # slots taken: queued and running jobs, and chunks being reserved for
+        self._queue: "collections.deque[_Job]" = collections.deque()  # reserved, waiting for a thread
+        self._jobs: Dict[str, _Job] = {}  # every chunk held: queued, running or being reported
+        self._outcomes: List[_Outcome] = []  # to report, oldest first
+        self._outcomes_since = 0.0  # when the oldest of them came
+        self._fn_seconds: Optional[float] = None  # how long fn takes, a moving average
         self._stop = threading.Event()
         self._hurry = threading.Event()
         self._signals = 0  # set by the signal handler, which takes no lock
         self._reserve_sock: Optional[socket.socket] = None
         self._quit_extender = threading.Event()
+        self._quit_pool = False
+        self._quit_reporter = False
+
+    # Saying what happens.
+
+    def _say(self, msg: str, *args: Any, chatty: bool = False) -> None:
+        """A line to stderr ("opsq worker: ..."); a chatty one (a failed chunk, progress)
+        goes to logging at INFO instead when quiet."""
+        if self.quiet and chatty:
+            log.info("opsq worker: " + msg, *args)
+            return
+        try:
+            sys.stderr.write("opsq worker: " + (msg % args if args else msg) + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+
+    def _counts(self) -> str:
+        s = self.stats
+        return f"{s.done:,} done, {s.failed:,} failed, {s.lost:,} lost"
 
     # Stopping.
 
     def stop(self) -> None:
-        """Asks the worker to stop (safe from any thread): no more reserves, the running
-        functions may finish within stop_grace. A second call skips that wait."""
+        """Asks the worker to stop (safe from any thread): no more reserves, the held
+        chunks may finish within stop_grace. A second call skips that wait."""
         if self._stop.is_set():
             self._hurry.set()
         self._stop.set()
@@ -253,34 +340,55 @@ class Worker:
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 old.append((sig, signal.signal(sig, self._on_signal)))
-        extender = threading.Thread(target=self._extend_loop, name="opsq-extend", daemon=True)
-        extender.start()
+        helpers = [
+            threading.Thread(target=self._extend_loop, name="opsq-extend", daemon=True),
+            threading.Thread(target=self._report_loop, name="opsq-report", daemon=True),
+        ]
+        pool = [threading.Thread(target=self._pool_loop, name=f"opsq-worker-{i}", daemon=True) for i in range(self.concurrency)]
+        for th in helpers + pool:
+            th.start()
+        self._started = time.monotonic()
         err: Optional[BaseException] = None
         try:
             err = self._reserve_loop()
             self._drain()
         finally:
+            with self._cv:
+                self._quit_pool = True
+                self._quit_reporter = True
+                self._cv.notify_all()
+            helpers[1].join()  # the last outcomes are sent
             self._quit_extender.set()
-            extender.join()
+            helpers[0].join()
             for sig, handler in old:
                 signal.signal(sig, handler)
             self.client._t.close()  # this thread's idle connection
-        log.info("opsq worker stopped: %d done, %d failed, %d lost", self.stats.done, self.stats.failed, self.stats.lost)
+        took = time.monotonic() - self._started
+        self._say("stopped: %s in %.1fs", self._counts(), took, chatty=True)
         if err is not None:
             raise err
         return self.stats
 
     def _reserve_loop(self) -> Optional[BaseException]:
         failures = 0
+        next_progress = time.monotonic() + self.progress_every
+        last_done = 0
         while not self.stopping():
             with self._cv:
-                while self._busy >= self.concurrency and not self.stopping():
+                capacity = self._capacity()
+                while self._busy >= capacity and not self.stopping():
                     self._cv.wait(0.2)
+                    if self.progress_every and time.monotonic() >= next_progress:
+                        next_progress, last_done = self._progress(last_done)
+                    capacity = self._capacity()
                 if self.stopping():
                     return None
-                n = self.concurrency - self._busy
+                n = capacity - self._busy
                 self._busy += n
                 unsettled = self.stats.failed + self.stats.lost
+            if self.progress_every and time.monotonic() >= next_progress:
+                with self._cv:
+                    next_progress, last_done = self._progress(last_done)
             asked = time.monotonic()
             try:
                 chunks = self.client.reserve(
@@ -291,28 +399,56 @@ class Worker:
                 if self.stopping():
                     return None
                 if isinstance(e, APIError) and not e.transient:
-                    log.error("opsq worker: the server refuses the reserves: %s", e)
+                    self._say("the server refuses the reserves: %s", e)
                     return e
                 backoff = min(2.0 ** min(failures, 5), BACKOFF_MAX)
                 if isinstance(e, APIError) and e.retry_after:
                     backoff = max(backoff, min(e.retry_after, 60.0))
                 failures += 1
-                log.warning("opsq worker: reserve failed (%s); retrying in %.0fs", e, backoff)
+                self._say("reserve failed (%s); retrying in %.0fs", e, backoff)
                 self._sleep(backoff)
                 continue
             if failures:
-                log.info("opsq worker: reserve works again")
+                self._say("reserve works again")
                 failures = 0
-            self._release(n - len(chunks))
-            for ch in chunks:
-                self._start(ch)
+            now = time.monotonic()
+            with self._cv:
+                self._busy -= n - len(chunks)
+                for ch in chunks:
+                    job = _Job(ch, now + self.extend_every, asked + self.lease_seconds)
+                    self._jobs[ch.token] = job
+                    self._queue.append(job)
+                self._cv.notify_all()
             if not chunks:
                 if self.once:
                     with self._cv:
-                        if self._busy == 0 and self.stats.failed + self.stats.lost == unsettled:
+                        if not self._jobs and self.stats.failed + self.stats.lost == unsettled:
                             return None
                 self._sleep(RESERVE_GAP_MIN - (time.monotonic() - asked))
         return None
+
+    def _capacity(self) -> int:
+        """How many chunks to hold: those that run and the prefetch (called holding _cv).
+        Without a prefetch set, as many as the threads finish in about PREFETCH_AHEAD by
+        fn's average time, from concurrency to PREFETCH_MAX_DEFAULT: fast functions get
+        a deep queue, slow ones hold little more than they run."""
+        if self.prefetch is not None:
+            return self.concurrency + self.prefetch
+        avg = self._fn_seconds
+        if avg is None:
+            return 2 * self.concurrency
+        ahead = self.concurrency * PREFETCH_AHEAD / max(avg, 1e-6)
+        return self.concurrency + int(min(PREFETCH_MAX_DEFAULT, max(self.concurrency, ahead)))
+
+    def _progress(self, last_done: int) -> Tuple[float, int]:
+        """Says how far the worker got (called holding _cv); returns when to say it next
+        and the done count it said."""
+        done = self.stats.done
+        self._say("%s, %d running, %.1f chunks/s", self._counts(), self._running(), (done - last_done) / self.progress_every, chatty=True)
+        return time.monotonic() + self.progress_every, done
+
+    def _running(self) -> int:
+        return sum(1 for j in self._jobs.values() if j.state == "running")
 
     def _release(self, n: int) -> None:
         if n <= 0:
@@ -321,104 +457,166 @@ class Worker:
             self._busy -= n
             self._cv.notify_all()
 
-    def _start(self, ch: Chunk) -> None:
-        now = time.monotonic()
-        job = _Job(ch, now + self.extend_every, now + self.lease_seconds)
-        with self._cv:
-            self._jobs[ch.token] = job
-        threading.Thread(target=self._run_job, args=(job,), name=f"opsq-chunk-{ch.submission_id}/{ch.chunk_index}", daemon=True).start()
+    def _pool_loop(self) -> None:
+        """One of the concurrency threads: runs the queued chunks' functions, one by one."""
+        try:
+            while True:
+                with self._cv:
+                    while not self._queue and not self._quit_pool:
+                        self._cv.wait()
+                    if not self._queue:
+                        return
+                    job = self._queue.popleft()
+                    if job.state != "queued":  # abandoned at the stop
+                        continue
+                    job.state = "running"
+                self._run_job(job)
+        finally:
+            self.client._t.close()  # this thread's idle connection
 
     def _run_job(self, job: _Job) -> None:
         ch = job.chunk
+        failure: Optional[str] = None
+        retry, retry_after = True, None
+        output = ""
+        began = time.monotonic()
         try:
-            failure: Optional[str] = None
-            retry, retry_after = True, None
-            output = ""
+            _current.job = job
             try:
-                _current.job = job
+                out = self.fn(ch)
+            finally:
+                _current.job = None
+            if out is None:
+                output = ""
+            elif isinstance(out, bytes):
                 try:
-                    out = self.fn(ch)
-                finally:
-                    _current.job = None
-                if out is None:
-                    output = ""
-                elif isinstance(out, bytes):
-                    try:
-                        output = out.decode("utf-8")
-                    except UnicodeDecodeError:
-                        failure = "the output is not valid UTF-8: outputs are JSON strings, so encode binary output first (base64, say)"
-                elif isinstance(out, str):
-                    output = out
-                else:
-                    failure = f"the function returned {type(out).__name__}; want str, bytes or None"
-            except RetryLater as e:
-                retry_after = e.after
-                failure = f"retry after {go_duration(e.after)}: {e.message}" if e.message else f"retry after {go_duration(e.after)}"
-            except FailNow as e:
-                retry = False
-                failure = _exception_text(e)
-            except Throttle as e:
-                self._throttle(ch, e)
-                retry_after = e.for_
-                failure = f"throttled for {go_duration(e.for_)}: {e.message}" if e.message else f"throttled for {go_duration(e.for_)}"
-            except Exception as e:  # a chunk's failure, not the worker's
-                failure = _exception_text(e)
-            with self._cv:
-                if job.abandoned:
-                    return  # failed at the stop already; its result is dropped
-            self._report(job, output, failure, retry, retry_after)
-        finally:
-            self.client._t.close()  # this thread's idle connection: the thread ends here
-            with self._cv:
-                self._jobs.pop(ch.token, None)
-                self._busy -= 1
+                    output = out.decode("utf-8")
+                except UnicodeDecodeError:
+                    failure = "the output is not valid UTF-8: outputs are JSON strings, so encode binary output first (base64, say)"
+            elif isinstance(out, str):
+                output = out
+            else:
+                failure = f"the function returned {type(out).__name__}; want str, bytes or None"
+        except RetryLater as e:
+            retry_after = e.after
+            failure = f"retry after {go_duration(e.after)}: {e.message}" if e.message else f"retry after {go_duration(e.after)}"
+        except FailNow as e:
+            retry = False
+            failure = _exception_text(e)
+        except Throttle as e:
+            self._throttle(ch, e)
+            retry_after = e.for_
+            failure = f"throttled for {go_duration(e.for_)}: {e.message}" if e.message else f"throttled for {go_duration(e.for_)}"
+        except Exception as e:  # a chunk's failure, not the worker's
+            failure = _exception_text(e)
+        took = time.monotonic() - began
+        with self._cv:
+            self._fn_seconds = took if self._fn_seconds is None else 0.9 * self._fn_seconds + 0.1 * took
+            self._busy -= 1
+            if job.state == "abandoned":
                 self._cv.notify_all()
+                return  # failed at the stop already; its result is dropped
+            job.state = "reporting"
+            self._add_outcome(_Outcome(job, output, failure, retry, retry_after))
 
-    def _report(self, job: _Job, output: str, failure: Optional[str], retry: bool, retry_after: Optional[Duration]) -> None:
-        """Completes or fails the chunk, retrying while the server cannot be reached and the
-        lease lasts; after that the server releases the chunk itself."""
-        ch = job.chunk
+    def _add_outcome(self, o: _Outcome) -> None:
+        """Hands an outcome to the reporter (called holding _cv)."""
+        if not self._outcomes:
+            self._outcomes_since = time.monotonic()
+        self._outcomes.append(o)
+        self._cv.notify_all()
+
+    def _report_loop(self) -> None:
+        """Sends the outcomes in batches: when batch_max are waiting, when the oldest has
+        waited batch_delay, and at the stop."""
+        try:
+            while True:
+                with self._cv:
+                    while True:
+                        if len(self._outcomes) >= self.batch_max or (self._outcomes and self._quit_reporter):
+                            break
+                        if not self._outcomes:
+                            if self._quit_reporter:
+                                return
+                            self._cv.wait()
+                            continue
+                        left = self._outcomes_since + self.batch_delay - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._cv.wait(left)
+                    batch = self._outcomes[: self.batch_max]
+                    del self._outcomes[: self.batch_max]
+                    if self._outcomes:
+                        self._outcomes_since = time.monotonic()
+                self._send(batch)
+        finally:
+            self.client._t.close()  # this thread's idle connection
+
+    def _send(self, batch: List[_Outcome]) -> None:
+        """Completes and fails the chunks of batch, one request per kind and traceparent."""
+        groups: Dict[Tuple[bool, Optional[str]], List[_Outcome]] = {}
+        for o in batch:
+            groups.setdefault((o.failure is None, o.job.traceparent), []).append(o)
+        for (complete, traceparent), outcomes in groups.items():
+            self._send_group(complete, traceparent, outcomes)
+
+    def _send_group(self, complete: bool, traceparent: Optional[str], outcomes: List[_Outcome]) -> None:
+        """Reports outcomes in one request, retrying while the server cannot be reached and
+        their leases last; after that the server releases the chunks itself."""
         attempt = 0
+        deadline = min(o.job.deadline for o in outcomes)
         while True:
             try:
-                if failure is None:
-                    res = self.client.complete(ch.token, output, traceparent=job.traceparent)
+                if complete:
+                    res = self.client.complete_many([(o.job.chunk.token, o.output) for o in outcomes], traceparent=traceparent)
                 else:
-                    res = self.client.fail(ch.token, failure[:ERROR_MAX], retry=retry, retry_after=retry_after, traceparent=job.traceparent)
-                self._count(job, res.status, failure)
-                return
+                    res = self.client.fail_many(
+                        [(o.job.chunk.token, (o.failure or "")[:ERROR_MAX], o.retry, o.retry_after) for o in outcomes], traceparent=traceparent
+                    )
+                break
             except OpsqError as e:
                 backoff = min(2.0 ** min(attempt, 5), BACKOFF_MAX)
                 attempt += 1
                 transient = isinstance(e, TransportError) or (isinstance(e, APIError) and e.transient)
-                if not transient or time.monotonic() + backoff > job.deadline:
+                if not transient or time.monotonic() + backoff > deadline or self._hurrying():
+                    self._say("giving up reporting %d chunk(s) (%s); the server releases them when their leases end", len(outcomes), e)
                     with self._cv:
-                        self.stats.lost += 1
-                    log.warning("opsq worker: chunk %s/%d: giving up reporting it (%s); the server releases it when its lease ends", ch.submission_id, ch.chunk_index, e)
+                        self.stats.lost += len(outcomes)
+                        for o in outcomes:
+                            self._jobs.pop(o.job.chunk.token, None)
+                        self._cv.notify_all()
                     return
-                log.warning("opsq worker: chunk %s/%d: reporting it failed (%s); retrying in %.0fs", ch.submission_id, ch.chunk_index, e, backoff)
+                self._say("reporting %d chunk(s) failed (%s); retrying in %.0fs", len(outcomes), e, backoff)
                 time.sleep(backoff)
+        for o, r in zip(outcomes, res):
+            self._count(o, r.status)
+        with self._cv:
+            for o in outcomes:
+                self._jobs.pop(o.job.chunk.token, None)
+            self._cv.notify_all()
 
     def _throttle(self, ch: Chunk, e: Throttle) -> None:
         """Throttles ch's value of e's key (or throttle_key) for e.for_, and says so."""
+        where = f"chunk {ch.submission_id}/{ch.chunk_index}"
         key = e.key or self.throttle_key
         if not key:
-            log.warning("opsq worker: chunk %s/%d raised Throttle without a key, and the worker has no throttle_key: nothing throttled", ch.submission_id, ch.chunk_index)
+            self._say("%s raised Throttle without a key, and the worker has no throttle_key: nothing throttled", where)
             return
         try:
             value: Any = self.client.status(ch.submission_id).tenant if key == "@tenant" else ch.strategic_metadata.get(key)
             if value is None:
-                log.info("opsq worker: chunk %s/%d: its submission has no %s to throttle", ch.submission_id, ch.chunk_index, key)
+                self._say("%s: its submission has no %s to throttle", where, key)
                 return
             until = self.client.throttle(key, value, e.for_)
         except OpsqError as err:
-            log.warning("opsq worker: chunk %s/%d: throttling its %s failed: %s", ch.submission_id, ch.chunk_index, key, err)
+            self._say("%s: throttling its %s failed: %s", where, key, err)
             return
         with self._cv:
             self.stats.throttled += 1
-        log.info("opsq worker: chunk %s/%d: %s = %r throttled until %s", ch.submission_id, ch.chunk_index, key, value, until.isoformat())
+        self._say("%s: %s = %r throttled until %s", where, key, value, until.isoformat())
 
-    def _count(self, job: _Job, status: str, failure: Optional[str]) -> None:
+    def _count(self, o: _Outcome, status: str) -> None:
+        job = o.job
         ch = job.chunk
         with self._cv:
             if status == "completed":
@@ -428,41 +626,68 @@ class Worker:
             else:
                 self.stats.lost += 1
         if status in ("retrying", "failed"):
-            log.info("opsq worker: chunk %s/%d failed (%s): %s", ch.submission_id, ch.chunk_index, status, (failure or "")[:300])
+            self._say("chunk %s/%d failed (%s): %s", ch.submission_id, ch.chunk_index, status, _one_line(o.failure or "", 300), chatty=True)
         elif status != "completed":
-            log.warning("opsq worker: chunk %s/%d: the server answered %s%s", ch.submission_id, ch.chunk_index, status, f" (earlier: {job.gone})" if job.gone else "")
+            self._say("chunk %s/%d: the server answered %s%s", ch.submission_id, ch.chunk_index, status, f" (earlier: {job.gone})" if job.gone else "")
 
     def _drain(self) -> None:
-        """Waits for the running functions, up to stop_grace, then fails the chunks of those
-        still running."""
+        """Waits for the held chunks, up to stop_grace, then fails those unfinished."""
         end = time.monotonic() + self.stop_grace
+        hurried = False
         with self._cv:
-            if self._jobs:
-                log.info("opsq worker: stopping: waiting up to %.0fs for %d running chunk(s)", self.stop_grace, len(self._jobs))
-            while self._jobs and time.monotonic() < end and not self._hurrying():
+            held = sum(1 for j in self._jobs.values() if j.state in ("queued", "running"))
+            if held and not self._hurrying():
+                self._say(
+                    "stopping: waiting for %d chunk(s) (%d running), for up to %gs (stop_grace); then they are failed and handed out again. Press Ctrl-C again to stop now",
+                    held,
+                    self._running(),
+                    self.stop_grace,
+                )
+            while self._jobs and time.monotonic() < end:
+                if self._hurrying():
+                    hurried = True
+                    break
                 self._cv.wait(0.2)
-            left = [j for j in self._jobs.values() if not j.abandoned]
+            left = [j for j in self._jobs.values() if j.state in ("queued", "running")]
             for j in left:
-                j.abandoned = True
+                if j.state == "queued":
+                    self._busy -= 1
+                j.state = "abandoned"
+            if left and hurried:
+                self._say("stopping now: failing %d held chunk(s); they are handed out again", len(left))
+        if hurried:
+            why = f"{WORKER_STOPPED} at once: the worker was asked to stop a second time"
+        else:
+            why = f"{WORKER_STOPPED}: the chunk did not finish within {self.stop_grace:g}s (stop_grace) of the worker's shutdown"
+        by_trace: Dict[Optional[str], List[_Job]] = {}
         for j in left:
-            why = f"{WORKER_STOPPED}: the function did not finish within {self.stop_grace:g}s of the worker's shutdown"
-            try:
-                res = self.client.fail(j.chunk.token, why, retry=True, traceparent=j.traceparent)
+            by_trace.setdefault(j.traceparent, []).append(j)
+        for traceparent, jobs in by_trace.items():
+            for i in range(0, len(jobs), self.batch_max):
+                part = jobs[i : i + self.batch_max]
+                try:
+                    results = self.client.fail_many([(j.chunk.token, why, True, None) for j in part], traceparent=traceparent)
+                except OpsqError as e:
+                    with self._cv:
+                        self.stats.abandoned += len(part)
+                        self.stats.lost += len(part)
+                    self._say("failing %d chunk(s) at the stop: %s; the server releases them when their leases end", len(part), e)
+                    continue
                 with self._cv:
-                    self.stats.abandoned += 1
-                    if res.status in ("retrying", "failed"):
-                        self.stats.failed += 1
-                    else:
-                        self.stats.lost += 1
-            except OpsqError as e:
-                with self._cv:
-                    self.stats.abandoned += 1
-                    self.stats.lost += 1
-                log.warning("opsq worker: chunk %s/%d: failing it at the stop: %s", j.chunk.submission_id, j.chunk.chunk_index, e)
+                    for r in results:
+                        self.stats.abandoned += 1
+                        if r.status in ("retrying", "failed"):
+                            self.stats.failed += 1
+                        else:
+                            self.stats.lost += 1
+        with self._cv:
+            for j in left:
+                self._jobs.pop(j.chunk.token, None)
+        # What finished meanwhile is in _outcomes: the reporter sends it before run returns.
 
     def _extend_loop(self) -> None:
-        """Extends the leases of the chunks whose functions run, each every extend_every, in
-        one request for all those due."""
+        """Extends the leases of the chunks held (queued or running), each every
+        extend_every, in one request for all those due."""
         try:
             self._extend_until_quit()
         finally:
@@ -472,13 +697,14 @@ class Worker:
         while not self._quit_extender.wait(0.2):
             now = time.monotonic()
             with self._cv:
-                due = [j for j in self._jobs.values() if j.next_extend <= now and j.gone is None and not j.abandoned]
+                due = [j for j in self._jobs.values() if j.next_extend <= now and j.gone is None and j.state in ("queued", "running", "reporting")]
             # One request per traceparent (most chunks of a submission share one).
             by_trace: Dict[Optional[str], List[_Job]] = {}
             for j in due:
                 by_trace.setdefault(j.traceparent, []).append(j)
             for traceparent, jobs in by_trace.items():
-                self._extend(jobs, traceparent, now)
+                for i in range(0, len(jobs), 10_000):
+                    self._extend(jobs[i : i + 10_000], traceparent, now)
 
     def _extend(self, due: List[_Job], traceparent: Optional[str], now: float) -> None:
         """Extends the leases of due in one request that carries traceparent."""
@@ -486,7 +712,7 @@ class Worker:
             results = self.client.extend([j.chunk for j in due], self.lease, traceparent=traceparent)
         except OpsqError as e:
             retry_in = min(5.0, self.extend_every)
-            log.warning("opsq worker: extending %d lease(s) failed (%s); trying again in %.0fs", len(due), e, retry_in)
+            self._say("extending %d lease(s) failed (%s); trying again in %.0fs", len(due), e, retry_in)
             for j in due:
                 j.next_extend = now + retry_in
             return
@@ -496,12 +722,18 @@ class Worker:
                 j.deadline = now + self.lease_seconds
             else:
                 j.gone = r.status
-                log.warning(
-                    "opsq worker: chunk %s/%d: extending its lease answered %s; the chunk went elsewhere (its submission finished or was cancelled, or its lease ran out)",
+                self._say(
+                    "chunk %s/%d: extending its lease answered %s; the chunk went elsewhere (its submission finished or was cancelled, or its lease ran out)",
                     j.chunk.submission_id,
                     j.chunk.chunk_index,
                     r.status,
                 )
+
+
+def _one_line(s: str, n: int) -> str:
+    """s on one line, at most n characters, for a note."""
+    one = " ".join(s.split())
+    return one if len(one) <= n else one[:n] + "…"
 
 
 def _exception_text(e: BaseException) -> str:

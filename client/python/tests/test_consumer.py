@@ -109,7 +109,7 @@ class FailExtendTest(unittest.TestCase):
         self.assertEqual((again.chunk_index, again.retries), (0, 1))
         c.complete(again, "done")
         self.assertEqual(p.wait(created.id, timeout=WAIT).state, "completed")
-        (f,) = list(p.failures(created.id))
+        (f,) = list(p.all_failures(created.id))
         self.assertEqual((f.state, f.retries, f.error), ("completed", 1, "slow down"))
 
     def test_fail_without_retry_fails_the_submission(self) -> None:

@@ -174,10 +174,16 @@ class LifecycleTest(unittest.TestCase):
         st = p.wait(created.id, timeout=WAIT)
         self.assertEqual((st.state, st.chunks_failed), ("failed", 2))
 
-        fails = list(p.failures(created.id, page_size=1))  # one page per chunk: the iterator pages
+        fails = list(p.all_failures(created.id, page_size=1))  # one page per chunk: the iterator pages
         self.assertEqual([(f.chunk_index, f.state, f.error) for f in fails], [(1, "failed", "one broke"), (3, "failed", "three broke")])
-        page = p.failures_page(created.id, limit=1)
+        page = p.failures(created.id, limit=1)
         self.assertEqual((len(page.failures), page.next_after), (1, 1))
+        # The names before 0.2, deprecated for one release: failures_page is failures, and
+        # iterating failures' page yields them all.
+        with self.assertWarns(DeprecationWarning):
+            self.assertEqual(p.failures_page(created.id, limit=1), page)
+        with self.assertWarns(DeprecationWarning):
+            self.assertEqual([f.chunk_index for f in p.failures(created.id, limit=1)], [1, 3])
 
         st = p.retry(created.id, max_retries=1)
         self.assertEqual((st.state, st.finished_at), ("in_progress", None))
@@ -241,12 +247,12 @@ class LifecycleTest(unittest.TestCase):
         page = p.list(key="test", value=t, limit=2)
         self.assertEqual([s.id for s in page.submissions], ids[::-1][:2])
         self.assertIsNotNone(page.next_after)
-        self.assertEqual([s.id for s in p.list_all(key="test", value=t, limit=2)], ids[::-1])
+        self.assertEqual([s.id for s in p.all_submissions(key="test", value=t, limit=2)], ids[::-1])
         self.assertEqual(len(p.list(key="k", value=42, state="in_progress").submissions) >= 3, True)
         self.assertEqual(p.list(key="k", value="42").submissions, [], "the string '42' is not the integer 42")
         for i in ids:
             p.cancel(i)
-        self.assertEqual({s.state for s in p.list_all(key="test", value=t)}, {"cancelled"})
+        self.assertEqual({s.state for s in p.all_submissions(key="test", value=t)}, {"cancelled"})
 
 
 class ErrorsTest(unittest.TestCase):

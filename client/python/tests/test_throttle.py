@@ -59,7 +59,7 @@ class ThrottleTest(unittest.TestCase):
 
         stats = opsq.Worker(consumer(), fn, strategy=only(t), throttle_key="company", wait=1, once=True, handle_signals=False).run()
         self.assertEqual((stats.done, stats.failed, stats.throttled), (1, 1, 1), stats)
-        (f,) = list(p.failures(created.id))
+        (f,) = list(p.all_failures(created.id))
         self.assertEqual((f.state, f.error), ("retrying", "throttled for 10m: downstream said 429"))
 
         # The refused company's new work is held back, cluster-wide; another's is not.

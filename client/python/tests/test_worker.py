@@ -13,7 +13,7 @@ import unittest
 
 import opsq
 
-from support import WAIT, consumer, only, producer, reserve_all, tag
+from support import WAIT, consumer, only, producer, reserve_all, tag, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -57,7 +57,7 @@ class WorkerTest(unittest.TestCase):
         self.assertGreater(took, 2.0, "chunk 3 waits out its retry_after")
         st = p.wait(created.id, timeout=WAIT)
         self.assertEqual((st.state, st.chunks_done, st.chunks_failed), ("failed", n - 1, 1))
-        fails = {f.chunk_index: f for f in p.failures(created.id)}
+        fails = {f.chunk_index: f for f in p.all_failures(created.id)}
         self.assertEqual(set(fails), {3, 7})
         self.assertEqual(fails[3].state, "completed")
         self.assertEqual(fails[3].errors[0].error, "retry after 2s: downstream said 429")
@@ -81,7 +81,7 @@ class WorkerTest(unittest.TestCase):
         stats = opsq.Worker(consumer(), fn, concurrency=2, strategy=only(t), lease=4, wait=1, once=True, handle_signals=False).run()
         self.assertEqual((stats.done, stats.failed, stats.lost), (2, 0, 0), stats)
         self.assertEqual(p.wait(created.id, timeout=WAIT).state, "completed")
-        self.assertEqual(list(p.failures(created.id)), [], "no lease should have run out")
+        self.assertEqual(list(p.all_failures(created.id)), [], "no lease should have run out")
 
     def test_cancelled_while_running_is_lost_not_failed(self) -> None:
         t = tag()
@@ -129,7 +129,7 @@ class WorkerTest(unittest.TestCase):
         self.assertFalse(th.is_alive())
         stats = result["stats"]
         self.assertEqual((stats.done, stats.abandoned, stats.failed), (0, 1, 1), stats)
-        (f,) = list(p.failures(created.id))
+        (f,) = list(p.all_failures(created.id))
         self.assertTrue(f.error.startswith(opsq.worker.WORKER_STOPPED), f.error)
         self.assertEqual(f.state, "retrying")
         p.cancel(created.id)
@@ -182,6 +182,59 @@ class SignalTest(unittest.TestCase):
         # Nothing else is held: the other chunks can be reserved at once.
         reserve_all(consumer(), t, n - 2)
         self.assertEqual(consumer().reserve(n, strategy=only(t), wait=1), [])
+        p.cancel(created.id)
+
+    def test_second_sigint_to_the_group_fails_the_running_chunk_at_once(self) -> None:
+        # As a terminal's Ctrl-C: SIGINT to the worker's process group, twice.
+        t = tag()
+        p = producer()
+        created = p.submit(["slow"], strategic_metadata={"test": t}, retry_backoff={"initial": "0s"})
+        env = dict(os.environ, OPSQ_KEY=os.environ["OPSQ_TEST_CONSUMER_KEY"], OPSQ_TEST_TAG=t)
+        proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "worker_sigint.py")],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # its own process group, as a shell's job
+        )
+        lines = []
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            wait_for("the chunk to start", lambda: any(line.startswith("started ") for line in lines))
+            os.killpg(proc.pid, signal.SIGINT)
+            wait_for("the stop's note", lambda: any("Press Ctrl-C again" in line for line in lines))
+            note = next(line for line in lines if "Press Ctrl-C again" in line)
+            self.assertIn("for up to 300s (stop_grace)", note)
+            time.sleep(1)
+            self.assertIsNone(proc.poll(), "the first SIGINT waits for the running chunk")
+            second = time.monotonic()
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=WAIT)
+            took = time.monotonic() - second
+            reader.join(WAIT)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        out = "".join(lines)
+        self.assertEqual(proc.returncode, 0, out)
+        self.assertLess(took, 10, f"the second SIGINT should stop the worker at once; it took {took:.1f}s\n{out}")
+        self.assertIn("stopping now: failing 1 held chunk(s)", out)
+        self.assertIn("stats done=0 failed=1 lost=0 abandoned=1", out)
+        (f,) = list(p.all_failures(created.id))
+        self.assertEqual(f.state, "retrying")
+        self.assertTrue(f.error.startswith("worker stopped at once"), f.error)
+        # Failed with retry, not left to its lease: reservable again at once.
+        (ch,) = reserve_all(consumer(), t, 1)
+        self.assertEqual(ch.retries, 1)
         p.cancel(created.id)
 
 

@@ -1,5 +1,5 @@
 """A worker process for test_worker.SignalTest: works the chunks of tag OPSQ_TEST_TAG, two
-at once, 3s each, printing "started <index>" as each starts, and prints its stats when it
+at once with no prefetch, 3s each, printing "started <index>" as each starts, and prints its stats when it
 stops (on SIGTERM)."""
 
 import os
@@ -28,6 +28,7 @@ stats = opsq.Worker(
     opsq.Client(),
     fn,
     concurrency=2,
+    prefetch=0,
     strategy={"select_only": {"key": "test", "value": t, "then": "oldest_first"}},
     wait=20,
 ).run()

@@ -392,6 +392,16 @@ export class Client {
     return this.json<StatusList>("GET", "/v1/submissions", { query, ...call });
   }
 
+  /** Every submission list selects with options, newest first, page after page. */
+  async *allSubmissions(options: ListOptions = {}): AsyncGenerator<StatusList["submissions"][number], void, undefined> {
+    let after = options.after ?? null;
+    do {
+      const page = await this.list({ ...options, after });
+      yield* page.submissions;
+      after = page.next_after ?? null;
+    } while (after !== null && after !== "");
+  }
+
   // ---- consumer ----
 
   /**

@@ -5,7 +5,7 @@ export type { ClientOptions, CallOptions, Progress, SubmitNDJSONOptions, Failure
 export { OpsqError, RetryLater, Throttle } from "./errors.js";
 export { type Duration, durationMs, durationString } from "./duration.js";
 export { strategyJSON, StrategyError } from "./strategy.js";
-export { Worker, work, LEASE_DEFAULT, WAIT_DEFAULT } from "./worker.js";
+export { Worker, work, LEASE_DEFAULT, WAIT_DEFAULT, BATCH_MAX_DEFAULT, BATCH_DELAY_DEFAULT, PREFETCH_MAX_DEFAULT, PROGRESS_EVERY_DEFAULT } from "./worker.js";
 export type { Handler, ChunkContext, WorkerOptions, WorkerStats } from "./worker.js";
 export type * from "./types.js";
 export type { components, operations, paths } from "./openapi.js";

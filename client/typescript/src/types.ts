@@ -13,8 +13,17 @@ export type Created = Schemas["Created"];
 export type Status = Schemas["Status"];
 export type State = Schemas["State"];
 export type StatusList = Schemas["StatusList"];
-/** One line of a submission's results: a completed chunk's output, or another's state. */
-export type Result = Schemas["Result"];
+/**
+ * One line of a submission's results: a completed chunk's output, or another's state.
+ * Either form's fields may be read on any line (those of the other form are undefined), so
+ * `line.output ?? line.error` needs no narrowing, and `line.output !== undefined` narrows
+ * to a completed chunk (`line.state` to one that is not).
+ */
+export type Result = Exclusive<Schemas["Result"]>;
+
+/** Exclusive gives each member of a union the others' fields as optional undefined ones. */
+type Exclusive<U, All = U> = U extends unknown ? U & { [K in Exclude<AllKeys<All>, keyof U>]?: undefined } : never;
+type AllKeys<U> = U extends unknown ? keyof U : never;
 export type Failures = Schemas["Failures"];
 export type FailedChunk = Schemas["FailedChunk"];
 export type RetryRequest = Schemas["RetryRequest"];

@@ -194,6 +194,8 @@ describe("producer", { timeout: 180_000 }, () => {
     const rest = await producer.list({ key: "test", value: t, limit: 2, after: page.next_after });
     assert.deepEqual(rest.submissions.map((s) => s.id), [ids[0]]);
     assert.equal(rest.next_after, null);
+    const all = await collect(producer.allSubmissions({ key: "test", value: t, limit: 2 })); // pages of 2
+    assert.deepEqual(all.map((s) => s.id), [ids[2], ids[1], ids[0]]);
     assert.deepEqual((await producer.list({ key: "n", value: 1, state: "in_progress", limit: 1000 })).submissions.filter((s) => ids.includes(s.id)).map((s) => s.id), [ids[1]]);
     assert.deepEqual((await producer.list({ key: "n", value: "1", limit: 1000 })).submissions.filter((s) => ids.includes(s.id)), [], "\"1\" is the string, not the integer");
 

@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { describe, it } from "node:test";
 
 import { OpsqError, RetryLater, Worker, work } from "@opsq/client";
-import { collect, consumer, consumerKey, eventually, only, producer, sleep, tag, url2 } from "./helpers.js";
+import { collect, consumer, consumerKey, eventually, only, producer, reserveN, sleep, tag, url2 } from "./helpers.js";
 
 describe("worker", { timeout: 300_000 }, () => {
   it("runs 4 at once, fails with the error's text, and with retry_after on RetryLater", async () => {
@@ -109,7 +109,7 @@ describe("worker", { timeout: 300_000 }, () => {
       ctl.abort();
       await sleep(500);
       return ch.input;
-    }, { strategy: only(t), wait: "2s", signal: ctl.signal, log: () => {} });
+    }, { strategy: only(t), wait: "2s", signal: ctl.signal, prefetch: 0, log: () => {} });
     const stats = await running;
     assert.equal(started, 1);
     assert.deepEqual(stats, { done: 1, failed: 0, lost: 0, running: 0, throttled: 0 });
@@ -162,6 +162,47 @@ describe("worker", { timeout: 300_000 }, () => {
     assert.match(out, /stats {"done":1,"failed":0,"lost":0,"running":0,"throttled":0}/);
     const st = await producer.status(created.id);
     assert.equal(st.chunks_done, 1, "the running chunk was completed, no other taken");
+    await producer.cancel(created.id);
+  });
+
+  it("stops at once on a second SIGINT to its process group, failing the running chunk with retry", async () => {
+    const t = tag();
+    const created = await producer.submit({ chunks: ["slow"], strategic_metadata: { test: t }, retry_backoff: { initial: "0s" } });
+    const fixture = fileURLToPath(new URL("./fixtures/sigint-worker.js", import.meta.url));
+    const child = spawn(process.execPath, [fixture], {
+      env: { ...process.env, OPSQ_URL: url2, OPSQ_KEY: consumerKey, STRATEGY: only(t) },
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true, // its own process group, as a shell's job
+    });
+    let out = "";
+    child.stdout.on("data", (b: Buffer) => (out += b));
+    child.stderr.on("data", (b: Buffer) => (out += b));
+    let exitCode: number | null | undefined;
+    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r((exitCode = code))));
+    try {
+      await eventually("the worker to start its chunk", 60_000, () => out.includes("started"));
+      process.kill(-child.pid!, "SIGINT"); // as a terminal's Ctrl-C: to the group
+      await eventually("the stop's note", 10_000, () => out.includes("Press Ctrl-C again"));
+      assert.match(out, /for up to 5m \(stopGrace\)/);
+      await sleep(1000);
+      assert.equal(exitCode, undefined, "the first SIGINT waits for the running chunk");
+      const second = Date.now();
+      process.kill(-child.pid!, "SIGINT");
+      const code = await exited;
+      const took = Date.now() - second;
+      assert.equal(code, 0, `the worker's output:\n${out}`);
+      assert.ok(took < 10_000, `the second SIGINT stopped the worker after ${took} ms; want at once`);
+    } finally {
+      if (exitCode === undefined) process.kill(-child.pid!, "SIGKILL");
+    }
+    assert.match(out, /stopping now: failing 1 held chunk\(s\)/);
+    assert.match(out, /stats {"done":0,"failed":1,"lost":0,"running":0,"throttled":0}/);
+    const [f] = (await producer.failures(created.id)).failures;
+    assert.equal(f!.state, "retrying");
+    assert.match(f!.error, /^worker stopped at once/);
+    // Failed with retry, not left to its lease: reservable again at once.
+    const [ch] = await reserveN(consumer, t, 1);
+    assert.equal(ch!.retries, 1);
     await producer.cancel(created.id);
   });
 });
