@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMedianOf(t *testing.T) {
@@ -51,5 +52,38 @@ func TestUnavailableRow(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "n/a (not loaded)") {
 		t.Errorf("table:\n%s\nwant n/a (not loaded)", out.String())
+	}
+}
+
+// A comparison runs each side's rounds in alternation, with instances of each side's
+// binary, and reports every figure's medians and their ratio.
+func TestBenchSideBySideRuns(t *testing.T) {
+	t.Parallel()
+	bin := buildOpsq(t)
+	out, err := runBench(t, 5*time.Minute, "--workload", "burndown", "--instances", "1", "--burndown-chunks", "2000",
+		"--consumers", "8", "--against-binary", bin, "--rounds", "1")
+	if err != nil {
+		t.Fatalf("opsq bench --against-binary: %v\nstderr:\n%s", err, out.stderr.String())
+	}
+	var rep abReport
+	if err := json.Unmarshal(out.stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("the report is not JSON: %v\n%s", err, out.stdout.String())
+	}
+	if got, want := strings.Join(rep.Order, ","), "this,against"; got != want {
+		t.Errorf("order %s; want %s", got, want)
+	}
+	rows := map[string]abRow{}
+	for _, r := range rep.Rows {
+		rows[r.Key] = r
+	}
+	rate := rows["burndown.rate"]
+	if rate.ThisMedian == nil || rate.AgainstMedian == nil || rate.Ratio == nil || *rate.ThisMedian <= 0 {
+		t.Errorf("burndown.rate: %+v; want both medians and a ratio", rate)
+	}
+	if cpu := rows["burndown.instance_cpu_per_chunk"]; cpu.ThisMedian == nil || *cpu.ThisMedian <= 0 {
+		t.Errorf("burndown.instance_cpu_per_chunk: %+v; want a positive median", cpu)
+	}
+	if rt := rows["burndown.round_trips_per_chunk"]; rt.ThisMedian != nil || rt.Unavailable == "" {
+		t.Errorf("burndown.round_trips_per_chunk: %+v; want unavailable, with why", rt)
 	}
 }
