@@ -41,6 +41,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	fs.IntVar(&cfg.Instances, "instances", bench.InstancesDefault, "`N` opsq serve processes to start, 1 to 16")
 	fs.StringVar(&cfg.Auth, "auth", bench.AuthRequired, "the instances' OPSQ_AUTH: required (the bench makes a key of each role in the scratch database and every request carries its role's key) or off")
 	workloadList := fs.String("workload", bench.WorkloadsDefault, "comma-separated `list` of workloads to run, in that order: "+strings.Join(bench.Workloads, ", "))
+	fs.StringVar(workloadList, "workloads", bench.WorkloadsDefault, "the same as --workload")
 	fs.Var((*countFlag)(&cfg.IngestChunks), "ingest-chunks", "ingest: `N` chunks in the one NDJSON submission that is timed (counts take k and M: 10k, 1M)")
 	fs.Var((*countFlag)(&cfg.BurndownChunks), "burndown-chunks", "burndown: `N` chunks in the backlog the consumers burn down")
 	fs.IntVar(&cfg.Consumers, "consumers", bench.ConsumersDefault, "burndown: `N` concurrent consumers, consumer i talking to instance i % --instances")
@@ -75,6 +76,9 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	fs.IntVar(&cfg.AbuseBigChunks, "abuse-big-chunks", bench.AbuseBigChunksDefault, "abuse: `N` chunks of 1 KiB under 60 KiB of metadata, reserved with max min(N, 10000) through each instance")
 	fs.IntVar(&cfg.AbuseMemoryBytes, "abuse-memory-bytes", bench.AbuseMemoryBytesDefault, "abuse: `N` bytes of each big body of the memory attacks (JSON submissions, completes, prefix); the login forms (N/3), headers (N/30) and the submissions listed (1000 × N/30 MiB) scale with it")
 	fs.IntVar(&cfg.AbuseKeys, "abuse-keys", bench.AbuseKeysDefault, "abuse: `N` strategic metadata keys in one hostile submission (the bound is 32)")
+	fs.StringVar(&cfg.Against, "against", "", "side by side: a git `revision` of this repository to compare with; it is built into a scratch folder (git and go on the PATH, run from within the clone) and the workloads run for both binaries in alternating rounds, each on a fresh scratch database; the report gives each side's median of every figure and their ratio")
+	fs.StringVar(&cfg.AgainstBinary, "against-binary", "", "side by side, as --against, with an opsq executable at `path` instead of a revision")
+	fs.IntVar(&cfg.Rounds, "rounds", bench.RoundsDefault, "side by side: `N` rounds of each binary, in the order this, against, this, …; at least 3 with --against")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as JSON instead of a table")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `usage: opsq bench [flags]

@@ -66,6 +66,20 @@ type Config struct {
 	RiverDir string
 	JSON     bool // print the report as JSON. Defaults to false.
 
+	// Binary is the opsq executable whose "opsq serve" processes the bench starts; empty:
+	// this one. The bench driver (clients, report) is always this one. Defaults to empty.
+	Binary string
+	// Against is a git revision of this repository to compare with, side by side: it is
+	// built into a scratch folder, and the workloads run for both binaries in alternating
+	// rounds (ab.go). Defaults to empty: no comparison.
+	Against string
+	// AgainstBinary is an opsq executable to compare with, as Against does without the
+	// build. Defaults to empty.
+	AgainstBinary string
+	// Rounds is how many rounds each side runs when comparing; at least 3 with Against.
+	// Defaults to 3.
+	Rounds int
+
 	DistinctSubmissions int64 // distinct: single-chunk submissions. Defaults to 200 000.
 	DistinctValues      int64 // distinct: values of company_id. Defaults to 2 000.
 	DistinctHeld        int   // distinct: reservations held, fewer than DistinctValues. Defaults to 500.
@@ -146,6 +160,7 @@ const (
 	FairnessRateDurationDefault  = 30 * time.Second
 	FairnessThrottleDefault      = 5 * time.Second
 	FairnessLatencyChunksDefault = 200_000
+	RoundsDefault                = 3
 )
 
 // latencyWarmup is how many reserves the latency workload makes, untimed, before it
@@ -210,6 +225,12 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("--fairness-rate-duration %s: want 1s to 1h", cfg.FairnessRateDuration)
 	case cfg.FairnessThrottle < time.Second || cfg.FairnessThrottle > time.Hour:
 		return fmt.Errorf("--fairness-throttle %s: want 1s to 1h (POST /v1/throttle's bounds)", cfg.FairnessThrottle)
+	case cfg.Against != "" && cfg.AgainstBinary != "":
+		return fmt.Errorf("--against %s, --against-binary %s: give one of them", cfg.Against, cfg.AgainstBinary)
+	case cfg.Against != "" && cfg.Rounds < 3:
+		return fmt.Errorf("--rounds %d: want at least 3 with --against (a median of fewer says little)", cfg.Rounds)
+	case (cfg.Against != "" || cfg.AgainstBinary != "") && (cfg.Rounds < 1 || cfg.Rounds > 50):
+		return fmt.Errorf("--rounds %d: want 1 to 50", cfg.Rounds)
 	case len(cfg.Workloads) == 0:
 		return fmt.Errorf("--workload: no workload: want one or more of %v", Workloads)
 	case len(cfg.Strategies) == 0 && slices.Contains(cfg.Workloads, workloadLatency):

@@ -180,6 +180,9 @@ func (e *benchEnv) startInstances(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Binary != "" {
+		exe = clustertest.Binary{Path: cfg.Binary}
+	}
 	dbURL, err := scratchURL(e.adminURL, e.dbName)
 	if err != nil {
 		return err

@@ -54,6 +54,7 @@ const (
 	unitPercent   = "%"
 	unitPerSecond = "/s" // a rate that needs its decimals, such as rate_limit's
 	unitCount     = ""
+	unitPerItem   = "per chunk" // a count per chunk, with its decimals
 )
 
 // benchRow is one measured value, with the target DESIGN.md §6 sets for it, if any.
@@ -68,6 +69,28 @@ type benchRow struct {
 	Target   *benchTarget `json:"target,omitempty"`
 	Met      *bool        `json:"met,omitempty"`
 	Note     string       `json:"note,omitempty"`
+	// Unavailable says why the value could not be measured (a counter the server does not
+	// keep); the value is then not a figure: the table prints "n/a (why)", JSON null.
+	Unavailable string `json:"unavailable,omitempty"`
+}
+
+// MarshalJSON writes the row, its value null when it is unavailable.
+func (r benchRow) MarshalJSON() ([]byte, error) {
+	type plain benchRow
+	if r.Unavailable == "" {
+		return json.Marshal(plain(r))
+	}
+	return json.Marshal(struct {
+		plain
+		Value *float64 `json:"value"`
+	}{plain: plain(r)})
+}
+
+// unavailable returns a row whose value could not be measured, and why.
+func unavailable(key, measure, unit, why string) benchRow {
+	row := measured(key, measure, 0, unit)
+	row.Unavailable = why
+	return row
 }
 
 // measured returns a row without a target. key is "<workload>.<name>"; measure says what
@@ -195,7 +218,11 @@ func (r *benchReport) writeTable(w io.Writer) error {
 				verdict = "MISSED"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", row.Workload, row.Measure, formatValue(row.Value, row.Unit), tgt, verdict, row.Note)
+		value := formatValue(row.Value, row.Unit)
+		if row.Unavailable != "" {
+			value = "n/a (" + row.Unavailable + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", row.Workload, row.Measure, value, tgt, verdict, row.Note)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -247,6 +274,8 @@ func formatValue(v float64, unit string) string {
 		return fmt.Sprintf("%.2f /s", v)
 	case unitCount:
 		return progress.GroupDigits(int64(math.Round(v)))
+	case unitPerItem:
+		return fmt.Sprintf("%.3f per chunk", v)
 	}
 	return fmt.Sprintf("%g %s", v, unit)
 }

@@ -29,11 +29,36 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if cfg.Against != "" || cfg.AgainstBinary != "" {
+		return runAB(ctx, cfg, stdout, stderr)
+	}
+	report, runErr := runOnce(ctx, cfg, stderr)
+	if report == nil {
+		return runErr
+	}
+	var err error
+	if cfg.JSON {
+		err = report.writeJSON(stdout)
+	} else {
+		err = report.writeTable(stdout)
+	}
+	switch {
+	case runErr != nil:
+		return runErr
+	case len(report.Broken) > 0:
+		return fmt.Errorf("something broke: %s", strings.Join(report.Broken, "; "))
+	}
+	return err
+}
+
+// runOnce runs the workloads once, on a scratch database of its own, and returns what it
+// found; the report is nil when the bench could not start.
+func runOnce(ctx context.Context, cfg Config, stderr io.Writer) (*benchReport, error) {
 	started := time.Now()
 	loadStart := loadAverage()
 	env, err := startBenchEnv(ctx, cfg, stderr)
 	if err != nil {
-		return interrupted(ctx, err)
+		return nil, interrupted(ctx, err)
 	}
 	r := &benchRun{cfg: cfg, env: env, line: progress.NewLine(stderr),
 		report: benchReport{Rows: []benchRow{}, Missed: []string{}, Broken: []string{}}} // [] in JSON, not null
@@ -50,19 +75,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	env.close(failed)
 	r.report.Environment.LoadEnd = loadAverage()
 	r.report.Environment.Seconds = time.Since(started).Seconds()
-
-	if cfg.JSON {
-		err = r.report.writeJSON(stdout)
-	} else {
-		err = r.report.writeTable(stdout)
-	}
-	switch {
-	case runErr != nil:
-		return runErr
-	case len(r.report.Broken) > 0:
-		return fmt.Errorf("something broke: %s", strings.Join(r.report.Broken, "; "))
-	}
-	return err
+	return &r.report, runErr
 }
 
 // interrupted says "interrupted" for an error that Ctrl-C caused.

@@ -96,6 +96,11 @@ func (r *benchRun) burndown(ctx context.Context) error {
 		return err
 	}
 	defer r.discard(ctx, created.ID)
+	statements, why := r.env.statementsSource(ctx)
+	if err := clustertest.SleepCtx(ctx, statsFlushWait); err != nil { // the submission's counts flushed
+		return err
+	}
+	countsBefore, countsErr := r.env.sampleCounts(ctx, statements)
 	before, err := r.env.cost.sample(ctx)
 	if err != nil {
 		return err
@@ -108,6 +113,16 @@ func (r *benchRun) burndown(ctx context.Context) error {
 	spent, err := r.env.cost.since(ctx, before)
 	if err != nil {
 		return err
+	}
+	countsAfter := countsBefore
+	if countsErr == nil {
+		countsAfter, countsErr = r.env.sampleCounts(ctx, statements) // the instances' CPU now, as the server's
+		if err := clustertest.SleepCtx(ctx, statsFlushWait); err != nil {
+			return err
+		}
+		if flushed, err := r.env.sampleCounts(ctx, statements); err == nil { // the counts once flushed
+			countsAfter.stmts, countsAfter.xacts = flushed.stmts, flushed.xacts
+		}
 	}
 	twice, err := r.checkBurnDown(ctx, b)
 	if err != nil {
@@ -130,6 +145,11 @@ func (r *benchRun) burndown(ctx context.Context) error {
 	r.report.add(rateRow, cpuRow, walRow,
 		measured("burndown.seconds", "seconds, first reserve to submission completed", took.Seconds(), unitSeconds),
 		measured("burndown.handed_out_twice", "chunks handed out twice", float64(twice), unitCount).want("==", 0))
+	if countsErr != nil {
+		r.report.add(unavailable("burndown.instance_cpu_per_chunk", "opsq instances' CPU per chunk", unitMicros, countsErr.Error()))
+	} else {
+		r.report.add(instanceCostRows("burndown", countsBefore, countsAfter, n, nil, why)...)
+	}
 	if f := b.foreign.Load(); f > 0 {
 		r.report.add(measured("burndown.other_chunks", "chunks of other submissions", float64(f), unitCount).note("left over from earlier workloads"))
 	}

@@ -1,0 +1,206 @@
+package queuer
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"opsq/api/wire"
+	opsqsql "opsq/sql"
+	"opsq/sql/pgtest"
+	"opsq/strategy"
+)
+
+// The hot path under a budget: the statements one reserve of 50 chunks and one complete
+// of 50 send to PostgreSQL, for the plain workload (one submission, no tenants, quotas,
+// on_failure, backoff, rate_limit, weighted_fair, throttles or traceparent; strategy
+// random). A feature that adds a statement to either fails this test, naming it: if the
+// statement belongs there, pin the new count here and say why in the commit.
+
+// hotPathWant is today's pinned statements of each measured call, by name: the sql/*.sql
+// file whose text was sent, or "candidates" for a query compiled by strategy.
+// Sorted, as the test compares them. Measured on the second round (the first warms), each
+// round one fresh submission of 50 chunks, on the test database's shards:
+//   - reserve 50: the candidate queries of a reserve whose buffer is empty (16 today, over
+//     the shards the one instance holds), and submission_info.sql, since the submission is
+//     new to the path's cache;
+//   - complete 50: one flush of the completer, in one transaction; these 50 are the
+//     submission's last, so submissions_finish_completed.sql runs too.
+var hotPathWant = map[string][]string{
+	"reserve 50": append(slices.Repeat([]string{"candidates"}, 16), "submission_info.sql"),
+	"complete 50": {"BEGIN", "COMMIT", "chunks_complete.sql", "notify.sql", "plan_by_key.sql",
+		"submissions_finish_completed.sql", "submissions_lock.sql"},
+}
+
+// The measured calls do not carry the caller's context to the database: the candidate
+// scans run under the reserve path's own context, and a complete is flushed by the
+// completer's goroutine while the caller waits. So the tracer records every statement
+// sent while a measured call runs (on the pool the Queuer was given and on the candidate
+// pool, which copies its config and so its tracer), and drops those of the background
+// loops by name (hotPathBackground).
+type hotPathTracer struct {
+	mu        sync.Mutex
+	recording bool
+	sent      []string
+	names     map[string]string // statement text → file name
+}
+
+// hotPathBackground are the name prefixes of the statements of the background loops
+// (claims, settings, promoter, statistics, activity, keys): never part of a request.
+var hotPathBackground = []string{"claims_", "claim_", "settings_", "instance", "activity", "consumer_activity",
+	"chunks_promote", "chunk_partitions_stale", "cluster_keys", "throttles_load", "holds_collect", "unknown: LISTEN"}
+
+// start begins recording.
+func (tr *hotPathTracer) start() {
+	tr.mu.Lock()
+	tr.recording, tr.sent = true, nil
+	tr.mu.Unlock()
+}
+
+var _ pgx.QueryTracer = (*hotPathTracer)(nil)
+
+func (tr *hotPathTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	name := tr.name(data.SQL)
+	for _, p := range hotPathBackground {
+		if strings.HasPrefix(name, p) {
+			return ctx
+		}
+	}
+	tr.mu.Lock()
+	if tr.recording {
+		tr.sent = append(tr.sent, name)
+	}
+	tr.mu.Unlock()
+	return ctx
+}
+
+func (tr *hotPathTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// name names a statement's text: its sql/*.sql file, "candidates" for strategy's, else
+// its first 60 characters.
+func (tr *hotPathTracer) name(sql string) string {
+	if n, ok := tr.names[strings.TrimSpace(sql)]; ok {
+		return n
+	}
+	if strings.Contains(sql, "random_order") || strings.Contains(sql, "opsq.chunks") && strings.Contains(sql, "ORDER BY") {
+		return "candidates"
+	}
+	first := strings.Join(strings.Fields(sql), " ")
+	switch strings.ToLower(first) {
+	case "begin", "commit", "rollback":
+		return strings.ToUpper(first)
+	}
+	return "unknown: " + first[:min(len(first), 60)]
+}
+
+// take stops recording and returns what was recorded, sorted.
+func (tr *hotPathTracer) take() []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	s := tr.sent
+	tr.recording, tr.sent = false, nil
+	slices.Sort(s)
+	return s
+}
+
+// statementNames maps the text of every sql/*.sql statement to its file name.
+func statementNames(t *testing.T) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "sql", "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("listing ../sql/*.sql: %v (%d files)", err, len(files))
+	}
+	names := map[string]string{}
+	for _, f := range files {
+		name := filepath.Base(f)
+		names[strings.TrimSpace(opsqsql.Source(name))] = name
+	}
+	return names
+}
+
+func TestHotPathStatements(t *testing.T) {
+	t.Parallel()
+	tr := &hotPathTracer{names: statementNames(t)}
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = tr // the candidate pool copies this pool's config, tracer and all
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	q := startQueuer(t, pool)
+	ctx := t.Context()
+	req := ReserveRequest{Max: 50, Lease: time.Minute, Strategy: strategy.Default}
+
+	// round reserves and completes all 50 chunks of a fresh submission, recording the
+	// statements of the reserve and of the complete. A submission of exactly 50 leaves
+	// the reserve path's buffer empty after it, so that each round's reserve reads the
+	// database: the reserve of a consumer whose buffer ran dry, the costly case.
+	round := func() (reserve, complete []string) {
+		submitN(t, q, 50, NewSubmission{})
+		tr.start()
+		chunks, err := q.Reserve(ctx, req)
+		reserve = tr.take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(chunks) != 50 {
+			t.Fatalf("reserve max 50: got %d chunks; want 50", len(chunks))
+		}
+		items := make([]Completion, len(chunks))
+		for i, c := range chunks {
+			items[i] = Completion{Token: c.Token, Output: []byte("out")}
+		}
+		tr.start()
+		status, err := q.Complete(ctx, items)
+		complete = tr.take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, st := range status {
+			if st != wire.StatusCompleted {
+				t.Fatalf("completion %d: %s; want completed", i, st)
+			}
+		}
+		return reserve, complete
+	}
+	round() // the first opens connections, prepares statements and fills caches
+	reserve, complete := round()
+	for _, tc := range []struct {
+		call string
+		got  []string
+	}{{"reserve 50", reserve}, {"complete 50", complete}} {
+		want := hotPathWant[tc.call]
+		if !slices.Equal(tc.got, want) {
+			t.Errorf("%s sent %d statements %q; want %d %q: new %q, gone %q",
+				tc.call, len(tc.got), tc.got, len(want), want, missing(tc.got, want), missing(want, tc.got))
+		}
+	}
+}
+
+// missing returns the items of a that b does not have (counting repeats).
+func missing(a, b []string) []string {
+	left := map[string]int{}
+	for _, s := range b {
+		left[s]++
+	}
+	var out []string
+	for _, s := range a {
+		if left[s] > 0 {
+			left[s]--
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
