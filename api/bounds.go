@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"opsq/queuer"
+	"opsq/queuer/opsqtype"
 )
 
 // Bounds of what a client sends (DESIGN.md §3 "Bounded by design"). A request past any of
@@ -143,4 +144,4 @@ func hex4(raw []byte, at int) (rune, bool) {
 
 // cutError keeps at most MaxErrorBytes of a fail's error: a longer one is cut at a
 // character boundary and ends with a mark saying how many bytes were cut.
-func cutError(s string) string { return queuer.CutError(s) }
+func cutError(s string) string { return opsqtype.CutError(s) }

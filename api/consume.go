@@ -189,8 +189,8 @@ func (s *server) complete(c echo.Context) error {
 		Completions []completionIn `json:"completions"`
 	}
 	return recordOutcomes(s, c, "completions", &body, &body.Completions,
-		func(field string, it completionIn) (queuer.Completion, error) {
-			output, err := decodeContent(field+".output", it.Output)
+		func(it completionIn) (queuer.Completion, error) {
+			output, err := decodeContent("output", it.Output)
 			return queuer.Completion{Token: *it.Token, Output: []byte(output)}, err
 		},
 		func(it queuer.Completion) string { return it.Token }, s.q.Complete)
@@ -201,23 +201,25 @@ func (s *server) fail(c echo.Context) error {
 		Failures []failureIn `json:"failures"`
 	}
 	return recordOutcomes(s, c, "failures", &body, &body.Failures,
-		func(field string, it failureIn) (queuer.Failure, error) {
-			msg, err := decodeText(field+".error", it.Error, 0)
+		func(it failureIn) (queuer.Failure, error) {
+			msg, err := decodeText("error", it.Error, 0)
 			if err != nil {
 				return queuer.Failure{}, err
 			}
-			after, err := parseRetryAfter(field+".retry_after", it.RetryAfter)
+			after, err := parseRetryAfter("retry_after", it.RetryAfter)
 			return queuer.Failure{Token: *it.Token, Error: cutError(msg), Retry: it.Retry == nil || *it.Retry, RetryAfter: after}, err
 		},
 		func(it queuer.Failure) string { return it.Token }, s.q.Fail)
 }
 
 // recordOutcomes is the body of complete and fail: it decodes body, whose list of items
-// is named field, checks each item's token and makes it the engine's item with
-// toItem (given the item's field path, "failures[3]"), records the items whose tokens the
-// caller may act on with do, and answers each token's status in request order.
+// is named field, checks each item's token and makes it the engine's item with toItem
+// (whose 400s name the item's own fields; the item's path, "failures[3].", is put before
+// them here, so that an item costs no field name unless it is refused), records the items
+// whose tokens the caller may act on with do, and answers each token's status in request
+// order.
 func recordOutcomes[In interface{ token() *string }, T any](s *server, c echo.Context, field string, body any, list *[]In,
-	toItem func(field string, in In) (T, error), tokenOf func(T) string,
+	toItem func(in In) (T, error), tokenOf func(T) string,
 	do func(context.Context, []T) ([]wire.TokenStatus, error)) error {
 	if err := s.decodeBody(c, body); err != nil {
 		return err
@@ -227,12 +229,14 @@ func recordOutcomes[In interface{ token() *string }, T any](s *server, c echo.Co
 	}
 	items := make([]T, len(*list))
 	for i, in := range *list {
-		at := fmt.Sprintf("%s[%d]", field, i)
 		if in.token() == nil {
-			return badRequest("%s.token: required", at)
+			return badRequest("%s[%d].token: required", field, i)
 		}
-		item, err := toItem(at, in)
-		if err != nil {
+		item, err := toItem(in)
+		if e, ok := err.(*Error); ok {
+			e.Message = fmt.Sprintf("%s[%d].%s", field, i, e.Message)
+			return e
+		} else if err != nil {
 			return err
 		}
 		items[i] = item

@@ -9,7 +9,6 @@ import (
 	"opsq/queuer/internal/throttles"
 	"opsq/queuer/internal/tokens"
 	"opsq/queuer/internal/waiters"
-	"opsq/queuer/opsqtype"
 	opsqsql "opsq/sql"
 )
 
@@ -110,7 +109,3 @@ var (
 // sql.IsUnavailable, which recognizes driver errors wherever they come from, so that no
 // call site has to translate them.
 func IsUnavailable(err error) bool { return opsqsql.IsUnavailable(err) }
-
-// CutError returns a failed attempt's error as it is kept: at most ErrorMax bytes, a
-// longer one cut and the cut marked.
-func CutError(s string) string { return opsqtype.CutError(s) }

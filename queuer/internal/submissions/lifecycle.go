@@ -150,6 +150,3 @@ const (
 	ResultSkipped   = "skipped"
 	ResultPending   = "pending"
 )
-
-// CutError is opsqtype.CutError: a failed attempt's error as it is kept.
-func CutError(s string) string { return opsqtype.CutError(s) }
