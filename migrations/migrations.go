@@ -7,9 +7,11 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -64,6 +66,10 @@ func New(ctx context.Context, databaseURL string, opts Options) (*Migrator, erro
 	// The first migration reads the shard count from this session setting.
 	cfg.RuntimeParams["opsq.shard_count"] = strconv.Itoa(shards)
 	db := stdlib.OpenDB(*cfg)
+	if err := checkCitus(ctx, db); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if _, err := db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS opsq"); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("creating schema opsq: %w", err)
@@ -90,10 +96,49 @@ func New(ctx context.Context, databaseURL string, opts Options) (*Migrator, erro
 	return &Migrator{db: db, provider: provider}, nil
 }
 
+// CitusVersionMin is the oldest Citus major version opsq's tables are made for.
+const CitusVersionMin = 12
+
+// checkCitus refuses, before any migration changes anything, a database that opsq cannot
+// lay out on Citus: a Citus worker (opsq migrates on the coordinator, which distributes
+// the tables to the workers) or a Citus older than CitusVersionMin. On one PostgreSQL it
+// does nothing. Migration 00017 does the layout.
+func checkCitus(ctx context.Context, db *sql.DB) error {
+	var version sql.NullString
+	err := db.QueryRowContext(ctx, "SELECT extversion FROM pg_extension WHERE extname = 'citus'").Scan(&version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checking for the citus extension: %w", err)
+	}
+	major, _, _ := strings.Cut(version.String, ".")
+	if v, err := strconv.Atoi(major); err != nil || v < CitusVersionMin {
+		return fmt.Errorf("this database has Citus %s; opsq needs Citus %d or newer: upgrade the extension (ALTER EXTENSION citus UPDATE) on every node; nothing was changed",
+			version.String, CitusVersionMin)
+	}
+	var group int
+	if err := db.QueryRowContext(ctx, "SELECT groupid FROM pg_dist_local_group").Scan(&group); err != nil {
+		return fmt.Errorf("reading the Citus node group: %w", err)
+	}
+	if group != 0 {
+		return fmt.Errorf("this database is a Citus worker (node group %d): run \"opsq migrate up\" against the coordinator, which lays out opsq's tables on its workers; nothing was changed", group)
+	}
+	return nil
+}
+
 // Up applies every pending migration.
 func (m *Migrator) Up(ctx context.Context) error {
 	if _, err := m.provider.Up(ctx); err != nil {
 		return fmt.Errorf("migrating up: %w", err)
+	}
+	return nil
+}
+
+// UpTo applies the pending migrations up to version.
+func (m *Migrator) UpTo(ctx context.Context, version int64) error {
+	if _, err := m.provider.UpTo(ctx, version); err != nil {
+		return fmt.Errorf("migrating up to %d: %w", version, err)
 	}
 	return nil
 }

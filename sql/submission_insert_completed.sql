@@ -1,9 +1,9 @@
--- A submission without chunks is complete the moment it exists.
+-- A submission without chunks is complete the moment it exists. INSERT … SELECT as in
+-- submission_insert.sql.
 INSERT INTO opsq.submissions_completed
     (id, chunks_total, chunks_done, priority, max_retries, metadata, strategic_metadata,
      prefix, created_at, finished_at, tenant)
-VALUES
-    (@id, 0, 0, @priority,
-     coalesce(@max_retries::int,
-              (SELECT value::int FROM opsq.settings WHERE key = 'default_max_retries')),
-     @metadata, @strategic_metadata, @prefix, now(), now(), @tenant)
+SELECT @id::bigint, 0, 0, @priority::bigint, coalesce(@max_retries::int, d.value::int),
+       @metadata::text, @strategic_metadata::jsonb, @prefix::text, now(), now(), @tenant::text
+FROM opsq.settings d
+WHERE d.key = 'default_max_retries'

@@ -76,6 +76,7 @@ type server struct {
 	strategy string        // " STRATEGY FILE_COPY" from PostgreSQL 15 on
 	shared   bool          // the server outlives this binary: drop what we made
 	n        atomic.Int64  // databases made
+	workers  []citusNode   // the Citus workers, when the tests run on Citus (EnvCitus)
 	teardown []func(context.Context) error
 }
 
@@ -158,22 +159,18 @@ func newDB(t testing.TB, shards int) string {
 		t.Fatalf("pgtest: %v", err)
 	}
 	ctx := t.Context()
-	ident := pgx.Identifier{name}.Sanitize()
-	if shards == migrations.ShardCountDefault {
-		sql := "CREATE DATABASE " + ident + " TEMPLATE " + pgx.Identifier{srv.template}.Sanitize() + srv.strategy
-		if _, err := srv.admin.Exec(ctx, sql); err != nil {
-			t.Fatalf("pgtest: creating database %s: %v", name, err)
-		}
-	} else {
-		if _, err := srv.admin.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
-			t.Fatalf("pgtest: creating database %s: %v", name, err)
-		}
+	template := srv.template
+	if shards != migrations.ShardCountDefault {
+		template = "" // migrated below
+	}
+	if err := srv.createDB(ctx, name, template); err != nil {
+		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := srv.admin.Exec(ctx, "DROP DATABASE "+ident+" WITH (FORCE)"); err != nil {
-			t.Errorf("pgtest: dropping database %s: %v", name, err)
+		if err := srv.dropDB(ctx, name); err != nil {
+			t.Errorf("pgtest: %v", err)
 		}
 	})
 	if shards != migrations.ShardCountDefault {
@@ -182,6 +179,32 @@ func newDB(t testing.TB, shards int) string {
 		}
 	}
 	return dbURL
+}
+
+// createDB creates database name, a copy of template unless that is "".
+func (s *server) createDB(ctx context.Context, name, template string) error {
+	if Citus() {
+		return s.createCitusDB(ctx, name, template)
+	}
+	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if template != "" {
+		create += " TEMPLATE " + pgx.Identifier{template}.Sanitize() + s.strategy
+	}
+	if _, err := s.admin.Exec(ctx, create); err != nil {
+		return fmt.Errorf("creating database %s: %w", name, err)
+	}
+	return nil
+}
+
+// dropDB drops database name, whoever is still connected to it.
+func (s *server) dropDB(ctx context.Context, name string) error {
+	if Citus() {
+		return s.dropCitusDB(ctx, name)
+	}
+	if _, err := s.admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("dropping database %s: %w", name, err)
+	}
+	return nil
 }
 
 // start finds a server and migrates the template database on it.
@@ -199,7 +222,11 @@ func start(ctx context.Context) (*server, error) {
 
 // connect finds a server, starting one if needed, and connects s.admin to it.
 func (s *server) connect(ctx context.Context) error {
-	if envURL := os.Getenv(EnvURL); envURL != "" {
+	if Citus() {
+		if err := s.startCitus(ctx); err != nil {
+			return err
+		}
+	} else if envURL := os.Getenv(EnvURL); envURL != "" {
 		s.adminURL, s.shared = envURL, true
 	} else if err := s.startLocal(ctx); errors.Is(err, pglocal.ErrNotInstalled) {
 		if dockerErr := s.startContainer(ctx); dockerErr != nil {
@@ -298,6 +325,19 @@ func (s *server) startContainer(ctx context.Context) (err error) {
 // makeTemplate creates and migrates the template database.
 func (s *server) makeTemplate(ctx context.Context) error {
 	ident := pgx.Identifier{s.template}.Sanitize()
+	if Citus() {
+		if err := s.createCitusDB(ctx, s.template, ""); err != nil {
+			return err
+		}
+		tmplURL, err := withDatabase(s.adminURL, s.template)
+		if err != nil {
+			return err
+		}
+		if err := migrate(ctx, tmplURL, migrations.ShardCountDefault); err != nil {
+			return err
+		}
+		return s.sealCitusTemplate(ctx, s.template)
+	}
 	if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
 		return fmt.Errorf("creating template database %s: %w", s.template, err)
 	}

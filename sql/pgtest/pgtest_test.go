@@ -31,13 +31,17 @@ func connect(t *testing.T, dbURL string) *pgx.Conn {
 }
 
 // partitions counts the partitions of opsq.chunks.
+// partitions counts the parts opsq.chunks is split into by shard: its LIST partitions on
+// one PostgreSQL, its Citus shards on Citus (migration 00017).
 func partitions(t *testing.T, conn *pgx.Conn) int {
 	t.Helper()
+	query := "SELECT count(*) FROM pg_inherits WHERE inhparent = 'opsq.chunks'::regclass"
+	if pgtest.Citus() {
+		query = "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'opsq.chunks'::regclass"
+	}
 	var n int
-	err := conn.QueryRow(t.Context(),
-		"SELECT count(*) FROM pg_inherits WHERE inhparent = 'opsq.chunks'::regclass").Scan(&n)
-	if err != nil {
-		t.Fatalf("counting partitions of opsq.chunks: %v", err)
+	if err := conn.QueryRow(t.Context(), query).Scan(&n); err != nil {
+		t.Fatalf("counting the parts of opsq.chunks: %v", err)
 	}
 	return n
 }
