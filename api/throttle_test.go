@@ -2,12 +2,15 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"opsq/api/wire"
+	"opsq/queuer"
 	"opsq/sql/pgtest"
 )
 
@@ -188,5 +191,139 @@ func TestDashboardLimitsInForce(t *testing.T) {
 	r := getPath(t, e, "/ui/")
 	if !strings.Contains(string(r.Body), `<td data-l="key">company_id</td>`) || !strings.Contains(string(r.Body), `<td data-l="kind">throttle</td>`) {
 		t.Errorf("the overview page lists no limit in force:\n%s", r.Body)
+	}
+}
+
+// deleteThrottle sends DELETE /v1/throttle with a JSON body (none when "") and a query.
+func deleteThrottle(t *testing.T, e *env, query, body string) reply {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	return httpCall(t, http.MethodDelete, e.URL+"/v1/throttle"+query, "application/json", r)
+}
+
+// TestLiftThrottle (issue 33): DELETE /v1/throttle ends a throttle at once — the value's
+// chunks are handed out right after the answer — by a JSON body or by the query; a lift of
+// a throttle not in force is 404.
+func TestLiftThrottle(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	throttled := mustSubmit(t, e, `{"chunks": ["a", "b"], "strategic_metadata": {"company_id": 7, "mode": "preview"}}`, 2)
+	reserve := func() []wire.ReservedChunk {
+		t.Helper()
+		r := postJSON(t, e, "/v1/reserve", `{"max": 1}`)
+		var got wire.Reserved
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
+			t.Fatalf("reserve: %d %s", r.Status, r.Body)
+		}
+		return got.Chunks
+	}
+	for _, c := range []struct{ name, set, query, body string }{
+		{"body", `{"key": "company_id", "value": 7, "for": "1h"}`, "", `{"key": "company_id", "value": 7}`},
+		{"query", `{"key": "mode", "value": "preview", "for": "1h"}`, "?key=mode&value=preview", ""},
+	} {
+		if r := postJSON(t, e, "/v1/throttle", c.set); r.Status != http.StatusOK {
+			t.Fatalf("%s: throttle: %d %s", c.name, r.Status, r.Body)
+		}
+		if got := reserve(); len(got) != 0 {
+			t.Fatalf("%s: reserve while throttled: %d chunks; want none", c.name, len(got))
+		}
+		r := deleteThrottle(t, e, c.query, c.body)
+		var lifted wire.ThrottleLifted
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &lifted) != nil || lifted.Lifted != 1 {
+			t.Fatalf("%s: lift: %d %s; want 200 {\"lifted\": 1}", c.name, r.Status, r.Body)
+		}
+		if got := reserve(); len(got) != 1 || got[0].SubmissionID != throttled {
+			t.Errorf("%s: reserve right after the lift: %v; want a chunk of %s", c.name, got, throttled)
+		}
+		expectError(t, deleteThrottle(t, e, c.query, c.body), http.StatusNotFound, "not_found", "no throttle of")
+	}
+}
+
+// TestLiftThrottleBadInput: each bad lift is a 400 naming its field, and lifts nothing.
+func TestLiftThrottleBadInput(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	if r := postJSON(t, e, "/v1/throttle", `{"key": "k", "value": 1, "for": "1h"}`); r.Status != http.StatusOK {
+		t.Fatalf("throttle: %d %s", r.Status, r.Body)
+	}
+	for _, c := range []struct{ name, query, body, field string }{
+		{"nothing", "", "", "key"},
+		{"no key", "", `{"value": 1}`, "key"},
+		{"no value", "", `{"key": "k"}`, "value"},
+		{"float value", "", `{"key": "k", "value": 1.5}`, "value"},
+		{"for", "", `{"key": "k", "value": 1, "for": "1s"}`, "for"},
+		{"@tenant with an integer", "", `{"key": "@tenant", "value": 1}`, "value"},
+		{"query without value", "?key=k", "", "value"},
+		{"query without key", "?value=1", "", "key"},
+		{"query and body", "?key=k&value=1", `{"key": "k", "value": 1}`, "key"},
+		{"NUL in query value", "?key=k&value=a%00b", "", "value"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			expectError(t, deleteThrottle(t, e, c.query, c.body), http.StatusBadRequest, "", c.field)
+		})
+	}
+	if got := e.Q.ThrottlesInForce(); len(got) != 1 {
+		t.Errorf("throttles in force after bad lifts: %d; want the 1 set", len(got))
+	}
+}
+
+// TestLiftThrottleConfined: a consumer limited to tenants lifts its tenants' throttles
+// only (another's, or one of every tenant, is 404 to it); an unconfined consumer and an
+// admin lift any; a producer may not lift.
+func TestLiftThrottleConfined(t *testing.T) {
+	t.Parallel()
+	a := setupAuth(t)
+	set := func(key string) {
+		t.Helper()
+		if r := a.call(t, a.key[key], http.MethodPost, "/v1/throttle", `{"key": "company_id", "value": 7, "for": "1h"}`); r.Status != http.StatusOK {
+			t.Fatalf("throttle by %s: %d %s", key, r.Status, r.Body)
+		}
+	}
+	lift := func(key string) reply {
+		t.Helper()
+		return a.call(t, a.key[key], http.MethodDelete, "/v1/throttle", `{"key": "company_id", "value": 7}`)
+	}
+	set("consumer") // every tenant
+	expectError(t, lift("consumer2"), http.StatusNotFound, "not_found", "beta")
+	expectError(t, lift("producer"), http.StatusForbidden, "forbidden")
+	if r := lift("admin"); r.Status != http.StatusOK {
+		t.Errorf("lift by admin: %d %s; want 200", r.Status, r.Body)
+	}
+	set("consumer2") // beta's
+	if r := lift("consumer2"); r.Status != http.StatusOK {
+		t.Errorf("lift of its own by consumer2: %d %s; want 200", r.Status, r.Body)
+	}
+	set("consumer2")
+	if r := lift("consumer"); r.Status != http.StatusOK {
+		t.Errorf("lift of beta's by an unconfined consumer: %d %s; want 200", r.Status, r.Body)
+	}
+	expectError(t, a.call(t, a.key["consumer2"], http.MethodDelete, "/v1/throttle", `{"key": "@tenant", "value": "default"}`),
+		http.StatusBadRequest, "", "value", "beta")
+}
+
+// TestThrottleTooMany (issue 31, finding 5): a key past its bound of throttles in force is
+// refused with 429 too_many_throttles naming the key and the bound, and a Retry-After; its
+// existing throttles may still be set again.
+func TestThrottleTooMany(t *testing.T) {
+	t.Parallel()
+	a := setupAuth(t)
+	throttle := func(value int) reply {
+		return a.call(t, a.key["consumer2"], http.MethodPost, "/v1/throttle", fmt.Sprintf(`{"key": "company_id", "value": %d, "for": "1h"}`, value))
+	}
+	for i := range queuer.MaxThrottlesPerKey {
+		if r := throttle(i); r.Status != http.StatusOK {
+			t.Fatalf("throttle %d: %d %s", i+1, r.Status, r.Body)
+		}
+	}
+	r := throttle(-1)
+	expectError(t, r, http.StatusTooManyRequests, "too_many_throttles", `"consumer2"`, fmt.Sprint(queuer.MaxThrottlesPerKey))
+	if ra := r.Header.Get("Retry-After"); ra == "" {
+		t.Error("429 too_many_throttles without Retry-After")
+	}
+	if r := throttle(0); r.Status != http.StatusOK {
+		t.Errorf("setting an existing throttle again at the bound: %d %s; want 200", r.Status, r.Body)
 	}
 }
