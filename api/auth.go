@@ -108,6 +108,8 @@ var Routes = []Route{
 	{Method: http.MethodGet, Path: "/ui/cluster/confirm", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodPost, Path: "/ui/cluster/action", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodGet, Path: "/ui/strategy", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/throttles/confirm", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodPost, Path: "/ui/throttles/lift", Roles: adminRoles, Dashboard: true},
 }
 
 // Open reports whether r needs no key.

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"opsq/api/wire"
 	"opsq/queuer"
+	"opsq/queuer/identity"
 	"opsq/sql/pgtest"
 )
 
@@ -325,5 +327,69 @@ func TestThrottleTooMany(t *testing.T) {
 	}
 	if r := throttle(0); r.Status != http.StatusOK {
 		t.Errorf("setting an existing throttle again at the bound: %d %s; want 200", r.Status, r.Body)
+	}
+}
+
+// TestDashboardLiftsThrottle (issue 33): the overview lists who set each throttle and when,
+// and its Lift button leads to a confirmation page whose form lifts that row only (the
+// throttle of one tenant), refused from another origin; a row no longer in force is 404.
+func TestDashboardLiftsThrottle(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	ctx := t.Context()
+	// As the API sets them for a consumer of beta, and for one of every tenant.
+	if _, err := e.Q.Throttle(identity.With(ctx, identity.Caller{Name: "consumer2"}), "company_id", "7", []string{"beta"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Q.Throttle(identity.With(ctx, identity.Caller{Name: "consumer"}), "company_id", "7", nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	post := func(path string, form url.Values, origin string) reply {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	}
+	overview := string(getPath(t, e, "/ui/").Body)
+	beta := "/ui/throttles/confirm?key=company_id&amp;tenant=beta&amp;value=7"
+	for _, want := range []string{"set by consumer2 at ", "set by consumer at ", beta, ">Lift…</a>"} {
+		if !strings.Contains(overview, want) {
+			t.Errorf("the overview does not show %q:\n%s", want, overview)
+		}
+	}
+	confirm := getPath(t, e, strings.ReplaceAll(beta, "&amp;", "&"))
+	if confirm.Status != http.StatusOK || !strings.Contains(string(confirm.Body), "Lift the throttle of company_id = 7 in tenant beta (set by consumer2 at ") ||
+		!strings.Contains(string(confirm.Body), `action="/ui/throttles/lift"`) {
+		t.Fatalf("the confirmation page: %d\n%s", confirm.Status, confirm.Body)
+	}
+	form := url.Values{"key": {"company_id"}, "value": {"7"}, "tenant": {"beta"}}
+	if r := post("/ui/throttles/lift", form, "http://evil.example"); r.Status != http.StatusForbidden {
+		t.Errorf("a lift from another origin: %d; want 403", r.Status)
+	}
+	if r := post("/ui/throttles/lift", form, e.URL); r.Status != http.StatusSeeOther {
+		t.Fatalf("the lift: %d %s; want 303 to the overview", r.Status, r.Body)
+	}
+	var tenants []string
+	for _, th := range e.Q.ThrottlesInForce() {
+		tenants = append(tenants, th.Tenant)
+	}
+	if len(tenants) != 1 || tenants[0] != "" {
+		t.Errorf("throttles in force after lifting beta's: tenants %q; want only every tenant's", tenants)
+	}
+	if r := post("/ui/throttles/lift", form, e.URL); r.Status != http.StatusNotFound {
+		t.Errorf("lifting it again: %d; want 404", r.Status)
+	}
+	if r := getPath(t, e, "/ui/throttles/confirm?key=company_id&value=7&tenant=beta"); r.Status != http.StatusNotFound {
+		t.Errorf("the confirmation page of a lifted throttle: %d; want 404", r.Status)
+	}
+	if r := getPath(t, e, "/ui/throttles/confirm?key=company_id&value=7.5"); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "value") {
+		t.Errorf("the confirmation page of a bad value: %d %s; want 400 naming value", r.Status, r.Body)
 	}
 }
