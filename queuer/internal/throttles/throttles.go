@@ -120,6 +120,9 @@ type Throttles struct {
 	// live is the throttles in force, by key then value; nil when there are none, so that
 	// a reserve checks nothing at all then.
 	live atomic.Pointer[snapshot]
+	// loading orders the reads of the throttles (the loop's, a Set's, a Lift's): a read
+	// that began before another's commit never replaces what a read after it stored.
+	loading sync.Mutex
 
 	mu struct {
 		sync.Mutex
@@ -271,6 +274,8 @@ func (t *Throttles) Load(ctx context.Context) error {
 // load reads the throttles in force, all of them (the bounds keep them few), and reports
 // whether one held before and not ended by this instance's clock is gone: lifted.
 func (t *Throttles) load(ctx context.Context) (lifted bool, err error) {
+	t.loading.Lock()
+	defer t.loading.Unlock()
 	rows, err := opsqsql.New(t.cfg.Pool).ThrottlesLoad(ctx)
 	if err != nil {
 		return false, fmt.Errorf("reading the throttles: %w", err)
