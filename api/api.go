@@ -185,6 +185,7 @@ func New(cfg Config) *Handler {
 	v1.POST("/fail", s.fail, s.authenticate(consumerRoles))
 	v1.POST("/extend", s.extend, s.authenticate(consumerRoles))
 	v1.POST("/throttle", s.throttle, s.authenticate(consumerRoles))
+	v1.DELETE("/throttle", s.liftThrottle, s.authenticate(consumerRoles))
 	v1.GET("/cluster", s.cluster, s.authenticate(adminRoles))
 	v1.GET("/openapi.json", openAPI(servedOpenAPI(cfg.AdvertiseURL))) // open to all, like /healthz: the API's description
 	// The dashboard, /ui/.

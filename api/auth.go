@@ -78,6 +78,7 @@ var Routes = []Route{
 	{Method: http.MethodPost, Path: "/v1/fail", Roles: consumerRoles},
 	{Method: http.MethodPost, Path: "/v1/extend", Roles: consumerRoles},
 	{Method: http.MethodPost, Path: "/v1/throttle", Roles: consumerRoles},
+	{Method: http.MethodDelete, Path: "/v1/throttle", Roles: consumerRoles},
 	{Method: http.MethodGet, Path: "/v1/cluster", Roles: adminRoles},
 	{Method: http.MethodGet, Path: "/v1/openapi.json"}, // the API's description
 	{Method: http.MethodGet, Path: "/metrics", Roles: metricsRoles},
@@ -107,6 +108,8 @@ var Routes = []Route{
 	{Method: http.MethodGet, Path: "/ui/cluster/confirm", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodPost, Path: "/ui/cluster/action", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodGet, Path: "/ui/strategy", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/throttles/confirm", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodPost, Path: "/ui/throttles/lift", Roles: adminRoles, Dashboard: true},
 }
 
 // Open reports whether r needs no key.

@@ -452,6 +452,8 @@ func TestOpenAPIRun(t *testing.T) {
 	expect(call("POST", "/v1/extend", js, `{"tokens": ["forged"]}`), 200, "extend forged")
 	expect(call("POST", "/v1/throttle", js, `{"key": "company_id", "value": "openapi-test", "for": "1s"}`), 200, "throttle")
 	expect(call("POST", "/v1/throttle", js, `{"key": "company_id", "value": 1, "for": "2h"}`), 400, "throttle too long")
+	expect(call("DELETE", "/v1/throttle", js, `{"key": "company_id", "value": "openapi-test"}`), 200, "lift a throttle")
+	expect(call("DELETE", "/v1/throttle?key=company_id&value=openapi-test", "", ""), 404, "lift a throttle not in force")
 	comp, _ := json.Marshal(wire.CompleteRequest{Completions: []wire.Completion{
 		{Token: tokens[a.ID][0], Output: "A"}, {Token: tokens[a.ID][1], Output: "B"}, {Token: "forged", Output: ""},
 	}})

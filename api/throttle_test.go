@@ -2,12 +2,17 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"opsq/api/wire"
+	"opsq/queuer"
+	"opsq/queuer/identity"
 	"opsq/sql/pgtest"
 )
 
@@ -188,5 +193,203 @@ func TestDashboardLimitsInForce(t *testing.T) {
 	r := getPath(t, e, "/ui/")
 	if !strings.Contains(string(r.Body), `<td data-l="key">company_id</td>`) || !strings.Contains(string(r.Body), `<td data-l="kind">throttle</td>`) {
 		t.Errorf("the overview page lists no limit in force:\n%s", r.Body)
+	}
+}
+
+// deleteThrottle sends DELETE /v1/throttle with a JSON body (none when "") and a query.
+func deleteThrottle(t *testing.T, e *env, query, body string) reply {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	return httpCall(t, http.MethodDelete, e.URL+"/v1/throttle"+query, "application/json", r)
+}
+
+// TestLiftThrottle (issue 33): DELETE /v1/throttle ends a throttle at once — the value's
+// chunks are handed out right after the answer — by a JSON body or by the query; a lift of
+// a throttle not in force is 404.
+func TestLiftThrottle(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	throttled := mustSubmit(t, e, `{"chunks": ["a", "b"], "strategic_metadata": {"company_id": 7, "mode": "preview"}}`, 2)
+	reserve := func() []wire.ReservedChunk {
+		t.Helper()
+		r := postJSON(t, e, "/v1/reserve", `{"max": 1}`)
+		var got wire.Reserved
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
+			t.Fatalf("reserve: %d %s", r.Status, r.Body)
+		}
+		return got.Chunks
+	}
+	for _, c := range []struct{ name, set, query, body string }{
+		{"body", `{"key": "company_id", "value": 7, "for": "1h"}`, "", `{"key": "company_id", "value": 7}`},
+		{"query", `{"key": "mode", "value": "preview", "for": "1h"}`, "?key=mode&value=preview", ""},
+	} {
+		if r := postJSON(t, e, "/v1/throttle", c.set); r.Status != http.StatusOK {
+			t.Fatalf("%s: throttle: %d %s", c.name, r.Status, r.Body)
+		}
+		if got := reserve(); len(got) != 0 {
+			t.Fatalf("%s: reserve while throttled: %d chunks; want none", c.name, len(got))
+		}
+		r := deleteThrottle(t, e, c.query, c.body)
+		var lifted wire.ThrottleLifted
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &lifted) != nil || lifted.Lifted != 1 {
+			t.Fatalf("%s: lift: %d %s; want 200 {\"lifted\": 1}", c.name, r.Status, r.Body)
+		}
+		if got := reserve(); len(got) != 1 || got[0].SubmissionID != throttled {
+			t.Errorf("%s: reserve right after the lift: %v; want a chunk of %s", c.name, got, throttled)
+		}
+		expectError(t, deleteThrottle(t, e, c.query, c.body), http.StatusNotFound, "not_found", "no throttle of")
+	}
+}
+
+// TestLiftThrottleBadInput: each bad lift is a 400 naming its field, and lifts nothing.
+func TestLiftThrottleBadInput(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	if r := postJSON(t, e, "/v1/throttle", `{"key": "k", "value": 1, "for": "1h"}`); r.Status != http.StatusOK {
+		t.Fatalf("throttle: %d %s", r.Status, r.Body)
+	}
+	for _, c := range []struct{ name, query, body, field string }{
+		{"nothing", "", "", "key"},
+		{"no key", "", `{"value": 1}`, "key"},
+		{"no value", "", `{"key": "k"}`, "value"},
+		{"float value", "", `{"key": "k", "value": 1.5}`, "value"},
+		{"for", "", `{"key": "k", "value": 1, "for": "1s"}`, "for"},
+		{"@tenant with an integer", "", `{"key": "@tenant", "value": 1}`, "value"},
+		{"query without value", "?key=k", "", "value"},
+		{"query without key", "?value=1", "", "key"},
+		{"query and body", "?key=k&value=1", `{"key": "k", "value": 1}`, "key"},
+		{"NUL in query value", "?key=k&value=a%00b", "", "value"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			expectError(t, deleteThrottle(t, e, c.query, c.body), http.StatusBadRequest, "", c.field)
+		})
+	}
+	if got := e.Q.ThrottlesInForce(); len(got) != 1 {
+		t.Errorf("throttles in force after bad lifts: %d; want the 1 set", len(got))
+	}
+}
+
+// TestLiftThrottleConfined: a consumer limited to tenants lifts its tenants' throttles
+// only (another's, or one of every tenant, is 404 to it); an unconfined consumer and an
+// admin lift any; a producer may not lift.
+func TestLiftThrottleConfined(t *testing.T) {
+	t.Parallel()
+	a := setupAuth(t)
+	set := func(key string) {
+		t.Helper()
+		if r := a.call(t, a.key[key], http.MethodPost, "/v1/throttle", `{"key": "company_id", "value": 7, "for": "1h"}`); r.Status != http.StatusOK {
+			t.Fatalf("throttle by %s: %d %s", key, r.Status, r.Body)
+		}
+	}
+	lift := func(key string) reply {
+		t.Helper()
+		return a.call(t, a.key[key], http.MethodDelete, "/v1/throttle", `{"key": "company_id", "value": 7}`)
+	}
+	set("consumer") // every tenant
+	expectError(t, lift("consumer2"), http.StatusNotFound, "not_found", "beta")
+	expectError(t, lift("producer"), http.StatusForbidden, "forbidden")
+	if r := lift("admin"); r.Status != http.StatusOK {
+		t.Errorf("lift by admin: %d %s; want 200", r.Status, r.Body)
+	}
+	set("consumer2") // beta's
+	if r := lift("consumer2"); r.Status != http.StatusOK {
+		t.Errorf("lift of its own by consumer2: %d %s; want 200", r.Status, r.Body)
+	}
+	set("consumer2")
+	if r := lift("consumer"); r.Status != http.StatusOK {
+		t.Errorf("lift of beta's by an unconfined consumer: %d %s; want 200", r.Status, r.Body)
+	}
+	expectError(t, a.call(t, a.key["consumer2"], http.MethodDelete, "/v1/throttle", `{"key": "@tenant", "value": "default"}`),
+		http.StatusBadRequest, "", "value", "beta")
+}
+
+// TestThrottleTooMany (issue 31, finding 5): a key past its bound of throttles in force is
+// refused with 429 too_many_throttles naming the key and the bound, and a Retry-After; its
+// existing throttles may still be set again.
+func TestThrottleTooMany(t *testing.T) {
+	t.Parallel()
+	a := setupAuth(t)
+	throttle := func(value int) reply {
+		return a.call(t, a.key["consumer2"], http.MethodPost, "/v1/throttle", fmt.Sprintf(`{"key": "company_id", "value": %d, "for": "1h"}`, value))
+	}
+	for i := range queuer.MaxThrottlesPerKey {
+		if r := throttle(i); r.Status != http.StatusOK {
+			t.Fatalf("throttle %d: %d %s", i+1, r.Status, r.Body)
+		}
+	}
+	r := throttle(-1)
+	expectError(t, r, http.StatusTooManyRequests, "too_many_throttles", `"consumer2"`, fmt.Sprint(queuer.MaxThrottlesPerKey))
+	if ra := r.Header.Get("Retry-After"); ra == "" {
+		t.Error("429 too_many_throttles without Retry-After")
+	}
+	if r := throttle(0); r.Status != http.StatusOK {
+		t.Errorf("setting an existing throttle again at the bound: %d %s; want 200", r.Status, r.Body)
+	}
+}
+
+// TestDashboardLiftsThrottle (issue 33): the overview lists who set each throttle and when,
+// and its Lift button leads to a confirmation page whose form lifts that row only (the
+// throttle of one tenant), refused from another origin; a row no longer in force is 404.
+func TestDashboardLiftsThrottle(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	ctx := t.Context()
+	// As the API sets them for a consumer of beta, and for one of every tenant.
+	if _, err := e.Q.Throttle(identity.With(ctx, identity.Caller{Name: "consumer2"}), "company_id", "7", []string{"beta"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Q.Throttle(identity.With(ctx, identity.Caller{Name: "consumer"}), "company_id", "7", nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	post := func(path string, form url.Values, origin string) reply {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	}
+	overview := string(getPath(t, e, "/ui/").Body)
+	beta := "/ui/throttles/confirm?key=company_id&amp;tenant=beta&amp;value=7"
+	for _, want := range []string{"set by consumer2 at ", "set by consumer at ", beta, ">Lift…</a>"} {
+		if !strings.Contains(overview, want) {
+			t.Errorf("the overview does not show %q:\n%s", want, overview)
+		}
+	}
+	confirm := getPath(t, e, strings.ReplaceAll(beta, "&amp;", "&"))
+	if confirm.Status != http.StatusOK || !strings.Contains(string(confirm.Body), "Lift the throttle of company_id = 7 in tenant beta (set by consumer2 at ") ||
+		!strings.Contains(string(confirm.Body), `action="/ui/throttles/lift"`) {
+		t.Fatalf("the confirmation page: %d\n%s", confirm.Status, confirm.Body)
+	}
+	form := url.Values{"key": {"company_id"}, "value": {"7"}, "tenant": {"beta"}}
+	if r := post("/ui/throttles/lift", form, "http://evil.example"); r.Status != http.StatusForbidden {
+		t.Errorf("a lift from another origin: %d; want 403", r.Status)
+	}
+	if r := post("/ui/throttles/lift", form, e.URL); r.Status != http.StatusSeeOther {
+		t.Fatalf("the lift: %d %s; want 303 to the overview", r.Status, r.Body)
+	}
+	var tenants []string
+	for _, th := range e.Q.ThrottlesInForce() {
+		tenants = append(tenants, th.Tenant)
+	}
+	if len(tenants) != 1 || tenants[0] != "" {
+		t.Errorf("throttles in force after lifting beta's: tenants %q; want only every tenant's", tenants)
+	}
+	if r := post("/ui/throttles/lift", form, e.URL); r.Status != http.StatusNotFound {
+		t.Errorf("lifting it again: %d; want 404", r.Status)
+	}
+	if r := getPath(t, e, "/ui/throttles/confirm?key=company_id&value=7&tenant=beta"); r.Status != http.StatusNotFound {
+		t.Errorf("the confirmation page of a lifted throttle: %d; want 404", r.Status)
+	}
+	if r := getPath(t, e, "/ui/throttles/confirm?key=company_id&value=7.5"); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "value") {
+		t.Errorf("the confirmation page of a bad value: %d %s; want 400 naming value", r.Status, r.Body)
 	}
 }

@@ -61,6 +61,23 @@ func (c *Client) Throttle(ctx context.Context, key string, value wire.MetadataVa
 	return out.Until, nil
 }
 
+// LiftThrottle ends the throttles of key = value at once (DELETE /v1/throttle), before
+// their end: it returns how many ended (one per tenant of a consumer limited to tenants
+// that set it) once no instance holds them any more. A consumer key limited to tenants
+// lifts its tenants' only; any other consumer key, and an admin key, lifts them in every
+// tenant. None in force is an *Error with status 404.
+func (c *Client) LiftThrottle(ctx context.Context, key string, value wire.MetadataValue) (int, error) {
+	body, err := json.Marshal(wire.ThrottleLift{Key: key, Value: value})
+	if err != nil {
+		return 0, fmt.Errorf("opsq: encoding /v1/throttle: %w", err)
+	}
+	var out wire.ThrottleLifted
+	if err := c.call(ctx, http.MethodDelete, "/v1/throttle", nil, "application/json", bytes.NewReader(body), &out); err != nil {
+		return 0, err
+	}
+	return out.Lifted, nil
+}
+
 // Cluster returns the instances and their shards.
 func (c *Client) Cluster(ctx context.Context) (wire.Cluster, error) {
 	var out wire.Cluster

@@ -49,6 +49,7 @@ var surface = []call{
 	{name: "fail_many", goName: "-: Fail is variadic", ts: "-: fail takes an array"},
 	{name: "extend"},
 	{name: "throttle"},
+	{name: "lift_throttle"},
 	{name: "cluster"},
 	{name: "ready", goName: "-: Cluster answers", ts: "-: cluster answers"},
 	{name: "close", goName: "-: an http.Client needs no closing", ts: "-: fetch needs no closing"},

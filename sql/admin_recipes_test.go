@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -133,4 +135,76 @@ func expectStopped(t *testing.T, recipe, out string, err error, want string) {
 	if !strings.Contains(out, want) {
 		t.Errorf("%s printed %q; want an error saying %q", recipe, out, want)
 	}
+}
+
+// TestAdminLiftThrottle (issue 33): lift_throttle.sql lifts the throttles of key = value in
+// every tenant, in one tenant, or the one of every tenant (tenant= empty), tells the
+// instances by NOTIFY, and stops with an error naming what it did not find when nothing
+// of it is in force.
+func TestAdminLiftThrottle(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDB(t)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN opsq_throttles"); err != nil {
+		t.Fatal(err)
+	}
+	q := opsqsql.New(conn)
+	set := func(value string, tenants ...string) {
+		t.Helper()
+		if _, err := q.ThrottleSet(ctx, opsqsql.ThrottleSetParams{Key: "mode", Value: value, Tenants: tenants, ForMicros: 3_600_000_000, SetBy: "c1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inForce := func() []string {
+		t.Helper()
+		rows, err := q.ThrottlesLoad(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range rows {
+			out = append(out, r.Value+"@"+r.Tenant)
+		}
+		slices.Sort(out)
+		return out
+	}
+	told := func(what string) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := conn.WaitForNotification(wctx); err != nil {
+			t.Errorf("%s: no NOTIFY opsq_throttles (%v); want the instances told", what, err)
+		}
+	}
+	set(`"preview"`, "", "acme", "beta")
+	set(`42`, "acme")
+
+	out, err := recipe(t, dbURL, "lift_throttle.sql", "key=mode", `value="preview"`, "tenant=acme")
+	if err != nil || !strings.Contains(out, "c1") {
+		t.Fatalf("lift_throttle.sql in acme: %v\n%s\nwant the lifted throttle listed with its setter", err, out)
+	}
+	told("lifting acme's")
+	if got, want := inForce(), []string{`"preview"@`, `"preview"@beta`, `42@acme`}; !slices.Equal(got, want) {
+		t.Errorf("in force after lifting acme's \"preview\": %q; want %q", got, want)
+	}
+	if out, err := recipe(t, dbURL, "lift_throttle.sql", "key=mode", `value="preview"`, "tenant="); err != nil {
+		t.Fatalf("lift_throttle.sql of every tenant's: %v\n%s", err, out)
+	}
+	told("lifting every tenant's")
+	if out, err := recipe(t, dbURL, "lift_throttle.sql", "key=mode", "value=42"); err != nil {
+		t.Fatalf("lift_throttle.sql in every tenant: %v\n%s", err, out)
+	}
+	told("lifting 42 in every tenant")
+	if got, want := inForce(), []string{`"preview"@beta`}; !slices.Equal(got, want) {
+		t.Errorf("in force after the lifts: %q; want %q", got, want)
+	}
+	out, err = recipe(t, dbURL, "lift_throttle.sql", "key=mode", "value=42")
+	expectStopped(t, "lift_throttle.sql", out, err, "lift_throttle.sql: no throttle of mode = 42 in force; nothing was lifted")
+	out, err = recipe(t, dbURL, "lift_throttle.sql", "key=mode", `value="preview"`, "tenant=acme")
+	expectStopped(t, "lift_throttle.sql", out, err, `no throttle of mode = "preview" in force in tenant acme`)
 }

@@ -169,8 +169,14 @@ type Statements interface {
 	HoldsCollect(ctx context.Context) error
 	// ThrottleSet sets a throttle of a strategic value (POST /v1/throttle).
 	ThrottleSet(ctx context.Context, p ThrottleSetParams) (time.Time, error)
+	// ThrottleLock orders the setters of throttles counted against the same bounds.
+	ThrottleLock(ctx context.Context, locks []int64) error
+	// ThrottleBounds counts the throttles a new one is counted against.
+	ThrottleBounds(ctx context.Context, p ThrottleBoundsParams) ([]ThrottleBoundsRow, error)
+	// ThrottleLift lifts throttles before their end (DELETE /v1/throttle).
+	ThrottleLift(ctx context.Context, p ThrottleLiftParams) (int64, error)
 	// ThrottlesLoad reads the throttles in force, what an instance caches.
-	ThrottlesLoad(ctx context.Context, p ThrottlesLoadParams) ([]ThrottlesLoadRow, error)
+	ThrottlesLoad(ctx context.Context) ([]ThrottlesLoadRow, error)
 	// ThrottleOwners lists the other instances that may hand out chunks.
 	ThrottleOwners(ctx context.Context, instance string) ([]string, error)
 	// ThrottlesCollect deletes the throttles that ended.

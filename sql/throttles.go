@@ -12,21 +12,88 @@ import (
 var throttleSet string
 
 // ThrottleSetParams are throttle_set.sql's: Key = Value (canonical JSON) throttled for
-// ForMicros from the database's now, in each of Tenants ("": every tenant).
+// ForMicros from the database's now, in each of Tenants ("": every tenant), by the API key
+// named SetBy ("" without keys).
 type ThrottleSetParams struct {
 	Key       string
 	Value     string
 	Tenants   []string
 	ForMicros int64
+	SetBy     string
 }
 
 // ThrottleSet sets a throttle and returns when it ends (the earliest end of its rows).
 func (q Queries) ThrottleSet(ctx context.Context, p ThrottleSetParams) (time.Time, error) {
 	var until time.Time
 	err := q.db.QueryRow(ctx, throttleSet, pgx.NamedArgs{
-		"key": p.Key, "value": p.Value, "tenants": p.Tenants, "for_us": p.ForMicros,
+		"key": p.Key, "value": p.Value, "tenants": p.Tenants, "for_us": p.ForMicros, "set_by": p.SetBy,
 	}).Scan(&until)
 	return until, err
+}
+
+//go:embed throttle_lock.sql
+var throttleLock string
+
+// ThrottleLock takes the transaction's advisory locks, in the order of locks (sorted by the
+// caller): those of the bounds a throttle is counted against.
+func (q Queries) ThrottleLock(ctx context.Context, locks []int64) error {
+	_, err := q.db.Exec(ctx, throttleLock, pgx.NamedArgs{"locks": locks})
+	return err
+}
+
+//go:embed throttle_bounds.sql
+var throttleBounds string
+
+// ThrottleBoundsParams are throttle_bounds.sql's: a throttle of Key = Value (JSON) about
+// to be set in each of Tenants by the API key SetBy.
+type ThrottleBoundsParams struct {
+	Key     string
+	Value   string
+	Tenants []string
+	SetBy   string
+}
+
+// ThrottleBoundsRow is one bound's count: Scope "tenant" (Name the tenant, "" for the
+// throttles of every tenant) or "key" (Name the API key); N the throttles in force there
+// other than the one about to be set, FirstEndMicros how long until the first of them
+// ends.
+type ThrottleBoundsRow struct {
+	Scope          string `db:"scope"`
+	Name           string `db:"name"`
+	N              int64  `db:"n"`
+	FirstEndMicros int64  `db:"first_end_us"`
+}
+
+// ThrottleBounds counts the throttles in force that a new one is counted against.
+func (q Queries) ThrottleBounds(ctx context.Context, p ThrottleBoundsParams) ([]ThrottleBoundsRow, error) {
+	return collect[ThrottleBoundsRow](ctx, q.db, throttleBounds, pgx.NamedArgs{
+		"key": p.Key, "value": p.Value, "tenants": p.Tenants, "set_by": p.SetBy,
+	})
+}
+
+//go:embed throttle_lift.sql
+var throttleLift string
+
+// ThrottleLiftParams are throttle_lift.sql's: the throttles of Key = Value (JSON) in every
+// tenant when Every, else in each of Tenants ("": the throttle of every tenant).
+type ThrottleLiftParams struct {
+	Key     string
+	Value   string
+	Tenants []string
+	Every   bool
+}
+
+// ThrottleLift deletes throttles and returns how many of them were in force.
+func (q Queries) ThrottleLift(ctx context.Context, p ThrottleLiftParams) (int64, error) {
+	var n int64
+	tenants := p.Tenants
+	if tenants == nil {
+		tenants = []string{}
+	}
+	err := q.db.QueryRow(ctx, throttleLift, pgx.NamedArgs{
+		"key": p.Key, "value": p.Value, "tenants": tenants, "every": p.Every,
+	}).Scan(&n)
+	return n, err
 }
 
 //go:embed throttle_owners.sql
@@ -45,24 +112,22 @@ func (q Queries) ThrottleOwners(ctx context.Context, instance string) ([]string,
 //go:embed throttles_load.sql
 var throttlesLoad string
 
-// ThrottlesLoadParams are throttles_load.sql's.
-type ThrottlesLoadParams struct {
-	Limit int
-}
-
 // ThrottlesLoadRow is a throttle in force: Value is its JSON text, Tenant "" for every
-// tenant, LeftMicros how long it has left by the database's clock.
+// tenant, SetBy the API key that set it ("" without keys) at SetAt, LeftMicros how long it
+// has left by the database's clock.
 type ThrottlesLoadRow struct {
 	Key        string    `db:"key"`
 	Value      string    `db:"value"`
 	Tenant     string    `db:"tenant"`
 	Until      time.Time `db:"until"`
+	SetBy      string    `db:"set_by"`
+	SetAt      time.Time `db:"set_at"`
 	LeftMicros int64     `db:"left_us"`
 }
 
-// ThrottlesLoad reads the throttles in force, those that end last first, up to Limit.
-func (q Queries) ThrottlesLoad(ctx context.Context, p ThrottlesLoadParams) ([]ThrottlesLoadRow, error) {
-	return collect[ThrottlesLoadRow](ctx, q.db, throttlesLoad, pgx.NamedArgs{"limit": p.Limit})
+// ThrottlesLoad reads every throttle in force, those that end last first.
+func (q Queries) ThrottlesLoad(ctx context.Context) ([]ThrottlesLoadRow, error) {
+	return collect[ThrottlesLoadRow](ctx, q.db, throttlesLoad, nil)
 }
 
 //go:embed throttles_collect.sql

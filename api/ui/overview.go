@@ -150,6 +150,11 @@ type limitView struct {
 	// Rate is the value's chunks handed out per second over the last minute, cluster-wide
 	// ("12.5/s"); "—" when the value is not among the top ones (rateViews).
 	Rate string `json:"rate"`
+	// SetBy says who set a throttle and when ("set by c1 at 10:31:02 UTC"); "—" for a
+	// rate_limit.
+	SetBy string `json:"set_by"`
+	// Lift is the confirmation page of lifting a throttle; "" for a rate_limit.
+	Lift string `json:"lift"`
 }
 
 // rateView is a row of "recent rates per value": a value of a key the strategies limit,
@@ -205,11 +210,13 @@ func limitViews(throttles []queuer.Throttle, buckets []queuer.RateBucket, now ti
 			break // the ones that end last
 		}
 		out = append(out, limitView{Kind: "throttle", Key: th.Key, Value: th.Value, Tenant: th.Tenant,
-			Detail: fmt.Sprintf("until %s UTC (%s left)", th.Until.UTC().Format(time.TimeOnly), ago(th.Until.Sub(now)))})
+			Detail: fmt.Sprintf("until %s UTC (%s left)", th.Until.UTC().Format(time.TimeOnly), ago(th.Until.Sub(now))),
+			SetBy:  setByText(th), Lift: throttleRow{Key: th.Key, Value: th.Value, Tenant: th.Tenant}.liftURL()})
 	}
 	for _, b := range buckets {
 		out = append(out, limitView{Kind: "rate_limit", Key: b.Key, Value: b.Value,
-			Detail: fmt.Sprintf("%s/s; %.1f of %d tokens in the bucket", strconv.FormatFloat(b.PerSecond, 'f', -1, 64), b.Level, b.Capacity)})
+			Detail: fmt.Sprintf("%s/s; %.1f of %d tokens in the bucket", strconv.FormatFloat(b.PerSecond, 'f', -1, 64), b.Level, b.Capacity),
+			SetBy:  "—"})
 	}
 	return out
 }

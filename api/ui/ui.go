@@ -4,9 +4,8 @@
 // shows comes from the database, so every instance shows the same: the cluster, and what
 // the instances write of their activity (completions per minute, who is working).
 //
-// Not here yet (DESIGN.md §9, later issues): the throttles and rate limits in force, and
-// the filters by tenant. The overview is where the first would go (beside "who is
-// working"), and the list's filter form where the second would.
+// The overview lists the throttles and rate limits in force, who set each throttle and
+// when, and a button that lifts a throttle (throttles.go).
 package ui
 
 import (
@@ -82,6 +81,8 @@ func Register(e *echo.Echo, cfg Config) {
 	g.GET("/cluster/confirm", d.confirmAction)
 	g.POST("/cluster/action", d.action)
 	g.GET("/strategy", d.strategy)
+	g.GET("/throttles/confirm", d.confirmLift)
+	g.POST("/throttles/lift", d.lift)
 }
 
 var funcs = template.FuncMap{

@@ -325,6 +325,19 @@ type Throttled struct {
 	Until time.Time `json:"until"`
 }
 
+// ThrottleLift is the body of DELETE /v1/throttle: the throttles of Key = Value end at
+// once (the key and value may be sent in the query instead).
+type ThrottleLift struct {
+	Key   string        `json:"key"`
+	Value MetadataValue `json:"value"`
+}
+
+// ThrottleLifted is the answer to DELETE /v1/throttle: how many throttles ended (one per
+// tenant of a consumer confined to tenants that throttled).
+type ThrottleLifted struct {
+	Lifted int `json:"lifted"`
+}
+
 // TokenResults is the answer to complete, fail and extend, in request order.
 type TokenResults struct {
 	Results []TokenResult `json:"results"`

@@ -33,6 +33,7 @@ var commands = []command{
 	{"list", "list submissions by state and strategic metadata", runList},
 	{"bench", "measure opsq end to end against the design's targets", runBench},
 	{"work", "consume chunks: run a command once per reserved chunk", runWork},
+	{"throttle", "throttle a strategic value cluster-wide, or --lift a throttle", runThrottle},
 	{"claims", "show the cluster: instances, their shards, unclaimed shards", runClaims},
 	{"keys", "create, list and revoke API keys (create|list|revoke)", runKeys},
 	{"tenants", "set and list the tenants' quotas (set|list)", runTenants},

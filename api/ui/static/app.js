@@ -103,7 +103,9 @@ const live = {
       cell(tr, l.kind); cell(tr, l.key); cell(tr, l.value);
       const tenant = cell(tr, l.tenant);
       if (!l.tenant) tenant.appendChild(Object.assign(document.createElement("span"), { className: "muted", textContent: "all" }));
-      cell(tr, l.detail); cell(tr, l.rate);
+      cell(tr, l.detail); cell(tr, l.rate); cell(tr, l.set_by);
+      const act = cell(tr, "", "act");
+      if (l.lift) act.appendChild(Object.assign(document.createElement("a"), { className: "button danger", href: l.lift, textContent: "Lift…" }));
     });
     fillRows("rates", v.rates, "no chunk of a limited key handed out in the last minute", function (tr, r) {
       cell(tr, r.key); cell(tr, r.value); cell(tr, r.rate); cell(tr, r.count);

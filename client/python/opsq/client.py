@@ -578,6 +578,20 @@ class Client:
             raise ProtocolError(f"opsq: POST /v1/throttle: the answer lacks until: {str(out)[:200]}")
         return until
 
+    def lift_throttle(self, key: str, value: MetadataValue) -> int:
+        """Ends the throttles of ``key`` = ``value`` at once (``DELETE /v1/throttle``),
+        before their end, and returns how many ended (one per tenant of a consumer limited
+        to tenants that set it) once no instance holds them any more. A consumer key
+        limited to tenants lifts its tenants' only; any other consumer key, and an admin
+        key, lifts them in every tenant. None in force raises NotFound."""
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise TypeError("opsq: a strategic metadata value is an int or a str")
+        out = self._t.call("DELETE", "/v1/throttle", body={"key": key, "value": value})
+        lifted = out.get("lifted") if isinstance(out, dict) else None
+        if not isinstance(lifted, int) or isinstance(lifted, bool):
+            raise ProtocolError(f"opsq: DELETE /v1/throttle: the answer lacks lifted: {str(out)[:200]}")
+        return lifted
+
     @staticmethod
     def _token_results(out: Any) -> List[TokenResult]:
         return [TokenResult.from_json(r) for r in out["results"]]

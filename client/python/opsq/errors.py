@@ -69,7 +69,8 @@ class Forbidden(APIError):
 
 
 class NotFound(APIError):
-    """404: no such submission (or one of another tenant), or no such route."""
+    """404: no such submission (or one of another tenant), no such throttle in force, or
+    no such route."""
 
 
 class Conflict(APIError):

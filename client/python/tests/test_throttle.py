@@ -45,6 +45,26 @@ class ThrottleTest(unittest.TestCase):
         with self.assertRaises(opsq.Forbidden):
             producer().throttle("company", "x", 30)
 
+    def test_lift_throttle(self) -> None:
+        t = tag()
+        held = f"{t}-held"
+        c = consumer()
+        c.throttle("company", held, "1h")
+        producer().submit(["held"], strategic_metadata={"test": t, "company": held})
+        self.assertEqual(c.reserve(1, strategy=only(t), wait=1), [])
+        # Lifted through the other instance: every instance has it lifted when it answers.
+        self.assertEqual(consumer(urls()[-1]).lift_throttle("company", held), 1)
+        got = c.reserve(1, strategy=only(t))
+        self.assertEqual([ch.input for ch in got], ["held"])
+        c.complete(got[0], "done")
+        with self.assertRaises(opsq.NotFound) as e:
+            c.lift_throttle("company", held)
+        self.assertIn("no throttle of company", e.exception.message)
+        with self.assertRaises(TypeError):
+            c.lift_throttle("company", 1.5)  # type: ignore[arg-type]
+        with self.assertRaises(opsq.Forbidden):
+            producer().lift_throttle("company", held)
+
     def test_worker_throttle(self) -> None:
         t = tag()
         refused, other = f"{t}-refused", f"{t}-other"

@@ -22,6 +22,7 @@ import type {
   Submission,
   SubmissionHeader,
   Throttled,
+  ThrottleLifted,
   TokenResult,
 } from "./types.js";
 
@@ -466,6 +467,18 @@ export class Client {
   async throttle(key: string, value: MetadataValue, duration: Duration, options: CallOptions = {}): Promise<Throttled> {
     const body = JSON.stringify({ key, value, for: durationString(duration) });
     return this.json<Throttled>("POST", "/v1/throttle", { body, ...options });
+  }
+
+  /**
+   * Ends the throttles of key = value at once (DELETE /v1/throttle), before their end.
+   * Resolves with how many ended ({lifted}: one per tenant of a consumer limited to tenants
+   * that set it) once no instance holds them any more. A consumer key limited to tenants
+   * lifts its tenants' only; any other consumer key, and an admin key, lifts them in every
+   * tenant. None in force rejects with an OpsqError of status 404.
+   */
+  async liftThrottle(key: string, value: MetadataValue, options: CallOptions = {}): Promise<ThrottleLifted> {
+    const body = JSON.stringify({ key, value });
+    return this.json<ThrottleLifted>("DELETE", "/v1/throttle", { body, ...options });
   }
 
   // ---- operations ----

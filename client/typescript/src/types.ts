@@ -37,6 +37,8 @@ export type TokenStatus = TokenResult["status"];
 export type Cluster = Schemas["Cluster"];
 /** When a throttle ends. */
 export type Throttled = Schemas["Throttled"];
+/** How many throttles a lift ended. */
+export type ThrottleLifted = Schemas["ThrottleLifted"];
 /** A chunk a reserve would hand out now (preview): no token, nothing reserved. */
 export type PreviewChunk =
   operations["previewReserve"]["responses"][200]["content"]["application/json"]["chunks"][number];

@@ -29,6 +29,22 @@ describe("throttle", { timeout: 180_000 }, () => {
     await consumer.complete([{ token: got[0]!.token, output: "" }]);
   });
 
+  it("lifts a throttle before its end, cluster-wide", async () => {
+    const t = tag();
+    const held = `${t}-held`;
+    await consumer.throttle("company", held, "1h");
+    await producer.submit({ chunks: ["held"], strategic_metadata: { test: t, company: held } });
+    assert.deepEqual(await consumer.reserve({ strategy: only(t), wait: "1s" }), []);
+    // Lifted through the other instance: every instance has it lifted when it answers.
+    const { lifted } = await new Client({ baseURL: url2, key: consumerKey }).liftThrottle("company", held);
+    assert.equal(lifted, 1);
+    const got = await consumer.reserve({ strategy: only(t) });
+    assert.deepEqual(got.map((c) => c.input), ["held"]);
+    await consumer.complete([{ token: got[0]!.token, output: "" }]);
+    await assert.rejects(consumer.liftThrottle("company", held), (e: unknown) => e instanceof OpsqError && e.status === 404 && /no throttle of company/.test(e.message));
+    await assert.rejects(producer.liftThrottle("company", held), (e: unknown) => e instanceof OpsqError && e.status === 403);
+  });
+
   it("refuses bad input and the wrong role", async () => {
     const { until } = await consumer.throttle("ts_throttle_test", 42, 2000);
     assert.ok(Date.parse(until) > Date.now() - 60_000);

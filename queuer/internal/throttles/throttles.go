@@ -6,9 +6,14 @@
 // and counts each down by its own monotonic clock from what the database said was left,
 // so that clocks that disagree between hosts do not move a throttle's end.
 //
+// A throttle may be lifted before its end (Lift, DELETE /v1/throttle), by the same NOTIFY
+// and acknowledgements as a throttle set. New throttles are bounded per tenant
+// (MaxPerTenant) and per API key (MaxPerKey), so that every instance caches every
+// throttle in force: one tenant's throttles can never push another's out.
+//
 // It does not decide which chunks a reserve reads: the reserve path asks Blocks of each
-// candidate it would take. It raises no event but the new work of a throttle's end (so
-// that the reserves waiting for work look again).
+// candidate it would take. It raises no event but the new work of a throttle's end or
+// lift (so that the reserves waiting for work look again).
 package throttles
 
 import (
@@ -16,7 +21,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"maps"
 	"slices"
@@ -24,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"opsq/queuer/identity"
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/startstop"
 	opsqsql "opsq/sql"
@@ -34,10 +42,42 @@ const (
 	// ReloadInterval is how often an instance reads the throttles in force again, in case
 	// it missed a NOTIFY.
 	ReloadInterval = 5 * time.Second
-	// loadMax bounds the throttles an instance caches; those that end first are left out
-	// past it (a warning says so).
-	loadMax = 10_000
+	// MaxPerTenant bounds the throttles in force in one tenant (those of consumers confined
+	// to it), and the throttles of every tenant (those of consumers that are not): a
+	// throttle past it is refused (LimitError). With it, what an instance caches is
+	// bounded by the tenants the operator named in consumer keys, and it caches all of it.
+	MaxPerTenant = 1_000
+	// MaxPerKey bounds the throttles in force that one API key set: half its tenant's, so
+	// that one consumer's flood leaves room for the tenant's others.
+	MaxPerKey = MaxPerTenant / 2
 )
+
+// ErrNotInForce is a lift of a throttle that is not in force (in the tenants given).
+var ErrNotInForce = errors.New("no such throttle in force")
+
+// LimitError is a throttle refused because it would take a tenant, or an API key, past
+// its bound: Scope "tenant" (Name the tenant; "" for the throttles of every tenant) or
+// "key" (Name the API key), Max the bound, FirstEnd how long until the first of the
+// throttles counted there ends.
+type LimitError struct {
+	Scope    string
+	Name     string
+	Max      int
+	FirstEnd time.Duration
+}
+
+func (e *LimitError) Error() string {
+	var what string
+	switch {
+	case e.Scope == "key":
+		what = fmt.Sprintf("the API key %q has %d throttles in force, the most one key may have (half of a tenant's %d)", e.Name, e.Max, MaxPerTenant)
+	case e.Name == "":
+		what = fmt.Sprintf("%d throttles of every tenant are in force, the most there may be", e.Max)
+	default:
+		what = fmt.Sprintf("the tenant %q has %d throttles in force, the most a tenant may have", e.Name, e.Max)
+	}
+	return fmt.Sprintf("%s; the first of them ends in %s, and DELETE /v1/throttle lifts one", what, e.FirstEnd.Round(time.Second))
+}
 
 // Throttle is one throttle in force: the strategic key and the value's canonical JSON
 // text, the tenant it is confined to ("" for every tenant), and when it ends.
@@ -46,7 +86,11 @@ type Throttle struct {
 	Value  string
 	Tenant string
 	Until  time.Time // by the database's clock, as it answers
-	ends   time.Time // by this instance's monotonic clock
+	// SetBy is the name of the API key that set it ("" without keys), at SetAt (by the
+	// database's clock); a throttle set again with a later end names the later setter.
+	SetBy string
+	SetAt time.Time
+	ends  time.Time // by this instance's monotonic clock
 }
 
 // AckWaitDefault bounds how long setting a throttle waits for the other instances that
@@ -76,6 +120,9 @@ type Throttles struct {
 	// live is the throttles in force, by key then value; nil when there are none, so that
 	// a reserve checks nothing at all then.
 	live atomic.Pointer[snapshot]
+	// loading orders the reads of the throttles (the loop's, a Set's, a Lift's): a read
+	// that began before another's commit never replaces what a read after it stored.
+	loading sync.Mutex
 
 	mu struct {
 		sync.Mutex
@@ -137,14 +184,15 @@ func (t *Throttles) loop(ctx context.Context) {
 		acks := t.mu.toAck
 		t.mu.toAck = nil
 		t.mu.Unlock()
-		if err := t.Load(ctx); err != nil && ctx.Err() == nil {
+		lifted, err := t.load(ctx)
+		if err != nil && ctx.Err() == nil {
 			t.cfg.Log.Warn("reading the throttles in force; keeping those held", slog.Any("error", err))
 		} else if err == nil {
 			t.ack(ctx, acks)
 		}
-		if ended && t.cfg.Bus != nil {
+		if ended || lifted {
 			// The chunks of the value are reservable again: the reserves waiting look again.
-			t.cfg.Bus.Raise(notify.NewWork{Chunks: -1})
+			t.raiseNewWork()
 		}
 	}
 }
@@ -192,6 +240,13 @@ func (t *Throttles) Handle(e notify.Event) {
 	}
 }
 
+// raiseNewWork wakes the reserves waiting for work: a throttle ended or was lifted.
+func (t *Throttles) raiseNewWork() {
+	if t.cfg.Bus != nil {
+		t.cfg.Bus.Raise(notify.NewWork{Chunks: -1})
+	}
+}
+
 // reload has the loop read the throttles again soon.
 func (t *Throttles) reload() {
 	select {
@@ -212,33 +267,53 @@ func (t *Throttles) ack(ctx context.Context, nonces []string) {
 
 // Load reads the throttles in force.
 func (t *Throttles) Load(ctx context.Context) error {
-	rows, err := opsqsql.New(t.cfg.Pool).ThrottlesLoad(ctx, opsqsql.ThrottlesLoadParams{Limit: loadMax})
+	_, err := t.load(ctx)
+	return err
+}
+
+// load reads the throttles in force, all of them (the bounds keep them few), and reports
+// whether one held before and not ended by this instance's clock is gone: lifted.
+func (t *Throttles) load(ctx context.Context) (lifted bool, err error) {
+	t.loading.Lock()
+	defer t.loading.Unlock()
+	rows, err := opsqsql.New(t.cfg.Pool).ThrottlesLoad(ctx)
 	if err != nil {
-		return fmt.Errorf("reading the throttles: %w", err)
+		return false, fmt.Errorf("reading the throttles: %w", err)
 	}
-	if len(rows) == 0 {
-		t.live.Store(nil)
-		return nil
-	}
-	if len(rows) == loadMax {
-		t.cfg.Log.Warn("too many throttles in force; those that end first are not applied", slog.Int("held", loadMax))
-	}
-	now := time.Now()
-	s := &snapshot{byKey: map[string]map[string][]Throttle{}, list: make([]Throttle, len(rows))}
-	for i, r := range rows {
-		th := Throttle{Key: r.Key, Value: r.Value, Tenant: r.Tenant, Until: r.Until,
-			ends: now.Add(time.Duration(r.LeftMicros) * time.Microsecond)}
-		s.list[i] = th
-		if s.byKey[r.Key] == nil {
-			s.byKey[r.Key] = map[string][]Throttle{}
+	var s *snapshot
+	if len(rows) > 0 {
+		now := time.Now()
+		s = &snapshot{byKey: map[string]map[string][]Throttle{}, list: make([]Throttle, len(rows))}
+		for i, r := range rows {
+			th := Throttle{Key: r.Key, Value: r.Value, Tenant: r.Tenant, Until: r.Until, SetBy: r.SetBy, SetAt: r.SetAt,
+				ends: now.Add(time.Duration(r.LeftMicros) * time.Microsecond)}
+			s.list[i] = th
+			if s.byKey[r.Key] == nil {
+				s.byKey[r.Key] = map[string][]Throttle{}
+			}
+			s.byKey[r.Key][r.Value] = append(s.byKey[r.Key][r.Value], th)
 		}
-		s.byKey[r.Key][r.Value] = append(s.byKey[r.Key][r.Value], th)
+		for key := range s.byKey {
+			s.keys = append(s.keys, key)
+		}
 	}
-	for key := range s.byKey {
-		s.keys = append(s.keys, key)
+	old := t.live.Swap(s)
+	return old != nil && s.lacksAny(old.list), nil
+}
+
+// lacksAny reports whether one of held, not ended by this instance's clock, is not in s
+// (nil: none is).
+func (s *snapshot) lacksAny(held []Throttle) bool {
+	now := time.Now()
+	for _, th := range held {
+		if !now.Before(th.ends) {
+			continue
+		}
+		if s == nil || !slices.ContainsFunc(s.byKey[th.Key][th.Value], func(o Throttle) bool { return o.Tenant == th.Tenant }) {
+			return true
+		}
 	}
-	t.live.Store(s)
-	return nil
+	return false
 }
 
 // Blocks reports whether a throttle in force keeps back the chunks of a submission with
@@ -298,11 +373,74 @@ func (t *Throttles) InForce() []Throttle {
 // Set throttles key = value (canonical JSON text) for d, in each of tenants (nil: every
 // tenant), and announces it to every instance; this instance applies it before Set
 // returns. It returns when the throttle ends, by the database's clock. The caller checks
-// d (at most an hour, DESIGN.md §3) and the value.
+// d (at most an hour, DESIGN.md §3) and the value. The API key of ctx's caller (package
+// identity) is its setter; a throttle that would take a tenant past MaxPerTenant, or the
+// key past MaxPerKey, is refused with a *LimitError.
 func (t *Throttles) Set(ctx context.Context, key, value string, tenants []string, d time.Duration) (time.Time, error) {
 	if tenants == nil {
 		tenants = []string{""}
 	}
+	var by string
+	if c, ok := identity.From(ctx); ok {
+		by = c.Name
+	}
+	var until time.Time
+	err := t.announce(ctx, func(q opsqsql.Queries) error {
+		if err := q.ThrottleLock(ctx, boundLocks(tenants, by)); err != nil {
+			return err
+		}
+		counts, err := q.ThrottleBounds(ctx, opsqsql.ThrottleBoundsParams{Key: key, Value: value, Tenants: tenants, SetBy: by})
+		if err != nil {
+			return err
+		}
+		for _, c := range counts {
+			limit := MaxPerTenant
+			if c.Scope == "key" {
+				limit = MaxPerKey
+			}
+			if c.N >= int64(limit) {
+				return &LimitError{Scope: c.Scope, Name: c.Name, Max: limit, FirstEnd: time.Duration(c.FirstEndMicros) * time.Microsecond}
+			}
+		}
+		until, err = q.ThrottleSet(ctx, opsqsql.ThrottleSetParams{
+			Key: key, Value: value, Tenants: tenants, ForMicros: d.Microseconds(), SetBy: by,
+		})
+		return err
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("setting a throttle of %s = %s: %w", key, value, err)
+	}
+	return until, nil
+}
+
+// Lift ends the throttles of key = value (canonical JSON text) at once: in each of tenants
+// ("" names the throttle of every tenant), or all of them when tenants is nil. It returns
+// how many were in force, once every other instance that may hand out chunks no longer
+// holds them (as Set waits for a throttle's acknowledgements), or ErrNotInForce when none
+// was.
+func (t *Throttles) Lift(ctx context.Context, key, value string, tenants []string) (int, error) {
+	var n int64
+	err := t.announce(ctx, func(q opsqsql.Queries) error {
+		var err error
+		n, err = q.ThrottleLift(ctx, opsqsql.ThrottleLiftParams{Key: key, Value: value, Tenants: tenants, Every: tenants == nil})
+		if err == nil && n == 0 {
+			err = ErrNotInForce
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("lifting the throttle of %s = %s: %w", key, value, err)
+	}
+	// The lift is in force here (announce reloaded): the reserves waiting here look again;
+	// the other instances' look again at their reload.
+	t.raiseNewWork()
+	return int(n), nil
+}
+
+// announce runs change in a transaction with the NOTIFY that has every instance read the
+// throttles again, reads them here, and waits for the others' acknowledgements
+// (awaitAcks): a change answered is in force wherever a chunk could be handed out.
+func (t *Throttles) announce(ctx context.Context, change func(q opsqsql.Queries) error) error {
 	// Listen for the acknowledgements before anyone can send one.
 	var b [12]byte
 	_, _ = rand.Read(b[:])
@@ -319,36 +457,51 @@ func (t *Throttles) Set(ctx context.Context, key, value string, tenants []string
 		delete(t.mu.waiting, nonce)
 		t.mu.Unlock()
 	}()
-	var until time.Time
 	err := opsqsql.InTx(ctx, t.cfg.Pool, func(q opsqsql.Queries) error {
-		var err error
-		until, err = q.ThrottleSet(ctx, opsqsql.ThrottleSetParams{
-			Key: key, Value: value, Tenants: tenants, ForMicros: d.Microseconds(),
-		})
-		if err != nil {
+		if err := change(q); err != nil {
 			return err
 		}
+		// "set:<nonce>", a set or a lift alike: the instances read the throttles again.
 		return notify.SendThrottles(ctx, q, nonce)
 	})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("setting a throttle of %s = %s: %w", key, value, err)
+		return err
 	}
 	if err := t.Load(ctx); err != nil {
-		return time.Time{}, err
+		return err
 	}
-	t.reload() // the loop's timer: the next end may be this one's
+	t.reload() // the loop's timer: the next end may have changed
 	t.awaitAcks(ctx, acks)
-	return until, nil
+	return nil
+}
+
+// boundLocks are the advisory locks of the bounds a throttle of tenants set by the API key
+// by is counted against, sorted (every setter takes them in the same order).
+func boundLocks(tenants []string, by string) []int64 {
+	lock := func(scope, name string) int64 {
+		h := fnv.New64a()
+		h.Write([]byte("opsq.throttles\x00" + scope + "\x00" + name))
+		return int64(h.Sum64())
+	}
+	locks := make([]int64, 0, len(tenants)+1)
+	for _, tenant := range tenants {
+		locks = append(locks, lock("tenant", tenant))
+	}
+	if by != "" {
+		locks = append(locks, lock("key", by))
+	}
+	slices.Sort(locks)
+	return slices.Compact(locks)
 }
 
 // awaitAcks waits until every other instance that may hand out chunks has acknowledged
-// the throttle whose acknowledgements come on acks, at most Config.AckWait: a throttle answered
+// the change (a throttle set or lifted) whose acknowledgements come on acks, at most Config.AckWait: a throttle answered
 // is in force wherever a chunk of its value could be handed out. One that does not answer
 // in time has it at its next reload (ReloadInterval), or its next NOTIFY; that is logged.
 func (t *Throttles) awaitAcks(ctx context.Context, acks <-chan string) {
 	owners, err := opsqsql.New(t.cfg.Pool).ThrottleOwners(ctx, t.cfg.Instance)
 	if err != nil {
-		t.cfg.Log.Warn("a throttle is set, but the instances that hold shards could not be read to wait for them", slog.Any("error", err))
+		t.cfg.Log.Warn("a throttle is set or lifted, but the instances that hold shards could not be read to wait for them", slog.Any("error", err))
 		return
 	}
 	missing := map[string]bool{}
@@ -363,7 +516,7 @@ func (t *Throttles) awaitAcks(ctx context.Context, acks <-chan string) {
 		case id := <-acks:
 			delete(missing, id)
 		case <-timer.C:
-			t.cfg.Log.Warn("a throttle is set; some instances did not confirm it in time and apply it at their next reload",
+			t.cfg.Log.Warn("a throttle is set or lifted; some instances did not confirm it in time and apply it at their next reload",
 				slog.Any("instances", slices.Sorted(maps.Keys(missing))), slog.Duration("waited", wait))
 			return
 		case <-ctx.Done():
