@@ -181,12 +181,17 @@ func New(cfg Config) *Handler {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "opsq_inflight_refused_total",
 			Help: "Requests refused with 503 because the memory budget (OPSQ_MAX_INFLIGHT_BYTES) had no room for them."},
 			func() float64 { return float64(s.budget.refused.Load()) }))
+	ingests := newSlots("ingests", "OPSQ_MAX_INGESTS", cfg.MaxIngests, cfg.LimitWait, cfg.SlotMinRate, cfg.SlotGrace)
+	streams := newSlots("results streams", "OPSQ_MAX_RESULT_STREAMS", cfg.MaxResultStreams, cfg.LimitWait, 0, cfg.SlotGrace)
+	for _, l := range []*slots{ingests, streams} {
+		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "opsq_slots_given_up_total",
+			Help:        "Requests that gave their slot up to a waiting client: over their key's share, or of no use (an upload under OPSQ_SLOT_MIN_RATE, a follow with nothing to send, a stalled reader).",
+			ConstLabels: prometheus.Labels{"kind": l.what}}, func() float64 { return float64(l.taken.Load()) }))
+	}
 	e.Use(m.middleware)
 	e.Use(bodyIdle(cfg.BodyIdleTimeout, cfg.BodyMinBytes, cfg.MaxBody))
 	e.Use(s.budget.middleware)
 	e.Use(loginFormBound)
-	ingests := newSlots("ingests", "OPSQ_MAX_INGESTS", cfg.MaxIngests, cfg.LimitWait, cfg.SlotMinRate, cfg.SlotGrace)
-	streams := newSlots("results streams", "OPSQ_MAX_RESULT_STREAMS", cfg.MaxResultStreams, cfg.LimitWait, 0, cfg.SlotGrace)
 	e.GET("/metrics", echo.WrapHandler(m.handler()), s.authenticate(metricsRoles))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
@@ -216,5 +221,5 @@ func New(cfg Config) *Handler {
 	// The dashboard, /ui/.
 	ui.Register(e, ui.Config{Queuer: cfg.Queuer, Keys: cfg.Keys, Logger: cfg.Logger,
 		AuthFailed: func(c echo.Context, key, why string) error { return s.authFails.failed(c, key, why, nil) }})
-	return &Handler{Handler: e, parking: s.parking, budget: s.budget}
+	return &Handler{Handler: e, parking: s.parking, budget: s.budget, ingests: ingests, streams: streams, unverified: s.unverified}
 }

@@ -111,7 +111,11 @@ func (s *server) verifyForwarded(c echo.Context, body []byte) (id identity.Calle
 func readUnverified(c echo.Context, h *hold) ([]byte, error) {
 	r := c.Request()
 	if r.ContentLength > MaxForwardedBodyBytes {
-		return nil, tooLarge("body: %d bytes; a forwarded request's body is at most %d", r.ContentLength, MaxForwardedBodyBytes)
+		err := tooLarge("body: %d bytes; a forwarded request's body is at most %d", r.ContentLength, MaxForwardedBodyBytes)
+		if b := idleBodyOf(c); b != nil {
+			b.cut(err) // nothing of it is read, not even to drain it: the connection closes
+		}
+		return nil, err
 	}
 	var body io.Reader = r.Body
 	if b, ok := r.Body.(*budgetBody); ok {

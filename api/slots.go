@@ -430,3 +430,10 @@ func readAhead(c echo.Context, n int64) error {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return nil
 }
+
+// inUse reports the slots held now.
+func (l *slots) inUse() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.mu.holders)
+}
