@@ -24,10 +24,10 @@ import (
 //     takes a slot from an owner holding more than its share: that owner's request that
 //     is the easiest to give up (an upload still sending, the slowest first; a follow
 //     waiting for news) ends, and its slot goes to the waiter;
-//   - whoever waits, a request that is of no use to anyone gives its slot up: an upload
-//     still under SlotMinRate bytes a second after SlotGrace, a follow that has had
-//     nothing to send for SlotGrace, a results stream whose reader has read nothing for
-//     SlotGrace;
+//   - a request that is of no use to anyone gives its slot up to a waiter of its own
+//     owner, or of an owner holding fewer slots than its own: an upload still under
+//     SlotMinRate bytes a second after SlotGrace, a follow that has had nothing to send
+//     for SlotGrace, a results stream whose reader has read nothing for SlotGrace;
 //   - a slot that frees goes to the waiter whose owner holds the fewest, the oldest first.
 //
 // Nothing is taken from anyone while nobody waits. An owner at or over its share waits,
@@ -183,6 +183,7 @@ func (l *slots) leave(w *slotWaiter) bool {
 }
 
 func (l *slots) holdLocked(s *slot) {
+	s.start = l.now() // its rate counts from here, not from when it began to wait
 	l.mu.holders[s] = struct{}{}
 	l.mu.held[s.owner]++
 }
@@ -257,9 +258,10 @@ func (l *slots) victimLocked(owner string) (*slot, *Error) {
 			return victim, l.errShare(victim, held[victim.owner], share, now)
 		}
 	}
+	// Of no use: the waiter's own, or another owner's that holds more than the waiter's.
 	var why *Error
 	for s := range l.mu.holders {
-		if s.cutErr != nil {
+		if s.cutErr != nil || (s.owner != owner && held[s.owner] <= held[owner]) {
 			continue
 		}
 		ok, rank, useless := l.progress(s, now)
@@ -346,7 +348,7 @@ func (l *slots) ingestMiddleware(small int64) echo.MiddlewareFunc {
 					return err
 				}
 			}
-			s := &slot{owner: owner(c), start: l.now(), body: idleBodyOf(c)}
+			s := &slot{owner: owner(c), body: idleBodyOf(c)}
 			if s.body != nil && !s.body.done.Load() {
 				b := s.body
 				s.cut = func(err *Error) { b.cut(err) }
@@ -385,7 +387,7 @@ func (l *slots) streamMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 		yield, stop := context.WithCancel(r.Context())
 		defer stop()
 		rc := http.NewResponseController(c.Response().Writer)
-		s := &slot{owner: owner(c), start: l.now(), stream: act, cut: func(*Error) {
+		s := &slot{owner: owner(c), stream: act, cut: func(*Error) {
 			stop()
 			if act.writing.Load() != 0 {
 				_ = rc.SetWriteDeadline(time.Now()) // a write that waits: cut it
