@@ -188,6 +188,7 @@ func TestHostileIdleFollows(t *testing.T) {
 	t.Parallel()
 	a := setupAuthWith(t, Config{})
 	idle := a.submit(t, a.key["producer"])
+	var follows []net.Conn
 	for range 8 {
 		conn := rawRequest(t, a.env, "GET /v1/submissions/"+idle+"/results?follow=true HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer "+
 			a.key["producer"]+"\r\n\r\n", "", 4096)
@@ -196,6 +197,7 @@ func TestHostileIdleFollows(t *testing.T) {
 		if _, err := io.ReadFull(conn, line); err != nil || string(line) != "HTTP/1.1 200" {
 			t.Fatalf("an idle follow's answer begins %q (%v); want HTTP/1.1 200", line, err)
 		}
+		follows = append(follows, conn)
 	}
 	pgtest.WaitFor(t, 10*time.Second, "the 8 follows to hold every results stream slot", func() string {
 		if n := a.H.streams.inUse(); n != 8 {
@@ -222,6 +224,19 @@ func TestHostileIdleFollows(t *testing.T) {
 		}
 		resp.Body.Close() // a follow: the client leaves
 		cancel()
+	}
+	// The follow that gave its slot up ended its answer whole (the last chunk of a
+	// chunked body), for its client to follow again; the others go on.
+	ended := 0
+	for _, conn := range follows {
+		_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		rest, _ := io.ReadAll(conn)
+		if strings.HasSuffix(string(rest), "\r\n0\r\n\r\n") {
+			ended++
+		}
+	}
+	if ended < 1 || ended > 2 {
+		t.Errorf("%d of the idle follows ended; want 1 or 2 (a slot for each request of the other tenant)", ended)
 	}
 }
 

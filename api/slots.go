@@ -301,7 +301,7 @@ func (l *slots) progress(s *slot, now time.Time) (ok bool, rank float64, useless
 		if !s.stream.follow.Load() {
 			return false, 0, nil // a plain stream going out as fast as it is read
 		}
-		quiet := now.Sub(time.Unix(0, s.stream.last.Load()))
+		quiet := now.Sub(later(time.Unix(0, s.stream.last.Load()), s.start)) // not the time it waited for its slot
 		if quiet >= l.grace {
 			useless = errSlotStalled(quiet, l.what, l.env)
 		}
@@ -438,4 +438,11 @@ func (l *slots) inUse() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.mu.holders)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
