@@ -88,20 +88,38 @@ func trickleUploads(t *testing.T, e *env, key string) []net.Conn {
 	return conns
 }
 
-// cutAnswers reads what answer each of conns has had by now (those still being served
-// have none) and returns them.
-func cutAnswers(t *testing.T, conns []net.Conn) []reply {
+// cutAnswers waits until want of conns have had their answer (the slots given up: the
+// answer goes out just after the slot is), and returns every answer there is by then.
+func cutAnswers(t *testing.T, conns []net.Conn, want int) []reply {
 	t.Helper()
-	var got []reply
-	for _, conn := range conns {
-		_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			continue
+	readers := make([]*bufio.Reader, len(conns))
+	for i, conn := range conns {
+		readers[i] = bufio.NewReader(conn)
+	}
+	answered := map[int]reply{}
+	deadline := time.Now().Add(10 * time.Second)
+	for round := 0; round == 0 || (len(answered) < want && time.Now().Before(deadline)); round++ {
+		for i, conn := range conns {
+			if _, ok := answered[i]; ok {
+				continue
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			if _, err := readers[i].Peek(1); err != nil {
+				continue // nothing yet
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(readers[i], nil)
+			if err != nil {
+				t.Fatalf("reading the answer of an upload: %v", err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			answered[i] = reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		got = append(got, reply{Status: resp.StatusCode, Header: resp.Header, Body: b})
+	}
+	var got []reply
+	for _, r := range answered {
+		got = append(got, r)
 	}
 	return got
 }
@@ -142,7 +160,7 @@ func TestHostileTricklingUploads(t *testing.T) {
 	submitWithin(t, a.URL, a.key["producer2"], "application/json", `{"chunks": ["a"]}`)
 	submitWithin(t, a.URL, a.key["producer2"], "application/x-ndjson", "{}\n\"a\"\n\"b\"\n")
 
-	cut := cutAnswers(t, conns)
+	cut := cutAnswers(t, conns, int(a.H.ingests.taken.Load()))
 	if len(cut) < 1 || len(cut) > 2 {
 		t.Errorf("%d of the trickling uploads were answered; want 1 or 2 (a slot for each submission of the other key)", len(cut))
 	}
@@ -171,7 +189,7 @@ func TestHostileTricklingUploadsOneAddress(t *testing.T) {
 		return ""
 	})
 	t.Logf("served after %s", time.Since(start).Round(time.Millisecond))
-	cut := cutAnswers(t, conns)
+	cut := cutAnswers(t, conns, int(e.H.ingests.taken.Load()))
 	if len(cut) == 0 {
 		t.Error("no trickling upload was answered; want one cut for its rate")
 	}
@@ -225,18 +243,28 @@ func TestHostileIdleFollows(t *testing.T) {
 		resp.Body.Close() // a follow: the client leaves
 		cancel()
 	}
-	// The follow that gave its slot up ended its answer whole (the last chunk of a
-	// chunked body), for its client to follow again; the others go on.
+	// The follows that gave their slots up ended their answers whole (the last chunk of a
+	// chunked body), for their clients to follow again; the others go on.
+	want := int(a.H.streams.taken.Load())
+	if want < 1 || want > 2 {
+		t.Errorf("%d follows gave their slots up; want 1 or 2 (one for each request of the other tenant)", want)
+	}
+	read := make([]string, len(follows))
 	ended := 0
-	for _, conn := range follows {
-		_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-		rest, _ := io.ReadAll(conn)
-		if strings.HasSuffix(string(rest), "\r\n0\r\n\r\n") {
-			ended++
+	for deadline := time.Now().Add(10 * time.Second); ended < want && time.Now().Before(deadline); {
+		ended = 0
+		for i, conn := range follows {
+			_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			b := make([]byte, 4096)
+			n, _ := conn.Read(b)
+			read[i] += string(b[:n])
+			if strings.HasSuffix(read[i], "\r\n0\r\n\r\n") {
+				ended++
+			}
 		}
 	}
-	if ended < 1 || ended > 2 {
-		t.Errorf("%d of the idle follows ended; want 1 or 2 (a slot for each request of the other tenant)", ended)
+	if ended != want {
+		t.Errorf("%d of the idle follows ended their answers whole; want %d, those that gave their slots up", ended, want)
 	}
 }
 
