@@ -387,7 +387,7 @@ func TestHostileLoginGuessing(t *testing.T) {
 		t.Errorf("login with the admin key from the throttled address: %d; want 303 (a valid key is never refused)", r.Status)
 	}
 	logs := a.logs.String()
-	if !strings.Contains(logs, `route="POST /ui/login"`) || !strings.Contains(logs, "authentication failed") {
+	if !strings.Contains(logs, `route="POST /ui/login"`) || !strings.Contains(logs, "authentication failed") || !strings.Contains(logs, "throttled_until") {
 		t.Errorf("no failed dashboard login logged:\n%s", logs)
 	}
 	for _, key := range append(guessed, a.key["consumer"], a.key["admin"]) {
