@@ -110,12 +110,15 @@ func (s *server) verifyForwarded(c echo.Context, body []byte) (id identity.Calle
 // It reads below the memory budget's count (budget.middleware), as the bytes are h's.
 func readUnverified(c echo.Context, h *hold) ([]byte, error) {
 	r := c.Request()
-	if r.ContentLength > MaxForwardedBodyBytes {
-		err := tooLarge("body: %d bytes; a forwarded request's body is at most %d", r.ContentLength, MaxForwardedBodyBytes)
+	// Past the bound nothing more of it is read, not even to drain it: the connection closes.
+	refuse := func(err *Error) ([]byte, error) {
 		if b := idleBodyOf(c); b != nil {
-			b.cut(err) // nothing of it is read, not even to drain it: the connection closes
+			b.cut(err)
 		}
 		return nil, err
+	}
+	if r.ContentLength > MaxForwardedBodyBytes {
+		return refuse(tooLarge("body: %d bytes; a forwarded request's body is at most %d", r.ContentLength, MaxForwardedBodyBytes))
 	}
 	var body io.Reader = r.Body
 	if b, ok := r.Body.(*budgetBody); ok {
@@ -133,7 +136,7 @@ func readUnverified(c echo.Context, h *hold) ([]byte, error) {
 			buf = append(buf, piece[:n]...)
 		}
 		if len(buf) > MaxForwardedBodyBytes {
-			return nil, tooLarge("body: a forwarded request's body is at most %d bytes", MaxForwardedBodyBytes)
+			return refuse(tooLarge("body: a forwarded request's body is at most %d bytes", MaxForwardedBodyBytes))
 		}
 		if err == io.EOF {
 			return buf, nil

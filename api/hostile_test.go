@@ -320,6 +320,14 @@ func TestHostileForwardedBodies(t *testing.T) {
 		"Content-Type: application/json\r\nContent-Length: 31457280\r\n\r\n", "{", 0)
 	r, _ := readAnswer(t, big, promptly)
 	expectError(t, r, http.StatusRequestEntityTooLarge, "too_large", "forwarded")
+	// Nor one that sends more than one can be without saying so beforehand.
+	over := rawRequest(t, a.env, "POST /v1/reserve HTTP/1.1\r\nHost: test\r\n"+wire.ForwardedHeader+": forged\r\n"+
+		"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n", httpChunk(strings.Repeat(" ", MaxForwardedBodyBytes+1)), 0)
+	r, closed := readAnswer(t, over, promptly)
+	expectError(t, r, http.StatusRequestEntityTooLarge, "too_large", "forwarded")
+	if !closed {
+		t.Error("the connection of a forwarded body over the bound stayed open; want it closed")
+	}
 }
 
 // TestHostileLoginGuessing (issue 31, finding 11): the dashboard's login answers the same
