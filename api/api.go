@@ -95,6 +95,25 @@ type Config struct {
 	// MaxIngestTime bounds how long one submission may take, its body and its insert
 	// (408 past it, nothing kept). Defaults to 1h (MaxIngestTimeDefault).
 	MaxIngestTime time.Duration
+	// SlotMinRate is the least rate, in bytes a second, at which an upload keeps its
+	// ingest slot while other clients wait for one, once SlotGrace has passed: a slower
+	// one is cut (408, nothing kept) and its slot goes to a waiter (slots.go); less than 0:
+	// never. Defaults to 4 KiB/s (SlotMinRateDefault).
+	SlotMinRate int64
+	// SlotGrace is how long an upload runs before SlotMinRate applies to it, and how long
+	// a results stream may have nothing to send (a follow) or nothing read before it
+	// gives its slot up to a waiting client. Defaults to 5s (SlotGraceDefault).
+	SlotGrace time.Duration
+	// SmallSubmissionBytes: a JSON submission of at most this many bytes, its length
+	// given, is read whole before it asks for an ingest slot, so that its client holds
+	// none while it sends; less than 0: none is. Defaults to 8 KiB
+	// (SmallSubmissionBytesDefault).
+	SmallSubmissionBytes int64
+	// MaxUnverifiedBytes bounds the bytes held, over all requests, for the bodies of
+	// requests marked forwarded by another instance that carry no key, before their
+	// signature is checked (forwarded_auth.go); they are not counted in MaxInflightBytes
+	// until it is. Defaults to 16 MiB (MaxUnverifiedBytesDefault).
+	MaxUnverifiedBytes int64
 	// AdvertiseURL is the URL the instance is reached at (OPSQ_ADVERTISE_URL): the servers
 	// of the document at GET /v1/openapi.json. Defaults to none: the document's own
 	// (http://localhost:3999, the address of "make run").
@@ -113,8 +132,9 @@ type server struct {
 	parking *parking
 	now     func() time.Time // where a not_before given as a duration counts from
 
-	authFails *authFailures // failed authentications by address (authfail.go)
-	budget    *budget       // the bytes held for bodies and answers (budget.go)
+	authFails  *authFailures // failed authentications by address (authfail.go)
+	budget     *budget       // the bytes held for bodies and answers (budget.go)
+	unverified *budget       // the bytes held for bodies not authenticated yet (forwarded_auth.go)
 }
 
 // New returns the HTTP handler of the API.
@@ -136,8 +156,14 @@ func New(cfg Config) *Handler {
 	cfg.MaxInflightBytes = cmp.Or(max(cfg.MaxInflightBytes, 0), MaxInflightBytesDefault)
 	cfg.BodyMinBytes = cmp.Or(cfg.BodyMinBytes, BodyMinBytesDefault)
 	cfg.MaxIngestTime = cmp.Or(cfg.MaxIngestTime, MaxIngestTimeDefault)
+	cfg.SlotMinRate = max(cmp.Or(cfg.SlotMinRate, SlotMinRateDefault), 0)
+	cfg.SlotGrace = cmp.Or(cfg.SlotGrace, SlotGraceDefault)
+	cfg.SmallSubmissionBytes = max(cmp.Or(cfg.SmallSubmissionBytes, SmallSubmissionBytesDefault), 0)
+	cfg.MaxUnverifiedBytes = cmp.Or(max(cfg.MaxUnverifiedBytes, 0), MaxUnverifiedBytesDefault)
 	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger, parking: newParking(), now: time.Now,
-		authFails: newAuthFailures(cfg.Logger, cfg.AuthFailuresPerSecond), budget: newBudget(cfg.MaxInflightBytes, cfg.LimitWait)}
+		authFails: newAuthFailures(cfg.Logger, cfg.AuthFailuresPerSecond), budget: newBudget(cfg.MaxInflightBytes, cfg.LimitWait),
+		unverified: newBudget(cfg.MaxUnverifiedBytes, cfg.LimitWait)}
+	s.unverified.setting = "OPSQ_MAX_UNVERIFIED_BYTES"
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -155,12 +181,17 @@ func New(cfg Config) *Handler {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "opsq_inflight_refused_total",
 			Help: "Requests refused with 503 because the memory budget (OPSQ_MAX_INFLIGHT_BYTES) had no room for them."},
 			func() float64 { return float64(s.budget.refused.Load()) }))
+	ingests := newSlots("ingests", "OPSQ_MAX_INGESTS", cfg.MaxIngests, cfg.LimitWait, cfg.SlotMinRate, cfg.SlotGrace)
+	streams := newSlots("results streams", "OPSQ_MAX_RESULT_STREAMS", cfg.MaxResultStreams, cfg.LimitWait, 0, cfg.SlotGrace)
+	for _, l := range []*slots{ingests, streams} {
+		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "opsq_slots_given_up_total",
+			Help:        "Requests that gave their slot up to a waiting client: over their key's share, or of no use (an upload under OPSQ_SLOT_MIN_RATE, a follow with nothing to send, a stalled reader).",
+			ConstLabels: prometheus.Labels{"kind": l.what}}, func() float64 { return float64(l.taken.Load()) }))
+	}
 	e.Use(m.middleware)
 	e.Use(bodyIdle(cfg.BodyIdleTimeout, cfg.BodyMinBytes, cfg.MaxBody))
 	e.Use(s.budget.middleware)
 	e.Use(loginFormBound)
-	ingests := newLimiter("ingests", "OPSQ_MAX_INGESTS", cfg.MaxIngests, cfg.LimitWait)
-	streams := newLimiter("results streams", "OPSQ_MAX_RESULT_STREAMS", cfg.MaxResultStreams, cfg.LimitWait)
 	e.GET("/metrics", echo.WrapHandler(m.handler()), s.authenticate(metricsRoles))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
@@ -168,10 +199,10 @@ func New(cfg Config) *Handler {
 
 	// The roles of each route: auth.go.
 	v1 := e.Group("/v1")
-	v1.POST("/submissions", s.submit, s.authenticate(producerRoles), ingests.middleware)
+	v1.POST("/submissions", s.submit, s.authenticate(producerRoles), ingests.ingestMiddleware(cfg.SmallSubmissionBytes))
 	v1.GET("/submissions", s.list, s.authenticate(producerRoles))
 	v1.GET("/submissions/:id", s.status, s.authenticate(readerRoles))
-	v1.GET("/submissions/:id/results", s.results, s.authenticate(producerRoles), streams.middleware, writeIdle(cfg.BodyIdleTimeout))
+	v1.GET("/submissions/:id/results", s.results, s.authenticate(producerRoles), streams.streamMiddleware, writeIdle(cfg.BodyIdleTimeout))
 	v1.GET("/submissions/:id/failures", s.failures, s.authenticate(producerRoles))
 	v1.POST("/submissions/:id/cancel", s.cancel, s.authenticate(producerRoles))
 	v1.POST("/submissions/:id/retry", s.retry, s.authenticate(producerRoles))
@@ -189,6 +220,7 @@ func New(cfg Config) *Handler {
 	v1.GET("/cluster", s.cluster, s.authenticate(adminRoles))
 	v1.GET("/openapi.json", openAPI(servedOpenAPI(cfg.AdvertiseURL))) // open to all, like /healthz: the API's description
 	// The dashboard, /ui/.
-	ui.Register(e, ui.Config{Queuer: cfg.Queuer, Keys: cfg.Keys, Logger: cfg.Logger})
-	return &Handler{Handler: e, parking: s.parking, budget: s.budget}
+	ui.Register(e, ui.Config{Queuer: cfg.Queuer, Keys: cfg.Keys, Logger: cfg.Logger,
+		AuthFailed: func(c echo.Context, key, why string) error { return s.authFails.failed(c, key, why, nil) }})
+	return &Handler{Handler: e, parking: s.parking, budget: s.budget, ingests: ingests, streams: streams, unverified: s.unverified}
 }

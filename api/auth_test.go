@@ -44,6 +44,13 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 
 func setupAuth(t *testing.T) *authEnv {
 	t.Helper()
+	return setupAuthWith(t, Config{})
+}
+
+// setupAuthWith is setupAuth with cfg's limits (zero: the defaults), served as opsq serve
+// serves (ConnContext).
+func setupAuthWith(t *testing.T, cfg Config) *authEnv {
+	t.Helper()
 	pool := pgtest.NewPool(t)
 	logs := &bytes.Buffer{}
 	log := slog.New(slog.NewTextHandler(lockedWriter{mu: make(chan struct{}, 1), buf: logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -53,15 +60,18 @@ func setupAuth(t *testing.T) *authEnv {
 	}
 	t.Cleanup(set.Stop)
 	q := queuertest.Start(t, queuer.Config{Pool: pool, Logger: log, Notified: map[string]func(string){apikeys.Channel: set.Notified}})
-	h := New(Config{Queuer: q, Keys: set, Logger: log})
-	srv := httptest.NewServer(h)
+	cfg.Queuer, cfg.Keys, cfg.Logger = q, set, log
+	h := New(cfg)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnContext = ConnContext
+	srv.Start()
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		defer cancel()
 		_ = h.Shutdown(ctx)
 	})
-	a := &authEnv{env: &env{URL: srv.URL, Q: q, Pool: pool, H: h}, keys: set, key: map[string]string{}, logs: logs}
+	a := &authEnv{env: &env{URL: srv.URL, Q: q, Pool: pool, H: h, Limit: cfg}, keys: set, key: map[string]string{}, logs: logs}
 	for name, spec := range map[string]apikeys.Spec{
 		"producer": {Role: apikeys.Producer}, "producer2": {Role: apikeys.Producer, Tenant: "beta"},
 		"consumer": {Role: apikeys.Consumer}, "consumer2": {Role: apikeys.Consumer, Tenants: []string{"beta"}},

@@ -16,10 +16,10 @@ import (
 // Failed authentications (DESIGN.md §8). Each is logged — the route, the client's address,
 // and what identifies the key without giving it: a known key's name (expired, revoked), or
 // the first 12 hex digits of an unknown key's SHA-256 — at most once a second per address,
-// with the count of the failures not logged since. An address with more than
-// Config.AuthFailuresPerSecond (default 20) failures in a second is throttled for
-// authThrottle: its failures
-// are answered 429 (with Retry-After) instead of 401, and not logged one by one.
+// with the count of the failures not logged since, and at once when its throttle starts.
+// An address with more than Config.AuthFailuresPerSecond (default 20) failures in a second
+// is throttled for authThrottle: its failures are answered 429 (with Retry-After) instead
+// of 401, and not logged one by one. The dashboard's login goes through the same (api.go).
 //
 // A request with a valid key is never refused here: behind a load balancer every client
 // has the balancer's address, and one client looping on a revoked key must not lock the
@@ -78,12 +78,15 @@ func (f *authFailures) failed(c echo.Context, key, why string, refusal error) er
 		a.window, a.n = now, 0
 	}
 	a.n++
-	if a.n > f.perSecond && !now.Before(a.until) {
+	starts := a.n > f.perSecond && !now.Before(a.until)
+	if starts {
 		a.until = now.Add(authThrottle)
 	}
 	throttled, until := now.Before(a.until), a.until
 	var unlogged int
-	log := now.Sub(a.logged) >= authLogEvery
+	// A throttle that starts is logged at once, with the failures before it: an address
+	// that fails in a burst and stops would otherwise leave them uncounted in the log.
+	log := now.Sub(a.logged) >= authLogEvery || starts
 	if log {
 		a.logged, unlogged, a.unlogged = now, a.unlogged, 0
 	} else {

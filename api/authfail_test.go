@@ -60,10 +60,10 @@ func TestAuthFailuresThrottled(t *testing.T) {
 	}
 
 	log := logged.String()
-	if n := strings.Count(log, "authentication failed"); n != 4 {
-		t.Errorf("%d log lines; want 4 (192.0.2.1 at 0s, at 4.2s with the 20 it did not log, at 6.2s; 192.0.2.2 once):\n%s", n, log)
+	if n := strings.Count(log, "authentication failed"); n != 5 {
+		t.Errorf("%d log lines; want 5 (192.0.2.1 at 0s, at 0.2s as its throttle starts with the 19 it did not log, at 4.2s, at 6.2s; 192.0.2.2 once):\n%s", n, log)
 	}
-	for _, want := range []string{"address=192.0.2.1", "route=\"POST /v1/reserve\"", "key_sha256_prefix=" + keyHint(key), "failures_not_logged=20", "throttled_until"} {
+	for _, want := range []string{"address=192.0.2.1", "route=\"POST /v1/reserve\"", "key_sha256_prefix=" + keyHint(key), "failures_not_logged=19", "throttled_until"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log %q; want it to mention %s", log, want)
 		}

@@ -35,6 +35,7 @@ const (
 // summed over every request. A request that would pass it waits up to wait for others to
 // give bytes back, then is refused with 503 and Retry-After. It is safe for concurrent use.
 type budget struct {
+	setting string // what sets max, named in the refusal
 	max     int64
 	wait    time.Duration
 	refused atomic.Int64 // requests refused, for the metrics
@@ -50,7 +51,7 @@ type budget struct {
 }
 
 func newBudget(max int64, wait time.Duration) *budget {
-	b := &budget{max: max, wait: wait}
+	b := &budget{setting: "OPSQ_MAX_INFLIGHT_BYTES", max: max, wait: wait}
 	b.mu.changed = make(chan struct{})
 	b.mu.holders = map[uint64]struct{}{}
 	return b
@@ -60,7 +61,7 @@ func newBudget(max int64, wait time.Duration) *budget {
 func (b *budget) errBusy(n int64) *Error {
 	return &Error{
 		Status: http.StatusServiceUnavailable, Code: "busy", RetryAfter: RetryAfterDefault,
-		Message: fmt.Sprintf("this instance holds as many bytes of requests and answers as it may (%d, OPSQ_MAX_INFLIGHT_BYTES) and this request needs %d more; retry later", b.max, n),
+		Message: fmt.Sprintf("this instance holds as many bytes of requests and answers as it may (%d, %s) and this request needs %d more; retry later", b.max, b.setting, n),
 	}
 }
 

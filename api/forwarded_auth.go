@@ -22,6 +22,17 @@ import (
 // that identity. A request marked forwarded that carries a key as well (a test's
 // instance-local client) is checked by its key, and its signature by the handler.
 
+// Defaults and bounds of the bodies of keyless forwarded requests.
+const (
+	// MaxUnverifiedBytesDefault is the default of Config.MaxUnverifiedBytes
+	// (OPSQ_MAX_UNVERIFIED_BYTES).
+	MaxUnverifiedBytesDefault = 16 << 20
+	// MaxForwardedBodyBytes bounds the body of a request marked forwarded that carries no
+	// key: the largest an instance forwards is an extend or a give-back of
+	// wire.MaxRequestItems tokens (about 770 KB).
+	MaxForwardedBodyBytes = 1 << 20
+)
+
 // forwardedVerifiedKey is where forwardedCaller notes, in the echo context, that the
 // request's signature was checked (and its nonce used): the handler does not check it again.
 const forwardedVerifiedKey = "opsq.forwarded_verified"
@@ -40,7 +51,12 @@ func (s *server) forwardedCaller(c echo.Context, allowed []apikeys.Role) (handle
 	if req.Header.Get(wire.ForwardedHeader) == "" || req.Header.Get(echo.HeaderAuthorization) != "" || !forwardable(req.Method, c.Path()) {
 		return false, nil
 	}
-	raw, err := s.readBody(c)
+	// Its body is read before anything says who sent it, so it is held apart: in the
+	// bytes for unverified bodies (Config.MaxUnverifiedBytes), never in the memory budget
+	// the clients' requests share, and at most MaxForwardedBodyBytes of it.
+	unverified := &hold{b: s.unverified}
+	defer unverified.free()
+	raw, err := readUnverified(c, unverified)
 	if err != nil {
 		return true, err
 	}
@@ -64,6 +80,10 @@ func (s *server) forwardedCaller(c echo.Context, allowed []apikeys.Role) (handle
 	if id.Limited {
 		k.Tenants = append([]string{}, id.Tenants...) // non-nil: limited, to none if empty
 	}
+	// Verified: the body is the caller's, counted in the budget as any body as decoded.
+	if err := holdOf(c).growTo(req.Context(), jsonBodyFactor*int64(len(raw))); err != nil {
+		return true, err
+	}
 	c.Set(callerKey, k)
 	c.Set(forwardedVerifiedKey, true)
 	c.SetRequest(req.WithContext(identity.With(req.Context(), id)))
@@ -83,4 +103,46 @@ func (s *server) verifyForwarded(c echo.Context, body []byte) (id identity.Calle
 			Message: fmt.Sprintf("%v: only an instance of this cluster may forward a request; a client leaves the %s header out", err, wire.ForwardedHeader)}
 	}
 	return id, ok, nil
+}
+
+// readUnverified reads the body of a keyless forwarded request into h, at most
+// MaxForwardedBodyBytes, counting each byte as it comes: a client holds only what it sent.
+// It reads below the memory budget's count (budget.middleware), as the bytes are h's.
+func readUnverified(c echo.Context, h *hold) ([]byte, error) {
+	r := c.Request()
+	// Past the bound nothing more of it is read, not even to drain it: the connection closes.
+	refuse := func(err *Error) ([]byte, error) {
+		if b := idleBodyOf(c); b != nil {
+			b.cut(err)
+		}
+		return nil, err
+	}
+	if r.ContentLength > MaxForwardedBodyBytes {
+		return refuse(tooLarge("body: %d bytes; a forwarded request's body is at most %d", r.ContentLength, MaxForwardedBodyBytes))
+	}
+	var body io.Reader = r.Body
+	if b, ok := r.Body.(*budgetBody); ok {
+		body = b.ReadCloser
+	}
+	body = io.LimitReader(body, MaxForwardedBodyBytes+1)
+	var buf []byte
+	piece := make([]byte, 16<<10)
+	for {
+		n, err := body.Read(piece)
+		if n > 0 {
+			if gerr := h.growTo(r.Context(), int64(len(buf)+n)); gerr != nil {
+				return nil, gerr
+			}
+			buf = append(buf, piece[:n]...)
+		}
+		if len(buf) > MaxForwardedBodyBytes {
+			return refuse(tooLarge("body: a forwarded request's body is at most %d bytes", MaxForwardedBodyBytes))
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }

@@ -1,12 +1,13 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -31,52 +32,6 @@ const (
 	// RetryAfterDefault is the Retry-After of a 503 (busy or database unavailable).
 	RetryAfterDefault = 2 * time.Second
 )
-
-// limiter bounds how many requests of one kind an instance serves at once. A request
-// beyond the bound waits up to wait for a slot, then gets 503 with Retry-After. It is safe
-// for concurrent use.
-type limiter struct {
-	what  string // "ingests": named in the refusal
-	env   string // the variable that sets the bound
-	slots chan struct{}
-	wait  time.Duration
-}
-
-func newLimiter(what, env string, n int, wait time.Duration) *limiter {
-	return &limiter{what: what, env: env, slots: make(chan struct{}, n), wait: wait}
-}
-
-// middleware holds a slot while the handler runs.
-func (l *limiter) middleware(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if err := l.acquire(c.Request().Context()); err != nil {
-			return err
-		}
-		defer func() { <-l.slots }()
-		return next(c)
-	}
-}
-
-func (l *limiter) acquire(ctx context.Context) error {
-	select {
-	case l.slots <- struct{}{}:
-		return nil
-	default:
-	}
-	t := time.NewTimer(l.wait)
-	defer t.Stop()
-	select {
-	case l.slots <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return &Error{
-			Status: http.StatusServiceUnavailable, Code: "busy", RetryAfter: RetryAfterDefault,
-			Message: fmt.Sprintf("this instance already serves %d %s (%s); retry later", cap(l.slots), l.what, l.env),
-		}
-	}
-}
 
 // errBodyIdle is the answer to a request body that sent nothing for the idle timeout.
 func errBodyIdle(timeout time.Duration) *Error {
@@ -147,7 +102,8 @@ func idleBodyOf(c echo.Context) *idleBody {
 
 // idleBody is a request body whose reads each have a deadline: timeout to make progress,
 // and, while the current window of timeout has brought less than floor bytes, what is
-// left of the window. It is used by the request's goroutine only.
+// left of the window. Its reads are made by one goroutine at a time (the request's, or
+// the one feeding its COPY); total, done and cut are for any goroutine.
 type idleBody struct {
 	body    io.ReadCloser
 	rc      *http.ResponseController
@@ -161,6 +117,23 @@ type idleBody struct {
 	got    int64         // bytes read in the current window
 	eof    bool
 	err    error // sticky: the body was cut
+
+	total atomic.Int64 // bytes read in all
+	done  atomic.Bool  // read to its end
+	// cutMu orders setting the read deadline: a cut's (now) is never overwritten by a read's.
+	cutMu  sync.Mutex
+	cutErr *Error // set by cut: the next read fails with it
+}
+
+// cut makes the body's next read, or the one waiting now, fail with err: the request
+// gives its slot up (slots.go).
+func (b *idleBody) cut(err *Error) {
+	b.cutMu.Lock()
+	defer b.cutMu.Unlock()
+	if b.cutErr == nil && !b.done.Load() {
+		b.cutErr = err
+		_ = b.rc.SetReadDeadline(time.Now())
+	}
 }
 
 // setUntil makes the body end by now+limit.
@@ -188,16 +161,30 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	if !b.until.IsZero() && b.until.Before(deadline) {
 		deadline, ingest = b.until, true
 	}
+	b.cutMu.Lock()
+	if b.cutErr != nil {
+		b.err = b.cutErr
+		b.cutMu.Unlock()
+		return 0, b.err
+	}
 	_ = b.rc.SetReadDeadline(deadline) // it worked at the start
+	b.cutMu.Unlock()
 	n, err := b.body.Read(p)
 	b.waited += time.Since(start)
 	b.got += int64(n)
+	b.total.Add(int64(n))
 	switch {
 	case err == io.EOF:
 		b.eof = true
+		b.done.Store(true)
 		_ = b.rc.SetReadDeadline(time.Time{})
 	case errors.Is(err, os.ErrDeadlineExceeded):
+		b.cutMu.Lock()
+		cut := b.cutErr
+		b.cutMu.Unlock()
 		switch {
+		case cut != nil:
+			b.err = cut
 		case ingest:
 			b.err = errIngestTime(b.limit)
 		case slow:
@@ -225,7 +212,7 @@ func writeIdle(timeout time.Duration) echo.MiddlewareFunc {
 			if rc.SetWriteDeadline(time.Now().Add(timeout)) != nil {
 				return next(c) // not a connection with deadlines (tests)
 			}
-			resp.Writer = &idleWriter{ResponseWriter: resp.Writer, rc: rc, timeout: timeout}
+			resp.Writer = &idleWriter{ResponseWriter: resp.Writer, rc: rc, timeout: timeout, act: streamActivityOf(c)}
 			err := next(c)
 			if err != nil {
 				c.Error(err) // written under the deadline too
@@ -238,21 +225,38 @@ func writeIdle(timeout time.Duration) echo.MiddlewareFunc {
 	}
 }
 
-// idleWriter is a response writer whose writes each have timeout to go out.
+// idleWriter is a response writer whose writes each have timeout to go out. It tells
+// act, when set, when it writes (slots.go).
 type idleWriter struct {
 	http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	act     *streamActivity
 }
 
 func (w *idleWriter) Write(p []byte) (int, error) {
+	defer w.writing()()
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
 	return w.ResponseWriter.Write(p)
 }
 
 func (w *idleWriter) Flush() {
+	defer w.writing()()
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
 	_ = w.rc.Flush()
+}
+
+// writing notes a write that starts, and returns what notes its end.
+func (w *idleWriter) writing() func() {
+	if w.act == nil {
+		return func() {}
+	}
+	w.act.writing.Store(time.Now().UnixNano())
+	return func() {
+		now := time.Now().UnixNano()
+		w.act.writing.Store(0)
+		w.act.last.Store(now)
+	}
 }
 
 // Unwrap lets http.ResponseController reach the connection.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -58,6 +57,9 @@ func (s *server) results(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	// yctx ends too when the stream is asked to give its slot up to another client
+	// (slots.go): a follow then ends after a whole line, as at MaxFollow.
+	yctx := yieldContext(c, ctx)
 	resp := c.Response()
 	w := bufio.NewWriterSize(resp, 64<<10)
 	enc := json.NewEncoder(w)
@@ -69,7 +71,7 @@ func (s *server) results(c echo.Context) error {
 		resp.WriteHeader(http.StatusOK)
 	}
 	if !follow {
-		err = s.q.Results(ctx, id, func(r queuer.Result) error {
+		err = s.q.Results(yctx, id, func(r queuer.Result) error {
 			if !started {
 				start()
 			}
@@ -81,12 +83,15 @@ func (s *server) results(c echo.Context) error {
 		if _, err := s.q.Status(ctx, id); err != nil {
 			return err
 		}
+		if act := streamActivityOf(c); act != nil {
+			act.follow.Store(true)
+		}
 		start()
 		if err := w.Flush(); err != nil {
 			return err
 		}
 		resp.Flush()
-		fctx, cancel := context.WithTimeout(ctx, s.cfg.MaxFollow)
+		fctx, cancel := context.WithTimeout(yctx, s.cfg.MaxFollow)
 		defer cancel()
 		err = s.q.FollowResults(fctx, id, func(r queuer.Result) error {
 			if err := enc.Encode(toResult(r)); err != nil {
@@ -98,8 +103,10 @@ func (s *server) results(c echo.Context) error {
 			resp.Flush()
 			return nil
 		})
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			err = nil // MaxFollow: the stream ends after a whole line; the client follows again
+		if err != nil && fctx.Err() != nil && ctx.Err() == nil {
+			// MaxFollow, or the slot given up: the stream ends after a whole line; the
+			// client follows again.
+			err = nil
 		}
 	}
 	if err != nil && started {

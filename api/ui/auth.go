@@ -102,6 +102,9 @@ func (d *dashboard) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// loginRefused is the login page's answer to every key that does not open the dashboard.
+const loginRefused = "this key does not open the dashboard: it is not a valid admin key (unknown, revoked, expired, or of another role)"
+
 // loginView is the login page.
 type loginView struct {
 	Next  string
@@ -130,17 +133,28 @@ func (d *dashboard) login(c echo.Context) error {
 	v := loginView{Next: nextPage(c.FormValue("next"))}
 	key := strings.TrimSpace(c.FormValue("key"))
 	caller, err := d.keys.Check(key)
+	// What was wrong goes to the log (naming a known key, never giving a key); the page
+	// says the same for every key that does not open the dashboard, so that it tells
+	// nobody whether a key exists, was revoked, or has another role.
+	why := ""
 	switch {
 	case key == "":
-		v.Error = "enter an admin key (opsq keys create --name NAME --role admin prints one)"
+		why = "missing API key"
 	case errors.Is(err, apikeys.ErrUnknown):
-		v.Error = "unknown API key"
+		why = "unknown API key"
 	case err != nil:
-		v.Error = err.Error() // names the key, never the key itself
+		why = err.Error()
 	case caller.Role != apikeys.Admin:
-		v.Error = fmt.Sprintf("the key %q has the role %s; the dashboard needs an admin key", caller.Name, caller.Role)
+		why = fmt.Sprintf("the key %q has the role %s; the dashboard needs an admin key", caller.Name, caller.Role)
 	}
-	if v.Error != "" {
+	if why != "" {
+		if err := d.authFailed(c, key, "dashboard login: "+why); err != nil {
+			return err // 429: too many failures from this address
+		}
+		v.Error = loginRefused
+		if key == "" {
+			v.Error = "enter an admin key (opsq keys create --name NAME --role admin prints one)"
+		}
 		// The form, again, with what was wrong: a page that loaded, 200.
 		return d.render(c, http.StatusOK, "login", page{Title: "Log in", Data: v})
 	}

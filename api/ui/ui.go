@@ -41,6 +41,11 @@ type Config struct {
 	Keys *apikeys.Set
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// AuthFailed, when set, records a failed login of c's request with key ("" for none),
+	// why saying what was wrong (never the key), and returns nil, or the error to answer
+	// instead of the login form when its address has failed too often (the API's failure
+	// throttle and log, api/authfail.go).
+	AuthFailed func(c echo.Context, key, why string) error
 }
 
 // dashboard serves the pages. It is safe for concurrent use; it has no goroutine.
@@ -49,6 +54,8 @@ type dashboard struct {
 	keys  *apikeys.Set
 	log   *slog.Logger
 	pages map[string]*template.Template
+	// authFailed is Config.AuthFailed, or one that records nothing.
+	authFailed func(c echo.Context, key, why string) error
 }
 
 // Register adds the dashboard's routes under /ui/ to e.
@@ -56,7 +63,10 @@ func Register(e *echo.Echo, cfg Config) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	d := &dashboard{q: cfg.Queuer, keys: cfg.Keys, log: cfg.Logger, pages: parsePages()}
+	d := &dashboard{q: cfg.Queuer, keys: cfg.Keys, log: cfg.Logger, pages: parsePages(), authFailed: cfg.AuthFailed}
+	if d.authFailed == nil {
+		d.authFailed = func(echo.Context, string, string) error { return nil }
+	}
 	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/ui/") })
 	static, _ := fs.Sub(files, "static")
 	e.GET("/ui/static/*", echo.WrapHandler(http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))), headers)
