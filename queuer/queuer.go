@@ -59,6 +59,7 @@ import (
 	"opsq/queuer/internal/waiters"
 	"opsq/queuer/startstop"
 	"opsq/reserver"
+	opsqsql "opsq/sql"
 )
 
 // Defaults of Config.
@@ -176,6 +177,11 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 	settings, err := claims.LoadSettings(ctx, cfg.Pool)
 	if err != nil {
 		return nil, err
+	}
+	if citus, err := opsqsql.DetectLayout(ctx, cfg.Pool); err != nil {
+		return nil, fmt.Errorf("queuer: reading the layout of opsq's tables: %w", err)
+	} else if citus {
+		cfg.Logger.Info("opsq's tables are Citus tables: the statements Citus needs in another shape run in that shape")
 	}
 	pool, log, now, shards := cfg.Pool, cfg.Logger, cfg.Clock.Now, settings.ShardCount
 	q := &Queuer{

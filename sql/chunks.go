@@ -264,9 +264,16 @@ func (q Queries) ChunkStates(ctx context.Context, p ChunkStatesParams) ([]bool, 
 //go:embed plan_by_key.sql
 var planByKey string
 
+//go:embed plan_by_key_citus.sql
+var planByKeyCitus string
+
 // PlanByKey makes the planner, for the rest of db's transaction, plan as statements that
 // touch a few chunks by primary key (ChunksComplete). It has no parameters.
 func (q Queries) PlanByKey(ctx context.Context) error {
+	if OnCitus() {
+		_, err := q.db.Exec(ctx, planByKeyCitus)
+		return err
+	}
 	_, err := q.db.Exec(ctx, planByKey)
 	return err
 }
@@ -277,6 +284,9 @@ var submissionsLock string
 // SubmissionsLock locks submissions ids in id order (submissions_lock.sql) and returns
 // those in progress.
 func (q Queries) SubmissionsLock(ctx context.Context, ids []int64) ([]int64, error) {
+	if OnCitus() {
+		return q.submissionsLockCitus(ctx, ids)
+	}
 	rows, err := q.db.Query(ctx, submissionsLock, pgx.NamedArgs{"ids": ids})
 	if err != nil {
 		return nil, err
@@ -311,6 +321,9 @@ type ChunksCompleteRow struct {
 // ChunksComplete completes a batch of chunks and returns those it completed (the first
 // completion of each). Scanned by position: it is the hot path.
 func (q Queries) ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]ChunksCompleteRow, error) {
+	if OnCitus() {
+		return q.chunksCompleteCitus(ctx, p)
+	}
 	rows, err := q.db.Query(ctx, chunksComplete, pgx.NamedArgs{
 		"submission_ids": p.SubmissionIDs, "chunk_indexes": p.ChunkIndexes, "shards": p.Shards, "outputs": p.Outputs, "tokens": p.Tokens,
 		"locked": p.Locked,
@@ -338,6 +351,9 @@ type SubmissionsFinishCompletedParams struct {
 // SubmissionsFinishCompleted moves the submissions of p.IDs whose every chunk is done to
 // submissions_completed.
 func (q Queries) SubmissionsFinishCompleted(ctx context.Context, p SubmissionsFinishCompletedParams) error {
+	if OnCitus() {
+		return q.submissionsFinishCitus(ctx, p.IDs)
+	}
 	_, err := q.db.Exec(ctx, submissionsFinishCompleted, pgx.NamedArgs{"ids": p.IDs})
 	return err
 }
@@ -504,6 +520,9 @@ type ChunksPromoteParams struct {
 // ChunksPromote makes up to p.Limit waiting chunks that are due reservable, and returns the
 // shard of each.
 func (q Queries) ChunksPromote(ctx context.Context, p ChunksPromoteParams) ([]int, error) {
+	if OnCitus() {
+		return q.chunksPromoteCitus(ctx, p)
+	}
 	rows, err := collect[struct {
 		Shard int `db:"shard"`
 	}](ctx, q.db, chunksPromote, pgx.NamedArgs{"limit": p.Limit})

@@ -62,4 +62,11 @@ func ConfigureCandidateSession(cc *pgx.ConnConfig) {
 	} {
 		cc.RuntimeParams[name] = value
 	}
+	if OnCitus() {
+		// Citus routes a statement by the values of its parameters, which a generic plan
+		// does not have ("could not create distributed plan"); it plans each execution
+		// itself. The other settings shape the coordinator's plan only: a worker plans
+		// its shard's part with its own settings.
+		delete(cc.RuntimeParams, "plan_cache_mode")
+	}
 }

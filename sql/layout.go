@@ -1,0 +1,298 @@
+package sql
+
+import (
+	"context"
+	_ "embed"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// onCitus is whether the database's tables are laid out by Citus (migration 00017). An
+// opsq process serves one database, so it is the process's: DetectLayout sets it when an
+// instance starts, and a test binary runs all its databases one way (pgtest.Citus).
+var onCitus atomic.Bool
+
+//go:embed layout_detect.sql
+var layoutDetect string
+
+// DetectLayout reads whether opsq's tables are Citus tables (layout_detect.sql) and, from
+// then on, runs the statements that Citus cannot run as they are in the shape it can: on
+// one PostgreSQL the engine sends the same statements as before. It returns the layout.
+func DetectLayout(ctx context.Context, db DB) (citus bool, err error) {
+	if err := db.QueryRow(ctx, layoutDetect).Scan(&citus); err != nil {
+		return false, err
+	}
+	onCitus.Store(citus)
+	return citus, nil
+}
+
+// OnCitus reports the layout DetectLayout read last.
+func OnCitus() bool { return onCitus.Load() }
+
+// Where Citus needs another shape of a statement, the method of that statement chooses it;
+// each such pair is one statement's contract in two forms, tested on both layouts
+// (make test, make test-citus). On one PostgreSQL the one-statement form stays: the
+// per-row forms would cost it a statement per submission of a batch (TestHotPathStatements
+// pins the count).
+
+//go:embed submission_lock_one.sql
+var submissionLockOne string
+
+// submissionsLockCitus is SubmissionsLock on Citus: one router statement per id, in the
+// order given (id order), in one round trip.
+func (q Queries) submissionsLockCitus(ctx context.Context, ids []int64) ([]int64, error) {
+	b := &pgx.Batch{}
+	for _, id := range ids {
+		b.Queue(submissionLockOne, pgx.NamedArgs{"id": id})
+	}
+	res := q.db.SendBatch(ctx, b)
+	defer res.Close()
+	var locked []int64
+	for range ids {
+		rows, err := res.Query()
+		if err != nil {
+			return nil, err
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, err
+		}
+		locked = append(locked, got...)
+	}
+	return locked, res.Close()
+}
+
+//go:embed chunks_complete_shard.sql
+var chunksCompleteShard string
+
+//go:embed completed_batch_insert.sql
+var completedBatchInsert string
+
+//go:embed submission_count_done.sql
+var submissionCountDone string
+
+//go:embed holds_release_completed.sql
+var holdsReleaseCompleted string
+
+// chunksCompleteCitus is ChunksComplete on Citus, where chunks_complete.sql's one
+// statement over two co-location groups and the coordinator's holds would run as
+// intermediate results sent to every shard. The same steps, each on one node: the chunks
+// deleted per opsq shard (router on the chunks' node), then, in a second round trip, the
+// outputs stored and the counts advanced per submission (router on the submission's node)
+// and the holds released (the coordinator). The transaction spans the nodes; Citus
+// commits it on all of them or none (two-phase commit).
+func (q Queries) chunksCompleteCitus(ctx context.Context, p ChunksCompleteParams) ([]ChunksCompleteRow, error) {
+	type key struct {
+		sub int64
+		idx int32
+	}
+	input := map[key]int{} // → its index in p; the first of repeats
+	byShard := map[int32][]int{}
+	for i := range p.SubmissionIDs {
+		k := key{p.SubmissionIDs[i], p.ChunkIndexes[i]}
+		if _, seen := input[k]; seen || !slices.Contains(p.Locked, k.sub) {
+			continue
+		}
+		input[k] = i
+		byShard[p.Shards[i]] = append(byShard[p.Shards[i]], i)
+	}
+	shards := slices.Sorted(func(yield func(int32) bool) {
+		for s := range byShard {
+			if !yield(s) {
+				return
+			}
+		}
+	})
+	b := &pgx.Batch{}
+	for _, s := range shards {
+		var sids []int64
+		var idxs []int32
+		for _, i := range byShard[s] {
+			sids, idxs = append(sids, p.SubmissionIDs[i]), append(idxs, p.ChunkIndexes[i])
+		}
+		b.Queue(chunksCompleteShard, pgx.NamedArgs{"shard": s, "submission_ids": sids, "chunk_indexes": idxs})
+	}
+	var done []int // indexes into p, in shard order
+	if err := q.sendAll(ctx, b, func(rows pgx.Rows) error {
+		var k key
+		_, err := pgx.ForEachRow(rows, []any{&k.sub, &k.idx}, func() error {
+			done = append(done, input[k])
+			return nil
+		})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+
+	// Per submission, in id order: its outputs, then its count.
+	bySub := map[int64][]int{}
+	for _, i := range done {
+		bySub[p.SubmissionIDs[i]] = append(bySub[p.SubmissionIDs[i]], i)
+	}
+	subs := slices.Sorted(func(yield func(int64) bool) {
+		for s := range bySub {
+			if !yield(s) {
+				return
+			}
+		}
+	})
+	b = &pgx.Batch{}
+	var doneSids []int64
+	var doneIdxs []int32
+	for _, sub := range subs {
+		ix := bySub[sub]
+		slices.SortFunc(ix, func(a, b int) int { return int(p.ChunkIndexes[a] - p.ChunkIndexes[b]) })
+		idxs := make([]int32, len(ix))
+		outputs := make([][]byte, len(ix))
+		for j, i := range ix {
+			idxs[j], outputs[j] = p.ChunkIndexes[i], p.Outputs[i]
+		}
+		doneSids = append(doneSids, slices.Repeat([]int64{sub}, len(ix))...)
+		doneIdxs = append(doneIdxs, idxs...)
+		b.Queue(completedBatchInsert, pgx.NamedArgs{"submission_id": sub, "first_index": idxs[0], "chunk_indexes": idxs, "outputs": outputs})
+		b.Queue(submissionCountDone, pgx.NamedArgs{"id": sub, "n": len(ix)})
+	}
+	b.Queue(holdsReleaseCompleted, pgx.NamedArgs{"tokens": p.Tokens, "submission_ids": doneSids, "chunk_indexes": doneIdxs})
+	finished := map[int64]bool{}
+	n := 0
+	if err := q.sendAll(ctx, b, func(rows pgx.Rows) error {
+		defer func() { n++ }()
+		if n%2 == 0 || n/2 >= len(subs) { // an insert, or the holds' delete
+			rows.Close()
+			return rows.Err()
+		}
+		var f bool
+		_, err := pgx.ForEachRow(rows, []any{&f}, func() error {
+			finished[subs[n/2]] = f
+			return nil
+		})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	out := make([]ChunksCompleteRow, 0, len(done))
+	for _, i := range done {
+		out = append(out, ChunksCompleteRow{SubmissionID: p.SubmissionIDs[i], ChunkIndex: p.ChunkIndexes[i],
+			Shard: int(p.Shards[i]), SubmissionFinished: finished[p.SubmissionIDs[i]]})
+	}
+	return out, nil
+}
+
+// sendAll sends b and hands each statement's rows to read, in order.
+func (q Queries) sendAll(ctx context.Context, b *pgx.Batch, read func(pgx.Rows) error) error {
+	res := q.db.SendBatch(ctx, b)
+	defer res.Close()
+	for range b.Len() {
+		rows, err := res.Query()
+		if err != nil {
+			return err
+		}
+		if err := read(rows); err != nil {
+			return err
+		}
+	}
+	return res.Close()
+}
+
+//go:embed submission_finish_one.sql
+var submissionFinishOne string
+
+// submissionsFinishCitus is SubmissionsFinishCompleted on Citus: for each id, the three
+// router statements of submission_finish_one.sql, all in one round trip.
+func (q Queries) submissionsFinishCitus(ctx context.Context, ids []int64) error {
+	stmts := strings.Split(submissionFinishOne, "\n-- next statement\n")
+	b := &pgx.Batch{}
+	for _, id := range ids {
+		for _, s := range stmts {
+			b.Queue(s, pgx.NamedArgs{"id": id})
+		}
+	}
+	return q.sendAll(ctx, b, func(rows pgx.Rows) error {
+		rows.Close()
+		return rows.Err()
+	})
+}
+
+//go:embed chunks_promote_due.sql
+var chunksPromoteDue string
+
+//go:embed submission_share_unpaused.sql
+var submissionShareUnpaused string
+
+//go:embed chunks_promote_shard.sql
+var chunksPromoteShard string
+
+// chunksPromoteCitus is ChunksPromote on Citus, where chunks_promote.sql's multi-shard
+// FOR UPDATE … SKIP LOCKED is refused: the due chunks read over the shards, their
+// submissions share-locked one by one (skipped when paused or being paused), then the
+// chunks of the unpaused ones moved per shard. It must run in a transaction, for the
+// share locks to hold until the moves commit; ChunksPromote's callers run it in one.
+func (q Queries) chunksPromoteCitus(ctx context.Context, p ChunksPromoteParams) ([]int, error) {
+	type due struct {
+		shard int32
+		sub   int64
+		idx   int32
+	}
+	rows, err := q.db.Query(ctx, chunksPromoteDue, pgx.NamedArgs{"limit": p.Limit})
+	if err != nil {
+		return nil, err
+	}
+	var all []due
+	var d due
+	if _, err := pgx.ForEachRow(rows, []any{&d.shard, &d.sub, &d.idx}, func() error {
+		all = append(all, d)
+		return nil
+	}); err != nil || len(all) == 0 {
+		return nil, err
+	}
+	subs := slices.Sorted(func(yield func(int64) bool) {
+		for _, d := range all {
+			if !yield(d.sub) {
+				return
+			}
+		}
+	})
+	subs = slices.Compact(subs)
+	b := &pgx.Batch{}
+	for _, id := range subs {
+		b.Queue(submissionShareUnpaused, pgx.NamedArgs{"id": id})
+	}
+	unpaused := map[int64]bool{}
+	if err := q.sendAll(ctx, b, func(rows pgx.Rows) error {
+		var id int64
+		_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+			unpaused[id] = true
+			return nil
+		})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	byShard := map[int32][]due{}
+	for _, d := range all {
+		if unpaused[d.sub] {
+			byShard[d.shard] = append(byShard[d.shard], d)
+		}
+	}
+	b = &pgx.Batch{}
+	for s, ds := range byShard {
+		sids, idxs := make([]int64, len(ds)), make([]int32, len(ds))
+		for i, d := range ds {
+			sids[i], idxs[i] = d.sub, d.idx
+		}
+		b.Queue(chunksPromoteShard, pgx.NamedArgs{"shard": s, "submission_ids": sids, "chunk_indexes": idxs})
+	}
+	var shards []int
+	err = q.sendAll(ctx, b, func(rows pgx.Rows) error {
+		var s int
+		_, err := pgx.ForEachRow(rows, []any{&s}, func() error {
+			shards = append(shards, s)
+			return nil
+		})
+		return err
+	})
+	return shards, err
+}

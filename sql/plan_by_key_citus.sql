@@ -1,0 +1,4 @@
+-- plan_by_key.sql on Citus, without its generic plans: Citus routes a statement by the
+-- values of its parameters, which a generic plan does not have ("could not create
+-- distributed plan"). The statements it plans carry no partitions to prune there.
+SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off
