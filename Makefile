@@ -5,7 +5,7 @@ BIN       := bin/opsq
 DEV_DIR   ?= .data/pg
 GOFILES    = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.data/*')
 
-.PHONY: build run stop test test-race lint bench clean fuzz
+.PHONY: build run stop test test-citus test-race lint bench clean fuzz
 
 ## build: compile the opsq binary into bin/opsq
 build:
@@ -30,6 +30,16 @@ stop:
 ## ephemeral cluster from initdb/pg_ctl, else testcontainers-go)
 test:
 	$(GO) test -count=1 -timeout 30m ./...
+
+## test-citus: the tests that run on Citus, a coordinator and 2 workers started for the
+## run (OPSQ_TEST_CITUS=1): migration 00017's layout (-tags citus) and the engine's tests
+## listed in queuer/testdata/citus_tests.txt, which grows as the statements Citus cannot
+## run as they are take their Citus form (docs/citus.md). Needs Citus in the local
+## PostgreSQL server: as root, ../shared/citus/build.sh
+CITUS_TESTS ?= $(shell paste -sd'|' queuer/testdata/citus_tests.txt)
+test-citus:
+	OPSQ_TEST_CITUS=1 $(GO) test -count=1 -tags citus -timeout 15m ./migrations/ ./sql/pgtest/
+	OPSQ_TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run '^($(CITUS_TESTS))$$' ./queuer/
 
 ## test-race: the suite under the race detector (slower)
 test-race:
