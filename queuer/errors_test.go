@@ -47,6 +47,7 @@ func TestIsUnavailable(t *testing.T) {
 		{"57P01 admin shutdown", wrap(pg("57P01")), true},
 		{"57P02 crash shutdown", pg("57P02"), true},
 		{"57P03 cannot connect now", pg("57P03"), true},
+		{"25006 read-only host", wrap(&pgconn.PgError{Severity: "ERROR", Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"}), true},
 		{"57014 query canceled", pg("57014"), false},
 		{"40001 serialization failure", pg("40001"), false},
 		{"23505 unique violation", pg("23505"), false},
