@@ -118,7 +118,7 @@ func (c *Cluster) Kill(ctx context.Context) error {
 	if err != nil || pid <= 0 {
 		return fmt.Errorf("killing PostgreSQL in %s: postmaster.pid starts with %q, not a pid", c.dir, first)
 	}
-	if comm, state, _, ok := procStat(pid); !ok || comm != "postgres" || state == 'Z' {
+	if !c.isPostmaster(pid) {
 		return nil // a stale pid file: the server already ended (its pid may be another's now)
 	}
 	// Stopped, the postmaster forks no new child while its children are listed; each
@@ -151,6 +151,22 @@ func (c *Cluster) Kill(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// isPostmaster reports whether pid is a live postgres process working in this cluster's
+// data directory (a pid read from a stale postmaster.pid may be another process's now,
+// even another cluster's postgres).
+func (c *Cluster) isPostmaster(pid int) bool {
+	comm, state, _, ok := procStat(pid)
+	if !ok || comm != "postgres" || state == 'Z' {
+		return false
+	}
+	cwd, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "cwd"))
+	if err != nil {
+		return false
+	}
+	data, err := filepath.EvalSymlinks(c.DataDir())
+	return err == nil && cwd == data
 }
 
 // procStat is what /proc/<pid>/stat says of a process: its command name, state letter (R,
