@@ -47,6 +47,7 @@ func TestIsUnavailable(t *testing.T) {
 		{"57P01 admin shutdown", wrap(pg("57P01")), true},
 		{"57P02 crash shutdown", pg("57P02"), true},
 		{"57P03 cannot connect now", pg("57P03"), true},
+		{"25006 read-only host", wrap(&pgconn.PgError{Severity: "ERROR", Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"}), true},
 		{"57014 query canceled", pg("57014"), false},
 		{"40001 serialization failure", pg("40001"), false},
 		{"23505 unique violation", pg("23505"), false},
@@ -68,5 +69,27 @@ func TestIsUnavailable(t *testing.T) {
 				t.Errorf("IsUnavailable(%v) = %v; want %v", c.err, got, c.want)
 			}
 		})
+	}
+}
+
+// TestSubmitWithLapsedNodeIsUnavailable: an instance cut from the database for longer than
+// its node id is confirmed (half of claims.NodeReuseAfter: a failover manager can take that
+// long) mints no id, and says so as the database being unavailable — a 503 the producer
+// retries — not as an error of the request (a 500).
+func TestSubmitWithLapsedNodeIsUnavailable(t *testing.T) {
+	t.Parallel()
+	q, _ := setup(t)
+	var err error
+	for range 10 { // again if a heartbeat of the claims loop confirmed the node meanwhile
+		q.ids.SetNode(1, time.Now().Add(-time.Second)) // the last heartbeat was too long ago
+		if _, err = q.Submit(t.Context(), NewSubmission{}, &genChunks{n: 1, failAt: -1}); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		t.Fatal("Submit with a lapsed node id succeeded; want an error")
+	}
+	if !IsUnavailable(err) {
+		t.Errorf("Submit with a lapsed node id: %v; IsUnavailable = false, want true", err)
 	}
 }

@@ -51,7 +51,8 @@ var ErrUnavailable = errors.New("database unavailable")
 // ErrUnavailable itself, a failed connection attempt (which is also how the pool reports
 // an acquire while the server is down), a connection that was closed or broke (end of
 // file, network errors), or a server error of SQLSTATE class 08 (connection exception),
-// 57P01 (admin_shutdown), 57P02 (crash_shutdown) or 57P03 (cannot_connect_now). A server
+// 57P01 (admin_shutdown), 57P02 (crash_shutdown), 57P03 (cannot_connect_now) or 25006
+// (read_only_sql_transaction: a host that turned read-only is lost too, DESIGN.md §4). A server
 // error of any other SQLSTATE is not, even inside a failed connection attempt (a wrong
 // password is not an outage). Context cancellations and deadlines are not either: they
 // are the caller's.
@@ -79,10 +80,15 @@ func IsUnavailable(err error) bool {
 	return false
 }
 
+// readOnlyState is SQLSTATE 25006, read_only_sql_transaction: the session's host refuses
+// writes. opsq writes only in read-write transactions, so it means the host, not the
+// statement: a primary demoted by a failover manager, or a standby.
+const readOnlyState = "25006"
+
 // unavailableState reports whether a SQLSTATE says the server cannot serve now.
 func unavailableState(code string) bool {
 	switch code {
-	case "57P01", "57P02", "57P03":
+	case "57P01", "57P02", "57P03", readOnlyState:
 		return true
 	}
 	return strings.HasPrefix(code, "08")

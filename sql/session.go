@@ -1,6 +1,11 @@
 package sql
 
-import "github.com/jackc/pgx/v5"
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
 
 // ConfigureSession sets on cc the session parameters that every connection of an opsq
 // instance runs with; each pool an instance opens (the request pool of opsq serve, the
@@ -23,11 +28,23 @@ import "github.com/jackc/pgx/v5"
 // threshold (raising jit_above_cost would only move the cliff). Tests keep it so: queuer's TestCandidateQueriesNotJIT (every candidate query
 // on the queuer's own connections, on a database where everything else is JIT-compiled),
 // claims' TestManagerPoolSession and opsq serve's TestNewPoolTurnsJITOff.
+//
+// A session whose host refuses writes is closed (SQLSTATE 25006, read_only_sql_transaction:
+// a primary demoted by a failover manager, a standby, a server turned read-only), so that
+// the pool drops it and connects anew, to whichever of the URL's hosts accepts writes
+// (target_session_attrs=read-write); IsUnavailable counts the error as the database lost.
 func ConfigureSession(cc *pgx.ConnConfig) {
 	if cc.RuntimeParams == nil {
 		cc.RuntimeParams = map[string]string{}
 	}
 	cc.RuntimeParams["jit"] = "off"
+	cc.OnPgError = closeReadOnly
+}
+
+// closeReadOnly is a pgconn.PgErrorHandler: false (close the connection) on SQLSTATE
+// 25006, and on a FATAL error as pgx's own handler does.
+func closeReadOnly(_ *pgconn.PgConn, err *pgconn.PgError) bool {
+	return err.Code != readOnlyState && !strings.EqualFold(err.Severity, "FATAL")
 }
 
 // ConfigureCandidateSession sets on cc what the connections of the candidate queries run

@@ -237,7 +237,7 @@ func (c *Cluster) makeTraversable(dir string) error {
 
 // run runs one of the server binaries, as the postgres user when running as root.
 func (c *Cluster) run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, name), args...)
+	cmd := exec.CommandContext(ctx, c.binary(name), args...)
 	cmd.Dir = c.dir
 	if c.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}

@@ -1,10 +1,11 @@
 package submissions
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	opsqsql "opsq/sql"
 )
 
 // Snowflake ids: 42 bits of milliseconds since IDEpoch, 10 bits of node id (the instance's
@@ -26,8 +27,11 @@ func IDTime(id int64) time.Time {
 }
 
 // ErrNodeLease means the instance has not renewed its node id recently enough to be sure
-// nobody else holds it; it must not mint ids until its heartbeat succeeds.
-var ErrNodeLease = errors.New("this instance's node id is not confirmed by a recent heartbeat; is the database reachable?")
+// nobody else holds it; it must not mint ids until its heartbeat succeeds. It is
+// sql.ErrUnavailable: the heartbeat fails while the database is away (a failover managed
+// by pg_auto_failover takes about 50 s by default), and a producer should retry, not take
+// it for a broken request.
+var ErrNodeLease = fmt.Errorf("this instance's node id is not confirmed by a recent heartbeat: %w", opsqsql.ErrUnavailable)
 
 // IDs makes snowflake ids. It is safe for concurrent use.
 type IDs struct {
