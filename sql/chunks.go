@@ -196,6 +196,16 @@ type ChunkStateRow struct {
 
 // ChunkState reads where a chunk is; ErrNotFound when nobody knows it.
 func (q Queries) ChunkState(ctx context.Context, p ChunkStateParams) (ChunkStateRow, error) {
+	if OnCitus() {
+		rows, found, err := q.chunkStatesCitus(ctx, []Chunk{p.Chunk})
+		if err != nil {
+			return ChunkStateRow{}, err
+		}
+		if !found[0] {
+			return ChunkStateRow{}, ErrNotFound
+		}
+		return rows[0], nil
+	}
 	return collectOne[ChunkStateRow](ctx, q.db, chunkState, pgx.NamedArgs{
 		"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex,
 	})
@@ -240,6 +250,10 @@ func (q Queries) ChunkStates(ctx context.Context, p ChunkStatesParams) ([]bool, 
 	idxs := make([]int32, len(p.Chunks))
 	for i, c := range p.Chunks {
 		shards[i], sids[i], idxs[i] = int32(c.Shard), c.SubmissionID, c.ChunkIndex
+	}
+	if OnCitus() {
+		_, found, err := q.chunkStatesCitus(ctx, p.Chunks)
+		return found, err
 	}
 	rows, err := q.db.Query(ctx, chunkStates, pgx.NamedArgs{"shards": shards, "submission_ids": sids, "chunk_indexes": idxs})
 	if err != nil {

@@ -296,3 +296,68 @@ func (q Queries) chunksPromoteCitus(ctx context.Context, p ChunksPromoteParams) 
 	})
 	return shards, err
 }
+
+//go:embed chunk_state_shard.sql
+var chunkStateShard string
+
+//go:embed chunk_state_submission.sql
+var chunkStateSubmission string
+
+// chunkStatesCitus is ChunkState for each of chunks on Citus, where chunk_state.sql's and
+// chunk_states.sql's joins of the chunks with their submissions cross the co-location
+// groups ("requires repartitioning"): per chunk, the router statement on its shard's node
+// and the one on its submission's node, all in one round trip. found false: nobody knows
+// the chunk.
+func (q Queries) chunkStatesCitus(ctx context.Context, chunks []Chunk) (rows []ChunkStateRow, found []bool, err error) {
+	b := &pgx.Batch{}
+	for _, c := range chunks {
+		args := pgx.NamedArgs{"shard": c.Shard, "submission_id": c.SubmissionID, "chunk_index": c.ChunkIndex}
+		b.Queue(chunkStateShard, args)
+		b.Queue(chunkStateSubmission, args)
+	}
+	rows, found = make([]ChunkStateRow, len(chunks)), make([]bool, len(chunks))
+	var here []bool // per chunk: in chunks or chunks_waiting
+	n := 0
+	err = q.sendAll(ctx, b, func(rs pgx.Rows) error {
+		defer func() { n++ }()
+		i := n / 2
+		if n%2 == 0 {
+			var r ChunkStateRow
+			got := false
+			if _, err := pgx.ForEachRow(rs, []any{&r.Retries, &r.AttemptBase}, func() error {
+				got = true
+				return nil
+			}); err != nil {
+				return err
+			}
+			rows[i] = r
+			here = append(here, got)
+			return nil
+		}
+		var kind string
+		var maxRetries int32
+		var counted bool
+		inProgress, finished := false, false
+		if _, err := pgx.ForEachRow(rs, []any{&kind, &maxRetries, &counted}, func() error {
+			switch {
+			case kind == "in_progress":
+				inProgress = true
+				rows[i].MaxRetries = maxRetries
+				finished = finished || counted
+			default:
+				finished = true
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		switch {
+		case here[i] && inProgress:
+			rows[i].State, found[i] = "pending", true
+		case finished:
+			rows[i], found[i] = ChunkStateRow{State: "finished"}, true
+		}
+		return nil
+	})
+	return rows, found, err
+}
