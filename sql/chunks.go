@@ -103,6 +103,9 @@ func (q Queries) ChunkRetry(ctx context.Context, p ChunkRetryParams) (ChunkRetri
 		args["delay_ms"] = p.Delay.Milliseconds()
 	}
 	p.Fence.args(args)
+	if OnCitus() {
+		return q.chunkRetryCitus(ctx, p, args)
+	}
 	p.Released.args(args, "released")
 	p.Work.args(args, "work")
 	r, err := collectOne[chunkRetryRow](ctx, q.db, chunkRetry, args)

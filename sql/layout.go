@@ -361,3 +361,39 @@ func (q Queries) chunkStatesCitus(ctx context.Context, chunks []Chunk) (rows []C
 	})
 	return rows, found, err
 }
+
+//go:embed chunk_retry_citus.sql
+var chunkRetryCitus string
+
+// chunkRetryCitus is ChunkRetry on Citus: chunk_retry.sql's steps as opsq.chunk_retry_steps
+// runs them (migration 00019), then its NOTIFYs, from the coordinator's session as every
+// NOTIFY is.
+func (q Queries) chunkRetryCitus(ctx context.Context, p ChunkRetryParams, args pgx.NamedArgs) (ChunkRetried, error) {
+	r, err := collectOne[struct {
+		FenceHeld bool   `db:"fence_held"`
+		Retries   *int32 `db:"retries"`
+		Waits     bool   `db:"waits"`
+	}](ctx, q.db, chunkRetryCitus, args)
+	if err != nil {
+		return ChunkRetried{}, err
+	}
+	if !r.FenceHeld {
+		return ChunkRetried{}, &FenceError{Shard: p.Shard, Generation: p.Fence.Generation}
+	}
+	if r.Retries == nil {
+		return ChunkRetried{}, nil
+	}
+	notices := []Notice{p.Released}
+	if !r.Waits {
+		notices = append(notices, p.Work) // a chunk that waits is announced when it is due
+	}
+	for _, n := range notices {
+		if n.Channel == "" {
+			continue
+		}
+		if err := q.Notify(ctx, NotifyParams{Channel: n.Channel, Payload: n.Payload}); err != nil {
+			return ChunkRetried{}, err
+		}
+	}
+	return ChunkRetried{Retried: true, Waits: r.Waits}, nil
+}
