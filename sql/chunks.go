@@ -164,7 +164,11 @@ func (q Queries) ChunkFail(ctx context.Context, p ChunkFailParams) (ChunkFailed,
 	args := pgx.NamedArgs{"shard": p.Shard, "submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "attempt": p.Retries,
 		"error": p.Error, "consumer": p.Consumer, "skip_now": skipNow}
 	p.Fence.args(args)
-	r, err := collectOne[chunkFailRow](ctx, q.db, chunkFail, args)
+	statement := chunkFail
+	if OnCitus() {
+		statement = chunkFailCitus
+	}
+	r, err := collectOne[chunkFailRow](ctx, q.db, statement, args)
 	if err != nil {
 		return ChunkFailed{}, err
 	}

@@ -397,3 +397,9 @@ func (q Queries) chunkRetryCitus(ctx context.Context, p ChunkRetryParams, args p
 	}
 	return ChunkRetried{Retried: true, Waits: r.Waits}, nil
 }
+
+// chunkFailCitus is chunk_fail.sql on Citus: its steps as opsq.chunk_fail_steps runs them
+// (migration 00020), with the same row back; ChunkFail reads it.
+//
+//go:embed chunk_fail_citus.sql
+var chunkFailCitus string
