@@ -203,7 +203,7 @@ var submissionFinishOne string
 // submissionsFinishCitus is SubmissionsFinishCompleted on Citus: for each id, the three
 // router statements of submission_finish_one.sql, all in one round trip.
 func (q Queries) submissionsFinishCitus(ctx context.Context, ids []int64) error {
-	stmts := strings.Split(submissionFinishOne, "\n-- next statement\n")
+	stmts := statementsOf(submissionFinishOne)
 	b := &pgx.Batch{}
 	for _, id := range ids {
 		for _, s := range stmts {
@@ -403,3 +403,38 @@ func (q Queries) chunkRetryCitus(ctx context.Context, p ChunkRetryParams, args p
 //
 //go:embed chunk_fail_citus.sql
 var chunkFailCitus string
+
+// statementsOf splits a file of several statements at its "-- next statement" lines.
+func statementsOf(file string) []string {
+	return strings.Split(file, "\n-- next statement\n")
+}
+
+//go:embed submission_lock_any_citus.sql
+var submissionLockAnyCitus string
+
+//go:embed submission_ended_lock_citus.sql
+var submissionEndedLockCitus string
+
+// lockFirstCitus sends each statement of file with args in one round trip, each locking at
+// most one row, and returns the first row found, scanned into dest; false when none was.
+func (q Queries) lockFirstCitus(ctx context.Context, file string, args pgx.NamedArgs, dest ...any) (bool, error) {
+	b := &pgx.Batch{}
+	for _, s := range statementsOf(file) {
+		b.Queue(s, args)
+	}
+	found := false
+	err := q.sendAll(ctx, b, func(rows pgx.Rows) error {
+		defer rows.Close()
+		for rows.Next() {
+			if found {
+				continue
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			found = true
+		}
+		return rows.Err()
+	})
+	return found, err
+}

@@ -69,6 +69,14 @@ type SubmissionLockAnyRow struct {
 // transaction, and reads its state. ErrNotFound when it found none: the submission is
 // unknown, or it moved while this waited for the lock (run it again).
 func (q Queries) SubmissionLockAny(ctx context.Context, p SubmissionLockAnyParams) (SubmissionLockAnyRow, error) {
+	if OnCitus() {
+		var r SubmissionLockAnyRow
+		found, err := q.lockFirstCitus(ctx, submissionLockAnyCitus, pgx.NamedArgs{"id": p.ID}, &r.State, &r.Paused, &r.Unmoved)
+		if err == nil && !found {
+			err = ErrNotFound
+		}
+		return r, err
+	}
 	return collectOne[SubmissionLockAnyRow](ctx, q.db, submissionLockAny, pgx.NamedArgs{"id": p.ID})
 }
 

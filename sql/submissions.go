@@ -298,6 +298,13 @@ type SubmissionEndedLockParams struct {
 // record. ErrNotFound when it is not so (any more).
 func (q Queries) SubmissionEndedLock(ctx context.Context, p SubmissionEndedLockParams) (string, error) {
 	var msg string
+	if OnCitus() {
+		found, err := q.lockFirstCitus(ctx, submissionEndedLockCitus, pgx.NamedArgs{"id": p.ID, "failed": p.Failed}, &msg)
+		if err == nil && !found {
+			err = ErrNotFound
+		}
+		return msg, err
+	}
 	return msg, notFound(q.db.QueryRow(ctx, submissionEndedLock, pgx.NamedArgs{"id": p.ID, "failed": p.Failed}).Scan(&msg))
 }
 
