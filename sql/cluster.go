@@ -121,6 +121,9 @@ var holdsCollect string
 
 // HoldsCollect deletes the holds that stopped counting. It has no parameters.
 func (q Queries) HoldsCollect(ctx context.Context) error {
+	if OnCitus() {
+		return q.holdsCollectCitus(ctx)
+	}
 	_, err := q.db.Exec(ctx, holdsCollect)
 	return err
 }

@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"slices"
@@ -437,4 +438,48 @@ func (q Queries) lockFirstCitus(ctx context.Context, file string, args pgx.Named
 		return rows.Err()
 	})
 	return found, err
+}
+
+//go:embed tenant_submissions_citus.sql
+var tenantSubmissionsCitus string
+
+// tenantSubmissionsCitus is TenantSubmissions on Citus: each tenant's first page, read in
+// one round trip, merged in id order.
+func (q Queries) tenantSubmissionsCitus(ctx context.Context, p TenantSubmissionsParams) ([]TenantSubmissionsRow, error) {
+	b := &pgx.Batch{}
+	for _, t := range p.Tenants {
+		b.Queue(tenantSubmissionsCitus, pgx.NamedArgs{"tenant": t, "limit": p.Limit})
+	}
+	var out []TenantSubmissionsRow
+	err := q.sendAll(ctx, b, func(rows pgx.Rows) error {
+		got, err := pgx.CollectRows(rows, pgx.RowToStructByName[TenantSubmissionsRow])
+		out = append(out, got...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b TenantSubmissionsRow) int { return cmp.Compare(a.ID, b.ID) })
+	return out[:min(len(out), p.Limit)], nil
+}
+
+//go:embed holds_collect_citus.sql
+var holdsCollectCitus string
+
+// holdsCollectCitus is HoldsCollect on Citus: the two statements of holds_collect_citus.sql.
+func (q Queries) holdsCollectCitus(ctx context.Context) error {
+	stmts := statementsOf(holdsCollectCitus)
+	rows, err := q.db.Query(ctx, stmts[0])
+	if err != nil {
+		return err
+	}
+	inProgress, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return err
+	}
+	if inProgress == nil {
+		inProgress = []int64{} // none in progress: every hold goes (NULL would keep them)
+	}
+	_, err = q.db.Exec(ctx, stmts[1], pgx.NamedArgs{"in_progress": inProgress})
+	return err
 }

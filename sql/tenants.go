@@ -132,5 +132,8 @@ type TenantSubmissionsRow struct {
 // TenantSubmissions reads the first in-progress submissions of p.Tenants, oldest first, at
 // most p.Limit.
 func (q Queries) TenantSubmissions(ctx context.Context, p TenantSubmissionsParams) ([]TenantSubmissionsRow, error) {
+	if OnCitus() {
+		return q.tenantSubmissionsCitus(ctx, p)
+	}
 	return collect[TenantSubmissionsRow](ctx, q.db, tenantSubmissions, pgx.NamedArgs{"tenants": p.Tenants, "limit": p.Limit})
 }
