@@ -55,6 +55,51 @@ func TestOverview(t *testing.T) {
 	}
 }
 
+// TestOverviewPhases: the overview counts the paused and the scheduled submissions apart
+// from the running ones, with their chunks left; the oldest submission it names is the
+// oldest running one, and a resumed submission runs again.
+func TestOverviewPhases(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	q, _ := setup(t)
+	paused := submitN(t, q, 3, NewSubmission{})
+	soon, later := time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
+	submitN(t, q, 5, NewSubmission{Lifecycle: Lifecycle{NotBefore: later}})
+	submitN(t, q, 7, NewSubmission{Lifecycle: Lifecycle{NotBefore: soon}})
+	running := submitN(t, q, 11, NewSubmission{})
+	submitN(t, q, 13, NewSubmission{Lifecycle: Lifecycle{NotBefore: time.Now().Add(-time.Minute)}})
+	if _, err := q.Pause(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	o, err := q.Overview(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprintf("running %d (%d chunks), paused %d (%d), scheduled %d (%d)",
+		o.Running, o.RunningChunksLeft, o.Paused, o.PausedChunksLeft, o.Scheduled, o.ScheduledChunksLeft)
+	if want := "running 2 (24 chunks), paused 1 (3), scheduled 2 (12)"; got != want {
+		t.Errorf("overview: %s; want %s", got, want)
+	}
+	if o.OldestID == nil || *o.OldestID != running {
+		t.Errorf("oldest running: %v; want %d (the paused %d is older, and held)", o.OldestID, running, paused)
+	}
+	if o.NextScheduledAt == nil || o.NextScheduledAt.Sub(soon).Abs() > time.Millisecond {
+		t.Errorf("next scheduled at %v; want %v", o.NextScheduledAt, soon)
+	}
+	if o.InProgress != 5 {
+		t.Errorf("in progress %d; want all 5, whatever their phase", o.InProgress)
+	}
+	if _, err := q.Resume(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	if o, err = q.Overview(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if o.Running != 3 || o.Paused != 0 || o.OldestID == nil || *o.OldestID != paused {
+		t.Errorf("after Resume: running %d, paused %d, oldest %v; want 3, 0, %d", o.Running, o.Paused, o.OldestID, paused)
+	}
+}
+
 // TestActivity: the activity an instance writes is what the dashboard reads back — the
 // completions and failed attempts of the current minute, who holds what since when — and
 // a slot of the ring that holds a minute a day old starts again from zero.
@@ -198,3 +243,4 @@ func TestValueRates(t *testing.T) {
 		t.Errorf("values' rates: %v; want %v (nothing of mode, which no strategy limits)", got, want)
 	}
 }
+

@@ -56,6 +56,10 @@ const (
 	NotBeforeMax          = submissions.NotBeforeMax
 	ErrorMax              = submissions.ErrorMax
 	FailuresPageMax       = submissions.FailuresPageMax
+	// The phases of an in-progress submission, which ListOptions.Phase selects.
+	PhaseRunning   = submissions.PhaseRunning
+	PhasePaused    = submissions.PhasePaused
+	PhaseScheduled = submissions.PhaseScheduled
 	// FailuresPageBytesMax bounds a page of Failures in bytes, as JSON writes it.
 	FailuresPageBytesMax = submissions.FailuresPageBytesMax
 	RetryManyMax         = submissions.RetryManyMax

@@ -20,12 +20,21 @@ type DashboardOverviewParams struct {
 
 // DashboardOverviewRow is the dashboard's own part of its overview.
 type DashboardOverviewRow struct {
-	DoneInProgress    int64      `db:"done_in_progress"`
-	FailedLastHour    int64      `db:"failed_last_hour"`
-	DoneFinishedSince int64      `db:"done_finished_since"`
-	OldestID          *int64     `db:"oldest_id"`
-	OldestCreatedAt   *time.Time `db:"oldest_created_at"`
-	Now               time.Time  `db:"now"`
+	DoneInProgress    int64 `db:"done_in_progress"`
+	FailedLastHour    int64 `db:"failed_last_hour"`
+	DoneFinishedSince int64 `db:"done_finished_since"`
+	// The in-progress submissions by phase, and the chunks each phase has left (not done).
+	Running             int64      `db:"running"`
+	Paused              int64      `db:"paused"`
+	Scheduled           int64      `db:"scheduled"`
+	RunningChunksLeft   int64      `db:"running_chunks_left"`
+	PausedChunksLeft    int64      `db:"paused_chunks_left"`
+	ScheduledChunksLeft int64      `db:"scheduled_chunks_left"`
+	NextScheduledAt     *time.Time `db:"next_scheduled_at"` // the soonest not_before of the scheduled ones
+	// The oldest running submission: neither paused nor scheduled.
+	OldestID        *int64     `db:"oldest_id"`
+	OldestCreatedAt *time.Time `db:"oldest_created_at"`
+	Now             time.Time  `db:"now"`
 }
 
 // DashboardOverview reads the dashboard's own figures.
@@ -48,3 +57,4 @@ func (q Queries) DashboardRetries(ctx context.Context, p DashboardRetriesParams)
 	err := q.db.QueryRow(ctx, dashboardRetries, pgx.NamedArgs{"id": p.ID}).Scan(&n)
 	return n, err
 }
+

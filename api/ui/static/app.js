@@ -25,6 +25,8 @@ function setState(st, s) {
   st.textContent = s.state; st.className = "state state-" + s.state;
   const p = st.parentElement.querySelector(".paused");
   if (p) p.hidden = !s.paused;
+  const sch = st.parentElement.querySelector(".scheduled");
+  if (sch) sch.hidden = !s.scheduled;
 }
 
 function cell(tr, text, cls) {
