@@ -2,6 +2,7 @@ package queuer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -244,3 +245,70 @@ func TestValueRates(t *testing.T) {
 	}
 }
 
+// TestChunk: the chunk page's reading of one chunk says where it is and what it holds —
+// a completed chunk's output, a failed one's input, last error and attempts (with their
+// consumer), a pending one's input, a waiting one's time, a paused one's none — and an
+// index past the submission's chunks is ErrNotFound.
+func TestChunk(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	q, _ := setup(t)
+	one := 1
+	id := submitN(t, q, 4, NewSubmission{MaxRetries: &one, Lifecycle: Lifecycle{Policy: FailurePolicy{Continue: true}, Backoff: Backoff{Initial: time.Hour, Factor: 1, Max: time.Hour}}})
+	byIndex := map[int32]Chunk{}
+	for _, c := range reserveN(t, q, ReserveRequest{Max: 4, Consumer: "host-7", Strategy: strategy.Node{Kind: strategy.OldestFirst}}) {
+		byIndex[c.ChunkIndex] = c
+	}
+	if len(byIndex) != 4 {
+		t.Fatalf("reserved %d chunks; want 4", len(byIndex))
+	}
+	if _, err := q.Complete(ctx, []Completion{{Token: byIndex[0].Token, Output: []byte("out-0")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Fail(ctx, []Failure{{Token: byIndex[1].Token, Error: "boom <1>", Retry: false}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Fail(ctx, []Failure{{Token: byIndex[2].Token, Error: "later", Retry: true}}); err != nil {
+		t.Fatal(err)
+	}
+	// Chunk 3 stays reserved: pending, as the database has it.
+	for _, tc := range []struct {
+		index int64
+		want  string
+	}{
+		{0, `completed retries 0 input -1 "" output 5 "out-0" error "" errors []`},
+		{1, `failed retries 0 input 7 "chunk-1" output -1 "" error "boom <1>" errors [boom <1> by host-7]`},
+		{2, `waiting retries 1 input 7 "chunk-2" output -1 "" error "" errors [later by host-7]`},
+		{3, `pending retries 0 input 7 "chunk-3" output -1 "" error "" errors []`},
+	} {
+		c, err := q.Chunk(ctx, id, tc.index)
+		if err != nil {
+			t.Fatalf("chunk %d: %v", tc.index, err)
+		}
+		var errs []string
+		for _, e := range c.Errors {
+			errs = append(errs, e.Error+" by "+e.Consumer)
+		}
+		got := fmt.Sprintf("%s retries %d input %d %q output %d %q error %q errors %v", c.State, c.Retries, c.InputSize, c.Input, c.OutputSize, c.Output, c.Error, errs)
+		if got != tc.want {
+			t.Errorf("chunk %d: %s; want %s", tc.index, got, tc.want)
+		}
+		if tc.index == 2 && (c.ReadyAt == nil || time.Until(*c.ReadyAt) < 30*time.Minute) {
+			t.Errorf("chunk 2 waits until %v; want about an hour from now (its backoff)", c.ReadyAt)
+		}
+	}
+	if _, err := q.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := q.Chunk(ctx, id, 2); err != nil || c.State != "waiting" || c.ReadyAt != nil {
+		t.Errorf("chunk 2 of the paused submission: %s until %v (%v); want waiting until resumed (nil)", c.State, c.ReadyAt, err)
+	}
+	for _, index := range []int64{4, -1} {
+		if _, err := q.Chunk(ctx, id, index); !errors.Is(err, ErrNotFound) {
+			t.Errorf("chunk %d of 4: %v; want ErrNotFound", index, err)
+		}
+	}
+	if _, err := q.Chunk(ctx, id+1, 0); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a chunk of an unknown submission: %v; want ErrNotFound", err)
+	}
+}

@@ -58,3 +58,33 @@ func (q Queries) DashboardRetries(ctx context.Context, p DashboardRetriesParams)
 	return n, err
 }
 
+//go:embed chunk_detail.sql
+var chunkDetail string
+
+// ChunkDetailParams are chunk_detail.sql's.
+type ChunkDetailParams struct {
+	SubmissionID int64
+	ChunkIndex   int32
+	Shard        int32 // the chunk's shard (opsqtype.ShardOf)
+	MaxBytes     int   // how much of the input and of the output to read, at most
+}
+
+// ChunkDetailRow is where one chunk is and the first MaxBytes of what it holds.
+type ChunkDetailRow struct {
+	State      string     `db:"state"` // pending, waiting, failed, skipped or completed
+	Retries    int64      `db:"retries"`
+	Input      []byte     `db:"input"`      // nil: none stored (object storage, or completed)
+	InputSize  *int64     `db:"input_size"` // the whole input's bytes
+	Output     []byte     `db:"output"`
+	OutputSize *int64     `db:"output_size"`
+	ReadyAt    *time.Time `db:"ready_at"` // a waiting chunk's; nil while paused
+	Error      *string    `db:"error"`    // a failed chunk's last error
+}
+
+// ChunkDetail reads one chunk for the dashboard's chunk page; ErrNotFound when it is in
+// none of the tables (chunk_detail.sql).
+func (q Queries) ChunkDetail(ctx context.Context, p ChunkDetailParams) (ChunkDetailRow, error) {
+	return collectOne[ChunkDetailRow](ctx, q.db, chunkDetail, pgx.NamedArgs{
+		"submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "shard": p.Shard, "max_bytes": p.MaxBytes,
+	})
+}
