@@ -136,6 +136,9 @@ func (d *dashboard) action(c echo.Context) error {
 		return err
 	}
 	d.log.InfoContext(ctx, "dashboard action", "action", name, "target", target)
+	if a.shard { // back to the shard's details, which show what the action did
+		return c.Redirect(http.StatusSeeOther, "/ui/cluster?shard="+target)
+	}
 	return c.Redirect(http.StatusSeeOther, "/ui/cluster")
 }
 
