@@ -27,6 +27,8 @@ function setState(st, s) {
   if (p) p.hidden = !s.paused;
   const sch = st.parentElement.querySelector(".scheduled");
   if (sch) sch.hidden = !s.scheduled;
+  const until = st.parentElement.querySelector(".scheduled-until");
+  if (until) until.hidden = !s.scheduled;
 }
 
 function cell(tr, text, cls) {
