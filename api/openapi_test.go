@@ -434,6 +434,9 @@ func TestOpenAPIRun(t *testing.T) {
 	}
 	expect(call("GET", "/v1/submissions?state=in_progress&key=company_id&value=42&after="+*page.NextAfter, "", ""), 200, "list by metadata")
 	expect(call("GET", "/v1/submissions?key=mode&value=preview", "", ""), 200, "list by metadata, string")
+	expect(call("GET", "/v1/submissions?state=paused&key=company_id&value=42", "", ""), 200, "list the paused ones by metadata")
+	expect(call("GET", "/v1/submissions?state=scheduled", "", ""), 200, "list the scheduled ones")
+	expect(call("GET", "/v1/submissions?state=running&limit=1", "", ""), 200, "list the running ones")
 
 	// Consumer.
 	var res wire.Reserved

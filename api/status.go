@@ -166,8 +166,10 @@ func (s *server) list(c echo.Context) error {
 	switch state := wire.State(c.QueryParam("state")); state {
 	case "", wire.StateInProgress, wire.StateCompleted, wire.StateFailed, wire.StateCancelled:
 		opts.State = state
+	case wire.ListRunning, wire.ListPaused, wire.ListScheduled: // in progress, by phase
+		opts.State, opts.Phase = wire.StateInProgress, string(state)
 	default:
-		return badRequest("state: must be one of in_progress, completed, failed, cancelled")
+		return badRequest("state: must be one of in_progress, running, paused, scheduled, completed, failed, cancelled")
 	}
 	key, value := c.QueryParam("key"), c.QueryParam("value")
 	switch {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"opsq/api/wire"
 	"opsq/sql/pgtest"
 )
 
@@ -492,6 +493,9 @@ func TestListBadParameters(t *testing.T) {
 		{"key=&value=42", "key"},
 		{"state=done", "state"},
 		{"state=IN_PROGRESS", "state"},
+		{"state=PAUSED", "state"},
+		{"state=waiting", "state"},
+		{"state=paused,scheduled", "state"},
 		{"limit=0", "limit"},
 		{"limit=1001", "limit"},
 		{"limit=x", "limit"},
@@ -535,4 +539,78 @@ func expectResultLines(t *testing.T, r reply, lines ...string) {
 	if string(r.Body) != want {
 		t.Errorf("body\n%s\nwant\n%s", r.Body, want)
 	}
+}
+
+// TestListPhases: state=running, paused and scheduled split the in-progress submissions
+// (in_progress still lists them all); a paused one is paused whatever its not_before, one
+// whose not_before has passed runs; a finished one is in none; a resumed one runs again;
+// the filter pages and combines with strategic metadata.
+func TestListPhases(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	running := mustSubmit(t, e, `{"chunks": ["a"], "strategic_metadata": {"company_id": 1}}`, 1)
+	due := mustSubmit(t, e, `{"chunks": ["a"], "not_before": "`+past+`", "strategic_metadata": {"company_id": 1}}`, 1)
+	scheduled := mustSubmit(t, e, `{"chunks": ["a"], "not_before": "1h", "strategic_metadata": {"company_id": 1}}`, 1)
+	scheduled2 := mustSubmit(t, e, `{"chunks": ["a"], "not_before": "2h", "strategic_metadata": {"company_id": 2}}`, 1)
+	paused := mustSubmit(t, e, `{"chunks": ["a"], "strategic_metadata": {"company_id": 1}}`, 1)
+	pausedLater := mustSubmit(t, e, `{"chunks": ["a"], "not_before": "1h", "strategic_metadata": {"company_id": 2}}`, 1)
+	resumed := mustSubmit(t, e, `{"chunks": ["a"], "strategic_metadata": {"company_id": 2}}`, 1)
+	cancelled := mustSubmit(t, e, `{"chunks": ["a"], "strategic_metadata": {"company_id": 1}}`, 1)
+	done := mustSubmit(t, e, `{"chunks": [], "strategic_metadata": {"company_id": 1}}`, 0)
+	for _, id := range []string{paused, pausedLater, resumed, cancelled} {
+		if r := httpCall(t, http.MethodPost, e.URL+"/v1/submissions/"+id+"/pause", "", nil); r.Status != http.StatusOK {
+			t.Fatalf("pause %s: status %d (%s); want 200", id, r.Status, r.Body)
+		}
+	}
+	for path, id := range map[string]string{"resume": resumed, "cancel": cancelled} {
+		if r := httpCall(t, http.MethodPost, e.URL+"/v1/submissions/"+id+"/"+path, "", nil); r.Status != http.StatusOK {
+			t.Fatalf("%s %s: status %d (%s); want 200", path, id, r.Status, r.Body)
+		}
+	}
+
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"state=in_progress", []string{resumed, pausedLater, paused, scheduled2, scheduled, due, running}},
+		{"state=running", []string{resumed, due, running}},
+		{"state=paused", []string{pausedLater, paused}},
+		{"state=scheduled", []string{scheduled2, scheduled}},
+		{"state=scheduled&key=company_id&value=1", []string{scheduled}},
+		{"state=paused&key=company_id&value=2", []string{pausedLater}},
+		{"state=running&key=company_id&value=1", []string{due, running}},
+		{"state=completed", []string{done}},
+		{"state=cancelled", []string{cancelled}},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			t.Parallel()
+			if p := listSubmissions(t, e, tc.query); !slices.Equal(p.IDs, tc.want) || p.NextAfter != nil {
+				t.Errorf("ids %q, next_after %v; want %q, null", p.IDs, p.NextAfter, tc.want)
+			}
+		})
+	}
+	t.Run("pages", func(t *testing.T) {
+		t.Parallel()
+		p := listSubmissions(t, e, "state=running&limit=2")
+		if !slices.Equal(p.IDs, []string{resumed, due}) || p.NextAfter == nil || *p.NextAfter != due {
+			t.Fatalf("first page of the running ones: %q, next_after %v; want [%s %s], %s", p.IDs, p.NextAfter, resumed, due, due)
+		}
+		if p := listSubmissions(t, e, "state=running&limit=2&after="+due); !slices.Equal(p.IDs, []string{running}) || p.NextAfter != nil {
+			t.Errorf("second page of the running ones: %q, next_after %v; want [%s], null", p.IDs, p.NextAfter, running)
+		}
+	})
+	t.Run("each row says its phase", func(t *testing.T) {
+		t.Parallel()
+		r := getPath(t, e, "/v1/submissions?state=paused")
+		var page wire.StatusList
+		if err := json.Unmarshal(r.Body, &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range page.Submissions {
+			if s.State != wire.StateInProgress || !s.Paused || s.Phase(time.Now()) != wire.ListPaused {
+				t.Errorf("%s in the paused list: state %s, paused %v, phase %q; want in_progress, true, paused", s.ID, s.State, s.Paused, s.Phase(time.Now()))
+			}
+		}
+	})
 }

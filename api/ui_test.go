@@ -21,7 +21,9 @@ func TestDashboardRoutes(t *testing.T) {
 	for _, path := range []string{"/ui/", "/ui/overview.json", "/ui/submissions", "/ui/submissions?state=in_progress&key=company_id&value=7",
 		"/ui/submissions/" + id, "/ui/submissions/" + id + "/cancel", "/ui/cluster", "/ui/cluster.json",
 		"/ui/cluster/confirm?action=disable&target=3", "/ui/strategy?strategy=oldest_first", "/ui/strategy?strategy=bogus",
-		"/ui/static/app.js", "/ui/static/style.css"} {
+		"/ui/static/app.js", "/ui/static/style.css", "/ui/submissions?state=paused", "/ui/submissions?state=scheduled",
+		"/ui/submissions.json?state=running", "/ui/submissions/" + id + "/chunks/1", "/ui/submissions/" + id + "/failures.json",
+		"/ui/cluster?shard=3"} {
 		r := getPath(t, e, path)
 		if r.Status != http.StatusOK {
 			t.Errorf("GET %s: %d %s; want 200", path, r.Status, r.Body)
@@ -32,6 +34,27 @@ func TestDashboardRoutes(t *testing.T) {
 	}
 	if r := getPath(t, e, "/ui/submissions/42"); r.Status != http.StatusNotFound {
 		t.Errorf("GET /ui/submissions/42: %d; want 404", r.Status)
+	}
+	for path, want := range map[string]struct {
+		status  int
+		mention string
+	}{
+		"/ui/submissions?state=PAUSED":                     {http.StatusOK, "state: must be one of"}, // the form again, saying what is wrong
+		"/ui/submissions.json?state=waiting":               {http.StatusBadRequest, "state: must be one of"},
+		"/ui/submissions/" + id + "/chunks/2":              {http.StatusNotFound, "no chunk 2"},
+		"/ui/submissions/" + id + "/chunks/x":              {http.StatusBadRequest, "index:"},
+		"/ui/submissions/" + id + "/chunks/-1":             {http.StatusBadRequest, "index:"},
+		"/ui/submissions/" + id + "/chunks?index=":         {http.StatusBadRequest, "index:"},
+		"/ui/submissions/" + id + "/failures.json?after=x": {http.StatusBadRequest, "after:"},
+		"/ui/submissions/42/failures.json":                 {http.StatusNotFound, "no such submission"},
+		"/ui/cluster?shard=64":                             {http.StatusBadRequest, "shard:"},
+	} {
+		if r := getPath(t, e, path); r.Status != want.status || !strings.Contains(string(r.Body), want.mention) {
+			t.Errorf("GET %s: %d %.300s; want %d saying %q", path, r.Status, r.Body, want.status, want.mention)
+		}
+	}
+	if r := getPath(t, e, "/ui/submissions/"+id+"/chunks/1"); !strings.Contains(string(r.Body), `<pre class="blob text" data-kind="text">b</pre>`) {
+		t.Errorf("GET /ui/submissions/%s/chunks/1 does not show the input b: %s", id, r.Body)
 	}
 
 	post := func(path string, form url.Values, origin string) int {

@@ -2,6 +2,7 @@ package queuer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -52,6 +53,51 @@ func TestOverview(t *testing.T) {
 	}
 	if got := after.Completed(o); got != 5 {
 		t.Errorf("Completed between the two overviews = %d; want 5 (%+v, then %+v)", got, o, after)
+	}
+}
+
+// TestOverviewPhases: the overview counts the paused and the scheduled submissions apart
+// from the running ones, with their chunks left; the oldest submission it names is the
+// oldest running one, and a resumed submission runs again.
+func TestOverviewPhases(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	q, _ := setup(t)
+	paused := submitN(t, q, 3, NewSubmission{})
+	soon, later := time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
+	submitN(t, q, 5, NewSubmission{Lifecycle: Lifecycle{NotBefore: later}})
+	submitN(t, q, 7, NewSubmission{Lifecycle: Lifecycle{NotBefore: soon}})
+	running := submitN(t, q, 11, NewSubmission{})
+	submitN(t, q, 13, NewSubmission{Lifecycle: Lifecycle{NotBefore: time.Now().Add(-time.Minute)}})
+	if _, err := q.Pause(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	o, err := q.Overview(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprintf("running %d (%d chunks), paused %d (%d), scheduled %d (%d)",
+		o.Running, o.RunningChunksLeft, o.Paused, o.PausedChunksLeft, o.Scheduled, o.ScheduledChunksLeft)
+	if want := "running 2 (24 chunks), paused 1 (3), scheduled 2 (12)"; got != want {
+		t.Errorf("overview: %s; want %s", got, want)
+	}
+	if o.OldestID == nil || *o.OldestID != running {
+		t.Errorf("oldest running: %v; want %d (the paused %d is older, and held)", o.OldestID, running, paused)
+	}
+	if o.NextScheduledAt == nil || o.NextScheduledAt.Sub(soon).Abs() > time.Millisecond {
+		t.Errorf("next scheduled at %v; want %v", o.NextScheduledAt, soon)
+	}
+	if o.InProgress != 5 {
+		t.Errorf("in progress %d; want all 5, whatever their phase", o.InProgress)
+	}
+	if _, err := q.Resume(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	if o, err = q.Overview(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if o.Running != 3 || o.Paused != 0 || o.OldestID == nil || *o.OldestID != paused {
+		t.Errorf("after Resume: running %d, paused %d, oldest %v; want 3, 0, %d", o.Running, o.Paused, o.OldestID, paused)
 	}
 }
 
@@ -196,5 +242,73 @@ func TestValueRates(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("values' rates: %v; want %v (nothing of mode, which no strategy limits)", got, want)
+	}
+}
+
+// TestChunk: the chunk page's reading of one chunk says where it is and what it holds —
+// a completed chunk's output, a failed one's input, last error and attempts (with their
+// consumer), a pending one's input, a waiting one's time, a paused one's none — and an
+// index past the submission's chunks is ErrNotFound.
+func TestChunk(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	q, _ := setup(t)
+	one := 1
+	id := submitN(t, q, 4, NewSubmission{MaxRetries: &one, Lifecycle: Lifecycle{Policy: FailurePolicy{Continue: true}, Backoff: Backoff{Initial: time.Hour, Factor: 1, Max: time.Hour}}})
+	byIndex := map[int32]Chunk{}
+	for _, c := range reserveN(t, q, ReserveRequest{Max: 4, Consumer: "host-7", Strategy: strategy.Node{Kind: strategy.OldestFirst}}) {
+		byIndex[c.ChunkIndex] = c
+	}
+	if len(byIndex) != 4 {
+		t.Fatalf("reserved %d chunks; want 4", len(byIndex))
+	}
+	if _, err := q.Complete(ctx, []Completion{{Token: byIndex[0].Token, Output: []byte("out-0")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Fail(ctx, []Failure{{Token: byIndex[1].Token, Error: "boom <1>", Retry: false}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Fail(ctx, []Failure{{Token: byIndex[2].Token, Error: "later", Retry: true}}); err != nil {
+		t.Fatal(err)
+	}
+	// Chunk 3 stays reserved: pending, as the database has it.
+	for _, tc := range []struct {
+		index int64
+		want  string
+	}{
+		{0, `completed retries 0 input -1 "" output 5 "out-0" error "" errors []`},
+		{1, `failed retries 0 input 7 "chunk-1" output -1 "" error "boom <1>" errors [boom <1> by host-7]`},
+		{2, `waiting retries 1 input 7 "chunk-2" output -1 "" error "" errors [later by host-7]`},
+		{3, `pending retries 0 input 7 "chunk-3" output -1 "" error "" errors []`},
+	} {
+		c, err := q.Chunk(ctx, id, tc.index)
+		if err != nil {
+			t.Fatalf("chunk %d: %v", tc.index, err)
+		}
+		var errs []string
+		for _, e := range c.Errors {
+			errs = append(errs, e.Error+" by "+e.Consumer)
+		}
+		got := fmt.Sprintf("%s retries %d input %d %q output %d %q error %q errors %v", c.State, c.Retries, c.InputSize, c.Input, c.OutputSize, c.Output, c.Error, errs)
+		if got != tc.want {
+			t.Errorf("chunk %d: %s; want %s", tc.index, got, tc.want)
+		}
+		if tc.index == 2 && (c.ReadyAt == nil || time.Until(*c.ReadyAt) < 30*time.Minute) {
+			t.Errorf("chunk 2 waits until %v; want about an hour from now (its backoff)", c.ReadyAt)
+		}
+	}
+	if _, err := q.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := q.Chunk(ctx, id, 2); err != nil || c.State != "waiting" || c.ReadyAt != nil {
+		t.Errorf("chunk 2 of the paused submission: %s until %v (%v); want waiting until resumed (nil)", c.State, c.ReadyAt, err)
+	}
+	for _, index := range []int64{4, -1} {
+		if _, err := q.Chunk(ctx, id, index); !errors.Is(err, ErrNotFound) {
+			t.Errorf("chunk %d of 4: %v; want ErrNotFound", index, err)
+		}
+	}
+	if _, err := q.Chunk(ctx, id+1, 0); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a chunk of an unknown submission: %v; want ErrNotFound", err)
 	}
 }

@@ -47,6 +47,12 @@ func (q *Queuer) Failures(ctx context.Context, id, after int64, limit int) ([]Fa
 	return q.subs.Failures(ctx, id, after, limit)
 }
 
+// Chunk returns one chunk of a submission as the dashboard's chunk page shows it: where
+// it is, the start of its input and output, and its kept errors.
+func (q *Queuer) Chunk(ctx context.Context, id, index int64) (ChunkInfo, error) {
+	return q.subs.Chunk(ctx, id, index)
+}
+
 // Retry gives a submission's failed (or skipped) chunks a fresh attempt budget.
 func (q *Queuer) Retry(ctx context.Context, id int64, opts RetryOptions) (Status, error) {
 	return q.subs.Retry(ctx, id, opts)

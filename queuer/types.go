@@ -27,6 +27,7 @@ type (
 	Result        = submissions.Result
 	FailedChunk   = submissions.FailedChunk
 	AttemptError  = submissions.AttemptError
+	ChunkInfo     = submissions.ChunkInfo
 	RetryOptions  = submissions.RetryOptions
 	// SmallSubmission is one row of SubmitMany.
 	SmallSubmission = submissions.SmallSubmission
@@ -56,6 +57,12 @@ const (
 	NotBeforeMax          = submissions.NotBeforeMax
 	ErrorMax              = submissions.ErrorMax
 	FailuresPageMax       = submissions.FailuresPageMax
+	// ChunkPreviewMax is how much of a chunk's input and output Chunk reads.
+	ChunkPreviewMax = submissions.ChunkPreviewMax
+	// The phases of an in-progress submission, which ListOptions.Phase selects.
+	PhaseRunning   = submissions.PhaseRunning
+	PhasePaused    = submissions.PhasePaused
+	PhaseScheduled = submissions.PhaseScheduled
 	// FailuresPageBytesMax bounds a page of Failures in bytes, as JSON writes it.
 	FailuresPageBytesMax = submissions.FailuresPageBytesMax
 	RetryManyMax         = submissions.RetryManyMax

@@ -20,12 +20,21 @@ type DashboardOverviewParams struct {
 
 // DashboardOverviewRow is the dashboard's own part of its overview.
 type DashboardOverviewRow struct {
-	DoneInProgress    int64      `db:"done_in_progress"`
-	FailedLastHour    int64      `db:"failed_last_hour"`
-	DoneFinishedSince int64      `db:"done_finished_since"`
-	OldestID          *int64     `db:"oldest_id"`
-	OldestCreatedAt   *time.Time `db:"oldest_created_at"`
-	Now               time.Time  `db:"now"`
+	DoneInProgress    int64 `db:"done_in_progress"`
+	FailedLastHour    int64 `db:"failed_last_hour"`
+	DoneFinishedSince int64 `db:"done_finished_since"`
+	// The in-progress submissions by phase, and the chunks each phase has left (not done).
+	Running             int64      `db:"running"`
+	Paused              int64      `db:"paused"`
+	Scheduled           int64      `db:"scheduled"`
+	RunningChunksLeft   int64      `db:"running_chunks_left"`
+	PausedChunksLeft    int64      `db:"paused_chunks_left"`
+	ScheduledChunksLeft int64      `db:"scheduled_chunks_left"`
+	NextScheduledAt     *time.Time `db:"next_scheduled_at"` // the soonest not_before of the scheduled ones
+	// The oldest running submission: neither paused nor scheduled.
+	OldestID        *int64     `db:"oldest_id"`
+	OldestCreatedAt *time.Time `db:"oldest_created_at"`
+	Now             time.Time  `db:"now"`
 }
 
 // DashboardOverview reads the dashboard's own figures.
@@ -47,4 +56,35 @@ func (q Queries) DashboardRetries(ctx context.Context, p DashboardRetriesParams)
 	var n int64
 	err := q.db.QueryRow(ctx, dashboardRetries, pgx.NamedArgs{"id": p.ID}).Scan(&n)
 	return n, err
+}
+
+//go:embed chunk_detail.sql
+var chunkDetail string
+
+// ChunkDetailParams are chunk_detail.sql's.
+type ChunkDetailParams struct {
+	SubmissionID int64
+	ChunkIndex   int32
+	Shard        int32 // the chunk's shard (opsqtype.ShardOf)
+	MaxBytes     int   // how much of the input and of the output to read, at most
+}
+
+// ChunkDetailRow is where one chunk is and the first MaxBytes of what it holds.
+type ChunkDetailRow struct {
+	State      string     `db:"state"` // pending, waiting, failed, skipped or completed
+	Retries    int64      `db:"retries"`
+	Input      []byte     `db:"input"`      // nil: none stored (object storage, or completed)
+	InputSize  *int64     `db:"input_size"` // the whole input's bytes
+	Output     []byte     `db:"output"`
+	OutputSize *int64     `db:"output_size"`
+	ReadyAt    *time.Time `db:"ready_at"` // a waiting chunk's; nil while paused
+	Error      *string    `db:"error"`    // a failed chunk's last error
+}
+
+// ChunkDetail reads one chunk for the dashboard's chunk page; ErrNotFound when it is in
+// none of the tables (chunk_detail.sql).
+func (q Queries) ChunkDetail(ctx context.Context, p ChunkDetailParams) (ChunkDetailRow, error) {
+	return collectOne[ChunkDetailRow](ctx, q.db, chunkDetail, pgx.NamedArgs{
+		"submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "shard": p.Shard, "max_bytes": p.MaxBytes,
+	})
 }

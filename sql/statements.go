@@ -237,6 +237,8 @@ type Statements interface {
 	DashboardOverview(ctx context.Context, p DashboardOverviewParams) (DashboardOverviewRow, error)
 	// DashboardRetries reads the failed attempts so far of a submission's chunks.
 	DashboardRetries(ctx context.Context, p DashboardRetriesParams) (int64, error)
+	// ChunkDetail reads where one chunk is and the start of its input and output.
+	ChunkDetail(ctx context.Context, p ChunkDetailParams) (ChunkDetailRow, error)
 	// ActivityAdd adds an instance's completions and failed attempts to the current minute.
 	ActivityAdd(ctx context.Context, p ActivityAddParams) error
 	// ActivityMinutes reads the completions and failed attempts per minute of the last 24 h.

@@ -194,6 +194,10 @@ var submissionListByMetadata string
 // submission_list_by_metadata.sql's.
 type SubmissionListParams struct {
 	State *string // nil for any
+	// Phase, when set with State in_progress, selects the submissions in that phase:
+	// "running" (neither paused nor before their not_before), "paused", or "scheduled"
+	// (not paused, before their not_before).
+	Phase *string
 	// Key and Value (JSON), when Key is set, select submissions whose strategic metadata has
 	// key = value.
 	Key   string
@@ -227,7 +231,7 @@ func (r SubmissionStatusRow) Size() int {
 // SubmissionList reads a page of submissions, newest first. cut reports that the page
 // stopped at p.MaxBytes, before p.Limit rows: more may follow.
 func (q Queries) SubmissionList(ctx context.Context, p SubmissionListParams) (page []SubmissionStatusRow, cut bool, err error) {
-	args := pgx.NamedArgs{"limit": p.Limit, "state": p.State, "after": p.After, "tenant": p.Tenant}
+	args := pgx.NamedArgs{"limit": p.Limit, "state": p.State, "phase": p.Phase, "after": p.After, "tenant": p.Tenant}
 	query := submissionList
 	if p.Key == "" && p.Tenant != nil {
 		v, _ := json.Marshal(*p.Tenant) // a string always marshals

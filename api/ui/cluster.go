@@ -18,6 +18,8 @@ type clusterView struct {
 	Instances  []instanceView `json:"instances"`
 	Unclaimed  int            `json:"unclaimed"`
 	Disabled   int            `json:"disabled"`
+	// Picked is the shard whose details the page shows (?shard=); nil for none.
+	Picked *cellView `json:"-"`
 }
 
 // cellView is one shard of the shard map.
@@ -70,7 +72,15 @@ func (d *dashboard) cluster(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return d.render(c, http.StatusOK, "cluster", page{Title: "Cluster", Nav: "cluster", Live: "cluster", Data: clusterData(cl, time.Now())})
+	v := clusterData(cl, time.Now())
+	if s := c.QueryParam("shard"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n >= len(v.Cells) {
+			return d.fail(c, http.StatusBadRequest, "shard: %q is not a shard number (0 to %d)", cut(s, 40), len(v.Cells)-1)
+		}
+		v.Picked = &v.Cells[n]
+	}
+	return d.render(c, http.StatusOK, "cluster", page{Title: "Cluster", Nav: "cluster", Live: "cluster", Data: v})
 }
 
 func (d *dashboard) clusterJSON(c echo.Context) error {
@@ -126,6 +136,9 @@ func (d *dashboard) action(c echo.Context) error {
 		return err
 	}
 	d.log.InfoContext(ctx, "dashboard action", "action", name, "target", target)
+	if a.shard { // back to the shard's details, which show what the action did
+		return c.Redirect(http.StatusSeeOther, "/ui/cluster?shard="+target)
+	}
 	return c.Redirect(http.StatusSeeOther, "/ui/cluster")
 }
 

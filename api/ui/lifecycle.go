@@ -30,18 +30,54 @@ const (
 	errorShown = 300
 )
 
-// failureView is a failed chunk's row.
+// failureView is a failed chunk's row, and its JSON for the page's script.
 type failureView struct {
-	Index   int64
-	State   string // failed (its attempts spent), skipped, retrying or completed
-	Retries int64
-	Last    string // the newest error, cut to errorShown
-	Errors  []attemptView
+	Index   int64         `json:"index"`
+	State   string        `json:"state"` // failed (its attempts spent), skipped, retrying or completed
+	Retries int64         `json:"retries"`
+	Last    string        `json:"last"` // the newest error, cut to errorShown
+	Errors  []attemptView `json:"errors"`
 }
 
 // attemptView is one failed attempt of a failed chunk.
 type attemptView struct {
-	Error, Consumer, At string
+	Error    string `json:"error"`
+	Consumer string `json:"consumer"`
+	At       string `json:"at"`
+}
+
+// failuresJSON answers the page of a submission's failed chunks that its page shows (the
+// same after), for the page's script: the table refreshes like the progress bar.
+func (d *dashboard) failuresJSON(c echo.Context) error {
+	bad := func(msg string) error {
+		return c.JSON(http.StatusBadRequest, wire.ErrorBody{Error: wire.ErrorDetail{Code: "bad_request", Message: msg}})
+	}
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return bad("id: not a submission id")
+	}
+	after := int64(-1)
+	if a := c.QueryParam("after"); a != "" {
+		if after, err = strconv.ParseInt(a, 10, 64); err != nil || after < 0 {
+			return bad("after: not a chunk index")
+		}
+	}
+	fcs, more, err := d.q.Failures(c.Request().Context(), id, after, failuresPageSize)
+	if notFound(err) {
+		return c.JSON(http.StatusNotFound, wire.ErrorBody{Error: wire.ErrorDetail{Code: "not_found", Message: "id: no such submission"}})
+	}
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Failures []failureView `json:"failures"`
+		Next     string        `json:"next"` // the after of the next page; "" for none
+	}{Failures: toFailures(fcs)}
+	if more {
+		out.Next = strconv.FormatInt(fcs[len(fcs)-1].ChunkIndex, 10)
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, out)
 }
 
 func toFailures(fcs []queuer.FailedChunk) []failureView {

@@ -124,12 +124,20 @@ func consumerViews(cs []queuer.Consumer) []consumerView {
 
 // overviewView is what the overview page shows, and the JSON its script refreshes it from.
 type overviewView struct {
-	InProgress     int64  `json:"in_progress"`
-	ChunksWaiting  int64  `json:"chunks_waiting"`
-	Inflight       int64  `json:"inflight"`
-	FailedLastHour int64  `json:"failed_last_hour"`
-	OldestID       string `json:"oldest_id"`
-	OldestAge      string `json:"oldest_age"`
+	InProgress int64 `json:"in_progress"` // every phase
+	// The in-progress submissions by phase (GET /v1/submissions?state=running, paused,
+	// scheduled): the held ones hand nothing out, and are counted apart.
+	Running         int64  `json:"running"`
+	Paused          int64  `json:"paused"`
+	PausedChunks    int64  `json:"paused_chunks"`
+	Scheduled       int64  `json:"scheduled"`
+	ScheduledNext   string `json:"scheduled_next"` // how long until the soonest starts; "—" for none
+	ChunksWaiting   int64  `json:"chunks_waiting"` // of the running submissions, not in flight
+	ScheduledChunks int64  `json:"scheduled_chunks"`
+	Inflight        int64  `json:"inflight"`
+	FailedLastHour  int64  `json:"failed_last_hour"`
+	OldestID        string `json:"oldest_id"`
+	OldestAge       string `json:"oldest_age"`
 	chartView
 	Consumers []consumerView `json:"consumers"`
 	Instances []instanceView `json:"instances"`
@@ -252,9 +260,15 @@ func (d *dashboard) overviewData(ctx context.Context) (overviewView, error) {
 		return overviewView{}, fmt.Errorf("reading who is working: %w", err)
 	}
 	v := overviewView{
-		InProgress: o.InProgress, ChunksWaiting: max(o.ChunksLeft-o.Inflight, 0), Inflight: o.Inflight,
+		InProgress: o.InProgress, Running: o.Running, Paused: o.Paused, PausedChunks: o.PausedChunksLeft,
+		Scheduled: o.Scheduled, ScheduledChunks: o.ScheduledChunksLeft, ScheduledNext: "—",
+		// In flight are chunks of running submissions, but for the few a pause let finish.
+		ChunksWaiting: max(o.RunningChunksLeft-o.Inflight, 0), Inflight: o.Inflight,
 		FailedLastHour: o.FailedLastHour, OldestID: "—", OldestAge: "—",
 		chartView: activityChart(minutes, now), Consumers: consumerViews(consumers),
+	}
+	if o.NextScheduledAt != nil {
+		v.ScheduledNext = "in " + ago(o.NextScheduledAt.Sub(o.Now))
 	}
 	if o.OldestID != nil {
 		v.OldestID = strconv.FormatInt(*o.OldestID, 10)

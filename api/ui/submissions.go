@@ -30,6 +30,7 @@ type submissionView struct {
 	Failed     int64
 	Skipped    int64
 	Paused     bool
+	Scheduled  bool   // not paused, its not_before still ahead: it hands nothing out yet
 	Policy     string // the failure policy, in words
 	NotBefore  string // "" for none
 	Priority   int64
@@ -57,6 +58,7 @@ func toView(st queuer.Status, now time.Time) submissionView {
 	}
 	if st.NotBefore != nil {
 		v.NotBefore = st.NotBefore.UTC().Format(time.RFC3339)
+		v.Scheduled = st.State == wire.StateInProgress && !st.Paused && st.NotBefore.After(now)
 	}
 	if st.State == wire.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
 		v.Failure = &wire.Failure{ChunkIndex: *st.FailedChunkIndex, Error: *st.Error}
@@ -78,12 +80,17 @@ type listView struct {
 // listFilter reads the list's filter and page from get (the query or the form), and the
 // options to list them with; v.Error says what is wrong with them.
 func listFilter(get func(string) string) (v listView, opts queuer.ListOptions) {
-	v = listView{State: get("state"), Tenant: get("tenant"), Key: get("key"), Value: get("value"), After: get("after"), States: wire.States()}
+	v = listView{State: get("state"), Tenant: get("tenant"), Key: get("key"), Value: get("value"), After: get("after"), States: wire.ListStates()}
 	opts = queuer.ListOptions{Limit: pageSize}
-	if v.State != "" && !slices.Contains(v.States, wire.State(v.State)) {
-		v.Error = "state: must be one of in_progress, completed, failed, cancelled"
+	switch st := wire.State(v.State); st {
+	case wire.ListRunning, wire.ListPaused, wire.ListScheduled: // in progress, by phase
+		opts.State, opts.Phase = wire.StateInProgress, v.State
+	default:
+		if v.State != "" && !slices.Contains(wire.States(), st) {
+			v.Error = "state: must be one of in_progress, running, paused, scheduled, completed, failed, cancelled"
+		}
+		opts.State = st
 	}
-	opts.State = wire.State(v.State)
 	if v.Tenant != "" {
 		if err := queuer.CheckTenant(v.Tenant); err != nil {
 			v.Error = "tenant: " + err.Error()
@@ -143,6 +150,7 @@ type progressView struct {
 	ChunksFailed  int64      `json:"chunks_failed"`
 	ChunksSkipped int64      `json:"chunks_skipped"`
 	Paused        bool       `json:"paused"`
+	Scheduled     bool       `json:"scheduled"`
 	FinishedAt    string     `json:"finished_at"`
 	Actions       []string   `json:"actions"` // the actions that apply now (actionsOf)
 }
@@ -150,7 +158,7 @@ type progressView struct {
 func toProgress(st queuer.Status) progressView {
 	v := toView(st, time.Now())
 	return progressView{ID: v.ID, State: v.State, ChunksTotal: v.Total, ChunksDone: v.Done, ChunksFailed: v.Failed,
-		ChunksSkipped: v.Skipped, Paused: v.Paused, FinishedAt: v.FinishedAt, Actions: actionsOf(v)}
+		ChunksSkipped: v.Skipped, Paused: v.Paused, Scheduled: v.Scheduled, FinishedAt: v.FinishedAt, Actions: actionsOf(v)}
 }
 
 // submissionsJSON answers the progress of the submissions of a page of the list (the same

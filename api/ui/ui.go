@@ -82,6 +82,9 @@ func Register(e *echo.Echo, cfg Config) {
 	g.POST("/submissions/action", d.actMany)
 	g.GET("/submissions/:id", d.submission)
 	g.GET("/submissions/:id/progress", d.progress)
+	g.GET("/submissions/:id/failures.json", d.failuresJSON)
+	g.GET("/submissions/:id/chunks", d.chunkJump)
+	g.GET("/submissions/:id/chunks/:index", d.chunkOf)
 	g.GET("/submissions/:id/cancel", d.confirmCancel)
 	g.POST("/submissions/:id/cancel", d.cancel)
 	g.GET("/submissions/:id/confirm", d.confirmSubmission)
@@ -96,8 +99,9 @@ func Register(e *echo.Echo, cfg Config) {
 }
 
 var funcs = template.FuncMap{
-	"num": numAny,
-	"cut": cut,
+	"num":   numAny,
+	"cut":   cut,
+	"chips": chips,
 	"age": func(t *time.Time) string {
 		if t == nil {
 			return "—"
@@ -124,7 +128,7 @@ var funcs = template.FuncMap{
 // parsePages parses each page with the layout: every page defines "content".
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "submissions", "submission", "cluster", "confirm", "strategy", "error", "login"} {
+	for _, name := range []string{"overview", "submissions", "submission", "chunk", "cluster", "confirm", "strategy", "error", "login"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return pages

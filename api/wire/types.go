@@ -31,6 +31,39 @@ const (
 // States returns every submission state, in the order of a submission's life.
 func States() []State { return opsqtype.States() }
 
+// The list's filters (GET /v1/submissions?state=) beyond the states: an in-progress
+// submission's phase. They are never a submission's state: a paused submission's state is
+// in_progress, with "paused": true; a scheduled one's is in_progress, with a not_before
+// still ahead (docs/operations.md, "Paused and scheduled submissions").
+const (
+	// ListRunning: in progress, neither paused nor before its not_before.
+	ListRunning State = "running"
+	// ListPaused: in progress and paused, whatever its not_before.
+	ListPaused State = "paused"
+	// ListScheduled: in progress, not paused, before its not_before.
+	ListScheduled State = "scheduled"
+)
+
+// ListStates returns what the list's state filter takes: in_progress (every phase),
+// running, paused, scheduled, completed, failed and cancelled.
+func ListStates() []State {
+	return []State{StateInProgress, ListRunning, ListPaused, ListScheduled, StateCompleted, StateFailed, StateCancelled}
+}
+
+// Phase returns what the list's filter calls s's phase: running, paused or scheduled for
+// a submission in progress at now, "" for a finished one.
+func (s Status) Phase(now time.Time) State {
+	switch {
+	case s.State != StateInProgress:
+		return ""
+	case s.Paused:
+		return ListPaused
+	case s.NotBefore != nil && s.NotBefore.After(now):
+		return ListScheduled
+	}
+	return ListRunning
+}
+
 // Token statuses (opsqtype's).
 const (
 	StatusCompleted       = opsqtype.StatusCompleted

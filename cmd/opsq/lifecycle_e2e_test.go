@@ -372,3 +372,49 @@ func submitForCompany(ctx context.Context, t *testing.T, c *client.Client, compa
 	}
 	return created.ID
 }
+
+// TestListPaused: opsq list --state paused, scheduled and running against a real instance
+// list each phase of the in-progress submissions apart, and the table says which.
+func TestListPaused(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := startWorkServer(t)
+	c := client.New(u)
+	running := submitChunks(ctx, t, c, 0, "a")
+	paused := submitChunks(ctx, t, c, 0, "a")
+	if _, err := c.Pause(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	created, err := c.Submit(ctx, wire.Submission{Chunks: []string{"a"}, SubmissionHeader: wire.SubmissionHeader{NotBefore: "1h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduled := created.ID
+	for _, tc := range []struct {
+		state string
+		want  []string // the ids, newest first
+		says  string   // what each row's state says
+	}{
+		{"paused", []string{paused}, "in_progress (paused)"},
+		{"scheduled", []string{scheduled}, "in_progress (scheduled for "},
+		{"running", []string{running}, "in_progress "},
+		{"in_progress", []string{scheduled, paused, running}, "in_progress"},
+	} {
+		out, stderr, err := runCLI(ctx, t, runList, "--url", u, "--state", tc.state)
+		if err != nil {
+			t.Fatalf("opsq list --state %s: %v\n%s", tc.state, err, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var ids []string
+		for _, l := range lines[1:] {
+			f := strings.Fields(l)
+			ids = append(ids, f[0])
+			if rest := strings.TrimSpace(strings.TrimPrefix(l, f[0])); !strings.HasPrefix(rest, tc.says) {
+				t.Errorf("opsq list --state %s: row %q; want its state to read %q", tc.state, l, tc.says)
+			}
+		}
+		if !slices.Equal(ids, tc.want) {
+			t.Errorf("opsq list --state %s: ids %q; want %q\n%s", tc.state, ids, tc.want, out)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"opsq/api/wire"
 	"opsq/client"
@@ -252,10 +253,16 @@ func followProgress(id string, lines, total int64) string {
 	return fmt.Sprintf("following the results of %s: all %s lines", id, progress.GroupDigits(total))
 }
 
-// stateNames lists the submission states, as --state accepts them.
-func stateNames() string {
+// stateNames lists the submission states, as opsq retry --all's --state accepts them.
+func stateNames() string { return joinStates(wire.States()) }
+
+// listStateNames lists what opsq list's --state accepts: the states, and the phases of
+// in_progress (running, paused, scheduled).
+func listStateNames() string { return joinStates(wire.ListStates()) }
+
+func joinStates(states []wire.State) string {
 	var names []string
-	for _, s := range wire.States() {
+	for _, s := range states {
 		names = append(names, string(s))
 	}
 	return strings.Join(names, ", ")
@@ -264,7 +271,8 @@ func stateNames() string {
 func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newClientFlags("list", "", "List submissions, newest first, by state and by strategic metadata.", stderr)
 	var opts client.ListOptions
-	state := fs.String("state", "", "only submissions in this `state`: "+stateNames())
+	state := fs.String("state", "", "only submissions in this `state`: "+listStateNames()+
+		" (running, paused and scheduled split in_progress: scheduled ones wait for their --not-before)")
 	// --meta rather than the API's key= and value=: --key is the API key, as in every
 	// client command.
 	fs.Func("meta", "only submissions whose strategic metadata has `key=value` (value=42: the integer 42; value='\"42\"': the string)", func(m string) error {
@@ -284,8 +292,8 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	opts.State = wire.State(*state)
 	switch {
-	case opts.State != "" && !slices.Contains(wire.States(), opts.State):
-		return fs.usageError("unknown --state %q: want one of %s", opts.State, stateNames())
+	case opts.State != "" && !slices.Contains(wire.ListStates(), opts.State):
+		return fs.usageError("unknown --state %q: want one of %s", opts.State, listStateNames())
 	case opts.Limit < 0 || opts.Limit > wire.MaxListLimit:
 		return fs.usageError("--limit %d: want 1 to %d", opts.Limit, wire.MaxListLimit)
 	}
@@ -296,7 +304,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *asJSON {
 		return printJSON(stdout, l)
 	}
-	if err := formatList(stdout, l.Submissions); err != nil {
+	if err := formatList(stdout, l.Submissions, time.Now()); err != nil {
 		return err
 	}
 	if l.NextAfter != nil {
@@ -305,12 +313,21 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// formatList writes submissions as a table.
-func formatList(w io.Writer, subs []wire.Status) error {
+// formatList writes submissions as a table. An in-progress submission that hands nothing
+// out says why beside its state, at now: "in_progress (paused)", or "in_progress
+// (scheduled for T)" before its not_before.
+func formatList(w io.Writer, subs []wire.Status, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tDONE/TOTAL\tCREATED")
 	for _, s := range subs {
-		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\n", s.ID, s.State, progress.GroupDigits(s.ChunksDone), progress.GroupDigits(s.ChunksTotal), s.CreatedAt.Format(timeLayout))
+		state := string(s.State)
+		switch s.Phase(now) {
+		case wire.ListPaused:
+			state += " (paused)"
+		case wire.ListScheduled:
+			state += " (scheduled for " + s.NotBefore.UTC().Format(timeLayout) + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\n", s.ID, state, progress.GroupDigits(s.ChunksDone), progress.GroupDigits(s.ChunksTotal), s.CreatedAt.Format(timeLayout))
 	}
 	return tw.Flush()
 }

@@ -135,7 +135,7 @@ func TestExplainAnswers(t *testing.T) {
 
 func TestListArgs(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--state", "done"}, {"--meta", "k"}, {"--meta", "=v"}, {"--value", "v"}, {"--limit", "1001"}, {"extra"}} {
+	for _, args := range [][]string{{"--state", "done"}, {"--state", "PAUSED"}, {"--state", "waiting"}, {"--meta", "k"}, {"--meta", "=v"}, {"--value", "v"}, {"--limit", "1001"}, {"extra"}} {
 		if err := runList(context.Background(), args, &strings.Builder{}, &strings.Builder{}); !errors.Is(err, errUsage) {
 			t.Errorf("list %q: got %v; want a usage error", args, err)
 		}
@@ -146,17 +146,25 @@ func TestFormatList(t *testing.T) {
 	t.Parallel()
 	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var b strings.Builder
+	now := created.Add(time.Hour)
+	ahead, passed := now.Add(30*time.Minute), now.Add(-time.Minute)
 	err := formatList(&b, []wire.Status{
 		{ID: "123456789", State: wire.StateInProgress, ChunksDone: 1500, ChunksTotal: 10000, CreatedAt: created},
+		{ID: "14", State: wire.StateInProgress, Paused: true, NotBefore: &ahead, ChunksTotal: 2, CreatedAt: created},
+		{ID: "13", State: wire.StateInProgress, NotBefore: &ahead, ChunksTotal: 2, CreatedAt: created},
+		{ID: "15", State: wire.StateInProgress, NotBefore: &passed, ChunksTotal: 2, CreatedAt: created},
 		{ID: "12", State: wire.StateCompleted, ChunksDone: 1, ChunksTotal: 1, CreatedAt: created},
-	})
+	}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "" +
-		"ID         STATE        DONE/TOTAL    CREATED\n" +
-		"123456789  in_progress  1 500/10 000  2026-01-02T03:04:05Z\n" +
-		"12         completed    1/1           2026-01-02T03:04:05Z\n"
+		"ID         STATE                                             DONE/TOTAL    CREATED\n" +
+		"123456789  in_progress                                       1 500/10 000  2026-01-02T03:04:05Z\n" +
+		"14         in_progress (paused)                              0/2           2026-01-02T03:04:05Z\n" +
+		"13         in_progress (scheduled for 2026-01-02T04:34:05Z)  0/2           2026-01-02T03:04:05Z\n" +
+		"15         in_progress                                       0/2           2026-01-02T03:04:05Z\n" +
+		"12         completed                                         1/1           2026-01-02T03:04:05Z\n"
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}

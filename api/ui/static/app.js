@@ -25,6 +25,10 @@ function setState(st, s) {
   st.textContent = s.state; st.className = "state state-" + s.state;
   const p = st.parentElement.querySelector(".paused");
   if (p) p.hidden = !s.paused;
+  const sch = st.parentElement.querySelector(".scheduled");
+  if (sch) sch.hidden = !s.scheduled;
+  const until = st.parentElement.querySelector(".scheduled-until");
+  if (until) until.hidden = !s.scheduled;
 }
 
 function cell(tr, text, cls) {
@@ -69,6 +73,78 @@ async function getJSON(url) {
   if (!r.ok) throw new Error(url + ": " + r.status);
   return r.json();
 }
+
+// el makes an element with its class and text.
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+// refreshFailures draws the failed chunks of submission id again (the page the address
+// names: its after), as the server draws them, when they changed; the rows whose errors
+// were open stay open.
+let lastFailures = "";
+async function refreshFailures(id) {
+  const table = document.getElementById("failures");
+  if (!table) return;
+  const after = new URLSearchParams(location.search).get("after");
+  const v = await getJSON("/ui/submissions/" + id + "/failures.json" + (after ? "?after=" + encodeURIComponent(after) : ""));
+  const text = JSON.stringify(v);
+  if (lastFailures === "") lastFailures = text; // the page as the server drew it
+  if (text === lastFailures) return;
+  lastFailures = text;
+  const open = new Set([...table.querySelectorAll("tr[data-chunk] details[open]")].map(function (d) { return d.closest("tr").dataset.chunk; }));
+  fillRows("failures", v.failures, "no failed chunk" + (after ? " after chunk " + after : ""), function (tr, f) {
+    tr.dataset.chunk = String(f.index);
+    const a = el("a", "", num(f.index));
+    a.href = "/ui/submissions/" + id + "/chunks/" + f.index;
+    cell(tr, "").appendChild(a);
+    cell(tr, f.state, "chunk-" + f.state);
+    cell(tr, num(f.retries));
+    const td = cell(tr, "", "err");
+    if (f.errors.length === 0) return;
+    const details = el("details");
+    details.open = open.has(String(f.index));
+    details.appendChild(el("summary", "error-text", f.last));
+    const ol = el("ol", "attempts");
+    for (const e of f.errors) {
+      const li = el("li");
+      li.appendChild(el("pre", "", e.error));
+      li.appendChild(el("span", "muted", (e.consumer ? e.consumer + ", " : "") + e.at));
+      ol.appendChild(li);
+    }
+    details.appendChild(ol);
+    td.appendChild(details);
+  });
+  const next = document.getElementById("failures-next");
+  if (next) next.hidden = !v.next;
+}
+
+// showShard fills the shard map's panel with cell c of /ui/cluster.json: what a hover
+// showed, for a tap too; its button, not the tap, leads to Disable or Enable.
+function showShard(c) {
+  const panel = document.getElementById("shard-panel");
+  if (!panel || !c) return;
+  panel.hidden = false;
+  panel.dataset.shard = c.shard;
+  document.getElementById("panel-title").textContent = "Shard " + c.shard;
+  document.getElementById("panel-state").textContent = c.state;
+  document.getElementById("panel-owner").textContent = c.owner || "nobody";
+  document.getElementById("panel-generation").textContent = num(c.generation);
+  document.getElementById("panel-inflight").textContent = num(c.inflight);
+  const a = document.getElementById("panel-action");
+  const enable = c.state === "disabled";
+  a.textContent = enable ? "Enable…" : "Disable…";
+  a.className = enable ? "button" : "button danger";
+  a.href = "/ui/cluster/confirm?action=" + (enable ? "enable" : "disable") + "&target=" + c.shard;
+  for (const s of document.querySelectorAll(".shard.picked")) s.classList.remove("picked");
+  const cellEl = document.getElementById("shard-" + c.shard);
+  if (cellEl) cellEl.classList.add("picked");
+}
+
+let lastCluster = null;
 
 const live = {
   async overview() {
@@ -145,6 +221,7 @@ const live = {
     // The buttons that apply now: the others are hidden, not removed, so that a state
     // that comes back (a retry from elsewhere) brings them back.
     for (const a of box.querySelectorAll("[data-action]")) a.hidden = !s.actions.includes(a.dataset.action);
+    await refreshFailures(box.dataset.id);
   },
 
   async cluster() {
@@ -156,8 +233,11 @@ const live = {
       a.style.background = c.color;
       a.title = c.title;
       a.dataset.owner = c.owner; a.dataset.state = c.state;
-      a.href = "/ui/cluster/confirm?action=" + (c.state === "disabled" ? "enable" : "disable") + "&target=" + c.shard;
+      a.dataset.generation = c.generation; a.dataset.inflight = c.inflight;
     }
+    lastCluster = v;
+    const panel = document.getElementById("shard-panel");
+    if (panel && !panel.hidden) showShard(v.cells[Number(panel.dataset.shard)]);
     document.getElementById("unclaimed").textContent = num(v.unclaimed);
     document.getElementById("disabled").textContent = num(v.disabled);
     const tbody = document.querySelector("#instances tbody");
@@ -181,6 +261,22 @@ const live = {
 };
 
 document.addEventListener("DOMContentLoaded", function () {
+  // A tap (or click) on a shard shows its details in the panel, without leaving the page;
+  // without this script, the link does the same through the server.
+  const shards = document.getElementById("shards");
+  if (shards) {
+    shards.addEventListener("click", function (ev) {
+      const a = ev.target.closest(".shard");
+      if (!a) return;
+      ev.preventDefault();
+      const c = lastCluster ? lastCluster.cells[Number(a.dataset.shard)] : {
+        shard: Number(a.dataset.shard), state: a.dataset.state, owner: a.dataset.owner,
+        generation: Number(a.dataset.generation), inflight: Number(a.dataset.inflight),
+      };
+      showShard(c);
+      history.replaceState(null, "", "/ui/cluster?shard=" + a.dataset.shard);
+    });
+  }
   const fn = live[document.body.dataset.live];
   if (!fn) return;
   const dot = document.getElementById("live");

@@ -31,9 +31,15 @@ type Overview struct {
 	// DoneFinishedSince is what the submissions finished after the since of Overview had
 	// done when they finished.
 	DoneFinishedSince int64
-	OldestID          *int64
-	OldestCreatedAt   *time.Time
-	Now               time.Time // the database's clock
+	// The in-progress submissions by phase (GET /v1/submissions?state=running, paused,
+	// scheduled), and the chunks each has left: a held submission is no work waiting.
+	Running, Paused, Scheduled                               int64
+	RunningChunksLeft, PausedChunksLeft, ScheduledChunksLeft int64
+	NextScheduledAt                                          *time.Time // the soonest not_before ahead
+	// OldestID is the oldest running submission (neither paused nor scheduled).
+	OldestID        *int64
+	OldestCreatedAt *time.Time
+	Now             time.Time // the database's clock
 }
 
 // Completed returns how many chunks were completed between an earlier overview prev,
@@ -76,6 +82,8 @@ func (a *Admin) Overview(ctx context.Context, since *time.Time) (Overview, error
 	return Overview{
 		InProgress: cs.SubmissionsInProgress, ChunksLeft: cs.ChunksPending, Inflight: cs.ChunksInflight,
 		DoneInProgress: r.DoneInProgress, FailedLastHour: r.FailedLastHour, DoneFinishedSince: r.DoneFinishedSince,
+		Running: r.Running, Paused: r.Paused, Scheduled: r.Scheduled, RunningChunksLeft: r.RunningChunksLeft,
+		PausedChunksLeft: r.PausedChunksLeft, ScheduledChunksLeft: r.ScheduledChunksLeft, NextScheduledAt: r.NextScheduledAt,
 		OldestID: r.OldestID, OldestCreatedAt: r.OldestCreatedAt, Now: r.Now,
 	}, nil
 }

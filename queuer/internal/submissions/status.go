@@ -107,6 +107,9 @@ func (s *Store) WaitFinished(ctx context.Context, id int64, wait time.Duration) 
 // ListOptions selects a page of submissions, newest first.
 type ListOptions struct {
 	State opsqtype.State // "" for any state
+	// Phase, when set (PhaseRunning, PhasePaused or PhaseScheduled), selects in-progress
+	// submissions in that phase only; State is then in_progress or "".
+	Phase string
 	// Key and Value, both set, select submissions whose strategic metadata has key = value;
 	// Value is JSON (an integer or a string).
 	Key   string
@@ -120,12 +123,24 @@ type ListOptions struct {
 	MaxBytes int
 }
 
+// The phases of an in-progress submission (ListOptions.Phase): a paused submission, and
+// one before its not_before, hand nothing out (DESIGN.md §3).
+const (
+	PhaseRunning   = "running"   // neither paused nor before its not_before
+	PhasePaused    = "paused"    // paused, whatever its not_before
+	PhaseScheduled = "scheduled" // not paused, before its not_before
+)
+
 // List returns one page of submissions and whether more follow.
 func (s *Store) List(ctx context.Context, opts ListOptions) ([]Status, bool, error) {
 	p := opsqsql.SubmissionListParams{Limit: opts.Limit + 1, MaxBytes: opts.MaxBytes}
 	if opts.State != "" {
 		state := string(opts.State)
 		p.State = &state
+	}
+	if opts.Phase != "" {
+		state := string(opsqtype.StateInProgress) // a phase is in progress: the other branches go
+		p.State, p.Phase = &state, &opts.Phase
 	}
 	if opts.After != 0 {
 		p.After = &opts.After
