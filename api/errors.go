@@ -94,6 +94,8 @@ func toError(err error, c echo.Context) *Error {
 		return &Error{Status: http.StatusConflict, Code: "already_finished", Message: "the submission is already finished (completed, failed or cancelled)"}
 	case errors.Is(err, queuer.ErrNothingToRetry):
 		return &Error{Status: http.StatusConflict, Code: "nothing_to_retry", Message: "the submission has no failed chunk to retry (with \"chunks\": \"unfinished\", nor skipped one); a cancelled submission retries only with \"chunks\": \"unfinished\""}
+	case errors.Is(err, queuer.ErrRetriedWhileCancelled):
+		return &Error{Status: http.StatusConflict, Code: "retried", Message: "a retry made the submission in progress again before its cancel had moved all its chunks: the retry won, and the submission is in progress; cancel it again to cancel it"}
 	case errors.Is(err, queuer.ErrNotCompleted):
 		return &Error{Status: http.StatusConflict, Code: "not_completed", Message: "results exist only for completed submissions; wait with GET /v1/submissions/{id}?wait=60s"}
 	case errors.Is(err, queuer.ErrTooManyWaitersForKey):

@@ -89,6 +89,9 @@ var (
 	ErrNotCompleted = submissions.ErrNotCompleted
 	// ErrNothingToRetry: a retry found no failed (or skipped) chunk to retry.
 	ErrNothingToRetry = submissions.ErrNothingToRetry
+	// ErrRetriedWhileCancelled: a retry made the submission in progress again before its
+	// cancel had moved all its chunks; the retry won, the submission is in progress.
+	ErrRetriedWhileCancelled = submissions.ErrRetriedWhileCancelled
 	// ErrTooManyWaiters: Config.MaxWaiters requests already wait on this instance.
 	ErrTooManyWaiters = waiters.ErrTooMany
 	// ErrTooManyWaitersForKey: the caller's key holds its share of them
