@@ -107,6 +107,9 @@ func toError(err error, c echo.Context) *Error {
 	case errors.Is(err, queuer.ErrTooManyWaiters):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_waiters", RetryAfter: time.Second,
 			Message: "too many requests wait on this instance (OPSQ_MAX_WAITERS); retry later or elsewhere"}
+	case errors.Is(err, queuer.ErrReserveTimeout):
+		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: RetryAfterDefault,
+			Message: "reading the candidates of this reserve took longer than its bound: the database is slow or the strategy reads far (a select_only of a rare value under weighted_fair, for one); retry later"}
 	case errors.Is(err, context.Canceled):
 		return &Error{Status: 499, Code: "client_closed_request", Message: "the client went away"}
 	case queuer.IsUnavailable(err):
