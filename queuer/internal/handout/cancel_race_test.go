@@ -1,6 +1,7 @@
 package handout
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 
@@ -38,5 +39,71 @@ func TestCancelThenRetryAnswersCancelled(t *testing.T) {
 	}
 	if err != nil || st.State != opsqtype.StateCancelled || st.ChunksSkipped != 3 {
 		t.Errorf("the cancel answered %s with %d skipped, %v; want cancelled with 3 skipped (what it did)", st.State, st.ChunksSkipped, err)
+	}
+}
+
+// TestRetryKeepsThePause (issue 31, finding 13): a paused submission stays paused through
+// a cancel and a retry, whether the retry comes after the cancel or wins the race between
+// two of its slices: nothing of it is handed out until it is resumed, and then every chunk.
+func TestRetryKeepsThePause(t *testing.T) {
+	t.Parallel()
+	const slice, total = 1000, 2500
+	var onSlice atomic.Pointer[func(done int64)]
+	pool := pgtest.NewPool(t)
+	e := startEngineWith(t, pool, func(c *submissions.Config) {
+		c.SliceRows = slice
+		c.AfterSlice = func(done int64) {
+			if f := onSlice.Load(); f != nil {
+				(*f)(done)
+			}
+		}
+	})
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name   string
+		chunks int
+		midway bool
+	}{{"retried after the cancel", 10, false}, {"retried between two slices of the cancel", total, true}} {
+		id := submitN(t, e, tc.chunks, submissions.NewSubmission{})
+		if _, err := e.subs.Pause(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if tc.midway {
+			f := func(int64) {
+				onSlice.Store(nil)
+				if _, err := e.subs.Retry(ctx, id, submissions.RetryOptions{Unfinished: true}); err != nil {
+					t.Errorf("%s: retry: %v", tc.name, err)
+				}
+			}
+			onSlice.Store(&f)
+		}
+		_, err := e.Cancel(ctx, id)
+		onSlice.Store(nil)
+		if tc.midway != errors.Is(err, submissions.ErrRetriedWhileCancelled) || (!tc.midway && err != nil) {
+			t.Fatalf("%s: cancel: %v", tc.name, err)
+		}
+		if !tc.midway {
+			if _, err := e.subs.Retry(ctx, id, submissions.RetryOptions{Unfinished: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, err := e.subs.Status(ctx, id)
+		if err != nil || st.State != opsqtype.StateInProgress || !st.Paused {
+			t.Fatalf("%s: %s, paused %v (%v); want in progress and still paused", tc.name, st.State, st.Paused, err)
+		}
+		if got := reserveN(t, e, Request{Max: 10}); len(got) != 0 {
+			t.Errorf("%s: a reserve got %d chunks of the paused submission; want none", tc.name, len(got))
+		}
+		if _, err := e.subs.Resume(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for n < tc.chunks {
+			got := reserveN(t, e, Request{Max: 500})
+			if len(got) == 0 {
+				t.Fatalf("%s: %d of %d chunks handed out after the resume, then none", tc.name, n, tc.chunks)
+			}
+			n += len(got)
+		}
 	}
 }

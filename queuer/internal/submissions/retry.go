@@ -39,8 +39,8 @@ func lock(ctx context.Context, db opsqsql.Queries, id int64) (opsqsql.Submission
 // a fresh attempt budget (retries 0, and opts.MaxRetries if set) and makes them reservable
 // (they wait if the submission is paused, or its not_before is ahead); completed outputs
 // stay, the errors of the chunks retried are forgotten, and a finished submission (failed;
-// cancelled, with Unfinished) is in progress again, not paused, its finished_at and
-// failure gone. All in one transaction that holds the submission's lock, so that a retry
+// cancelled, with Unfinished) is in progress again, its finished_at and failure gone, and
+// paused only if it was cancelled while paused (a retry never lifts a pause). All in one transaction that holds the submission's lock, so that a retry
 // racing a cancel (or the fail of its last chunk) happens wholly before or after it.
 // A retry that would take the submission's tenant past a quota (back in progress, or its
 // chunks pending again) is refused with a *QuotaError, as a submit of that work would be,
@@ -94,7 +94,8 @@ func (s *Store) retry(ctx context.Context, q opsqsql.Queries, id int64, tenant s
 		return workMoved{}, err
 	}
 	rows, err := db.ChunksRetryFailed(ctx, opsqsql.ChunksRetryFailedParams{
-		SubmissionID: id, Unfinished: opts.Unfinished, Paused: state == opsqtype.StateInProgress && sub.Paused,
+		// Paused: in progress and paused, or cancelled while paused (a retry keeps the pause).
+		SubmissionID: id, Unfinished: opts.Unfinished, Paused: sub.Paused,
 	})
 	if err != nil {
 		return workMoved{}, err
