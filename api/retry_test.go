@@ -375,4 +375,25 @@ func TestRetryOverQuota(t *testing.T) {
 	if st := string(statusOf(t, e, id)["state"]); st != `"cancelled"` {
 		t.Errorf("after the retries over the quota the submission is %s; want cancelled", st)
 	}
+	// Room for one more: a bulk retry of two retries the newest, refuses the other, and
+	// says how many it retried.
+	older := id
+	if _, err := e.Pool.Exec(t.Context(), `UPDATE opsq.tenants SET max_in_progress = NULL WHERE name = 'default'`); err != nil {
+		t.Fatal(err)
+	}
+	newer := mustSubmit(t, e, `{"chunks": ["d"]}`, 1)
+	if r := postJSON(t, e, "/v1/submissions/"+newer+"/cancel", `{}`); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	if _, err := e.Pool.Exec(t.Context(), `UPDATE opsq.tenants SET max_in_progress = 2 WHERE name = 'default'`); err != nil {
+		t.Fatal(err)
+	}
+	r := postJSON(t, e, "/v1/submissions/retry", `{"state": "cancelled", "chunks": "unfinished"}`)
+	expectError(t, r, http.StatusTooManyRequests, "quota_exceeded", "max_in_progress", "the 1 submissions before it were retried")
+	if st := string(statusOf(t, e, newer)["state"]); st != `"in_progress"` {
+		t.Errorf("the newer submission is %s after the bulk retry; want in_progress", st)
+	}
+	if st := string(statusOf(t, e, older)["state"]); st != `"cancelled"` {
+		t.Errorf("the older submission is %s after the bulk retry; want cancelled", st)
+	}
 }
