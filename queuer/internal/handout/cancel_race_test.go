@@ -42,6 +42,41 @@ func TestCancelThenRetryAnswersCancelled(t *testing.T) {
 	}
 }
 
+// TestRetryThenCancelAnswersInProgress (issue 31, finding 13): the other way round, a
+// cancel that lands the instant after a retry commits (submissions.Config.AfterRetry)
+// cancels the submission; the retry still answers what it did, the submission in
+// progress, not the cancelled the cancel made.
+func TestRetryThenCancelAnswersInProgress(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	var target atomic.Int64
+	var e *engine
+	var cancelled submissions.Status
+	var cancelErr error
+	e = startEngineWith(t, pool, func(c *submissions.Config) {
+		c.AfterRetry = func(id int64) {
+			if target.CompareAndSwap(id, 0) {
+				cancelled, cancelErr = e.Cancel(t.Context(), id)
+			}
+		}
+	})
+	id := submitN(t, e, 3, submissions.NewSubmission{})
+	if _, err := e.Cancel(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	target.Store(id)
+	st, err := e.subs.Retry(t.Context(), id, submissions.RetryOptions{Unfinished: true})
+	if target.Load() != 0 {
+		t.Fatal("the retry called no AfterRetry")
+	}
+	if cancelErr != nil || cancelled.State != opsqtype.StateCancelled {
+		t.Fatalf("the cancel right after the retry: %s, %v; want cancelled", cancelled.State, cancelErr)
+	}
+	if err != nil || st.State != opsqtype.StateInProgress || st.ChunksSkipped != 0 {
+		t.Errorf("the retry answered %s with %d skipped, %v; want in progress with 0 skipped (what it did)", st.State, st.ChunksSkipped, err)
+	}
+}
+
 // TestRetryKeepsThePause (issue 31, finding 13): a paused submission stays paused through
 // a cancel and a retry, whether the retry comes after the cancel or wins the race between
 // two of its slices: nothing of it is handed out until it is resumed, and then every chunk.

@@ -40,8 +40,10 @@ func lock(ctx context.Context, db opsqsql.Queries, id int64) (opsqsql.Submission
 // (they wait if the submission is paused, or its not_before is ahead); completed outputs
 // stay, the errors of the chunks retried are forgotten, and a finished submission (failed;
 // cancelled, with Unfinished) is in progress again, its finished_at and failure gone, and
-// paused only if it was cancelled while paused (a retry never lifts a pause). All in one transaction that holds the submission's lock, so that a retry
-// racing a cancel (or the fail of its last chunk) happens wholly before or after it.
+// paused only if it was cancelled while paused (a retry never lifts a pause). All in one
+// transaction that holds the submission's lock, so that a retry racing a cancel (or the
+// fail of its last chunk) happens wholly before or after it; the status it returns is the
+// one it left, read in that transaction (a cancel the instant after answers for itself).
 // A retry that would take the submission's tenant past a quota (back in progress, or its
 // chunks pending again) is refused with a *QuotaError, as a submit of that work would be,
 // and changes nothing.
@@ -54,12 +56,18 @@ func (s *Store) Retry(ctx context.Context, id int64, opts RetryOptions) (Status,
 		return Status{}, err
 	}
 	var work workMoved
+	var left opsqsql.SubmissionStatusRow
 	err = opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
 		work = workMoved{}
 		return opsqsql.InTx(ctx, s.cfg.Pool, func(q opsqsql.Queries) error {
 			var err error
-			work, err = s.retry(ctx, q, id, tenant, opts)
-			return err
+			if work, err = s.retry(ctx, q, id, tenant, opts); err != nil {
+				return err
+			}
+			if left, err = q.SubmissionStatus(ctx, opsqsql.SubmissionStatusParams{ID: id}); err != nil {
+				return fmt.Errorf("reading the status it leaves: %w", err)
+			}
+			return nil
 		})
 	})
 	var quota *QuotaError
@@ -70,7 +78,10 @@ func (s *Store) Retry(ctx context.Context, id int64, opts RetryOptions) (Status,
 		return Status{}, fmt.Errorf("retrying submission %d: %w", id, err)
 	}
 	s.raiseWork(work)
-	return s.Status(ctx, id)
+	if s.cfg.AfterRetry != nil {
+		s.cfg.AfterRetry(id)
+	}
+	return statusOf(left), nil
 }
 
 // retry is Retry's transaction, for a submission of tenant.

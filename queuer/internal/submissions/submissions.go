@@ -55,6 +55,9 @@ type Config struct {
 	// AfterCancel, if set, is called when a cancel of submission id has committed its
 	// first transaction, before it answers. For tests. Defaults to nil.
 	AfterCancel func(id int64)
+	// AfterRetry, if set, is called when a retry of submission id has committed, before it
+	// answers. For tests. Defaults to nil.
+	AfterRetry func(id int64)
 }
 
 // Store is the submissions of the database. It is safe for concurrent use and has no
