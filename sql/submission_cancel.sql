@@ -1,5 +1,5 @@
 -- Move an in-progress submission to submissions_cancelled, with its pause (a retry restores
--- it, migrations/00019). No row back: it is not in
+-- it, migrations/00021). No row back: it is not in
 -- progress (finished already, or unknown). One row back: its chunks_total, and how many of
 -- its chunks are pending (neither done nor failed: reservable, reserved or waiting).
 -- A submission with at most @skip_now chunks pending has them all counted skipped: the

@@ -2,7 +2,7 @@
 -- back to opsq.submissions, in progress, for a retry: its finished_at, failed_chunk_index
 -- and error go, the chunks the retry made pending again are uncounted, and its attempt
 -- budget is set (@max_retries NULL: unchanged). It is paused if it was cancelled while
--- paused (migrations/00019), and not otherwise. The inverse of the moves
+-- paused (migrations/00021), and not otherwise. The inverse of the moves
 -- of submission_cancel.sql, submissions_finish_completed.sql and chunk_fail.sql: a column
 -- added to opsq.submissions goes here too. No row back: it is in none of those tables.
 WITH gone_failed AS (
