@@ -94,6 +94,8 @@ func toError(err error, c echo.Context) *Error {
 		return &Error{Status: http.StatusConflict, Code: "already_finished", Message: "the submission is already finished (completed, failed or cancelled)"}
 	case errors.Is(err, queuer.ErrNothingToRetry):
 		return &Error{Status: http.StatusConflict, Code: "nothing_to_retry", Message: "the submission has no failed chunk to retry (with \"chunks\": \"unfinished\", nor skipped one); a cancelled submission retries only with \"chunks\": \"unfinished\""}
+	case errors.Is(err, queuer.ErrRetriedWhileCancelled):
+		return &Error{Status: http.StatusConflict, Code: "retried", Message: "a retry made the submission in progress again before its cancel had moved all its chunks: the retry won, and the submission is in progress; cancel it again to cancel it"}
 	case errors.Is(err, queuer.ErrNotCompleted):
 		return &Error{Status: http.StatusConflict, Code: "not_completed", Message: "results exist only for completed submissions; wait with GET /v1/submissions/{id}?wait=60s"}
 	case errors.Is(err, queuer.ErrTooManyWaitersForKey):
@@ -105,6 +107,9 @@ func toError(err error, c echo.Context) *Error {
 	case errors.Is(err, queuer.ErrTooManyWaiters):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_waiters", RetryAfter: time.Second,
 			Message: "too many requests wait on this instance (OPSQ_MAX_WAITERS); retry later or elsewhere"}
+	case errors.Is(err, queuer.ErrReserveTimeout):
+		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: RetryAfterDefault,
+			Message: "reading the candidates of this reserve took longer than its bound: the database is slow or the strategy reads far (a select_only of a rare value under weighted_fair, for one); retry later"}
 	case errors.Is(err, context.Canceled):
 		return &Error{Status: 499, Code: "client_closed_request", Message: "the client went away"}
 	case queuer.IsUnavailable(err):

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+
+	"opsq/queuer"
 )
 
 // TestSubmitJSONErrors posts bodies that must be refused, each with its status, error code
@@ -244,4 +247,16 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestReserveTimeoutIs503 (issue 31, finding 8): a reserve whose candidate reads ran past
+// their bound is the database's state, not a fault: 503 unavailable with Retry-After,
+// never 500.
+func TestReserveTimeoutIs503(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("reserving: %w", fmt.Errorf("%w (10s): reading candidates: timeout: %w", queuer.ErrReserveTimeout, context.DeadlineExceeded))
+	got := toError(err, nil)
+	if got.Status != http.StatusServiceUnavailable || got.Code != "unavailable" || got.RetryAfter <= 0 {
+		t.Errorf("a reserve's run past its bound: %d %s, Retry-After %s; want 503 unavailable with Retry-After", got.Status, got.Code, got.RetryAfter)
+	}
 }

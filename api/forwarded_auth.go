@@ -96,7 +96,7 @@ func (s *server) forwardedCaller(c echo.Context, allowed []apikeys.Role) (handle
 func (s *server) verifyForwarded(c echo.Context, body []byte) (id identity.Caller, ok bool, err error) {
 	r := c.Request()
 	f := queuer.Forwarded{From: r.Header.Get(wire.ForwardedHeader), Signature: r.Header.Get(wire.ForwardedSignatureHeader),
-		Caller: r.Header.Get(wire.ForwardedCallerHeader)}
+		Caller: r.Header.Get(wire.ForwardedCallerHeader), To: r.Header.Get(wire.ForwardedToHeader)}
 	id, ok, err = s.q.VerifyForwarded(r.Method, r.RequestURI, f, body)
 	if err != nil {
 		return id, false, &Error{Status: http.StatusUnauthorized, Code: "forwarded_signature",

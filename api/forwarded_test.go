@@ -63,6 +63,7 @@ func TestForgedForwardedRequestsRefused(t *testing.T) {
 	signed := &http.Client{Transport: signing}
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+"/v1/reserve", strings.NewReader(`{"max": 10}`))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(wire.ForwardedToHeader, e.Q.InstanceID())
 	resp, err := signed.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -83,9 +84,9 @@ func (c *captureTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Request: r}, nil
 }
 
-// signedAs returns the headers and body of a request to path that an instance forwards
-// for caller, as its peer client signs it.
-func signedAs(t *testing.T, pool *pgxpool.Pool, caller identity.Caller, path, body string) (http.Header, string) {
+// signedAs returns the headers and body of a request to path of the instance to that an
+// instance forwards for caller, as its peer client signs it.
+func signedAs(t *testing.T, pool *pgxpool.Pool, to string, caller identity.Caller, path, body string) (http.Header, string) {
 	t.Helper()
 	var ct captureTransport
 	signing, err := queuer.SigningTransport(t.Context(), pool, "opsq-x", &ct)
@@ -96,6 +97,7 @@ func signedAs(t *testing.T, pool *pgxpool.Pool, caller identity.Caller, path, bo
 	req, _ := http.NewRequestWithContext(identity.With(t.Context(), caller), http.MethodPost, "http://peer"+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer the-callers-key-stays-home")
+	req.Header.Set(wire.ForwardedToHeader, to)
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -134,21 +136,54 @@ func TestForwardedRequestsUsedOnceForTheirCaller(t *testing.T) {
 	t.Parallel()
 	a := setupAuth(t)
 	consumer := identity.Caller{Name: "consumer", Role: "consumer"}
-	h, body := signedAs(t, a.Pool, consumer, "/v1/reserve", `{"max": 10}`)
+	h, body := signedAs(t, a.Pool, a.Q.InstanceID(), consumer, "/v1/reserve", `{"max": 10}`)
 	if r := sendHeaders(t, a.URL+"/v1/reserve", h, body, ""); r.Status != http.StatusOK {
 		t.Fatalf("a forwarded reserve for a consumer: %d %s; want 200", r.Status, r.Body)
 	}
 	expectError(t, sendHeaders(t, a.URL+"/v1/reserve", h, body, ""), http.StatusUnauthorized, "forwarded_signature", "replay")
 	expectError(t, sendHeaders(t, a.URL+"/v1/reserve", h, body, a.key["admin"]), http.StatusUnauthorized, "forwarded_signature", "replay")
 
-	h, body = signedAs(t, a.Pool, identity.Caller{Name: "producer", Role: "producer"}, "/v1/reserve", `{"max": 10}`)
+	h, body = signedAs(t, a.Pool, a.Q.InstanceID(), identity.Caller{Name: "producer", Role: "producer"}, "/v1/reserve", `{"max": 10}`)
 	expectError(t, sendHeaders(t, a.URL+"/v1/reserve", h, body, ""), http.StatusForbidden, "forbidden", "producer")
 
-	h, body = signedAs(t, a.Pool, consumer, "/v1/extend", `{"tokens": []}`)
+	h, body = signedAs(t, a.Pool, a.Q.InstanceID(), consumer, "/v1/extend", `{"tokens": []}`)
 	h.Set(wire.ForwardedCallerHeader, base64.RawURLEncoding.EncodeToString([]byte(`{"name":"admin","role":"admin"}`)))
 	expectError(t, sendHeaders(t, a.URL+"/v1/extend", h, body, ""), http.StatusUnauthorized, "forwarded_signature")
 
 	// Marked forwarded, signed, but on a route no instance forwards: the key decides.
-	h, body = signedAs(t, a.Pool, identity.Caller{Name: "admin", Role: "admin"}, "/v1/submissions", `{"chunks": ["a"]}`)
+	h, body = signedAs(t, a.Pool, a.Q.InstanceID(), identity.Caller{Name: "admin", Role: "admin"}, "/v1/submissions", `{"chunks": ["a"]}`)
 	expectError(t, sendHeaders(t, a.URL+"/v1/submissions", h, body, ""), http.StatusUnauthorized, "unauthorized")
+}
+
+// TestForwardedRequestBoundToItsDestination (issue 31, finding 6): a forwarded request
+// is signed for the one instance it is sent to. A reserve signed for another instance —
+// as one captured on its way there and replayed here, where its nonce was never seen —
+// is refused and takes nothing; the same reserve signed for this instance is served.
+func TestForwardedRequestBoundToItsDestination(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	mustSubmit(t, e, `{"chunks": ["a", "b", "c"]}`, 3)
+	signing, err := queuer.SigningTransport(t.Context(), e.Pool, "opsq-x", http.DefaultTransport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := &http.Client{Transport: signing}
+	reserve := func(to string) reply {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+"/v1/reserve", strings.NewReader(`{"max": 10}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(wire.ForwardedToHeader, to)
+		resp, err := signed.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	}
+	expectError(t, reserve("opsq-elsewhere"), http.StatusUnauthorized, "forwarded_signature", "opsq-elsewhere")
+	r := reserve(e.Q.InstanceID())
+	var got wire.Reserved
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil || len(got.Chunks) != 3 {
+		t.Errorf("a reserve signed for this instance: %d %s; want the 3 chunks (the one signed for another took none)", r.Status, r.Body)
+	}
 }

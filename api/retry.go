@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -191,6 +193,13 @@ func (s *server) retryMany(c echo.Context) error {
 		return err
 	}
 	ids, err := s.q.RetryMany(c.Request().Context(), sel, opts)
+	var quota *queuer.QuotaError
+	if errors.As(err, &quota) && len(ids) > 0 {
+		// Those before the refusal are retried: the answer says so.
+		e := toError(err, c)
+		e.Message += fmt.Sprintf("; the %d submissions before it were retried (the newest first), the rest were not", len(ids))
+		return e
+	}
 	if err != nil {
 		return err
 	}

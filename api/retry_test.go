@@ -347,3 +347,53 @@ func TestResultsFollowBounded(t *testing.T) {
 		return getPath(t, e, "/v1/submissions/"+id+"/results").Status == http.StatusOK
 	})
 }
+
+// TestRetryOverQuota (issue 31, finding 9): a retry, of one submission or in bulk, that
+// would take the tenant past a quota answers what a submit over it answers: 429
+// quota_exceeded with Retry-After, and the submission stays cancelled.
+func TestRetryOverQuota(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	id := mustSubmit(t, e, `{"chunks": ["a", "b"]}`, 2)
+	if r := postJSON(t, e, "/v1/submissions/"+id+"/cancel", `{}`); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	mustSubmit(t, e, `{"chunks": ["c"]}`, 1)
+	if _, err := e.Pool.Exec(t.Context(), `INSERT INTO opsq.tenants (name, max_in_progress) VALUES ('default', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/submissions/" + id + "/retry", `{"chunks": "unfinished"}`},
+		{"/v1/submissions/retry", `{"state": "cancelled", "chunks": "unfinished"}`},
+	} {
+		r := postJSON(t, e, c.path, c.body)
+		expectError(t, r, http.StatusTooManyRequests, "quota_exceeded", "max_in_progress")
+		if r.Header.Get("Retry-After") == "" {
+			t.Errorf("POST %s: quota_exceeded without Retry-After", c.path)
+		}
+	}
+	if st := string(statusOf(t, e, id)["state"]); st != `"cancelled"` {
+		t.Errorf("after the retries over the quota the submission is %s; want cancelled", st)
+	}
+	// Room for one more: a bulk retry of two retries the newest, refuses the other, and
+	// says how many it retried.
+	older := id
+	if _, err := e.Pool.Exec(t.Context(), `UPDATE opsq.tenants SET max_in_progress = NULL WHERE name = 'default'`); err != nil {
+		t.Fatal(err)
+	}
+	newer := mustSubmit(t, e, `{"chunks": ["d"]}`, 1)
+	if r := postJSON(t, e, "/v1/submissions/"+newer+"/cancel", `{}`); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	if _, err := e.Pool.Exec(t.Context(), `UPDATE opsq.tenants SET max_in_progress = 2 WHERE name = 'default'`); err != nil {
+		t.Fatal(err)
+	}
+	r := postJSON(t, e, "/v1/submissions/retry", `{"state": "cancelled", "chunks": "unfinished"}`)
+	expectError(t, r, http.StatusTooManyRequests, "quota_exceeded", "max_in_progress", "the 1 submissions before it were retried")
+	if st := string(statusOf(t, e, newer)["state"]); st != `"in_progress"` {
+		t.Errorf("the newer submission is %s after the bulk retry; want in_progress", st)
+	}
+	if st := string(statusOf(t, e, older)["state"]); st != `"cancelled"` {
+		t.Errorf("the older submission is %s after the bulk retry; want cancelled", st)
+	}
+}

@@ -21,7 +21,9 @@ const GiveBackPath = peers.GiveBackPath
 
 // SigningTransport returns a RoundTripper that marks every request it sends as forwarded by
 // instance from and signs it with the cluster keys read from pool, as an instance's peer
-// client does: for tools and tests that ask one instance for its own shards only. A
+// client does: for tools and tests that ask one instance for its own shards only. Each
+// request names the instance it is for in its ForwardedToHeader (wire.ForwardedToHeader),
+// and is signed for that one alone: any other refuses it. A
 // request whose context carries a caller's identity carries it, signed, in place of its
 // key.
 func SigningTransport(ctx context.Context, pool *pgxpool.Pool, from string, base http.RoundTripper) (http.RoundTripper, error) {
@@ -31,3 +33,7 @@ func SigningTransport(ctx context.Context, pool *pgxpool.Pool, from string, base
 	}
 	return peers.SigningTransport(keys, from, base), nil
 }
+
+// InstanceID returns this instance's id: the destination a request forwarded to it is
+// signed for.
+func (q *Queuer) InstanceID() string { return q.cfg.Instance.ID }

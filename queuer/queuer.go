@@ -188,7 +188,7 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 		cfg: cfg, log: log, shardCount: shards, ids: submissions.NewIDs(), reserver: reserver.New(reserver.Config{}),
 		waiting: waiters.New(cfg.MaxWaiters, cfg.MaxWaitersPerKey), keys: tokens.NewKeyring(pool, log),
 	}
-	q.forwards = peers.NewVerifier(q.keys, 0)
+	q.forwards = peers.NewVerifier(q.keys, cfg.Instance.ID, 0)
 	manager, err := claims.New(claims.Config{
 		Pool:     pool,
 		Instance: cfg.Instance,

@@ -225,3 +225,57 @@ func TestReserveWithinRareTenant(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaHoldsOnRetry (issue 31, finding 9): a retry that would take a tenant past a
+// quota — a cancelled submission back in progress, or its chunks pending again — is
+// refused with the QuotaError a submit gets, alone or in a bulk retry, and changes
+// nothing; within the quotas it goes through.
+func TestQuotaHoldsOnRetry(t *testing.T) {
+	t.Parallel()
+	q, pool := setup(t)
+	if _, err := pool.Exec(t.Context(), `INSERT INTO opsq.tenants (name, max_in_progress, max_pending_chunks) VALUES ('acme', 1, 10)`); err != nil {
+		t.Fatal(err)
+	}
+	a, err := q.Submit(t.Context(), NewSubmission{Tenant: "acme"}, &genChunks{n: 4, failAt: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Cancel(t.Context(), a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Submit(t.Context(), NewSubmission{Tenant: "acme"}, &genChunks{n: 4, failAt: -1}); err != nil {
+		t.Fatal(err)
+	}
+	unfinished := RetryOptions{Unfinished: true}
+	expectQuota := func(what, quota string, err error) {
+		t.Helper()
+		var qe *QuotaError
+		if !errors.As(err, &qe) || qe.Quota != quota {
+			t.Errorf("%s: %v; want a %s QuotaError", what, err, quota)
+		}
+		st, err := q.Status(t.Context(), a.ID)
+		if err != nil || st.State != opsqtype.StateCancelled {
+			t.Errorf("%s: the submission is %s (%v); want it still cancelled", what, st.State, err)
+		}
+	}
+	_, err = q.Retry(t.Context(), a.ID, unfinished)
+	expectQuota("retry of a cancelled submission, 1 in progress of max 1", "max_in_progress", err)
+	ids, err := q.RetryMany(t.Context(), ListOptions{State: opsqtype.StateCancelled, Tenant: "acme", Limit: 10}, unfinished)
+	expectQuota("bulk retry, 1 in progress of max 1", "max_in_progress", err)
+	if len(ids) != 0 {
+		t.Errorf("bulk retry over the quota retried %v; want none", ids)
+	}
+
+	if _, err := pool.Exec(t.Context(), `UPDATE opsq.tenants SET max_in_progress = NULL, max_pending_chunks = 7 WHERE name = 'acme'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = q.Retry(t.Context(), a.ID, unfinished)
+	expectQuota("retry of 4 chunks beside 4 pending, max 7", "max_pending_chunks", err)
+
+	if _, err := pool.Exec(t.Context(), `UPDATE opsq.tenants SET max_pending_chunks = 8 WHERE name = 'acme'`); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.Retry(t.Context(), a.ID, unfinished); err != nil || st.State != opsqtype.StateInProgress {
+		t.Errorf("retry of 4 chunks beside 4 pending, max 8: %s, %v; want it in progress", st.State, err)
+	}
+}

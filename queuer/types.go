@@ -96,6 +96,12 @@ var (
 	ErrNotCompleted = submissions.ErrNotCompleted
 	// ErrNothingToRetry: a retry found no failed (or skipped) chunk to retry.
 	ErrNothingToRetry = submissions.ErrNothingToRetry
+	// ErrRetriedWhileCancelled: a retry made the submission in progress again before its
+	// cancel had moved all its chunks; the retry won, the submission is in progress.
+	ErrRetriedWhileCancelled = submissions.ErrRetriedWhileCancelled
+	// ErrReserveTimeout: a reserve's candidate reads ran past their bound (the database is
+	// slow, or the strategy reads far); retry later.
+	ErrReserveTimeout = handout.ErrRunTimeout
 	// ErrTooManyWaiters: Config.MaxWaiters requests already wait on this instance.
 	ErrTooManyWaiters = waiters.ErrTooMany
 	// ErrTooManyWaitersForKey: the caller's key holds its share of them

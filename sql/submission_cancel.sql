@@ -1,4 +1,5 @@
--- Move an in-progress submission to submissions_cancelled. No row back: it is not in
+-- Move an in-progress submission to submissions_cancelled, with its pause (a retry restores
+-- it, migrations/00021). No row back: it is not in
 -- progress (finished already, or unknown). One row back: its chunks_total, and how many of
 -- its chunks are pending (neither done nor failed: reservable, reserved or waiting).
 -- A submission with at most @skip_now chunks pending has them all counted skipped: the
@@ -15,15 +16,15 @@ WITH holds AS (
 ), moved AS (
     DELETE FROM opsq.submissions WHERE id = @id
     RETURNING id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
-              strategic_metadata, prefix, created_at, tenant
+              strategic_metadata, prefix, created_at, tenant, paused
 )
 -- Every chunk not done nor failed is skipped (chunks_skip_submission.sql moves them).
 INSERT INTO opsq.submissions_cancelled
     (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
-     strategic_metadata, prefix, created_at, finished_at, tenant)
+     strategic_metadata, prefix, created_at, finished_at, tenant, paused)
 SELECT id, chunks_total, chunks_done, chunks_failed,
        CASE WHEN chunks_total - chunks_done - chunks_failed <= @skip_now::bigint
             THEN chunks_total - chunks_done - chunks_failed ELSE chunks_skipped END, priority,
-       max_retries, metadata, strategic_metadata, prefix, created_at, now(), tenant
+       max_retries, metadata, strategic_metadata, prefix, created_at, now(), tenant, paused
 FROM moved
 RETURNING id, chunks_total, chunks_total - chunks_done - chunks_failed AS pending

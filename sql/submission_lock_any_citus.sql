@@ -12,6 +12,6 @@ SELECT 'failed'::text AS state, false AS paused,
        (s.chunks_total - s.chunks_done - s.chunks_failed - s.chunks_skipped)::bigint AS unmoved
 FROM opsq.submissions_failed s WHERE s.id = @id::bigint FOR UPDATE
 -- next statement
-SELECT 'cancelled'::text AS state, false AS paused,
+SELECT 'cancelled'::text AS state, s.paused,
        (s.chunks_total - s.chunks_done - s.chunks_failed - s.chunks_skipped)::bigint AS unmoved
 FROM opsq.submissions_cancelled s WHERE s.id = @id::bigint FOR UPDATE

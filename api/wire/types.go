@@ -277,6 +277,7 @@ const (
 	ForwardedHeader          = opsqtype.ForwardedHeader
 	ForwardedSignatureHeader = opsqtype.ForwardedSignatureHeader
 	ForwardedCallerHeader    = opsqtype.ForwardedCallerHeader
+	ForwardedToHeader        = opsqtype.ForwardedToHeader
 )
 
 // ReserveRequest is the body of POST /v1/reserve. Zero fields take the server's defaults:

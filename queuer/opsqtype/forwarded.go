@@ -15,3 +15,8 @@ const ForwardedSignatureHeader = "Opsq-Forwarded-Signature"
 // of the caller the forwarding instance authenticated (its key's name and role), in place
 // of the caller's key, which never leaves the instance it was given to.
 const ForwardedCallerHeader = "Opsq-Forwarded-Caller"
+
+// ForwardedToHeader names, under the signature of a forwarded request, the id of the
+// instance it is sent to: an instance refuses a request signed for another, so that a
+// copy of one cannot be replayed to the rest of the cluster (issue 31).
+const ForwardedToHeader = "Opsq-Forwarded-To"

@@ -73,9 +73,10 @@ type Cluster struct {
 	// HTTPS: the instances started from now on serve TLS (Env names their OPSQ_TLS_
 	// files; HTTP's transport must trust their CA).
 	HTTPS bool
-	// local sends the requests of the Instances' Local clients: signed as forwarded with
-	// the cluster key, as an instance forwards them.
-	local *http.Client
+	// local signs the requests of the Instances' Local clients as forwarded with the
+	// cluster key, as an instance forwards them (each Local client names its instance as
+	// the destination: localTo).
+	local http.RoundTripper
 
 	t   testing.TB
 	bin Binary
@@ -120,7 +121,7 @@ func New(t testing.TB, bin Binary, dbURL string) *Cluster {
 		t.Fatal(err)
 	}
 	c := &Cluster{DBURL: dbURL, Pool: pool, HTTP: &http.Client{Transport: tr}, t: t, bin: bin, dir: t.TempDir(),
-		local: &http.Client{Transport: signing}}
+		local: signing}
 	t.Cleanup(c.cleanup)
 	return c
 }
@@ -187,12 +188,25 @@ func (c *Cluster) SpawnWith(migrate bool, params map[string]string) *Instance {
 	}
 	inst := &Instance{ID: id, URL: p.URL, Proc: p, c: c,
 		Client: client.New(p.URL, opts...),
-		Local:  client.New(p.URL, append(opts, client.WithHTTPClient(c.local))...),
+		Local:  client.New(p.URL, append(opts, client.WithHTTPClient(&http.Client{Transport: localTo{id, c.local}}))...),
 	}
 	c.mu.Lock()
 	c.insts = append(c.insts, inst)
 	c.mu.Unlock()
 	return inst
+}
+
+// localTo names instance id as the destination of each request it sends through signing,
+// which signs it for that instance alone.
+type localTo struct {
+	id      string
+	signing http.RoundTripper
+}
+
+func (l localTo) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context()) // a RoundTripper must not change the request it is given
+	r.Header.Set(wire.ForwardedToHeader, l.id)
+	return l.signing.RoundTrip(r)
 }
 
 // withConnParams adds query parameters to a PostgreSQL URL.

@@ -1,6 +1,7 @@
 package handout
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,7 +119,8 @@ func TestCancelSliced(t *testing.T) {
 // TestCancelSlicedRetriedMidway: a retry of the unfinished chunks of a submission whose
 // cancel is still moving its chunks happens between two slices (both lock the submission's
 // row); it makes the submission in progress again with every chunk not done pending, and
-// the slices stop: no chunk is left skipped, and every one is handed out once.
+// the slices stop: no chunk is left skipped, and every one is handed out once. The retry
+// won: the cancel answers ErrRetriedWhileCancelled (issue 31, finding 13), not a status.
 func TestCancelSlicedRetriedMidway(t *testing.T) {
 	t.Parallel()
 	const slice, total = 1000, 4500
@@ -154,13 +156,17 @@ func TestCancelSlicedRetriedMidway(t *testing.T) {
 		}
 	}
 	cancelling.Store(true)
-	st, err := e.Cancel(ctx, id)
+	_, err = e.Cancel(ctx, id)
 	cancelling.Store(false)
-	if err != nil {
-		t.Fatal(err)
+	if !errors.Is(err, submissions.ErrRetriedWhileCancelled) {
+		t.Fatalf("the cancel whose slices a retry stopped: %v; want ErrRetriedWhileCancelled (the retry won)", err)
 	}
 	if len(slices) != 2 {
 		t.Errorf("slices moved up to %v; want 2, then none once retried", slices)
+	}
+	st, err := e.subs.Status(ctx, id)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if st.State != opsqtype.StateInProgress || st.ChunksDone != 0 || st.ChunksFailed != 0 || st.ChunksSkipped != 0 {
 		t.Errorf("after the cancel, retried midway: %s, %d done, %d failed, %d skipped; want in progress, 0, 0, 0",

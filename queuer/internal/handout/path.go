@@ -54,6 +54,9 @@ type Config struct {
 	// Wake wakes up to n waiting reserves: rate_limit tokens are due for a value that had
 	// none (the waiters' Wake). Nil: none is woken; they look again at their next wake-up.
 	Wake func(n int)
+	// RunTimeout bounds one shared run of reserves: past it they get ErrRunTimeout.
+	// Defaults to RunTimeoutDefault (10s).
+	RunTimeout time.Duration
 }
 
 // Throttles is what the reserve path asks of the throttles in force (queuer/internal/throttles

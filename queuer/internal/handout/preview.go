@@ -103,8 +103,8 @@ func (p *preview) fairState(n strategy.Node) *drr {
 var _ walker = (*preview)(nil)
 
 // selectOnly has the leaves filter: a preview reads over every shard, and takes nothing.
-func (p *preview) selectOnly(context.Context, strategy.Filter, strategy.Node, frame) (bool, error) {
-	return false, nil
+func (p *preview) selectOnly(context.Context, strategy.Filter, strategy.Node, frame) (bool, []int64, error) {
+	return false, nil, nil
 }
 
 // others has the others' turn read then as it is: a preview reads over every shard, and

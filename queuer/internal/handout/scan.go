@@ -47,16 +47,27 @@ func (c candidate) position() strategy.Position {
 }
 
 // selectOnly scans a rare value's submissions one by one (submissions), and nothing at all
-// for a value no submission in progress has.
-func (r *run) selectOnly(ctx context.Context, filter strategy.Filter, then strategy.Node, f frame) (bool, error) {
+// for a value no submission in progress has. Over a then that is not a leaf, it hands the
+// rare value's few submissions down (frame.only), for the leaves to read them alone; under
+// another select_only's few submissions, it reads those of both.
+func (r *run) selectOnly(ctx context.Context, filter strategy.Filter, then strategy.Node, f frame) (bool, []int64, error) {
 	ids, err := r.p.matching(ctx, filter)
 	if err != nil || len(ids) == 0 {
-		return true, err // nothing in progress has that value: nothing to scan for
+		return true, nil, err // nothing in progress has that value: nothing to scan for
 	}
-	if len(ids) <= fewSubmissions && then.Kind.Leaf() {
-		return true, r.submissions(ctx, then.Kind, ids, f)
+	if len(ids) > fewSubmissions {
+		return false, nil, nil // many: the leaves filter (under f.only, if any)
 	}
-	return false, nil
+	if f.only != nil {
+		ids = slices.DeleteFunc(slices.Clone(ids), func(id int64) bool { return !slices.Contains(f.only, id) })
+		if len(ids) == 0 {
+			return true, nil, nil
+		}
+	}
+	if then.Kind.Leaf() {
+		return true, nil, r.submissions(ctx, then.Kind, ids, f)
+	}
+	return false, ids, nil
 }
 
 // tenants scans nothing for tenants with nothing in progress, and the few submissions of
@@ -241,6 +252,9 @@ const randomWindow = 8
 // leaves those it did not take in a new buffer. Random reads the shards a window at a
 // time, in random order; the ordered leaves read all shards in one merged order.
 func (r *run) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
+	if f.only != nil {
+		return r.submissions(ctx, kind, f.only, f) // a rare value's few submissions, above
+	}
 	var fill *bufferFill
 	if buffered(f) {
 		fill = &bufferFill{key: hintKey(kind, f.filters, r.shards), era: r.p.buffers.era(kind)}

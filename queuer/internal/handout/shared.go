@@ -1,7 +1,10 @@
 package handout
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,10 +21,16 @@ import (
 // new chunks cost about ten scans, not 10 000 (DESIGN.md §6), and a lone consumer's
 // reserve runs at once, as before.
 
-// sharedRunTimeout bounds one shared run. It is not tied to any one reserve: each of them
-// stops waiting when its own context ends, and the chunks it would have had are given
-// back.
-const sharedRunTimeout = 10 * time.Second
+// RunTimeoutDefault bounds one shared run (Config.RunTimeout). It is not tied to any one
+// reserve: each of them stops waiting when its own context ends, and the chunks it would
+// have had are given back.
+const RunTimeoutDefault = 10 * time.Second
+
+// ErrRunTimeout is the error of the reserves of a shared run that ran out of its bound
+// (Config.RunTimeout) before its candidate reads ended: the database is slow, or the
+// strategy reads far. It is the database's state, not a fault of the request: the API
+// answers it 503 with Retry-After.
+var ErrRunTimeout = errors.New("the reserve's run read candidates for longer than its bound")
 
 // shared is the runs under way, by strategy and lease. Safe for concurrent use.
 type shared struct {
@@ -106,7 +115,8 @@ func (p *Path) serveShared(k shareKey, g *shareGroup) {
 		for i, a := range asks {
 			reqs[i] = a.req
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), sharedRunTimeout)
+		bound := cmp.Or(p.cfg.RunTimeout, RunTimeoutDefault)
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
 		var out [][]Chunk
 		// A panic in the strategy's walk ends this run with an error for its reserves
 		// (500 each), not the instance.
@@ -114,6 +124,9 @@ func (p *Path) serveShared(k shareKey, g *shareGroup) {
 			out, err = p.reserveFor(ctx, reqs)
 			return err
 		})
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (%s): %w", ErrRunTimeout, bound, err)
+		}
 		cancel()
 		var back []Chunk
 		for i, a := range asks {

@@ -24,8 +24,9 @@ type walker interface {
 	leaf(ctx context.Context, kind strategy.Kind, f frame) error
 	// selectOnly may serve a select_only node then over filter by a way of its own
 	// (a reserve scans a rare value's few submissions one by one); done reports that it did,
-	// and the walk goes no further down.
-	selectOnly(ctx context.Context, filter strategy.Filter, then strategy.Node, f frame) (done bool, err error)
+	// and the walk goes no further down. Otherwise only, when not nil, is the few
+	// submissions the leaves below may read (frame.only).
+	selectOnly(ctx context.Context, filter strategy.Filter, then strategy.Node, f frame) (done bool, only []int64, err error)
 	// tenants may serve a tree then confined to tenants (frame f filters by them) by a way
 	// of its own: nothing at all when the tenants have nothing in progress, their few
 	// submissions one by one when they hold few chunks (tenants.go); done reports that it
@@ -56,12 +57,17 @@ type walker interface {
 
 // frame is what the wrappers above a node add to its leaves.
 type frame struct {
-	filters  []strategy.Filter // select_only
-	distinct []rule            // prefer_distinct: saturated values are deferred
-	limits   []rule            // max_simultaneous: a global slot per value
-	rates    []rateRule        // rate_limit: a global token per value (rates.go)
-	deferred *[]candidate      // where prefer_distinct collects saturated candidates
-	fairs    []*fairSeen       // weighted_fair's fills: the values handed out
+	filters []strategy.Filter // select_only
+	// only, when not nil, is every submission in progress that the select_only filters
+	// above may match, when they are few: the leaves below read them one by one, not the
+	// backlog (a weighted_fair value's turn over a then of its own select_only, whose cost
+	// would otherwise grow with the chunks of other values).
+	only     []int64
+	distinct []rule       // prefer_distinct: saturated values are deferred
+	limits   []rule       // max_simultaneous: a global slot per value
+	rates    []rateRule   // rate_limit: a global token per value (rates.go)
+	deferred *[]candidate // where prefer_distinct collects saturated candidates
+	fairs    []*fairSeen  // weighted_fair's fills: the values handed out
 	// counted are the keys of the rate_limit and weighted_fair nodes above: the chunks
 	// handed out are counted per value of them (Config.ValueRates).
 	counted []string
@@ -116,8 +122,12 @@ func withKey(keys []string, key string) []string {
 
 // within runs then in f restricted by filter, as a select_only node does.
 func within(ctx context.Context, w walker, filter strategy.Filter, then strategy.Node, f frame) error {
-	if done, err := w.selectOnly(ctx, filter, then, f); done || err != nil {
+	done, only, err := w.selectOnly(ctx, filter, then, f)
+	if done || err != nil {
 		return err
+	}
+	if only != nil {
+		f.only = only
 	}
 	f.filters = append(append([]strategy.Filter(nil), f.filters...), filter)
 	return walk(ctx, w, then, f)

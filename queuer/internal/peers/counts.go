@@ -59,7 +59,7 @@ func (r *Router) Extend(ctx context.Context, shard int, tokens []string, lease t
 	if err != nil {
 		return nil, fmt.Errorf("looking up the owner of shard %d: %w", shard, err)
 	}
-	results, err := r.extend(ctx, owner.AdvertiseURL, tokens, lease)
+	results, err := r.extend(ctx, owner.Claimant, owner.AdvertiseURL, tokens, lease)
 	r.outcomes.extended(err)
 	if err != nil {
 		r.log.Warn("forwarding extend to the shard's owner", slog.Int("shard", shard), slog.String("owner", owner.AdvertiseURL), slog.Any("error", err))

@@ -69,7 +69,7 @@ func (r *Router) Forward(ctx context.Context, req handout.Request) (chunks []han
 		if i == forwardTries {
 			break
 		}
-		chunks, err := r.reserve(ctx, url, req)
+		chunks, err := r.reserve(ctx, r.idOf(url), url, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, false, ctx.Err()
@@ -156,15 +156,26 @@ func (r *Router) refreshPeers(ctx context.Context) {
 	}
 	peers := make([]peer, 0, len(rows))
 	urls := map[int]string{}
+	ids := make(map[string]string, len(rows))
 	for _, p := range rows {
 		for _, s := range p.Owned {
 			urls[int(s)] = p.AdvertiseURL
 		}
 		peers = append(peers, peer{id: p.ID, url: p.AdvertiseURL, shards: p.Available})
+		ids[p.AdvertiseURL] = p.ID
 	}
 	r.mu.Lock()
-	r.mu.peers, r.mu.urls, r.mu.read = peers, urls, r.now()
+	r.mu.peers, r.mu.urls, r.mu.ids, r.mu.read = peers, urls, ids, r.now()
 	r.mu.Unlock()
+}
+
+// idOf returns the instance id of the peer at url, as the last read of the instances has
+// it: the destination a forwarded request to url is signed for ("" if unknown: the peer
+// refuses it).
+func (r *Router) idOf(url string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.ids[url]
 }
 
 // answeredEmpty notes that url answered a forwarded reserve with nothing. Within tipGrace

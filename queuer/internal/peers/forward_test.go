@@ -50,7 +50,7 @@ func TestPeerFollowsNoRedirect(t *testing.T) {
 		redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, target.URL+r.URL.Path, code)
 		}))
-		_, err := q.reserve(t.Context(), redirector.URL, handout.Request{Max: 1, Lease: time.Minute})
+		_, err := q.reserve(t.Context(), "fake-peer", redirector.URL, handout.Request{Max: 1, Lease: time.Minute})
 		if !errors.Is(err, errPeerStatus) || !strings.Contains(err.Error(), fmt.Sprintf("answered %d", code)) {
 			t.Errorf("forwarding to a peer that redirects with %d: got %v; want the %d as an error", code, err, code)
 		}
@@ -81,7 +81,7 @@ func TestPeerThatNeverAnswers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*bound)
 	defer cancel()
 	start := time.Now()
-	_, err := q.extend(ctx, silent.URL, []string{"some-token"}, time.Minute)
+	_, err := q.extend(ctx, "fake-peer", silent.URL, []string{"some-token"}, time.Minute)
 	if took := time.Since(start); err == nil || took > bound {
 		t.Errorf("extend forwarded to a peer that never answers: %v after %s; want an error within %s", err, took.Round(time.Millisecond), bound)
 	}
@@ -113,7 +113,7 @@ func TestPeerAnswerTooLarge(t *testing.T) {
 	}))
 	defer huge.Close()
 
-	_, err := q.reserve(t.Context(), huge.URL, handout.Request{Max: 1, Lease: time.Minute})
+	_, err := q.reserve(t.Context(), "fake-peer", huge.URL, handout.Request{Max: 1, Lease: time.Minute})
 	if !errors.Is(err, errAnswerTooLarge) {
 		t.Errorf("forwarding to a peer that answers 100 MB: got %v; want errAnswerTooLarge", err)
 	}
@@ -139,7 +139,7 @@ func TestPeerAnswerRead(t *testing.T) {
 	answer.Store(&good)
 	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, *answer.Load()) }))
 	defer peer.Close()
-	chunks, err := q.reserve(t.Context(), peer.URL, handout.Request{Max: 1, Lease: time.Minute})
+	chunks, err := q.reserve(t.Context(), "fake-peer", peer.URL, handout.Request{Max: 1, Lease: time.Minute})
 	if err != nil || len(chunks) != 1 {
 		t.Fatalf("got %d chunks, %v; want 1", len(chunks), err)
 	}
@@ -158,7 +158,7 @@ func TestPeerAnswerRead(t *testing.T) {
 		`{"chunks": [{"token": "t", "submission_id": "12", "chunk_index": 0, "input": "", "strategic_metadata": {"k": 1.5}}]}`,
 	} {
 		answer.Store(&bad)
-		if chunks, err := q.reserve(t.Context(), peer.URL, handout.Request{Max: 1, Lease: time.Minute}); err == nil {
+		if chunks, err := q.reserve(t.Context(), "fake-peer", peer.URL, handout.Request{Max: 1, Lease: time.Minute}); err == nil {
 			t.Errorf("peer answered %s: got %+v; want an error", bad, chunks)
 		}
 	}

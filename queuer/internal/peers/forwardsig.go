@@ -28,16 +28,24 @@ import (
 // Requests one instance forwards to another (reserves and extends) are signed with the
 // cluster key (DESIGN.md §8, "Between instances"): the signature covers the method, the
 // path and query, a digest of the body, the time of sending, a nonce, the forwarding
-// instance's id and the caller's identity (opsqtype.ForwardedCallerHeader: its key's name and
-// role, never the key itself), and is sent in opsqtype.ForwardedSignatureHeader as
+// instance's id, the id of the instance it is sent to (opsqtype.ForwardedToHeader) and the
+// caller's identity (opsqtype.ForwardedCallerHeader: its key's name and role, never the key
+// itself), and is sent in opsqtype.ForwardedSignatureHeader as
 //
-//	v2 key=<cluster key id> at=<unix milliseconds> nonce=<base64url> mac=<base64url of the MAC>
+//	v3 key=<cluster key id> at=<unix milliseconds> nonce=<base64url> mac=<base64url of the MAC>
 //
-// An instance acts on a request marked forwarded only when its signature verifies under a
-// cluster key it holds, it was made less than ForwardedMaxAge ago (or ahead, for clocks
-// that disagree), and its nonce was not seen before (a Verifier keeps the nonces it
-// accepted until their signatures are too old to verify anyway): a copy replayed, now or
-// later, under any key or none, or one made without the cluster key, is refused.
+// An instance acts on a request marked forwarded only when it is signed for this instance,
+// its signature verifies under a cluster key it holds, it was made less than
+// ForwardedMaxAge ago (or ahead, for clocks that disagree), and its nonce was not seen
+// before (a Verifier keeps the nonces it accepted until their signatures are too old to
+// verify anyway): a copy replayed, now or later, to this instance or to any other (each
+// keeps its own nonces, so the destination is what stops a replay elsewhere), under any
+// key or none, or one made without the cluster key, is refused.
+//
+// v2 signatures (before issue 31) did not cover the destination and are refused: during a
+// rolling upgrade, forwards between an instance of each version fail (401 one way, the
+// same the other way, as v2 verifiers refuse v3), and each consumer is served from the
+// shards of the instances of its own version until the upgrade ends; no chunk is lost.
 
 // ForwardedMaxAge is how far from this instance's clock a forwarded request's signing
 // time may be.
@@ -66,20 +74,21 @@ type Forwarded struct {
 	From      string // opsqtype.ForwardedHeader: the forwarding instance's id
 	Signature string // opsqtype.ForwardedSignatureHeader
 	Caller    string // opsqtype.ForwardedCallerHeader: the caller's identity, "" for none
+	To        string // opsqtype.ForwardedToHeader: the id of the instance it is sent to
 }
 
 // forwardedMessage is what a forwarded request's MAC covers.
 func forwardedMessage(keyID int, at int64, nonce, method, uri string, f Forwarded, body []byte) []byte {
 	digest := sha256.Sum256(body)
-	return fmt.Appendf(nil, "opsq forwarded v2\n%d\n%d\n%s\n%s\n%s\n%s\n%s\n%s",
-		keyID, at, nonce, method, uri, f.From, f.Caller, hex.EncodeToString(digest[:]))
+	return fmt.Appendf(nil, "opsq forwarded v3\n%d\n%d\n%s\n%s\n%s\n%s\n%s\n%s\n%s",
+		keyID, at, nonce, method, uri, f.From, f.To, f.Caller, hex.EncodeToString(digest[:]))
 }
 
 // signForwarded returns the signature header of a forwarded request sent at now with nonce.
 func signForwarded(k *tokens.Keyring, method, uri string, f Forwarded, body []byte, now time.Time, nonce string) string {
 	at := now.UnixMilli()
 	keyID, mac := k.Sign(func(keyID int) []byte { return forwardedMessage(keyID, at, nonce, method, uri, f, body) })
-	return fmt.Sprintf("v2 key=%d at=%d nonce=%s mac=%s", keyID, at, nonce, base64.RawURLEncoding.EncodeToString(mac))
+	return fmt.Sprintf("v3 key=%d at=%d nonce=%s mac=%s", keyID, at, nonce, base64.RawURLEncoding.EncodeToString(mac))
 }
 
 // newNonce returns a fresh random nonce.
@@ -118,6 +127,7 @@ func decodeCaller(h string) (identity.Caller, bool, error) {
 // that each signature is good for one use. Safe for concurrent use.
 type Verifier struct {
 	keys *tokens.Keyring
+	self string // this instance's id: the only destination it accepts
 	max  int
 	mu   struct {
 		sync.Mutex
@@ -131,10 +141,10 @@ type seenNonce struct {
 	until time.Time
 }
 
-// NewVerifier returns a Verifier under keys that keeps up to max nonces (0:
-// NoncesMaxDefault).
-func NewVerifier(keys *tokens.Keyring, max int) *Verifier {
-	v := &Verifier{keys: keys, max: cmp.Or(max, NoncesMaxDefault)}
+// NewVerifier returns the Verifier of the instance self under keys that keeps up to max
+// nonces (0: NoncesMaxDefault).
+func NewVerifier(keys *tokens.Keyring, self string, max int) *Verifier {
+	v := &Verifier{keys: keys, self: self, max: cmp.Or(max, NoncesMaxDefault)}
 	v.mu.seen = map[string]time.Time{}
 	return v
 }
@@ -154,8 +164,14 @@ func (v *Verifier) Verify(method, uri string, f Forwarded, body []byte, now time
 		return id, false, fail("the signature header is too long")
 	}
 	fields := strings.Fields(sig)
-	if len(fields) != 5 || fields[0] != "v2" {
-		return id, false, fail(`the signature header is not "v2 key=… at=… nonce=… mac=…"`)
+	if len(fields) == 5 && fields[0] == "v2" {
+		return id, false, fail("a v2 signature, which does not name its destination: the forwarding instance runs an older version; forwards between versions are refused until the upgrade ends")
+	}
+	if len(fields) != 5 || fields[0] != "v3" {
+		return id, false, fail(`the signature header is not "v3 key=… at=… nonce=… mac=…"`)
+	}
+	if f.To != v.self {
+		return id, false, fail(fmt.Sprintf("signed for the instance %q, not this one (%q)", f.To, v.self))
 	}
 	var keyID int
 	var at int64
@@ -164,7 +180,7 @@ func (v *Verifier) Verify(method, uri string, f Forwarded, body []byte, now time
 	for i, name := range []string{"key", "at", "nonce", "mac"} {
 		val, ok := strings.CutPrefix(fields[i+1], name+"=")
 		if !ok {
-			return id, false, fail(`the signature header is not "v2 key=… at=… nonce=… mac=…"`)
+			return id, false, fail(`the signature header is not "v3 key=… at=… nonce=… mac=…"`)
 		}
 		var err error
 		switch name {
@@ -232,8 +248,10 @@ func (v *Verifier) use(nonce string, now, until time.Time) error {
 }
 
 // SigningTransport returns a RoundTripper that marks every request it sends as forwarded
-// by the instance from and signs it with keys, with a fresh nonce (for the peer client,
-// and for tests that ask one instance for its own shards only). A request whose context
+// by the instance from and signs it with keys, with a fresh nonce, for the instance its
+// opsqtype.ForwardedToHeader names (for the peer client, and for tests that ask one
+// instance for its own shards only; a request that names none is refused by every
+// instance). A request whose context
 // carries a caller's identity (queuer/identity) carries it, signed, in place of any
 // Authorization header, and one in a traced request's span carries its traceparent. It reads a request's body to sign it; the bodies forwarded are
 // small, bounded by the API's body limit.
@@ -262,7 +280,7 @@ func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		out.Body = io.NopCloser(bytes.NewReader(body))
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
-	f := Forwarded{From: t.from}
+	f := Forwarded{From: t.from, To: req.Header.Get(opsqtype.ForwardedToHeader)}
 	if id, ok := identity.From(req.Context()); ok {
 		f.Caller = encodeCaller(id)
 		// The caller's identity goes, under the signature; its key stays here.

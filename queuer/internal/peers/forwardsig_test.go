@@ -29,13 +29,13 @@ func TestForwardedSignature(t *testing.T) {
 	body := []byte(`{"max":1,"lease":"30s"}`)
 	want := identity.Caller{Name: "etl-consumer", Role: "consumer", Tenants: []string{"acme"}, Limited: true}
 	caller := encodeCaller(want)
-	fwd := Forwarded{From: "opsq-1", Caller: caller}
+	fwd := Forwarded{From: "opsq-1", Caller: caller, To: "opsq-2"}
 	sign := func() Forwarded {
 		f := fwd
 		f.Signature = signForwarded(k, http.MethodPost, "/v1/reserve", f, body, now, newNonce())
 		return f
 	}
-	v := NewVerifier(k, 0)
+	v := NewVerifier(k, "opsq-2", 0)
 	f := sign()
 	id, ok, err := v.Verify(http.MethodPost, "/v1/reserve", f, body, now)
 	if err != nil || !ok || !reflect.DeepEqual(id, want) {
@@ -46,17 +46,21 @@ func TestForwardedSignature(t *testing.T) {
 	}
 	admin := f
 	admin.Caller = encodeCaller(identity.Caller{Name: "ops", Role: "admin"})
-	if _, _, err := NewVerifier(k, 0).Verify(http.MethodPost, "/v1/reserve", admin, body, now); !errors.Is(err, ErrForwardedSignature) {
+	if _, _, err := NewVerifier(k, "opsq-2", 0).Verify(http.MethodPost, "/v1/reserve", admin, body, now); !errors.Is(err, ErrForwardedSignature) {
 		t.Errorf("Verify of the signature with another caller: %v; want it refused", err)
 	}
 	for _, tc := range []struct {
-		name, method, uri, from, body, sig string
-		at                                 time.Time
+		name, method, uri, from, to, body, sig string
+		at                                     time.Time
 	}{
 		{name: "another method", method: http.MethodPut},
 		{name: "another path", uri: "/v1/extend"},
 		{name: "a query added", uri: "/v1/reserve?x=1"},
-		{name: "another instance", from: "opsq-2"},
+		{name: "another instance", from: "opsq-3"},
+		{name: "signed for another destination", to: "-resign opsq-3"},
+		{name: "sent to another destination", to: "opsq-3"},
+		{name: "no destination", to: "-resign "},
+		{name: "version 2, without a destination", sig: "-v2"},
 		{name: "another body", body: `{"max":1000,"lease":"30s"}`},
 		{name: "no body", body: "-"},
 		{name: "no signature", sig: "-"},
@@ -78,6 +82,12 @@ func TestForwardedSignature(t *testing.T) {
 			if tc.from != "" {
 				f.From = tc.from
 			}
+			if to, ok := strings.CutPrefix(tc.to, "-resign "); ok {
+				f.To = to // signed for to, and sent to opsq-2
+				f.Signature = signForwarded(k, http.MethodPost, "/v1/reserve", f, body, now, newNonce())
+			} else if tc.to != "" {
+				f.To = tc.to
+			}
 			switch tc.body {
 			case "":
 			case "-":
@@ -89,13 +99,15 @@ func TestForwardedSignature(t *testing.T) {
 			case "":
 			case "-":
 				f.Signature = ""
+			case "-v2": // as an instance before issue 31 signed it, the destination left out
+				f.Signature = "v2" + strings.TrimPrefix(f.Signature, "v3")
 			default:
 				f.Signature = tc.sig
 			}
 			if !tc.at.IsZero() {
 				at = tc.at
 			}
-			if _, _, err := NewVerifier(k, 0).Verify(method, uri, f, b, at); !errors.Is(err, ErrForwardedSignature) {
+			if _, _, err := NewVerifier(k, "opsq-2", 0).Verify(method, uri, f, b, at); !errors.Is(err, ErrForwardedSignature) {
 				t.Errorf("Verify = %v; want ErrForwardedSignature", err)
 			}
 		})
@@ -110,7 +122,7 @@ func TestForwardedSignature(t *testing.T) {
 			}
 			forged := f
 			forged.Signature = sig[:i] + string(c) + sig[i+1:]
-			if _, _, err := NewVerifier(k, 0).Verify(http.MethodPost, "/v1/reserve", forged, body, now); err == nil {
+			if _, _, err := NewVerifier(k, "opsq-2", 0).Verify(http.MethodPost, "/v1/reserve", forged, body, now); err == nil {
 				t.Errorf("Verify accepted %q, %q with one character changed", forged.Signature, sig)
 			}
 		}
@@ -123,10 +135,10 @@ func TestForwardedSignature(t *testing.T) {
 func TestVerifierNonces(t *testing.T) {
 	t.Parallel()
 	k := tokens.NewStaticKeyring([]byte(strings.Repeat("n", 32)))
-	v := NewVerifier(k, 3)
+	v := NewVerifier(k, "opsq-2", 3)
 	now := time.Now()
 	send := func(at, check time.Time) error {
-		f := Forwarded{From: "opsq-1"}
+		f := Forwarded{From: "opsq-1", To: "opsq-2"}
 		f.Signature = signForwarded(k, http.MethodPost, "/v1/extend", f, nil, at, newNonce())
 		_, _, err := v.Verify(http.MethodPost, "/v1/extend", f, nil, check)
 		return err
@@ -157,7 +169,7 @@ func TestVerifierNonces(t *testing.T) {
 func TestSigningTransport(t *testing.T) {
 	t.Parallel()
 	k := tokens.NewStaticKeyring([]byte(strings.Repeat("h", 32)))
-	v := NewVerifier(k, 0)
+	v := NewVerifier(k, "opsq-2", 0)
 	type seen struct {
 		id   identity.Caller
 		ok   bool
@@ -168,7 +180,7 @@ func TestSigningTransport(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		f := Forwarded{From: r.Header.Get(opsqtype.ForwardedHeader), Signature: r.Header.Get(opsqtype.ForwardedSignatureHeader),
-			Caller: r.Header.Get(opsqtype.ForwardedCallerHeader)}
+			Caller: r.Header.Get(opsqtype.ForwardedCallerHeader), To: r.Header.Get(opsqtype.ForwardedToHeader)}
 		id, ok, err := v.Verify(r.Method, r.RequestURI, f, body, time.Now())
 		got <- seen{id, ok, err, r.Header.Get("Authorization")}
 	}))
@@ -180,6 +192,7 @@ func TestSigningTransport(t *testing.T) {
 	}{{true}, {false}} {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/extend", strings.NewReader(`{"tokens":["t"]}`))
 		req.Header.Set("Authorization", "Bearer opsq_the-callers-key")
+		req.Header.Set(opsqtype.ForwardedToHeader, "opsq-2")
 		if ctx.withCaller {
 			req = req.WithContext(identity.With(req.Context(), caller))
 		}

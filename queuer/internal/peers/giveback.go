@@ -34,7 +34,7 @@ func (r *Router) giveBack(ctx context.Context, shard int, tokens []string) error
 	if err != nil {
 		return fmt.Errorf("looking up the owner of shard %d: %w", shard, err)
 	}
-	return r.post(ctx, owner.AdvertiseURL, GiveBackPath, struct {
+	return r.post(ctx, owner.Claimant, owner.AdvertiseURL, GiveBackPath, struct {
 		Tokens []string `json:"tokens"`
 	}{tokens}, nil)
 }

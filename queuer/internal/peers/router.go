@@ -54,6 +54,7 @@ type Router struct {
 		peers     []peer               // other instances' published available shards
 		read      time.Time            // when peers was read
 		urls      map[int]string       // shard -> owner URL, from the last read
+		ids       map[string]string    // peer URL -> its instance id, from the last read
 		dry       map[string]time.Time // peer URL -> when it last answered a forward with nothing
 	}
 }
@@ -108,6 +109,7 @@ func (r *Router) PointAt(url string, shards ...int32) {
 	defer r.mu.Unlock()
 	r.mu.peers = []peer{{id: "fake-peer", url: url, shards: shards}}
 	r.mu.urls = map[int]string{}
+	r.mu.ids = map[string]string{url: "fake-peer"}
 	r.mu.read = r.now().Add(time.Hour)
 }
 

@@ -30,9 +30,9 @@ type reserveBody struct {
 	Consumer string          `json:"consumer,omitempty"`
 }
 
-// reserve forwards req to the instance at baseURL and returns the chunks it handed out,
-// read straight into the engine's form.
-func (r *Router) reserve(ctx context.Context, baseURL string, req handout.Request) ([]handout.Chunk, error) {
+// reserve forwards req to the instance to at baseURL and returns the chunks it handed
+// out, read straight into the engine's form.
+func (r *Router) reserve(ctx context.Context, to, baseURL string, req handout.Request) ([]handout.Chunk, error) {
 	strat, err := json.Marshal(req.Strategy)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the strategy to forward: %w", err)
@@ -40,12 +40,12 @@ func (r *Router) reserve(ctx context.Context, baseURL string, req handout.Reques
 	var out struct {
 		Chunks []handout.Chunk `json:"chunks"`
 	}
-	err = r.post(ctx, baseURL, "/v1/reserve", reserveBody{Max: req.Max, Strategy: strat, Lease: req.Lease.String(), Consumer: req.Consumer}, &out)
+	err = r.post(ctx, to, baseURL, "/v1/reserve", reserveBody{Max: req.Max, Strategy: strat, Lease: req.Lease.String(), Consumer: req.Consumer}, &out)
 	return out.Chunks, err
 }
 
-// extend forwards an extend of tokens to the instance at baseURL.
-func (r *Router) extend(ctx context.Context, baseURL string, tokens []string, lease time.Duration) ([]opsqtype.TokenResult, error) {
+// extend forwards an extend of tokens to the instance to at baseURL.
+func (r *Router) extend(ctx context.Context, to, baseURL string, tokens []string, lease time.Duration) ([]opsqtype.TokenResult, error) {
 	var out struct {
 		Results []opsqtype.TokenResult `json:"results"`
 	}
@@ -53,7 +53,7 @@ func (r *Router) extend(ctx context.Context, baseURL string, tokens []string, le
 		Tokens []string `json:"tokens"`
 		Lease  string   `json:"lease"`
 	}{tokens, lease.String()}
-	if err := r.post(ctx, baseURL, "/v1/extend", in, &out); err != nil {
+	if err := r.post(ctx, to, baseURL, "/v1/extend", in, &out); err != nil {
 		return nil, err
 	}
 	if len(out.Results) != len(tokens) {
@@ -62,11 +62,12 @@ func (r *Router) extend(ctx context.Context, baseURL string, tokens []string, le
 	return out.Results, nil
 }
 
-// post sends in, as JSON, to path of the instance at baseURL, and decodes a 2xx answer into
+// post sends in, as JSON, to path of the instance to at baseURL (the destination its
+// signature names), and decodes a 2xx answer into
 // out (nil: the answer is dropped). Another status is an error naming it, with the
 // peer's message; at most peerMaxAnswerBytes of an answer are read, and an answer past
 // them is an error.
-func (r *Router) post(ctx context.Context, baseURL, path string, in, out any) error {
+func (r *Router) post(ctx context.Context, to, baseURL, path string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return err
@@ -76,6 +77,7 @@ func (r *Router) post(ctx context.Context, baseURL, path string, in, out any) er
 		return fmt.Errorf("a request to %s: %w", baseURL, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(opsqtype.ForwardedToHeader, to)
 	resp, err := r.peerHTTP.Do(req)
 	if err != nil {
 		return err // a *url.Error naming the method and URL

@@ -26,9 +26,16 @@ import (
 // the submission); then its chunks move by ranges of SliceRows chunk indexes, one
 // transaction each, each counted on the cancelled row's chunks_skipped as it moves
 // (cancelSlices). The request waits for the slices, whether or not its client stays.
+//
+// A cancel and a retry of the submission take its lock one after the other, and the
+// status a cancel answers is the one it left, read under that lock: a retry that comes
+// the instant after makes it in progress again, and answers so itself. A retry between two
+// slices wins the race (the slices stop, and the submission is in progress with every
+// chunk pending): the cancel then answers ErrRetriedWhileCancelled.
 func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
 	slice := int64(s.SliceRows())
 	var moved opsqsql.SubmissionCancelRow
+	var left opsqsql.SubmissionStatusRow
 	err := opsqsql.InTx(ctx, s.cfg.Pool, func(q opsqsql.Queries) error {
 		db := q
 		var err error
@@ -38,6 +45,9 @@ func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
 		if moved.Pending <= slice {
 			if err := db.ChunksSkipSubmission(ctx, opsqsql.ChunksSkipSubmissionParams{SubmissionID: id}); err != nil {
 				return err
+			}
+			if left, err = db.SubmissionStatus(ctx, opsqsql.SubmissionStatusParams{ID: id}); err != nil {
+				return fmt.Errorf("reading the status it leaves: %w", err)
 			}
 		}
 		return notify.SendDropped(ctx, q, id)
@@ -52,10 +62,36 @@ func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
 		return Status{}, fmt.Errorf("cancelling submission %d: %w", id, err)
 	}
 	s.cfg.Bus.Raise(notify.SubmissionDropped{ID: id}) // at once, not only when the NOTIFY comes back
-	if moved.Pending > slice {
-		s.cancelSlices(ctx, id, moved.ChunksTotal)
+	if s.cfg.AfterCancel != nil {
+		s.cfg.AfterCancel(id)
 	}
-	return s.Status(ctx, id)
+	if moved.Pending <= slice {
+		return statusOf(left), nil
+	}
+	s.cancelSlices(ctx, id, moved.ChunksTotal)
+	return s.cancelledStatus(ctx, id)
+}
+
+// cancelledStatus reads, under its lock, the status of submission id that a cancel by
+// slices left: ErrRetriedWhileCancelled when it is no longer cancelled (a retry between
+// two slices made it in progress again; the slices stopped there).
+func (s *Store) cancelledStatus(ctx context.Context, id int64) (Status, error) {
+	var left opsqsql.SubmissionStatusRow
+	err := opsqsql.InTx(ctx, s.cfg.Pool, func(q opsqsql.Queries) error {
+		if _, err := q.SubmissionEndedLock(ctx, opsqsql.SubmissionEndedLockParams{ID: id}); err != nil {
+			return err
+		}
+		var err error
+		left, err = q.SubmissionStatus(ctx, opsqsql.SubmissionStatusParams{ID: id})
+		return err
+	})
+	if errors.Is(err, opsqsql.ErrNotFound) {
+		return Status{}, ErrRetriedWhileCancelled
+	}
+	if err != nil {
+		return Status{}, fmt.Errorf("reading the status of cancelled submission %d: %w", id, err)
+	}
+	return statusOf(left), nil
 }
 
 // cancelSlices moves the pending chunks of submission id, cancelled already, by slices

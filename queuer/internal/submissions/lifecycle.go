@@ -113,6 +113,10 @@ type RetryOptions struct {
 	MaxRetries *int
 }
 
+// ErrRetriedWhileCancelled: a retry made the submission in progress again while its
+// cancel moved its chunks by slices, before the cancel answered: the retry won.
+var ErrRetriedWhileCancelled = errors.New("retried before its cancel finished: in progress again")
+
 // ErrNothingToRetry: the submission has no failed chunk (nor skipped one, for Unfinished),
 // or it was cancelled and only its failed chunks were asked for.
 var ErrNothingToRetry = errors.New("nothing to retry")

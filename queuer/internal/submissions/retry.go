@@ -39,34 +39,53 @@ func lock(ctx context.Context, db opsqsql.Queries, id int64) (opsqsql.Submission
 // a fresh attempt budget (retries 0, and opts.MaxRetries if set) and makes them reservable
 // (they wait if the submission is paused, or its not_before is ahead); completed outputs
 // stay, the errors of the chunks retried are forgotten, and a finished submission (failed;
-// cancelled, with Unfinished) is in progress again, not paused, its finished_at and
-// failure gone. All in one transaction that holds the submission's lock, so that a retry
-// racing a cancel (or the fail of its last chunk) happens wholly before or after it.
+// cancelled, with Unfinished) is in progress again, its finished_at and failure gone, and
+// paused only if it was cancelled while paused (a retry never lifts a pause). All in one
+// transaction that holds the submission's lock, so that a retry racing a cancel (or the
+// fail of its last chunk) happens wholly before or after it; the status it returns is the
+// one it left, read in that transaction (a cancel the instant after answers for itself).
+// A retry that would take the submission's tenant past a quota (back in progress, or its
+// chunks pending again) is refused with a *QuotaError, as a submit of that work would be,
+// and changes nothing.
 // ErrNothingToRetry when there is nothing to retry (completed; cancelled without
 // Unfinished; no chunk failed or skipped), ErrNotFound for an unknown submission. It returns
 // the submission's new state.
 func (s *Store) Retry(ctx context.Context, id int64, opts RetryOptions) (Status, error) {
+	tenant, err := s.TenantOf(ctx, id) // never changes: read before, from the cache
+	if err != nil {
+		return Status{}, err
+	}
 	var work workMoved
-	err := opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
+	var left opsqsql.SubmissionStatusRow
+	err = opsqsql.Retry(ctx, opsqsql.RetryConflicts, func() error {
 		work = workMoved{}
 		return opsqsql.InTx(ctx, s.cfg.Pool, func(q opsqsql.Queries) error {
 			var err error
-			work, err = s.retry(ctx, q, id, opts)
-			return err
+			if work, err = s.retry(ctx, q, id, tenant, opts); err != nil {
+				return err
+			}
+			if left, err = q.SubmissionStatus(ctx, opsqsql.SubmissionStatusParams{ID: id}); err != nil {
+				return fmt.Errorf("reading the status it leaves: %w", err)
+			}
+			return nil
 		})
 	})
-	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrNothingToRetry) {
+	var quota *QuotaError
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrNothingToRetry) || errors.As(err, &quota) {
 		return Status{}, err
 	}
 	if err != nil {
 		return Status{}, fmt.Errorf("retrying submission %d: %w", id, err)
 	}
 	s.raiseWork(work)
-	return s.Status(ctx, id)
+	if s.cfg.AfterRetry != nil {
+		s.cfg.AfterRetry(id)
+	}
+	return statusOf(left), nil
 }
 
-// retry is Retry's transaction.
-func (s *Store) retry(ctx context.Context, q opsqsql.Queries, id int64, opts RetryOptions) (workMoved, error) {
+// retry is Retry's transaction, for a submission of tenant.
+func (s *Store) retry(ctx context.Context, q opsqsql.Queries, id int64, tenant string, opts RetryOptions) (workMoved, error) {
 	db := q
 	sub, err := lock(ctx, db, id)
 	if err != nil {
@@ -77,11 +96,17 @@ func (s *Store) retry(ctx context.Context, q opsqsql.Queries, id int64, opts Ret
 	case state == opsqtype.StateCompleted, state == opsqtype.StateCancelled && !opts.Unfinished:
 		return workMoved{}, ErrNothingToRetry
 	}
+	// After the submission's lock (a submit takes the tenant's alone: no cycle).
+	quota, err := holdQuota(ctx, db, tenant)
+	if err != nil {
+		return workMoved{}, err
+	}
 	if err := s.place(ctx, db, id, opts.Unfinished); err != nil {
 		return workMoved{}, err
 	}
 	rows, err := db.ChunksRetryFailed(ctx, opsqsql.ChunksRetryFailedParams{
-		SubmissionID: id, Unfinished: opts.Unfinished, Paused: state == opsqtype.StateInProgress && sub.Paused,
+		// Paused: in progress and paused, or cancelled while paused (a retry keeps the pause).
+		SubmissionID: id, Unfinished: opts.Unfinished, Paused: sub.Paused,
 	})
 	if err != nil {
 		return workMoved{}, err
@@ -116,6 +141,9 @@ func (s *Store) retry(ctx context.Context, q opsqsql.Queries, id int64, opts Ret
 		err = db.SubmissionReopen(ctx, p)
 	}
 	if err != nil {
+		return workMoved{}, err
+	}
+	if err := quota.check(ctx, db); err != nil {
 		return workMoved{}, err
 	}
 	return work, s.announce(ctx, q, work)

@@ -52,6 +52,12 @@ type Config struct {
 	// AfterSlice, if set, is called after each committed slice of an insert, a cancel or a
 	// fail with the chunk indexes done so far. For tests. Defaults to nil.
 	AfterSlice func(done int64)
+	// AfterCancel, if set, is called when a cancel of submission id has committed its
+	// first transaction, before it answers. For tests. Defaults to nil.
+	AfterCancel func(id int64)
+	// AfterRetry, if set, is called when a retry of submission id has committed, before it
+	// answers. For tests. Defaults to nil.
+	AfterRetry func(id int64)
 }
 
 // Store is the submissions of the database. It is safe for concurrent use and has no

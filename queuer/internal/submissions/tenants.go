@@ -34,7 +34,8 @@ func CheckTenant(name string) error {
 	return nil
 }
 
-// QuotaError is a submission refused because it would take its tenant past a quota.
+// QuotaError is a submission, or a retry, refused because it would take its tenant past a
+// quota.
 type QuotaError struct {
 	Tenant string
 	// Quota is "max_pending_chunks" or "max_in_progress".
@@ -75,6 +76,54 @@ func checkQuota(ctx context.Context, db opsqsql.Queries, tenant string, n int64)
 	}
 	if q.MaxPendingChunks != nil && u.PendingChunks+n > *q.MaxPendingChunks {
 		return &QuotaError{Tenant: tenant, Quota: "max_pending_chunks", Limit: *q.MaxPendingChunks, Have: u.PendingChunks, Adding: n}
+	}
+	return nil
+}
+
+// quotaHold is a tenant's quota row locked in a transaction that is about to make its
+// work grow by another way than a submit (a retry: a finished submission in progress
+// again, failed or skipped chunks pending again), with what the tenant had before.
+type quotaHold struct {
+	tenant string
+	limits opsqsql.TenantQuota
+	before opsqsql.TenantUsageRow
+}
+
+// holdQuota locks tenant's quota row for the rest of db's transaction (as a submit does,
+// so that the tenant's submits and retries are checked one after another) and reads what
+// the tenant has; nil when the tenant has no quota (one probe).
+func holdQuota(ctx context.Context, db opsqsql.Queries, tenant string) (*quotaHold, error) {
+	q, err := db.TenantLock(ctx, opsqsql.TenantParams{Tenant: tenant})
+	if errors.Is(err, opsqsql.ErrNotFound) || (err == nil && q.MaxPendingChunks == nil && q.MaxInProgress == nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the quotas of tenant %q: %w", tenant, err)
+	}
+	u, err := db.TenantUsage(ctx, opsqsql.TenantParams{Tenant: tenant})
+	if err != nil {
+		return nil, fmt.Errorf("counting what tenant %q has in progress: %w", tenant, err)
+	}
+	return &quotaHold{tenant: tenant, limits: q, before: u}, nil
+}
+
+// check reads again, after the transaction's change, what the tenant has, and refuses the
+// change with a *QuotaError (the transaction then rolls back) when it grew past a quota:
+// what a submit of the same work would get. A change that adds nothing is never refused,
+// even to a tenant already past a quota lowered since. A nil hold checks nothing.
+func (h *quotaHold) check(ctx context.Context, db opsqsql.Queries) error {
+	if h == nil {
+		return nil
+	}
+	u, err := db.TenantUsage(ctx, opsqsql.TenantParams{Tenant: h.tenant})
+	if err != nil {
+		return fmt.Errorf("counting what tenant %q has in progress: %w", h.tenant, err)
+	}
+	if add := u.InProgress - h.before.InProgress; add > 0 && h.limits.MaxInProgress != nil && u.InProgress > *h.limits.MaxInProgress {
+		return &QuotaError{Tenant: h.tenant, Quota: "max_in_progress", Limit: *h.limits.MaxInProgress, Have: h.before.InProgress, Adding: add}
+	}
+	if add := u.PendingChunks - h.before.PendingChunks; add > 0 && h.limits.MaxPendingChunks != nil && u.PendingChunks > *h.limits.MaxPendingChunks {
+		return &QuotaError{Tenant: h.tenant, Quota: "max_pending_chunks", Limit: *h.limits.MaxPendingChunks, Have: h.before.PendingChunks, Adding: add}
 	}
 	return nil
 }
