@@ -58,7 +58,9 @@ func TestLiftThrottleEverywhereWhenAnswered(t *testing.T) {
 	if _, err := q1.Throttle(ctx, "company_id", "7", nil, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	submitN(t, q1, 1, NewSubmission{StrategicMetadata: json.RawMessage(`{"company_id": 7}`)})
+	// Enough chunks that each instance's own shards hold some: the waiting reserve is served
+	// from its instance's shards, not by a forward (these queuers advertise no address).
+	submitN(t, q1, 200, NewSubmission{StrategicMetadata: json.RawMessage(`{"company_id": 7}`)})
 	got := make(chan int, 1)
 	go func() {
 		chunks, err := others[0].Reserve(ctx, ReserveRequest{Max: 1, Lease: time.Minute, Wait: 30 * time.Second, Strategy: strategy.Default})
