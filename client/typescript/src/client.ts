@@ -16,7 +16,7 @@ import type {
   Result,
   RetryManyRequest,
   RetryRequest,
-  State,
+  ListState,
   Status,
   StatusList,
   Submission,
@@ -93,7 +93,8 @@ export interface FailuresOptions extends CallOptions {
 
 /** Which submissions list returns; nothing set lists the newest in any state. */
 export interface ListOptions extends CallOptions {
-  state?: State;
+  /** A state, or running, paused or scheduled: phases of in_progress (docs/operations.md). */
+  state?: ListState;
   /** With value: submissions whose strategic metadata has key = value. */
   key?: string;
   /** 42 is the integer 42, "42" the string "42" (sent quoted). */

@@ -12,6 +12,8 @@ export type SubmissionHeader = Schemas["SubmissionHeader"];
 export type Created = Schemas["Created"];
 export type Status = Schemas["Status"];
 export type State = Schemas["State"];
+/** A list's filter: a state, or running, paused or scheduled (phases of in_progress). */
+export type ListState = Schemas["ListState"];
 export type StatusList = Schemas["StatusList"];
 /**
  * One line of a submission's results: a completed chunk's output, or another's state.
