@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -49,21 +50,13 @@ func (q Queries) submissionsLockCitus(ctx context.Context, ids []int64) ([]int64
 	for _, id := range ids {
 		b.Queue(submissionLockOne, pgx.NamedArgs{"id": id})
 	}
-	res := q.db.SendBatch(ctx, b)
-	defer res.Close()
 	var locked []int64
-	for range ids {
-		rows, err := res.Query()
-		if err != nil {
-			return nil, err
-		}
+	err := q.sendAll(ctx, b, func(rows pgx.Rows) error {
 		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return nil, err
-		}
 		locked = append(locked, got...)
-	}
-	return locked, res.Close()
+		return err
+	})
+	return locked, err
 }
 
 //go:embed chunks_complete_shard.sql
@@ -100,13 +93,7 @@ func (q Queries) chunksCompleteCitus(ctx context.Context, p ChunksCompleteParams
 		input[k] = i
 		byShard[p.Shards[i]] = append(byShard[p.Shards[i]], i)
 	}
-	shards := slices.Sorted(func(yield func(int32) bool) {
-		for s := range byShard {
-			if !yield(s) {
-				return
-			}
-		}
-	})
+	shards := slices.Sorted(maps.Keys(byShard))
 	b := &pgx.Batch{}
 	for _, s := range shards {
 		var sids []int64
@@ -133,13 +120,7 @@ func (q Queries) chunksCompleteCitus(ctx context.Context, p ChunksCompleteParams
 	for _, i := range done {
 		bySub[p.SubmissionIDs[i]] = append(bySub[p.SubmissionIDs[i]], i)
 	}
-	subs := slices.Sorted(func(yield func(int64) bool) {
-		for s := range bySub {
-			if !yield(s) {
-				return
-			}
-		}
-	})
+	subs := slices.Sorted(maps.Keys(bySub))
 	b = &pgx.Batch{}
 	var doneSids []int64
 	var doneIdxs []int32
@@ -249,13 +230,11 @@ func (q Queries) chunksPromoteCitus(ctx context.Context, p ChunksPromoteParams) 
 	}); err != nil || len(all) == 0 {
 		return nil, err
 	}
-	subs := slices.Sorted(func(yield func(int64) bool) {
-		for _, d := range all {
-			if !yield(d.sub) {
-				return
-			}
-		}
-	})
+	var subs []int64
+	for _, d := range all {
+		subs = append(subs, d.sub)
+	}
+	slices.Sort(subs)
 	subs = slices.Compact(subs)
 	b := &pgx.Batch{}
 	for _, id := range subs {
