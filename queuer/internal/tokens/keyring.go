@@ -1,11 +1,13 @@
 package tokens
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"maps"
@@ -220,8 +222,29 @@ func (k *Keyring) Format(f fmt.State, _ rune) {
 	fmt.Fprintf(f, "cluster keys %v", k.LogValue())
 }
 
+// macOf is the MAC of msg under s. A MAC is made for every token handed out and checked
+// for every one completed, so the HMAC states are pooled: hmac.New hashes the key's two
+// pads and allocates, while a Reset of a used state restores them from its copy (about a
+// third of the work, measured by BenchmarkMAC). A pooled state made for another key (after
+// a rotation) is made anew.
 func macOf(s secret, msg []byte) []byte {
-	h := hmac.New(sha256.New, s)
-	h.Write(msg)
-	return h.Sum(nil)[:MACLen]
+	m, _ := macStates.Get().(*macState)
+	if m == nil || !bytes.Equal(m.key, s) {
+		m = &macState{key: bytes.Clone(s), h: hmac.New(sha256.New, s)}
+	} else {
+		m.h.Reset()
+	}
+	m.h.Write(msg)
+	var sum [sha256.Size]byte
+	mac := bytes.Clone(m.h.Sum(sum[:0])[:MACLen])
+	macStates.Put(m)
+	return mac
 }
+
+// macState is an HMAC state and the key it was made for.
+type macState struct {
+	key secret
+	h   hash.Hash
+}
+
+var macStates sync.Pool
