@@ -56,7 +56,7 @@ func (s *server) reserve(c echo.Context) error {
 		return nil
 	}
 	holdOf(c).forceTo(answerBytes(chunks))
-	return c.JSON(http.StatusOK, reservedAnswer(chunks))
+	return c.JSONBlob(http.StatusOK, appendReserved(nil, reservedAnswer(chunks)))
 }
 
 // giveBack serves another instance giving back chunks of this instance's shards that a

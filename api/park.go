@@ -204,17 +204,19 @@ func (s *server) writeParked(conn net.Conn, chunks []queuer.Chunk, err error) er
 	h := &hold{b: s.budget} // counted like an answer written by the handler (answerBytes)
 	h.forceTo(answerBytes(chunks))
 	defer h.free()
-	status, body, retryAfter := http.StatusOK, any(reservedAnswer(chunks)), ""
+	// The body as echo writes it (encoding/json's Encoder: HTML escaped, a newline at the
+	// end), after a head written here: one buffer, one write.
+	status, retryAfter := http.StatusOK, ""
+	var js bytes.Buffer
 	if err != nil {
 		e := toError(err, nil)
 		e.log(context.Background(), s.log, http.MethodPost, "/v1/reserve", err)
-		status, body, retryAfter = e.Status, e.body(), e.retryAfterHeader()
-	}
-	// The body as echo writes it (encoding/json's Encoder: HTML escaped, a newline at the
-	// end), after a head written here: one buffer, one write.
-	var js bytes.Buffer
-	if err := json.NewEncoder(&js).Encode(body); err != nil {
-		return err
+		status, retryAfter = e.Status, e.retryAfterHeader()
+		if err := json.NewEncoder(&js).Encode(e.body()); err != nil {
+			return err
+		}
+	} else {
+		js.Write(appendReserved(nil, reservedAnswer(chunks)))
 	}
 	out := make([]byte, 0, 160+js.Len())
 	out = fmt.Appendf(out, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n",

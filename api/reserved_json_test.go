@@ -1,0 +1,63 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"opsq/api/wire"
+)
+
+// encodingJSON is what echo's c.JSON writes for v: encoding/json's Encoder, HTML escaping
+// on, a newline at the end.
+func encodingJSON(t testing.TB, v any) []byte {
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestReservedJSONAsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	in, prefix := "line one\n\"quoted\" <b>&amp;</b>\t\x00\x1f\x7f é \u2028\u2029 \xff\xfe end", "s3://bucket/a&b/"
+	at := time.Date(2026, 11, 28, 14, 30, 5, 120_000_000, time.UTC)
+	cases := map[string]wire.Reserved{
+		"no chunks":  {Chunks: []wire.ReservedChunk{}},
+		"nil chunks": {},
+		"every field": {Chunks: []wire.ReservedChunk{{
+			Token: "tok.1", SubmissionID: "123", ChunkIndex: 7, Input: &in, Metadata: `{"a": "<x>"}`,
+			StrategicMetadata: map[string]wire.MetadataValue{"zeta": wire.Int(-3), "alpha": wire.String("x\"y<"), "ä": wire.Int(1 << 40)},
+			Retries:           2, ExpiresAt: at, Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+		}}},
+		"prefix, empty metadata, whole seconds": {Chunks: []wire.ReservedChunk{
+			{Token: "a", SubmissionID: "1", Prefix: &prefix, StrategicMetadata: map[string]wire.MetadataValue{}, ExpiresAt: at.Truncate(time.Second)},
+			{Token: "b", SubmissionID: "2", ChunkIndex: 1 << 30, Input: new(string), ExpiresAt: at.Add(time.Nanosecond)},
+		}},
+	}
+	for name, r := range cases {
+		want, got := encodingJSON(t, r), appendReserved(nil, r)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, want)
+		}
+	}
+}
+
+// Any strings, as encoding/json writes them.
+func FuzzReservedJSON(f *testing.F) {
+	for _, s := range []string{"", "plain", "<&>", "\x00\x08\x0c\x1b", "é\u2028\xed\xa0\x80", strings.Repeat("\\\"", 3), "\xf0\x9f\x98"} {
+		f.Add(s, s, int64(len(s)))
+	}
+	f.Fuzz(func(t *testing.T, s, key string, n int64) {
+		r := wire.Reserved{Chunks: []wire.ReservedChunk{{
+			Token: s, SubmissionID: key, ChunkIndex: n, Input: &s, Metadata: s,
+			StrategicMetadata: map[string]wire.MetadataValue{key: wire.String(s), s: wire.Int(n)},
+			Retries:           -n, ExpiresAt: time.Unix(0, n).UTC(), Traceparent: key,
+		}}}
+		if want, got := encodingJSON(t, r), appendReserved(nil, r); !bytes.Equal(got, want) {
+			t.Errorf("got %q\nwant %q", got, want)
+		}
+	})
+}
