@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -184,10 +185,13 @@ type (
 	}
 )
 
+// completeBody is a complete's body (complete_fast.go reads it).
+type completeBody struct {
+	Completions []completionIn `json:"completions"`
+}
+
 func (s *server) complete(c echo.Context) error {
-	var body struct {
-		Completions []completionIn `json:"completions"`
-	}
+	var body completeBody
 	return recordOutcomes(s, c, "completions", &body, &body.Completions,
 		func(it completionIn) (queuer.Completion, error) {
 			output, err := decodeContent("output", it.Output)
@@ -221,8 +225,14 @@ func (s *server) fail(c echo.Context) error {
 func recordOutcomes[In interface{ token() *string }, T any](s *server, c echo.Context, field string, body any, list *[]In,
 	toItem func(in In) (T, error), tokenOf func(T) string,
 	do func(context.Context, []T) ([]wire.TokenStatus, error)) error {
-	if err := s.decodeBody(c, body); err != nil {
+	raw, err := s.readBody(c)
+	if err != nil {
 		return err
+	}
+	if f, ok := body.(interface{ decodeFast([]byte) bool }); !ok || !f.decodeFast(raw) {
+		if err := decodeJSON(raw, body); err != nil {
+			return err
+		}
 	}
 	if len(*list) > wire.MaxRequestItems {
 		return badRequest("%s: at most %d per request", field, wire.MaxRequestItems)
@@ -468,6 +478,9 @@ func decodeContent(field string, raw json.RawMessage) (string, error) {
 	if len(raw) == 0 || isNull(raw) {
 		return "", nil
 	}
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && plainText(raw[1:n-1]) {
+		return string(raw[1 : n-1]), nil // what json.Unmarshal would give, without its reflection
+	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", badRequest("%s: must be a string, not %s", field, abbreviate(raw))
@@ -476,6 +489,17 @@ func decodeContent(field string, raw json.RawMessage) (string, error) {
 		return "", badRequest("%s: %s", field, p)
 	}
 	return s, nil
+}
+
+// plainText reports whether b, the inside of a JSON string, is its own value: valid UTF-8
+// without escapes, quotes or control characters.
+func plainText(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return utf8.Valid(b)
 }
 
 // leaseDefault is the lease of a reserve or extend that names none: 5m, or less under a
