@@ -3,7 +3,9 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -92,6 +94,46 @@ func FuzzDecodeContent(f *testing.F) {
 		}
 		if got, err := decodeContent("output", raw); err != nil || got != want {
 			t.Fatalf("decodeContent(%q) = %q, %v; json.Unmarshal gives %q", raw, got, err, want)
+		}
+	})
+}
+
+// BenchmarkCompleteBody: a complete of 50 chunks with short outputs, read by decodeFast and
+// by decodeJSON, each output then decoded as the handler does.
+func BenchmarkCompleteBody(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"completions":[`)
+	for i := range 50 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"token":"%s","output":"resized img-%06d.png to 2 sizes"}`, strings.Repeat("t", 96), i)
+	}
+	sb.WriteString(`]}`)
+	raw := []byte(sb.String())
+	outputs := func(b *testing.B, body completeBody) {
+		for _, it := range body.Completions {
+			if _, err := decodeContent("output", it.Output); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("decodeFast", func(b *testing.B) {
+		for b.Loop() {
+			var body completeBody
+			if !body.decodeFast(raw) {
+				b.Fatal("not read")
+			}
+			outputs(b, body)
+		}
+	})
+	b.Run("decodeJSON", func(b *testing.B) {
+		for b.Loop() {
+			var body completeBody
+			if err := decodeJSON(raw, &body); err != nil {
+				b.Fatal(err)
+			}
+			outputs(b, body)
 		}
 	})
 }

@@ -22,6 +22,7 @@ func appendReserved(b []byte, r wire.Reserved) []byte {
 	if r.Chunks == nil {
 		return append(b, `{"chunks":null}`+"\n"...)
 	}
+	b = slices.Grow(b, reservedSize(r))
 	b = append(b, `{"chunks":[`...)
 	for i := range r.Chunks {
 		if i > 0 {
@@ -30,6 +31,27 @@ func appendReserved(b []byte, r wire.Reserved) []byte {
 		b = appendReservedChunk(b, &r.Chunks[i])
 	}
 	return append(b, "]}\n"...)
+}
+
+// reservedSize is about the length of r's JSON, so that it is written into one buffer:
+// the strings (a sixth more, for escapes) and each field's name and punctuation.
+func reservedSize(r wire.Reserved) int {
+	n := 16
+	for i := range r.Chunks {
+		c := &r.Chunks[i]
+		m := len(c.Token) + len(c.SubmissionID) + len(c.Metadata) + len(c.Traceparent)
+		if c.Input != nil {
+			m += len(*c.Input)
+		}
+		if c.Prefix != nil {
+			m += len(*c.Prefix)
+		}
+		for k, v := range c.StrategicMetadata {
+			m += len(k) + len(v.Str()) + 24
+		}
+		n += m + m/6 + 200
+	}
+	return n
 }
 
 // appendReservedChunk appends one chunk, its fields in wire.ReservedChunk's order.
