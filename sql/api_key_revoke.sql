@@ -1,4 +1,5 @@
 -- Revoke an API key by name; revoking it again keeps the first revocation's time.
+-- Citus: the coordinator's own tables.
 UPDATE opsq.api_keys
 SET revoked_at = coalesce(revoked_at, now())
 WHERE name = @name

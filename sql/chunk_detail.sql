@@ -7,6 +7,8 @@
 -- of these (a skipped chunk its submission counted without a row, or one not stored yet).
 -- Each branch is a primary-key probe but the last, which walks the submission's batches
 -- down from @chunk_index (a batch is named by its smallest index) to the one holding it.
+-- Citus: multi-shard: the chunk on @shard's node (S), the waiting one on every shard (S,
+-- not read by shard), the failed and completed ones by @submission_id (U).
 SELECT 'pending' AS state, c.retries, substring(c.input FROM 1 FOR @max_bytes) AS input,
        octet_length(c.input) AS input_size, NULL::bytea AS output, NULL::int AS output_size,
        NULL::timestamptz AS ready_at, NULL::text AS error

@@ -22,6 +22,8 @@
 -- submissions_finish_completed.sql: one statement per ending, each with its own condition and
 -- target; a column added to opsq.submissions goes into all three (and into
 -- submission_reopen.sql, the way back).
+-- Citus: has a Citus form, chunk_fail_citus.sql (opsq.chunk_fail_steps, migration 00020;
+-- layout.go): as it is, its row locks across shards are refused.
 WITH fence AS (
     SELECT @generation::bigint IS NULL OR EXISTS (
         SELECT 1 FROM opsq.shard_claims sc

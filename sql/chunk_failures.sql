@@ -5,6 +5,8 @@
 -- else "completed" (it failed before and then completed); its retries count wherever the
 -- chunk is (a completed chunk's: how many of its failures are kept); its last @kept
 -- errors, newest first, as three arrays in the same order.
+-- Citus: multi-shard, recursively planned: the chunks and the waiting ones on every shard
+-- (S), the failed ones and the errors (U) read as subplans through the coordinator.
 SELECT i.chunk_index,
        CASE WHEN f.skipped = false THEN 'failed'
             WHEN f.skipped THEN 'skipped'

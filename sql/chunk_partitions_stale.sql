@@ -4,6 +4,8 @@
 -- (Typically a partition autovacuum vacuumed while a large ingest's COPY was still open:
 -- it counted none of the rows not yet committed, and set reltuples to 0.) Each row names
 -- the partition as ANALYZE takes it, and its shard (migration 00001 names them chunks_<shard>).
+-- Citus: catalogs of the coordinator; the chunks have no partitions there, so it finds
+-- none.
 SELECT p.shard, c.oid::regclass::text AS partition
 FROM pg_inherits i
 JOIN pg_class c ON c.oid = i.inhrelid

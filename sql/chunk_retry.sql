@@ -14,6 +14,8 @@
 -- already, or no attempts remain) and waits (the chunk moved to chunks_waiting).
 -- A chunk already in chunks_waiting (its submission was paused while it was in flight) is
 -- counted there: its wait becomes the longer of the pause and its backoff.
+-- Citus: has a Citus form, chunk_retry_citus.sql (opsq.chunk_retry_steps, migration 00019;
+-- layout.go): as it is, its correlated subqueries over CTEs are refused.
 WITH fence AS (
     SELECT @generation::bigint IS NULL OR EXISTS (
         SELECT 1 FROM opsq.shard_claims sc

@@ -1,6 +1,8 @@
 -- Where a chunk is now: 'pending' (reservable, with its retries, its submission's
 -- max_retries, and its attempt_base: its attempt is attempt_base + retries, migrations/00016), 'finished' (completed, failed, or its submission is finished), or no row
 -- (unknown).
+-- Citus: has a Citus form (layout.go, chunkStatesCitus): chunk_state_shard.sql and
+-- chunk_state_submission.sql, router each.
 SELECT 'pending' AS state, c.retries, s.max_retries, c.attempt_base
 FROM opsq.chunks c JOIN opsq.submissions s ON s.id = c.submission_id
 WHERE c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index

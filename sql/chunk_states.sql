@@ -4,6 +4,9 @@
 -- row per input, by its position (ord, from 1). One statement for the whole batch, however
 -- many stale tokens it holds; each input is looked up by primary keys (the LIMIT keeps the
 -- planner from hashing whole tables instead), in its own chunk partition only.
+-- Citus: has a Citus form (layout.go, chunkStatesCitus): chunk_state_shard.sql and
+-- chunk_state_submission.sql per chunk, router each; as it is, its joins across the groups
+-- are refused.
 SELECT t.ord, k.known IS NOT NULL AS known
 FROM unnest(@shards::int[], @submission_ids::bigint[], @chunk_indexes::int[])
     WITH ORDINALITY AS t(shard, submission_id, chunk_index, ord)

@@ -5,6 +5,9 @@
 -- move with a pause (submission_pause.sql locks the row first, and then moves the chunks
 -- that are in opsq.chunks), so that none moved meanwhile is left reservable. Returns the
 -- shard of each chunk moved, for the NOTIFY of work.
+-- Citus: has a Citus form (layout.go, chunksPromoteCitus): chunks_promote_due.sql,
+-- submission_share_unpaused.sql, chunks_promote_shard.sql; as it is, its multi-shard FOR
+-- UPDATE is refused.
 WITH due AS (
     SELECT w.submission_id, w.chunk_index
     FROM opsq.chunks_waiting w

@@ -8,6 +8,8 @@
 -- a stale token's fail or extend is lost (migrations/00016). The caller holds the submission's lock
 -- (submission_lock_any.sql) and fixes its counters. One row per shard and kind of chunk
 -- moved: the shard, skipped, how many, and whether they are reservable now.
+-- Citus: CTEs run as subplans: router (U, by @submission_id) reads and deletes, whose rows
+-- pass through the coordinator into inserts routed by shard (S).
 WITH lc AS (
     SELECT l.not_before FROM opsq.submission_lifecycle l
     WHERE l.id = @submission_id AND l.not_before > now()

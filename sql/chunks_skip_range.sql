@@ -6,6 +6,9 @@
 -- submissions_failed (@failed true). Run after submission_ended_lock.sql in the same
 -- transaction. One row back: the submission's chunks skipped so far. One primary-key
 -- range per shard.
+-- Citus: CTEs run as subplans: deletes on every shard (S, by submission, not by shard),
+-- whose rows pass through the coordinator into router inserts and updates (U, by
+-- @submission_id).
 WITH ready AS (
     DELETE FROM opsq.chunks
     WHERE submission_id = @submission_id AND chunk_index >= @from::int AND chunk_index < @to::int

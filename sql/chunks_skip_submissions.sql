@@ -1,6 +1,8 @@
 -- The chunks of many submissions that were just cancelled (submissions.CancelMany): what
 -- chunks_skip_submission.sql does for one, in one statement, so that each partition is
 -- scanned once per statement rather than once per submission.
+-- Citus: CTEs run as subplans: deletes on every shard (S, by submission, not by shard),
+-- whose rows pass through the coordinator into inserts routed by submission (U).
 WITH ready AS (
     DELETE FROM opsq.chunks WHERE submission_id = ANY(@submission_ids::bigint[])
     RETURNING submission_id, chunk_index, shard, random_order, retries, input, attempt_base

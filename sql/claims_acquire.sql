@@ -4,6 +4,7 @@
 -- not fight over the same rows; never a disabled shard nor one in @held (the shards the
 -- instance already holds, which only a renewal may extend). Every change of owner bumps the
 -- fencing generation.
+-- Citus: the coordinator's own tables.
 WITH candidate AS (
     SELECT shard
     FROM opsq.shard_claims

@@ -1,6 +1,7 @@
 -- What balancing needs: the live instances (heartbeat younger than @heartbeat_timeout and
 -- not drained by an operator) and the shards that may be claimed (not disabled). Each live
 -- instance targets ceil(enabled_shards / live_instances) shards.
+-- Citus: the coordinator's own tables.
 SELECT (SELECT count(*)
           FROM opsq.instances
          WHERE heartbeat_at > now() - @heartbeat_timeout::interval

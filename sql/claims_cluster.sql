@@ -2,6 +2,7 @@
 -- it holds, an instance without shards with NULL shard columns, and an unclaimed shard with
 -- NULL instance columns. A claimant missing from opsq.instances (stopped or forgotten, its
 -- claims not yet taken) has NULL instance columns but a claimant.
+-- Citus: the coordinator's own tables.
 SELECT (SELECT value::int FROM opsq.settings WHERE key = 'shard_count') AS shard_count,
        coalesce(i.id, c.claimant) AS instance,
        coalesce(i.advertise_url, '') AS advertise_url,

@@ -1,6 +1,7 @@
 -- Release shards @instance holds, each fenced by the generation it holds it under. The
 -- generation is bumped so that anything still carrying the old one is refused. A shard not
 -- returned was no longer held.
+-- Citus: the coordinator's own tables.
 UPDATE opsq.shard_claims AS c
 SET claimant        = NULL,
     generation      = c.generation + 1,

@@ -3,6 +3,7 @@
 -- The same release (the same SET list) as claims_release.sql and the operators'
 -- admin/force_release_shard.sql, each with its own fence: the recipe stays a file an
 -- operator runs alone with psql. A column added to the release goes into all three.
+-- Citus: the coordinator's own tables.
 UPDATE opsq.shard_claims
 SET claimant = NULL,
     generation = generation + 1,

@@ -3,6 +3,7 @@
 -- whether it is draining the shard. Fenced: a row is renewed only while @instance still
 -- holds it under the generation it knows. A shard not returned is lost; a disabled shard is
 -- never renewed, so its owner treats it as lost.
+-- Citus: the coordinator's own tables.
 UPDATE opsq.shard_claims AS c
 SET soft_expires_at = now() + @soft_expiry::interval,
     hard_expires_at = now() + @hard_expiry::interval,

@@ -3,6 +3,7 @@
 -- By the server's clock, so that an instance's own does not matter: age_us is how old the
 -- key is, left_us how long it has left (null for the newest, which stays until a newer one
 -- comes).
+-- Citus: the coordinator's own tables.
 SELECT id, secret, age_us, left_us
 FROM (SELECT id, secret,
              (extract(epoch FROM now() - created_at) * 1000000)::bigint AS age_us,

@@ -1,6 +1,7 @@
 -- The cluster at a glance, for the metrics (queuer.ClusterStats). Cheap at any backlog: it
 -- sums the in-progress submissions' counters (at most about 10^5 rows) and reads the claims
 -- table (one row per shard) and the instances; it never counts chunks.
+-- Citus: multi-shard reads (U), then the coordinator's own tables.
 SELECT (SELECT count(*) FROM opsq.submissions)::bigint AS submissions_in_progress,
        (SELECT coalesce(sum(chunks_total - chunks_done), 0) FROM opsq.submissions)::bigint AS chunks_pending,
        coalesce((SELECT extract(epoch FROM now() - min(created_at)) FROM opsq.submissions), 0)::float8 AS oldest_age_seconds,

@@ -1,6 +1,7 @@
 -- Replaces an instance's summary of its top consumers and of its top values' rates (JSON
 -- arrays, bounded by the writer) and deletes the summaries of instances that wrote
 -- nothing for an hour, so the table holds about one row per live instance.
+-- Citus: the coordinator's own tables.
 WITH gone AS (
     DELETE FROM opsq.consumer_activity
      WHERE written_at < now() - interval '1 hour' AND instance <> @instance

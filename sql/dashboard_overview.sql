@@ -7,6 +7,7 @@
 -- them: paused; scheduled (not paused, before not_before); running (the others). The
 -- chunks they have left, and the oldest one, are of the running ones only: a held
 -- submission is not work waiting for a consumer.
+-- Citus: multi-shard reads (U), aggregated on the coordinator.
 SELECT
     (SELECT coalesce(sum(chunks_done), 0) FROM opsq.submissions)::bigint AS done_in_progress,
     (SELECT count(*) FROM opsq.submissions_failed

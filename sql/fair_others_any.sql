@@ -3,6 +3,8 @@
 -- @limit: what the ring's turn of "the others" may hand out. None means the turn has
 -- nothing to scan for; a few are scanned one by one (the others' scan of the whole backlog
 -- would read past every chunk of the known values to find them).
+-- Citus: multi-shard read (U) probing the reference table on each node, ORDER BY and LIMIT
+-- pushed down.
 SELECT s.id
 FROM opsq.submissions s
 WHERE NOT EXISTS (

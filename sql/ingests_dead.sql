@@ -1,5 +1,6 @@
 -- The ingests by slices whose instance is gone (migration 00015): not registered, a later
 -- incarnation of its id, or silent for a minute. Oldest first, up to @limit.
+-- Citus: the coordinator's own tables.
 SELECT submission_id, chunk_count
 FROM opsq.ingests i
 WHERE NOT EXISTS (

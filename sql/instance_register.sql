@@ -1,4 +1,5 @@
 -- Register an instance under the lowest node id no other instance holds.
+-- Citus: the coordinator's own tables.
 INSERT INTO opsq.instances (id, node_id, advertise_url, version)
 SELECT @id, n, @advertise_url, @version
 FROM generate_series(0, 1023) AS n

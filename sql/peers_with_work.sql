@@ -1,6 +1,7 @@
 -- The other live instances, the shards each owns, and those of them with reservable chunks
 -- as their owners last published (at renewal): where a consumer with nothing local is
 -- forwarded.
+-- Citus: the coordinator's own tables.
 SELECT i.id, i.advertise_url,
        array_agg(c.shard ORDER BY c.shard) AS owned,
        coalesce(array_agg(c.shard ORDER BY c.shard) FILTER (WHERE c.available), '{}') AS available

@@ -5,6 +5,7 @@
 -- or after @from (in opsq.chunks, reserved or not, or in opsq.chunks_waiting): what a
 -- follower may write now, read in one snapshot with the bound. A completed batch whose
 -- first index is past the bound is not unnested (first_index is its smallest index).
+-- Citus: router (U, by @submission_id), its bound read from the chunks (S) first.
 WITH bound AS (
     SELECT CASE WHEN @until_pending::boolean THEN least(
         (SELECT min(c.chunk_index) FROM opsq.chunks c

@@ -1,6 +1,7 @@
 -- One small batch of a finished submission's chunk rows; repeat until it deletes none.
 -- (completed_batches' rows hold up to 1 000 chunks each: a batch of its rows is deleted as
 -- cheaply as one of chunks_failed's, a heap tuple each and their TOAST.)
+-- Citus: CTEs run as subplans, each router (U, by @submission_id).
 WITH done AS (
     DELETE FROM opsq.completed_batches
     WHERE (submission_id, first_index) IN (

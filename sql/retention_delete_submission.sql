@@ -1,4 +1,6 @@
 -- The last step for an expired submission, once its chunk rows are gone.
+-- Citus: CTEs run as subplans: router deletes (U, by @submission_id), a delete from the
+-- reference table (every node), then the coordinator's own table.
 WITH c AS (DELETE FROM opsq.submissions_completed WHERE id = @submission_id),
      f AS (DELETE FROM opsq.submissions_failed WHERE id = @submission_id),
      x AS (DELETE FROM opsq.submissions_cancelled WHERE id = @submission_id),

@@ -1,4 +1,5 @@
 -- Finished submissions past retention, a few at a time.
+-- Citus: multi-shard read (U).
 SELECT id FROM (
     SELECT id FROM opsq.submissions_completed WHERE finished_at < @cutoff
     UNION ALL

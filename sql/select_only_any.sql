@@ -3,6 +3,8 @@
 -- whole backlog would read past every chunk of every other submission to find them). Only
 -- submissions from the oldest in progress on are looked at (finished ones stay in
 -- strategic_metadata until retention).
+-- Citus: multi-shard read (U) joined with the reference table on each node; min(id) read
+-- first.
 SELECT m.submission_id
 FROM opsq.strategic_metadata m
 JOIN opsq.submissions s ON s.id = m.submission_id

@@ -1,1 +1,2 @@
+-- Citus: the coordinator's own tables.
 SELECT key, value FROM opsq.settings

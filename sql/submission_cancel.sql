@@ -11,6 +11,8 @@
 -- chunk_fail.sql: one statement per ending, each with its own condition and
 -- target; a column added to opsq.submissions goes into all three (and into
 -- submission_reopen.sql, the way back).
+-- Citus: CTEs run as subplans: the coordinator's holds, a router delete (U, by @id) whose
+-- row passes through the coordinator into a router insert (U).
 WITH holds AS (
     DELETE FROM opsq.simultaneous_holds WHERE submission_id = @id
 ), moved AS (

@@ -6,6 +6,8 @@
 -- locks the same row first (submission_lock_any.sql), so the two happen one after the
 -- other. One row back: the error the skipped chunks record, as the move in one statement
 -- records it: 'submission cancelled', or the failed submission's error.
+-- Citus: has a Citus form, submission_ended_lock_citus.sql (layout.go): one router
+-- statement per table.
 WITH cancelled AS (
     SELECT 'submission cancelled'::text AS error FROM opsq.submissions_cancelled
     WHERE id = @id AND NOT @failed::boolean

@@ -3,6 +3,8 @@
 -- counts still fall short of its total, the rest were skipped without being counted (a row
 -- cancelled before migration 00007 counted no skipped chunks): count them, so that the row
 -- leaves the resume job's index (migration 00014). Cancelled (@failed false) or failed.
+-- Citus: CTEs run as subplans: reads of every shard (S, by submission, not by shard), then
+-- router updates (U, by @id).
 WITH gone AS (
     SELECT NOT EXISTS (SELECT FROM opsq.chunks WHERE submission_id = @id)
        AND NOT EXISTS (SELECT FROM opsq.chunks_waiting WHERE submission_id = @id) AS all_moved

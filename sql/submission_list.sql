@@ -2,6 +2,7 @@
 -- is submission_list_by_metadata.sql's, on the key "@tenant". @phase (with @state
 -- in_progress) selects an in-progress phase: paused; scheduled (not paused, before
 -- not_before); running (anything else).
+-- Citus: multi-shard read (U), ORDER BY and LIMIT pushed down.
 SELECT s.id, s.state, s.chunks_total, s.chunks_done, s.chunks_failed, s.chunks_skipped, s.paused,
        s.priority, s.metadata, s.strategic_metadata, s.prefix, s.created_at, s.finished_at,
        s.failed_chunk_index, s.error, coalesce(l.on_failure, '"fail_submission"') AS on_failure, l.not_before, s.tenant

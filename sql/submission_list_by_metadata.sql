@@ -3,6 +3,8 @@
 -- submissions are those with "@tenant" = the tenant (migrations/00009_tenants.sql);
 -- @tenant (NULL: any) confines a page by another key to one tenant; @phase is as in
 -- submission_list.sql.
+-- Citus: multi-shard read (U) joined with the reference table on each node, ORDER BY and
+-- LIMIT pushed down.
 SELECT s.id, s.state, s.chunks_total, s.chunks_done, s.chunks_failed, s.chunks_skipped, s.paused,
        s.priority, s.metadata, s.strategic_metadata, s.prefix, s.created_at, s.finished_at,
        s.failed_chunk_index, s.error, coalesce(l.on_failure, '"fail_submission"') AS on_failure, l.not_before, s.tenant

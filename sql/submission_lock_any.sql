@@ -6,6 +6,8 @@
 -- unmoved: the chunks of a submission cancelled or failed by slices that are still pending
 -- where they were, not yet moved and counted skipped (queuer/internal/submissions/slices.go); 0
 -- otherwise.
+-- Citus: has a Citus form, submission_lock_any_citus.sql (layout.go): one router statement
+-- per table.
 WITH in_progress AS (
     SELECT 'in_progress'::text AS state, s.paused, 0::bigint AS unmoved FROM opsq.submissions s WHERE s.id = @id FOR UPDATE
 ), completed AS (

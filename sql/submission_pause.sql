@@ -5,6 +5,8 @@
 -- chunk still pending: a pause of 10^6 chunks writes 10^6 rows out and in (about a second
 -- and a few hundred MB of WAL), in one statement. The chunks reserved now are among them:
 -- their reservations finish as usual. How many chunks it moved comes back.
+-- Citus: CTEs run as subplans: a router update (U, by @id), the chunks moved on every
+-- shard (S, by submission, not by shard), their rows through the coordinator.
 WITH sub AS (
     UPDATE opsq.submissions SET paused = true WHERE id = @id
 ), moved AS (

@@ -5,6 +5,8 @@
 -- paused (migrations/00021), and not otherwise. The inverse of the moves
 -- of submission_cancel.sql, submissions_finish_completed.sql and chunk_fail.sql: a column
 -- added to opsq.submissions goes here too. No row back: it is in none of those tables.
+-- Citus: CTEs run as subplans, each router (U, by @id); the moved row passes through the
+-- coordinator.
 WITH gone_failed AS (
     DELETE FROM opsq.submissions_failed WHERE id = @id
     RETURNING id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority,

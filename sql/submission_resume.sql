@@ -4,6 +4,9 @@
 -- until then. Chunks that waited out a backoff when paused are reservable at once too.
 -- Like a pause, it moves one row per chunk held. One row per shard of the chunks made
 -- reservable, with how many.
+-- Citus: CTEs run as subplans: a router update and read (U, by @id), the waiting chunks
+-- moved on every shard (S, by submission, not by shard), their rows through the
+-- coordinator.
 WITH sub AS (
     UPDATE opsq.submissions SET paused = false WHERE id = @id
 ), lc AS (

@@ -7,6 +7,8 @@
 -- chunk_fail.sql: one statement per ending, each with its own condition and
 -- target; a column added to opsq.submissions goes into all three (and into
 -- submission_reopen.sql, the way back).
+-- Citus: has a Citus form, submission_finish_one.sql per id (layout.go): as it is, its CTE
+-- that inserts and its lateral join are refused.
 WITH moved AS (
     DELETE FROM opsq.submissions
     WHERE id = ANY(@ids::bigint[]) AND chunks_done + chunks_failed + chunks_skipped = chunks_total

@@ -1,5 +1,6 @@
 -- The rows of many small submissions at once (queuer.SubmitMany): for each, what
 -- submission_insert.sql writes for one, without object storage.
+-- Citus: INSERT … SELECT: the rows are made on the coordinator and each routed by id (U).
 INSERT INTO opsq.submissions
     (id, chunks_total, priority, max_retries, metadata, strategic_metadata, tenant)
 SELECT s.id, s.chunks_total, s.priority,

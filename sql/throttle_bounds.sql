@@ -2,6 +2,7 @@
 -- throttles of every tenant) and set by the API key @set_by (none for ''), and how long
 -- until the first of each ends: what a new throttle of key = value is counted against.
 -- A throttle of a key over several tenants counts once for the key.
+-- Citus: the coordinator's own tables.
 SELECT 'tenant' AS scope, t AS name, count(h.key) AS n,
        coalesce((extract(epoch FROM min(h.until) - now()) * 1e6)::bigint, 0) AS first_end_us
 FROM unnest(@tenants::text[]) AS t

@@ -1,5 +1,6 @@
 -- Start a dashboard session: the SHA-256 of its id, the admin key it was made with, ending
 -- after @ttl_ms; sessions past their end go at the same time.
+-- Citus: the coordinator's own tables.
 WITH gone AS (
     DELETE FROM opsq.ui_sessions WHERE expires_at <= now()
 )

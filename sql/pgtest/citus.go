@@ -181,6 +181,10 @@ func (s *server) dropCitusDB(ctx context.Context, name string) error {
 				break
 			}
 		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Detail != "" {
+			err = fmt.Errorf("%w (%s)", err, pgErr.Detail)
+		}
 		if err != nil && i == 0 {
 			errs = append(errs, fmt.Errorf("dropping database %s on the Citus coordinator: %w", name, err))
 		} else if err != nil {
