@@ -371,7 +371,7 @@ func (s *Store) runAt(ctx context.Context, tenant, name string, times []time.Tim
 			continue
 		}
 		run := s.run(ctx, row.Tenant, row.Name, row.CreatedBy, plan, timing, t, overlap, last)
-		run.At = now
+		run.At, run.Attempts = now, 1
 		if err := s.record(ctx, db, row.ID, []Run{run}); err != nil {
 			return runs, err
 		}
