@@ -3,6 +3,7 @@ package queuer
 import (
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -252,5 +253,48 @@ func TestScheduleTriggerAndBackfill(t *testing.T) {
 	}
 	if _, err := q.CreateSchedule(ctx, def); !errors.Is(err, ErrScheduleExists) {
 		t.Errorf("a second schedule of the name: %v; want ErrScheduleExists", err)
+	}
+}
+
+// TestScheduleFailingRunBacksOff: a run that cannot be submitted (over the tenant's quota)
+// is recorded failed with why, and retried after a backoff by the schedule's clock, not in
+// a loop; once the quota allows it, the same run is submitted.
+func TestScheduleFailingRunBacksOff(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	clock := &setClock{now: time.Now().Truncate(time.Minute).Add(30 * time.Second)}
+	q := startQueuerClock(t, pool, clock)
+	ctx := t.Context()
+	zero := int64(0)
+	db := opsqsql.New(pool)
+	if _, err := db.TenantSet(ctx, opsqsql.TenantSetParams{Name: TenantDefault, MaxPendingChunks: &zero, KeepInProgress: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.CreateSchedule(ctx, scheduleDef("quota", "* * * * *")); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(30 * time.Second)
+	attempts := func(n int) func([]ScheduleRun) bool {
+		return func(runs []ScheduleRun) bool { return len(runs) == 1 && runs[0].Attempts >= n }
+	}
+	runs := waitRuns(t, q, "quota", 10*time.Second, attempts(1))
+	if runs[0].Outcome != ScheduleRunFailed || !strings.Contains(runs[0].Error, "max_pending_chunks") {
+		t.Fatalf("run %+v; want failed, naming the quota", runs[0])
+	}
+	// The clock stands still: no retry comes before its backoff, however many ticks pass.
+	time.Sleep(1500 * time.Millisecond) // six ticks of the loop, each of which could retry
+	runs = waitRuns(t, q, "quota", time.Second, attempts(1))
+	if runs[0].Attempts != 1 {
+		t.Fatalf("%d attempts with the clock standing before the backoff's end; want 1", runs[0].Attempts)
+	}
+	clock.Add(2 * time.Second)
+	waitRuns(t, q, "quota", 10*time.Second, attempts(2))
+	if _, err := db.TenantSet(ctx, opsqsql.TenantSetParams{Name: TenantDefault, KeepInProgress: true}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(5 * time.Second)
+	runs = waitRuns(t, q, "quota", 10*time.Second, func(r []ScheduleRun) bool { return len(r) == 1 && r[0].Outcome == ScheduleRunSubmitted })
+	if runs[0].Attempts != 3 || runs[0].Error != "" {
+		t.Errorf("run %+v; want submitted at the third attempt, without an error", runs[0])
 	}
 }
