@@ -16,6 +16,9 @@ import (
 	opsqsql "opsq/sql"
 )
 
+// submitTimeout bounds a run's submit.
+const submitTimeout = 10 * time.Second
+
 // dueBatch is how many due schedules one lease takes: few enough that their runs are
 // fired well within the lease.
 const dueBatch = 16
@@ -168,6 +171,11 @@ func (s *Store) fire(ctx context.Context, r opsqsql.SchedulesDueRow, lease int64
 // lease fences: when the lease was lost the other instance's record stands.
 func (s *Store) advance(ctx context.Context, adv opsqsql.ScheduleAdvanceParams, id int64, runs []Run) error {
 	err := opsqsql.InTx(ctx, s.cfg.Pool, func(db opsqsql.Queries) error {
+		// An instance stopped (SIGSTOP) inside this transaction must not hold the
+		// schedule's row, or its run's record, past a second: PostgreSQL ends the session.
+		if err := db.ClaimsTimeouts(ctx, opsqsql.ClaimsTimeoutsParams{LockTimeout: "2s", IdleInTransactionSessionTimeout: "1s"}); err != nil {
+			return err
+		}
 		if ok, err := db.ScheduleAdvance(ctx, adv); err != nil {
 			return err
 		} else if !ok {
@@ -235,7 +243,11 @@ func (s *Store) run(ctx context.Context, tenant, name string, createdBy int64, p
 	if sub.IdempotencyKey == "" {
 		sub.IdempotencyKey = idempotencyKey(name, at)
 	}
-	created, err := s.cfg.Submitter.Submit(ctx, sub, &chunkList{chunks: plan.Chunks})
+	// Bounded: a submit that waits on another instance's (one stopped while it held the
+	// run's idempotency key) fails, and the run is retried after its backoff.
+	sctx, cancel := context.WithTimeout(ctx, submitTimeout)
+	defer cancel()
+	created, err := s.cfg.Submitter.Submit(sctx, sub, &chunkList{chunks: plan.Chunks})
 	if err != nil {
 		run.Outcome, run.Error = RunFailed, err.Error()
 		return run
