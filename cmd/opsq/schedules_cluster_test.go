@@ -106,4 +106,3 @@ func TestClusterScheduleSurvivesKillAndStop(t *testing.T) {
 		t.Errorf("a run was recorded %s after its time; want within a few seconds", worst)
 	}
 }
-
