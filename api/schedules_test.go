@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,10 @@ func TestSchedulesRoutes(t *testing.T) {
 	expect(call(producer, "POST", "/v1/schedules/nightly-import/backfill", `{"from": "`+from+`", "to": "`+to+`"}`), http.StatusOK, &runs)
 	if n := len(runs.Runs); n < 2 || n > 3 {
 		t.Errorf("backfill of 3 days made %d runs; want 2 or 3 (one a day at 02:00)", n)
+	}
+	metrics := a.call(t, a.key["metrics"], "GET", "/metrics", "")
+	if want := `opsq_schedule_runs_total{outcome="submitted"} ` + strconv.Itoa(1+len(runs.Runs)); !strings.Contains(string(metrics.Body), want) {
+		t.Errorf("/metrics lacks %q", want)
 	}
 	var list wire.ScheduleList
 	expect(call(producer, "GET", "/v1/schedules", ""), http.StatusOK, &list)
