@@ -238,7 +238,8 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 	q.bus.Subscribe(q.reserve, q.router, q.subs, notify.HandlerFunc(q.keysChanged), q.throttle, q.waiting)
 	q.listener = notify.NewListener(pool, log, &q.bus, cfg.Notified, freedByToken)
 	q.promoter = submissions.NewPromoter(pool, log)
-	q.schedules = schedules.New(schedules.Config{Pool: pool, Log: log, Submitter: q.subs, Now: scheduleNow, OnRun: q.scheduleRuns.add})
+	q.schedules = schedules.New(schedules.Config{Pool: pool, Log: log, Submitter: q.subs, Now: scheduleNow, OnRun: q.scheduleRuns.add,
+		Ready: func() bool { return !q.draining.Load() && q.ids.Valid(time.Now()) }})
 	q.firer = q.schedules.Firer()
 	q.jobs = startstop.NewCron(append([]startstop.Job{
 		{What: fmt.Sprintf("retention %q", cfg.RetentionSchedule), Schedule: cfg.RetentionSchedule, Run: q.subs.RunRetention},

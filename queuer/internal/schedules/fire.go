@@ -57,6 +57,9 @@ func (f *Firer) Start(ctx context.Context) error {
 // FireDue fires the runs that are due now, a batch of schedules at a time, until none is
 // left or ctx ends; it logs what fails.
 func (s *Store) FireDue(ctx context.Context) {
+	if s.cfg.Ready != nil && !s.cfg.Ready() {
+		return
+	}
 	db := opsqsql.New(s.cfg.Pool)
 	for ctx.Err() == nil {
 		var now *time.Time

@@ -49,6 +49,9 @@ type Config struct {
 	Lease time.Duration
 	// MissedAfter is how late a run may be made. Defaults to 10s (MissedAfterDefault).
 	MissedAfter time.Duration
+	// Ready, when set, says whether this instance may fire runs now (it can submit and
+	// is not shutting down); while it says no, the other instances fire them.
+	Ready func() bool
 	// OnRun, when set, hears the outcome of every run recorded (for metrics).
 	OnRun func(outcome string, n int)
 }
