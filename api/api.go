@@ -217,6 +217,15 @@ func New(cfg Config) *Handler {
 	v1.POST("/extend", s.extend, s.authenticate(consumerRoles))
 	v1.POST("/throttle", s.throttle, s.authenticate(consumerRoles))
 	v1.DELETE("/throttle", s.liftThrottle, s.authenticate(consumerRoles))
+	v1.POST("/schedules", s.createSchedule, s.authenticate(producerRoles))
+	v1.GET("/schedules", s.listSchedules, s.authenticate(producerRoles))
+	v1.GET("/schedules/:name", s.getSchedule, s.authenticate(producerRoles))
+	v1.PUT("/schedules/:name", s.replaceSchedule, s.authenticate(producerRoles))
+	v1.DELETE("/schedules/:name", s.deleteSchedule, s.authenticate(producerRoles))
+	v1.POST("/schedules/:name/pause", s.pauseSchedule(false), s.authenticate(producerRoles))
+	v1.POST("/schedules/:name/resume", s.pauseSchedule(true), s.authenticate(producerRoles))
+	v1.POST("/schedules/:name/trigger", s.triggerSchedule, s.authenticate(producerRoles))
+	v1.POST("/schedules/:name/backfill", s.backfillSchedule, s.authenticate(producerRoles))
 	v1.GET("/cluster", s.cluster, s.authenticate(adminRoles))
 	v1.GET("/openapi.json", openAPI(servedOpenAPI(cfg.AdvertiseURL))) // open to all, like /healthz: the API's description
 	// The dashboard, /ui/.

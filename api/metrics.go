@@ -78,6 +78,9 @@ var (
 	descForwarded = prometheus.NewDesc("opsq_forwarded_requests_total",
 		"Requests this instance forwarded to another, by request (reserve, extend) and outcome: a reserve served (chunks came back), "+
 			"empty (the peer had none) or failed (no answer); an extend answered or failed.", []string{"request", "outcome"}, nil)
+	descScheduleRuns = prometheus.NewDesc("opsq_schedule_runs_total",
+		"Schedule runs this instance recorded, by outcome: submitted, skipped (overlap skip), missed (no instance ran at its time) "+
+			"or failed (the submit failed; retried after a backoff, each attempt counted).", []string{"outcome"}, nil)
 	descRenew = prometheus.NewDesc("opsq_claims_renew_duration_seconds",
 		"How long the successful renewals of this instance's claims took (one serializable transaction).", nil, nil)
 	descSinceRenew = prometheus.NewDesc("opsq_claims_seconds_since_renewal",
@@ -138,6 +141,16 @@ func (c *queuerCollector) Collect(ch chan<- prometheus.Metric) {
 		{"extend", "answered", m.ExtendForwardOK}, {"extend", "failed", m.ExtendForwardFailed},
 	} {
 		ch <- prometheus.MustNewConstMetric(descForwarded, prometheus.CounterValue, float64(f.n), f.request, f.outcome)
+	}
+	runs := c.q.ScheduleRuns()
+	for _, r := range []struct {
+		outcome string
+		n       int64
+	}{
+		{queuer.ScheduleRunSubmitted, runs.Submitted}, {queuer.ScheduleRunSkipped, runs.Skipped},
+		{queuer.ScheduleRunMissed, runs.Missed}, {queuer.ScheduleRunFailed, runs.Failed},
+	} {
+		ch <- prometheus.MustNewConstMetric(descScheduleRuns, prometheus.CounterValue, float64(r.n), r.outcome)
 	}
 	h := m.Claims.Renewals
 	buckets := make(map[float64]uint64, len(h.Bounds))

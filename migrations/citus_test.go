@@ -89,7 +89,7 @@ func TestCitusLayout(t *testing.T) {
 		t.Errorf("strategic_metadata: %q; want reference", got["opsq.strategic_metadata"])
 	}
 	for _, local := range []string{"opsq.shard_claims", "opsq.settings", "opsq.instances", "opsq.tenants",
-		"opsq.throttles", "opsq.idempotency_keys", "opsq.api_keys", "opsq.goose_db_version"} {
+		"opsq.throttles", "opsq.idempotency_keys", "opsq.api_keys", "opsq.goose_db_version", "opsq.schedules", "opsq.schedule_runs"} {
 		if how, ok := got[local]; ok {
 			t.Errorf("%s: %q; want an ordinary table of the coordinator", local, how)
 		}

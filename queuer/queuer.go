@@ -52,6 +52,7 @@ import (
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/internal/outcome"
 	"opsq/queuer/internal/peers"
+	"opsq/queuer/internal/schedules"
 	"opsq/queuer/internal/submissions"
 	"opsq/queuer/internal/throttles"
 	"opsq/queuer/internal/tokens"
@@ -118,19 +119,23 @@ type Queuer struct {
 	ids        *submissions.IDs
 	waiting    *waiters.Queue // the reserves waiting for work, and the admission bound
 
-	subs     *submissions.Store
-	reserve  *handout.Path
-	router   *peers.Router
-	outcomes *outcome.Recorder
-	keys     *tokens.Keyring
-	forwards *peers.Verifier // checks forwarded requests, each once
-	admin    *admin.Admin
-	listener *notify.Listener
-	promoter *submissions.Promoter // waiting chunks that are due become reservable
-	throttle *throttles.Throttles  // consumers' back-pressure in force
-	jobs     *startstop.Cron
-	seen     *admin.Seen           // when each consumer name last asked for work here
-	activity *admin.ActivityWriter // completions per minute and who is working, for the dashboard
+	subs      *submissions.Store
+	reserve   *handout.Path
+	router    *peers.Router
+	outcomes  *outcome.Recorder
+	keys      *tokens.Keyring
+	forwards  *peers.Verifier // checks forwarded requests, each once
+	admin     *admin.Admin
+	listener  *notify.Listener
+	promoter  *submissions.Promoter // waiting chunks that are due become reservable
+	throttle  *throttles.Throttles  // consumers' back-pressure in force
+	schedules *schedules.Store      // the tenants' schedules, whose due runs firer makes
+	firer     *schedules.Firer
+	// scheduleRuns counts the runs recorded here, by outcome, for metrics.
+	scheduleRuns runCounter
+	jobs         *startstop.Cron
+	seen         *admin.Seen           // when each consumer name last asked for work here
+	activity     *admin.ActivityWriter // completions per minute and who is working, for the dashboard
 	// valueRates counts the chunks handed out per value of the keys limited, for the
 	// dashboard (published by activity).
 	valueRates *valuerates.Counter
@@ -155,6 +160,7 @@ var (
 	_ startstop.Service = (*outcome.Recorder)(nil)
 	_ startstop.Service = (*startstop.Cron)(nil)
 	_ startstop.Service = (*admin.ActivityWriter)(nil)
+	_ startstop.Service = (*schedules.Firer)(nil)
 
 	// The submissions store moves the chunks of a large submission that a fail failed.
 	_ outcome.Slicer = (*submissions.Store)(nil)
@@ -171,6 +177,11 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	cfg.RetentionSchedule = cmp.Or(cfg.RetentionSchedule, RetentionScheduleDefault)
+	// A schedule's runs are counted by the database's clock, unless a test moves a clock.
+	var scheduleNow func() time.Time
+	if cfg.Clock != nil {
+		scheduleNow = cfg.Clock.Now
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
 	}
@@ -227,6 +238,9 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 	q.bus.Subscribe(q.reserve, q.router, q.subs, notify.HandlerFunc(q.keysChanged), q.throttle, q.waiting)
 	q.listener = notify.NewListener(pool, log, &q.bus, cfg.Notified, freedByToken)
 	q.promoter = submissions.NewPromoter(pool, log)
+	q.schedules = schedules.New(schedules.Config{Pool: pool, Log: log, Submitter: q.subs, Now: scheduleNow, OnRun: q.scheduleRuns.add,
+		Ready: func() bool { return !q.draining.Load() && q.ids.Valid(time.Now()) }})
+	q.firer = q.schedules.Firer()
 	q.jobs = startstop.NewCron(append([]startstop.Job{
 		{What: fmt.Sprintf("retention %q", cfg.RetentionSchedule), Schedule: cfg.RetentionSchedule, Run: q.subs.RunRetention},
 		{What: "the deletion of the throttles that ended", Schedule: throttles.CollectSchedule, Run: q.throttle.Collect},
@@ -264,7 +278,7 @@ func (q *Queuer) Start(ctx context.Context) error {
 	// The listener first, so that no NOTIFY about shards acquired by the claims manager is
 	// missed; the cron jobs last. Stop stops them in reverse: the activity writer after the
 	// completer, so that its last write counts the completer's last batch.
-	services := []startstop.Service{q.listener, q.keys, q.throttle, q.activity, q.reserve, q.outcomes, q.claims, q.promoter, q.jobs}
+	services := []startstop.Service{q.listener, q.keys, q.throttle, q.activity, q.reserve, q.outcomes, q.claims, q.promoter, q.firer, q.jobs}
 	if err := startstop.StartAll(ctx, services); err != nil {
 		return err
 	}

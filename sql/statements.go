@@ -188,6 +188,37 @@ type Statements interface {
 	// RateBucketsList reads the rate_limit buckets in use, for the dashboard.
 	RateBucketsList(ctx context.Context, p RateBucketsListParams) ([]RateBucketsListRow, error)
 
+	// Schedules (schedules.go): the schedules of tenants and their runs (DESIGN.md §3).
+
+	// ScheduleInsert creates a schedule, within its tenant's bound and unique by name.
+	ScheduleInsert(ctx context.Context, d ScheduleDef, max int) (ScheduleInsertRow, error)
+	// ScheduleReplace replaces a schedule's definition.
+	ScheduleReplace(ctx context.Context, d ScheduleDef) error
+	// ScheduleDelete deletes a schedule and its runs.
+	ScheduleDelete(ctx context.Context, tenant, name string) error
+	// ScheduleGet reads one schedule.
+	ScheduleGet(ctx context.Context, tenant, name string) (ScheduleRow, error)
+	// ScheduleList reads a page of schedules.
+	ScheduleList(ctx context.Context, p ScheduleListParams) ([]ScheduleRow, error)
+	// SchedulePause pauses or resumes a schedule.
+	SchedulePause(ctx context.Context, tenant, name string, paused bool, next time.Time) error
+	// DatabaseNow reads the database's clock.
+	DatabaseNow(ctx context.Context) (time.Time, error)
+	// SchedulesDue leases the schedules whose run is due.
+	SchedulesDue(ctx context.Context, p SchedulesDueParams) ([]SchedulesDueRow, error)
+	// ScheduleAdvance moves a leased schedule on to its next run (fenced by the lease).
+	ScheduleAdvance(ctx context.Context, p ScheduleAdvanceParams) (bool, error)
+	// ScheduleRunsRecord records what runs of a schedule did.
+	ScheduleRunsRecord(ctx context.Context, id int64, runs []ScheduleRun) error
+	// ScheduleRunsPrune deletes a schedule's older runs.
+	ScheduleRunsPrune(ctx context.Context, id int64, keep int) error
+	// ScheduleRunsList reads a schedule's last runs.
+	ScheduleRunsList(ctx context.Context, id int64, limit int) ([]ScheduleRun, error)
+	// ScheduleRunsSubmitted tells which scheduled times of a schedule were submitted.
+	ScheduleRunsSubmitted(ctx context.Context, id int64, times []time.Time) ([]time.Time, error)
+	// ScheduleLastSubmission records a schedule's last submission (a trigger's, a backfill's).
+	ScheduleLastSubmission(ctx context.Context, id, submissionID int64) error
+
 	// Claims (claims.go): the shards' owners, for package claims.
 
 	// ClaimsTimeouts sets the short timeouts of a claims transaction.

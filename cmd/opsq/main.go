@@ -34,6 +34,7 @@ var commands = []command{
 	{"bench", "measure opsq end to end against the design's targets", runBench},
 	{"work", "consume chunks: run a command once per reserved chunk", runWork},
 	{"throttle", "throttle a strategic value cluster-wide, or --lift a throttle", runThrottle},
+	{"schedules", "manage schedules: submissions that start themselves (create|list|show|pause|resume|trigger|backfill|delete)", runSchedules},
 	{"claims", "show the cluster: instances, their shards, unclaimed shards", runClaims},
 	{"keys", "create, list and revoke API keys (create|list|revoke)", runKeys},
 	{"tenants", "set and list the tenants' quotas (set|list)", runTenants},

@@ -195,6 +195,8 @@ class Transport:
                 self._put_idle(conn)
             if not 200 <= resp.status <= 299:
                 raise error_from(resp.status, raw, resp.getheader("Retry-After"))
+            if not raw and resp.status == 204:
+                return None  # No Content: a delete
             try:
                 return json.loads(raw)
             except ValueError as e:
@@ -303,6 +305,8 @@ class Transport:
                 raise error_from(resp.status, raw, resp.getheader("Retry-After"))
             if answered_early:
                 raise ProtocolError(f"opsq: POST {path}: the server answered {resp.status} before the end of the body")
+            if not raw and resp.status == 204:
+                return None  # No Content: a delete
             try:
                 return json.loads(raw)
             except ValueError as e:

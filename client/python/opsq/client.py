@@ -8,6 +8,7 @@ import os
 import socket
 import warnings
 import time
+from urllib.parse import quote as _quote
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._http import UPLOAD_PIECE, Transport
@@ -596,6 +597,91 @@ class Client:
     def _token_results(out: Any) -> List[TokenResult]:
         return [TokenResult.from_json(r) for r in out["results"]]
 
+    # Schedules: submissions that start themselves (DESIGN.md §3). A producer key manages
+    # its tenant's; an admin key names the tenant (None: "default"; for schedules, every
+    # tenant). The answers are the server's JSON.
+
+    def create_schedule(
+        self,
+        name: str,
+        cron: str,
+        submission: Mapping[str, Any],
+        *,
+        timezone: Optional[str] = None,
+        overlap: Optional[str] = None,
+        catch_up: Optional[str] = None,
+        paused: bool = False,
+        tenant: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Makes a schedule: each run of ``cron`` (robfig/cron syntax, in ``timezone``)
+        submits ``submission``, a submission body whose prefix, metadata and
+        idempotency_key may hold {{.Time}} and {{.Date}}; once per run across all
+        instances. Returns it with its ``next_runs``. A name in use raises Conflict."""
+        body = self._schedule_body(cron, submission, timezone, overlap, catch_up, paused, tenant)
+        body["name"] = name
+        return dict(self._t.call("POST", "/v1/schedules", body=body))
+
+    def replace_schedule(
+        self,
+        name: str,
+        cron: str,
+        submission: Mapping[str, Any],
+        *,
+        timezone: Optional[str] = None,
+        overlap: Optional[str] = None,
+        catch_up: Optional[str] = None,
+        paused: bool = False,
+        tenant: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Replaces the definition of schedule ``name`` (its runs so far stay)."""
+        body = self._schedule_body(cron, submission, timezone, overlap, catch_up, paused, tenant)
+        return dict(self._t.call("PUT", _schedule_path(name), query=_tenant_query(tenant), body=body))
+
+    @staticmethod
+    def _schedule_body(cron: str, submission: Mapping[str, Any], timezone: Optional[str], overlap: Optional[str],
+                       catch_up: Optional[str], paused: bool, tenant: Optional[str]) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"cron": cron, "submission": dict(submission), "paused": paused}
+        for k, v in (("timezone", timezone), ("overlap", overlap), ("catch_up", catch_up), ("tenant", tenant)):
+            if v is not None:
+                body[k] = v
+        return body
+
+    def schedule(self, name: str, tenant: Optional[str] = None) -> Dict[str, Any]:
+        """Returns schedule ``name`` with its ``next_runs`` and ``last_runs`` (each run's
+        scheduled time, outcome — submitted with its submission_id, skipped, missed,
+        failed with its error — and when)."""
+        return dict(self._t.call("GET", _schedule_path(name), query=_tenant_query(tenant), idempotent=True))
+
+    def schedules(self, tenant: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Returns the schedules of the key's tenant (an admin key's of ``tenant``, or of
+        every tenant), by tenant and name."""
+        out = self._t.call("GET", "/v1/schedules", query=_tenant_query(tenant), idempotent=True)
+        return list(out["schedules"])
+
+    def delete_schedule(self, name: str, tenant: Optional[str] = None) -> None:
+        """Deletes schedule ``name`` and its runs (their submissions stay)."""
+        self._t.call("DELETE", _schedule_path(name), query=_tenant_query(tenant))
+
+    def pause_schedule(self, name: str, tenant: Optional[str] = None) -> Dict[str, Any]:
+        """Makes no run of schedule ``name`` until resume_schedule."""
+        return dict(self._t.call("POST", _schedule_path(name, "/pause"), query=_tenant_query(tenant)))
+
+    def resume_schedule(self, name: str, tenant: Optional[str] = None) -> Dict[str, Any]:
+        """Runs a paused schedule again from its next time after now."""
+        return dict(self._t.call("POST", _schedule_path(name, "/resume"), query=_tenant_query(tenant)))
+
+    def trigger_schedule(self, name: str, tenant: Optional[str] = None) -> Dict[str, Any]:
+        """Makes one run of schedule ``name`` now and returns it."""
+        return dict(self._t.call("POST", _schedule_path(name, "/trigger"), query=_tenant_query(tenant)))
+
+    def backfill_schedule(self, name: str, from_: Union[str, _dt.datetime], to: Union[str, _dt.datetime],
+                          tenant: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Makes the runs of schedule ``name`` scheduled from ``from_`` to ``to`` (both
+        included, at most 1 000), each once, and returns those it made."""
+        body = {"from": _rfc3339(from_), "to": _rfc3339(to)}
+        out = self._t.call("POST", _schedule_path(name, "/backfill"), query=_tenant_query(tenant), body=body)
+        return list(out["runs"])
+
     # Operations.
 
     def cluster(self) -> Dict[str, Any]:
@@ -623,3 +709,21 @@ class _FailuresPageIterable(FailuresPage):
     def __iter__(self) -> Iterator[FailedChunk]:
         warnings.warn("opsq: Client.failures returns one page now; iterate Client.all_failures for every failed chunk", DeprecationWarning, stacklevel=2)
         return iter(self._all_pages())  # type: ignore[attr-defined]
+
+
+def _schedule_path(name: str, suffix: str = "") -> str:
+    if not name:
+        raise ValueError("opsq: empty schedule name")
+    return "/v1/schedules/" + _quote(name, safe="") + suffix
+
+
+def _tenant_query(tenant: Optional[str]) -> Optional[Dict[str, str]]:
+    return {"tenant": tenant} if tenant else None
+
+
+def _rfc3339(t: Union[str, _dt.datetime]) -> str:
+    if isinstance(t, str):
+        return t
+    if t.tzinfo is None:
+        raise ValueError("opsq: a naive datetime; give one with a time zone")
+    return t.astimezone(_dt.timezone.utc).isoformat().replace("+00:00", "Z")

@@ -12,6 +12,10 @@ import type {
   MetadataValue,
   PreviewChunk,
   ReserveRequest,
+  Schedule,
+  ScheduleList,
+  ScheduleRequest,
+  ScheduleRun,
   ReservedChunk,
   Result,
   RetryManyRequest,
@@ -485,6 +489,72 @@ export class Client {
   // ---- operations ----
 
   /** The instances and the shards each holds. */
+  // ---- schedules: submissions that start themselves (DESIGN.md §3) ----
+  // A producer key manages its tenant's; an admin key names the tenant (tenant option).
+
+  /**
+   * Makes a schedule: each run of cron (robfig/cron syntax, in timezone) submits the
+   * template submission (its prefix, metadata and idempotency_key may hold {{.Time}} and
+   * {{.Date}}), once per run across all instances. Resolves with it and its next_runs; a
+   * name in use rejects with an OpsqError of status 409.
+   */
+  async createSchedule(request: ScheduleRequest, options: CallOptions = {}): Promise<Schedule> {
+    return this.json<Schedule>("POST", "/v1/schedules", { body: JSON.stringify(request), ...options });
+  }
+
+  /** Replaces the definition of schedule name (its runs so far stay). */
+  async replaceSchedule(name: string, request: ScheduleRequest, options: CallOptions = {}): Promise<Schedule> {
+    return this.json<Schedule>("PUT", schedulePath(name), { body: JSON.stringify(request), query: tenantQuery(request.tenant), ...options });
+  }
+
+  /** Schedule name, with its next_runs and last_runs. */
+  async schedule(name: string, options: CallOptions & { tenant?: string } = {}): Promise<Schedule> {
+    return this.json<Schedule>("GET", schedulePath(name), { query: tenantQuery(options.tenant), ...options });
+  }
+
+  /** The schedules of the key's tenant (an admin key's of tenant, or of every tenant). */
+  async schedules(options: CallOptions & { tenant?: string } = {}): Promise<ScheduleList> {
+    return this.json<ScheduleList>("GET", "/v1/schedules", { query: tenantQuery(options.tenant), ...options });
+  }
+
+  /** Deletes schedule name and its runs (their submissions stay). */
+  async deleteSchedule(name: string, options: CallOptions & { tenant?: string } = {}): Promise<void> {
+    const path = schedulePath(name);
+    const deadline = new Deadline(options.timeout ?? this.timeout);
+    try {
+      const res = await this.send("DELETE", path, { query: tenantQuery(options.tenant), signal: options.signal, traceparent: options.traceparent, deadline });
+      await res.body?.cancel();
+    } finally {
+      deadline.clear();
+    }
+  }
+
+  /** Makes no run of schedule name until resumeSchedule. */
+  async pauseSchedule(name: string, options: CallOptions & { tenant?: string } = {}): Promise<Schedule> {
+    return this.json<Schedule>("POST", schedulePath(name) + "/pause", { query: tenantQuery(options.tenant), ...options });
+  }
+
+  /** Runs a paused schedule again from its next time after now. */
+  async resumeSchedule(name: string, options: CallOptions & { tenant?: string } = {}): Promise<Schedule> {
+    return this.json<Schedule>("POST", schedulePath(name) + "/resume", { query: tenantQuery(options.tenant), ...options });
+  }
+
+  /** Makes one run of schedule name now. */
+  async triggerSchedule(name: string, options: CallOptions & { tenant?: string } = {}): Promise<ScheduleRun> {
+    return this.json<ScheduleRun>("POST", schedulePath(name) + "/trigger", { query: tenantQuery(options.tenant), ...options });
+  }
+
+  /**
+   * Makes the runs of schedule name scheduled from from to to (RFC 3339 or Date; both
+   * included, at most 1 000), each once, and resolves with those it made.
+   */
+  async backfillSchedule(name: string, from: string | Date, to: string | Date, options: CallOptions & { tenant?: string } = {}): Promise<ScheduleRun[]> {
+    const iso = (t: string | Date) => (typeof t === "string" ? t : t.toISOString());
+    const body = JSON.stringify({ from: iso(from), to: iso(to) });
+    const out = await this.json<{ runs: ScheduleRun[] }>("POST", schedulePath(name) + "/backfill", { body, query: tenantQuery(options.tenant), ...options });
+    return out.runs;
+  }
+
   async cluster(options: CallOptions = {}): Promise<Cluster> {
     return this.json<Cluster>("GET", "/v1/cluster", options);
   }
@@ -818,4 +888,15 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     };
     signal?.addEventListener("abort", on, { once: true });
   });
+}
+
+/** schedulePath is /v1/schedules/{name}. */
+function schedulePath(name: string): string {
+  if (name === "") throw new TypeError("opsq: empty schedule name");
+  return "/v1/schedules/" + encodeURIComponent(name);
+}
+
+/** tenantQuery is ?tenant= when a tenant is named. */
+function tenantQuery(tenant: string | undefined): Record<string, string> | undefined {
+  return tenant === undefined || tenant === "" ? undefined : { tenant };
 }

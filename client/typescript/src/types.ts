@@ -37,6 +37,14 @@ export type ReservedChunk = Schemas["ReservedChunk"];
 export type TokenResult = Schemas["TokenResults"]["results"][number];
 export type TokenStatus = TokenResult["status"];
 export type Cluster = Schemas["Cluster"];
+/** A schedule as made or replaced: its name, cron, timezone, submission template, overlap, catch_up, paused. */
+export type ScheduleRequest = Schemas["ScheduleRequest"];
+/** A schedule: its definition, next_runs and (schedule() only) last_runs. */
+export type Schedule = Schemas["Schedule"];
+/** One run of a schedule: submitted (submission_id), skipped, missed or failed (error). */
+export type ScheduleRun = Schemas["ScheduleRun"];
+/** The answer of schedules(). */
+export type ScheduleList = Schemas["ScheduleList"];
 /** When a throttle ends. */
 export type Throttled = Schemas["Throttled"];
 /** How many throttles a lift ended. */

@@ -1,0 +1,300 @@
+package queuer
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"opsq/queuer/opsqtype"
+	opsqsql "opsq/sql"
+	"opsq/sql/pgtest"
+)
+
+// setClock is a clock the test sets and moves by hand, shared by instances.
+type setClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *setClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *setClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// scheduleDef is a schedule of the default tenant whose runs submit one chunk, with
+// metadata "{{.Date}} {{.Time}}".
+func scheduleDef(name, cron string) ScheduleDef {
+	return ScheduleDef{Tenant: TenantDefault, Name: name, Cron: cron, Template: `{"chunks": ["x"]}`,
+		Plan: SchedulePlan{Submission: NewSubmission{Metadata: "{{.Date}} {{.Time}}"}, Chunks: []string{"x"}}}
+}
+
+// waitRuns waits until the schedule has recorded runs that ok accepts, and returns them
+// (the latest first).
+func waitRuns(t *testing.T, q *Queuer, name string, within time.Duration, ok func([]ScheduleRun) bool) []ScheduleRun {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		sc, err := q.Schedule(t.Context(), TenantDefault, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(sc.LastRuns) {
+			return sc.LastRuns
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("schedule %s: the runs awaited did not come within %s; runs: %+v", name, within, sc.LastRuns)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the condition, not waiting it out
+	}
+}
+
+func outcomes(runs []ScheduleRun) map[string]int {
+	m := map[string]int{}
+	for _, r := range runs {
+		m[r.Outcome]++
+	}
+	return m
+}
+
+// TestScheduleEverySecondAcrossInstances: "@every 1s" over 3 instances makes one submission
+// per scheduled second, none doubled and none missed, while one instance is stopped
+// mid-way and another instance's lease is left to run out (a killed or stopped instance
+// holding the due schedule): every run is submitted, each by its own submission, and
+// within a few seconds of its time.
+func TestScheduleEverySecondAcrossInstances(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	qs := []*Queuer{startQueuer(t, pool), startQueuer(t, pool), startQueuer(t, pool)}
+	def := scheduleDef("every-second", "@every 1s")
+	def.Overlap = "allow"
+	if _, err := qs[0].CreateSchedule(t.Context(), def); err != nil {
+		t.Fatal(err)
+	}
+	submitted := func(n int) func([]ScheduleRun) bool {
+		return func(runs []ScheduleRun) bool { return outcomes(runs)[ScheduleRunSubmitted] >= n }
+	}
+	waitRuns(t, qs[1], def.Name, 20*time.Second, submitted(3))
+	qs[0].Stop() // mid-way: the others go on
+	// A lease taken and never given back, as by an instance killed while firing.
+	db := opsqsql.New(pool)
+	waitFor := time.Now().Add(10 * time.Second)
+	for {
+		due, err := db.SchedulesDue(t.Context(), opsqsql.SchedulesDueParams{LeaseID: 42, Lease: time.Second, Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(due) == 1 || time.Now().After(waitFor) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitRuns(t, qs[1], def.Name, 20*time.Second, submitted(8))
+	if _, err := qs[2].PauseSchedule(t.Context(), TenantDefault, def.Name); err != nil {
+		t.Fatal(err)
+	}
+	runs := waitRuns(t, qs[2], def.Name, 5*time.Second, func(r []ScheduleRun) bool { return true })
+
+	slices.Reverse(runs)
+	ids := map[int64]bool{}
+	var latest time.Duration
+	for i, r := range runs {
+		if r.Outcome != ScheduleRunSubmitted {
+			t.Errorf("run %s: %s (%s); want submitted", r.ScheduledAt, r.Outcome, r.Error)
+			continue
+		}
+		if ids[r.SubmissionID] {
+			t.Errorf("run %s: submission %d made twice", r.ScheduledAt, r.SubmissionID)
+		}
+		ids[r.SubmissionID] = true
+		if i > 0 && r.ScheduledAt.Sub(runs[i-1].ScheduledAt) != time.Second {
+			t.Errorf("runs %s and %s: %s apart; want 1s, none missed", runs[i-1].ScheduledAt, r.ScheduledAt, r.ScheduledAt.Sub(runs[i-1].ScheduledAt))
+		}
+		latest = max(latest, r.At.Sub(r.ScheduledAt))
+	}
+	list, _, err := qs[1].List(t.Context(), ListOptions{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != len(ids) {
+		t.Errorf("%d submissions; want %d, one per run", len(list), len(ids))
+	}
+	if latest > 5*time.Second {
+		t.Errorf("a run was recorded %s after its time; want within a few seconds", latest)
+	}
+	t.Logf("%d runs, the latest recorded %s after its time", len(runs), latest)
+}
+
+// TestScheduleOverlapAndCatchUp: with overlap skip a run whose previous submission is in
+// progress is recorded skipped, and cancel_previous cancels that submission; with catch_up
+// none the runs passed while no instance ran are recorded missed, with last the latest of
+// them is made.
+func TestScheduleOverlapAndCatchUp(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	clock := &setClock{now: time.Now().Truncate(time.Minute).Add(30 * time.Second)}
+	q := startQueuerClock(t, pool, clock)
+	ctx := t.Context()
+	skip, cancel := scheduleDef("skip", "* * * * *"), scheduleDef("cancel", "* * * * *")
+	cancel.Overlap = "cancel_previous"
+	none, last := scheduleDef("none", "* * * * *"), scheduleDef("last", "* * * * *")
+	none.Overlap, last.Overlap, last.CatchUp = "allow", "allow", "last"
+	for _, d := range []ScheduleDef{skip, cancel, none, last} {
+		if _, err := q.CreateSchedule(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(outcome string, n int) func([]ScheduleRun) bool {
+		return func(runs []ScheduleRun) bool { return outcomes(runs)[outcome] >= n }
+	}
+	clock.Add(30 * time.Second) // the first run of each, on time
+	for _, name := range []string{"skip", "cancel", "none", "last"} {
+		waitRuns(t, q, name, 10*time.Second, count(ScheduleRunSubmitted, 1))
+	}
+	clock.Add(time.Minute) // the second: the first submissions are in progress
+	runs := waitRuns(t, q, "skip", 10*time.Second, count(ScheduleRunSkipped, 1))
+	if got := outcomes(runs); got[ScheduleRunSubmitted] != 1 {
+		t.Errorf("skip: runs %v; want 1 submitted, 1 skipped", got)
+	}
+	runs = waitRuns(t, q, "cancel", 10*time.Second, count(ScheduleRunSubmitted, 2))
+	st, err := q.Status(ctx, runs[1].SubmissionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != opsqtype.StateCancelled {
+		t.Errorf("cancel_previous: the first run's submission is %s; want cancelled", st.State)
+	}
+	waitRuns(t, q, "none", 10*time.Second, count(ScheduleRunSubmitted, 2))
+	waitRuns(t, q, "last", 10*time.Second, count(ScheduleRunSubmitted, 2))
+
+	// Every instance down for 10 minutes.
+	q.Stop()
+	clock.Add(10*time.Minute + 30*time.Second)
+	q = startQueuerClock(t, pool, clock)
+	runs = waitRuns(t, q, "none", 10*time.Second, count(ScheduleRunMissed, 10))
+	if got := outcomes(runs); got[ScheduleRunSubmitted] != 2 || got[ScheduleRunMissed] != 10 {
+		t.Errorf("catch_up none: runs %v; want 2 submitted before, 10 missed", got)
+	}
+	runs = waitRuns(t, q, "last", 10*time.Second, count(ScheduleRunSubmitted, 3))
+	if got := outcomes(runs); got[ScheduleRunMissed] != 9 {
+		t.Errorf("catch_up last: runs %v; want 9 missed and the latest submitted", got)
+	}
+	if want := clock.Now().Truncate(time.Minute); !runs[0].ScheduledAt.Equal(want) || runs[0].Outcome != ScheduleRunSubmitted {
+		t.Errorf("catch_up last: the latest run is %s %s; want %s submitted", runs[0].ScheduledAt, runs[0].Outcome, want)
+	}
+}
+
+// TestScheduleTriggerAndBackfill: a trigger makes one run now (twice in a second, still
+// one); a backfill makes each scheduled time of its range once, and again makes none;
+// {{.Date}} is the date in the schedule's time zone.
+func TestScheduleTriggerAndBackfill(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	// 23:30 UTC is 08:30 the next day in Tokyo.
+	clock := &setClock{now: time.Date(2026, 3, 1, 23, 30, 0, 0, time.UTC)}
+	q := startQueuerClock(t, pool, clock)
+	ctx := t.Context()
+	def := scheduleDef("tokyo", "0 * * * *")
+	def.Timezone = "Asia/Tokyo"
+	def.Paused = true
+	if _, err := q.CreateSchedule(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	run, err := q.TriggerSchedule(ctx, TenantDefault, def.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := q.TriggerSchedule(ctx, TenantDefault, def.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Outcome != ScheduleRunSubmitted || again.SubmissionID != run.SubmissionID {
+		t.Errorf("triggers in one second: %+v then %+v; want one submission", run, again)
+	}
+	st, err := q.Status(ctx, run.SubmissionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "2026-03-02 2026-03-02T08:30:00+09:00"; st.Metadata != want {
+		t.Errorf("metadata %q; want %q ({{.Date}} and {{.Time}} in Asia/Tokyo)", st.Metadata, want)
+	}
+	from, to := time.Date(2026, 3, 1, 18, 0, 0, 0, time.UTC), time.Date(2026, 3, 1, 22, 0, 0, 0, time.UTC)
+	runs, err := q.BackfillSchedule(ctx, TenantDefault, def.Name, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 5 {
+		t.Fatalf("backfill made %d runs; want 5 (18:00 to 22:00)", len(runs))
+	}
+	for _, r := range runs {
+		if r.Outcome != ScheduleRunSubmitted {
+			t.Errorf("backfill run %s: %s (%s); want submitted", r.ScheduledAt, r.Outcome, r.Error)
+		}
+	}
+	runs, err = q.BackfillSchedule(ctx, TenantDefault, def.Name, from, to)
+	if err != nil || len(runs) != 0 {
+		t.Errorf("backfill again: %d runs, %v; want none (each scheduled time once)", len(runs), err)
+	}
+	var field *ScheduleFieldError
+	if _, err := q.BackfillSchedule(ctx, TenantDefault, def.Name, from, from.AddDate(1, 0, 0)); !errors.As(err, &field) || field.Field != "to" {
+		t.Errorf("backfill of a year of hours: %v; want an error naming to", err)
+	}
+	if _, err := q.TriggerSchedule(ctx, TenantDefault, "nothing"); !errors.Is(err, ErrScheduleNotFound) {
+		t.Errorf("trigger of an unknown schedule: %v; want ErrScheduleNotFound", err)
+	}
+	if _, err := q.CreateSchedule(ctx, def); !errors.Is(err, ErrScheduleExists) {
+		t.Errorf("a second schedule of the name: %v; want ErrScheduleExists", err)
+	}
+}
+
+// TestScheduleFailingRunBacksOff: a run that cannot be submitted (over the tenant's quota)
+// is recorded failed with why, and retried after a backoff by the schedule's clock, not in
+// a loop; once the quota allows it, the same run is submitted.
+func TestScheduleFailingRunBacksOff(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	clock := &setClock{now: time.Now().Truncate(time.Minute).Add(30 * time.Second)}
+	q := startQueuerClock(t, pool, clock)
+	ctx := t.Context()
+	zero := int64(0)
+	db := opsqsql.New(pool)
+	if _, err := db.TenantSet(ctx, opsqsql.TenantSetParams{Name: TenantDefault, MaxPendingChunks: &zero, KeepInProgress: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.CreateSchedule(ctx, scheduleDef("quota", "* * * * *")); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(30 * time.Second)
+	attempts := func(n int) func([]ScheduleRun) bool {
+		return func(runs []ScheduleRun) bool { return len(runs) == 1 && runs[0].Attempts >= n }
+	}
+	runs := waitRuns(t, q, "quota", 10*time.Second, attempts(1))
+	if runs[0].Outcome != ScheduleRunFailed || !strings.Contains(runs[0].Error, "max_pending_chunks") {
+		t.Fatalf("run %+v; want failed, naming the quota", runs[0])
+	}
+	// The clock stands still: no retry comes before its backoff, however many ticks pass.
+	time.Sleep(1500 * time.Millisecond) // six ticks of the loop, each of which could retry
+	runs = waitRuns(t, q, "quota", time.Second, attempts(1))
+	if runs[0].Attempts != 1 {
+		t.Fatalf("%d attempts with the clock standing before the backoff's end; want 1", runs[0].Attempts)
+	}
+	clock.Add(2 * time.Second)
+	waitRuns(t, q, "quota", 10*time.Second, attempts(2))
+	if _, err := db.TenantSet(ctx, opsqsql.TenantSetParams{Name: TenantDefault, KeepInProgress: true}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(5 * time.Second)
+	runs = waitRuns(t, q, "quota", 10*time.Second, func(r []ScheduleRun) bool { return len(r) == 1 && r[0].Outcome == ScheduleRunSubmitted })
+	if runs[0].Attempts != 3 || runs[0].Error != "" {
+		t.Errorf("run %+v; want submitted at the third attempt, without an error", runs[0])
+	}
+}

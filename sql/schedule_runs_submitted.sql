@@ -1,0 +1,3 @@
+-- Which of @times a schedule has a submitted run recorded for (a backfill skips them).
+SELECT scheduled_at FROM opsq.schedule_runs
+WHERE schedule_id = @id AND scheduled_at = ANY(@times::timestamptz[]) AND outcome = 'submitted'

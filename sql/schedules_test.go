@@ -1,0 +1,56 @@
+package sql_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	opsqsql "opsq/sql"
+	"opsq/sql/pgtest"
+)
+
+// TestScheduleInsertBounds: a tenant's schedules are bounded and their names unique per
+// tenant (another tenant's count and names are its own); a lease is taken once until it
+// ends, and an advance under a lost lease changes nothing.
+func TestScheduleInsertBounds(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	db := opsqsql.New(pool)
+	ctx := t.Context()
+	def := func(tenant, name string) opsqsql.ScheduleDef {
+		return opsqsql.ScheduleDef{Tenant: tenant, Name: name, Cron: "@hourly", Timezone: "UTC", Template: "{}", Plan: "{}",
+			Overlap: "skip", CatchUp: "none", NextRunAt: time.Now().Add(-time.Second)}
+	}
+	for _, c := range []struct {
+		tenant, name string
+		made, taken  bool
+	}{
+		{"a", "one", true, false}, {"a", "two", true, false}, {"a", "three", false, false}, {"a", "one", false, true},
+		{"b", "one", true, false},
+	} {
+		got, err := db.ScheduleInsert(ctx, def(c.tenant, c.name), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got.ID != nil) != c.made || got.Taken != c.taken {
+			t.Errorf("insert %s/%s with at most 2: made %t, taken %t; want made %t, taken %t", c.tenant, c.name, got.ID != nil, got.Taken, c.made, c.taken)
+		}
+	}
+	due, err := db.SchedulesDue(ctx, opsqsql.SchedulesDueParams{LeaseID: 1, Lease: time.Hour, Limit: 10})
+	if err != nil || len(due) != 3 {
+		t.Fatalf("due: %d schedules, %v; want the 3 made", len(due), err)
+	}
+	if again, err := db.SchedulesDue(ctx, opsqsql.SchedulesDueParams{LeaseID: 2, Lease: time.Hour, Limit: 10}); err != nil || len(again) != 0 {
+		t.Errorf("due again under live leases: %d schedules, %v; want none", len(again), err)
+	}
+	ok, err := db.ScheduleAdvance(ctx, opsqsql.ScheduleAdvanceParams{ID: due[0].ID, LeaseID: 2, NextRunAt: time.Now().Add(time.Hour)})
+	if err != nil || ok {
+		t.Errorf("advance under another lease: %t, %v; want refused", ok, err)
+	}
+	if ok, err := db.ScheduleAdvance(ctx, opsqsql.ScheduleAdvanceParams{ID: due[0].ID, LeaseID: 1, NextRunAt: time.Now().Add(time.Hour)}); err != nil || !ok {
+		t.Errorf("advance under its lease: %t, %v; want done", ok, err)
+	}
+	if err := db.ScheduleDelete(ctx, "a", "nothing"); !errors.Is(err, opsqsql.ErrNotFound) {
+		t.Errorf("delete of an unknown schedule: %v; want ErrNotFound", err)
+	}
+}
