@@ -1,5 +1,6 @@
 -- Replaces a schedule's definition (PUT): its next run starts over from @next_run_at, a
 -- failed run's retries and any lease end. Its runs so far stay. No row: no such schedule.
+-- Citus: the coordinator's own tables.
 UPDATE opsq.schedules
 SET cron = @cron, timezone = @timezone, template = @template, plan = @plan, overlap = @overlap,
     catch_up = @catch_up, paused = @paused, next_run_at = @next_run_at, attempts = 0,

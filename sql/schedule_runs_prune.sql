@@ -1,4 +1,5 @@
 -- Keeps the @keep runs of a schedule recorded last and deletes the older ones.
+-- Citus: the coordinator's own tables.
 DELETE FROM opsq.schedule_runs
 WHERE schedule_id = @id AND (at, scheduled_at) < (
     SELECT at, scheduled_at FROM opsq.schedule_runs WHERE schedule_id = @id

@@ -3,6 +3,7 @@
 -- database's clock, under @lease_id. SKIP LOCKED: instances reading at once share the due
 -- schedules rather than wait on each other. A lease that ends (its instance killed or
 -- stopped) lets another instance fire the run.
+-- Citus: the coordinator's own tables.
 UPDATE opsq.schedules s
 SET lease_id = @lease_id, lease_until = now() + make_interval(secs => @lease_us::float8 / 1e6)
 FROM (
