@@ -67,6 +67,8 @@ const (
 	RetentionScheduleDefault = "@every 1m"
 	// MaxWaitersDefault is the default of Config.MaxWaiters.
 	MaxWaitersDefault = waiters.MaxDefault
+	// MaxPauseChunksPerMinuteDefault is the default of Config.MaxPauseChunksPerMinute.
+	MaxPauseChunksPerMinuteDefault = submissions.MaxMovesPerMinuteDefault
 )
 
 // Config configures a Queuer.
@@ -93,6 +95,11 @@ type Config struct {
 	// half of MaxWaiters (DESIGN.md §8). Requests without a key (OPSQ_AUTH=off) count
 	// against MaxWaiters only.
 	MaxWaitersPerKey int
+	// MaxPauseChunksPerMinute bounds the chunks one API key (by its name; the requests
+	// without a key together) moves by pauses and resumes in any minute on this instance;
+	// beyond, a pause or resume gets a *MoveBusyError. Defaults to 2 000 000
+	// (MaxPauseChunksPerMinuteDefault).
+	MaxPauseChunksPerMinute int64
 	// PeerTLS is the TLS configuration of the calls to other instances (their https://
 	// advertise URLs); nil uses the system's roots.
 	PeerTLS *tls.Config
@@ -211,7 +218,7 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 	q.reserve = handout.New(handout.Config{Pool: pool, ShardCount: shards, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
 		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, ValueRates: q.valueRates, Wake: q.waiting.Wake})
 	q.subs = submissions.New(submissions.Config{Pool: pool, ShardCount: shards, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus,
-		Instance: cfg.Instance.ID})
+		Instance: cfg.Instance.ID, MaxMovesPerMinute: cfg.MaxPauseChunksPerMinute})
 	q.outcomes = outcome.New(outcome.Config{Pool: pool, ShardCount: shards, Log: log, Now: now, Instance: cfg.Instance.ID, Claims: manager,
 		Reserver: q.reserver, Keys: q.keys, Router: q.router, Holds: q.reserve, Bus: &q.bus, Slicer: q.subs})
 	q.admin = admin.New(pool, manager)

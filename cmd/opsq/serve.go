@@ -64,6 +64,7 @@ type serveConfig struct {
 	maxReserveBytes     byteSize
 	maxWaiters          int
 	maxWaitersPerKey    int
+	maxPauseChunks      int
 	maxLease            time.Duration
 	authFailuresPerSec  int
 	maxInflightBytes    byteSize
@@ -99,6 +100,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envBytes(fs, &cfg.maxReserveBytes, "max-reserve-bytes", "OPSQ_MAX_RESERVE_BYTES", api.MaxReserveBytesDefault, "a reserve answer stops adding chunks once it is this many bytes of JSON (it always holds one); at most 16 MiB"),
 		envInt(fs, &cfg.maxWaiters, "max-waiters", "OPSQ_MAX_WAITERS", queuer.MaxWaitersDefault, "most requests waiting on this instance (reserves with a wait and status waits together); beyond, 503 with Retry-After"),
 		envInt(fs, &cfg.maxWaitersPerKey, "max-waiters-per-key", "OPSQ_MAX_WAITERS_PER_KEY", 0, "most waiting requests of one API key (default 0: half of --max-waiters); beyond, 503 with Retry-After"),
+		envInt(fs, &cfg.maxPauseChunks, "max-pause-chunks-per-minute", "OPSQ_MAX_PAUSE_CHUNKS_PER_MINUTE", queuer.MaxPauseChunksPerMinuteDefault, "most chunks one API key moves by pauses and resumes in a minute on this instance; beyond, 429 with Retry-After"),
 		envInt(fs, &cfg.authFailuresPerSec, "auth-failures-per-second", "OPSQ_AUTH_FAILURES_PER_SECOND", api.AuthFailuresPerSecondDefault, "failed authentications one client address may have in a second; beyond, its failures get 429 for 5s"),
 		envDuration(fs, &cfg.maxLease, "max-lease", "OPSQ_MAX_LEASE", wire.MaxLease, "longest lease a reserve or extend may ask for (1s to 24h); beyond, 400"),
 		envDuration(fs, &cfg.shutdownGrace, "shutdown-grace", "OPSQ_SHUTDOWN_GRACE", 60*time.Second, "how long SIGTERM waits for requests in flight"),
@@ -143,6 +145,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--body-idle-timeout (OPSQ_BODY_IDLE_TIMEOUT) = %s: must be positive", cfg.bodyIdleTimeout)
 	case cfg.authFailuresPerSec < 1:
 		return fmt.Errorf("--auth-failures-per-second (OPSQ_AUTH_FAILURES_PER_SECOND) = %d: must be 1 or more", cfg.authFailuresPerSec)
+	case cfg.maxPauseChunks < 1:
+		return fmt.Errorf("--max-pause-chunks-per-minute (OPSQ_MAX_PAUSE_CHUNKS_PER_MINUTE) = %d: must be 1 or more", cfg.maxPauseChunks)
 	case cfg.maxWaitersPerKey < 0:
 		return fmt.Errorf("--max-waiters-per-key (OPSQ_MAX_WAITERS_PER_KEY) = %d: must be 0 (half of --max-waiters) or more", cfg.maxWaitersPerKey)
 	case cfg.maxLease < wire.MinLease || cfg.maxLease > wire.MaxLease:
@@ -255,13 +259,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		notified = map[string]func(string){apikeys.Channel: keys.Notified}
 	}
 	q, err := queuer.New(ctx, queuer.Config{
-		Pool:             pool,
-		Logger:           log,
-		Instance:         claims.Instance{ID: cfg.instanceID, AdvertiseURL: cfg.advertiseURL, Version: version()},
-		MaxWaiters:       cfg.maxWaiters,
-		MaxWaitersPerKey: cfg.maxWaitersPerKey,
-		PeerTLS:          peerTLS,
-		Notified:         notified,
+		Pool:                    pool,
+		Logger:                  log,
+		Instance:                claims.Instance{ID: cfg.instanceID, AdvertiseURL: cfg.advertiseURL, Version: version()},
+		MaxWaiters:              cfg.maxWaiters,
+		MaxWaitersPerKey:        cfg.maxWaitersPerKey,
+		MaxPauseChunksPerMinute: int64(cfg.maxPauseChunks),
+		PeerTLS:                 peerTLS,
+		Notified:                notified,
 	})
 	if err != nil {
 		return err
