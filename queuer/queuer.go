@@ -361,3 +361,13 @@ func (q *Queuer) Ready(ctx context.Context) error {
 func (q *Queuer) VerifyForwarded(method, uri string, f Forwarded, body []byte) (id identity.Caller, ok bool, err error) {
 	return q.forwards.Verify(method, uri, f, body, time.Now())
 }
+
+// VerifyForwardedHead is VerifyForwarded on the headers alone, before the body is read:
+// the signature covers f.Digest, which the body read afterwards must match
+// (ForwardedDigest).
+func (q *Queuer) VerifyForwardedHead(method, uri string, f Forwarded) (id identity.Caller, ok bool, err error) {
+	return q.forwards.VerifyHead(method, uri, f, time.Now())
+}
+
+// ForwardedDigest is the digest header a forwarded request with body carries.
+func ForwardedDigest(body []byte) string { return peers.Digest(body) }

@@ -278,6 +278,7 @@ const (
 	ForwardedSignatureHeader = opsqtype.ForwardedSignatureHeader
 	ForwardedCallerHeader    = opsqtype.ForwardedCallerHeader
 	ForwardedToHeader        = opsqtype.ForwardedToHeader
+	ForwardedDigestHeader    = opsqtype.ForwardedDigestHeader
 )
 
 // ReserveRequest is the body of POST /v1/reserve. Zero fields take the server's defaults:

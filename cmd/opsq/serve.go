@@ -57,7 +57,6 @@ type serveConfig struct {
 	slotMinRate          byteSize
 	slotGrace            time.Duration
 	smallSubmissionBytes byteSize
-	maxUnverifiedBytes   byteSize
 
 	// Bounds of what a client sends and gets (DESIGN.md §3 "Bounded by design").
 	maxSubmissionChunks int
@@ -113,7 +112,6 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envBytes(fs, &cfg.slotMinRate, "slot-min-rate", "OPSQ_SLOT_MIN_RATE", api.SlotMinRateDefault, "bytes a second under which an upload gives its ingest slot up (408) to a waiting client, once --slot-grace has passed"),
 		envDuration(fs, &cfg.slotGrace, "slot-grace", "OPSQ_SLOT_GRACE", api.SlotGraceDefault, "how long an upload runs before --slot-min-rate applies, and how long a follow with nothing to send, or a stream whose reader reads nothing, keeps its slot while another client waits"),
 		envBytes(fs, &cfg.smallSubmissionBytes, "small-submission-bytes", "OPSQ_SMALL_SUBMISSION_BYTES", api.SmallSubmissionBytesDefault, "a JSON submission of at most this many bytes (Content-Length given) is read whole before it takes an ingest slot"),
-		envBytes(fs, &cfg.maxUnverifiedBytes, "max-unverified-bytes", "OPSQ_MAX_UNVERIFIED_BYTES", api.MaxUnverifiedBytesDefault, "most bytes held, over all requests, for bodies of keyless requests marked forwarded before their signature is checked; beyond, 503 with Retry-After"),
 		envDuration(fs, &cfg.maxIngestTime, "max-ingest-time", "OPSQ_MAX_INGEST_TIME", api.MaxIngestTimeDefault, "a submission (its body and its insert) is cut after this long (408, nothing kept)"),
 	)
 }
@@ -153,8 +151,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--max-lease (OPSQ_MAX_LEASE) = %s: must be between %s and %s", cfg.maxLease, wire.MinLease, wire.MaxLease)
 	case cfg.slotGrace <= 0:
 		return fmt.Errorf("--slot-grace (OPSQ_SLOT_GRACE) = %s: must be positive", cfg.slotGrace)
-	case cfg.maxUnverifiedBytes < api.MaxForwardedBodyBytes:
-		return fmt.Errorf("--max-unverified-bytes (OPSQ_MAX_UNVERIFIED_BYTES) = %d: must be at least %d, the largest body an instance forwards", cfg.maxUnverifiedBytes, api.MaxForwardedBodyBytes)
 	case cfg.maxIngestTime <= 0:
 		return fmt.Errorf("--max-ingest-time (OPSQ_MAX_INGEST_TIME) = %s: must be positive", cfg.maxIngestTime)
 	case cfg.maxBody > 1<<30:
@@ -303,7 +299,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		SlotMinRate:           int64(cfg.slotMinRate),
 		SlotGrace:             cfg.slotGrace,
 		SmallSubmissionBytes:  int64(cfg.smallSubmissionBytes),
-		MaxUnverifiedBytes:    int64(cfg.maxUnverifiedBytes),
 		AdvertiseURL:          cfg.advertiseURL,
 	})
 	// No ReadTimeout or WriteTimeout: they would bound whole requests, and long polls,
