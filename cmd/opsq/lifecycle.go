@@ -156,6 +156,9 @@ submission in --state (failed) with --meta key=value, newest first, at most --li
 		return explain(err, fs.url, fmt.Sprintf(`nothing to retry: no chunk of %s failed (with --unfinished, none was skipped either); "opsq failures %s" lists what failed`, id, id))
 	}
 	fmt.Fprintf(stdout, "retrying %s: %s, %s / %s chunks done\n", s.ID, s.State, progress.GroupDigits(s.ChunksDone), progress.GroupDigits(s.ChunksTotal))
+	if s.Paused { // a retry never lifts a pause
+		fmt.Fprintf(stderr, "%s is paused: nothing of it is handed out until \"opsq resume %s\"\n", s.ID, s.ID)
+	}
 	if !*wait {
 		return nil
 	}
