@@ -2,6 +2,7 @@ package queuer
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"opsq/queuer/internal/submissions"
@@ -63,5 +64,47 @@ func TestRetryOfAFailedPausedSubmissionStaysPaused(t *testing.T) {
 		if got := oldestFirst(t, q, 10); len(got) != tc.retried {
 			t.Errorf("%s: after the resume a reserve got %d chunks; want %d", tc.name, len(got), tc.retried)
 		}
+	}
+}
+
+// TestRetryChunkSelection (issue 33, point 6): a retry names the chunks it retries: only
+// those, failed or skipped, get a fresh attempt; the others stay failed (or skipped), and
+// the submission, in progress again, ends failed once the retried ones are done. A
+// selection of chunks none of which failed retries nothing.
+func TestRetryChunkSelection(t *testing.T) {
+	t.Parallel()
+	q, _ := setup(t)
+	ctx := t.Context()
+	id := submitN(t, q, 4, NewSubmission{Lifecycle: Lifecycle{OnFailure: json.RawMessage(`"continue"`),
+		Policy: submissions.FailurePolicy{Continue: true}}})
+	got := oldestFirst(t, q, 4)
+	fails := make([]Failure, 3)
+	for i := range fails {
+		fails[i] = Failure{Token: got[i].Token, Error: "bad", Retry: false}
+	}
+	if _, err := q.Fail(ctx, fails); err != nil {
+		t.Fatal(err)
+	}
+	complete(t, q, got[3])
+	if st, err := q.Status(ctx, id); err != nil || st.State != opsqtype.StateFailed || st.ChunksFailed != 3 {
+		t.Fatalf("%+v (%v); want failed with 3 chunks failed", st, err)
+	}
+	if _, err := q.Retry(ctx, id, RetryOptions{ChunkIndexes: []int32{3}}); !errors.Is(err, ErrNothingToRetry) {
+		t.Errorf("a retry of chunk 3, completed: %v; want ErrNothingToRetry", err)
+	}
+	st, err := q.Retry(ctx, id, RetryOptions{ChunkIndexes: []int32{2, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != opsqtype.StateInProgress || st.ChunksFailed != 1 {
+		t.Fatalf("after retrying chunks 0 and 2: %s with %d failed; want in progress with 1 failed (chunk 1)", st.State, st.ChunksFailed)
+	}
+	again := oldestFirst(t, q, 10)
+	if len(again) != 2 || again[0].ChunkIndex != 0 || again[1].ChunkIndex != 2 {
+		t.Fatalf("handed out after the retry: %+v; want chunks 0 and 2", again)
+	}
+	complete(t, q, again...)
+	if st, err := q.Status(ctx, id); err != nil || st.State != opsqtype.StateFailed || st.ChunksFailed != 1 || st.ChunksDone != 3 {
+		t.Errorf("%+v (%v); want failed again, 3 done and chunk 1 still failed", st, err)
 	}
 }
