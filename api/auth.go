@@ -100,6 +100,8 @@ var Routes = []Route{
 	{Method: http.MethodGet, Path: "/ui/submissions/:id/failures.json", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodGet, Path: "/ui/submissions/:id/chunks", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodGet, Path: "/ui/submissions/:id/chunks/:index", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/submissions/:id/chunks/:index/retry", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodPost, Path: "/ui/submissions/:id/chunks/:index/retry", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodGet, Path: "/ui/submissions/:id/cancel", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodPost, Path: "/ui/submissions/:id/cancel", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodGet, Path: "/ui/submissions/:id/confirm", Roles: adminRoles, Dashboard: true},

@@ -117,15 +117,17 @@ func (s *server) retry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// retryBody's fields, and the selection of chunks (one submission's retry only); not
+	// embedded, so that a decoding error names the field as the client wrote it.
 	var body struct {
-		retryBody
-		// ChunkIndexes selects the chunks retried (one submission's retry only).
+		Chunks       *string         `json:"chunks"`
+		MaxRetries   *int            `json:"max_retries"`
 		ChunkIndexes json.RawMessage `json:"chunk_indexes"`
 	}
 	if err := s.decodeBody(c, &body); err != nil {
 		return err
 	}
-	opts, err := body.options()
+	opts, err := retryBody{Chunks: body.Chunks, MaxRetries: body.MaxRetries}.options()
 	if err != nil {
 		return err
 	}
