@@ -109,11 +109,6 @@ type Config struct {
 	// none while it sends; less than 0: none is. Defaults to 8 KiB
 	// (SmallSubmissionBytesDefault).
 	SmallSubmissionBytes int64
-	// MaxUnverifiedBytes bounds the bytes held, over all requests, for the bodies of
-	// requests marked forwarded by another instance that carry no key, before their
-	// signature is checked (forwarded_auth.go); they are not counted in MaxInflightBytes
-	// until it is. Defaults to 16 MiB (MaxUnverifiedBytesDefault).
-	MaxUnverifiedBytes int64
 	// AdvertiseURL is the URL the instance is reached at (OPSQ_ADVERTISE_URL): the servers
 	// of the document at GET /v1/openapi.json. Defaults to none: the document's own
 	// (http://localhost:3999, the address of "make run").
@@ -132,9 +127,8 @@ type server struct {
 	parking *parking
 	now     func() time.Time // where a not_before given as a duration counts from
 
-	authFails  *authFailures // failed authentications by address (authfail.go)
-	budget     *budget       // the bytes held for bodies and answers (budget.go)
-	unverified *budget       // the bytes held for bodies not authenticated yet (forwarded_auth.go)
+	authFails *authFailures // failed authentications by address (authfail.go)
+	budget    *budget       // the bytes held for bodies and answers (budget.go)
 }
 
 // New returns the HTTP handler of the API.
@@ -159,11 +153,8 @@ func New(cfg Config) *Handler {
 	cfg.SlotMinRate = max(cmp.Or(cfg.SlotMinRate, SlotMinRateDefault), 0)
 	cfg.SlotGrace = cmp.Or(cfg.SlotGrace, SlotGraceDefault)
 	cfg.SmallSubmissionBytes = max(cmp.Or(cfg.SmallSubmissionBytes, SmallSubmissionBytesDefault), 0)
-	cfg.MaxUnverifiedBytes = cmp.Or(max(cfg.MaxUnverifiedBytes, 0), MaxUnverifiedBytesDefault)
 	s := &server{cfg: cfg, q: cfg.Queuer, log: cfg.Logger, parking: newParking(), now: time.Now,
-		authFails: newAuthFailures(cfg.Logger, cfg.AuthFailuresPerSecond), budget: newBudget(cfg.MaxInflightBytes, cfg.LimitWait),
-		unverified: newBudget(cfg.MaxUnverifiedBytes, cfg.LimitWait)}
-	s.unverified.setting = "OPSQ_MAX_UNVERIFIED_BYTES"
+		authFails: newAuthFailures(cfg.Logger, cfg.AuthFailuresPerSecond), budget: newBudget(cfg.MaxInflightBytes, cfg.LimitWait)}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -231,5 +222,5 @@ func New(cfg Config) *Handler {
 	// The dashboard, /ui/.
 	ui.Register(e, ui.Config{Queuer: cfg.Queuer, Keys: cfg.Keys, Logger: cfg.Logger,
 		AuthFailed: func(c echo.Context, key, why string) error { return s.authFails.failed(c, key, why, nil) }})
-	return &Handler{Handler: e, parking: s.parking, budget: s.budget, ingests: ingests, streams: streams, unverified: s.unverified}
+	return &Handler{Handler: e, parking: s.parking, budget: s.budget, ingests: ingests, streams: streams}
 }

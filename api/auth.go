@@ -109,6 +109,8 @@ var Routes = []Route{
 	{Method: http.MethodGet, Path: "/ui/submissions/:id/failures.json", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodGet, Path: "/ui/submissions/:id/chunks", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodGet, Path: "/ui/submissions/:id/chunks/:index", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/submissions/:id/chunks/:index/retry", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodPost, Path: "/ui/submissions/:id/chunks/:index/retry", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodGet, Path: "/ui/submissions/:id/cancel", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodPost, Path: "/ui/submissions/:id/cancel", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodGet, Path: "/ui/submissions/:id/confirm", Roles: adminRoles, Dashboard: true},
@@ -225,21 +227,16 @@ func confined(c echo.Context) ([]string, bool) {
 }
 
 // checkTenant answers as for an unknown id when submission id belongs to a tenant the
-// caller may not see. Nothing is read for a caller who sees all; a submission's tenant is
-// read once per instance (it never changes).
+// caller may not see. Nothing is read for a caller who sees all. For the others, an id of
+// another tenant and an unknown id take the same path and the same statement
+// (Queuer.TenantIn), so that not even the time of the 404 tells them apart; only the
+// caller's own ids may be answered from the instance's cache.
 func (s *server) checkTenant(c echo.Context, id int64) error {
 	tenants, ok := confined(c)
 	if !ok {
 		return nil
 	}
-	t, err := s.q.TenantOf(c.Request().Context(), id)
-	if err != nil {
-		return err // unknown: 404
-	}
-	if !slices.Contains(tenants, t) {
-		return queuer.ErrNotFound
-	}
-	return nil
+	return s.q.TenantIn(c.Request().Context(), id, tenants)
 }
 
 // ownTenant returns the tenant a producer key is confined to; false for a caller who may

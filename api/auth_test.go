@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
 	"opsq/api/apikeys"
@@ -51,7 +52,12 @@ func setupAuth(t *testing.T) *authEnv {
 // serves (ConnContext).
 func setupAuthWith(t *testing.T, cfg Config) *authEnv {
 	t.Helper()
-	pool := pgtest.NewPool(t)
+	return setupAuthOn(t, cfg, pgtest.NewPool(t), nil)
+}
+
+// setupAuthOn is setupAuthWith on pool, its handler wrapped in wrap (nil: none).
+func setupAuthOn(t *testing.T, cfg Config, pool *pgxpool.Pool, wrap func(http.Handler) http.Handler) *authEnv {
+	t.Helper()
 	logs := &bytes.Buffer{}
 	log := slog.New(slog.NewTextHandler(lockedWriter{mu: make(chan struct{}, 1), buf: logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	set := apikeys.NewSet(pool, log)
@@ -62,7 +68,11 @@ func setupAuthWith(t *testing.T, cfg Config) *authEnv {
 	q := queuertest.Start(t, queuer.Config{Pool: pool, Logger: log, Notified: map[string]func(string){apikeys.Channel: set.Notified}})
 	cfg.Queuer, cfg.Keys, cfg.Logger = q, set, log
 	h := New(cfg)
-	srv := httptest.NewUnstartedServer(h)
+	var served http.Handler = h
+	if wrap != nil {
+		served = wrap(h)
+	}
+	srv := httptest.NewUnstartedServer(served)
 	srv.Config.ConnContext = ConnContext
 	srv.Start()
 	t.Cleanup(srv.Close)

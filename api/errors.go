@@ -83,6 +83,7 @@ func toError(err error, c echo.Context) *Error {
 	var he *echo.HTTPError
 	var maxBytes *http.MaxBytesError
 	var quota *queuer.QuotaError
+	var busyMove *queuer.MoveBusyError
 	switch {
 	case errors.As(err, &e):
 		return e
@@ -104,6 +105,8 @@ func toError(err error, c echo.Context) *Error {
 	case errors.As(err, &quota):
 		return &Error{Status: http.StatusTooManyRequests, Code: "quota_exceeded", RetryAfter: QuotaRetryAfter,
 			Message: quota.Error() + " (opsq tenants set changes the quotas)"}
+	case errors.As(err, &busyMove):
+		return &Error{Status: http.StatusTooManyRequests, Code: "too_many_moves", RetryAfter: busyMove.RetryAfter, Message: busyMove.Error()}
 	case errors.Is(err, queuer.ErrTooManyWaiters):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_waiters", RetryAfter: time.Second,
 			Message: "too many requests wait on this instance (OPSQ_MAX_WAITERS); retry later or elsewhere"}

@@ -150,6 +150,14 @@ func TestForwardedRequestsUsedOnceForTheirCaller(t *testing.T) {
 	h.Set(wire.ForwardedCallerHeader, base64.RawURLEncoding.EncodeToString([]byte(`{"name":"admin","role":"admin"}`)))
 	expectError(t, sendHeaders(t, a.URL+"/v1/extend", h, body, ""), http.StatusUnauthorized, "forwarded_signature")
 
+	// The signature covers the body's digest header, checked before the body is read: a
+	// body swapped under it is refused, as is a request without the header.
+	h, _ = signedAs(t, a.Pool, a.Q.InstanceID(), consumer, "/v1/reserve", `{"max": 1}`)
+	expectError(t, sendHeaders(t, a.URL+"/v1/reserve", h, `{"max": 100}`, ""), http.StatusUnauthorized, "forwarded_signature", "body")
+	h, body = signedAs(t, a.Pool, a.Q.InstanceID(), consumer, "/v1/reserve", `{"max": 1}`)
+	h.Del(wire.ForwardedDigestHeader)
+	expectError(t, sendHeaders(t, a.URL+"/v1/reserve", h, body, ""), http.StatusUnauthorized, "forwarded_signature", wire.ForwardedDigestHeader)
+
 	// Marked forwarded, signed, but on a route no instance forwards: the key decides.
 	h, body = signedAs(t, a.Pool, a.Q.InstanceID(), identity.Caller{Name: "admin", Role: "admin"}, "/v1/submissions", `{"chunks": ["a"]}`)
 	expectError(t, sendHeaders(t, a.URL+"/v1/submissions", h, body, ""), http.StatusUnauthorized, "unauthorized")

@@ -103,7 +103,7 @@ var clusterMetrics = []struct {
 	{"opsq_cluster_submissions_in_progress", "Submissions in progress in the cluster.", false, func(s queuer.ClusterStats) float64 { return float64(s.SubmissionsInProgress) }},
 	{"opsq_cluster_chunks_pending", "Chunks of submissions in progress not completed yet, in flight included.", false, func(s queuer.ClusterStats) float64 { return float64(s.ChunksPending) }},
 	{"opsq_cluster_chunks_inflight", "Live reservations in the cluster, as each owner published at its last renewal.", false, func(s queuer.ClusterStats) float64 { return float64(s.ChunksInflight) }},
-	{"opsq_cluster_oldest_submission_age_seconds", "Age of the oldest submission in progress; 0 when there is none.", false, func(s queuer.ClusterStats) float64 { return s.OldestAge.Seconds() }},
+	{"opsq_cluster_oldest_submission_age_seconds", "Age of the oldest running submission (in progress, not paused, past its not_before), since it started; 0 when there is none.", false, func(s queuer.ClusterStats) float64 { return s.OldestAge.Seconds() }},
 	{"opsq_cluster_shards_unserved", "Enabled shards that nobody holds, or whose owner stopped renewing past the soft expiry: nobody hands their chunks out.", false, func(s queuer.ClusterStats) float64 { return float64(s.ShardsUnserved) }},
 	{"opsq_cluster_shards_disabled", "Shards an operator disabled.", false, func(s queuer.ClusterStats) float64 { return float64(s.ShardsDisabled) }},
 	{"opsq_cluster_owner_switches_total", "Changes of owner (generations) of every shard since the cluster began.", true, func(s queuer.ClusterStats) float64 { return float64(s.OwnerSwitches) }},

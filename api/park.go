@@ -48,9 +48,8 @@ type Handler struct {
 	http.Handler
 	parking *parking
 	budget  *budget
-	// What the tests watch: the slots (slots.go) and the bytes of unverified bodies.
+	// What the tests watch: the slots (slots.go).
 	ingests, streams *slots
-	unverified       *budget
 }
 
 // Parked reports how many reserves are parked on hijacked connections now.

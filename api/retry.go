@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -116,22 +117,88 @@ func (s *server) retry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var body retryBody
+	// retryBody's fields, and the selection of chunks (one submission's retry only); not
+	// embedded, so that a decoding error names the field as the client wrote it.
+	var body struct {
+		Chunks       *string         `json:"chunks"`
+		MaxRetries   *int            `json:"max_retries"`
+		ChunkIndexes json.RawMessage `json:"chunk_indexes"`
+	}
 	if err := s.decodeBody(c, &body); err != nil {
 		return err
 	}
-	opts, err := body.options()
+	opts, err := retryBody{Chunks: body.Chunks, MaxRetries: body.MaxRetries}.options()
 	if err != nil {
 		return err
+	}
+	if len(body.ChunkIndexes) > 0 && !isNull(body.ChunkIndexes) {
+		if opts.ChunkIndexes, err = parseChunkIndexes(body.ChunkIndexes); err != nil {
+			return err
+		}
+		if body.Chunks != nil {
+			return badRequest("chunks: give either chunks or chunk_indexes, not both (chunk_indexes retries the chunks it names, failed or skipped)")
+		}
 	}
 	if err := s.checkTenant(c, id); err != nil {
 		return err
 	}
+	if opts.ChunkIndexes != nil {
+		st, err := s.q.Status(c.Request().Context(), id)
+		if err != nil {
+			return err
+		}
+		for i, idx := range opts.ChunkIndexes {
+			if int64(idx) >= st.ChunksTotal {
+				return badRequest("chunk_indexes[%d]: %d is past the submission's last chunk (it has %d, from 0)", i, idx, st.ChunksTotal)
+			}
+		}
+	}
 	st, err := s.q.Retry(c.Request().Context(), id, opts)
+	if errors.Is(err, queuer.ErrNothingToRetry) && opts.ChunkIndexes != nil {
+		return &Error{Status: http.StatusConflict, Code: "nothing_to_retry",
+			Message: "none of the chunks chunk_indexes names has failed or was skipped: nothing to retry (GET …/failures lists the failed ones)"}
+	}
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, toStatus(st))
+}
+
+// parseChunkIndexes reads a retry's chunk_indexes: 1 to queuer.RetryChunksMax chunk
+// indexes (integers, 0 or more); a bad one is a 400 naming it.
+func parseChunkIndexes(raw json.RawMessage) ([]int32, error) {
+	notArray := badRequest("chunk_indexes: must be an array of chunk indexes (integers, 0 or more), not %s", abbreviate(raw))
+	// Read one item at a time, so that an array past the bound is refused after
+	// RetryChunksMax+1 items, never held whole.
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return nil, notArray
+	}
+	var out []int32
+	for i := 0; dec.More(); i++ {
+		if i == queuer.RetryChunksMax {
+			return nil, badRequest("chunk_indexes: more than %d chunks; at most %d in one retry", queuer.RetryChunksMax, queuer.RetryChunksMax)
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, notArray
+		}
+		num, ok := tok.(json.Number)
+		n, perr := strconv.ParseInt(string(num), 10, 32)
+		if !ok || perr != nil || n < 0 {
+			what := fmt.Sprint(tok)
+			if d, isDelim := tok.(json.Delim); isDelim {
+				what = string(d) + "…"
+			}
+			return nil, badRequest("chunk_indexes[%d]: must be a chunk index (an integer, 0 or more), not %s", i, abbreviate([]byte(what)))
+		}
+		out = append(out, int32(n))
+	}
+	if len(out) == 0 {
+		return nil, badRequest("chunk_indexes: must name at least one chunk (leave it out to retry every failed chunk)")
+	}
+	return out, nil
 }
 
 func (s *server) retryMany(c echo.Context) error {

@@ -31,8 +31,15 @@ type env struct {
 // Everything stops when the test ends.
 func setup(t *testing.T, cfg Config) *env {
 	t.Helper()
+	return setupQueuer(t, cfg, queuer.Config{})
+}
+
+// setupQueuer is setup with the queuer's config qcfg (its pool made here).
+func setupQueuer(t *testing.T, cfg Config, qcfg queuer.Config) *env {
+	t.Helper()
 	pool := pgtest.NewPool(t)
-	q := queuertest.Start(t, queuer.Config{Pool: pool})
+	qcfg.Pool = pool
+	q := queuertest.Start(t, qcfg)
 	cfg.Queuer = q
 	h := New(cfg)
 	srv := httptest.NewUnstartedServer(h)

@@ -325,6 +325,9 @@ func (c *Client) Failures(ctx context.Context, id string, opts FailuresOptions) 
 // Retry gives the failed chunks of submission id (with req.Chunks RetryUnfinished, the
 // skipped ones too) a fresh attempt budget and returns its status. The server answers 409
 // (code nothing_to_retry) when there is nothing to retry.
+//
+// With req.ChunkIndexes, only those chunks are retried (each if it failed or was skipped):
+// the retry of one chunk, or of a selection.
 func (c *Client) Retry(ctx context.Context, id string, req wire.RetryRequest) (wire.Status, error) {
 	path, err := submissionPath(id, "/retry")
 	if err != nil {

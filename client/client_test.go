@@ -529,6 +529,11 @@ func TestRetryPauseResume(t *testing.T) {
 			writeJSON(w, http.StatusOK, wire.Status{ID: "5", Paused: true})
 		case "/v1/submissions/5/resume":
 			writeJSON(w, http.StatusOK, wire.Status{ID: "5"})
+		case "/v1/submissions/7/retry":
+			if want := `{"chunk_indexes":[3,17]}`; string(body) != want {
+				t.Errorf("retry of chunks, body %s; want %s", body, want)
+			}
+			writeJSON(w, http.StatusOK, wire.Status{ID: "7", State: wire.StateInProgress})
 		case "/v1/submissions/6/retry":
 			writeJSON(w, http.StatusConflict, wire.ErrorBody{Error: wire.ErrorDetail{Code: "nothing_to_retry", Message: "nothing failed"}})
 		default:
@@ -538,6 +543,9 @@ func TestRetryPauseResume(t *testing.T) {
 	three := 3
 	if s, err := c.Retry(t.Context(), "5", wire.RetryRequest{Chunks: wire.RetryUnfinished, MaxRetries: &three}); err != nil || s.State != wire.StateInProgress {
 		t.Errorf("Retry: %+v, %v; want in progress", s, err)
+	}
+	if s, err := c.Retry(t.Context(), "7", wire.RetryRequest{ChunkIndexes: []int64{3, 17}}); err != nil || s.ID != "7" {
+		t.Errorf("Retry of chunks 3 and 17: %+v, %v", s, err)
 	}
 	ids, err := c.RetryMany(t.Context(), wire.RetryManyRequest{State: wire.StateFailed, Key: "batch", Value: json.RawMessage(`7`), Limit: 20})
 	if err != nil || fmt.Sprint(ids) != "[6 5]" {

@@ -74,6 +74,13 @@ func (q *Queuer) TenantOf(ctx context.Context, id int64) (string, error) {
 	return q.subs.TenantOf(ctx, id)
 }
 
+// TenantIn returns nil when submission id belongs to one of tenants, ErrNotFound when it
+// is unknown or another tenant's: both misses run the same statement, so that the time of
+// the answer does not tell them apart.
+func (q *Queuer) TenantIn(ctx context.Context, id int64, tenants []string) error {
+	return q.subs.TenantIn(ctx, id, tenants)
+}
+
 // TenantsOf returns the tenants of the submissions that exist among ids.
 func (q *Queuer) TenantsOf(ctx context.Context, ids []int64) (map[int64]string, error) {
 	return q.subs.TenantsOf(ctx, ids)

@@ -68,6 +68,8 @@ const (
 	RetentionScheduleDefault = "@every 1m"
 	// MaxWaitersDefault is the default of Config.MaxWaiters.
 	MaxWaitersDefault = waiters.MaxDefault
+	// MaxPauseChunksPerMinuteDefault is the default of Config.MaxPauseChunksPerMinute.
+	MaxPauseChunksPerMinuteDefault = submissions.MaxMovesPerMinuteDefault
 )
 
 // Config configures a Queuer.
@@ -94,6 +96,11 @@ type Config struct {
 	// half of MaxWaiters (DESIGN.md §8). Requests without a key (OPSQ_AUTH=off) count
 	// against MaxWaiters only.
 	MaxWaitersPerKey int
+	// MaxPauseChunksPerMinute bounds the chunks one API key (by its name; the requests
+	// without a key together) moves by pauses and resumes in any minute on this instance;
+	// beyond, a pause or resume gets a *MoveBusyError. Defaults to 2 000 000
+	// (MaxPauseChunksPerMinuteDefault).
+	MaxPauseChunksPerMinute int64
 	// PeerTLS is the TLS configuration of the calls to other instances (their https://
 	// advertise URLs); nil uses the system's roots.
 	PeerTLS *tls.Config
@@ -222,7 +229,7 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 	q.reserve = handout.New(handout.Config{Pool: pool, ShardCount: shards, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
 		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, ValueRates: q.valueRates, Wake: q.waiting.Wake})
 	q.subs = submissions.New(submissions.Config{Pool: pool, ShardCount: shards, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus,
-		Instance: cfg.Instance.ID})
+		Instance: cfg.Instance.ID, MaxMovesPerMinute: cfg.MaxPauseChunksPerMinute})
 	q.outcomes = outcome.New(outcome.Config{Pool: pool, ShardCount: shards, Log: log, Now: now, Instance: cfg.Instance.ID, Claims: manager,
 		Reserver: q.reserver, Keys: q.keys, Router: q.router, Holds: q.reserve, Bus: &q.bus, Slicer: q.subs})
 	q.admin = admin.New(pool, manager)
@@ -368,3 +375,13 @@ func (q *Queuer) Ready(ctx context.Context) error {
 func (q *Queuer) VerifyForwarded(method, uri string, f Forwarded, body []byte) (id identity.Caller, ok bool, err error) {
 	return q.forwards.Verify(method, uri, f, body, time.Now())
 }
+
+// VerifyForwardedHead is VerifyForwarded on the headers alone, before the body is read:
+// the signature covers f.Digest, which the body read afterwards must match
+// (ForwardedDigest).
+func (q *Queuer) VerifyForwardedHead(method, uri string, f Forwarded) (id identity.Caller, ok bool, err error) {
+	return q.forwards.VerifyHead(method, uri, f, time.Now())
+}
+
+// ForwardedDigest is the digest header a forwarded request with body carries.
+func ForwardedDigest(body []byte) string { return peers.Digest(body) }

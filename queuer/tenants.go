@@ -11,6 +11,10 @@ import (
 // QuotaError is a submission refused because it would take its tenant past a quota.
 type QuotaError = submissions.QuotaError
 
+// MoveBusyError is a pause or resume refused: another of the same submission is moving its
+// chunks, or the caller moved Config.MaxPauseChunksPerMinute chunks in the last minute.
+type MoveBusyError = submissions.MoveBusyError
+
 // TenantDefault is the tenant of a submission that names none.
 const TenantDefault = submissions.TenantDefault
 

@@ -66,6 +66,7 @@ const (
 	// FailuresPageBytesMax bounds a page of Failures in bytes, as JSON writes it.
 	FailuresPageBytesMax = submissions.FailuresPageBytesMax
 	RetryManyMax         = submissions.RetryManyMax
+	RetryChunksMax       = submissions.RetryChunksMax
 	// TenantKey is the pseudo-key of a submission's tenant in strategies and throttles.
 	TenantKey = submissions.TenantKey
 	// FailedChunkFailed is the state of a chunk whose attempts are spent, in Failures.

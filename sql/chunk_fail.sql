@@ -127,9 +127,9 @@ WITH fence AS (
 ), moved AS (
     INSERT INTO opsq.submissions_failed
         (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
-         strategic_metadata, prefix, created_at, finished_at, failed_chunk_index, error, tenant)
+         strategic_metadata, prefix, created_at, finished_at, failed_chunk_index, error, tenant, paused)
     SELECT m.id, m.chunks_total, m.chunks_done, e.failed, m.chunks_skipped + e.skipped, m.priority, m.max_retries,
-           m.metadata, m.strategic_metadata, m.prefix, m.created_at, now(), @chunk_index, @error, m.tenant
+           m.metadata, m.strategic_metadata, m.prefix, m.created_at, now(), @chunk_index, @error, m.tenant, m.paused
     FROM moved_sub m JOIN ends e ON e.id = m.id
     RETURNING id
 )

@@ -1,4 +1,5 @@
--- Give a submission's failed chunks (with @unfinished, its skipped ones too) a fresh attempt
+-- Give a submission's failed chunks (with @unfinished, its skipped ones too; with
+-- @chunk_indexes, only those of them, failed or skipped, named there) a fresh attempt
 -- budget: out of chunks_failed, with retries 0 and their input, into opsq.chunks, or into
 -- opsq.chunks_waiting when they may not be handed out yet (@paused: until resumed; the
 -- submission's not_before still ahead: until then). Their errors stay (chunk_errors numbers
@@ -15,7 +16,9 @@ WITH lc AS (
     WHERE l.id = @submission_id AND l.not_before > now()
 ), moved AS (
     DELETE FROM opsq.chunks_failed f
-    WHERE f.submission_id = @submission_id AND (NOT f.skipped OR @unfinished::boolean)
+    WHERE f.submission_id = @submission_id
+      AND (@chunk_indexes::int[] IS NULL AND (NOT f.skipped OR @unfinished::boolean)
+           OR f.chunk_index = ANY(@chunk_indexes::int[]))
     RETURNING f.chunk_index, f.shard, f.random_order, f.input, f.skipped, f.attempt_base + f.retries + 1 AS attempt_base
 ), ready AS (
     INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order, retries, input, attempt_base)

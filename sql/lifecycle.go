@@ -131,6 +131,8 @@ type ChunksRetryFailedParams struct {
 	Unfinished   bool // the skipped chunks too
 	// Paused parks the chunks in chunks_waiting until the submission is resumed.
 	Paused bool
+	// ChunkIndexes, when not nil, retries only those chunks, failed or skipped.
+	ChunkIndexes []int32
 }
 
 // ChunksRetryFailedRow is the chunks of one shard and kind that a retry moved.
@@ -146,7 +148,7 @@ type ChunksRetryFailedRow struct {
 // submission's lock (SubmissionLockAny) and fixes its counters.
 func (q Queries) ChunksRetryFailed(ctx context.Context, p ChunksRetryFailedParams) ([]ChunksRetryFailedRow, error) {
 	return collect[ChunksRetryFailedRow](ctx, q.db, chunksRetryFailed, pgx.NamedArgs{
-		"submission_id": p.SubmissionID, "unfinished": p.Unfinished, "paused": p.Paused,
+		"submission_id": p.SubmissionID, "unfinished": p.Unfinished, "paused": p.Paused, "chunk_indexes": p.ChunkIndexes,
 	})
 }
 

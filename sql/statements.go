@@ -304,6 +304,9 @@ type Statements interface {
 	TenantSubmissions(ctx context.Context, p TenantSubmissionsParams) ([]TenantSubmissionsRow, error)
 	// SubmissionTenants reads the tenants of some submissions.
 	SubmissionTenants(ctx context.Context, p SubmissionTenantsParams) ([]SubmissionTenantsRow, error)
+	// SubmissionTenantIn reads a submission's tenant if it is one of some tenants: an
+	// unknown id and another tenant's miss alike.
+	SubmissionTenantIn(ctx context.Context, p SubmissionTenantInParams) (SubmissionTenantsRow, error)
 
 	// API keys (api_keys.go), for package apikeys.
 

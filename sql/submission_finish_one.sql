@@ -15,11 +15,11 @@ WHERE id = @id::bigint AND chunks_done + chunks_failed + chunks_skipped = chunks
 -- next statement
 INSERT INTO opsq.submissions_failed
     (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
-     strategic_metadata, prefix, created_at, finished_at, failed_chunk_index, error, tenant)
+     strategic_metadata, prefix, created_at, finished_at, failed_chunk_index, error, tenant, paused)
 SELECT m.id, m.chunks_total, m.chunks_done, m.chunks_failed, m.chunks_skipped, m.priority, m.max_retries,
        m.metadata, m.strategic_metadata, m.prefix, m.created_at, now(),
        coalesce(l.chunk_index, (SELECT min(f.chunk_index) FROM opsq.chunks_failed f WHERE f.submission_id = @id::bigint)),
-       coalesce(l.error, m.chunks_skipped || ' chunks skipped'), m.tenant
+       coalesce(l.error, m.chunks_skipped || ' chunks skipped'), m.tenant, m.paused
 FROM opsq.submissions m
 LEFT JOIN LATERAL (
     SELECT f.chunk_index, f.error FROM opsq.chunks_failed f

@@ -1,5 +1,5 @@
 -- Lock a submission's row in whichever of the four tables it is, and read its state and
--- whether it is paused (a cancelled one: whether it was when cancelled, migrations/00021): a retry, a pause or a resume and a concurrent cancel, fail or
+-- whether it is paused (a cancelled or failed one: whether it was when it ended, migrations/00021 and 00024): a retry, a pause or a resume and a concurrent cancel, fail or
 -- completion of the submission then happen one after the other. No row back: it is
 -- unknown, or it moved to another table while this statement waited for its lock (the
 -- other tables were read before the move): run it again.
@@ -13,7 +13,7 @@ WITH in_progress AS (
 ), completed AS (
     SELECT 'completed'::text AS state, false AS paused, 0::bigint AS unmoved FROM opsq.submissions_completed s WHERE s.id = @id FOR UPDATE
 ), failed AS (
-    SELECT 'failed'::text AS state, false AS paused,
+    SELECT 'failed'::text AS state, s.paused,
            (s.chunks_total - s.chunks_done - s.chunks_failed - s.chunks_skipped)::bigint AS unmoved FROM opsq.submissions_failed s WHERE s.id = @id FOR UPDATE
 ), cancelled AS (
     SELECT 'cancelled'::text AS state, s.paused,

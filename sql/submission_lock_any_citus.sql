@@ -8,7 +8,7 @@ FROM opsq.submissions s WHERE s.id = @id::bigint FOR UPDATE
 SELECT 'completed'::text AS state, false AS paused, 0::bigint AS unmoved
 FROM opsq.submissions_completed s WHERE s.id = @id::bigint FOR UPDATE
 -- next statement
-SELECT 'failed'::text AS state, false AS paused,
+SELECT 'failed'::text AS state, s.paused,
        (s.chunks_total - s.chunks_done - s.chunks_failed - s.chunks_skipped)::bigint AS unmoved
 FROM opsq.submissions_failed s WHERE s.id = @id::bigint FOR UPDATE
 -- next statement

@@ -190,8 +190,12 @@ var submissionList string
 //go:embed submission_list_by_metadata.sql
 var submissionListByMetadata string
 
-// SubmissionListParams are submission_list.sql's and, with Key set,
-// submission_list_by_metadata.sql's.
+//go:embed submission_list_by_metadata_tenant.sql
+var submissionListByMetadataTenant string
+
+// SubmissionListParams are submission_list.sql's, with Key set
+// submission_list_by_metadata.sql's, and with Key and Tenant set
+// submission_list_by_metadata_tenant.sql's.
 type SubmissionListParams struct {
 	State *string // nil for any
 	// Phase, when set with State in_progress, selects the submissions in that phase:
@@ -233,11 +237,18 @@ func (r SubmissionStatusRow) Size() int {
 func (q Queries) SubmissionList(ctx context.Context, p SubmissionListParams) (page []SubmissionStatusRow, cut bool, err error) {
 	args := pgx.NamedArgs{"limit": p.Limit, "state": p.State, "phase": p.Phase, "after": p.After, "tenant": p.Tenant}
 	query := submissionList
-	if p.Key == "" && p.Tenant != nil {
+	switch {
+	case p.Key != "" && p.Tenant != nil:
+		// The tenant's rows first, so that the time of the page never depends on how
+		// many of another tenant's submissions have the key.
 		v, _ := json.Marshal(*p.Tenant) // a string always marshals
+		query = submissionListByMetadataTenant
+		args["key"], args["value"], args["tenant_value"] = p.Key, p.Value, string(v)
+	case p.Key == "" && p.Tenant != nil:
+		v, _ := json.Marshal(*p.Tenant)
 		p.Key, p.Value = TenantKey, string(v)
-	}
-	if p.Key != "" {
+		fallthrough
+	case p.Key != "":
 		query = submissionListByMetadata
 		args["key"], args["value"] = p.Key, p.Value
 	}

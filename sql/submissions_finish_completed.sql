@@ -13,7 +13,7 @@ WITH moved AS (
     DELETE FROM opsq.submissions
     WHERE id = ANY(@ids::bigint[]) AND chunks_done + chunks_failed + chunks_skipped = chunks_total
     RETURNING id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
-              strategic_metadata, prefix, created_at, tenant
+              strategic_metadata, prefix, created_at, tenant, paused
 ), completed AS (
     INSERT INTO opsq.submissions_completed
         (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
@@ -26,11 +26,11 @@ WITH moved AS (
 ), failed AS (
     INSERT INTO opsq.submissions_failed
         (id, chunks_total, chunks_done, chunks_failed, chunks_skipped, priority, max_retries, metadata,
-         strategic_metadata, prefix, created_at, finished_at, failed_chunk_index, error, tenant)
+         strategic_metadata, prefix, created_at, finished_at, failed_chunk_index, error, tenant, paused)
     SELECT m.id, m.chunks_total, m.chunks_done, m.chunks_failed, m.chunks_skipped, m.priority, m.max_retries,
            m.metadata, m.strategic_metadata, m.prefix, m.created_at, now(),
            coalesce(l.chunk_index, (SELECT min(f.chunk_index) FROM opsq.chunks_failed f WHERE f.submission_id = m.id)),
-           coalesce(l.error, m.chunks_skipped || ' chunks skipped'), m.tenant
+           coalesce(l.error, m.chunks_skipped || ' chunks skipped'), m.tenant, m.paused
     FROM moved m
     LEFT JOIN LATERAL (
         SELECT f.chunk_index, f.error FROM opsq.chunks_failed f

@@ -114,6 +114,21 @@ func (q Queries) SubmissionTenants(ctx context.Context, p SubmissionTenantsParam
 	return collect[SubmissionTenantsRow](ctx, q.db, submissionTenants, pgx.NamedArgs{"ids": p.IDs})
 }
 
+//go:embed submission_tenant_in.sql
+var submissionTenantIn string
+
+// SubmissionTenantInParams are submission_tenant_in.sql's.
+type SubmissionTenantInParams struct {
+	ID      int64
+	Tenants []string
+}
+
+// SubmissionTenantIn reads submission p.ID's tenant when it is one of p.Tenants, in any
+// state; ErrNotFound when the id is unknown or of another tenant, the two alike.
+func (q Queries) SubmissionTenantIn(ctx context.Context, p SubmissionTenantInParams) (SubmissionTenantsRow, error) {
+	return collectOne[SubmissionTenantsRow](ctx, q.db, submissionTenantIn, pgx.NamedArgs{"id": p.ID, "tenants": p.Tenants})
+}
+
 //go:embed tenant_submissions.sql
 var tenantSubmissions string
 

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -20,10 +21,10 @@ import (
 
 // The chunk page (issue 33): one chunk of a submission — where it is, the start of its
 // input and of its output (escaped by the template; binary shown as hex and base64, with
-// its size), and its kept failed attempts with their errors, consumers and times. The
-// engine retries a submission's failed chunks together (POST …/retry has no chunk range),
-// so the page offers that, the submission's Retry, and says so; there is no retry of one
-// chunk alone.
+// its size), and its kept failed attempts with their errors, consumers and times. A failed
+// or skipped chunk's page offers the retry of that chunk alone (POST …/retry with
+// chunk_indexes), and the submission's Retry of all its failed chunks, each after a
+// confirmation page.
 
 // hexShown is how many bytes of a binary input or output the page shows as hex; the
 // whole preview (queuer.ChunkPreviewMax) is in its base64.
@@ -84,6 +85,7 @@ type chunkView struct {
 	Attempts  []attemptView
 	Retry     string // the submission's retry that would retry this chunk too; "" none
 	RetryNote string
+	RetryOne  bool   // this chunk alone may be retried
 	Prev      string // the previous and next chunk's indexes; "" at the ends
 	Next      string
 }
@@ -130,8 +132,9 @@ func (d *dashboard) chunkOf(c echo.Context) error {
 	case (v.State == "failed" || v.State == "skipped" || v.State == "unknown") && slices.Contains(applies, "retry_unfinished"):
 		v.Retry = "retry_unfinished"
 	}
+	v.RetryOne = (v.State == "failed" || v.State == "skipped") && v.Sub.State != wire.StateCompleted
 	if v.Retry != "" {
-		v.RetryNote = "opsq retries a submission's failed chunks together (there is no retry of one chunk alone): this retries this chunk and the submission's other " +
+		v.RetryNote = "Retry this chunk gives it alone a fresh attempt budget; the submission's retry gives one to this chunk and its other " +
 			map[string]string{"retry": "failed", "retry_unfinished": "failed and skipped"}[v.Retry] + " ones."
 	}
 	return d.render(c, http.StatusOK, "chunk", page{Title: "Chunk " + num(index) + " of submission " + v.Sub.ID, Nav: "submissions", Data: v})
@@ -207,4 +210,58 @@ func chips(raw string) []chip {
 	}
 	slices.SortFunc(out, func(a, b chip) int { return strings.Compare(a.Key, b.Key) })
 	return out
+}
+
+// chunkIndexOf is the chunk index of c's route, checked against st.
+func (d *dashboard) chunkIndexOf(c echo.Context, st queuer.Status) (int64, bool, error) {
+	index, err := strconv.ParseInt(c.Param("index"), 10, 32)
+	if err != nil || index < 0 {
+		return 0, false, d.fail(c, http.StatusBadRequest, "index: %q is not a chunk index (0 or more)", cut(c.Param("index"), 40))
+	}
+	if index >= st.ChunksTotal {
+		return 0, false, d.fail(c, http.StatusNotFound, "submission %d has %s chunks (0 to %s); there is no chunk %s", st.ID, num(st.ChunksTotal), num(st.ChunksTotal-1), num(index))
+	}
+	return index, true, nil
+}
+
+// confirmRetryChunk asks to retry one chunk alone.
+func (d *dashboard) confirmRetryChunk(c echo.Context) error {
+	st, ok, err := d.lookup(c)
+	if !ok {
+		return err
+	}
+	index, ok, err := d.chunkIndexOf(c, st)
+	if !ok {
+		return err
+	}
+	id, idx := strconv.FormatInt(st.ID, 10), strconv.FormatInt(index, 10)
+	back := "/ui/submissions/" + id + "/chunks/" + idx
+	return d.render(c, http.StatusOK, "confirm", page{Title: "Retry chunk " + num(index) + " of submission " + id, Nav: "submissions", Data: confirmView{
+		Question: "Retry chunk " + num(index) + " of submission " + id + "? It gets a fresh attempt budget and is handed out again (once its submission is resumed, if paused); the submission's other failed chunks stay failed.",
+		Action:   back + "/retry", Back: back,
+	}})
+}
+
+// retryChunk retries one chunk alone and shows its page again.
+func (d *dashboard) retryChunk(c echo.Context) error {
+	st, ok, err := d.lookup(c)
+	if !ok {
+		return err
+	}
+	index, ok, err := d.chunkIndexOf(c, st)
+	if !ok {
+		return err
+	}
+	ctx := c.Request().Context()
+	_, err = d.q.Retry(ctx, st.ID, queuer.RetryOptions{ChunkIndexes: []int32{int32(index)}})
+	switch {
+	case errors.Is(err, queuer.ErrNothingToRetry):
+		return d.fail(c, http.StatusConflict, "chunk %d of submission %d has not failed and was not skipped: nothing to retry", index, st.ID)
+	case notFound(err):
+		return d.fail(c, http.StatusNotFound, "no submission %d", st.ID)
+	case err != nil:
+		return err
+	}
+	d.log.InfoContext(ctx, "dashboard action", "action", "retry_chunk", "submission_id", st.ID, "chunk_index", index)
+	return c.Redirect(http.StatusSeeOther, "/ui/submissions/"+strconv.FormatInt(st.ID, 10)+"/chunks/"+strconv.FormatInt(index, 10))
 }

@@ -85,6 +85,8 @@ func Register(e *echo.Echo, cfg Config) {
 	g.GET("/submissions/:id/failures.json", d.failuresJSON)
 	g.GET("/submissions/:id/chunks", d.chunkJump)
 	g.GET("/submissions/:id/chunks/:index", d.chunkOf)
+	g.GET("/submissions/:id/chunks/:index/retry", d.confirmRetryChunk)
+	g.POST("/submissions/:id/chunks/:index/retry", d.retryChunk)
 	g.GET("/submissions/:id/cancel", d.confirmCancel)
 	g.POST("/submissions/:id/cancel", d.cancel)
 	g.GET("/submissions/:id/confirm", d.confirmSubmission)

@@ -230,11 +230,17 @@ type AttemptError struct {
 }
 
 // RetryRequest is the body of POST /v1/submissions/{id}/retry: Chunks "failed" (the
-// default) or "unfinished" (the skipped ones too); MaxRetries, if set, the new budget.
+// default) or "unfinished" (the skipped ones too), or ChunkIndexes, only those chunks
+// (failed or skipped; 1 to MaxRetryChunkIndexes, not with Chunks); MaxRetries, if set,
+// the new budget.
 type RetryRequest struct {
-	Chunks     string `json:"chunks,omitempty"`
-	MaxRetries *int   `json:"max_retries,omitempty"`
+	Chunks       string  `json:"chunks,omitempty"`
+	ChunkIndexes []int64 `json:"chunk_indexes,omitempty"`
+	MaxRetries   *int    `json:"max_retries,omitempty"`
 }
+
+// MaxRetryChunkIndexes bounds RetryRequest.ChunkIndexes.
+const MaxRetryChunkIndexes = 1000
 
 // RetryManyRequest is the body of POST /v1/submissions/retry: every submission in State
 // (default "failed") whose strategic metadata has Key = Value (both or neither), newest
@@ -278,6 +284,7 @@ const (
 	ForwardedSignatureHeader = opsqtype.ForwardedSignatureHeader
 	ForwardedCallerHeader    = opsqtype.ForwardedCallerHeader
 	ForwardedToHeader        = opsqtype.ForwardedToHeader
+	ForwardedDigestHeader    = opsqtype.ForwardedDigestHeader
 )
 
 // ReserveRequest is the body of POST /v1/reserve. Zero fields take the server's defaults:

@@ -90,6 +90,7 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newClientFlags("retry", "ID | --all", `Retry a submission's failed chunks: they get a fresh attempt budget and are handed out
 again; completed outputs stay, and a finished submission is in progress again. With
 --unfinished, its skipped chunks too (those a failure or a cancel left undone). With
+--chunk N (repeated), only those chunks, each if it failed or was skipped. With
 --wait, show its progress until it finishes again. With --all instead of an ID, retry every
 submission in --state (failed) with --meta key=value, newest first, at most --limit.`, stderr)
 	all := fs.Bool("all", false, "retry every submission that --state and --meta select, newest first (no ID)")
@@ -106,6 +107,14 @@ submission in --state (failed) with --meta key=value, newest first, at most --li
 	fs.IntVar(&many.Limit, "limit", 0, "with --all: at most `N` submissions, up to 1000 (default: the server's, 100)")
 	var req wire.RetryRequest
 	unfinished := fs.Bool("unfinished", false, "retry the skipped chunks too, not only the failed ones")
+	fs.Func("chunk", "retry only chunk `N` (failed or skipped); repeat for several, up to 1000", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 32)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a chunk index, a whole number, 0 or more")
+		}
+		req.ChunkIndexes = append(req.ChunkIndexes, n)
+		return nil
+	})
 	fs.Func("max-retries", "give each chunk retried `N` retries, N+1 attempts (default: the submission's max_retries)", func(s string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
@@ -130,6 +139,10 @@ submission in --state (failed) with --meta key=value, newest first, at most --li
 		return fs.usageError("give the ID of the submission to retry, or --all")
 	case !*all && (isSet(fs.FlagSet, "meta") || isSet(fs.FlagSet, "limit") || isSet(fs.FlagSet, "state")):
 		return fs.usageError("--state, --meta and --limit go with --all")
+	case len(req.ChunkIndexes) > 0 && (*all || *unfinished):
+		return fs.usageError("--chunk names the chunks of one submission to retry: not with --all or --unfinished")
+	case len(req.ChunkIndexes) > wire.MaxRetryChunkIndexes:
+		return fs.usageError("%d --chunk flags: at most %d in one retry", len(req.ChunkIndexes), wire.MaxRetryChunkIndexes)
 	case *all && *wait:
 		return fs.usageError("--wait follows one submission: give its ID instead of --all")
 	case *all:
@@ -153,9 +166,16 @@ submission in --state (failed) with --meta key=value, newest first, at most --li
 	id := pos[0]
 	s, err := c.Retry(ctx, id, req)
 	if err != nil {
-		return explain(err, fs.url, fmt.Sprintf(`nothing to retry: no chunk of %s failed (with --unfinished, none was skipped either); "opsq failures %s" lists what failed`, id, id))
+		nothing := fmt.Sprintf(`nothing to retry: no chunk of %s failed (with --unfinished, none was skipped either); "opsq failures %s" lists what failed`, id, id)
+		if len(req.ChunkIndexes) > 0 {
+			nothing = fmt.Sprintf(`nothing to retry: none of the chunks named with --chunk failed or was skipped; "opsq failures %s" lists what failed`, id)
+		}
+		return explain(err, fs.url, nothing)
 	}
 	fmt.Fprintf(stdout, "retrying %s: %s, %s / %s chunks done\n", s.ID, s.State, progress.GroupDigits(s.ChunksDone), progress.GroupDigits(s.ChunksTotal))
+	if s.Paused { // a retry never lifts a pause
+		fmt.Fprintf(stderr, "%s is paused: nothing of it is handed out until \"opsq resume %s\"\n", s.ID, s.ID)
+	}
 	if !*wait {
 		return nil
 	}

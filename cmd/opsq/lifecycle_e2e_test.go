@@ -135,8 +135,12 @@ func TestLifecycleCommands(t *testing.T) {
 		t.Errorf("failures --json: %v\n%s; want chunk 1 with its error", err, out)
 	}
 
-	// retry, then pause and resume.
-	out, errOut, err = runCLI(ctx, t, runRetry, "--url", u, "--max-retries", "2", id)
+	// retry, then pause and resume. --chunk names the chunks retried: chunk 0 completed,
+	// nothing to retry; chunk 1 failed.
+	if _, errOut, err = runCLI(ctx, t, runRetry, "--url", u, "--chunk", "0", id); err == nil || !strings.Contains(err.Error()+errOut, "none of the chunks named with --chunk") {
+		t.Errorf("retry --chunk 0 (completed): %v %s; want nothing to retry, naming --chunk", err, errOut)
+	}
+	out, errOut, err = runCLI(ctx, t, runRetry, "--url", u, "--max-retries", "2", "--chunk", "1", id)
 	if err != nil || !strings.Contains(out, "retrying "+id+": in_progress") {
 		t.Errorf("retry: %v\n%s%s", err, out, errOut)
 	}
@@ -227,6 +231,9 @@ func TestRetryAll(t *testing.T) {
 		{"--all", mine[0]},
 		{"--meta", "company_id=7", mine[0]},
 		{"--all", "--wait"},
+		{"--all", "--chunk", "1"},
+		{"--chunk", "x", mine[0]},
+		{"--chunk", "1", "--unfinished", mine[0]},
 		{},
 	} {
 		if _, stderr, err := runCLI(ctx, t, runRetry, append([]string{"--url", u}, args...)...); err == nil || !strings.Contains(stderr, "usage:") {

@@ -57,13 +57,13 @@ type serveConfig struct {
 	slotMinRate          byteSize
 	slotGrace            time.Duration
 	smallSubmissionBytes byteSize
-	maxUnverifiedBytes   byteSize
 
 	// Bounds of what a client sends and gets (DESIGN.md §3 "Bounded by design").
 	maxSubmissionChunks int
 	maxReserveBytes     byteSize
 	maxWaiters          int
 	maxWaitersPerKey    int
+	maxPauseChunks      int
 	maxLease            time.Duration
 	authFailuresPerSec  int
 	maxInflightBytes    byteSize
@@ -99,6 +99,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envBytes(fs, &cfg.maxReserveBytes, "max-reserve-bytes", "OPSQ_MAX_RESERVE_BYTES", api.MaxReserveBytesDefault, "a reserve answer stops adding chunks once it is this many bytes of JSON (it always holds one); at most 16 MiB"),
 		envInt(fs, &cfg.maxWaiters, "max-waiters", "OPSQ_MAX_WAITERS", queuer.MaxWaitersDefault, "most requests waiting on this instance (reserves with a wait and status waits together); beyond, 503 with Retry-After"),
 		envInt(fs, &cfg.maxWaitersPerKey, "max-waiters-per-key", "OPSQ_MAX_WAITERS_PER_KEY", 0, "most waiting requests of one API key (default 0: half of --max-waiters); beyond, 503 with Retry-After"),
+		envInt(fs, &cfg.maxPauseChunks, "max-pause-chunks-per-minute", "OPSQ_MAX_PAUSE_CHUNKS_PER_MINUTE", queuer.MaxPauseChunksPerMinuteDefault, "most chunks one API key moves by pauses and resumes in a minute on this instance; beyond, 429 with Retry-After"),
 		envInt(fs, &cfg.authFailuresPerSec, "auth-failures-per-second", "OPSQ_AUTH_FAILURES_PER_SECOND", api.AuthFailuresPerSecondDefault, "failed authentications one client address may have in a second; beyond, its failures get 429 for 5s"),
 		envDuration(fs, &cfg.maxLease, "max-lease", "OPSQ_MAX_LEASE", wire.MaxLease, "longest lease a reserve or extend may ask for (1s to 24h); beyond, 400"),
 		envDuration(fs, &cfg.shutdownGrace, "shutdown-grace", "OPSQ_SHUTDOWN_GRACE", 60*time.Second, "how long SIGTERM waits for requests in flight"),
@@ -111,7 +112,6 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 		envBytes(fs, &cfg.slotMinRate, "slot-min-rate", "OPSQ_SLOT_MIN_RATE", api.SlotMinRateDefault, "bytes a second under which an upload gives its ingest slot up (408) to a waiting client, once --slot-grace has passed"),
 		envDuration(fs, &cfg.slotGrace, "slot-grace", "OPSQ_SLOT_GRACE", api.SlotGraceDefault, "how long an upload runs before --slot-min-rate applies, and how long a follow with nothing to send, or a stream whose reader reads nothing, keeps its slot while another client waits"),
 		envBytes(fs, &cfg.smallSubmissionBytes, "small-submission-bytes", "OPSQ_SMALL_SUBMISSION_BYTES", api.SmallSubmissionBytesDefault, "a JSON submission of at most this many bytes (Content-Length given) is read whole before it takes an ingest slot"),
-		envBytes(fs, &cfg.maxUnverifiedBytes, "max-unverified-bytes", "OPSQ_MAX_UNVERIFIED_BYTES", api.MaxUnverifiedBytesDefault, "most bytes held, over all requests, for bodies of keyless requests marked forwarded before their signature is checked; beyond, 503 with Retry-After"),
 		envDuration(fs, &cfg.maxIngestTime, "max-ingest-time", "OPSQ_MAX_INGEST_TIME", api.MaxIngestTimeDefault, "a submission (its body and its insert) is cut after this long (408, nothing kept)"),
 	)
 }
@@ -143,14 +143,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--body-idle-timeout (OPSQ_BODY_IDLE_TIMEOUT) = %s: must be positive", cfg.bodyIdleTimeout)
 	case cfg.authFailuresPerSec < 1:
 		return fmt.Errorf("--auth-failures-per-second (OPSQ_AUTH_FAILURES_PER_SECOND) = %d: must be 1 or more", cfg.authFailuresPerSec)
+	case cfg.maxPauseChunks < 1:
+		return fmt.Errorf("--max-pause-chunks-per-minute (OPSQ_MAX_PAUSE_CHUNKS_PER_MINUTE) = %d: must be 1 or more", cfg.maxPauseChunks)
 	case cfg.maxWaitersPerKey < 0:
 		return fmt.Errorf("--max-waiters-per-key (OPSQ_MAX_WAITERS_PER_KEY) = %d: must be 0 (half of --max-waiters) or more", cfg.maxWaitersPerKey)
 	case cfg.maxLease < wire.MinLease || cfg.maxLease > wire.MaxLease:
 		return fmt.Errorf("--max-lease (OPSQ_MAX_LEASE) = %s: must be between %s and %s", cfg.maxLease, wire.MinLease, wire.MaxLease)
 	case cfg.slotGrace <= 0:
 		return fmt.Errorf("--slot-grace (OPSQ_SLOT_GRACE) = %s: must be positive", cfg.slotGrace)
-	case cfg.maxUnverifiedBytes < api.MaxForwardedBodyBytes:
-		return fmt.Errorf("--max-unverified-bytes (OPSQ_MAX_UNVERIFIED_BYTES) = %d: must be at least %d, the largest body an instance forwards", cfg.maxUnverifiedBytes, api.MaxForwardedBodyBytes)
 	case cfg.maxIngestTime <= 0:
 		return fmt.Errorf("--max-ingest-time (OPSQ_MAX_INGEST_TIME) = %s: must be positive", cfg.maxIngestTime)
 	case cfg.maxBody > 1<<30:
@@ -255,13 +255,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		notified = map[string]func(string){apikeys.Channel: keys.Notified}
 	}
 	q, err := queuer.New(ctx, queuer.Config{
-		Pool:             pool,
-		Logger:           log,
-		Instance:         claims.Instance{ID: cfg.instanceID, AdvertiseURL: cfg.advertiseURL, Version: version()},
-		MaxWaiters:       cfg.maxWaiters,
-		MaxWaitersPerKey: cfg.maxWaitersPerKey,
-		PeerTLS:          peerTLS,
-		Notified:         notified,
+		Pool:                    pool,
+		Logger:                  log,
+		Instance:                claims.Instance{ID: cfg.instanceID, AdvertiseURL: cfg.advertiseURL, Version: version()},
+		MaxWaiters:              cfg.maxWaiters,
+		MaxWaitersPerKey:        cfg.maxWaitersPerKey,
+		MaxPauseChunksPerMinute: int64(cfg.maxPauseChunks),
+		PeerTLS:                 peerTLS,
+		Notified:                notified,
 	})
 	if err != nil {
 		return err
@@ -298,7 +299,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		SlotMinRate:           int64(cfg.slotMinRate),
 		SlotGrace:             cfg.slotGrace,
 		SmallSubmissionBytes:  int64(cfg.smallSubmissionBytes),
-		MaxUnverifiedBytes:    int64(cfg.maxUnverifiedBytes),
 		AdvertiseURL:          cfg.advertiseURL,
 	})
 	// No ReadTimeout or WriteTimeout: they would bound whole requests, and long polls,

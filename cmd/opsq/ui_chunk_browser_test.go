@@ -215,8 +215,8 @@ func TestDashboardHeldAndChunks(t *testing.T) {
 	if got := b.text(t, "#attempts tbody"); !strings.Contains(got, "render-7") || !strings.Contains(got, "boom <i>not italic</i>") {
 		t.Errorf("chunk 0's attempts: %q; want the error boom … by render-7", got)
 	}
-	if got := b.text(t, "#retry-note"); !strings.Contains(got, "no retry of one chunk alone") {
-		t.Errorf("chunk 0's retry note: %q; want it to say the submission's failed chunks are retried together", got)
+	if got := b.text(t, "#retry-note"); !strings.Contains(got, "Retry this chunk gives it alone a fresh attempt budget") {
+		t.Errorf("chunk 0's retry note: %q; want it to tell the chunk's retry from the submission's", got)
 	}
 	b.doc(t, "dashboard-chunk")
 	b.check(t, "chunk 0")
@@ -260,8 +260,8 @@ func TestDashboardHeldAndChunks(t *testing.T) {
 			{"/ui/submissions?state=scheduled", "list-scheduled", true, []string{"#submissions a"}},
 			{"/ui/submissions", "list", true, []string{"#submissions a", ".chip"}},
 			{"/ui/submissions/" + chunky, "chunky", true, []string{"#failures a", "#open-chunk", "#submission [data-action]"}},
-			{"/ui/submissions/" + chunky + "/chunks/0", "chunk-0", false, []string{"#chunk-retry", "#to-submission", "#next-chunk"}},
-			{"/ui/submissions/" + chunky + "/chunks/1", "chunk-1", false, []string{"#chunk-retry", "#prev-chunk", "details summary"}},
+			{"/ui/submissions/" + chunky + "/chunks/0", "chunk-0", false, []string{"#chunk-retry-one", "#chunk-retry", "#to-submission", "#next-chunk"}},
+			{"/ui/submissions/" + chunky + "/chunks/1", "chunk-1", false, []string{"#chunk-retry-one", "#chunk-retry", "#prev-chunk", "details summary"}},
 			{"/ui/submissions/" + chunky + "/chunks/2", "chunk-2", false, []string{"#prev-chunk"}},
 			{"/ui/cluster?shard=5", "cluster-shard", true, []string{"#panel-action", ".shard"}},
 		} {
@@ -303,12 +303,29 @@ func TestDashboardHeldAndChunks(t *testing.T) {
 	}
 	b.run(t, "setting the width", chromedp.EmulateViewport(1440, 900))
 
-	// Retry from chunk 0's page: the submission's failed chunks, after a confirmation.
-	b.open(t, base+"/ui/submissions/"+chunky+"/chunks/0", "chunk-retry", false)
-	b.press(t, "#chunk-retry", "#submission", "chunk-retry-confirm")
+	// Retry of chunk 0 alone from its page, after a confirmation: back on its page, it is
+	// pending, and chunk 1 still failed; completed chunk 2's page offers no retry of it.
+	b.open(t, base+"/ui/submissions/"+chunky+"/chunks/2", "chunk-completed-no-retry", false)
+	if n := visible("#chunk-retry-one"); n != 0 {
+		t.Errorf("completed chunk 2's page shows %d Retry this chunk buttons; want none", n)
+	}
+	b.open(t, base+"/ui/submissions/"+chunky+"/chunks/0", "chunk-retry-one", false)
+	b.press(t, "#chunk-retry-one", "#chunk", "chunk-retry-one-confirm")
+	if got := b.text(t, "#chunk-state"); got != "pending" {
+		t.Errorf("chunk 0 after its retry: %q; want pending", got)
+	}
 	st, err := api.Status(ctx, chunky, 0)
+	if err != nil || st.State != wire.StateInProgress || st.ChunksFailed != 1 {
+		t.Errorf("after Retry this chunk on chunk 0: %s with %d failed (%v); want in_progress, chunk 1 still failed", st.State, st.ChunksFailed, err)
+	}
+	b.check(t, "retry of one chunk")
+
+	// Retry from chunk 1's page: the submission's failed chunks, after a confirmation.
+	b.open(t, base+"/ui/submissions/"+chunky+"/chunks/1", "chunk-retry", false)
+	b.press(t, "#chunk-retry", "#submission", "chunk-retry-confirm")
+	st, err = api.Status(ctx, chunky, 0)
 	if err != nil || st.State != wire.StateInProgress || st.ChunksFailed != 0 {
-		t.Errorf("after Retry from chunk 0's page: %s with %d failed (%v); want in_progress, none failed", st.State, st.ChunksFailed, err)
+		t.Errorf("after Retry from chunk 1's page: %s with %d failed (%v); want in_progress, none failed", st.State, st.ChunksFailed, err)
 	}
 	b.poll(t, 15*time.Second, "the failed chunks to say retrying", rows(), func(v string) bool { return v == "0 retrying, 1 retrying" })
 	b.check(t, "retry from a chunk's page")

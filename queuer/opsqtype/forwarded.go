@@ -20,3 +20,8 @@ const ForwardedCallerHeader = "Opsq-Forwarded-Caller"
 // instance it is sent to: an instance refuses a request signed for another, so that a
 // copy of one cannot be replayed to the rest of the cluster (issue 31).
 const ForwardedToHeader = "Opsq-Forwarded-To"
+
+// ForwardedDigestHeader carries the SHA-256 of a forwarded request's body, in lower-case
+// hex, which the signature covers: the receiving instance checks the signature before it
+// reads a byte of the body, and the body against it after (issue 31, finding 7).
+const ForwardedDigestHeader = "Opsq-Forwarded-Digest"

@@ -18,7 +18,8 @@ type ClusterStats struct {
 	SubmissionsInProgress int64
 	// ChunksPending: chunks of submissions in progress not completed yet, in flight included.
 	ChunksPending int64
-	// OldestAge is the age of the oldest submission in progress; 0 when there is none.
+	// OldestAge is the age of the oldest running submission (in progress, not paused, past
+	// its not_before), counted from when it started; 0 when there is none.
 	OldestAge time.Duration
 	// ChunksInflight: live reservations, as each owner published at its last renewal.
 	ChunksInflight int64

@@ -27,7 +27,8 @@ import (
 
 // Requests one instance forwards to another (reserves and extends) are signed with the
 // cluster key (DESIGN.md §8, "Between instances"): the signature covers the method, the
-// path and query, a digest of the body, the time of sending, a nonce, the forwarding
+// path and query, a digest of the body (sent in opsqtype.ForwardedDigestHeader too, so
+// that the receiver checks the signature before it reads the body), the time of sending, a nonce, the forwarding
 // instance's id, the id of the instance it is sent to (opsqtype.ForwardedToHeader) and the
 // caller's identity (opsqtype.ForwardedCallerHeader: its key's name and role, never the key
 // itself), and is sent in opsqtype.ForwardedSignatureHeader as
@@ -75,19 +76,28 @@ type Forwarded struct {
 	Signature string // opsqtype.ForwardedSignatureHeader
 	Caller    string // opsqtype.ForwardedCallerHeader: the caller's identity, "" for none
 	To        string // opsqtype.ForwardedToHeader: the id of the instance it is sent to
+	// Digest is opsqtype.ForwardedDigestHeader: the hex SHA-256 of the body, which the
+	// signature covers, so that the signature is checked before the body is read.
+	Digest string
+}
+
+// Digest is the value of opsqtype.ForwardedDigestHeader for body.
+func Digest(body []byte) string {
+	d := sha256.Sum256(body)
+	return hex.EncodeToString(d[:])
 }
 
 // forwardedMessage is what a forwarded request's MAC covers.
-func forwardedMessage(keyID int, at int64, nonce, method, uri string, f Forwarded, body []byte) []byte {
-	digest := sha256.Sum256(body)
+func forwardedMessage(keyID int, at int64, nonce, method, uri string, f Forwarded) []byte {
 	return fmt.Appendf(nil, "opsq forwarded v3\n%d\n%d\n%s\n%s\n%s\n%s\n%s\n%s\n%s",
-		keyID, at, nonce, method, uri, f.From, f.To, f.Caller, hex.EncodeToString(digest[:]))
+		keyID, at, nonce, method, uri, f.From, f.To, f.Caller, f.Digest)
 }
 
 // signForwarded returns the signature header of a forwarded request sent at now with nonce.
 func signForwarded(k *tokens.Keyring, method, uri string, f Forwarded, body []byte, now time.Time, nonce string) string {
 	at := now.UnixMilli()
-	keyID, mac := k.Sign(func(keyID int) []byte { return forwardedMessage(keyID, at, nonce, method, uri, f, body) })
+	f.Digest = Digest(body)
+	keyID, mac := k.Sign(func(keyID int) []byte { return forwardedMessage(keyID, at, nonce, method, uri, f) })
 	return fmt.Sprintf("v3 key=%d at=%d nonce=%s mac=%s", keyID, at, nonce, base64.RawURLEncoding.EncodeToString(mac))
 }
 
@@ -153,8 +163,21 @@ func NewVerifier(keys *tokens.Keyring, self string, max int) *Verifier {
 // received (path and query), body its whole body. It returns the caller's identity the
 // request carries (ok false: none, as with OPSQ_AUTH=off), or an error wrapping
 // ErrForwardedSignature that says what is wrong. A request it accepts once, it refuses
-// after.
+// after. f.Digest, when set, must be body's.
 func (v *Verifier) Verify(method, uri string, f Forwarded, body []byte, now time.Time) (id identity.Caller, ok bool, err error) {
+	d := Digest(body)
+	if f.Digest != "" && f.Digest != d {
+		return id, false, fmt.Errorf("%w: the body is not the one its digest header names", ErrForwardedSignature)
+	}
+	f.Digest = d
+	return v.VerifyHead(method, uri, f, now)
+}
+
+// VerifyHead is Verify before the body is read: the signature covers f.Digest (the
+// digest header, required), and the caller reads the body afterwards and checks it
+// against f.Digest (BodyMatches). A request that is not an instance's is refused on its
+// headers, before a byte of its body is read (issue 31, finding 7).
+func (v *Verifier) VerifyHead(method, uri string, f Forwarded, now time.Time) (id identity.Caller, ok bool, err error) {
 	fail := func(why string) error { return fmt.Errorf("%w: %s", ErrForwardedSignature, why) }
 	sig := f.Signature
 	if sig == "" {
@@ -169,6 +192,9 @@ func (v *Verifier) Verify(method, uri string, f Forwarded, body []byte, now time
 	}
 	if len(fields) != 5 || fields[0] != "v3" {
 		return id, false, fail(`the signature header is not "v3 key=… at=… nonce=… mac=…"`)
+	}
+	if d, err := hex.DecodeString(f.Digest); err != nil || len(d) != sha256.Size || f.Digest != strings.ToLower(f.Digest) {
+		return id, false, fail("no " + opsqtype.ForwardedDigestHeader + " header of the body's SHA-256 in lower-case hex")
 	}
 	if f.To != v.self {
 		return id, false, fail(fmt.Sprintf("signed for the instance %q, not this one (%q)", f.To, v.self))
@@ -205,7 +231,7 @@ func (v *Verifier) Verify(method, uri string, f Forwarded, body []byte, now time
 	if d := now.Sub(signed); d > ForwardedMaxAge || d < -ForwardedMaxAge {
 		return id, false, fail(fmt.Sprintf("signed %s from this instance's clock, more than %s", d.Round(time.Millisecond), ForwardedMaxAge))
 	}
-	if !v.keys.Verify(keyID, forwardedMessage(keyID, at, nonce, method, uri, f, body), mac) {
+	if !v.keys.Verify(keyID, forwardedMessage(keyID, at, nonce, method, uri, f), mac) {
 		return id, false, fail("the signature does not verify under the cluster keys")
 	}
 	id, ok, err = decodeCaller(f.Caller)
@@ -295,6 +321,7 @@ func (t *signingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if sc := trace.SpanContextFromContext(req.Context()); sc.IsValid() {
 		propagation.TraceContext{}.Inject(req.Context(), propagation.HeaderCarrier(out.Header))
 	}
+	out.Header.Set(opsqtype.ForwardedDigestHeader, Digest(body))
 	out.Header.Set(opsqtype.ForwardedSignatureHeader, signForwarded(t.keys, out.Method, out.URL.RequestURI(), f, body, time.Now(), newNonce()))
 	return t.base.RoundTrip(out)
 }

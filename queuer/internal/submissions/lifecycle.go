@@ -111,7 +111,14 @@ type Backoff struct {
 type RetryOptions struct {
 	Unfinished bool
 	MaxRetries *int
+	// ChunkIndexes, when not nil, retries only those chunks of the submission, each if it
+	// failed or was skipped (Unfinished aside); the others stay as they are. At most
+	// RetryChunksMax.
+	ChunkIndexes []int32
 }
+
+// RetryChunksMax bounds RetryOptions.ChunkIndexes.
+const RetryChunksMax = 1000
 
 // ErrRetriedWhileCancelled: a retry made the submission in progress again while its
 // cancel moved its chunks by slices, before the cancel answered: the retry won.

@@ -35,8 +35,8 @@ func lock(ctx context.Context, db opsqsql.Queries, id int64) (opsqsql.Submission
 	return r, err
 }
 
-// Retry gives the submission's failed chunks (with opts.Unfinished, its skipped ones too)
-// a fresh attempt budget (retries 0, and opts.MaxRetries if set) and makes them reservable
+// Retry gives the submission's failed chunks (with opts.Unfinished, its skipped ones too;
+// with opts.ChunkIndexes, only those named, failed or skipped) a fresh attempt budget (retries 0, and opts.MaxRetries if set) and makes them reservable
 // (they wait if the submission is paused, or its not_before is ahead); completed outputs
 // stay, the errors of the chunks retried are forgotten, and a finished submission (failed;
 // cancelled, with Unfinished) is in progress again, its finished_at and failure gone, and
@@ -93,7 +93,7 @@ func (s *Store) retry(ctx context.Context, q opsqsql.Queries, id int64, tenant s
 	}
 	state := opsqtype.State(sub.State)
 	switch {
-	case state == opsqtype.StateCompleted, state == opsqtype.StateCancelled && !opts.Unfinished:
+	case state == opsqtype.StateCompleted, state == opsqtype.StateCancelled && !opts.Unfinished && opts.ChunkIndexes == nil:
 		return workMoved{}, ErrNothingToRetry
 	}
 	// After the submission's lock (a submit takes the tenant's alone: no cycle).
@@ -101,12 +101,12 @@ func (s *Store) retry(ctx context.Context, q opsqsql.Queries, id int64, tenant s
 	if err != nil {
 		return workMoved{}, err
 	}
-	if err := s.place(ctx, db, id, opts.Unfinished); err != nil {
+	if err := s.place(ctx, db, id, opts.Unfinished || opts.ChunkIndexes != nil); err != nil {
 		return workMoved{}, err
 	}
 	rows, err := db.ChunksRetryFailed(ctx, opsqsql.ChunksRetryFailedParams{
 		// Paused: in progress and paused, or cancelled while paused (a retry keeps the pause).
-		SubmissionID: id, Unfinished: opts.Unfinished, Paused: sub.Paused,
+		SubmissionID: id, Unfinished: opts.Unfinished, Paused: sub.Paused, ChunkIndexes: opts.ChunkIndexes,
 	})
 	if err != nil {
 		return workMoved{}, err

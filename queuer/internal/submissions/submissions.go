@@ -58,6 +58,10 @@ type Config struct {
 	// AfterRetry, if set, is called when a retry of submission id has committed, before it
 	// answers. For tests. Defaults to nil.
 	AfterRetry func(id int64)
+	// MaxMovesPerMinute bounds the chunks one caller (an API key by its name; every
+	// request without a key together) moves by pauses and resumes in any minute on this
+	// instance (moves.go). Defaults to MaxMovesPerMinuteDefault (2 000 000).
+	MaxMovesPerMinute int64
 }
 
 // Store is the submissions of the database. It is safe for concurrent use and has no
@@ -76,6 +80,8 @@ type Store struct {
 	// slicing is the ids whose chunks this instance moves by slices now (skipSlices): the
 	// resume job leaves them to it.
 	slicing sync.Map
+	// moves bounds pauses and resumes (moves.go).
+	moves moves
 }
 
 var _ notify.Handler = (*Store)(nil)

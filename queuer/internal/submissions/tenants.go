@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sync"
 
 	opsqsql "opsq/sql"
@@ -184,4 +185,32 @@ func (s *Store) TenantOf(ctx context.Context, id int64) (string, error) {
 		return "", ErrNotFound
 	}
 	return t, nil
+}
+
+// TenantIn returns nil when submission id belongs to one of tenants, and ErrNotFound when
+// it is unknown or of another tenant. The two misses cost the same work: a cached tenant
+// answers only when it is one of tenants; any other id is read by one statement with the
+// tenants in its WHERE clause, so that neither the answer nor the time it takes tells a
+// caller that another tenant's id exists (issue 31, finding 10).
+func (s *Store) TenantIn(ctx context.Context, id int64, tenants []string) error {
+	s.tenants.mu.Lock()
+	t, ok := s.tenants.byID[id]
+	s.tenants.mu.Unlock()
+	if ok && slices.Contains(tenants, t) {
+		return nil
+	}
+	r, err := opsqsql.New(s.cfg.Pool).SubmissionTenantIn(ctx, opsqsql.SubmissionTenantInParams{ID: id, Tenants: tenants})
+	if errors.Is(err, opsqsql.ErrNotFound) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("reading the tenant of submission %d: %w", id, err)
+	}
+	s.tenants.mu.Lock()
+	defer s.tenants.mu.Unlock()
+	if s.tenants.byID == nil || len(s.tenants.byID) >= tenantCacheMax {
+		s.tenants.byID = make(map[int64]string)
+	}
+	s.tenants.byID[r.ID] = r.Tenant
+	return nil
 }
