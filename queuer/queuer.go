@@ -126,8 +126,9 @@ type Queuer struct {
 	forwards *peers.Verifier // checks forwarded requests, each once
 	admin    *admin.Admin
 	listener *notify.Listener
-	promoter *submissions.Promoter // waiting chunks that are due become reservable
-	throttle *throttles.Throttles  // consumers' back-pressure in force
+	promoter *submissions.Promoter   // waiting chunks that are due become reservable
+	deps     *submissions.Dependents // children start (or are cancelled) when their parents finish
+	throttle *throttles.Throttles    // consumers' back-pressure in force
 	jobs     *startstop.Cron
 	seen     *admin.Seen           // when each consumer name last asked for work here
 	activity *admin.ActivityWriter // completions per minute and who is working, for the dashboard
@@ -224,7 +225,8 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 		Consumers: q.reserver.Consumers, Seen: q.seen, ValueRates: q.valueRates})
 	// Every event goes to every part that caches something it changes; the waiters last,
 	// so that a waiter woken finds the caches up to date.
-	q.bus.Subscribe(q.reserve, q.router, q.subs, notify.HandlerFunc(q.keysChanged), q.throttle, q.waiting)
+	q.deps = submissions.NewDependents(q.subs)
+	q.bus.Subscribe(q.reserve, q.router, q.subs, q.deps, notify.HandlerFunc(q.keysChanged), q.throttle, q.waiting)
 	q.listener = notify.NewListener(pool, log, &q.bus, cfg.Notified, freedByToken)
 	q.promoter = submissions.NewPromoter(pool, log)
 	q.jobs = startstop.NewCron(append([]startstop.Job{
@@ -264,7 +266,7 @@ func (q *Queuer) Start(ctx context.Context) error {
 	// The listener first, so that no NOTIFY about shards acquired by the claims manager is
 	// missed; the cron jobs last. Stop stops them in reverse: the activity writer after the
 	// completer, so that its last write counts the completer's last batch.
-	services := []startstop.Service{q.listener, q.keys, q.throttle, q.activity, q.reserve, q.outcomes, q.claims, q.promoter, q.jobs}
+	services := []startstop.Service{q.listener, q.keys, q.throttle, q.activity, q.reserve, q.outcomes, q.claims, q.promoter, q.deps, q.jobs}
 	if err := startstop.StartAll(ctx, services); err != nil {
 		return err
 	}
