@@ -84,10 +84,18 @@ func (q Queries) DependentsDue(ctx context.Context, p DependentsDueParams) ([]De
 //go:embed dependent_start.sql
 var dependentStart string
 
-// DependentStart marks a waiting child as waiting no more, before its chunks move in; false
-// when it was not waiting.
-func (q Queries) DependentStart(ctx context.Context, id int64) (bool, error) {
-	return returnsRow(q.db.QueryRow(ctx, dependentStart, pgx.NamedArgs{"id": id}))
+// DependentStart marks a waiting child as waiting no more, before its chunks move in, and
+// returns its chunks_total; started false when it was not waiting.
+func (q Queries) DependentStart(ctx context.Context, id int64) (started bool, chunksTotal int64, err error) {
+	var total *int64
+	err = q.db.QueryRow(ctx, dependentStart, pgx.NamedArgs{"id": id}).Scan(&total)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, 0, nil
+	}
+	if err != nil || total == nil {
+		return false, 0, err
+	}
+	return true, *total, nil
 }
 
 //go:embed dependent_cancel.sql

@@ -152,7 +152,7 @@ type Statements interface {
 	// DependentsDue reads the waiting children that may start or must be cancelled now.
 	DependentsDue(ctx context.Context, p DependentsDueParams) ([]DependentsDueRow, error)
 	// DependentStart marks a waiting child as waiting no more, before its chunks move in.
-	DependentStart(ctx context.Context, id int64) (bool, error)
+	DependentStart(ctx context.Context, id int64) (started bool, chunksTotal int64, err error)
 	// DependentCancel marks a waiting child as cancelled by a parent, before its cancel.
 	DependentCancel(ctx context.Context, p DependentCancelParams) (bool, error)
 	// DependentsRearm reads the children that a retry of their parent marked to re-arm.

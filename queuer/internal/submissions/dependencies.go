@@ -150,8 +150,18 @@ func (s *Store) startChild(ctx context.Context, id int64) (bool, error) {
 			if err != nil || opsqtype.State(sub.State) != opsqtype.StateInProgress {
 				return err
 			}
-			if started, err = q.DependentStart(ctx, id); err != nil || !started || sub.Paused {
+			var total int64
+			if started, total, err = q.DependentStart(ctx, id); err != nil || !started {
 				return err
+			}
+			if total == 0 { // no chunks: completed now, as a submission without chunks is at once
+				if err := q.SubmissionsFinishCompleted(ctx, opsqsql.SubmissionsFinishCompletedParams{IDs: []int64{id}}); err != nil {
+					return err
+				}
+				return notify.SendFinished(ctx, q, id)
+			}
+			if sub.Paused {
+				return nil
 			}
 			rows, err := q.SubmissionResume(ctx, opsqsql.SubmissionPauseParams{ID: id}) // paused stays false
 			if err != nil {

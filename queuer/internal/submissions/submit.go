@@ -303,7 +303,7 @@ func (s *Store) insertSubmission(ctx context.Context, q opsqsql.Queries, id int6
 	if waits(sub) {
 		announce = func() error { return nil } // the promoter announces them when they are due
 	}
-	if n == 0 {
+	if n == 0 && !sub.held { // a child without chunks completes when its parents let it start
 		insert, announce = db.SubmissionInsertCompleted, func() error { return notify.SendFinished(ctx, q, id) }
 	}
 	if err := insert(ctx, p); err != nil {
@@ -319,7 +319,7 @@ func (s *Store) insertSubmission(ctx context.Context, q opsqsql.Queries, id int6
 			return fmt.Errorf("inserting the lifecycle settings: %w", err)
 		}
 	}
-	if len(sub.After) > 0 && n > 0 {
+	if len(sub.After) > 0 {
 		if err := db.DependenciesInsert(ctx, opsqsql.DependenciesInsertParams{
 			Child: id, Parents: sub.After, Policy: cmp.Or(sub.AfterPolicy, AfterCompleted), Waiting: sub.held,
 		}); err != nil {
