@@ -18,7 +18,7 @@ func TestFormatStatus(t *testing.T) {
 		Metadata:          "run 7",
 		StrategicMetadata: map[string]wire.MetadataValue{"mode": wire.String("preview"), "company_id": wire.Int(42)},
 		CreatedAt:         created, FinishedAt: &finished,
-		Failure: &wire.Failure{ChunkIndex: 7, Error: "boom"},
+		Failure: &wire.Failure{ChunkIndex: ptr(int64(7)), Error: "boom"},
 	}
 	want := "" +
 		"id         42\n" +
@@ -75,7 +75,7 @@ func TestUnsuccessful(t *testing.T) {
 	if err := unsuccessful(wire.Status{ID: "1", State: wire.StateCompleted}); err != nil {
 		t.Errorf("completed: got %v; want nil", err)
 	}
-	err := unsuccessful(wire.Status{ID: "1", State: wire.StateFailed, Failure: &wire.Failure{ChunkIndex: 3, Error: "boom"}})
+	err := unsuccessful(wire.Status{ID: "1", State: wire.StateFailed, Failure: &wire.Failure{ChunkIndex: ptr(int64(3)), Error: "boom"}})
 	if err == nil || !strings.Contains(err.Error(), "failed at chunk 3: boom") || !strings.Contains(err.Error(), "opsq retry 1") {
 		t.Errorf("failed: got %v; want the failure", err)
 	}
