@@ -149,12 +149,24 @@ func TestDependencyChainCompletesInOrder(t *testing.T) {
 		st.Dependencies.Policy != AfterCompleted || st.State != opsqtype.StateInProgress {
 		t.Fatalf("status of c: %s, dependencies %+v; want in_progress after [%d] waiting on [%d], policy completed", st.State, st.Dependencies, b, b)
 	}
+	if err := qs[2].deps.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := qs[2].Metrics().ChildrenWaiting; n != 2 {
+		t.Errorf("children waiting, as the re-check counts them: %d; want 2 (b and c)", n)
+	}
 	burn(t, qs, a)
 	burn(t, qs, b)
 	if st, _ := qs[1].Status(t.Context(), c); st.State != opsqtype.StateInProgress || len(st.Dependencies.WaitingOn) != 0 {
 		t.Fatalf("status of c once b completed: %s waiting on %v; want in_progress waiting on nothing", st.State, st.Dependencies.WaitingOn)
 	}
 	burn(t, qs, c)
+	if err := qs[2].deps.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := qs[2].Metrics().ChildrenWaiting; n != 0 {
+		t.Errorf("children waiting once the chain completed: %d; want 0", n)
+	}
 }
 
 // TestDependentStartsPromptly: a child's chunks become reservable soon after the last

@@ -151,13 +151,16 @@ func (q Queries) DependentsRearmMark(ctx context.Context, parent int64) (bool, e
 //go:embed dependents_parents.sql
 var dependentsParents string
 
+// DependentsParentsRow is the parents that have children to act on, and how many children
+// wait on parents.
+type DependentsParentsRow struct {
+	Parents []int64 `db:"parents"`
+	Waiting int64   `db:"waiting"`
+}
+
 // DependentsParents reads the parents that have children to act on.
-func (q Queries) DependentsParents(ctx context.Context) ([]int64, error) {
-	rows, err := q.db.Query(ctx, dependentsParents)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
+func (q Queries) DependentsParents(ctx context.Context) (DependentsParentsRow, error) {
+	return collectOne[DependentsParentsRow](ctx, q.db, dependentsParents, nil)
 }
 
 //go:embed dependent_retry.sql

@@ -3,8 +3,11 @@
 -- to re-arm. What each instance keeps in memory (submissions.Dependents), so that a
 -- submission that finishes costs a statement only when it has such children; reloaded at
 -- start, after notifications may have been missed, and at each re-check while not empty.
-SELECT DISTINCT p.parent
+-- waiting counts the children in progress waiting on parents (the metric
+-- opsq_children_waiting).
+SELECT coalesce(array_agg(DISTINCT p.parent), '{}') AS parents,
+       count(DISTINCT a.id) FILTER (WHERE s.id IS NOT NULL) AS waiting
 FROM opsq.submission_after a
 JOIN opsq.submission_parents p ON p.child = a.id
-WHERE a.waiting
-  AND (EXISTS (SELECT FROM opsq.submissions s WHERE s.id = a.id) OR a.cancelled_by IS NOT NULL)
+LEFT JOIN opsq.submissions s ON s.id = a.id
+WHERE a.waiting AND (s.id IS NOT NULL OR a.cancelled_by IS NOT NULL)

@@ -160,7 +160,7 @@ type Statements interface {
 	// DependentsRearmMark, in a retry of a parent, marks the children it cancelled to re-arm.
 	DependentsRearmMark(ctx context.Context, parent int64) (bool, error)
 	// DependentsParents reads the parents that have children to act on.
-	DependentsParents(ctx context.Context) ([]int64, error)
+	DependentsParents(ctx context.Context) (DependentsParentsRow, error)
 	// DependentRetry makes a retried child wait on its parents again when they do not let
 	// it start.
 	DependentRetry(ctx context.Context, id int64) (DependentRetryRow, error)

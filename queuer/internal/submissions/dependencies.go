@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"opsq/queuer/internal/notify"
@@ -299,6 +300,7 @@ type Dependents struct {
 		finished []int64 // parents that finished, to act on
 		sweep    bool
 	}
+	waiting atomic.Int64 // Waiting
 	startstop.Loop
 }
 
@@ -386,20 +388,26 @@ func (d *Dependents) reload(ctx context.Context) error {
 	d.mu.Lock()
 	d.mu.loading, d.mu.added = true, nil
 	d.mu.Unlock()
-	ids, err := opsqsql.New(d.store.cfg.Pool).DependentsParents(ctx)
+	r, err := opsqsql.New(d.store.cfg.Pool).DependentsParents(ctx)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.mu.loading = false
 	if err != nil {
 		return fmt.Errorf("reading the parents with children waiting: %w", err)
 	}
-	parents := make(map[int64]struct{}, len(ids)+len(d.mu.added))
-	for _, id := range append(ids, d.mu.added...) {
+	parents := make(map[int64]struct{}, len(r.Parents)+len(d.mu.added))
+	for _, id := range append(r.Parents, d.mu.added...) {
 		parents[id] = struct{}{}
 	}
 	d.mu.parents, d.mu.added = parents, nil
+	d.waiting.Store(r.Waiting)
 	return nil
 }
+
+// Waiting is how many children wait on their parents, as last counted: at start, after
+// notifications may have been missed, and at each re-check (every dependentsSweep while
+// any parent has children to act on).
+func (d *Dependents) Waiting() int64 { return d.waiting.Load() }
 
 // pass acts on the children of the parents that finished, and, with sweep, reloads the
 // parents and acts on every child that may act.
