@@ -84,9 +84,12 @@ func toError(err error, c echo.Context) *Error {
 	var maxBytes *http.MaxBytesError
 	var quota *queuer.QuotaError
 	var busyMove *queuer.MoveBusyError
+	var parent *queuer.ParentError
 	switch {
 	case errors.As(err, &e):
 		return e
+	case errors.As(err, &parent):
+		return badRequest("%s", parent.Error())
 	case errors.As(err, &maxBytes):
 		return tooLarge("request body is over the %d-byte limit (OPSQ_MAX_BODY); send large submissions as NDJSON (Content-Type: application/x-ndjson), which has no total limit", maxBytes.Limit)
 	case errors.Is(err, queuer.ErrNotFound):

@@ -113,8 +113,19 @@ func parseHeader(fields map[string]json.RawMessage, allowChunks bool, maxChunks 
 				return sub, err
 			}
 			sub.Lifecycle.NotBefore = t
+		case "after":
+			ids, err := parseAfter(raw)
+			if err != nil {
+				return sub, err
+			}
+			sub.After = ids
+		case "after_policy":
+			if err := json.Unmarshal(raw, &sub.AfterPolicy); err != nil || (sub.AfterPolicy != wire.AfterCompleted && sub.AfterPolicy != wire.AfterFinished) {
+				return sub, badRequest("after_policy: must be %q (the default: start once every parent completed) or %q (once every parent finished, whatever its state), not %s",
+					wire.AfterCompleted, wire.AfterFinished, abbreviate(raw))
+			}
 		default:
-			return sub, badRequest("%s; a submission has chunks, metadata, strategic_metadata, priority, max_retries, idempotency_key, prefix, chunk_count, on_failure, retry_backoff, not_before and tenant", unknownField(name))
+			return sub, badRequest("%s; a submission has chunks, metadata, strategic_metadata, priority, max_retries, idempotency_key, prefix, chunk_count, on_failure, retry_backoff, not_before, tenant, after and after_policy", unknownField(name))
 		}
 	}
 	_, hasChunks := fields["chunks"]
@@ -128,6 +139,32 @@ func parseHeader(fields map[string]json.RawMessage, allowChunks bool, maxChunks 
 		return sub, badRequest("chunk_count: allowed only with prefix")
 	}
 	return sub, nil
+}
+
+// parseAfter reads after: an array of at most wire.MaxAfter submission ids, each a decimal
+// string as the API writes ids. Whether each names a submission of the tenant the engine
+// checks (queuer.ParentError).
+func parseAfter(raw json.RawMessage) ([]int64, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, badRequest("after: must be an array of submission ids (decimal strings), not %s", abbreviate(raw))
+	}
+	if len(items) > wire.MaxAfter {
+		return nil, badRequest("after: %d parents is over the limit of %d", len(items), wire.MaxAfter)
+	}
+	ids := make([]int64, len(items))
+	for i, item := range items {
+		var v string
+		if err := json.Unmarshal(item, &v); err != nil {
+			return nil, badRequest("after[%d]: must be a submission id as a decimal string, such as \"123\", not %s", i, abbreviate(item))
+		}
+		id, err := parseID(v, fmt.Sprintf("after[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = id
+	}
+	return ids, nil
 }
 
 // parseStrategicMetadata checks that raw is an object of at most MaxStrategicKeys integer or

@@ -33,6 +33,7 @@ var instanceMetrics = []struct {
 	{"opsq_reservations", "Live reservations held by this instance.", false, func(m queuer.Metrics) float64 { return float64(m.Reservations) }},
 	{"opsq_shards_owned", "Shards this instance claims (reservable or draining).", false, func(m queuer.Metrics) float64 { return float64(m.ShardsOwned) }},
 	{"opsq_shards_reservable", "Shards this instance reserves from now.", false, func(m queuer.Metrics) float64 { return float64(m.ShardsReservable) }},
+	{"opsq_children_waiting", "Submissions waiting on their parents (after), as this instance last counted them: every 5 s while any wait.", false, func(m queuer.Metrics) float64 { return float64(m.ChildrenWaiting) }},
 	{"opsq_waiters", "Requests waiting on this instance now: reserves with a wait and status waits (at most OPSQ_MAX_WAITERS).", false, func(m queuer.Metrics) float64 { return float64(m.Waiting) }},
 	{"opsq_reserved_total", "Chunks reserved from this instance's shards.", true, func(m queuer.Metrics) float64 { return float64(m.Reserved) }},
 	{"opsq_completed_total", "Chunks completed through this instance.", true, func(m queuer.Metrics) float64 { return float64(m.Completed) }},

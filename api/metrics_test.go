@@ -118,6 +118,7 @@ func TestMetricsForOperators(t *testing.T) {
 		"opsq_claims_lost_total 0",
 		"opsq_shards_owned 64",
 		"opsq_waiters 0",
+		"opsq_children_waiting 0",
 		"opsq_reserves_parked 0",
 		`opsq_forwarded_requests_total{outcome="served",request="reserve"} 0`,
 		"opsq_cluster_submissions_in_progress 1",

@@ -316,7 +316,27 @@ func toStatus(st queuer.Status) wire.Status {
 	}
 	// The chunk that failed the submission, or under "continue" its last failed chunk.
 	if st.State == wire.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
-		out.Failure = &wire.Failure{ChunkIndex: *st.FailedChunkIndex, Error: *st.Error}
+		idx := *st.FailedChunkIndex
+		out.Failure = &wire.Failure{ChunkIndex: &idx, Error: *st.Error}
+	}
+	if d := st.Dependencies; d != nil {
+		out.After, out.AfterPolicy, out.WaitingOn = ids(d.After), d.Policy, ids(d.WaitingOn)
+		if len(out.WaitingOn) == 0 {
+			out.WaitingOn = nil
+		}
+		// A parent's end cancelled it.
+		if st.State == wire.StateCancelled && d.Failure != "" {
+			out.Failure = &wire.Failure{Error: d.Failure}
+		}
+	}
+	return out
+}
+
+// ids writes submission ids as the API does, decimal strings.
+func ids(in []int64) []string {
+	out := make([]string, len(in))
+	for i, id := range in {
+		out[i] = strconv.FormatInt(id, 10)
 	}
 	return out
 }

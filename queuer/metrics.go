@@ -65,6 +65,9 @@ type Metrics struct {
 	// Extends forwarded to a shard's owner, answered (ExtendForwardOK) or not.
 	ExtendForwardOK, ExtendForwardFailed int64
 	Claims                               claims.Stats
+	// ChildrenWaiting is how many submissions wait on their parents, as this instance
+	// last counted them (every 5 s while any wait).
+	ChildrenWaiting int64
 }
 
 // Metrics returns the instance's counters and gauges.
@@ -75,6 +78,6 @@ func (q *Queuer) Metrics() Metrics {
 		Waiting:       q.waiting.Waiting(),
 		ForwardServed: c.ReserveServed, ForwardEmpty: c.ReserveEmpty, ForwardFailed: c.ReserveFailed,
 		ExtendForwardOK: c.ExtendOK, ExtendForwardFailed: c.ExtendFailed,
-		Claims: q.claims.Stats(),
+		Claims: q.claims.Stats(), ChildrenWaiting: q.deps.Waiting(),
 	}
 }

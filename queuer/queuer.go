@@ -134,9 +134,10 @@ type Queuer struct {
 	forwards  *peers.Verifier // checks forwarded requests, each once
 	admin     *admin.Admin
 	listener  *notify.Listener
-	promoter  *submissions.Promoter // waiting chunks that are due become reservable
-	throttle  *throttles.Throttles  // consumers' back-pressure in force
-	schedules *schedules.Store      // the tenants' schedules, whose due runs firer makes
+	promoter  *submissions.Promoter   // waiting chunks that are due become reservable
+	deps      *submissions.Dependents // children start (or are cancelled) when their parents finish
+	throttle  *throttles.Throttles    // consumers' back-pressure in force
+	schedules *schedules.Store        // the tenants' schedules, whose due runs firer makes
 	firer     *schedules.Firer
 	// scheduleRuns counts the runs recorded here, by outcome, for metrics.
 	scheduleRuns runCounter
@@ -242,7 +243,8 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 		Consumers: q.reserver.Consumers, Seen: q.seen, ValueRates: q.valueRates})
 	// Every event goes to every part that caches something it changes; the waiters last,
 	// so that a waiter woken finds the caches up to date.
-	q.bus.Subscribe(q.reserve, q.router, q.subs, notify.HandlerFunc(q.keysChanged), q.throttle, q.waiting)
+	q.deps = submissions.NewDependents(q.subs)
+	q.bus.Subscribe(q.reserve, q.router, q.subs, q.deps, notify.HandlerFunc(q.keysChanged), q.throttle, q.waiting)
 	q.listener = notify.NewListener(pool, log, &q.bus, cfg.Notified, freedByToken)
 	q.promoter = submissions.NewPromoter(pool, log)
 	q.schedules = schedules.New(schedules.Config{Pool: pool, Log: log, Submitter: q.subs, Now: scheduleNow, OnRun: q.scheduleRuns.add,
@@ -285,7 +287,7 @@ func (q *Queuer) Start(ctx context.Context) error {
 	// The listener first, so that no NOTIFY about shards acquired by the claims manager is
 	// missed; the cron jobs last. Stop stops them in reverse: the activity writer after the
 	// completer, so that its last write counts the completer's last batch.
-	services := []startstop.Service{q.listener, q.keys, q.throttle, q.activity, q.reserve, q.outcomes, q.claims, q.promoter, q.firer, q.jobs}
+	services := []startstop.Service{q.listener, q.keys, q.throttle, q.activity, q.reserve, q.outcomes, q.claims, q.promoter, q.deps, q.firer, q.jobs}
 	if err := startstop.StartAll(ctx, services); err != nil {
 		return err
 	}

@@ -29,6 +29,9 @@ type (
 	AttemptError  = submissions.AttemptError
 	ChunkInfo     = submissions.ChunkInfo
 	RetryOptions  = submissions.RetryOptions
+	// Dependencies is what a child's status adds; ParentError a parent it may not have.
+	Dependencies = submissions.Dependencies
+	ParentError  = submissions.ParentError
 	// SmallSubmission is one row of SubmitMany.
 	SmallSubmission = submissions.SmallSubmission
 
@@ -67,6 +70,10 @@ const (
 	FailuresPageBytesMax = submissions.FailuresPageBytesMax
 	RetryManyMax         = submissions.RetryManyMax
 	RetryChunksMax       = submissions.RetryChunksMax
+	// A child's policies (NewSubmission.AfterPolicy), and its bound of parents.
+	AfterCompleted = submissions.AfterCompleted
+	AfterFinished  = submissions.AfterFinished
+	MaxParents     = submissions.MaxParents
 	// TenantKey is the pseudo-key of a submission's tenant in strategies and throttles.
 	TenantKey = submissions.TenantKey
 	// FailedChunkFailed is the state of a chunk whose attempts are spent, in Failures.

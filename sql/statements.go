@@ -143,6 +143,30 @@ type Statements interface {
 	// SubmissionResume resumes it: the chunks its pause held are reservable again.
 	SubmissionResume(ctx context.Context, p SubmissionPauseParams) ([]SubmissionResumeRow, error)
 
+	// Dependencies (dependencies.go): submissions after other submissions.
+
+	// DependenciesCheck reads the state of each parent of a new child.
+	DependenciesCheck(ctx context.Context, p DependenciesCheckParams) ([]DependenciesCheckRow, error)
+	// DependenciesInsert records a new child's policy and parents.
+	DependenciesInsert(ctx context.Context, p DependenciesInsertParams) error
+	// DependentsDue reads the waiting children that may start or must be cancelled now.
+	DependentsDue(ctx context.Context, p DependentsDueParams) ([]DependentsDueRow, error)
+	// DependentStart marks a waiting child as waiting no more, before its chunks move in.
+	DependentStart(ctx context.Context, id int64) (started bool, chunksTotal int64, err error)
+	// DependentCancel marks a waiting child as cancelled by a parent, before its cancel.
+	DependentCancel(ctx context.Context, p DependentCancelParams) (bool, error)
+	// DependentsRearm reads the children that a retry of their parent marked to re-arm.
+	DependentsRearm(ctx context.Context, p DependentsRearmParams) ([]DependentsRearmRow, error)
+	// DependentsRearmMark, in a retry of a parent, marks the children it cancelled to re-arm.
+	DependentsRearmMark(ctx context.Context, parent int64) (bool, error)
+	// DependentsParents reads the parents that have children to act on.
+	DependentsParents(ctx context.Context) (DependentsParentsRow, error)
+	// DependentRetry makes a retried child wait on its parents again when they do not let
+	// it start.
+	DependentRetry(ctx context.Context, id int64) (DependentRetryRow, error)
+	// DependenciesStatus reads a child's policy, parents and the parents it waits on.
+	DependenciesStatus(ctx context.Context, id int64) (DependenciesStatusRow, error)
+
 	// Retention (retention.go).
 
 	// RetentionExpired finds submissions finished before a cutoff.

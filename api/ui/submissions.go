@@ -61,7 +61,8 @@ func toView(st queuer.Status, now time.Time) submissionView {
 		v.Scheduled = st.State == wire.StateInProgress && !st.Paused && st.NotBefore.After(now)
 	}
 	if st.State == wire.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
-		v.Failure = &wire.Failure{ChunkIndex: *st.FailedChunkIndex, Error: *st.Error}
+		idx := *st.FailedChunkIndex
+		v.Failure = &wire.Failure{ChunkIndex: &idx, Error: *st.Error}
 	}
 	return v
 }

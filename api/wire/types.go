@@ -112,7 +112,20 @@ type SubmissionHeader struct {
 	// Tenant owns the submission; only admin keys (and servers without keys) may name
 	// one: a producer key's submissions are its tenant's.
 	Tenant string `json:"tenant,omitempty"`
+	// After is the submissions (ids, at most MaxAfter, of the same tenant) it starts after:
+	// it is created at once but hands nothing out until they finished (DESIGN.md §3).
+	After []string `json:"after,omitempty"`
+	// AfterPolicy is AfterCompleted (the default: start when every parent completed; a
+	// parent failed or cancelled cancels it) or AfterFinished (start whatever their states).
+	AfterPolicy string `json:"after_policy,omitempty"`
 }
+
+// The policies of SubmissionHeader.AfterPolicy, and the bound of After.
+const (
+	AfterCompleted = "completed"
+	AfterFinished  = "finished"
+	MaxAfter       = 100
+)
 
 // The forms of SubmissionHeader.OnFailure.
 var (
@@ -172,15 +185,31 @@ type Status struct {
 	CreatedAt         time.Time                `json:"created_at"`
 	FinishedAt        *time.Time               `json:"finished_at"`
 	Failure           *Failure                 `json:"failure,omitempty"`
+	// After, AfterPolicy and WaitingOn are a child's (GET /v1/submissions/{id} only): its
+	// parents, its policy, and the parents not finished yet (omitted when none is).
+	After       []string `json:"after,omitempty"`
+	AfterPolicy string   `json:"after_policy,omitempty"`
+	WaitingOn   []string `json:"waiting_on,omitempty"`
 }
 
 // Finished reports whether the submission has reached a final state.
 func (s Status) Finished() bool { return s.State.Finished() }
 
-// Failure says why a submission failed.
+// Failure says why a submission failed: the chunk that failed it (ChunkIndex) and its
+// error; or, for a child that a parent's end cancelled, no chunk and an Error naming the
+// parent ("parent 123 failed").
 type Failure struct {
-	ChunkIndex int64  `json:"chunk_index"`
+	ChunkIndex *int64 `json:"chunk_index,omitempty"`
 	Error      string `json:"error"`
+}
+
+// String says the failure in a line's words: "chunk 3: boom", or the error alone when no
+// chunk caused it ("parent 123 failed").
+func (f Failure) String() string {
+	if f.ChunkIndex == nil {
+		return f.Error
+	}
+	return fmt.Sprintf("chunk %d: %s", *f.ChunkIndex, f.Error)
 }
 
 // StatusList is one page of GET /v1/submissions.

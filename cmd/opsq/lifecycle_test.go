@@ -134,7 +134,7 @@ func TestSubmissionEnded(t *testing.T) {
 		s    wire.Status
 		want string
 	}{
-		{wire.Status{ID: "5", State: wire.StateFailed, Failure: &wire.Failure{ChunkIndex: 3, Error: "boom\nbang"}}, "submission 5 failed (chunk 3: boom bang)"},
+		{wire.Status{ID: "5", State: wire.StateFailed, Failure: &wire.Failure{ChunkIndex: ptr(int64(3)), Error: "boom\nbang"}}, "submission 5 failed (chunk 3: boom bang)"},
 		{wire.Status{ID: "5", State: wire.StateFailed}, "submission 5 failed"},
 		{wire.Status{ID: "5", State: wire.StateCancelled}, "submission 5 was cancelled"},
 		{wire.Status{ID: "5", State: wire.StateCompleted}, ""},

@@ -71,7 +71,17 @@ func formatStatus(s wire.Status, now time.Time) string {
 	}
 	row("chunks", "%s", chunks)
 	if s.Failure != nil {
-		row("failure", "chunk %d: %s", s.Failure.ChunkIndex, s.Failure.Error)
+		row("failure", "%s", s.Failure)
+	}
+	if len(s.After) > 0 {
+		after := strings.Join(s.After, ", ")
+		if s.AfterPolicy == wire.AfterFinished {
+			after += " (once finished, whatever their states)"
+		}
+		row("after", "%s", after)
+		if len(s.WaitingOn) > 0 {
+			row("waiting on", "%s", strings.Join(s.WaitingOn, ", "))
+		}
 	}
 	if len(s.OnFailure) > 0 && string(s.OnFailure) != string(wire.OnFailureFailSubmission) {
 		row("on failure", "%s", describeOnFailure(s.OnFailure))
@@ -107,10 +117,13 @@ func unsuccessful(s wire.Status) error {
 	case wire.StateFailed:
 		why := ""
 		if s.Failure != nil {
-			why = fmt.Sprintf(" at chunk %d: %s", s.Failure.ChunkIndex, s.Failure.Error)
+			why = " at " + s.Failure.String()
 		}
 		return fmt.Errorf(`submission %s failed%s; fix the cause and retry its failed chunks with "opsq retry %s" ("opsq failures %s" lists them)`, s.ID, why, s.ID, s.ID)
 	case wire.StateCancelled:
+		if s.Failure != nil { // a parent's end cancelled it
+			return fmt.Errorf(`submission %s was cancelled: %s; retry that parent ("opsq retry") and it runs again`, s.ID, s.Failure.Error)
+		}
 		return fmt.Errorf("submission %s was cancelled; submit it again to run it", s.ID)
 	}
 	return nil

@@ -18,7 +18,7 @@ func TestFormatStatus(t *testing.T) {
 		Metadata:          "run 7",
 		StrategicMetadata: map[string]wire.MetadataValue{"mode": wire.String("preview"), "company_id": wire.Int(42)},
 		CreatedAt:         created, FinishedAt: &finished,
-		Failure: &wire.Failure{ChunkIndex: 7, Error: "boom"},
+		Failure: &wire.Failure{ChunkIndex: ptr(int64(7)), Error: "boom"},
 	}
 	want := "" +
 		"id         42\n" +
@@ -51,6 +51,26 @@ func TestFormatStatus(t *testing.T) {
 	if got := formatStatus(s, created.Add(5*time.Minute)); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
+
+	// A child: its parents and those it waits on; then cancelled by one of them.
+	s = wire.Status{ID: "44", State: wire.StateInProgress, ChunksTotal: 1, CreatedAt: created,
+		After: []string{"42", "43"}, AfterPolicy: wire.AfterCompleted, WaitingOn: []string{"43"}}
+	want = "" +
+		"id         44\n" +
+		"state      in_progress\n" +
+		"chunks     0 / 1 done (0%), 0 failed\n" +
+		"after      42, 43\n" +
+		"waiting on 43\n" +
+		"priority   0\n" +
+		"created    2026-01-02T03:04:05Z (5m0s ago)\n"
+	if got := formatStatus(s, created.Add(5*time.Minute)); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	s.State, s.WaitingOn, s.AfterPolicy, s.Failure = wire.StateCancelled, nil, wire.AfterFinished, &wire.Failure{Error: "parent 43 failed"}
+	if got := formatStatus(s, created.Add(5*time.Minute)); !strings.Contains(got, "failure    parent 43 failed\n") ||
+		!strings.Contains(got, "after      42, 43 (once finished, whatever their states)\n") || strings.Contains(got, "waiting on") {
+		t.Errorf("got\n%s\nwant the failure naming the parent, the policy, and no waiting on", got)
+	}
 }
 
 func TestDescribeOnFailure(t *testing.T) {
@@ -75,7 +95,7 @@ func TestUnsuccessful(t *testing.T) {
 	if err := unsuccessful(wire.Status{ID: "1", State: wire.StateCompleted}); err != nil {
 		t.Errorf("completed: got %v; want nil", err)
 	}
-	err := unsuccessful(wire.Status{ID: "1", State: wire.StateFailed, Failure: &wire.Failure{ChunkIndex: 3, Error: "boom"}})
+	err := unsuccessful(wire.Status{ID: "1", State: wire.StateFailed, Failure: &wire.Failure{ChunkIndex: ptr(int64(3)), Error: "boom"}})
 	if err == nil || !strings.Contains(err.Error(), "failed at chunk 3: boom") || !strings.Contains(err.Error(), "opsq retry 1") {
 		t.Errorf("failed: got %v; want the failure", err)
 	}

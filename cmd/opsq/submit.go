@@ -78,6 +78,23 @@ PREFIX+index in object storage, which the consumers read themselves.`, stderr)
 		return err
 	})
 	fs.StringVar(&h.NotBefore, "not-before", "", "hand nothing out before `TIME` (RFC 3339, such as 2026-01-02T15:04:05Z) or a duration from now (such as 10m); at most 30 days ahead")
+	fs.Func("after", "start only after the submissions `ID[,ID]` finished (at most 100, of the same tenant; repeat the flag or separate the ids with commas); the submission is created at once and hands nothing out until then", func(v string) error {
+		for _, id := range strings.Split(v, ",") {
+			id = strings.TrimSpace(id)
+			if n, err := strconv.ParseInt(id, 10, 64); err != nil || n <= 0 {
+				return fmt.Errorf("%q is not a submission id", id)
+			}
+			h.After = append(h.After, id)
+		}
+		return nil
+	})
+	fs.Func("after-policy", "with --after: `POLICY` completed (the default: start once every parent completed; a parent that failed or was cancelled cancels this one) or finished (start once they finished, whatever their states)", func(v string) error {
+		if v != wire.AfterCompleted && v != wire.AfterFinished {
+			return errors.New(`want "completed" or "finished"`)
+		}
+		h.AfterPolicy = v
+		return nil
+	})
 	var backoff wire.RetryBackoff
 	fs.DurationVar(&backoffInitial, "backoff-initial", 0, "a retried chunk waits this `duration` before its first retry (0s: at once; default 1s)")
 	fs.Float64Var(&backoff.Factor, "backoff-factor", 0, "each further retry waits this `factor` longer (default 2)")
@@ -113,6 +130,12 @@ PREFIX+index in object storage, which the consumers read themselves.`, stderr)
 				return o, fs.usageError("--not-before %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z, or a duration from now such as 10m", h.NotBefore)
 			}
 		}
+	}
+	if len(h.After) > wire.MaxAfter {
+		return o, fs.usageError("--after: %d parents; at most %d", len(h.After), wire.MaxAfter)
+	}
+	if h.AfterPolicy != "" && len(h.After) == 0 {
+		return o, fs.usageError("--after-policy goes with --after")
 	}
 	if len(pos) == 1 {
 		o.input = pos[0]

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -73,6 +74,18 @@ func TestParseSubmitArgs(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "after, repeated and comma-separated, with a policy",
+			args: []string{"--after", "12,34", "--after", "56", "--after-policy", "finished"},
+			check: func(t *testing.T, o submitOptions) {
+				if !slices.Equal(o.header.After, []string{"12", "34", "56"}) || o.header.AfterPolicy != "finished" {
+					t.Errorf("got after %q, policy %q; want [12 34 56] and finished", o.header.After, o.header.AfterPolicy)
+				}
+			},
+		},
+		{name: "after not an id", args: []string{"--after", "12,x"}, wantErr: errUsage},
+		{name: "after policy unknown", args: []string{"--after", "12", "--after-policy", "sometimes"}, wantErr: errUsage},
+		{name: "after policy alone", args: []string{"--after-policy", "finished"}, wantErr: errUsage},
 		{name: "help", args: []string{"-h"}, wantErr: flag.ErrHelp},
 		{name: "two files", args: []string{"a", "b"}, wantErr: errUsage},
 		{name: "unknown flag", args: []string{"--nope"}, wantErr: errUsage},
@@ -109,7 +122,7 @@ func TestSubmitHelpListsEveryFlag(t *testing.T) {
 	if _, err := parseSubmitArgs([]string{"-h"}, &stderr); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("got error %v; want flag.ErrHelp", err)
 	}
-	for _, f := range []string{"url", "ndjson", "metadata", "meta", "priority", "max-retries", "idempotency-key", "prefix", "chunk-count", "wait"} {
+	for _, f := range []string{"url", "ndjson", "metadata", "meta", "priority", "max-retries", "idempotency-key", "prefix", "chunk-count", "after", "after-policy", "wait"} {
 		if !strings.Contains(stderr.String(), "-"+f+" ") && !strings.Contains(stderr.String(), "-"+f+"\n") {
 			t.Errorf("usage does not list -%s:\n%s", f, stderr.String())
 		}

@@ -608,7 +608,9 @@ func submissionEnded(s wire.Status) string {
 	case wire.StateFailed:
 		why := ""
 		if s.Failure != nil {
-			why = fmt.Sprintf(" (chunk %d: %s)", s.Failure.ChunkIndex, oneLine(s.Failure.Error, 200))
+			f := *s.Failure
+			f.Error = oneLine(f.Error, 200)
+			why = " (" + f.String() + ")"
 		}
 		return fmt.Sprintf("submission %s failed%s", s.ID, why)
 	case wire.StateCancelled:

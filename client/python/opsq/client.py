@@ -179,6 +179,8 @@ class Client:
         not_before: Union[None, str, _dt.datetime, _dt.timedelta, int, float] = None,
         tenant: Optional[str] = None,
         traceparent: Optional[str] = None,
+        after: Optional[Sequence[str]] = None,
+        after_policy: Optional[str] = None,
     ) -> Created:
         """Creates a submission from one JSON body (at most 32 MiB on the server): chunks
         inline, or ``prefix`` and ``chunk_count`` for object-storage mode. For many chunks,
@@ -189,6 +191,10 @@ class Client:
         ``{"fail_after": {"chunks": K}}`` / ``{"fail_after": {"fraction": F}}``.
         ``retry_backoff``: ``{"initial": "1s", "factor": 2, "max": "1m"}``.
         ``not_before``: a datetime (aware, or taken as UTC), or a duration from now.
+        ``after``: the ids (at most 100, of the same tenant) of the submissions it starts
+        after; it is created at once and hands nothing out until they finished.
+        ``after_policy``: ``"completed"`` (default: a parent that failed or was cancelled
+        cancels it) or ``"finished"`` (start whatever their states).
         ``traceparent``: the W3C traceparent of the producer's span, kept with the
         submission and handed out with each of its chunks (``Chunk.traceparent``), so that
         consumers' spans join the producer's trace; one that is not valid is ignored.
@@ -217,6 +223,8 @@ class Client:
         not_before: Union[None, str, _dt.datetime, _dt.timedelta, int, float] = None,
         tenant: Optional[str] = None,
         traceparent: Optional[str] = None,
+        after: Optional[Sequence[str]] = None,
+        after_policy: Optional[str] = None,
     ) -> Created:
         """Creates a submission from chunks, any iterable (a generator reading a file, say),
         streamed as an ``application/x-ndjson`` body: nothing is held in memory beyond a
@@ -278,10 +286,16 @@ class Client:
             "on_failure",
             "retry_backoff",
             "tenant",
+            "after_policy",
         ):
             v = args.get(name)
             if v is not None:
                 body[name] = dict(v) if name in ("strategic_metadata", "retry_backoff") else v
+        after = args.get("after")
+        if after is not None:
+            if isinstance(after, (str, bytes)):
+                raise TypeError("opsq: after is a sequence of submission ids, not one string")
+            body["after"] = [str(a) for a in after]
         nb = args.get("not_before")
         if isinstance(nb, _dt.datetime):
             if nb.tzinfo is None:

@@ -61,9 +61,10 @@ class Created:
 @dataclass(frozen=True)
 class Failure:
     """Why a submission failed: the chunk that failed it (or under ``continue`` its last
-    failed chunk) and its last error."""
+    failed chunk) and its last error; or, for a child that a parent's end cancelled, no
+    chunk (``chunk_index`` None) and an error naming the parent (``"parent 123 failed"``)."""
 
-    chunk_index: int
+    chunk_index: Optional[int]
     error: str
 
 
@@ -88,6 +89,11 @@ class Status:
     finished_at: Optional[_dt.datetime]
     failure: Optional[Failure] = None
     prefix: Optional[str] = None
+    # A child's (``submit(after=...)``): its parents, its policy, and the parents not
+    # finished yet; empty and None for a submission without after.
+    after: List[str] = field(default_factory=list)
+    after_policy: Optional[str] = None
+    waiting_on: List[str] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
@@ -113,8 +119,11 @@ class Status:
             not_before=parse_time(o.get("not_before")),
             created_at=parse_time(_get(o, "created_at", str)),  # type: ignore[arg-type]
             finished_at=parse_time(o.get("finished_at")),
-            failure=Failure(chunk_index=_get(f, "chunk_index", int), error=f.get("error", "")) if f else None,
+            failure=Failure(chunk_index=_get(f, "chunk_index", int) if "chunk_index" in f else None, error=f.get("error", "")) if f else None,
             prefix=o.get("prefix"),
+            after=[str(a) for a in o.get("after") or []],
+            after_policy=o.get("after_policy"),
+            waiting_on=[str(a) for a in o.get("waiting_on") or []],
         )
 
 

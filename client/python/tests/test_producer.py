@@ -231,6 +231,26 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(len(reserve_all(consumer(), t, 2)), 2)
         p.cancel(created.id)
 
+    def test_after(self) -> None:
+        t = tag()
+        p = producer()
+        parent = p.submit(["a"], strategic_metadata={"test": t})
+        child = p.submit(["b"], strategic_metadata={"test": t}, after=[parent.id])
+        loose = p.submit_ndjson(["c"], strategic_metadata={"test": t}, after=[parent.id], after_policy="finished")
+        st = p.status(child.id)
+        self.assertEqual((st.after, st.waiting_on, st.after_policy), ([parent.id], [parent.id], "completed"))
+        self.assertEqual(p.status(loose.id).after_policy, "finished")
+        self.assertEqual(p.status(parent.id).after, [])
+        p.cancel(parent.id)
+        st = p.status(child.id, wait=30)
+        self.assertEqual(st.state, "cancelled")
+        self.assertIsNone(st.failure.chunk_index)
+        self.assertEqual(st.failure.error, f"parent {parent.id} cancelled")
+        self.assertEqual([c.input for c in reserve_all(consumer(), t, 1)], ["c"])
+        with self.assertRaises(opsq.BadRequest) as e:
+            p.submit(["d"], after=[parent.id, "999"])
+        self.assertIn("after[1]", str(e.exception))
+
     def test_retry_many(self) -> None:
         t = tag()
         p, c = producer(), consumer()

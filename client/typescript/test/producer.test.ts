@@ -76,6 +76,26 @@ describe("producer", { timeout: 180_000 }, () => {
     await producer.cancel(created.id);
   });
 
+  it("submits after a parent: the child waits, and a cancelled parent cancels it naming the parent", async () => {
+    const t = tag();
+    const parent = await producer.submit({ chunks: ["a"], strategic_metadata: { test: t } });
+    const child = await producer.submit({ chunks: ["b"], strategic_metadata: { test: t }, after: [parent.id] });
+    const loose = await producer.submitNDJSON({ strategic_metadata: { test: t }, after: [parent.id], after_policy: "finished" }, ["c"]);
+    const st = await producer.status(child.id);
+    assert.deepEqual([st.after, st.waiting_on, st.after_policy], [[parent.id], [parent.id], "completed"]);
+    assert.equal((await producer.status(parent.id)).after, undefined);
+    await producer.cancel(parent.id);
+    const cancelled = await producer.status(child.id, { wait: "30s" });
+    assert.equal(cancelled.state, "cancelled");
+    assert.deepEqual(cancelled.failure, { error: `parent ${parent.id} cancelled` });
+    const chunks = await reserveN(consumer, t, 1);
+    assert.deepEqual(chunks.map((c) => [c.submission_id, c.input]), [[loose.id, "c"]]);
+    await assert.rejects(
+      producer.submit({ chunks: ["d"], after: [parent.id, "999"] }),
+      (e: unknown) => e instanceof OpsqError && e.status === 400 && /^after\[1\]/.test(e.message),
+    );
+  });
+
   it("refuses a chunk that is not text", async () => {
     await assert.rejects(producer.submit({ chunks: ["ok", "\ud800"] }), /chunks\[1\].*surrogate/);
     await assert.rejects(producer.submitNDJSON({}, ["ok", "\udfff"]), /chunk 1.*surrogate/);

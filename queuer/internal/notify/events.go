@@ -60,6 +60,10 @@ type SubmissionFinished struct{ ID int64 }
 // good, or skipped); their results may be read further.
 type SubmissionProgress struct{ IDs []int64 }
 
+// ParentsWaited: these submissions have a child waiting on them (or to re-arm after
+// their retry): the children's part acts on them when they finish.
+type ParentsWaited struct{ IDs []int64 }
+
 // SubmissionPaused: a submission was paused; its chunks left opsq.chunks (they wait in
 // opsq.chunks_waiting until resumed), so candidates of it read before are stale. Its
 // reservations in flight stay: they finish as usual.
@@ -94,6 +98,7 @@ func (Resync) event()             {}
 func (ClusterKeysChanged) event() {}
 func (ThrottlesChanged) event()   {}
 func (ThrottleAck) event()        {}
+func (ParentsWaited) event()      {}
 
 // Handler is a part that hears the events. Handle runs on the goroutine that raised the
 // event (a request, the listener, the claims loop): it must not block, and updates memory

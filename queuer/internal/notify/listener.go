@@ -35,7 +35,7 @@ var _ startstop.Service = (*Listener)(nil)
 // channels only).
 func NewListener(pool *pgxpool.Pool, log *slog.Logger, bus *Bus, others map[string]func(payload string), readToken TokenReader) *Listener {
 	l := &Listener{bus: bus, others: others, readToken: readToken}
-	channels := []string{ChannelWork, ChannelFinished, ChannelReleased, ChannelClusterKeys, ChannelProgress, ChannelPaused, ChannelThrottles}
+	channels := []string{ChannelWork, ChannelFinished, ChannelReleased, ChannelClusterKeys, ChannelProgress, ChannelPaused, ChannelThrottles, ChannelParents}
 	for c := range others {
 		channels = append(channels, c)
 	}

@@ -24,6 +24,7 @@ import (
 //	opsq_cluster_keys  ""  the cluster keys were rotated (sql/admin/rotate_cluster_key.sql)
 //	opsq_progress      "<submission id>,…"  chunks of each submission were finished (results follow)
 //	opsq_paused        "<submission id>"    the submission was paused: its chunks wait
+//	opsq_parents       "<submission id>,…"  each has a child waiting on it (or to re-arm)
 //	opsq_throttles     ""                        a throttle was set: read the throttles in force again
 //	                   "set:<nonce>"             the same, then answer with the ack below
 //	                   "ack:<nonce>:<instance>"  the instance has the throttle of nonce in force
@@ -37,6 +38,7 @@ const (
 	ChannelProgress    = "opsq_progress"
 	ChannelPaused      = "opsq_paused"
 	ChannelThrottles   = "opsq_throttles"
+	ChannelParents     = "opsq_parents"
 )
 
 // payloadMax keeps a payload under PostgreSQL's 8000-byte limit: a list longer than that
@@ -122,6 +124,17 @@ func SendPaused(ctx context.Context, q opsqsql.Queries, id int64) error {
 	return send(ctx, q, ChannelPaused, strconv.FormatInt(id, 10))
 }
 
+// SendParents tells every instance that submissions ids have a child waiting on them (or
+// to re-arm), at the commit of q's transaction, so that each acts on their children when
+// they finish.
+func SendParents(ctx context.Context, q opsqsql.Queries, ids ...int64) error {
+	items := make([]string, len(ids))
+	for i, id := range ids {
+		items[i] = strconv.FormatInt(id, 10)
+	}
+	return sendList(ctx, q, ChannelParents, items)
+}
+
 // SendThrottles tells every instance that a throttle was set, at the commit of db's
 // transaction; each answers with SendThrottleAck(nonce) once it has it in force.
 func SendThrottles(ctx context.Context, q opsqsql.Queries, nonce string) error {
@@ -182,14 +195,12 @@ func parse(channel, payload string, readToken TokenReader) []Event {
 		}
 		return []Event{ThrottlesChanged{Nonce: strings.TrimPrefix(payload, "set:")}}
 	case ChannelProgress:
-		var ids []int64
-		for _, f := range strings.Split(payload, ",") {
-			if id, err := strconv.ParseInt(f, 10, 64); err == nil {
-				ids = append(ids, id)
-			}
-		}
-		if len(ids) > 0 {
+		if ids := parseIDs(payload); len(ids) > 0 {
 			return []Event{SubmissionProgress{IDs: ids}}
+		}
+	case ChannelParents:
+		if ids := parseIDs(payload); len(ids) > 0 {
+			return []Event{ParentsWaited{IDs: ids}}
 		}
 	case ChannelPaused:
 		if id, err := strconv.ParseInt(payload, 10, 64); err == nil {
@@ -197,6 +208,17 @@ func parse(channel, payload string, readToken TokenReader) []Event {
 		}
 	}
 	return nil
+}
+
+// parseIDs reads a comma-separated list of submission ids, leaving out what is not one.
+func parseIDs(payload string) []int64 {
+	var ids []int64
+	for _, f := range strings.Split(payload, ",") {
+		if id, err := strconv.ParseInt(f, 10, 64); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // parseWork reads ChannelWork's payload.

@@ -33,11 +33,22 @@ import (
 // slices wins the race (the slices stop, and the submission is in progress with every
 // chunk pending): the cancel then answers ErrRetriedWhileCancelled.
 func (s *Store) Cancel(ctx context.Context, id int64) (Status, error) {
+	return s.cancel(ctx, id, nil)
+}
+
+// cancel is Cancel; before, if set, runs first in its first transaction (the cancel of a
+// child by its parent records why there), and its error rolls it back and is returned.
+func (s *Store) cancel(ctx context.Context, id int64, before func(q opsqsql.Queries) error) (Status, error) {
 	slice := int64(s.SliceRows())
 	var moved opsqsql.SubmissionCancelRow
 	var left opsqsql.SubmissionStatusRow
 	err := opsqsql.InTx(ctx, s.cfg.Pool, func(q opsqsql.Queries) error {
 		db := q
+		if before != nil {
+			if err := before(q); err != nil {
+				return err
+			}
+		}
 		var err error
 		if moved, err = db.SubmissionCancel(ctx, opsqsql.SubmissionCancelParams{ID: id, SkipNow: slice}); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/opsqtype"
@@ -78,10 +79,27 @@ func (s *Store) Retry(ctx context.Context, id int64, opts RetryOptions) (Status,
 		return Status{}, fmt.Errorf("retrying submission %d: %w", id, err)
 	}
 	s.raiseWork(work)
+	s.retried(ctx, id)
 	if s.cfg.AfterRetry != nil {
 		s.cfg.AfterRetry(id)
 	}
 	return statusOf(left), nil
+}
+
+// retried, after a retry of submission id committed, looks at it as a child (held for
+// parents that failed, it is cancelled again at once) and re-arms the children it
+// cancelled, down the chain (dependencies.go). An error is logged, not returned: the retry
+// stands, and the periodic re-check does the rest within seconds.
+func (s *Store) retried(ctx context.Context, id int64) {
+	ctx = context.WithoutCancel(ctx)
+	err := s.settleChildren(ctx, opsqsql.DependentsDueParams{Children: []int64{id}})
+	if err == nil {
+		err = s.rearmChildren(ctx, opsqsql.DependentsRearmParams{Parents: []int64{id}})
+	}
+	if err != nil {
+		s.cfg.Log.WarnContext(ctx, "re-arming the children of a retried submission; the periodic re-check does it within seconds",
+			slog.Int64("submission_id", id), slog.Any("error", err))
+	}
 }
 
 // retry is Retry's transaction, for a submission of tenant.
@@ -104,9 +122,16 @@ func (s *Store) retry(ctx context.Context, q opsqsql.Queries, id int64, tenant s
 	if err := s.place(ctx, db, id, opts.Unfinished || opts.ChunkIndexes != nil); err != nil {
 		return workMoved{}, err
 	}
+	// A child waits on its parents again while they do not let it start; the children a
+	// failed or cancelled parent cancelled are marked to re-arm (dependencies.go).
+	held, err := s.retryDependencies(ctx, q, id)
+	if err != nil {
+		return workMoved{}, err
+	}
 	rows, err := db.ChunksRetryFailed(ctx, opsqsql.ChunksRetryFailedParams{
-		// Paused: in progress and paused, or cancelled while paused (a retry keeps the pause).
-		SubmissionID: id, Unfinished: opts.Unfinished, Paused: sub.Paused, ChunkIndexes: opts.ChunkIndexes,
+		// Paused: in progress and paused, or cancelled while paused (a retry keeps the pause);
+		// or held for its parents, as a pause holds them (ready_at 'infinity').
+		SubmissionID: id, Unfinished: opts.Unfinished, Paused: sub.Paused || held, ChunkIndexes: opts.ChunkIndexes,
 	})
 	if err != nil {
 		return workMoved{}, err
@@ -147,6 +172,30 @@ func (s *Store) retry(ctx context.Context, q opsqsql.Queries, id int64, tenant s
 		return workMoved{}, err
 	}
 	return work, s.announce(ctx, q, work)
+}
+
+// retryDependencies is the part of a retry of submission id, in q's transaction, that
+// concerns dependencies: as a child, it waits on its parents again while they do not let
+// it start (held: its chunks come back held), and every instance is told they have a
+// child waiting; as a parent, the children it cancelled are marked to re-arm, and every
+// instance told so, so that the re-arm happens even if this instance stops first.
+func (s *Store) retryDependencies(ctx context.Context, q opsqsql.Queries, id int64) (held bool, err error) {
+	child, err := q.DependentRetry(ctx, id)
+	switch {
+	case errors.Is(err, opsqsql.ErrNotFound):
+	case err != nil:
+		return false, err
+	case child.Waiting:
+		if err := notify.SendParents(ctx, q, child.Parents...); err != nil {
+			return false, err
+		}
+		held = true
+	}
+	marked, err := q.DependentsRearmMark(ctx, id)
+	if err != nil || !marked {
+		return held, err
+	}
+	return held, notify.SendParents(ctx, q, id)
 }
 
 // place gives the failed (with unfinished, also skipped) chunks of submission id that

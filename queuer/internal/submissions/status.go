@@ -43,6 +43,9 @@ type Status struct {
 	NotBefore *time.Time
 	// Tenant owns the submission.
 	Tenant string
+	// Dependencies is its parents, when it was submitted after others; nil otherwise (and
+	// in a list's page, which does not read them).
+	Dependencies *Dependencies
 }
 
 // Finished reports whether the submission is in a final state.
@@ -57,7 +60,11 @@ func (s *Store) Status(ctx context.Context, id int64) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("reading submission %d: %w", id, err)
 	}
-	return statusOf(r), nil
+	st := statusOf(r)
+	if st.Dependencies, err = s.dependenciesOf(ctx, id); err != nil {
+		return Status{}, err
+	}
+	return st, nil
 }
 
 // statusOf is the Status of a row of the opsq.submission_status view.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"opsq/queuer/internal/notify"
 	"opsq/queuer/opsqtype"
@@ -44,6 +45,14 @@ type NewSubmission struct {
 	// Traceparent is the W3C traceparent the producer sent, handed out with each chunk;
 	// "" for none. The caller has checked it (55 characters, the W3C format).
 	Traceparent string
+	// After is the submissions it starts after (its parents, at most MaxParents, of its
+	// tenant; dependencies.go); nil for none. AfterPolicy is AfterCompleted ("" too) or
+	// AfterFinished.
+	After       []int64
+	AfterPolicy string
+
+	// held: its chunks wait on its parents (set by Submit from After).
+	held bool
 }
 
 // Chunks yields the contents of a submission's chunks in order. Next returns io.EOF after
@@ -73,12 +82,23 @@ const SliceRows = 100_000
 // stays.
 func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (Created, error) {
 	sub.Tenant = cmp.Or(sub.Tenant, TenantDefault)
+	if len(sub.After) > 0 {
+		held, err := s.checkParents(ctx, sub)
+		if err != nil {
+			return Created{}, err
+		}
+		sub.held = held
+	}
 	id, err := s.cfg.IDs.Next()
 	if err != nil {
 		return Created{}, err
 	}
 	if sub.Prefix != "" && sub.ChunkCount > int64(s.SliceRows()) {
-		return s.submitSliced(ctx, id, sub)
+		created, err := s.submitSliced(ctx, id, sub)
+		if err == nil && !created.Existing {
+			s.childInserted(ctx, id, sub)
+		}
+		return created, err
 	}
 	src := s.chunkSource(id, sub)
 	src.chunks = chunks
@@ -98,6 +118,7 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 		return created, err
 	}
 	s.inserted(id, sub, created.ChunksTotal)
+	s.childInserted(ctx, id, sub)
 	return created, nil
 }
 
@@ -254,6 +275,9 @@ func (s *Store) chunkSource(id int64, sub NewSubmission) *chunkRows {
 	if waits(sub) {
 		src.row = make([]any, len(opsqsql.ChunkCopyColumns)+1)
 		src.row[len(opsqsql.ChunkCopyColumns)] = sub.Lifecycle.NotBefore
+		if sub.held { // until its parents let it start, as a pause holds them
+			src.row[len(opsqsql.ChunkCopyColumns)] = pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
+		}
 	}
 	return src
 }
@@ -279,7 +303,7 @@ func (s *Store) insertSubmission(ctx context.Context, q opsqsql.Queries, id int6
 	if waits(sub) {
 		announce = func() error { return nil } // the promoter announces them when they are due
 	}
-	if n == 0 {
+	if n == 0 && !sub.held { // a child without chunks completes when its parents let it start
 		insert, announce = db.SubmissionInsertCompleted, func() error { return notify.SendFinished(ctx, q, id) }
 	}
 	if err := insert(ctx, p); err != nil {
@@ -295,6 +319,18 @@ func (s *Store) insertSubmission(ctx context.Context, q opsqsql.Queries, id int6
 			return fmt.Errorf("inserting the lifecycle settings: %w", err)
 		}
 	}
+	if len(sub.After) > 0 {
+		if err := db.DependenciesInsert(ctx, opsqsql.DependenciesInsertParams{
+			Child: id, Parents: sub.After, Policy: cmp.Or(sub.AfterPolicy, AfterCompleted), Waiting: sub.held,
+		}); err != nil {
+			return fmt.Errorf("inserting the parents: %w", err)
+		}
+		if sub.held {
+			if err := notify.SendParents(ctx, q, sub.After...); err != nil {
+				return fmt.Errorf("notifying: %w", err)
+			}
+		}
+	}
 	if sub.Traceparent != "" {
 		if err := db.SubmissionTraceInsert(ctx, opsqsql.SubmissionTraceInsertParams{ID: id, Traceparent: sub.Traceparent}); err != nil {
 			return fmt.Errorf("inserting the traceparent: %w", err)
@@ -306,8 +342,8 @@ func (s *Store) insertSubmission(ctx context.Context, q opsqsql.Queries, id int6
 	return nil
 }
 
-// waits reports whether sub's chunks wait for its not_before.
-func waits(sub NewSubmission) bool { return sub.Lifecycle.NotBefore.After(time.Now()) }
+// waits reports whether sub's chunks wait for its not_before, or for its parents.
+func waits(sub NewSubmission) bool { return sub.held || sub.Lifecycle.NotBefore.After(time.Now()) }
 
 // inserted counts and announces here, at once, n chunks of submission id just committed.
 func (s *Store) inserted(id int64, sub NewSubmission, n int64) {

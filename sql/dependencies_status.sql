@@ -1,0 +1,13 @@
+-- What a child's status adds (GET /v1/submissions/{id}): its policy, its parents in the
+-- order of its after, those of them in progress (waiting_on; a parent deleted by retention
+-- had finished), and the failure a parent's end gave it. No row for a submission that is
+-- no child.
+-- Citus: the coordinator's own tables (submission_after, submission_parents); joined to distributed ones (U) by Citus's local-distributed join; not yet run there.
+SELECT a.policy, a.failure,
+       array_agg(p.parent ORDER BY p.position) AS after,
+       coalesce(array_agg(p.parent ORDER BY p.position) FILTER (WHERE ps.state = 'in_progress'), '{}') AS waiting_on
+FROM opsq.submission_after a
+JOIN opsq.submission_parents p ON p.child = a.id
+LEFT JOIN opsq.submission_status ps ON ps.id = p.parent
+WHERE a.id = @id
+GROUP BY a.id, a.policy, a.failure
