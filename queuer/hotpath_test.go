@@ -44,12 +44,20 @@ var hotPathWant = map[string][]string{
 // completer's goroutine while the caller waits. So the tracer records every statement
 // sent while a measured call runs (on the pool the Queuer was given and on the candidate
 // pool, which copies its config and so its tracer), and drops those of the background
-// loops by name (hotPathBackground).
+// loops by name (hotPathBackground), with the BEGIN and COMMIT of a transaction of theirs
+// (a background loop's transaction, such as the promoter's, may run meanwhile).
 type hotPathTracer struct {
 	mu        sync.Mutex
 	recording bool
-	sent      []string
+	sent      []sentStatement
 	names     map[string]string // statement text → file name
+}
+
+// sentStatement is one statement recorded, on the connection that sent it.
+type sentStatement struct {
+	conn       *pgx.Conn
+	name       string
+	background bool
 }
 
 // hotPathBackground are the name prefixes of the statements of the background loops
@@ -66,16 +74,15 @@ func (tr *hotPathTracer) start() {
 
 var _ pgx.QueryTracer = (*hotPathTracer)(nil)
 
-func (tr *hotPathTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+func (tr *hotPathTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	name := tr.name(data.SQL)
+	background := false
 	for _, p := range hotPathBackground {
-		if strings.HasPrefix(name, p) {
-			return ctx
-		}
+		background = background || strings.HasPrefix(name, p)
 	}
 	tr.mu.Lock()
 	if tr.recording {
-		tr.sent = append(tr.sent, name)
+		tr.sent = append(tr.sent, sentStatement{conn: conn, name: name, background: background})
 	}
 	tr.mu.Unlock()
 	return ctx
@@ -100,14 +107,42 @@ func (tr *hotPathTracer) name(sql string) string {
 	return "unknown: " + first[:min(len(first), 60)]
 }
 
-// take stops recording and returns what was recorded, sorted.
+// take stops recording and returns what was recorded, sorted, without the background
+// loops' statements and the transactions they ran in (on each connection, from a BEGIN to
+// its COMMIT or ROLLBACK).
 func (tr *hotPathTracer) take() []string {
 	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	s := tr.sent
+	sent := tr.sent
 	tr.recording, tr.sent = false, nil
-	slices.Sort(s)
-	return s
+	tr.mu.Unlock()
+	var out []string
+	open := map[*pgx.Conn][]sentStatement{} // each connection's transaction under way
+	keep := func(txn []sentStatement) {
+		if !slices.ContainsFunc(txn, func(s sentStatement) bool { return s.background }) {
+			for _, s := range txn {
+				out = append(out, s.name)
+			}
+		}
+	}
+	for _, s := range sent {
+		txn, inTxn := open[s.conn]
+		switch {
+		case s.name == "BEGIN":
+			open[s.conn] = []sentStatement{s}
+		case inTxn && (s.name == "COMMIT" || s.name == "ROLLBACK"):
+			keep(append(txn, s))
+			delete(open, s.conn)
+		case inTxn:
+			open[s.conn] = append(txn, s)
+		case !s.background:
+			out = append(out, s.name)
+		}
+	}
+	for _, txn := range open { // still open when the call returned: kept as far as it went
+		keep(txn)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // statementNames maps the text of every sql/*.sql statement to its file name.
