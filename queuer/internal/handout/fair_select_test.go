@@ -64,8 +64,11 @@ func TestWeightedFairOverSelectOnlyIgnoresOtherBacklog(t *testing.T) {
 	}
 	slices.Sort(took)
 	t.Logf("5 reserves of 10: p50 %s, max %s; %d submissions served", took[2].Round(time.Millisecond), took[4].Round(time.Millisecond), len(seen))
-	if took[2] > 250*time.Millisecond {
-		t.Errorf("a reserve's p50 %s; want well under 250ms: a value's turn reads its own submissions, not the %d chunks of another value", took[2].Round(time.Millisecond), backlog)
+	// The fastest of the five, not their median: a busy machine slows some reserves, while
+	// a turn that reads the backlog makes every one slow (about 1 s each before the fix).
+	// TODO(issue 29): judge this by the rows the turn reads, not by time.
+	if took[0] > 250*time.Millisecond {
+		t.Errorf("the fastest reserve took %s; want well under 250ms: a value's turn reads its own submissions, not the %d chunks of another value", took[0].Round(time.Millisecond), backlog)
 	}
 	if n := seen[1<<40]; n > 5 {
 		t.Errorf("the backlog's value got %d of 50 chunks; want its share, about 1 in %d", n, values+1)
