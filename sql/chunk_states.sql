@@ -3,7 +3,7 @@
 -- submission finished), so the completion is already_finished; any other is unknown. One
 -- row per input, by its position (ord, from 1). One statement for the whole batch, however
 -- many stale tokens it holds; each input is looked up by primary keys (the LIMIT keeps the
--- planner from hashing whole tables instead), in its own chunk partition only.
+-- planner from hashing whole tables instead).
 SELECT t.ord, k.known IS NOT NULL AS known
 FROM unnest(@shards::int[], @submission_ids::bigint[], @chunk_indexes::int[])
     WITH ORDINALITY AS t(shard, submission_id, chunk_index, ord)

@@ -1,6 +1,6 @@
 -- The chunks of many submissions that were just cancelled (submissions.CancelMany): what
--- chunks_skip_submission.sql does for one, in one statement, so that each partition is
--- scanned once per statement rather than once per submission.
+-- chunks_skip_submission.sql does for one, in one statement rather than one per
+-- submission.
 WITH ready AS (
     DELETE FROM opsq.chunks WHERE submission_id = ANY(@submission_ids::bigint[])
     RETURNING submission_id, chunk_index, shard, random_order, retries, input, attempt_base
