@@ -140,3 +140,85 @@ INSERT INTO opsq.api_keys (name, role, sha256) VALUES ('p', 'producer', decode(r
 		t.Fatal(err)
 	}
 }
+
+// TestChunksFlatKeepsEveryRow: on one PostgreSQL, 00026 makes opsq.chunks one table with
+// the shard leading its ordered indexes, and the way down puts the LIST partitions back;
+// both keep every row and every column of it.
+func TestChunksFlatKeepsEveryRow(t *testing.T) {
+	if pgtest.Citus() {
+		t.Skip("00026 does nothing on Citus, where 00017 made chunks one table")
+	}
+	t.Parallel()
+	ctx := t.Context()
+	m, conn := pgtest.Migrator(t, pgtest.NewDB(t))
+	if err := m.DownTo(ctx, 21); err != nil {
+		t.Fatal(err)
+	}
+	// 5 000 chunks of 3 submissions on every shard, retried, inputs NULL and of every byte.
+	if _, err := conn.Exec(ctx, `
+INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order, retries, input, attempt_base)
+SELECT 1 + i % 3, i, (i * 7) % 64, (i * 2654435761::bigint % 4294967296 - 2147483648)::int, i % 4,
+       CASE WHEN i % 5 = 0 THEN NULL ELSE set_byte('\x00'::bytea, 0, i % 256) END, i % 3
+FROM generate_series(0, 4999) i`); err != nil {
+		t.Fatal(err)
+	}
+	const fingerprint = `SELECT count(*), md5(string_agg(concat_ws(':', submission_id, chunk_index, shard, random_order, retries, encode(input, 'hex'), attempt_base), ',' ORDER BY submission_id, chunk_index))
+FROM opsq.chunks`
+	read := func() (n int64, sum string) {
+		t.Helper()
+		if err := conn.QueryRow(ctx, fingerprint).Scan(&n, &sum); err != nil {
+			t.Fatal(err)
+		}
+		return n, sum
+	}
+	layout := func() (kind string, partitions int64, indexes string) {
+		t.Helper()
+		if err := conn.QueryRow(ctx, `
+SELECT c.relkind::text,
+       (SELECT count(*) FROM pg_inherits WHERE inhparent = c.oid),
+       (SELECT string_agg(pg_get_indexdef(indexrelid), '; ' ORDER BY indexrelid::regclass::text) FROM pg_index WHERE indrelid = c.oid)
+FROM pg_class c WHERE c.oid = 'opsq.chunks'::regclass`).Scan(&kind, &partitions, &indexes); err != nil {
+			t.Fatal(err)
+		}
+		return kind, partitions, indexes
+	}
+	n0, sum0 := read()
+	if n0 != 5000 {
+		t.Fatalf("%d chunks before migrating up; want 5000", n0)
+	}
+	if err := m.UpTo(ctx, 26); err != nil {
+		t.Fatal(err)
+	}
+	if n, sum := read(); n != n0 || sum != sum0 {
+		t.Errorf("after 00026: %d chunks (fingerprint %s); want %d (%s)", n, sum, n0, sum0)
+	}
+	wantIndexes := "CREATE UNIQUE INDEX chunks_pkey ON opsq.chunks USING btree (submission_id, chunk_index, shard); " +
+		"CREATE INDEX chunks_random_order ON opsq.chunks USING btree (shard, random_order, submission_id, chunk_index); " +
+		"CREATE INDEX chunks_shard_submission ON opsq.chunks USING btree (shard, submission_id, chunk_index)"
+	if kind, parts, indexes := layout(); kind != "r" || parts != 0 || indexes != wantIndexes {
+		t.Errorf("after 00026: relkind %s, %d partitions, indexes %s; want r, 0, %s", kind, parts, indexes, wantIndexes)
+	}
+	// The defaults stay.
+	if _, err := conn.Exec(ctx, "INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order) VALUES (9, 0, 3, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	var retries, base int32
+	if err := conn.QueryRow(ctx, "DELETE FROM opsq.chunks WHERE submission_id = 9 RETURNING retries, attempt_base").Scan(&retries, &base); err != nil || retries != 0 || base != 0 {
+		t.Errorf("a chunk inserted without retries and attempt_base: %d, %d (%v); want 0, 0", retries, base, err)
+	}
+	if err := m.DownTo(ctx, 21); err != nil {
+		t.Fatal(err)
+	}
+	if n, sum := read(); n != n0 || sum != sum0 {
+		t.Errorf("after migrating down again: %d chunks (fingerprint %s); want %d (%s)", n, sum, n0, sum0)
+	}
+	if kind, parts, _ := layout(); kind != "p" || parts != 64 {
+		t.Errorf("after migrating down: relkind %s, %d partitions; want p, 64", kind, parts)
+	}
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.CheckCurrent(ctx, conn); err != nil {
+		t.Error(err)
+	}
+}

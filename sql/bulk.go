@@ -66,7 +66,7 @@ type ChunksSkipSubmissionsParams struct {
 }
 
 // ChunksSkipSubmissions deletes the reservable chunks of submissions that are no longer
-// in progress, in one statement (each partition is scanned once, not once per submission).
+// in progress, in one statement, not one per submission.
 func (q Queries) ChunksSkipSubmissions(ctx context.Context, p ChunksSkipSubmissionsParams) error {
 	_, err := q.db.Exec(ctx, chunksSkipSubmissions, pgx.NamedArgs{"submission_ids": p.SubmissionIDs})
 	return err

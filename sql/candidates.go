@@ -43,6 +43,9 @@ var candidatesSubmission string
 //go:embed candidates_filter.sql
 var candidatesFilter string
 
+//go:embed candidates_shards.sql
+var candidatesShards string
+
 // candidateSkeletons are the skeletons by order, without their comments.
 var candidateSkeletons = [...]string{
 	CandidatesRandom:         statementText(candidatesRandom),
@@ -51,6 +54,9 @@ var candidateSkeletons = [...]string{
 	CandidatesCustomPriority: statementText(candidatesCustomPriority),
 	CandidatesSubmission:     statementText(candidatesSubmission),
 }
+
+// candidateMerge is the frame of candidates_shards.sql, without its comments.
+var candidateMerge = statementText(candidatesShards)
 
 // candidateFilter is the filter fragment, without its comments, on a line of its own.
 var candidateFilter = "\n" + statementText(candidatesFilter)
@@ -75,17 +81,18 @@ type CandidateFilter struct {
 }
 
 // CandidateQuery is the text of a candidate query of order: shards are the names of the
-// arguments bound to the instance's shards, one each (PostgreSQL prunes a cached generic
-// plan's partitions at run time for an IN list of arguments, not for one array argument),
-// and each filter a probe of the strategic metadata on the submission id.
+// arguments bound to the instance's shards, one each, and each filter a probe of the
+// strategic metadata on the submission id.
+//
+// On one PostgreSQL (opsq.chunks one table, migration 00026), the query of several shards
+// is the skeleton once per shard, merged (candidates_shards.sql): one ordered scan per
+// shard of the index that leads with it. custom_priority keeps the IN list there: each
+// submission's chunks are read by the primary key (submission_id, chunk_index, shard) in
+// chunk order, the other shards' filtered out. On Citus, where chunks is distributed by
+// shard, the skeleton as it is, with the shards' arguments in its IN list. The text
+// depends only on the order, the number of shards and the filters, so that a connection
+// keeps one generic plan of each (session.go).
 func CandidateQuery(order CandidateOrder, shards []string, filters []CandidateFilter) string {
-	var in strings.Builder
-	for i, s := range shards {
-		if i > 0 {
-			in.WriteString(", ")
-		}
-		in.WriteString("@" + s + "::int")
-	}
 	id := "c.submission_id"
 	if order == CandidatesCustomPriority {
 		id = "s.id"
@@ -99,5 +106,24 @@ func CandidateQuery(order CandidateOrder, shards []string, filters []CandidateFi
 		fs.WriteString(strings.NewReplacer("/*n*/", fmt.Sprint(i), "/*key*/", "@"+f.KeyArg, "/*value*/", value, "/*id*/", id).
 			Replace(candidateFilter))
 	}
-	return strings.NewReplacer("/*shards*/", in.String(), "/*filters*/", fs.String()).Replace(candidateSkeletons[order])
+	skeleton := strings.Replace(candidateSkeletons[order], "/*filters*/", fs.String(), 1)
+	if OnCitus() || order == CandidatesCustomPriority || len(shards) <= 1 {
+		var in strings.Builder
+		for i, s := range shards {
+			if i > 0 {
+				in.WriteString(", ")
+			}
+			in.WriteString("@" + s + "::int")
+		}
+		return strings.Replace(skeleton, "/*shards*/", in.String(), 1)
+	}
+	var branches strings.Builder
+	for i, s := range shards {
+		if i > 0 {
+			branches.WriteString("\nUNION ALL\n")
+		}
+		branches.WriteString("(" + strings.Replace(skeleton, "IN (/*shards*/)", "= @"+s+"::int", 1) + ")")
+	}
+	tail := skeleton[strings.LastIndex(skeleton, "\nORDER BY ")+1:]
+	return strings.NewReplacer("/*branches*/", branches.String(), "/*order*/", tail).Replace(candidateMerge)
 }

@@ -1,7 +1,9 @@
 -- The candidates of a custom_priority leaf: the in-progress submissions in priority order
 -- (the negated priority, then the id), each joined to its own chunks' ordered scan on the
 -- instance's shards. /*shards*/ as in candidates_random.sql; /*filters*/ here filters the
--- submissions (on s.id).
+-- submissions (on s.id). On one PostgreSQL too the shards stay an IN list here: each
+-- submission's chunks are read by the primary key (submission_id, chunk_index, shard) in
+-- chunk order, the other shards' rows filtered out.
 SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, -s.priority AS sort_priority
 FROM opsq.submissions s
 CROSS JOIN LATERAL (

@@ -1,5 +1,6 @@
--- The candidates of an oldest_first leaf: a Merge Append of one primary-key scan per shard
--- of the instance, oldest submission first. /*shards*/ and /*filters*/ as in
+-- The candidates of an oldest_first leaf: a Merge Append of one ordered index scan per
+-- shard of the instance (chunks_shard_submission on one PostgreSQL, a primary-key scan per
+-- Citus shard on Citus), oldest submission first. /*shards*/ and /*filters*/ as in
 -- candidates_random.sql.
 SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
 FROM opsq.chunks c

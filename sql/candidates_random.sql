@@ -1,7 +1,10 @@
 -- The candidates of a random leaf: a Merge Append of one ordered index scan per shard of
--- the instance, from a random cut of the 16-bit ring (random_order) onwards. The compiler
--- (strategy.CandidateQuery, through CandidateQuery) puts the shards' arguments where
--- /*shards*/ stands and the strategic metadata filters where /*filters*/ stands.
+-- the instance (chunks_random_order, which leads with the shard), from a random cut of the
+-- 16-bit ring (random_order) onwards. The compiler (strategy.CandidateQuery, through
+-- CandidateQuery) puts the shards' arguments where /*shards*/ stands and the strategic
+-- metadata filters where /*filters*/ stands; on one PostgreSQL it runs this once per
+-- shard, each with c.shard = that shard's argument, and merges them
+-- (candidates_shards.sql); on Citus, as it is.
 SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
 FROM opsq.chunks c
 WHERE c.shard IN (/*shards*/)

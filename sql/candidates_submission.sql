@@ -1,7 +1,7 @@
 -- The candidates of one submission (@only_submission) on the instance's shards, in chunk
--- order: a Merge Append of per-shard primary-key range scans (select_only scans the few
--- submissions that have its value this way). /*shards*/ and /*filters*/ as in
--- candidates_random.sql.
+-- order: a Merge Append of per-shard index range scans (chunks_shard_submission on one
+-- PostgreSQL; select_only scans the few submissions that have its value this way).
+-- /*shards*/ and /*filters*/ as in candidates_random.sql.
 SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
 FROM opsq.chunks c
 WHERE c.shard IN (/*shards*/)

@@ -64,7 +64,7 @@ WITH fence AS (
     UPDATE opsq.chunks c
     SET retries = t.retries
     FROM target t
-    -- The key as parameters, not from target: the plan then reads one partition only.
+    -- The key as parameters, not from target: the plan then probes the primary key once.
     WHERE t.ready_at <= now() AND NOT t.in_waiting
       AND c.shard = @shard AND c.submission_id = @submission_id AND c.chunk_index = @chunk_index
     RETURNING c.retries

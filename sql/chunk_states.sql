@@ -3,7 +3,7 @@
 -- submission finished), so the completion is already_finished; any other is unknown. One
 -- row per input, by its position (ord, from 1). One statement for the whole batch, however
 -- many stale tokens it holds; each input is looked up by primary keys (the LIMIT keeps the
--- planner from hashing whole tables instead), in its own chunk partition only.
+-- planner from hashing whole tables instead).
 -- Citus: has a Citus form (layout.go, chunkStatesCitus): chunk_state_shard.sql and
 -- chunk_state_submission.sql per chunk, router each; as it is, its joins across the groups
 -- are refused.

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Chunk names one chunk: its shard (the partition it lives in) and its key.
+// Chunk names one chunk: its shard and its key.
 type Chunk struct {
 	Shard        int
 	SubmissionID int64
@@ -491,42 +491,24 @@ func collect[T any](ctx context.Context, db DB, query string, args pgx.NamedArgs
 	return pgx.CollectRows(rows, pgx.RowToStructByName[T])
 }
 
-//go:embed chunk_partitions_stale.sql
-var chunkPartitionsStale string
+//go:embed chunks_stats_stale.sql
+var chunksStatsStale string
 
-// ChunkPartitionsStaleParams are chunk_partitions_stale.sql's.
-type ChunkPartitionsStaleParams struct {
-	Shards  []int32
-	MinRows int64
+// ChunksStatsStale reports whether the planner believes opsq.chunks to hold under half of
+// its live rows, with at least minRows live (chunks_stats_stale.sql).
+func (q Queries) ChunksStatsStale(ctx context.Context, minRows int64) (bool, error) {
+	var stale bool
+	err := q.db.QueryRow(ctx, chunksStatsStale, pgx.NamedArgs{"min_rows": minRows}).Scan(&stale)
+	return stale, err
 }
 
-// ChunkPartitionsStaleRow is a chunk partition the planner believes far smaller than it is.
-type ChunkPartitionsStaleRow struct {
-	Shard     int32
-	Partition string // its name as SQL takes it, schema-qualified
-}
+//go:embed chunks_analyze.sql
+var chunksAnalyze string
 
-// ChunkPartitionsStale returns the partitions of p.Shards that the planner believes to hold
-// under half their live rows (chunk_partitions_stale.sql).
-func (q Queries) ChunkPartitionsStale(ctx context.Context, p ChunkPartitionsStaleParams) ([]ChunkPartitionsStaleRow, error) {
-	rows, err := q.db.Query(ctx, chunkPartitionsStale, pgx.NamedArgs{"shards": p.Shards, "min_rows": p.MinRows})
-	if err != nil {
-		return nil, err
-	}
-	var out []ChunkPartitionsStaleRow
-	var r ChunkPartitionsStaleRow
-	_, err = pgx.ForEachRow(rows, []any{&r.Shard, &r.Partition}, func() error {
-		out = append(out, r)
-		return nil
-	})
-	return out, err
-}
-
-// AnalyzePartition runs ANALYZE on partition, a name ChunkPartitionsStale returned, unless
-// another session holds a lock that conflicts (SKIP_LOCKED: autovacuum, or another
-// instance, is at it already).
-func (q Queries) AnalyzePartition(ctx context.Context, partition string) error {
-	_, err := q.db.Exec(ctx, "ANALYZE (SKIP_LOCKED) "+partition)
+// ChunksAnalyze runs ANALYZE on opsq.chunks, unless another session is at it
+// (chunks_analyze.sql).
+func (q Queries) ChunksAnalyze(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, chunksAnalyze)
 	return err
 }
 

@@ -1,6 +1,6 @@
 -- The chunks of many submissions that were just cancelled (submissions.CancelMany): what
--- chunks_skip_submission.sql does for one, in one statement, so that each partition is
--- scanned once per statement rather than once per submission.
+-- chunks_skip_submission.sql does for one, in one statement rather than one per
+-- submission.
 -- Citus: CTEs run as subplans: deletes on every shard (S, by submission, not by shard),
 -- whose rows pass through the coordinator into inserts routed by submission (U).
 WITH ready AS (

@@ -49,19 +49,21 @@ func closeReadOnly(_ *pgconn.PgConn, err *pgconn.PgError) bool {
 
 // ConfigureCandidateSession sets on cc what the connections of the candidate queries run
 // with (the queuer's candidate pool): ConfigureSession's, and a plan that streams through
-// the chunk partitions' indexes at any backlog.
+// the chunks' indexes at any backlog.
 //
-// plan_cache_mode = force_generic_plan: one cached plan per query text, since a custom plan
-// over tens of chunk partitions costs milliseconds to make, more than running it.
+// plan_cache_mode = force_generic_plan: one cached plan per query text, not a custom plan
+// made anew for every execution (over tens of chunk partitions, before migration 00026,
+// one cost milliseconds to make, more than running it; a query over tens of shards is
+// still tens of branches to plan, sql.CandidateQuery).
 //
 // No sort, bitmap scan, sequential scan, hash, materialization or parallel workers. A
-// candidate query reads one batch in its leaf's order, which the partitions' indexes give
-// as they are read (a Merge Append of index scans). But the generic plan cannot see the
-// value of LIMIT @limit and costs it at a tenth of the rows: at 100 000 000 chunks, once
-// the statistics knew the backlog, the random query's plan over 8 shards became a Sort of
-// a parallel bitmap scan of every row in its random_order range, 1.7–9 s per execution
-// where the index plan takes under a millisecond, and a reserve timed out (issue 10, the
-// second cliff; TestCandidatePlansStreamAtAnyBacklog). With these off the planner keeps the
+// candidate query reads one batch in its leaf's order, which the chunks' indexes give as
+// they are read, one scan per shard (a Merge Append of index scans). But the generic plan
+// cannot see the value of LIMIT @limit and costs it at a tenth of the rows: at 100 000 000
+// chunks, once the statistics knew the backlog, the random query's plan over 8 shards
+// became a Sort of a parallel bitmap scan of every row in its random_order range, 1.7–9 s
+// per execution where the index plan takes under a millisecond, and a reserve timed out
+// (issue 10, the second cliff; TestCandidatePlansStreamAtAnyBacklog). With these off the planner keeps the
 // streaming plan whatever the statistics say. Only the candidate queries run on these
 // connections.
 func ConfigureCandidateSession(cc *pgx.ConnConfig) {

@@ -113,10 +113,10 @@ type Statements interface {
 	// ChunksDeleteRange removes a range of the chunks of a submission that was never
 	// inserted whole (an object-storage submission cut between its slices).
 	ChunksDeleteRange(ctx context.Context, p ChunksDeleteRangeParams) error
-	// ChunkPartitionsStale finds the chunk partitions whose statistics lag behind.
-	ChunkPartitionsStale(ctx context.Context, p ChunkPartitionsStaleParams) ([]ChunkPartitionsStaleRow, error)
-	// AnalyzePartition runs ANALYZE on one of them.
-	AnalyzePartition(ctx context.Context, partition string) error
+	// ChunksStatsStale tells whether the planner's row count of the chunks lags far behind.
+	ChunksStatsStale(ctx context.Context, minRows int64) (bool, error)
+	// ChunksAnalyze runs ANALYZE on the chunks.
+	ChunksAnalyze(ctx context.Context) error
 
 	// The failure lifecycle (lifecycle.go): results in any state, failures, retry, pause.
 

@@ -3,6 +3,6 @@
 -- chunks_complete.sql, next in the same transaction, completes chunks of those only. A
 -- statement of its own: when a row was just updated by another batch, PostgreSQL rechecks
 -- it by starting the statement's plan afresh (EvalPlanQual), and for chunks_complete.sql
--- that meant every chunk partition's nodes, on every batch that met another instance's
+-- that meant every chunk partition's nodes (before migration 00026), on every batch that met another instance's
 -- (perf of a burn-down: a tenth of PostgreSQL's CPU).
 SELECT id FROM opsq.submissions WHERE id = ANY(@ids::bigint[]) ORDER BY id FOR NO KEY UPDATE

@@ -54,8 +54,8 @@ func (n Node) Filter() Filter {
 // chunks' ordered scan (custom_priority); a filter is a probe of the strategic metadata
 // primary key per row (or per submission). The shards are bound in the returned arguments;
 // the query text depends only on the leaf, the number of filters and of shards, so that
-// instances can keep one generic plan of each (planning a custom plan over tens of
-// partitions costs milliseconds). The caller binds the keyset arguments:
+// instances can keep one generic plan of each (a custom plan of a query over tens of
+// shards costs milliseconds to make). The caller binds the keyset arguments:
 //
 //	@limit int,
 //	@after_order int, @before_order int (random),
@@ -87,10 +87,9 @@ func SubmissionQuery(filters []Filter, shards []int32) (string, map[string]any) 
 }
 
 // candidateQuery is the query of order (its text sql's) with the shards and the filters
-// bound: the shards one argument each, shard_0, shard_1, … (PostgreSQL prunes the chunk
-// partitions of a cached generic plan at run time for an IN list of arguments, not for one
-// array argument: = ANY(@shards) scans and filters every partition), each filter's key
-// and value(s) as filter_key_i and filter_value_i.
+// bound: the shards one argument each, shard_0, shard_1, … (each the argument of its own
+// branch of the query on one PostgreSQL, sql.CandidateQuery; on Citus an IN list of
+// them, as before), each filter's key and value(s) as filter_key_i and filter_value_i.
 func candidateQuery(order opsqsql.CandidateOrder, filters []Filter, shards []int32) (string, map[string]any) {
 	args := make(map[string]any, len(shards)+2*len(filters))
 	names := make([]string, len(shards))

@@ -30,12 +30,12 @@ func connect(t *testing.T, dbURL string) *pgx.Conn {
 	return conn
 }
 
-// partitions counts the partitions of opsq.chunks.
-// partitions counts the parts opsq.chunks is split into by shard: its LIST partitions on
-// one PostgreSQL, its Citus shards on Citus (migration 00017).
-func partitions(t *testing.T, conn *pgx.Conn) int {
+// shards counts the shards a database was made with: the rows of opsq.shard_claims (one
+// per shard) on one PostgreSQL, where opsq.chunks is one table (migration 00026), and the
+// Citus shards of opsq.chunks on Citus (migration 00017).
+func shards(t *testing.T, conn *pgx.Conn) int {
 	t.Helper()
-	query := "SELECT count(*) FROM pg_inherits WHERE inhparent = 'opsq.chunks'::regclass"
+	query := "SELECT count(*) FROM opsq.shard_claims"
 	if pgtest.Citus() {
 		query = "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'opsq.chunks'::regclass"
 	}
@@ -64,8 +64,8 @@ func TestNewDBIndependentAndMigrated(t *testing.T) {
 	}
 	a, b := connect(t, urlA), connect(t, urlB)
 	for _, conn := range []*pgx.Conn{a, b} {
-		if got := partitions(t, conn); got != migrations.ShardCountDefault {
-			t.Errorf("opsq.chunks has %d partitions; want %d", got, migrations.ShardCountDefault)
+		if got := shards(t, conn); got != migrations.ShardCountDefault {
+			t.Errorf("the database has %d shards; want %d", got, migrations.ShardCountDefault)
 		}
 	}
 	m, err := migrations.New(ctx, urlA, migrations.Options{})
@@ -120,8 +120,8 @@ func TestNewPool(t *testing.T) {
 func TestNewDBWithShards(t *testing.T) {
 	t.Parallel()
 	conn := connect(t, pgtest.NewDBWithShards(t, 4))
-	if got := partitions(t, conn); got != 4 {
-		t.Errorf("opsq.chunks has %d partitions; want 4", got)
+	if got := shards(t, conn); got != 4 {
+		t.Errorf("the database has %d shards; want 4", got)
 	}
 }
 

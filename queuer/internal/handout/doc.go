@@ -10,7 +10,7 @@
 // finished or retried while a scan runs, the global max_simultaneous slots, the
 // rate_limit token leases). It also gives back the chunks a reserve could not deliver, previews a
 // reserve, counts the chunks it hands out per value of the keys limited
-// (Config.ValueRates), and keeps the planner's statistics of its partitions honest. It
+// (Config.ValueRates), and keeps the planner's statistics of the chunk table honest. It
 // learns of every change to what it caches from the events (Handle), and raises the one
 // it makes itself: chunks given back.
 //
@@ -39,5 +39,5 @@
 //	rates.go       the rate_limit token leases (opsq.rate_buckets)
 //	answer.go      what a chunk takes in an answer (Request.MaxBytes)
 //	preview.go     Preview: what a reserve would hand out, taking nothing
-//	planstats.go   the planner's statistics of the instance's partitions
+//	planstats.go   the planner's statistics of the chunk table
 package handout

@@ -109,7 +109,7 @@ func New(cfg Config) *Path {
 }
 
 // Start connects the candidate pool. Candidate queries run on their own connections,
-// which keep one generic plan per query text and stream it through the partitions'
+// which keep one generic plan per query text and stream it through the chunks'
 // indexes whatever the backlog's statistics say; JIT is off on them whatever the caller's
 // pool says (sql.ConfigureCandidateSession says why). Other statements keep PostgreSQL's
 // default planning.
@@ -133,12 +133,12 @@ func (p *Path) Stop() {
 }
 
 // Jobs are the path's periodic jobs: the collection of max_simultaneous holds that stopped
-// counting, and the planner's statistics of the instance's chunk partitions.
+// counting, and the planner's statistics of the chunk table.
 func (p *Path) Jobs() []startstop.Job {
 	return []startstop.Job{
 		{What: "the collection of max_simultaneous holds", Schedule: holdsCollectSchedule, Run: p.holds.collect},
 		{What: "the collection of full rate_limit buckets", Schedule: rateCollectSchedule, Run: p.rates.collect},
-		{What: "the planner's statistics of the chunk partitions", Schedule: planStatsSchedule, Run: func(ctx context.Context) { p.planStats.refresh(ctx) }},
+		{What: "the planner's statistics of the chunk table", Schedule: planStatsSchedule, Run: func(ctx context.Context) { p.planStats.refresh(ctx) }},
 	}
 }
 

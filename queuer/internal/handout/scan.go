@@ -244,7 +244,7 @@ func (r *run) submissions(ctx context.Context, kind strategy.Kind, ids []int64, 
 }
 
 // randomWindow is how many shards one random scan reads at a time: any shards will do for
-// random, and each shard in a query costs a partition index scan.
+// random, and each shard in a query costs an index scan of its own.
 const randomWindow = 8
 
 // leaf takes what it may of a leaf's buffer (buffer.go), then streams the leaf's candidates

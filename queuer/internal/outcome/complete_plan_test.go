@@ -12,11 +12,11 @@ import (
 )
 
 // TestCompletePlannedOncePerConnection checks that the completer's transaction runs the
-// complete statement on its generic plan, planned once per connection. Over chunk
-// partitions of some thousands of rows each (here 20 000 chunks over 64 shards, analyzed),
-// PostgreSQL's plan cache otherwise picks a custom plan for every batch, and planning the
-// statement over every partition cost a third of PostgreSQL's CPU in a burn-down (perf,
-// docs/capacity.md). The plain connection shows that the data sets that trap; the one that
+// complete statement on its generic plan, planned once per connection. Over a chunk table
+// of some thousands of rows (here 20 000 chunks over 64 shards, analyzed), PostgreSQL's
+// plan cache otherwise picks a custom plan for every batch, and planning the statement
+// over every chunk partition (before migration 00026 made the chunks one table) cost a
+// third of PostgreSQL's CPU in a burn-down (perf, docs/capacity.md). The plain connection shows that the data sets that trap; the one that
 // runs plan_by_key.sql first, as the completer does, must not fall into it.
 func TestCompletePlannedOncePerConnection(t *testing.T) {
 	t.Parallel()
@@ -84,7 +84,7 @@ func TestCompletePlannedOncePerConnection(t *testing.T) {
 		return generic, custom
 	}
 	if _, custom := plans(connect(), false); custom == 0 {
-		t.Fatal("a plain connection used the generic plan for every batch: this data no longer tempts the plan cache into custom plans, so the test shows nothing; make the partitions larger")
+		t.Fatal("a plain connection used the generic plan for every batch: this data no longer tempts the plan cache into custom plans, so the test shows nothing; load more chunks")
 	}
 	if generic, custom := plans(connect(), true); custom != 0 {
 		t.Errorf("the completer's transaction planned the complete statement %d times for 8 batches (%d generic); want once, generic", custom, generic)

@@ -182,8 +182,8 @@ const cancelManyBatch = 1000
 // CancelMany cancels the submissions ids that are in progress, as Cancel cancels each,
 // many per transaction, and returns how many it cancelled: each moves to
 // submissions_cancelled by Cancel's statement, then their chunks are deleted and the
-// instances told (notify.SendDropped) by one statement each for the whole transaction, since
-// deleting one submission's chunks scans every shard's partition. The others (finished,
+// instances told (notify.SendDropped) by one statement each for the whole transaction, not
+// one per submission. The others (finished,
 // or unknown) are left as they are. progress, if not nil, is called with how many of ids
 // have been handled so far.
 func CancelMany(ctx context.Context, pool *pgxpool.Pool, ids []int64, progress func(done int)) (cancelled int64, err error) {

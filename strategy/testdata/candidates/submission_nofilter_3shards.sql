@@ -1,8 +1,28 @@
-SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
+SELECT * FROM (
+(SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
 FROM opsq.chunks c
-WHERE c.shard IN (@shard_0::int, @shard_1::int, @shard_2::int)
+WHERE c.shard = @shard_0::int
   AND c.submission_id = @only_submission::bigint
   AND c.chunk_index > @after_chunk::int
+ORDER BY c.chunk_index
+LIMIT @limit)
+UNION ALL
+(SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
+FROM opsq.chunks c
+WHERE c.shard = @shard_1::int
+  AND c.submission_id = @only_submission::bigint
+  AND c.chunk_index > @after_chunk::int
+ORDER BY c.chunk_index
+LIMIT @limit)
+UNION ALL
+(SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
+FROM opsq.chunks c
+WHERE c.shard = @shard_2::int
+  AND c.submission_id = @only_submission::bigint
+  AND c.chunk_index > @after_chunk::int
+ORDER BY c.chunk_index
+LIMIT @limit)
+) c
 ORDER BY c.chunk_index
 LIMIT @limit
 -- @shard_0 = 0
