@@ -221,3 +221,63 @@ func TestConcurrentProducers(t *testing.T) {
 		t.Errorf("%d submissions; want %d", n, producers*each)
 	}
 }
+
+// reusedChunks yields "chunk-<i>" for i < n in one buffer it overwrites each call, as
+// Chunks may.
+type reusedChunks struct {
+	n, next int
+	buf     []byte
+}
+
+func (r *reusedChunks) Next() ([]byte, error) {
+	if r.next == r.n {
+		return nil, io.EOF
+	}
+	r.buf = fmt.Appendf(r.buf[:0], "chunk-%d", r.next)
+	r.next++
+	return r.buf, nil
+}
+
+// The chunk rows are written grouped by shard (a window of chunks at a time), so that a
+// shard's consecutive chunks share their heap pages in the one chunk table; each keeps its
+// own input, though the source reuses its buffer.
+func TestSubmitWritesChunksGroupedByShard(t *testing.T) {
+	t.Parallel()
+	q, pool := setup(t)
+	ctx := t.Context()
+	const n = 10_000
+	c, err := q.Submit(ctx, NewSubmission{}, &reusedChunks{n: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, "SELECT chunk_index, shard, input FROM opsq.chunks WHERE submission_id = $1 ORDER BY ctid", c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, changes, last := map[int32]bool{}, 0, int32(-1)
+	for rows.Next() {
+		var idx, shard int32
+		var input []byte
+		if err := rows.Scan(&idx, &shard, &input); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("chunk-%d", idx); string(input) != want || seen[idx] {
+			t.Fatalf("chunk %d: input %q (seen before: %v); want %q once", idx, input, seen[idx], want)
+		}
+		seen[idx] = true
+		if shard != last {
+			changes++
+			last = shard
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != n {
+		t.Fatalf("%d chunk rows; want %d", len(seen), n)
+	}
+	// In index order the shard changes at every row; grouped, once per shard per window.
+	if max := 64 * ((n + 4095) / 4096); changes > max {
+		t.Errorf("the shard changes %d times along the heap; want at most %d (rows grouped by shard)", changes, max)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -398,46 +399,96 @@ func claimIdempotencyKey(ctx context.Context, q opsqsql.Queries, tenant, key str
 }
 
 // chunkRows feeds COPY: one row per chunk, from chunks, or count rows without content in
-// object-storage mode (chunks nil).
+// object-storage mode (chunks nil). It reads a window of chunks ahead (up to windowRows,
+// and windowBytes of content) and writes the window's rows grouped by shard, in index
+// order within each: consecutive chunks go to consecutive shards, and opsq.chunks is one
+// table (migration 00026), so rows written in index order would put each shard's next
+// chunk 64 rows further on, each on a page of its own; grouped, the chunks a reserve
+// reads in a run (and a complete then deletes) share their heap pages, as they did in a
+// shard's own partition (docs/capacity.md).
 type chunkRows struct {
 	id     int64
 	shards int
 	chunks Chunks
 	count  int64 // object-storage mode
-	n      int64 // rows produced
+	n      int64 // chunks read
 	row    []any
 	err    error
+
+	window  []windowRow // read ahead, sorted by shard
+	next    int         // the next of window to write
+	content []byte      // the window's inputs, end to end (Chunks may reuse its slice)
 }
+
+// windowRow is a chunk read ahead: its index, shard, and input within content.
+type windowRow struct {
+	idx, shard int
+	from, to   int
+	empty      bool // object-storage mode: no input
+}
+
+const (
+	// windowRows is at most how many chunks chunkRows reads ahead: enough for runs of
+	// several chunks a shard over 64 shards.
+	windowRows = 4096
+	// windowBytes bounds the inputs chunkRows holds read ahead.
+	windowBytes = 1 << 20
+)
 
 var _ pgx.CopyFromSource = (*chunkRows)(nil)
 
 func (r *chunkRows) Next() bool {
+	if r.next >= len(r.window) && !r.fill() {
+		return false
+	}
+	w := r.window[r.next]
+	r.next++
 	var input []byte
-	if r.chunks == nil {
-		if r.n >= r.count {
-			return false
-		}
-	} else {
-		b, err := r.chunks.Next()
-		if err == io.EOF {
-			return false
-		}
-		if err != nil {
-			r.err = err
-			return false
-		}
-		input = b
+	if !w.empty {
+		input = r.content[w.from:w.to:w.to]
 		if input == nil {
 			input = []byte{} // an empty chunk, not a missing one
 		}
 	}
-	if r.n > math.MaxInt32 {
-		r.err = fmt.Errorf("a submission holds at most %d chunks", int64(math.MaxInt32)+1)
-		return false
-	}
-	fillChunkRow(r.row, r.id, int(r.n), r.shards, input)
-	r.n++
+	fillChunkRow(r.row, r.id, w.idx, r.shards, input)
 	return true
+}
+
+// fill reads the next window and sorts it by shard; false at the end or on an error.
+func (r *chunkRows) fill() bool {
+	r.window, r.next, r.content = r.window[:0], 0, r.content[:0]
+	for len(r.window) < windowRows && len(r.content) < windowBytes {
+		w := windowRow{idx: int(r.n)}
+		if r.chunks == nil {
+			if r.n >= r.count {
+				break
+			}
+			w.empty = true
+		} else {
+			b, err := r.chunks.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				r.err = err
+				return false
+			}
+			w.from = len(r.content)
+			r.content = append(r.content, b...) // an empty chunk stays an empty one, not a missing one
+			w.to = len(r.content)
+		}
+		if r.n > math.MaxInt32 {
+			r.err = fmt.Errorf("a submission holds at most %d chunks", int64(math.MaxInt32)+1)
+			return false
+		}
+		w.shard = opsqtype.ShardOf(r.id, w.idx, r.shards)
+		r.window = append(r.window, w)
+		r.n++
+	}
+	slices.SortFunc(r.window, func(a, b windowRow) int {
+		return cmp.Or(cmp.Compare(a.shard, b.shard), cmp.Compare(a.idx, b.idx))
+	})
+	return len(r.window) > 0
 }
 
 // fillChunkRow fills row, as COPY into opsq.chunks takes it, with chunk idx of submission
