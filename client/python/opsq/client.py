@@ -397,11 +397,25 @@ class Client:
         warnings.warn("opsq: Client.failures_page is Client.failures now", DeprecationWarning, stacklevel=2)
         return self.failures(id, limit=limit, after=after)
 
-    def retry(self, id: str, chunks: str = "failed", *, max_retries: Optional[int] = None) -> Status:
+    def retry(
+        self,
+        id: str,
+        chunks: Optional[str] = None,
+        *,
+        chunk_indexes: Optional[Sequence[int]] = None,
+        max_retries: Optional[int] = None,
+    ) -> Status:
         """Gives the failed chunks of submission id (with ``chunks="unfinished"``, the
-        skipped ones too) a fresh attempt budget and returns its status. Raises Conflict
-        (code ``nothing_to_retry``) when there is nothing to retry."""
-        body: Dict[str, Any] = {"chunks": chunks}
+        skipped ones too; with ``chunk_indexes``, only those of them it names, at most
+        1 000) a fresh attempt budget and returns its status. Raises Conflict (code
+        ``nothing_to_retry``) when there is nothing to retry."""
+        body: Dict[str, Any] = {}
+        if chunk_indexes is not None:
+            body["chunk_indexes"] = list(chunk_indexes)
+            if chunks is not None:
+                body["chunks"] = chunks  # the server says why not both
+        else:
+            body["chunks"] = chunks or "failed"
         if max_retries is not None:
             body["max_retries"] = max_retries
         return Status.from_json(self._t.call("POST", self._path(id, "/retry"), body=body))

@@ -185,6 +185,12 @@ class LifecycleTest(unittest.TestCase):
         with self.assertWarns(DeprecationWarning):
             self.assertEqual([f.chunk_index for f in p.failures(created.id, limit=1)], [1, 3])
 
+        # One chunk of the two, by its index; then the rest.
+        st = p.retry(created.id, chunk_indexes=[3], max_retries=1)
+        self.assertEqual((st.state, st.chunks_failed), ("in_progress", 1))
+        with self.assertRaises(opsq.BadRequest) as bad:
+            p.retry(created.id, chunk_indexes=[99])
+        self.assertIn("chunk_indexes[0]", str(bad.exception))
         st = p.retry(created.id, max_retries=1)
         self.assertEqual((st.state, st.finished_at), ("in_progress", None))
         with self.assertRaises(opsq.Conflict) as cm:
