@@ -5,6 +5,7 @@
 -- metadata filters where /*filters*/ stands; on one PostgreSQL it runs this once per
 -- shard, each with c.shard = that shard's argument, and merges them
 -- (candidates_shards.sql); on Citus, as it is.
+-- Citus: multi-shard read (S, the shards of the IN list), ORDER BY and LIMIT pushed down to each and merged on the coordinator; the IN form, not candidates_shards.sql's UNION ALL.
 SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
 FROM opsq.chunks c
 WHERE c.shard IN (/*shards*/)

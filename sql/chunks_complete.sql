@@ -6,6 +6,7 @@
 -- total) is reported finished.
 -- @locked are the batch's submissions locked by submissions_lock.sql just before, in the
 -- same transaction: chunks of others (finished since) are left alone too.
+-- Citus: has a Citus form (layout.go): chunks_complete_shard.sql per opsq shard (router, S), completed_batch_insert.sql and submission_count_done.sql per submission (router, U), holds_release_completed.sql on the coordinator; as it is, its unnest of the keys goes to every shard and is refused.
 WITH input AS (
     SELECT * FROM unnest(@submission_ids::bigint[], @chunk_indexes::int[], @shards::int[], @outputs::bytea[])
         AS t(submission_id, chunk_index, shard, output)

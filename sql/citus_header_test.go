@@ -12,13 +12,9 @@ import (
 // the coordinator's own tables, or that it has a Citus form (layout.go).
 const citusHeaderPrefix = "-- Citus: "
 
-// citusHeaderExempt are the statements that do not say it yet: the hot path's, being
-// changed elsewhere. A file leaves this list when its header gets the line.
-var citusHeaderExempt = []string{
-	"candidates_custom_priority.sql", "candidates_filter.sql", "candidates_newest_first.sql",
-	"candidates_oldest_first.sql", "candidates_random.sql", "candidates_submission.sql",
-	"chunks_complete.sql", "plan_by_key.sql", "submission_info.sql", "submissions_lock.sql",
-}
+// citusHeaderExempt are the statements that do not say it yet. A file leaves this list
+// when its header gets the line; none is left.
+var citusHeaderExempt = []string{}
 
 // citusHeader returns the "Citus:" line of a statement's contract header (the comment
 // lines it begins with), and whether it has one.

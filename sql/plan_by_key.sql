@@ -8,4 +8,5 @@
 -- with the generic plan alone, with none, and with the two without the generic plan (65–83
 -- ticks for 200 batches each, within the runs' spread); they stay for the small and the
 -- stale tables, and because a generic plan is made once per connection, not per batch.
+-- Citus: has a Citus form (plan_by_key_citus.sql): the same settings without force_generic_plan, since a generic plan cannot be routed.
 SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off; SET LOCAL plan_cache_mode = force_generic_plan

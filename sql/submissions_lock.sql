@@ -5,4 +5,5 @@
 -- it by starting the statement's plan afresh (EvalPlanQual), and for chunks_complete.sql
 -- that meant every chunk partition's nodes (before migration 00026), on every batch that met another instance's
 -- (perf of a burn-down: a tenth of PostgreSQL's CPU).
+-- Citus: has a Citus form (layout.go): submission_lock_one.sql per id, in id order, router (U, by @id) each; as it is, a multi-shard FOR NO KEY UPDATE is refused.
 SELECT id FROM opsq.submissions WHERE id = ANY(@ids::bigint[]) ORDER BY id FOR NO KEY UPDATE
