@@ -61,9 +61,11 @@ type sentStatement struct {
 }
 
 // hotPathBackground are the name prefixes of the statements of the background loops
-// (claims, settings, promoter, statistics, activity, keys): never part of a request.
+// (claims, settings, promoter, statistics, activity, keys, schedules, dependencies): never
+// part of a request.
 var hotPathBackground = []string{"claims_", "claim_", "settings_", "instance", "activity", "consumer_activity",
-	"chunks_promote", "chunks_stats_stale", "chunks_analyze", "cluster_keys", "throttles_load", "holds_collect", "unknown: LISTEN"}
+	"chunks_promote", "chunks_stats_stale", "chunks_analyze", "cluster_keys", "throttles_load", "holds_collect",
+	"schedule", "database_now", "dependents_", "unknown: LISTEN"}
 
 // start begins recording.
 func (tr *hotPathTracer) start() {
