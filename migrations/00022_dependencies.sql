@@ -36,14 +36,17 @@ CREATE INDEX submission_parents_parent ON opsq.submission_parents (parent);
 
 -- +goose Down
 -- Children still waiting become reservable: the schema before this one has no dependency
--- to wait for.
+-- to wait for. (Their ids first, as an array: Citus does not join chunks_waiting, by
+-- shard, to the submissions, by id.)
 INSERT INTO opsq.chunks (submission_id, chunk_index, shard, random_order, retries, input, attempt_base)
 SELECT w.submission_id, w.chunk_index, w.shard, w.random_order, w.retries, w.input, w.attempt_base
 FROM opsq.chunks_waiting w
-JOIN opsq.submission_after a ON a.id = w.submission_id AND a.waiting
-JOIN opsq.submissions s ON s.id = w.submission_id AND NOT s.paused;
+WHERE w.submission_id = ANY(ARRAY(
+    SELECT a.id FROM opsq.submission_after a JOIN opsq.submissions s ON s.id = a.id
+    WHERE a.waiting AND NOT s.paused));
 DELETE FROM opsq.chunks_waiting w
-USING opsq.submission_after a, opsq.submissions s
-WHERE a.id = w.submission_id AND a.waiting AND s.id = w.submission_id AND NOT s.paused;
+WHERE w.submission_id = ANY(ARRAY(
+    SELECT a.id FROM opsq.submission_after a JOIN opsq.submissions s ON s.id = a.id
+    WHERE a.waiting AND NOT s.paused));
 DROP TABLE opsq.submission_parents;
 DROP TABLE opsq.submission_after;

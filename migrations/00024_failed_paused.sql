@@ -6,6 +6,9 @@
 -- purpose (false). The Citus form of chunk_fail.sql (00020) moves the column too.
 
 -- +goose Up
+-- On Citus the ALTER of a distributed table runs over parallel connections, after which
+-- the same transaction may not create a function: sequential mode keeps it on one.
+SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
 ALTER TABLE opsq.submissions_failed ADD COLUMN paused boolean NOT NULL DEFAULT false;
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION opsq.chunk_fail_steps(
@@ -119,6 +122,7 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
+SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION opsq.chunk_fail_steps(
     p_shard int, p_submission_id bigint, p_chunk_index int, p_attempt int,
