@@ -286,20 +286,7 @@ func TestAuthTenants(t *testing.T) {
 
 	unknown := a.call(t, a.key["producer"], http.MethodGet, "/v1/submissions/999", "")
 	expectError(t, unknown, http.StatusNotFound, "not_found")
-	for _, r := range []struct {
-		method, path, body string
-		consumers          bool // a consumer key may call it too
-	}{
-		{http.MethodGet, "/v1/submissions/%s", "", true},
-		{http.MethodGet, "/v1/submissions/%s?wait=1s", "", true},
-		{http.MethodGet, "/v1/submissions/%s/results", "", false},
-		{http.MethodGet, "/v1/submissions/%s/results?follow=true", "", false},
-		{http.MethodGet, "/v1/submissions/%s/failures", "", false},
-		{http.MethodPost, "/v1/submissions/%s/cancel", "", false},
-		{http.MethodPost, "/v1/submissions/%s/retry", "{}", false},
-		{http.MethodPost, "/v1/submissions/%s/pause", "", false},
-		{http.MethodPost, "/v1/submissions/%s/resume", "", false},
-	} {
+	for _, r := range submissionIDRoutes {
 		for _, who := range []struct{ key, id string }{{"producer", theirs}, {"producer2", mine}, {"consumer2", mine}} {
 			if who.key == "consumer2" && !r.consumers {
 				continue // not a consumer's route: 403 whatever the id
@@ -470,4 +457,21 @@ func TestAuthOffNeedsNoKey(t *testing.T) {
 	if err != nil || owner != nil {
 		t.Errorf("created_by_key %v, %v; want null", owner, err)
 	}
+}
+
+// submissionIDRoutes are the routes on one submission's id, a path with %s for the id;
+// consumers: a consumer key may call it too.
+var submissionIDRoutes = []struct {
+	method, path, body string
+	consumers          bool
+}{
+	{http.MethodGet, "/v1/submissions/%s", "", true},
+	{http.MethodGet, "/v1/submissions/%s?wait=1s", "", true},
+	{http.MethodGet, "/v1/submissions/%s/results", "", false},
+	{http.MethodGet, "/v1/submissions/%s/results?follow=true", "", false},
+	{http.MethodGet, "/v1/submissions/%s/failures", "", false},
+	{http.MethodPost, "/v1/submissions/%s/cancel", "", false},
+	{http.MethodPost, "/v1/submissions/%s/retry", "{}", false},
+	{http.MethodPost, "/v1/submissions/%s/pause", "", false},
+	{http.MethodPost, "/v1/submissions/%s/resume", "", false},
 }

@@ -83,20 +83,7 @@ func TestAnotherTenantsIDCostsAnUnknownOnes(t *testing.T) {
 		t.Fatalf("the owner reading %s: %d %s", theirs, r.Status, r.Body)
 	}
 	unknown := "999"
-	for _, r := range []struct {
-		method, path, body string
-		consumers          bool // a consumer key may call it too
-	}{
-		{http.MethodGet, "/v1/submissions/%s", "", true},
-		{http.MethodGet, "/v1/submissions/%s?wait=1s", "", true},
-		{http.MethodGet, "/v1/submissions/%s/results", "", false},
-		{http.MethodGet, "/v1/submissions/%s/results?follow=true", "", false},
-		{http.MethodGet, "/v1/submissions/%s/failures", "", false},
-		{http.MethodPost, "/v1/submissions/%s/cancel", "", false},
-		{http.MethodPost, "/v1/submissions/%s/retry", "{}", false},
-		{http.MethodPost, "/v1/submissions/%s/pause", "", false},
-		{http.MethodPost, "/v1/submissions/%s/resume", "", false},
-	} {
+	for _, r := range submissionIDRoutes {
 		for _, who := range []string{"producer", "consumer2"} {
 			if who == "consumer2" && !r.consumers {
 				continue // not a consumer's route: 403 whatever the id
