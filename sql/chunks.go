@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -352,13 +353,40 @@ func (q Queries) ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]
 	if err != nil {
 		return nil, err
 	}
-	var out []ChunksCompleteRow
-	var r ChunksCompleteRow
-	_, err = pgx.ForEachRow(rows, []any{&r.SubmissionID, &r.ChunkIndex, &r.Shard, &r.SubmissionFinished}, func() error {
-		out = append(out, r)
-		return nil
-	})
-	return out, err
+	var positions []int32
+	var finished []int64
+	if _, err := pgx.ForEachRow(rows, []any{&positions, &finished}, func() error { return nil }); err != nil {
+		return nil, err
+	}
+	return completedRows(p, positions, finished)
+}
+
+// contains says whether finished holds id: a scan of a short list, a binary search of a
+// long one (sorted by completedRows).
+func contains(finished []int64, id int64) bool {
+	if len(finished) > 16 {
+		_, ok := slices.BinarySearch(finished, id)
+		return ok
+	}
+	return slices.Contains(finished, id)
+}
+
+// completedRows turns chunks_complete.sql's answer (the 1-based positions of the chunks it
+// completed, and the submissions it finished) into a row per completed chunk.
+func completedRows(p ChunksCompleteParams, positions []int32, finished []int64) ([]ChunksCompleteRow, error) {
+	out := make([]ChunksCompleteRow, 0, len(positions))
+	if len(finished) > 16 { // many single-chunk submissions: a search each would be quadratic
+		slices.Sort(finished)
+	}
+	for _, pos := range positions {
+		i := int(pos) - 1
+		if i < 0 || i >= len(p.SubmissionIDs) {
+			return nil, fmt.Errorf("chunks_complete.sql answered position %d of a batch of %d", pos, len(p.SubmissionIDs))
+		}
+		out = append(out, ChunksCompleteRow{SubmissionID: p.SubmissionIDs[i], ChunkIndex: p.ChunkIndexes[i],
+			Shard: int(p.Shards[i]), SubmissionFinished: contains(finished, p.SubmissionIDs[i])})
+	}
+	return out, nil
 }
 
 //go:embed submissions_finish_completed.sql

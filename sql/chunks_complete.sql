@@ -9,7 +9,7 @@
 -- Citus: has a Citus form (layout.go): chunks_complete_shard.sql per opsq shard (router, S), completed_batch_insert.sql and submission_count_done.sql per submission (router, U), holds_release_completed.sql on the coordinator; as it is, its unnest of the keys goes to every shard and is refused.
 WITH input AS (
     SELECT * FROM unnest(@submission_ids::bigint[], @chunk_indexes::int[], @shards::int[], @outputs::bytea[])
-        AS t(submission_id, chunk_index, shard, output)
+        WITH ORDINALITY AS t(submission_id, chunk_index, shard, output, pos)
     -- On the input, not on the chunks: a condition on c.submission_id would lead the
     -- planner away from one primary-key probe per chunk.
     WHERE submission_id = ANY(@locked::bigint[])
@@ -17,7 +17,7 @@ WITH input AS (
     DELETE FROM opsq.chunks c
     USING input i
     WHERE c.shard = i.shard AND c.submission_id = i.submission_id AND c.chunk_index = i.chunk_index
-    RETURNING c.submission_id, c.chunk_index, c.shard, i.output
+    RETURNING c.submission_id, c.chunk_index, i.pos, i.output
 ), done_waiting AS (
     -- Skipped whole after one probe when nothing waits (a one-time filter), as in every
     -- workload whose chunks do not fail.
@@ -25,7 +25,7 @@ WITH input AS (
     USING input i
     WHERE w.submission_id = i.submission_id AND w.chunk_index = i.chunk_index
       AND EXISTS (SELECT FROM opsq.chunks_waiting)
-    RETURNING w.submission_id, w.chunk_index, w.shard, i.output
+    RETURNING w.submission_id, w.chunk_index, i.pos, i.output
 ), done AS (
     SELECT * FROM done_ready UNION ALL SELECT * FROM done_waiting
 ), stored AS (
@@ -56,5 +56,5 @@ WITH input AS (
     WHERE s.id = d.submission_id
     RETURNING s.id, s.chunks_done + s.chunks_failed + s.chunks_skipped = s.chunks_total AS finished
 )
-SELECT d.submission_id, d.chunk_index, d.shard, coalesce(c.finished, false)
-FROM done d LEFT JOIN counted c ON c.id = d.submission_id
+SELECT coalesce((SELECT array_agg(pos::int) FROM done), '{}'),
+       coalesce((SELECT array_agg(id) FROM counted WHERE finished), '{}')
