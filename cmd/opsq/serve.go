@@ -171,6 +171,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if !gcFloor() {
+		log.Info("GOGC or GOMEMLIMIT is set: the Go runtime's collector is paced by them, not by opsq's floor")
+	}
 	// SIGTERM or SIGINT ends ctx (main); a second one, counted here from now on, skips the
 	// shutdown's waits.
 	sigs := make(chan os.Signal, 4)
