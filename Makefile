@@ -57,6 +57,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSubmissionNDJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzReserveBody$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseToken$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./queuer/internal/tokens/
+	$(GO) test -run '^$$' -fuzz '^FuzzReservedJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzTokenResultsJSON$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompleteFast$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeContent$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./api/
 
 ## lint: gofmt and go vet
 lint:

@@ -255,7 +255,7 @@ func recordOutcomes[In interface{ token() *string }, T any](s *server, c echo.Co
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, tokenResults(len(items), func(i int) string { return tokenOf(items[i]) }, status))
+	return c.JSONBlob(http.StatusOK, appendTokenResults(nil, tokenResults(len(items), func(i int) string { return tokenOf(items[i]) }, status)))
 }
 
 func (in completionIn) token() *string { return in.Token }

@@ -176,3 +176,36 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// appendTokenResults appends r as encoding/json's Encoder writes it, newline included: the
+// answer to every complete and fail (3–4 % of an instance's CPU through encoding/json in a
+// burn-down, perf). TestTokenResultsJSONAsEncodingJSON and FuzzTokenResultsJSON hold it to
+// encoding/json's bytes.
+func appendTokenResults(b []byte, r wire.TokenResults) []byte {
+	if r.Results == nil {
+		return append(b, `{"results":null}`+"\n"...)
+	}
+	n := 16
+	for i := range r.Results {
+		n += len(r.Results[i].Token) + len(r.Results[i].Status) + 32
+	}
+	b = slices.Grow(b, n)
+	b = append(b, `{"results":[`...)
+	for i := range r.Results {
+		t := &r.Results[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"token":`...)
+		b = appendJSONString(b, t.Token)
+		b = append(b, `,"status":`...)
+		b = appendJSONString(b, string(t.Status))
+		if t.ExpiresAt != nil {
+			b = append(b, `,"expires_at":"`...)
+			b = appendJSONTime(b, *t.ExpiresAt)
+			b = append(b, '"')
+		}
+		b = append(b, '}')
+	}
+	return append(b, "]}\n"...)
+}

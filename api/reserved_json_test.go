@@ -86,3 +86,36 @@ func BenchmarkReservedAnswer(b *testing.B) {
 		}
 	})
 }
+
+func TestTokenResultsJSONAsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 28, 14, 30, 5, 120_000_000, time.FixedZone("x", 3600))
+	cases := map[string]wire.TokenResults{
+		"nil":  {},
+		"none": {Results: []wire.TokenResult{}},
+		"some": {Results: []wire.TokenResult{
+			{Token: "v3.abc-_=", Status: wire.StatusCompleted},
+			{Token: "<&>\"\\\x01\u2028\xff", Status: wire.StatusUnknown},
+			{Token: "e", Status: "extended", ExpiresAt: &at},
+		}},
+	}
+	for name, r := range cases {
+		if want, got := encodingJSON(t, r), appendTokenResults(nil, r); !bytes.Equal(got, want) {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, want)
+		}
+	}
+}
+
+// Any tokens and statuses, as encoding/json writes them.
+func FuzzTokenResultsJSON(f *testing.F) {
+	for _, s := range []string{"", "v3.plain", "<&>", "\x00\x1f", "é\u2029\xed\xa0\x80"} {
+		f.Add(s, s, int64(len(s)))
+	}
+	f.Fuzz(func(t *testing.T, token, status string, n int64) {
+		at := time.Unix(0, n).UTC()
+		r := wire.TokenResults{Results: []wire.TokenResult{{Token: token, Status: wire.TokenStatus(status)}, {Token: status, Status: wire.TokenStatus(token), ExpiresAt: &at}}}
+		if want, got := encodingJSON(t, r), appendTokenResults(nil, r); !bytes.Equal(got, want) {
+			t.Fatalf("\n got %s\nwant %s", got, want)
+		}
+	})
+}
