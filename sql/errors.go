@@ -65,7 +65,7 @@ func IsUnavailable(err error) bool {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return unavailableState(pgErr.Code)
+		return unavailableState(pgErr.Code) || citusNodeLost(pgErr)
 	}
 	var connectErr *pgconn.ConnectError
 	var netErr net.Error
@@ -84,6 +84,16 @@ func IsUnavailable(err error) bool {
 // writes. opsq writes only in read-write transactions, so it means the host, not the
 // statement: a primary demoted by a failover manager, or a standby.
 const readOnlyState = "25006"
+
+// citusNodeLost reports whether a Citus coordinator's error says that a worker it needed
+// cannot be reached: Citus reports most such failures as connection exceptions (class 08),
+// but a connection lost inside a transaction or a COPY as an internal error (XX000) whose
+// message says so (remote_transaction.c, multi_copy.c in Citus 13). The worker may be back
+// in a moment, like a restarted server.
+func citusNodeLost(e *pgconn.PgError) bool {
+	return e.Code == "XX000" && (strings.HasPrefix(e.Message, "failure on connection marked as essential") ||
+		strings.HasPrefix(e.Message, "could not connect to any active placements"))
+}
 
 // unavailableState reports whether a SQLSTATE says the server cannot serve now.
 func unavailableState(code string) bool {

@@ -94,3 +94,16 @@ func errorKind(err error) string {
 	}
 	return "connection"
 }
+
+// count503 is how many answers were 503.
+func (s *answerCounter) count503() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, c := range s.byStatus {
+		if strings.HasSuffix(k, " 503") {
+			n += c
+		}
+	}
+	return n
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -240,4 +241,30 @@ func execIn(ctx context.Context, dbURL string, stmts ...string) error {
 		}
 	}
 	return nil
+}
+
+// StopCitusWorker stops Citus worker i (0 or 1) of the test cluster, for a test of what the
+// engine does while a worker is away, and returns the function that starts it again (on
+// the same port; the test's cleanup starts it too, if the test did not). The cluster is
+// shared by the package's tests: only a test that runs alone (no t.Parallel, so no other
+// test runs meanwhile) may stop a worker.
+func StopCitusWorker(t testing.TB, i int) (start func()) {
+	t.Helper()
+	if srv == nil || i < 0 || i >= len(srv.workers) {
+		t.Fatalf("pgtest: no Citus worker %d (the tests run on Citus with %s=1)", i, EnvCitus)
+	}
+	c := srv.workers[i].cluster
+	if err := c.Stop(t.Context()); err != nil {
+		t.Fatalf("pgtest: stopping Citus worker %d: %v", i, err)
+	}
+	var once sync.Once
+	start = func() {
+		once.Do(func() {
+			if err := c.Start(context.Background()); err != nil {
+				t.Errorf("pgtest: starting Citus worker %d again: %v", i, err)
+			}
+		})
+	}
+	t.Cleanup(start)
+	return start
 }
