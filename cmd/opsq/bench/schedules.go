@@ -470,14 +470,18 @@ func spreadCron(i int, period time.Duration) string {
 	return fmt.Sprintf("%d/%d * * * * *", i%p, p)
 }
 
-// schedulesIdle makes --schedule-count schedules through the API (an admin key, 1 000 a
-// tenant), each due every --schedule-idle-period at its own second, waits until each has
-// made its first run, then measures the CPU of the instances and of PostgreSQL over
-// --schedule-idle-duration with nothing else running (no consumer, no producer), and the
-// runs made meanwhile.
+// schedulesIdle measures the CPU of the instances and of PostgreSQL over
+// --schedule-idle-duration with nothing running (no consumer, no producer, no schedule:
+// the baseline), then makes --schedule-count schedules through the API (an admin key,
+// 1 000 a tenant), each due every --schedule-idle-period at its own second, waits until
+// each has made its first run, and measures the same again, with the runs made meanwhile.
 func (r *benchRun) schedulesIdle(ctx context.Context) error {
 	n, period := r.cfg.ScheduleCount, r.cfg.ScheduleIdlePeriod
 	admins := r.adminClients()
+	base, baseWall, err := r.idleCPU(ctx, "no schedule (the baseline)", r.cfg.ScheduleIdleDuration)
+	if err != nil {
+		return err
+	}
 	tmpl := json.RawMessage(fmt.Sprintf(`{"chunks": ["x"], "metadata": "bench idle schedule {{.Time}}", "strategic_metadata": {"bench": %q}, "not_before": "24h"}`,
 		scheduleIdleMark))
 	var made atomic.Int64
@@ -485,7 +489,7 @@ func (r *benchRun) schedulesIdle(ctx context.Context) error {
 	stop := r.showProgress(func() string {
 		return fmt.Sprintf("schedules: created %d / %d schedules, %s", made.Load(), n, progress.Duration(time.Since(start)))
 	})
-	err := r.eachParallel(ctx, n, func(i int) error {
+	err = r.eachParallel(ctx, n, func(i int) error {
 		_, err := admins[i%len(admins)].CreateSchedule(ctx, wire.ScheduleRequest{Tenant: idleTenant(i), Name: fmt.Sprintf("idle-%d", i),
 			Cron: spreadCron(i, period), Overlap: r.cfg.ScheduleIdleOverlap, Submission: tmpl})
 		if err == nil {
@@ -508,31 +512,15 @@ func (r *benchRun) schedulesIdle(ctx context.Context) error {
 	if err := r.env.pool.QueryRow(ctx, "SELECT now()").Scan(&dbStart); err != nil {
 		return err
 	}
-	before, err := r.cpuNow(ctx)
-	if err != nil {
-		return err
-	}
-	t0 := time.Now()
 	d := r.cfg.ScheduleIdleDuration
-	stop = r.showProgress(func() string {
-		return fmt.Sprintf("schedules: %d schedules due every %s, idle cluster, %s of %s", n, progress.Duration(period),
-			progress.Duration(time.Since(t0)), progress.Duration(d))
-	})
-	err = clustertest.SleepCtx(ctx, d)
-	stop()
+	spent, wall, err := r.idleCPU(ctx, fmt.Sprintf("%d schedules due every %s", n, progress.Duration(period)), d)
 	if err != nil {
 		return err
 	}
-	after, err := r.cpuNow(ctx)
-	if err != nil {
-		return err
-	}
-	wall := time.Since(t0)
 	runs, err := r.idleRuns(ctx, dbStart)
 	if err != nil {
 		return err
 	}
-	spent := after.minus(before)
 	pct := func(cpu time.Duration) float64 { return 100 * cpu.Seconds() / wall.Seconds() }
 	at := fmt.Sprintf("%s schedules due every %s (spread: schedule i at second i %% %d), overlap %s, %d instances, no consumer, over %s: ",
 		progress.GroupDigits(int64(n)), progress.Duration(period), int(period/time.Second), r.cfg.ScheduleIdleOverlap, len(r.env.instances),
@@ -554,13 +542,41 @@ func (r *benchRun) schedulesIdle(ctx context.Context) error {
 		measured("schedules.idle.instances_cpu_percent", at+"the instances' CPU, % of one core", pct(spent.instances), unitPercent).
 			note("utime+stime of the opsq serve processes, %s in all", progress.Duration(spent.instances)),
 		pgRow, sum,
+		measured("schedules.idle.baseline_cpu_percent", fmt.Sprintf("the same cluster without any schedule, over %s: CPU of the cluster (instances + PostgreSQL), %% of one core",
+			progress.Duration(baseWall)), 100*(base.instances+base.pg).Seconds()/baseWall.Seconds(), unitPercent).
+			note("measured before the schedules were made; no target: what the schedules add is the difference (instances %.2f %%, PostgreSQL %.2f %%)",
+				100*base.instances.Seconds()/baseWall.Seconds(), 100*base.pg.Seconds()/baseWall.Seconds()),
 		measured("schedules.idle.runs", at+"runs recorded", float64(runs.total()), unitCount).
 			note("about %.0f due; submitted %d, skipped %d, failed %d", expectRuns, runs["submitted"], runs["skipped"], runs["failed"]),
 		measured("schedules.idle.runs_missed", at+"runs recorded missed", float64(runs["missed"]), unitCount).want("==", 0),
 	)
-	r.say("schedules: %d schedules idle over %s: instances %.2f %%, PostgreSQL %.2f %% of one core (sum %.2f %%); %d runs (about %.0f due), %d missed",
-		n, progress.Duration(wall), pct(spent.instances), pct(spent.pg), pct(spent.instances+spent.pg), runs.total(), expectRuns, runs["missed"])
+	r.say("schedules: %d schedules idle over %s: instances %.2f %%, PostgreSQL %.2f %% of one core (sum %.2f %%, %.2f %% without schedules); %d runs (about %.0f due), %d missed",
+		n, progress.Duration(wall), pct(spent.instances), pct(spent.pg), pct(spent.instances+spent.pg), 100*(base.instances+base.pg).Seconds()/baseWall.Seconds(),
+		runs.total(), expectRuns, runs["missed"])
 	return nil
+}
+
+// idleCPU measures the CPU the instances and PostgreSQL spend over d while the bench does
+// nothing, and returns it with the wall time it was measured over.
+func (r *benchRun) idleCPU(ctx context.Context, what string, d time.Duration) (cpuSplit, time.Duration, error) {
+	before, err := r.cpuNow(ctx)
+	if err != nil {
+		return cpuSplit{}, 0, err
+	}
+	t0 := time.Now()
+	stop := r.showProgress(func() string {
+		return fmt.Sprintf("schedules: idle cluster, %s: %s of %s", what, progress.Duration(time.Since(t0)), progress.Duration(d))
+	})
+	err = clustertest.SleepCtx(ctx, d)
+	stop()
+	if err != nil {
+		return cpuSplit{}, 0, err
+	}
+	after, err := r.cpuNow(ctx)
+	if err != nil {
+		return cpuSplit{}, 0, err
+	}
+	return after.minus(before), time.Since(t0), nil
 }
 
 // runCounts counts runs by outcome.

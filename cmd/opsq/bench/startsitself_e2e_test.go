@@ -54,7 +54,8 @@ func TestBenchSchedulesRuns(t *testing.T) {
 	if r := got["schedules.delay_p50"]; r.Value <= 0 {
 		t.Errorf("schedules.delay_p50 = %+v; want a positive delay", r)
 	}
-	for _, key := range []string{"schedules.idle.instances_cpu_percent", "schedules.idle.postgres_cpu_percent", "schedules.idle.cpu_percent"} {
+	for _, key := range []string{"schedules.idle.instances_cpu_percent", "schedules.idle.postgres_cpu_percent", "schedules.idle.cpu_percent",
+		"schedules.idle.baseline_cpu_percent"} {
 		if r, ok := got[key]; !ok || r.Value <= 0 || r.Unit != unitPercent {
 			t.Errorf("%s = %+v (in the report: %t); want a positive %%", key, r, ok)
 		}
