@@ -18,6 +18,7 @@ import (
 	"opsq/client"
 	"opsq/cmd/opsq/clustertest"
 	"opsq/cmd/opsq/progress"
+	"opsq/queuer"
 )
 
 // The schedules workload of "opsq bench", DESIGN.md §6's schedule line: "one schedule
@@ -69,7 +70,7 @@ const (
 	scheduleDelayP99TargetMs = 1000 // a run's submission created within 1 s of its time
 	scheduleIdleCPUTarget    = 5    // % of one core, the cluster (instances and PostgreSQL)
 	// schedulesPerTenant is the API's bound of schedules per tenant.
-	schedulesPerTenant = 1000
+	schedulesPerTenant = queuer.SchedulesPerTenant
 	// scheduleParallel is how many schedules are created (and deleted) at once.
 	scheduleParallel = 8
 	// scheduleWarmupMargin is how long past a period the idle part waits for every schedule
