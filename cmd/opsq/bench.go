@@ -34,6 +34,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 		RSSReservations: bench.RSSReservationsDefault, DistinctSubmissions: bench.DistinctSubmissionsDefault,
 		DistinctValues: bench.DistinctValuesDefault, FailureChunks: bench.FailureChunksDefault, FailureRounds: bench.FailureRoundsDefault,
 		TenantChunks: bench.TenantChunksDefault, FairnessLatencyChunks: bench.FairnessLatencyChunksDefault}}
+	benchStartsItselfFlags(fs, &cfg.Config)
 	envString(fs, &cfg.databaseURL, "database-url", "OPSQ_DATABASE_URL", "",
 		"PostgreSQL `URL` of the server to measure on; the bench creates a scratch database opsq_bench_<pid> through this URL's database, and drops it at the end")
 	envString(fs, &cfg.devCluster, "dev-cluster", "OPSQ_DEV_CLUSTER", benchDevClusterDefault,
@@ -136,6 +137,18 @@ workloads:
             one consumer times --samples reserves of random, rate_limit and weighted_fair
             on a --fairness-latency-chunks backlog of which one value is 90 % (not in the
             default list: run it with --workload fairness)
+  schedules --instances instances (3 unless given): one schedule @every 1s for
+            --schedule-duration, instance 0 SIGKILLed at a third of it and instance 1
+            SIGSTOPped for a quarter of it: runs expected, made, doubled, missed, and the
+            creation delay of each run's submission; then --schedule-count schedules due
+            every --schedule-idle-period, spread over it, on the idle cluster: the CPU of the
+            instances and of PostgreSQL over --schedule-idle-duration, % of one core (not in
+            the default list: run it with --workload schedules)
+  dependencies
+            --dependency-chains chains of 3 submissions, each after the previous: each
+            child's start delay after its parent's complete; then --samples reserves on a
+            --dependency-backlog backlog alone and again beside --dependency-waiting chunks
+            waiting on a parent that never finishes: p50 ratio (not in the default list)
 
 flags:`)
 		printFlagDefaults(fs)
@@ -159,6 +172,9 @@ flags:`)
 	fs.Visit(func(f *flag.Flag) { instancesSet = instancesSet || f.Name == "instances" })
 	if slices.Contains(cfg.Workloads, "fairness") && !instancesSet {
 		cfg.Instances = bench.FairnessInstances
+	}
+	if slices.Contains(cfg.Workloads, "schedules") && !instancesSet {
+		cfg.Instances = max(cfg.Instances, bench.ScheduleInstances)
 	}
 	if cfg.Backlogs, err = parseCounts(*backlogList); err != nil {
 		return cfg, usageError("--backlogs: %v", err)

@@ -109,6 +109,7 @@ func (r *benchRun) runWorkloads(ctx context.Context) error {
 		workloadTenants:  r.tenants,
 		workloadFairness: r.fairness,
 	}
+	run[workloadSchedules], run[workloadDependencies] = r.schedules, r.dependencies
 	for _, w := range r.cfg.Workloads {
 		if err := run[w](ctx); err != nil {
 			r.line.Clear()
