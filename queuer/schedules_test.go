@@ -298,3 +298,36 @@ func TestScheduleFailingRunBacksOff(t *testing.T) {
 		t.Errorf("run %+v; want submitted at the third attempt, without an error", runs[0])
 	}
 }
+
+// TestScheduleRunsPruned: a schedule keeps its last ScheduleRunsKept runs. The engine
+// prunes at one recording in 8 of an instance (schedules.pruneEvery), so 120 runs leave
+// between ScheduleRunsKept and ScheduleRunsKept + 7 rows, and a read shows exactly
+// ScheduleRunsKept, the latest first.
+func TestScheduleRunsPruned(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	clock := &setClock{now: time.Date(2026, 3, 10, 0, 30, 0, 0, time.UTC)}
+	q := startQueuerClock(t, pool, clock)
+	ctx := t.Context()
+	def := scheduleDef("hourly", "0 * * * *")
+	def.Paused = true
+	if _, err := q.CreateSchedule(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	runs, err := q.BackfillSchedule(ctx, TenantDefault, def.Name, from, from.Add(119*time.Hour))
+	if err != nil || len(runs) != 120 {
+		t.Fatalf("backfill: %d runs, %v; want 120", len(runs), err)
+	}
+	n := pgtest.Count(t, pool, "SELECT count(*) FROM opsq.schedule_runs r JOIN opsq.schedules s ON s.id = r.schedule_id WHERE s.name = $1", def.Name)
+	if n < ScheduleRunsKept || n > ScheduleRunsKept+7 {
+		t.Errorf("%d runs kept after 120; want %d to %d", n, ScheduleRunsKept, ScheduleRunsKept+7)
+	}
+	sc, err := q.Schedule(ctx, TenantDefault, def.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.LastRuns) != ScheduleRunsKept || !sc.LastRuns[0].ScheduledAt.Equal(from.Add(119*time.Hour)) {
+		t.Errorf("read %d runs, the latest %v; want %d, the latest %v", len(sc.LastRuns), sc.LastRuns[0].ScheduledAt, ScheduleRunsKept, from.Add(119*time.Hour))
+	}
+}

@@ -185,9 +185,6 @@ func (q Queries) SchedulesDue(ctx context.Context, p SchedulesDueParams) ([]Sche
 	})
 }
 
-//go:embed schedule_advance.sql
-var scheduleAdvance string
-
 // ScheduleAdvanceParams are schedule_advance.sql's: schedule ID, leased under LeaseID,
 // goes on to NextRunAt with Attempts made of it (retried at RetryAt, nil for none);
 // SubmissionID is its last submission (0: unchanged).
@@ -198,16 +195,6 @@ type ScheduleAdvanceParams struct {
 	Attempts     int
 	RetryAt      *time.Time
 	SubmissionID int64
-}
-
-// ScheduleAdvance moves a leased schedule on and ends its lease; false when the lease
-// was lost.
-func (q Queries) ScheduleAdvance(ctx context.Context, p ScheduleAdvanceParams) (bool, error) {
-	tag, err := q.db.Exec(ctx, scheduleAdvance, pgx.NamedArgs{
-		"id": p.ID, "lease_id": p.LeaseID, "next_run_at": p.NextRunAt, "attempts": p.Attempts,
-		"retry_at": p.RetryAt, "submission_id": p.SubmissionID,
-	})
-	return tag.RowsAffected() == 1, err
 }
 
 //go:embed schedule_runs_record.sql
@@ -273,4 +260,62 @@ var scheduleLastSubmission string
 func (q Queries) ScheduleLastSubmission(ctx context.Context, id, submissionID int64) error {
 	_, err := q.db.Exec(ctx, scheduleLastSubmission, pgx.NamedArgs{"id": id, "submission_id": submissionID})
 	return err
+}
+
+//go:embed submissions_in_progress.sql
+var submissionsInProgress string
+
+// SubmissionsInProgress returns those of ids that are submissions still in progress.
+func (q Queries) SubmissionsInProgress(ctx context.Context, ids []int64) ([]int64, error) {
+	rows, err := q.db.Query(ctx, submissionsInProgress, pgx.NamedArgs{"ids": ids})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+//go:embed schedules_advance.sql
+var schedulesAdvance string
+
+// ScheduleMove is where a leased schedule goes next (its LeaseID is the batch's) and the
+// runs its firing made.
+type ScheduleMove struct {
+	ScheduleAdvanceParams
+	Runs []ScheduleRun
+}
+
+// SchedulesAdvance moves the schedules of moves, leased under leaseID, on and records
+// their runs, in one statement; it returns the ids of those moved (the others' leases had
+// ended).
+func (q Queries) SchedulesAdvance(ctx context.Context, leaseID int64, moves []ScheduleMove) ([]int64, error) {
+	n := len(moves)
+	ids, next, attempts, retry, subs := make([]int64, n), make([]time.Time, n), make([]int32, n), make([]*time.Time, n), make([]int64, n)
+	var rids, rsubs []int64
+	var rtimes []time.Time
+	var routcomes, rerrs []string
+	var rattempts []int32
+	for i, m := range moves {
+		ids[i], next[i], attempts[i], retry[i], subs[i] = m.ID, m.NextRunAt, int32(m.Attempts), m.RetryAt, m.SubmissionID
+		for _, r := range m.Runs {
+			rids, rtimes, routcomes = append(rids, m.ID), append(rtimes, r.ScheduledAt), append(routcomes, r.Outcome)
+			rsubs, rerrs, rattempts = append(rsubs, r.SubmissionID), append(rerrs, r.Error), append(rattempts, int32(max(r.Attempts, 1)))
+		}
+	}
+	rows, err := q.db.Query(ctx, schedulesAdvance, pgx.NamedArgs{
+		"lease_id": leaseID, "ids": ids, "next_run_ats": next, "attempts": attempts, "retry_ats": retry, "submission_ids": subs,
+		"run_schedules": nonNil(rids), "run_times": nonNilOf(rtimes), "run_outcomes": nonNilOf(routcomes),
+		"run_submissions": nonNil(rsubs), "run_errors": nonNilOf(rerrs), "run_attempts": nonNilOf(rattempts),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// nonNilOf is s, or an empty slice for nil: an empty array, not NULL.
+func nonNilOf[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

@@ -43,12 +43,16 @@ func TestScheduleInsertBounds(t *testing.T) {
 	if again, err := db.SchedulesDue(ctx, opsqsql.SchedulesDueParams{LeaseID: 2, Lease: time.Hour, Limit: 10}); err != nil || len(again) != 0 {
 		t.Errorf("due again under live leases: %d schedules, %v; want none", len(again), err)
 	}
-	ok, err := db.ScheduleAdvance(ctx, opsqsql.ScheduleAdvanceParams{ID: due[0].ID, LeaseID: 2, NextRunAt: time.Now().Add(time.Hour)})
-	if err != nil || ok {
-		t.Errorf("advance under another lease: %t, %v; want refused", ok, err)
+	run := opsqsql.ScheduleRun{ScheduledAt: due[0].NextRunAt, Outcome: "skipped", Error: "why"}
+	move := []opsqsql.ScheduleMove{{ScheduleAdvanceParams: opsqsql.ScheduleAdvanceParams{ID: due[0].ID, NextRunAt: time.Now().Add(time.Hour)}, Runs: []opsqsql.ScheduleRun{run}}}
+	runs := func() int64 {
+		return pgtest.Count(t, pool, "SELECT count(*) FROM opsq.schedule_runs WHERE schedule_id = $1", due[0].ID)
 	}
-	if ok, err := db.ScheduleAdvance(ctx, opsqsql.ScheduleAdvanceParams{ID: due[0].ID, LeaseID: 1, NextRunAt: time.Now().Add(time.Hour)}); err != nil || !ok {
-		t.Errorf("advance under its lease: %t, %v; want done", ok, err)
+	if moved, err := db.SchedulesAdvance(ctx, 2, move); err != nil || len(moved) != 0 || runs() != 0 {
+		t.Errorf("advance under another lease: moved %v, %v, %d runs recorded; want refused, none recorded", moved, err, runs())
+	}
+	if moved, err := db.SchedulesAdvance(ctx, 1, move); err != nil || len(moved) != 1 || moved[0] != due[0].ID || runs() != 1 {
+		t.Errorf("advance under its lease: moved %v, %v, %d runs recorded; want it moved and its run recorded", moved, err, runs())
 	}
 	if err := db.ScheduleDelete(ctx, "a", "nothing"); !errors.Is(err, opsqsql.ErrNotFound) {
 		t.Errorf("delete of an unknown schedule: %v; want ErrNotFound", err)

@@ -230,8 +230,6 @@ type Statements interface {
 	DatabaseNow(ctx context.Context) (time.Time, error)
 	// SchedulesDue leases the schedules whose run is due.
 	SchedulesDue(ctx context.Context, p SchedulesDueParams) ([]SchedulesDueRow, error)
-	// ScheduleAdvance moves a leased schedule on to its next run (fenced by the lease).
-	ScheduleAdvance(ctx context.Context, p ScheduleAdvanceParams) (bool, error)
 	// ScheduleRunsRecord records what runs of a schedule did.
 	ScheduleRunsRecord(ctx context.Context, id int64, runs []ScheduleRun) error
 	// ScheduleRunsPrune deletes a schedule's older runs.
@@ -242,6 +240,10 @@ type Statements interface {
 	ScheduleRunsSubmitted(ctx context.Context, id int64, times []time.Time) ([]time.Time, error)
 	// ScheduleLastSubmission records a schedule's last submission (a trigger's, a backfill's).
 	ScheduleLastSubmission(ctx context.Context, id, submissionID int64) error
+	// SchedulesAdvance moves a leased batch of schedules on and records their runs.
+	SchedulesAdvance(ctx context.Context, leaseID int64, moves []ScheduleMove) ([]int64, error)
+	// SubmissionsInProgress says which of ids are submissions still in progress.
+	SubmissionsInProgress(ctx context.Context, ids []int64) ([]int64, error)
 
 	// Claims (claims.go): the shards' owners, for package claims.
 

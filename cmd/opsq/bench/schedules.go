@@ -68,7 +68,7 @@ const (
 // Targets of DESIGN.md §6's schedule line.
 const (
 	scheduleDelayP99TargetMs = 1000 // a run's submission created within 1 s of its time
-	scheduleIdleCPUTarget    = 5    // % of one core, the cluster (instances and PostgreSQL)
+	scheduleIdleCPUTarget    = 5    // % of one core that the schedules add to the cluster (instances and PostgreSQL)
 	// schedulesPerTenant is the API's bound of schedules per tenant.
 	schedulesPerTenant = queuer.SchedulesPerTenant
 	// scheduleParallel is how many schedules are created (and deleted) at once.
@@ -526,11 +526,18 @@ func (r *benchRun) schedulesIdle(ctx context.Context) error {
 	at := fmt.Sprintf("%s schedules due every %s (spread: schedule i at second i %% %d), overlap %s, %d instances, no consumer, over %s: ",
 		progress.GroupDigits(int64(n)), progress.Duration(period), int(period/time.Second), r.cfg.ScheduleIdleOverlap, len(r.env.instances),
 		progress.Duration(wall))
-	sum := measured("schedules.idle.cpu_percent", at+"CPU of the cluster (instances + PostgreSQL), % of one core", pct(spent.instances+spent.pg), unitPercent)
+	sum := measured("schedules.idle.cpu_percent", at+"CPU of the cluster (instances + PostgreSQL), % of one core", pct(spent.instances+spent.pg), unitPercent).
+		note("the idle cluster's own work included (the baseline below)")
+	// §6: "10 000 schedules due each minute cost an idle cluster < 5 % of one core": what
+	// they cost is what they add to the idle cluster, the total less the same cluster's
+	// CPU without them, measured just before for as long.
+	baseline := 100 * (base.instances + base.pg).Seconds() / baseWall.Seconds()
+	added := measured("schedules.idle.added_cpu_percent", at+"what the schedules cost the cluster (the CPU above less the baseline), % of one core",
+		pct(spent.instances+spent.pg)-baseline, unitPercent)
 	if n == ScheduleCountDefault && period == ScheduleIdlePeriodDefault {
-		sum = sum.want("<", scheduleIdleCPUTarget)
+		added = added.want("<", scheduleIdleCPUTarget)
 	} else {
-		sum = sum.note("the target, < %d %%, is for %s schedules due every minute", scheduleIdleCPUTarget, progress.GroupDigits(ScheduleCountDefault))
+		added = added.note("the target, < %d %%, is for %s schedules due every minute", scheduleIdleCPUTarget, progress.GroupDigits(ScheduleCountDefault))
 	}
 	pgRow := measured("schedules.idle.postgres_cpu_percent", at+"PostgreSQL's CPU, % of one core", pct(spent.pg), unitPercent).
 		note("the whole server's processes (/proc), whatever else it serves")
@@ -542,10 +549,10 @@ func (r *benchRun) schedulesIdle(ctx context.Context) error {
 	r.report.add(
 		measured("schedules.idle.instances_cpu_percent", at+"the instances' CPU, % of one core", pct(spent.instances), unitPercent).
 			note("utime+stime of the opsq serve processes, %s in all", progress.Duration(spent.instances)),
-		pgRow, sum,
+		pgRow, sum, added,
 		measured("schedules.idle.baseline_cpu_percent", fmt.Sprintf("the same cluster without any schedule, over %s: CPU of the cluster (instances + PostgreSQL), %% of one core",
-			progress.Duration(baseWall)), 100*(base.instances+base.pg).Seconds()/baseWall.Seconds(), unitPercent).
-			note("measured before the schedules were made; no target: what the schedules add is the difference (instances %.2f %%, PostgreSQL %.2f %%)",
+			progress.Duration(baseWall)), baseline, unitPercent).
+			note("measured before the schedules were made (instances %.2f %%, PostgreSQL %.2f %%)",
 				100*base.instances.Seconds()/baseWall.Seconds(), 100*base.pg.Seconds()/baseWall.Seconds()),
 		measured("schedules.idle.runs", at+"runs recorded", float64(runs.total()), unitCount).
 			note("about %.0f due; submitted %d, skipped %d, failed %d", expectRuns, runs["submitted"], runs["skipped"], runs["failed"]),

@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -63,6 +64,9 @@ func TestBenchSchedulesRuns(t *testing.T) {
 	inst, pg, sum := got["schedules.idle.instances_cpu_percent"].Value, got["schedules.idle.postgres_cpu_percent"].Value, got["schedules.idle.cpu_percent"].Value
 	if d := sum - inst - pg; d > 1e-9 || d < -1e-9 {
 		t.Errorf("schedules.idle.cpu_percent %v; want the instances' %v plus PostgreSQL's %v", sum, inst, pg)
+	}
+	if added, base := got["schedules.idle.added_cpu_percent"], got["schedules.idle.baseline_cpu_percent"].Value; added.Unit != unitPercent || math.Abs(added.Value-(sum-base)) > 1e-9 {
+		t.Errorf("schedules.idle.added_cpu_percent %+v; want the cluster's %v less the baseline %v", added, sum, base)
 	}
 	// 30 schedules every 5 s over about 6 s: about 36 runs, all but the first of each
 	// skipped (no consumer, overlap skip).

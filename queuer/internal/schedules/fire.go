@@ -8,10 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"opsq/queuer/internal/submissions"
-	"opsq/queuer/opsqtype"
 	"opsq/queuer/startstop"
 	opsqsql "opsq/sql"
 )
@@ -75,11 +75,27 @@ func (s *Store) FireDue(ctx context.Context) {
 			}
 			return
 		}
-		for _, r := range due {
-			if err := s.fire(ctx, r, lease); err != nil && ctx.Err() == nil {
-				s.cfg.Log.WarnContext(ctx, "firing a schedule's run", slog.String("tenant", r.Tenant),
-					slog.String("schedule", r.Name), slog.Time("scheduled_at", r.NextRunAt), slog.Any("error", err))
+		busy, err := s.inProgress(ctx, db, due)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.cfg.Log.WarnContext(ctx, "reading the due schedules' previous submissions", slog.Any("error", err))
 			}
+			return
+		}
+		moves := make([]move, 0, len(due))
+		for _, r := range due {
+			m, err := s.fire(ctx, r, lease, busy)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.cfg.Log.WarnContext(ctx, "firing a schedule's run", slog.String("tenant", r.Tenant),
+						slog.String("schedule", r.Name), slog.Time("scheduled_at", r.NextRunAt), slog.Any("error", err))
+				}
+				continue
+			}
+			moves = append(moves, m)
+		}
+		if err := s.advance(ctx, lease, moves...); err != nil && ctx.Err() == nil {
+			s.cfg.Log.WarnContext(ctx, "recording the due schedules' runs", slog.Int("schedules", len(moves)), slog.Any("error", err))
 		}
 		if len(due) < dueBatch {
 			return
@@ -87,17 +103,39 @@ func (s *Store) FireDue(ctx context.Context) {
 	}
 }
 
-// fire makes the due run of a schedule leased under lease: the missed runs before it
-// recorded, the run made (or skipped, or failed and retried later), the schedule moved on
-// to its next run, in one transaction fenced by the lease.
-func (s *Store) fire(ctx context.Context, r opsqsql.SchedulesDueRow, lease int64) error {
-	timing, err := ParseTiming(r.Cron, r.Timezone)
-	if err != nil {
-		return fmt.Errorf("reading the schedule's timing: %w", err)
+// move is what firing a leased schedule did: its runs to record and where it moves on to.
+type move struct {
+	adv  opsqsql.ScheduleAdvanceParams
+	runs []Run
+}
+
+// inProgress reads which of the due schedules' previous submissions are still in progress,
+// in one statement for the batch: the overlap policies ask it of every run.
+func (s *Store) inProgress(ctx context.Context, db opsqsql.Queries, due []opsqsql.SchedulesDueRow) (map[int64]bool, error) {
+	var ids []int64
+	for _, r := range due {
+		if r.LastSubmissionID != nil && *r.LastSubmissionID != 0 && r.Overlap != OverlapAllow {
+			ids = append(ids, *r.LastSubmissionID)
+		}
 	}
-	var plan Plan
-	if err := json.Unmarshal([]byte(r.Plan), &plan); err != nil {
-		return fmt.Errorf("reading the schedule's plan: %w", err)
+	busy := map[int64]bool{}
+	if len(ids) == 0 {
+		return busy, nil
+	}
+	in, err := db.SubmissionsInProgress(ctx, ids)
+	for _, id := range in {
+		busy[id] = true
+	}
+	return busy, err
+}
+
+// fire makes the due run of a schedule leased under lease (busy: the previous submissions
+// still in progress): the missed runs before it, the run made (or skipped, or failed and
+// retried later), and the schedule's next run, which advance records, fenced by the lease.
+func (s *Store) fire(ctx context.Context, r opsqsql.SchedulesDueRow, lease int64, busy map[int64]bool) (move, error) {
+	timing, err := s.timing(r.Cron, r.Timezone)
+	if err != nil {
+		return move{}, fmt.Errorf("reading the schedule's timing: %w", err)
 	}
 	now := r.Now
 	adv := opsqsql.ScheduleAdvanceParams{ID: r.ID, LeaseID: lease}
@@ -108,7 +146,7 @@ func (s *Store) fire(ctx context.Context, r opsqsql.SchedulesDueRow, lease int64
 		// A run that failed to submit is retried until the next one is due.
 		if next := timing.Next(r.NextRunAt); !next.After(now) {
 			adv.NextRunAt = next
-			return s.advance(ctx, adv, r.ID, nil)
+			return move{adv: adv}, nil
 		}
 	} else if now.Sub(fireAt) > s.cfg.MissedAfter {
 		// No instance ran at these times: the runs too late are missed (the last RunsKept
@@ -149,7 +187,8 @@ func (s *Store) fire(ctx context.Context, r opsqsql.SchedulesDueRow, lease int64
 		if r.LastSubmissionID != nil {
 			last = *r.LastSubmissionID
 		}
-		run := s.run(ctx, r.Tenant, r.Name, r.CreatedBy, plan, timing, fireAt, r.Overlap, last)
+		plan := func() (p Plan, err error) { return p, json.Unmarshal([]byte(r.Plan), &p) }
+		run := s.run(ctx, r.Tenant, r.Name, r.CreatedBy, plan, timing, fireAt, r.Overlap, last, busy[last])
 		run.Attempts = r.Attempts + 1
 		runs = append(runs, run)
 		adv.SubmissionID = run.SubmissionID
@@ -167,36 +206,46 @@ func (s *Store) fire(ctx context.Context, r opsqsql.SchedulesDueRow, lease int64
 	if adv.NextRunAt.IsZero() {
 		adv.NextRunAt = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC) // it never runs again
 	}
-	return s.advance(ctx, adv, r.ID, runs)
+	return move{adv: adv, runs: runs}, nil
 }
 
-// advance moves a leased schedule on and records its runs, in one transaction that the
-// lease fences: when the lease was lost the other instance's record stands.
-func (s *Store) advance(ctx context.Context, adv opsqsql.ScheduleAdvanceParams, id int64, runs []Run) error {
-	err := opsqsql.InTx(ctx, s.cfg.Pool, func(db opsqsql.Queries) error {
-		// An instance stopped (SIGSTOP) inside this transaction must not hold the
-		// schedule's row, or its run's record, past a second: PostgreSQL ends the session.
-		if err := db.ClaimsTimeouts(ctx, opsqsql.ClaimsTimeoutsParams{LockTimeout: "2s", IdleInTransactionSessionTimeout: "1s"}); err != nil {
-			return err
-		}
-		if ok, err := db.ScheduleAdvance(ctx, adv); err != nil {
-			return err
-		} else if !ok {
-			return errLeaseLost
-		}
-		return s.record(ctx, db, id, runs)
-	})
-	if errors.Is(err, errLeaseLost) {
-		s.cfg.Log.InfoContext(ctx, "a schedule's lease ended before its run was recorded: another instance records it", slog.Int64("schedule", id))
+// advance moves leased schedules on and records their runs, in one statement for the
+// batch (leased together under lease); each schedule's lease fences its own move: when it
+// was lost, the other instance's record of that schedule stands.
+func (s *Store) advance(ctx context.Context, lease int64, moves ...move) error {
+	if len(moves) == 0 {
 		return nil
 	}
-	if err == nil {
-		s.counted(runs)
+	db := opsqsql.New(s.cfg.Pool)
+	ms := make([]opsqsql.ScheduleMove, len(moves))
+	for i, m := range moves {
+		ms[i] = opsqsql.ScheduleMove{ScheduleAdvanceParams: m.adv, Runs: m.runs}
 	}
-	return err
+	moved, err := db.SchedulesAdvance(ctx, lease, ms)
+	if err != nil {
+		return err
+	}
+	for _, m := range moves {
+		if !slices.Contains(moved, m.adv.ID) {
+			s.cfg.Log.InfoContext(ctx, "a schedule's lease ended before its run was recorded: another instance records it", slog.Int64("schedule", m.adv.ID))
+			continue
+		}
+		s.counted(m.runs)
+		if len(m.runs) > 1 || len(m.runs) == 1 && s.recorded.Add(1)%pruneEvery == 0 {
+			if err := db.ScheduleRunsPrune(ctx, m.adv.ID, RunsKept); err != nil {
+				return fmt.Errorf("pruning the runs of schedule %d: %w", m.adv.ID, err)
+			}
+		}
+	}
+	return nil
 }
 
-var errLeaseLost = errors.New("the schedule's lease was lost")
+// pruneEvery: the runs beyond RunsKept are deleted at one recording in pruneEvery of an
+// instance (and whenever several runs are recorded at once), not at every one: the prune
+// reads the schedule's last RunsKept runs, more than the recording itself costs. A
+// schedule keeps at most RunsKept + pruneEvery - 1 runs recorded by one instance between
+// two prunes; reads list at most RunsKept, so those are never shown.
+const pruneEvery = 8
 
 func (s *Store) record(ctx context.Context, db opsqsql.Queries, id int64, runs []Run) error {
 	if len(runs) == 0 {
@@ -204,6 +253,9 @@ func (s *Store) record(ctx context.Context, db opsqsql.Queries, id int64, runs [
 	}
 	if err := db.ScheduleRunsRecord(ctx, id, runs); err != nil {
 		return fmt.Errorf("recording runs: %w", err)
+	}
+	if len(runs) == 1 && s.recorded.Add(1)%pruneEvery != 0 {
+		return nil
 	}
 	return db.ScheduleRunsPrune(ctx, id, RunsKept)
 }
@@ -219,25 +271,29 @@ func (s *Store) counted(runs []Run) {
 
 // run makes the run at at: skipped when overlap says so, else its submission (failed
 // when it cannot be made, with why).
-func (s *Store) run(ctx context.Context, tenant, name string, createdBy int64, plan Plan, timing Timing, at time.Time, overlap string, last int64) Run {
+// busy says whether the previous run's submission, last, was still in progress when read.
+// plan reads the schedule's plan; it is called only for a run that submits (most runs of a
+// busy schedule skip).
+func (s *Store) run(ctx context.Context, tenant, name string, createdBy int64, plan func() (Plan, error), timing Timing, at time.Time, overlap string, last int64, busy bool) Run {
 	run := Run{ScheduledAt: at}
-	if last != 0 && overlap != OverlapAllow {
-		st, err := s.cfg.Submitter.Status(ctx, last)
-		switch {
-		case err == nil && st.State == opsqtype.StateInProgress && overlap == OverlapSkip:
+	if last != 0 && busy {
+		switch overlap {
+		case OverlapSkip:
 			run.Outcome, run.Error = RunSkipped, fmt.Sprintf("the previous run's submission %d is still in progress (overlap skip)", last)
 			return run
-		case err == nil && st.State == opsqtype.StateInProgress:
+		case OverlapCancelPrevious:
 			if _, err := s.cfg.Submitter.Cancel(ctx, last); err != nil && !errors.Is(err, submissions.ErrFinished) {
 				run.Outcome, run.Error = RunFailed, fmt.Sprintf("cancelling the previous submission %d (overlap cancel_previous): %v", last, err)
 				return run
 			}
-		case err != nil && !errors.Is(err, submissions.ErrNotFound):
-			run.Outcome, run.Error = RunFailed, fmt.Sprintf("reading the previous submission %d: %v", last, err)
-			return run
 		}
 	}
-	sub, err := plan.Render(at, timing.Location())
+	p, err := plan()
+	if err != nil {
+		run.Outcome, run.Error = RunFailed, fmt.Sprintf("reading the schedule's plan: %v", err)
+		return run
+	}
+	sub, err := p.Render(at, timing.Location())
 	if err != nil {
 		run.Outcome, run.Error = RunFailed, err.Error()
 		return run
@@ -250,7 +306,7 @@ func (s *Store) run(ctx context.Context, tenant, name string, createdBy int64, p
 	// run's idempotency key) fails, and the run is retried after its backoff.
 	sctx, cancel := context.WithTimeout(ctx, submitTimeout)
 	defer cancel()
-	created, err := s.cfg.Submitter.Submit(sctx, sub, &chunkList{chunks: plan.Chunks})
+	created, err := s.cfg.Submitter.Submit(sctx, sub, &chunkList{chunks: p.Chunks})
 	if err != nil {
 		run.Outcome, run.Error = RunFailed, err.Error()
 		return run
@@ -351,7 +407,7 @@ func (s *Store) runAt(ctx context.Context, tenant, name string, times []time.Tim
 	if err != nil {
 		return nil, notFound(err)
 	}
-	timing, err := ParseTiming(row.Cron, row.Timezone)
+	timing, err := s.timing(row.Cron, row.Timezone)
 	if err != nil {
 		return nil, err
 	}
@@ -376,6 +432,14 @@ func (s *Store) runAt(ctx context.Context, tenant, name string, times []time.Tim
 	if backfill {
 		overlap = OverlapAllow
 	}
+	busy := false
+	if last != 0 && overlap != OverlapAllow {
+		in, err := db.SubmissionsInProgress(ctx, []int64{last})
+		if err != nil {
+			return nil, fmt.Errorf("reading the previous submission %d of schedule %q: %w", last, name, err)
+		}
+		busy = len(in) > 0
+	}
 	now, err := s.now(ctx)
 	if err != nil {
 		return nil, err
@@ -385,7 +449,7 @@ func (s *Store) runAt(ctx context.Context, tenant, name string, times []time.Tim
 		if done[t.UTC()] {
 			continue
 		}
-		run := s.run(ctx, row.Tenant, row.Name, row.CreatedBy, plan, timing, t, overlap, last)
+		run := s.run(ctx, row.Tenant, row.Name, row.CreatedBy, func() (Plan, error) { return plan, nil }, timing, t, overlap, last, busy)
 		run.At, run.Attempts = now, 1
 		if err := s.record(ctx, db, row.ID, []Run{run}); err != nil {
 			return runs, err

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"opsq/queuer/internal/submissions"
@@ -59,6 +61,35 @@ type Config struct {
 // Store is the schedules of every tenant. It is safe for concurrent use.
 type Store struct {
 	cfg Config
+
+	mu       sync.Mutex
+	timings  map[[2]string]Timing // by cron and time zone: a time zone is read from disk
+	recorded atomic.Int64         // recordings of one run, for pruneEvery
+}
+
+// timingsKept bounds the timings cache: at most this many, then it starts again.
+const timingsKept = 4096
+
+// timing is ParseTiming's, read once per cron and time zone.
+func (s *Store) timing(cron, timezone string) (Timing, error) {
+	k := [2]string{cron, timezone}
+	s.mu.Lock()
+	t, ok := s.timings[k]
+	s.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	t, err := ParseTiming(cron, timezone)
+	if err != nil {
+		return t, err
+	}
+	s.mu.Lock()
+	if s.timings == nil || len(s.timings) >= timingsKept {
+		s.timings = map[[2]string]Timing{}
+	}
+	s.timings[k] = t
+	s.mu.Unlock()
+	return t, nil
 }
 
 // New returns the store; its Firer makes the runs.

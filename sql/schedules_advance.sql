@@ -1,0 +1,29 @@
+-- Moves a batch of schedules leased under @lease_id on to their next runs, ends their
+-- leases and records their runs, in one statement for the batch (a due batch costs one
+-- statement, not a transaction per schedule). Fenced by the lease, schedule by schedule:
+-- a schedule whose lease ended (another instance took it) changes nothing and its runs
+-- are not recorded (the other instance's count). Returns the schedules moved. A run
+-- recorded already (a failed run retried) is replaced, but never a submitted one.
+-- @submission_ids 0 keeps a schedule's last submission.
+-- Citus: the coordinator's own tables.
+WITH moved AS (
+    UPDATE opsq.schedules s
+    SET next_run_at = m.next_run_at, attempts = m.attempts, retry_at = m.retry_at,
+        last_submission_id = coalesce(nullif(m.submission_id, 0), s.last_submission_id),
+        lease_id = NULL, lease_until = NULL
+    FROM unnest(@ids::bigint[], @next_run_ats::timestamptz[], @attempts::int[], @retry_ats::timestamptz[],
+                @submission_ids::bigint[]) AS m(id, next_run_at, attempts, retry_at, submission_id)
+    WHERE s.id = m.id AND s.lease_id = @lease_id
+    RETURNING s.id
+), recorded AS (
+    INSERT INTO opsq.schedule_runs AS r (schedule_id, scheduled_at, outcome, submission_id, error, attempts)
+    SELECT u.id, u.t, u.o, nullif(u.s, 0), u.e, u.a
+    FROM unnest(@run_schedules::bigint[], @run_times::timestamptz[], @run_outcomes::text[], @run_submissions::bigint[],
+                @run_errors::text[], @run_attempts::int[]) AS u(id, t, o, s, e, a)
+    WHERE u.id IN (SELECT id FROM moved)
+    ON CONFLICT (schedule_id, scheduled_at) DO UPDATE
+    SET outcome = excluded.outcome, submission_id = excluded.submission_id, error = excluded.error,
+        attempts = excluded.attempts, at = now()
+    WHERE r.outcome <> 'submitted'
+)
+SELECT id FROM moved
