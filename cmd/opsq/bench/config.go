@@ -25,7 +25,7 @@ const (
 )
 
 // Workloads names the workloads, in the order "opsq bench --help" lists them.
-var Workloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadFailures, workloadTenants, workloadFairness, workloadAbuse}
+var Workloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadFailures, workloadTenants, workloadFairness, workloadAbuse, workloadCitus}
 
 // Config is what "opsq bench" is asked to measure; its flags set it (cmd/opsq/bench.go).
 type Config struct {
@@ -120,6 +120,8 @@ type Config struct {
 	// FairnessLatencyChunks is the backlog the fairness workload times reserves on, with
 	// random, rate_limit and weighted_fair. Defaults to 200 000.
 	FairnessLatencyChunks int64
+
+	CitusConfig // citus: citus.go
 }
 
 // Defaults of Config; the sizes are those of DESIGN.md §6, except the large latency
@@ -235,6 +237,9 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("--workload: no workload: want one or more of %v", Workloads)
 	case len(cfg.Strategies) == 0 && slices.Contains(cfg.Workloads, workloadLatency):
 		return fmt.Errorf("--strategies: want one or more")
+	}
+	if err := cfg.validateCitus(); err != nil {
+		return err
 	}
 	timings := 1 // each backlog is timed once, and again beside the waiting chunks
 	if cfg.Waiting > 0 {

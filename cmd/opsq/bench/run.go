@@ -108,6 +108,7 @@ func (r *benchRun) runWorkloads(ctx context.Context) error {
 		workloadFailures: r.failures,
 		workloadTenants:  r.tenants,
 		workloadFairness: r.fairness,
+		workloadCitus:    r.citus,
 	}
 	for _, w := range r.cfg.Workloads {
 		if err := run[w](ctx); err != nil {
