@@ -102,6 +102,8 @@ type citusTotals struct {
 	done    int64     // completed (answered "completed" for a chunk of the burn-down)
 	twice   int64     // handed out while a reservation of them was live
 	never   int64
+	ledger  int64  // completions in the ledger (opsq.completed_batches)
+	dups    int64  // of them, completions of a chunk completed already
 	cpuNote string // why the CPU was not measured, if it was not
 }
 
@@ -138,6 +140,8 @@ func (r *benchRun) citus(ctx context.Context) error {
 			t.done += res.done
 			t.twice += res.twice
 			t.never += res.never
+			t.ledger += res.ledger
+			t.dups += res.dups
 			t.cpuNote = res.cpuNote
 			if res.latency != nil {
 				lat, ingestTook = res.latency, res.ingestTook
@@ -162,6 +166,7 @@ type citusRoundResult struct {
 	rate               float64
 	spent              []pgSpent // per node
 	done, twice, never int64
+	ledger, dups       int64
 	cpuNote            string
 	latency            *latencyStats // the backlog's reserves, when timed
 	ingestTook         time.Duration
@@ -237,6 +242,12 @@ func (r *benchRun) citusRound(ctx context.Context, s citusSetup, round int, time
 	if _, err := sub.checkBurnDown(ctx, b); err != nil {
 		return res, err
 	}
+	if res.ledger, res.dups, err = countLedger(ctx, e.pool, created.ID); err != nil {
+		return res, err
+	}
+	if res.ledger != n || res.dups != 0 {
+		sub.broke("%s: the ledger holds %d completions, %d of them of a chunk completed already; want %d, none", label, res.ledger, res.dups, n)
+	}
 	took := b.end.Sub(b.start)
 	res.rate = perSecond(n, took)
 	res.done = b.done.Load()
@@ -265,6 +276,20 @@ func (r *benchRun) citusRound(ctx context.Context, s citusSetup, round int, time
 	}
 	failed = len(sub.report.Broken) > 0
 	return res, nil
+}
+
+// countLedger counts the completions of submission id that the ledger holds (one row per
+// chunk of opsq.completed_batches' arrays) and, of them, those of a chunk completed
+// already. On Citus it is a router query, completed_batches being distributed by
+// submission.
+func countLedger(ctx context.Context, pool *pgxpool.Pool, id string) (completions, dups int64, err error) {
+	err = pool.QueryRow(ctx, `SELECT count(*), count(*) - count(DISTINCT c.chunk_index)
+FROM opsq.completed_batches b, unnest(b.chunk_indexes) AS c(chunk_index)
+WHERE b.submission_id = $1::bigint`, id).Scan(&completions, &dups)
+	if err != nil {
+		return 0, 0, fmt.Errorf("counting the ledger: %w", err)
+	}
+	return completions, dups, nil
 }
 
 // nodeAccount is what the nodes of a setup spent, summed, and each node's share of it.
@@ -333,6 +358,9 @@ func citusRows(totals []citusTotals, rounds int) []benchRow {
 		rows = append(rows,
 			measured(p+"completed", s.name+": chunks completed", float64(t.done), unitCount).want("==", float64(t.chunks)).
 				note("answered completed, of %s submitted", progress.GroupDigits(t.chunks)),
+			measured(p+"ledger_completed", s.name+": completions in the ledger", float64(t.ledger), unitCount).want("==", float64(t.chunks)).
+				note("opsq.completed_batches, counted by the bench"),
+			measured(p+"ledger_duplicates", s.name+": chunks completed twice in the ledger", float64(t.dups), unitCount).want("==", 0),
 			measured(p+"handed_out_twice", s.name+": chunks handed out twice", float64(t.twice), unitCount).want("==", 0),
 			measured(p+"never_handed_out", s.name+": chunks never handed out", float64(t.never), unitCount).want("==", 0))
 		rows = append(rows, nodeCostRows(p, s, t.spent, t.chunks, t.cpuNote)...)

@@ -46,7 +46,10 @@ func TestCitusWorkload(t *testing.T) {
 		if r := want(p + "completed"); r.Value != chunks || r.Met == nil || !*r.Met {
 			t.Errorf("%s: %g; want %d, met", r.Key, r.Value, chunks)
 		}
-		for _, k := range []string{"handed_out_twice", "never_handed_out"} {
+		if r := want(p + "ledger_completed"); r.Value != chunks {
+			t.Errorf("%s: %g; want %d", r.Key, r.Value, chunks)
+		}
+		for _, k := range []string{"handed_out_twice", "never_handed_out", "ledger_duplicates"} {
 			if r := want(p + k); r.Value != 0 {
 				t.Errorf("%s: %g; want 0", r.Key, r.Value)
 			}
