@@ -114,6 +114,7 @@ func (r *benchRun) citus(ctx context.Context) error {
 	}
 	totals := make([]citusTotals, len(citusSetups))
 	var lat *latencyStats
+	var placed []int64
 	var ingestTook time.Duration
 	for round := range r.cfg.CitusRounds {
 		order := []int{0, 1, 2}
@@ -144,7 +145,7 @@ func (r *benchRun) citus(ctx context.Context) error {
 			t.dups += res.dups
 			t.cpuNote = res.cpuNote
 			if res.latency != nil {
-				lat, ingestTook = res.latency, res.ingestTook
+				lat, ingestTook, placed = res.latency, res.ingestTook, res.placed
 			}
 		}
 	}
@@ -157,6 +158,14 @@ func (r *benchRun) citus(ctx context.Context) error {
 			measured("citus.workers.reserve_p50", at+"reserve p50 (max 1, random)", inMillis(lat.P50), unitMillis).want("<=", citusReserveP50TargetMs),
 			measured("citus.workers.reserve_p99", at+"reserve p99 (max 1, random)", inMillis(lat.P99), unitMillis).note("%d samples; no target", lat.N),
 		)
+		for i, name := range citusSetups[2].nodeNames() {
+			row := measured("citus.workers.backlog_chunks."+name, at+"its chunks on the "+name, float64(placed[i]), unitCount).
+				note("counted on each placement of opsq.chunks (run_command_on_placements)")
+			if i == 0 {
+				row = row.want("==", 0)
+			}
+			r.report.add(row)
+		}
 	}
 	return nil
 }
@@ -169,6 +178,7 @@ type citusRoundResult struct {
 	ledger, dups       int64
 	cpuNote            string
 	latency            *latencyStats // the backlog's reserves, when timed
+	placed             []int64       // the backlog's chunks on each node, when timed
 	ingestTook         time.Duration
 }
 
@@ -265,6 +275,9 @@ func (r *benchRun) citusRound(ctx context.Context, s citusSetup, round int, time
 		if _, res.ingestTook, err = sub.submit(ctx, e.clients[0], size, blabel); err != nil {
 			return res, err
 		}
+		if res.placed, err = placedChunks(ctx, e.pool, nodes); err != nil {
+			return res, err
+		}
 		req := wire.ReserveRequest{Max: 1, Strategy: randomStrategy, Lease: "5m", Consumer: "bench-citus-latency"}
 		reserves, _, err := sub.timeReserves(ctx, e.clients[0], req, r.cfg.Samples, blabel+", random", nil)
 		if err != nil {
@@ -276,6 +289,33 @@ func (r *benchRun) citusRound(ctx context.Context, s citusSetup, round int, time
 	}
 	failed = len(sub.report.Broken) > 0
 	return res, nil
+}
+
+// placedChunks counts the rows of opsq.chunks on each of the nodes, through the
+// coordinator: each placement of the table counted where it is.
+func placedChunks(ctx context.Context, pool *pgxpool.Pool, nodes *citusNodes) ([]int64, error) {
+	rows, err := pool.Query(ctx, `SELECT nodeport, sum(result::bigint)::bigint
+FROM run_command_on_placements('opsq.chunks', 'SELECT count(*) FROM %s') WHERE success GROUP BY nodeport`)
+	if err != nil {
+		return nil, fmt.Errorf("counting the chunks on each node: %w", err)
+	}
+	byPort := map[int]int64{}
+	for rows.Next() {
+		var port int
+		var n int64
+		if err := rows.Scan(&port, &n); err != nil {
+			return nil, err
+		}
+		byPort[port] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("counting the chunks on each node: %w", err)
+	}
+	placed := make([]int64, len(nodes.clusters))
+	for i, c := range nodes.clusters {
+		placed[i] = byPort[c.Port]
+	}
+	return placed, nil
 }
 
 // countLedger counts the completions of submission id that the ledger holds (one row per

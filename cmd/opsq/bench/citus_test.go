@@ -92,6 +92,17 @@ func TestCitusWorkload(t *testing.T) {
 	if r := want("citus.workers.reserve_p99"); r.Value < rows["citus.workers.reserve_p50"].Value {
 		t.Errorf("reserve p99 %g ms < p50", r.Value)
 	}
+	var placed float64
+	for _, node := range citusSetups[2].nodeNames() {
+		r := want("citus.workers.backlog_chunks." + node)
+		placed += r.Value
+		if (node == "coordinator") != (r.Value == 0) {
+			t.Errorf("%s: %g chunks; want none on the coordinator, some on each worker", r.Key, r.Value)
+		}
+	}
+	if placed != 10_000 {
+		t.Errorf("the backlog's chunks on the nodes: %g; want 10000", placed)
+	}
 	if len(rep.Broken) > 0 {
 		t.Errorf("broken: %s", strings.Join(rep.Broken, "; "))
 	}
