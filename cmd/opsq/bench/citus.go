@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/api/wire"
+	"opsq/cmd/opsq/clustertest"
 	"opsq/cmd/opsq/progress"
 	"opsq/sql/pglocal"
 )
@@ -20,8 +22,7 @@ import (
 // The citus workload (DESIGN.md §6, "Citus, a coordinator and 2 workers"): the same
 // burn-down on one PostgreSQL, on a single-node Citus (the coordinator alone, opsq's tables
 // distributed on it) and on a coordinator and 2 workers, each its own local cluster(s)
-// started for the run on free ports and migrated by the first instance (opsq serve
-// --migrate, the code of opsq migrate up). For each: chunks/s and the ratio to one
+// started for the run on free ports and migrated by opsq migrate up. For each: chunks/s and the ratio to one
 // PostgreSQL's, every chunk completed once, what PostgreSQL spent per chunk on each node
 // (the CPU of the node's postmaster and all its processes, /proc; its WAL,
 // pg_current_wal_insert_lsn) and summed, and the coordinator's share. Then, on the
@@ -198,7 +199,13 @@ func (r *benchRun) citusRound(ctx context.Context, s citusSetup, round int, time
 	if err := nodes.createDB(ctx, dbName, s); err != nil {
 		return res, err
 	}
-	r.line.Show(label + ": starting the instances (the first migrates)")
+	r.line.Show(label + ": opsq migrate up")
+	migrateTook, err := migrateUp(ctx, r.cfg, nodes.clusters[0].URL(dbName))
+	if err != nil {
+		return res, err
+	}
+	r.say("%s: opsq migrate up took %s", label, progress.Duration(migrateTook))
+	r.line.Show(label + ": starting the instances")
 	e := &benchEnv{adminURL: nodes.clusters[0].URL("postgres"), dbName: dbName, stderr: r.env.stderr}
 	failed := true
 	defer func() { e.close(failed) }()
@@ -289,6 +296,35 @@ func (r *benchRun) citusRound(ctx context.Context, s citusSetup, round int, time
 	}
 	failed = len(sub.report.Broken) > 0
 	return res, nil
+}
+
+// migrateUp runs "opsq migrate up" on dbURL, as an operator would before starting the
+// instances (the first instance then finds nothing to do): on a Citus coordinator, migration
+// 00017 distributes opsq's tables.
+func migrateUp(ctx context.Context, cfg Config, dbURL string) (time.Duration, error) {
+	exe, err := clustertest.Self()
+	if err != nil {
+		return 0, err
+	}
+	if cfg.Binary != "" {
+		exe = clustertest.Binary{Path: cfg.Binary}
+	}
+	ctx, cancel := context.WithTimeout(ctx, benchReadyTimeout)
+	defer cancel()
+	start := time.Now()
+	cmd := exe.Command([]string{"migrate", "up", "--log-level", "warn"}, "OPSQ_DATABASE_URL="+dbURL)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("opsq migrate up: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() }) // Ctrl-C, or too long
+	err = cmd.Wait()
+	stop()
+	if err != nil {
+		return 0, fmt.Errorf("opsq migrate up (%s): %w\n%s", progress.Duration(time.Since(start)), errors.Join(err, ctx.Err()), out.String())
+	}
+	return time.Since(start), nil
 }
 
 // placedChunks counts the rows of opsq.chunks on each of the nodes, through the
