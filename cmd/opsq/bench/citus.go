@@ -118,11 +118,7 @@ func (r *benchRun) citus(ctx context.Context) error {
 	var placed []int64
 	var ingestTook time.Duration
 	for round := range r.cfg.CitusRounds {
-		order := []int{0, 1, 2}
-		if round%2 == 1 {
-			slices.Reverse(order)
-		}
-		for _, i := range order {
+		for _, i := range citusOrder(round) {
 			s := citusSetups[i]
 			timeLatency := s.workers > 0 && round == r.cfg.CitusRounds-1
 			res, err := r.citusRound(ctx, s, round, timeLatency)
@@ -169,6 +165,20 @@ func (r *benchRun) citus(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// citusOrder returns the order in which round runs the setups, indexes of citusSetups:
+// one PostgreSQL first in the even rounds, last in the odd ones, so that whatever the
+// machine does over the run weighs on each setup alike.
+func citusOrder(round int) []int {
+	order := make([]int, len(citusSetups))
+	for i := range order {
+		order[i] = i
+	}
+	if round%2 == 1 {
+		slices.Reverse(order)
+	}
+	return order
 }
 
 // citusRoundResult is what one burn-down on one setup measured.

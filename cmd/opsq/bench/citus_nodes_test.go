@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,15 @@ func TestCitusValidate(t *testing.T) {
 		c.CitusConfig = bad
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("%+v: %v; want an error naming %s", bad, err, flag)
+		}
+	}
+}
+
+// The rounds alternate: one PostgreSQL first, then last, and every setup in every round.
+func TestCitusOrder(t *testing.T) {
+	for round, want := range [][]int{{0, 1, 2}, {2, 1, 0}, {0, 1, 2}} {
+		if got := citusOrder(round); !slices.Equal(got, want) {
+			t.Errorf("round %d: %v; want %v", round, got, want)
 		}
 	}
 }
