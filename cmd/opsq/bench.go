@@ -33,7 +33,8 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	cfg := benchArgs{Config: bench.Config{IngestChunks: bench.IngestChunksDefault, BurndownChunks: bench.BurndownChunksDefault,
 		RSSReservations: bench.RSSReservationsDefault, DistinctSubmissions: bench.DistinctSubmissionsDefault,
 		DistinctValues: bench.DistinctValuesDefault, FailureChunks: bench.FailureChunksDefault, FailureRounds: bench.FailureRoundsDefault,
-		TenantChunks: bench.TenantChunksDefault, FairnessLatencyChunks: bench.FairnessLatencyChunksDefault}}
+		TenantChunks: bench.TenantChunksDefault, FairnessLatencyChunks: bench.FairnessLatencyChunksDefault,
+		CitusConfig: bench.CitusConfig{CitusChunks: bench.CitusChunksDefault, CitusBacklog: bench.CitusBacklogDefault}}}
 	benchStartsItselfFlags(fs, &cfg.Config)
 	envString(fs, &cfg.databaseURL, "database-url", "OPSQ_DATABASE_URL", "",
 		"PostgreSQL `URL` of the server to measure on; the bench creates a scratch database opsq_bench_<pid> through this URL's database, and drops it at the end")
@@ -66,6 +67,9 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchArgs, error) {
 	fs.DurationVar(&cfg.FairnessRateDuration, "fairness-rate-duration", bench.FairnessRateDurationDefault, "fairness: how long the rate_limit phase runs")
 	fs.DurationVar(&cfg.FairnessThrottle, "fairness-throttle", bench.FairnessThrottleDefault, "fairness: how long the throttle of the throttle phase lasts (its for)")
 	fs.Var((*countFlag)(&cfg.FairnessLatencyChunks), "fairness-latency-chunks", "fairness: `N` chunks in the backlog the reserves of random, rate_limit and weighted_fair are timed on")
+	fs.Var((*countFlag)(&cfg.CitusChunks), "citus-chunks", "citus: `N` chunks burnt down on each setup (one PostgreSQL, a single-node Citus, a coordinator and 2 workers)")
+	fs.Var((*countFlag)(&cfg.CitusBacklog), "citus-backlog", "citus: `N` chunks of backlog on the coordinator and 2 workers that the reserves are timed over (DESIGN.md §6: 10M)")
+	fs.IntVar(&cfg.CitusRounds, "citus-rounds", bench.CitusRoundsDefault, "citus: `N` rounds of the three burn-downs, the order alternating; the rates are the medians")
 	fs.Var((*countFlag)(&cfg.RSSReservations), "rss-reservations", "rss: `N` live reservations held by instance 0 when its memory is read")
 	fs.BoolVar(&cfg.River, "river", false, "burndown: first build River's burn-down (the Go module in --river-dir) and run it on the same PostgreSQL with as many jobs, then compare: jobs/s, PostgreSQL CPU and WAL per job")
 	fs.StringVar(&cfg.RiverDir, "river-dir", "", "burndown --river: the `directory` of the River module (cmd/opsq/bench/river of the source tree); empty: where this binary was built from, else ./cmd/opsq/bench/river")
@@ -149,6 +153,14 @@ workloads:
             child's start delay after its parent's complete; then --samples reserves on a
             --dependency-backlog backlog alone and again beside --dependency-waiting chunks
             waiting on a parent that never finishes: p50 ratio (not in the default list)
+  citus     one PostgreSQL, a single-node Citus and a Citus coordinator with 2 workers, each
+            local clusters started for the run (Citus installed in the local PostgreSQL):
+            --consumers consumers burn down --citus-chunks chunks through --instances
+            instances on each, --citus-rounds times, the order alternating: chunks/s and the
+            ratio to one PostgreSQL's, chunks completed and handed out twice, PostgreSQL CPU
+            and WAL per chunk on each node and summed, the coordinator's share of the CPU;
+            then --samples reserves (max 1, random) over a --citus-backlog backlog on the
+            coordinator and 2 workers (not in the default list: run it with --workload citus)
 
 flags:`)
 		printFlagDefaults(fs)

@@ -26,7 +26,7 @@ const (
 )
 
 // Workloads names the workloads, in the order "opsq bench --help" lists them.
-var Workloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadFailures, workloadTenants, workloadFairness, workloadSchedules, workloadDependencies, workloadAbuse}
+var Workloads = []string{workloadIngest, workloadBurndown, workloadLatency, workloadDistinct, workloadRSS, workloadParked, workloadFailures, workloadTenants, workloadFairness, workloadSchedules, workloadDependencies, workloadAbuse, workloadCitus}
 
 // Config is what "opsq bench" is asked to measure; its flags set it (cmd/opsq/bench.go).
 type Config struct {
@@ -124,6 +124,7 @@ type Config struct {
 
 	ScheduleConfig   // schedules: schedules.go
 	DependencyConfig // dependencies: dependencies.go
+	CitusConfig      // citus: citus.go
 }
 
 // Defaults of Config; the sizes are those of DESIGN.md §6, except the large latency
@@ -240,7 +241,7 @@ func (cfg Config) Validate() error {
 	case len(cfg.Strategies) == 0 && slices.Contains(cfg.Workloads, workloadLatency):
 		return fmt.Errorf("--strategies: want one or more")
 	}
-	if err := errors.Join(cfg.ScheduleConfig.validate(cfg), cfg.DependencyConfig.validate(cfg)); err != nil {
+	if err := errors.Join(cfg.ScheduleConfig.validate(cfg), cfg.DependencyConfig.validate(cfg), cfg.validateCitus()); err != nil {
 		return err
 	}
 	timings := 1 // each backlog is timed once, and again beside the waiting chunks

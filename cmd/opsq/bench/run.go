@@ -108,6 +108,7 @@ func (r *benchRun) runWorkloads(ctx context.Context) error {
 		workloadFailures: r.failures,
 		workloadTenants:  r.tenants,
 		workloadFairness: r.fairness,
+		workloadCitus:    r.citus,
 	}
 	run[workloadSchedules], run[workloadDependencies] = r.schedules, r.dependencies
 	for _, w := range r.cfg.Workloads {
