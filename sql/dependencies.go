@@ -176,6 +176,9 @@ type DependentRetryRow struct {
 // DependentRetry, in a retry of submission id, makes it wait on its parents again when
 // they do not let it start; ErrNotFound for a submission that is no child.
 func (q Queries) DependentRetry(ctx context.Context, id int64) (DependentRetryRow, error) {
+	if OnCitus() {
+		return q.dependentRetryCitus(ctx, id)
+	}
 	return collectOne[DependentRetryRow](ctx, q.db, dependentRetry, pgx.NamedArgs{"id": id})
 }
 

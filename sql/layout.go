@@ -462,3 +462,23 @@ func (q Queries) holdsCollectCitus(ctx context.Context) error {
 	_, err = q.db.Exec(ctx, stmts[1], pgx.NamedArgs{"in_progress": inProgress})
 	return err
 }
+
+//go:embed dependent_retry_citus.sql
+var dependentRetryCitus string
+
+// dependentRetryCitus is DependentRetry on Citus: dependent_retry_citus.sql's steps, each
+// on one side of the coordinator's boundary, the ids and states passed as arrays.
+func (q Queries) dependentRetryCitus(ctx context.Context, id int64) (DependentRetryRow, error) {
+	steps := statementsOf(dependentRetryCitus)
+	var parents []int64
+	if err := q.db.QueryRow(ctx, steps[0], pgx.NamedArgs{"id": id}).Scan(&parents); err != nil {
+		return DependentRetryRow{}, err
+	}
+	states := []string{}
+	if len(parents) > 0 {
+		if err := q.db.QueryRow(ctx, steps[1], pgx.NamedArgs{"parents": parents}).Scan(&states); err != nil {
+			return DependentRetryRow{}, err
+		}
+	}
+	return collectOne[DependentRetryRow](ctx, q.db, steps[2], pgx.NamedArgs{"id": id, "parents": parents, "states": states})
+}

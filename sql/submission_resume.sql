@@ -8,14 +8,16 @@
 -- reservable, with how many.
 -- Citus: CTEs run as subplans: a router update and read (U, by @id), the waiting chunks
 -- moved on every shard (S, by submission, not by shard), their rows through the
--- coordinator.
+-- coordinator; parents selects a column (1) because Citus reads a CTE's rows back as an
+-- intermediate result, which cannot have none (42601 otherwise); the plan on one
+-- PostgreSQL is the same.
 WITH sub AS (
     UPDATE opsq.submissions SET paused = false WHERE id = @id
 ), lc AS (
     SELECT l.not_before FROM opsq.submission_lifecycle l
     WHERE l.id = @id AND l.not_before > now()
 ), parents AS (
-    SELECT FROM opsq.submission_after a WHERE a.id = @id AND a.waiting
+    SELECT 1 FROM opsq.submission_after a WHERE a.id = @id AND a.waiting
 ), moved AS (
     DELETE FROM opsq.chunks_waiting w
     WHERE w.submission_id = @id AND w.ready_at = 'infinity' AND NOT EXISTS (SELECT FROM lc)
