@@ -130,3 +130,44 @@ func hostPort(t *testing.T, node string) hp {
 	}
 	return hp{host, p}
 }
+
+// With more live instances than workers, the home does not break the fair share of §4:
+// three instances, two homed on one worker and one on the other, serve every shard, none
+// more than ceil(64/3), and the lone instance's shards are its worker's.
+func TestHomeMoreInstancesThanWorkersKeepsFairCounts(t *testing.T) {
+	requireCitus(t)
+	f := setup(t, fast)
+	placed := f.placements()
+	nodes := slices.Sorted(maps.Keys(placed))
+	if len(nodes) != pgtest.CitusWorkers {
+		t.Fatalf("opsq's shards are placed on %v; want %d workers", nodes, pgtest.CitusWorkers)
+	}
+	ms := []*manager{f.startHomed("a", nodes[0]), f.startHomed("b", nodes[0]), f.startHomed("c", nodes[1])}
+	total := len(f.claims())
+	fair := (total + len(ms) - 1) / len(ms)
+	pgtest.WaitFor(t, 30*time.Second, "every shard served, fair counts", func() string {
+		counts := map[string]int{}
+		for shard, c := range f.claims() {
+			if c.Claimant == nil || c.Draining {
+				return fmt.Sprintf("shard %d not served (claimant %v, draining %v)", shard, c.Claimant, c.Draining)
+			}
+			counts[*c.Claimant]++
+		}
+		for _, m := range ms {
+			if n := counts[m.id]; n > fair || n < fair-2 {
+				return fmt.Sprintf("%s holds %d shards; want %d or a little less (counts %v)", m.id, n, fair, counts)
+			}
+		}
+		return ""
+	})
+	onLone := 0
+	for _, shard := range ms[2].shards() {
+		if slices.Contains(placed[nodes[1]], shard) {
+			onLone++
+		}
+	}
+	if held := len(ms[2].shards()); onLone != held && onLone < len(placed[nodes[1]]) {
+		t.Errorf("%s (homed alone on %s) holds %d shards, %d of them from its worker (%d there); want its worker's first",
+			ms[2].id, nodes[1], held, onLone, len(placed[nodes[1]]))
+	}
+}
