@@ -32,7 +32,8 @@ test:
 	$(GO) test -count=1 -timeout 30m ./...
 
 ## test-citus: the tests that run on Citus, a coordinator and 2 workers started for each
-## package (OPSQ_TEST_CITUS=1): migration 00017's layout (-tags citus), and the engine's,
+## package (OPSQ_TEST_CITUS=1): migration 00017's layout and the claims of instances homed
+## on a worker (-tags citus), and the engine's,
 ## the cluster's and the API's tests listed in queuer/testdata/citus_tests.txt,
 ## cmd/opsq/testdata/citus_tests.txt and api/testdata/citus_tests.txt, lists that grow as
 ## the statements Citus cannot run as they are take their Citus form (docs/citus.md); and
@@ -40,6 +41,7 @@ test:
 ## about 50 s). Needs Citus in the local PostgreSQL server: as root, ../shared/citus/build.sh
 test-citus:
 	OPSQ_TEST_CITUS=1 $(GO) test -count=1 -tags citus -timeout 10m ./migrations/
+	OPSQ_TEST_CITUS=1 $(GO) test -count=1 -tags citus -timeout 10m -run '^TestHome' ./claims/
 	OPSQ_TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run '^($(shell paste -sd'|' queuer/testdata/citus_tests.txt))$$' ./queuer/
 	OPSQ_TEST_CITUS=1 $(GO) test -count=1 -tags citus -timeout 15m -run '^($(shell paste -sd'|' cmd/opsq/testdata/citus_tests.txt))$$' ./cmd/opsq/
 	OPSQ_TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run '^($(shell paste -sd'|' api/testdata/citus_tests.txt))$$' ./api/

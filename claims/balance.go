@@ -16,10 +16,23 @@ func target(enabled, live int, draining bool) int {
 	return (enabled + live - 1) / live
 }
 
-// chooseSurplus picks the n active shards to drain: those with the least in flight, which
-// are released soonest; ties at random, so that the same shards do not always move.
-func chooseSurplus(active []heldShard, n int) []int {
-	return choose(active, n, func(a, b heldShard) int { return cmp.Compare(a.inflight, b.inflight) })
+// chooseSurplus picks the n active shards to drain: those off the home node first (home.go;
+// isHome is false for all without a home), then those with the least in flight, which are
+// released soonest; ties at random, so that the same shards do not always move.
+func chooseSurplus(active []heldShard, n int, isHome func(int) bool) []int {
+	return choose(active, n, func(a, b heldShard) int {
+		if c := cmp.Compare(b2i(isHome(a.shard)), b2i(isHome(b.shard))); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.inflight, b.inflight)
+	})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // chooseReactivate picks up to n draining shards to serve again when the target rose: those

@@ -129,8 +129,10 @@ func (m *Manager) cycle(ctx context.Context) (err error) {
 		m.notifyLost(lost)
 	}
 
-	// Balance.
-	release, back, want := m.plan(target(balance.EnabledShards, balance.LiveInstances, draining || drainAll), renewStart, settings)
+	// Balance: on Citus with a home, against the placements as they are now (home.go).
+	m.refreshHome(ctx, settings, balance.LiveInstances)
+	goal := m.homeTarget(target(balance.EnabledShards, balance.LiveInstances, draining || drainAll))
+	release, back, want := m.plan(goal, renewStart, settings)
 	if len(back) > 0 && m.cfg.OnAcquired != nil {
 		m.cfg.OnAcquired(back) // reservable again: waiting consumers may take their chunks
 	}
@@ -140,7 +142,7 @@ func (m *Manager) cycle(ctx context.Context) (err error) {
 	if _, err := m.giveUp(ctx, release, func(h heldShard) bool { return h.inflight > 0 }); err != nil {
 		return fmt.Errorf("releasing drained shards: %w", err)
 	}
-	if want > 0 {
+	if want > 0 || (goal > 0 && m.adoptable() > 0) {
 		if err := m.acquire(ctx, want, settings); err != nil {
 			return fmt.Errorf("acquiring up to %d shards: %w", want, err)
 		}
@@ -231,15 +233,18 @@ func (m *Manager) plan(target int, reportedAt time.Time, s Settings) (release []
 	defer m.mu.Unlock()
 	var active, draining []heldShard
 	for _, h := range m.snapshotLocked() {
-		if h.draining {
+		_, shunned := m.mu.home.shunned[h.shard]
+		switch {
+		case h.draining && shunned: // left the home node: never served again here
+		case h.draining:
 			draining = append(draining, h)
-		} else {
+		default:
 			active = append(active, h)
 		}
 	}
 	switch {
 	case len(active) > target:
-		surplus := chooseSurplus(active, len(active)-target)
+		surplus := chooseSurplus(active, len(active)-target, m.mu.home.isHome)
 		for _, shard := range surplus {
 			l := m.mu.leases[shard]
 			l.draining, l.drainingSince = true, now
@@ -304,13 +309,16 @@ func (m *Manager) acquire(ctx context.Context, want int, s Settings) error {
 	for shard := range m.mu.leases {
 		held = append(held, int32(shard))
 	}
+	prefer, avoid, extra := m.mu.home.homeAcquire(s.ShardCount)
 	m.mu.Unlock()
+	held = append(held, avoid...)
+	want += extra
 	began := time.Now()
 	var got []opsqsql.ClaimsAcquireRow
 	err := retrySerializable(ctx, m.pool, func(q opsqsql.Queries) error {
 		var err error
 		got, err = q.ClaimsAcquire(ctx, opsqsql.ClaimsAcquireParams{
-			Instance: m.cfg.Instance.ID, Want: want, Held: held, SoftExpiry: s.SoftExpiry, HardExpiry: s.HardExpiry,
+			Instance: m.cfg.Instance.ID, Want: want, Held: held, Prefer: prefer, SoftExpiry: s.SoftExpiry, HardExpiry: s.HardExpiry,
 		})
 		return err
 	})
@@ -326,6 +334,7 @@ func (m *Manager) acquire(ctx context.Context, want int, s Settings) error {
 			draining: m.mu.drainAll, drainingSince: now}
 		shards[i] = a.Shard
 	}
+	m.mu.home.keepAcquired(shards)
 	m.mu.Unlock()
 	m.stats.acquired.Add(int64(len(got)))
 	slices.Sort(shards)

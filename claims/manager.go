@@ -78,6 +78,11 @@ type Config struct {
 	// forgotten (ErrForgotten) the Manager registers again and reports the new node id.
 	// Called like OnLost. Optional.
 	OnNode func(node int, validUntil time.Time)
+	// Home, on Citus, names the worker this instance is homed on, as pg_dist_node knows it
+	// (nodename:nodeport; OPSQ_CITUS_HOME). Its claims then prefer the shards whose chunks
+	// are placed there, and follow a shard move (home.go). Empty: no home, claims as
+	// everywhere else.
+	Home string
 }
 
 // Lease is a shard this instance holds, under the fencing generation it holds it with.
@@ -149,6 +154,8 @@ type Manager struct {
 		// renewing: a cycle holds publishMu, between its Report calls and the renewal's
 		// counts applied.
 		renewing bool
+		// home is the placement as last read when Config.Home is set (home.go).
+		home homeMap
 	}
 	// stopping is closed when Stop begins; it releases a paused cycle.
 	stopping chan struct{}
@@ -171,6 +178,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, pool: cfg.Pool, log: cfg.Logger, stopping: make(chan struct{})}
 	m.mu.leases = map[int]*lease{}
+	m.mu.home.shunned = map[int]time.Time{}
 	m.mu.cycled = make(chan struct{})
 	return m, nil
 }

@@ -395,13 +395,13 @@ func TestTarget(t *testing.T) {
 func TestChooseSurplus(t *testing.T) {
 	t.Parallel()
 	hs := []heldShard{{shard: 1, inflight: 5}, {shard: 2, inflight: 0}, {shard: 3, inflight: 2}, {shard: 4, inflight: 0}}
-	if got, want := chooseSurplus(hs, 3), []int{2, 3, 4}; !slices.Equal(got, want) {
+	if got, want := chooseSurplus(hs, 3, noHome), []int{2, 3, 4}; !slices.Equal(got, want) {
 		t.Errorf("chooseSurplus = %v; want %v (least in flight)", got, want)
 	}
 	if got, want := chooseReactivate(hs, 2), []int{1, 3}; !slices.Equal(got, want) {
 		t.Errorf("chooseReactivate = %v; want %v (most in flight)", got, want)
 	}
-	if got := chooseSurplus(hs, 9); len(got) != 4 {
+	if got := chooseSurplus(hs, 9, noHome); len(got) != 4 {
 		t.Errorf("chooseSurplus(9 of 4) = %v; want all 4", got)
 	}
 }
@@ -424,3 +424,5 @@ func TestSettingsCheckClaims(t *testing.T) {
 		}
 	}
 }
+
+func noHome(int) bool { return false }

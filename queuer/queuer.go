@@ -101,6 +101,10 @@ type Config struct {
 	// beyond, a pause or resume gets a *MoveBusyError. Defaults to 2 000 000
 	// (MaxPauseChunksPerMinuteDefault).
 	MaxPauseChunksPerMinute int64
+	// CitusHome, on Citus, names the worker this instance is homed on (pg_dist_node's
+	// nodename:nodeport; OPSQ_CITUS_HOME): its claims prefer the shards placed there and
+	// follow their moves (claims.Config.Home). Empty: no home.
+	CitusHome string
 	// PeerTLS is the TLS configuration of the calls to other instances (their https://
 	// advertise URLs); nil uses the system's roots.
 	PeerTLS *tls.Config
@@ -219,6 +223,7 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 		OnAcquired: func(shards []int) { q.bus.Raise(notify.ShardsChanged{Acquired: shards}) },
 		Abandon:    q.abandon,
 		OnNode:     q.ids.SetNode,
+		Home:       cfg.CitusHome,
 	})
 	if err != nil {
 		return nil, err

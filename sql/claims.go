@@ -126,7 +126,8 @@ var claimsAcquire string
 type ClaimsAcquireParams struct {
 	Instance   string
 	Want       int     // shards taken at most
-	Held       []int32 // shards the instance holds already
+	Held       []int32 // shards the instance holds already, or must not take now
+	Prefer     []int32 // shards taken first when free (nil: none)
 	SoftExpiry time.Duration
 	HardExpiry time.Duration
 }
@@ -140,8 +141,23 @@ type ClaimsAcquireRow struct {
 // ClaimsAcquire takes up to p.Want free or expired shards.
 func (q Queries) ClaimsAcquire(ctx context.Context, p ClaimsAcquireParams) ([]ClaimsAcquireRow, error) {
 	return collect[ClaimsAcquireRow](ctx, q.db, claimsAcquire, pgx.NamedArgs{
-		"instance": p.Instance, "want": p.Want, "held": p.Held, "soft_expiry": p.SoftExpiry, "hard_expiry": p.HardExpiry,
+		"instance": p.Instance, "want": p.Want, "held": p.Held, "prefer": p.Prefer, "soft_expiry": p.SoftExpiry, "hard_expiry": p.HardExpiry,
 	})
+}
+
+//go:embed claims_placements.sql
+var claimsPlacements string
+
+// ClaimsPlacementRow is where the chunks of one of opsq's shards live on Citus.
+type ClaimsPlacementRow struct {
+	Shard int    `db:"shard"`
+	Node  string `db:"node"` // pg_dist_node's nodename:nodeport
+	Free  bool   `db:"free"` // claims_acquire.sql may take it now
+}
+
+// ClaimsPlacements reads the node of each shard's chunks. Only on a Citus coordinator.
+func (q Queries) ClaimsPlacements(ctx context.Context) ([]ClaimsPlacementRow, error) {
+	return collect[ClaimsPlacementRow](ctx, q.db, claimsPlacements, nil)
 }
 
 //go:embed claims_release.sql

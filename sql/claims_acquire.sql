@@ -1,7 +1,8 @@
 -- Take up to @want shards for @instance: shards nobody holds, shards past their soft expiry
 -- with nothing in flight (the owner is silent and nothing of it is at risk), and shards past
 -- their hard expiry regardless. Picked at random, so that instances starting together do
--- not fight over the same rows; never a disabled shard nor one in @held (the shards the
+-- not fight over the same rows, but those in @prefer (an instance's home shards on Citus;
+-- empty for none) first; never a disabled shard nor one in @held (the shards the
 -- instance already holds, which only a renewal may extend). Every change of owner bumps the
 -- fencing generation.
 -- Citus: the coordinator's own tables.
@@ -13,7 +14,7 @@ WITH candidate AS (
       AND (claimant IS NULL
            OR hard_expires_at <= now()
            OR (soft_expires_at <= now() AND inflight = 0))
-    ORDER BY random()
+    ORDER BY shard = ANY (@prefer::int[]) DESC, random()
     LIMIT @want
 )
 UPDATE opsq.shard_claims AS c

@@ -257,6 +257,8 @@ type Statements interface {
 	ClaimsBalance(ctx context.Context, p ClaimsBalanceParams) (ClaimsBalanceRow, error)
 	// ClaimsAcquire takes free or expired shards.
 	ClaimsAcquire(ctx context.Context, p ClaimsAcquireParams) ([]ClaimsAcquireRow, error)
+	// ClaimsPlacements reads the Citus node of each shard's chunks.
+	ClaimsPlacements(ctx context.Context) ([]ClaimsPlacementRow, error)
 	// ClaimsRelease gives shards back, fenced by their generations.
 	ClaimsRelease(ctx context.Context, p ClaimsReleaseParams) ([]int, error)
 	// ClaimsPublish publishes the in-flight counts, fenced by the generations.

@@ -41,6 +41,7 @@ type serveConfig struct {
 	listen        string
 	advertiseURL  string
 	instanceID    string
+	citusHome     string
 	migrate       bool
 	shardCount    int
 	maxBody       byteSize
@@ -85,6 +86,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) error {
 	envString(fs, &cfg.listen, "listen", "OPSQ_LISTEN", ":3999", "address to serve HTTP on")
 	envString(fs, &cfg.advertiseURL, "advertise-url", "OPSQ_ADVERTISE_URL", "", "URL other instances use to reach this one (default http://<hostname>:<port>, https:// with --tls-cert)")
 	envString(fs, &cfg.instanceID, "instance-id", "OPSQ_INSTANCE_ID", "", "instance id (default: random, new at each start)")
+	envString(fs, &cfg.citusHome, "citus-home", "OPSQ_CITUS_HOME", "", "on Citus, the worker this instance is homed on, as pg_dist_node names it (host:port): its claims prefer the shards placed there and follow their moves")
 	envString(fs, &cfg.logLevel, "log-level", "OPSQ_LOG_LEVEL", "info", "debug, info, warn or error")
 	envString(fs, &cfg.auth, "auth", "OPSQ_AUTH", "required", `"required": every request but /healthz and /readyz needs an API key (opsq keys create); "off": none does (development only)`)
 	envString(fs, &cfg.tls.cert, "tls-cert", "OPSQ_TLS_CERT", "", "PEM certificate (chain) to serve HTTPS with, with --tls-key")
@@ -143,6 +145,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--body-idle-timeout (OPSQ_BODY_IDLE_TIMEOUT) = %s: must be positive", cfg.bodyIdleTimeout)
 	case cfg.authFailuresPerSec < 1:
 		return fmt.Errorf("--auth-failures-per-second (OPSQ_AUTH_FAILURES_PER_SECOND) = %d: must be 1 or more", cfg.authFailuresPerSec)
+	case cfg.citusHome != "" && !isHostPort(cfg.citusHome):
+		return fmt.Errorf("--citus-home (OPSQ_CITUS_HOME) = %q: must be host:port, as pg_dist_node names the worker", cfg.citusHome)
 	case cfg.maxPauseChunks < 1:
 		return fmt.Errorf("--max-pause-chunks-per-minute (OPSQ_MAX_PAUSE_CHUNKS_PER_MINUTE) = %d: must be 1 or more", cfg.maxPauseChunks)
 	case cfg.maxWaitersPerKey < 0:
@@ -264,6 +268,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxWaiters:              cfg.maxWaiters,
 		MaxWaitersPerKey:        cfg.maxWaitersPerKey,
 		MaxPauseChunksPerMinute: int64(cfg.maxPauseChunks),
+		CitusHome:               cfg.citusHome,
 		PeerTLS:                 peerTLS,
 		Notified:                notified,
 	})
@@ -488,4 +493,10 @@ func parseError(err error) error {
 		return err
 	}
 	return errUsage
+}
+
+// isHostPort reports whether s is host:port.
+func isHostPort(s string) bool {
+	host, port, err := net.SplitHostPort(s)
+	return err == nil && host != "" && port != ""
 }
