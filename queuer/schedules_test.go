@@ -2,6 +2,7 @@ package queuer
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -296,5 +297,53 @@ func TestScheduleFailingRunBacksOff(t *testing.T) {
 	runs = waitRuns(t, q, "quota", 10*time.Second, func(r []ScheduleRun) bool { return len(r) == 1 && r[0].Outcome == ScheduleRunSubmitted })
 	if runs[0].Attempts != 3 || runs[0].Error != "" {
 		t.Errorf("run %+v; want submitted at the third attempt, without an error", runs[0])
+	}
+}
+
+// TestSchedulePerTenantLimitConcurrent: a tenant at 999 schedules and 16 creates at once
+// (several rounds): exactly one is made each round, the others are refused as too many,
+// and the tenant never holds more than 1 000.
+func TestSchedulePerTenantLimitConcurrent(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	q := startQueuer(t, pool)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, `INSERT INTO opsq.schedules (tenant, name, cron, timezone, template, plan, overlap, catch_up, paused, next_run_at)
+		SELECT $1, 'pre-' || i, '@hourly', 'UTC', '{}', '{}', 'skip', 'none', true, now() + interval '1 hour'
+		FROM generate_series(1, 999) AS i`, TenantDefault); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 8 {
+		var wg sync.WaitGroup
+		errs := make([]error, 16)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				def := scheduleDef(fmt.Sprintf("r%d-%d", round, i), "@hourly")
+				def.Paused = true
+				_, errs[i] = q.CreateSchedule(ctx, def)
+			}()
+		}
+		wg.Wait()
+		made := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				made++
+			case !errors.Is(err, ErrTooManySchedules):
+				t.Fatalf("round %d: create: %v; want made or too many", round, err)
+			}
+		}
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM opsq.schedules WHERE tenant = $1`, TenantDefault).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if made != 1 || n != 1000 {
+			t.Fatalf("round %d: 16 creates at 999 schedules made %d, the tenant has %d; want 1 made, 1000", round, made, n)
+		}
+		if _, err := pool.Exec(ctx, `DELETE FROM opsq.schedules WHERE tenant = $1 AND name LIKE 'r%'`, TenantDefault); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

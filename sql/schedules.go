@@ -55,6 +55,15 @@ func (q Queries) ScheduleInsert(ctx context.Context, d ScheduleDef, max int) (Sc
 	return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[ScheduleInsertRow])
 }
 
+//go:embed schedule_tenant_lock.sql
+var scheduleTenantLock string
+
+// ScheduleTenantLock takes the transaction's lock on tenant's schedules, held until it ends.
+func (q Queries) ScheduleTenantLock(ctx context.Context, tenant string) error {
+	_, err := q.db.Exec(ctx, scheduleTenantLock, pgx.NamedArgs{"tenant": tenant})
+	return err
+}
+
 //go:embed schedule_replace.sql
 var scheduleReplace string
 

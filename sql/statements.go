@@ -216,6 +216,8 @@ type Statements interface {
 
 	// ScheduleInsert creates a schedule, within its tenant's bound and unique by name.
 	ScheduleInsert(ctx context.Context, d ScheduleDef, max int) (ScheduleInsertRow, error)
+	// ScheduleTenantLock orders the creates of a tenant's schedules (in a transaction).
+	ScheduleTenantLock(ctx context.Context, tenant string) error
 	// ScheduleReplace replaces a schedule's definition.
 	ScheduleReplace(ctx context.Context, d ScheduleDef) error
 	// ScheduleDelete deletes a schedule and its runs.
