@@ -347,3 +347,72 @@ func TestSchedulePerTenantLimitConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleReplaceDuringFire: a PUT of a schedule while one of its runs is being fired
+// (its submit waiting on the run's idempotency key, held by the test's transaction as by a
+// slow submit) does not lose the run's record: once the submit goes on, the run is in
+// last_runs, submitted with its one submission, and the replaced definition's next run
+// is the one after now, not the run fired again.
+func TestScheduleReplaceDuringFire(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	clock := &setClock{now: time.Now().Truncate(time.Minute).Add(30 * time.Second)}
+	q := startQueuerClock(t, pool, clock)
+	ctx := t.Context()
+	def := scheduleDef("put-while-firing", "* * * * *")
+	def.Overlap = "allow"
+	if _, err := q.CreateSchedule(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	at := clock.Now().Truncate(time.Minute).Add(time.Minute)
+	hold, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx)
+	if _, err := hold.Exec(ctx, `INSERT INTO opsq.idempotency_keys (tenant, key, submission_id) VALUES ($1, $2, 1)`,
+		TenantDefault, "schedule:"+def.Name+":"+at.UTC().Format(time.RFC3339Nano)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(30 * time.Second) // the run is due; its submit waits on the key
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%idempotency_keys%' AND pid <> pg_backend_pid()`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run's submit did not come to wait on its idempotency key within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the condition
+	}
+	def.Plan.Submission.Metadata = "replaced {{.Time}}"
+	if _, err := q.ReplaceSchedule(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	if err := hold.Rollback(ctx); err != nil { // the submit goes on
+		t.Fatal(err)
+	}
+	runs := waitRuns(t, q, def.Name, 10*time.Second, func(r []ScheduleRun) bool { return len(r) >= 1 })
+	if len(runs) != 1 || !runs[0].ScheduledAt.Equal(at) || runs[0].Outcome != ScheduleRunSubmitted || runs[0].SubmissionID == 0 {
+		t.Fatalf("runs %+v; want the run of %s recorded submitted", runs, at)
+	}
+	sc, err := q.Schedule(ctx, TenantDefault, def.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.NextRuns) == 0 || !sc.NextRuns[0].Equal(at.Add(time.Minute)) {
+		t.Errorf("next runs %v; want %s first (the replaced definition counts from now)", sc.NextRuns, at.Add(time.Minute))
+	}
+	list, _, err := q.List(ctx, ListOptions{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 {
+		t.Errorf("%d submissions; want 1", len(list))
+	}
+}

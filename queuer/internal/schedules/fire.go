@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"opsq/queuer/internal/submissions"
 	"opsq/queuer/opsqtype"
 	"opsq/queuer/startstop"
@@ -170,25 +172,34 @@ func (s *Store) fire(ctx context.Context, r opsqsql.SchedulesDueRow, lease int64
 	return s.advance(ctx, adv, r.ID, runs)
 }
 
-// advance moves a leased schedule on and records its runs, in one transaction that the
-// lease fences: when the lease was lost the other instance's record stands.
+// advance moves a leased schedule on and records its runs, in one transaction. The lease
+// fences the move only: when the lease was lost (a PUT replaced the schedule meanwhile, or
+// the lease ran out and another instance took the schedule) the schedule is left as the
+// other writer left it, but what this instance did is recorded all the same — a run it
+// submitted is in last_runs whatever happened to the schedule's row (schedule_runs_record.sql
+// keeps a run submitted once it is; a run fired twice is one submission by its key). Only
+// a deleted schedule's runs go unrecorded.
 func (s *Store) advance(ctx context.Context, adv opsqsql.ScheduleAdvanceParams, id int64, runs []Run) error {
+	lost := false
 	err := opsqsql.InTx(ctx, s.cfg.Pool, func(db opsqsql.Queries) error {
 		// An instance stopped (SIGSTOP) inside this transaction must not hold the
 		// schedule's row, or its run's record, past a second: PostgreSQL ends the session.
 		if err := db.ClaimsTimeouts(ctx, opsqsql.ClaimsTimeoutsParams{LockTimeout: "2s", IdleInTransactionSessionTimeout: "1s"}); err != nil {
 			return err
 		}
-		if ok, err := db.ScheduleAdvance(ctx, adv); err != nil {
+		ok, err := db.ScheduleAdvance(ctx, adv)
+		if err != nil {
 			return err
-		} else if !ok {
-			return errLeaseLost
 		}
+		lost = !ok
 		return s.record(ctx, db, id, runs)
 	})
-	if errors.Is(err, errLeaseLost) {
-		s.cfg.Log.InfoContext(ctx, "a schedule's lease ended before its run was recorded: another instance records it", slog.Int64("schedule", id))
+	if lost && isForeignKeyViolation(err) {
+		s.cfg.Log.InfoContext(ctx, "a schedule was deleted while its run was fired: the run is not recorded", slog.Int64("schedule", id))
 		return nil
+	}
+	if lost && err == nil {
+		s.cfg.Log.InfoContext(ctx, "a schedule's lease ended while its run was fired (replaced, or taken over): the run is recorded, the schedule left as it is", slog.Int64("schedule", id))
 	}
 	if err == nil {
 		s.counted(runs)
@@ -196,7 +207,11 @@ func (s *Store) advance(ctx context.Context, adv opsqsql.ScheduleAdvanceParams, 
 	return err
 }
 
-var errLeaseLost = errors.New("the schedule's lease was lost")
+// isForeignKeyViolation: err is SQLSTATE 23503 (the schedule's row is gone).
+func isForeignKeyViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23503"
+}
 
 func (s *Store) record(ctx context.Context, db opsqsql.Queries, id int64, runs []Run) error {
 	if len(runs) == 0 {
