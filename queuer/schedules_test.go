@@ -416,3 +416,59 @@ func TestScheduleReplaceDuringFire(t *testing.T) {
 		t.Errorf("%d submissions; want 1", len(list))
 	}
 }
+
+// TestScheduleDSTRunsOnce: a nightly run at 02:30 in Europe/Amsterdam, by the engine's
+// clock. On the night the clocks skip 02:30 it is made once, when they jump to 03:00
+// ({{.Time}} says 03:00+02:00); on the night 02:30 comes twice it is made once, the first
+// time, and the second 02:30 makes nothing.
+func TestScheduleDSTRunsOnce(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	clock := &setClock{now: time.Date(2026, 3, 29, 0, 59, 0, 0, time.UTC)}
+	q := startQueuerClock(t, pool, clock)
+	ctx := t.Context()
+	spring := scheduleDef("spring", "30 2 * * *")
+	spring.Timezone = "Europe/Amsterdam"
+	if _, err := q.CreateSchedule(ctx, spring); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(61 * time.Second)
+	runs := waitRuns(t, q, "spring", 10*time.Second, func(r []ScheduleRun) bool { return len(r) >= 1 })
+	if jump := time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC); len(runs) != 1 || !runs[0].ScheduledAt.Equal(jump) || runs[0].Outcome != ScheduleRunSubmitted {
+		t.Fatalf("spring: runs %+v; want one, submitted, scheduled at %s (03:00 local, when the clocks jump)", runs, jump)
+	}
+	st, err := q.Status(ctx, runs[0].SubmissionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "2026-03-29 2026-03-29T03:00:00+02:00"; st.Metadata != want {
+		t.Errorf("spring: metadata %q; want %q", st.Metadata, want)
+	}
+	if _, err := q.PauseSchedule(ctx, TenantDefault, "spring"); err != nil {
+		t.Fatal(err)
+	}
+
+	clock.Add(time.Date(2026, 10, 25, 0, 29, 0, 0, time.UTC).Sub(clock.Now()))
+	autumn := scheduleDef("autumn", "30 2 * * *")
+	autumn.Timezone = "Europe/Amsterdam"
+	if _, err := q.CreateSchedule(ctx, autumn); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(61 * time.Second) // 02:30 CEST, the first
+	runs = waitRuns(t, q, "autumn", 10*time.Second, func(r []ScheduleRun) bool { return len(r) >= 1 })
+	if first := time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC); len(runs) != 1 || !runs[0].ScheduledAt.Equal(first) {
+		t.Fatalf("autumn: runs %+v; want one, at %s (02:30 CEST)", runs, first)
+	}
+	clock.Add(time.Hour) // 02:30 CET, the second: nothing is due
+	sc, err := q.Schedule(ctx, TenantDefault, "autumn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next := time.Date(2026, 10, 26, 1, 30, 0, 0, time.UTC); len(sc.NextRuns) == 0 || !sc.NextRuns[0].Equal(next) {
+		t.Errorf("autumn: next runs %v; want %s first (the next night)", sc.NextRuns, next)
+	}
+	time.Sleep(time.Second) // four ticks of the loop, any of which would fire a run due
+	if sc, err = q.Schedule(ctx, TenantDefault, "autumn"); err != nil || len(sc.LastRuns) != 1 {
+		t.Errorf("autumn: runs %+v, %v; want the one of 02:30 CEST only", sc.LastRuns, err)
+	}
+}
