@@ -139,7 +139,8 @@ func (s *Store) fire(ctx context.Context, r opsqsql.SchedulesDueRow, lease int64
 			adv.NextRunAt = t
 		}
 		for _, m := range missed {
-			runs = append(runs, Run{ScheduledAt: m, Outcome: RunMissed, Error: "no instance ran at its time"})
+			runs = append(runs, Run{ScheduledAt: m, Outcome: RunMissed,
+				Error: fmt.Sprintf("not made within %s of its time: no instance ran, or none could reach PostgreSQL (a failover)", s.cfg.MissedAfter)})
 		}
 		if n > 0 {
 			s.cfg.Log.WarnContext(ctx, "schedule runs missed: no instance ran at their times", slog.String("tenant", r.Tenant),
