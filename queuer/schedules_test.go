@@ -2,6 +2,7 @@ package queuer
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -296,6 +297,179 @@ func TestScheduleFailingRunBacksOff(t *testing.T) {
 	runs = waitRuns(t, q, "quota", 10*time.Second, func(r []ScheduleRun) bool { return len(r) == 1 && r[0].Outcome == ScheduleRunSubmitted })
 	if runs[0].Attempts != 3 || runs[0].Error != "" {
 		t.Errorf("run %+v; want submitted at the third attempt, without an error", runs[0])
+	}
+}
+
+// TestSchedulePerTenantLimitConcurrent: a tenant at 999 schedules and 16 creates at once
+// (several rounds): exactly one is made each round, the others are refused as too many,
+// and the tenant never holds more than 1 000.
+func TestSchedulePerTenantLimitConcurrent(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	q := startQueuer(t, pool)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, `INSERT INTO opsq.schedules (tenant, name, cron, timezone, template, plan, overlap, catch_up, paused, next_run_at)
+		SELECT $1, 'pre-' || i, '@hourly', 'UTC', '{}', '{}', 'skip', 'none', true, now() + interval '1 hour'
+		FROM generate_series(1, 999) AS i`, TenantDefault); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 8 {
+		var wg sync.WaitGroup
+		errs := make([]error, 16)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				def := scheduleDef(fmt.Sprintf("r%d-%d", round, i), "@hourly")
+				def.Paused = true
+				_, errs[i] = q.CreateSchedule(ctx, def)
+			}()
+		}
+		wg.Wait()
+		made := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				made++
+			case !errors.Is(err, ErrTooManySchedules):
+				t.Fatalf("round %d: create: %v; want made or too many", round, err)
+			}
+		}
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM opsq.schedules WHERE tenant = $1`, TenantDefault).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if made != 1 || n != 1000 {
+			t.Fatalf("round %d: 16 creates at 999 schedules made %d, the tenant has %d; want 1 made, 1000", round, made, n)
+		}
+		if _, err := pool.Exec(ctx, `DELETE FROM opsq.schedules WHERE tenant = $1 AND name LIKE 'r%'`, TenantDefault); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestScheduleReplaceDuringFire: a PUT of a schedule while one of its runs is being fired
+// (its submit waiting on the run's idempotency key, held by the test's transaction as by a
+// slow submit) does not lose the run's record: once the submit goes on, the run is in
+// last_runs, submitted with its one submission, and the replaced definition's next run
+// is the one after now, not the run fired again.
+func TestScheduleReplaceDuringFire(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	clock := &setClock{now: time.Now().Truncate(time.Minute).Add(30 * time.Second)}
+	q := startQueuerClock(t, pool, clock)
+	ctx := t.Context()
+	def := scheduleDef("put-while-firing", "* * * * *")
+	def.Overlap = "allow"
+	if _, err := q.CreateSchedule(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	at := clock.Now().Truncate(time.Minute).Add(time.Minute)
+	hold, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx)
+	if _, err := hold.Exec(ctx, `INSERT INTO opsq.idempotency_keys (tenant, key, submission_id) VALUES ($1, $2, 1)`,
+		TenantDefault, "schedule:"+def.Name+":"+at.UTC().Format(time.RFC3339Nano)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(30 * time.Second) // the run is due; its submit waits on the key
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%idempotency_keys%' AND pid <> pg_backend_pid()`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run's submit did not come to wait on its idempotency key within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the condition
+	}
+	def.Plan.Submission.Metadata = "replaced {{.Time}}"
+	if _, err := q.ReplaceSchedule(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	if err := hold.Rollback(ctx); err != nil { // the submit goes on
+		t.Fatal(err)
+	}
+	runs := waitRuns(t, q, def.Name, 10*time.Second, func(r []ScheduleRun) bool { return len(r) >= 1 })
+	if len(runs) != 1 || !runs[0].ScheduledAt.Equal(at) || runs[0].Outcome != ScheduleRunSubmitted || runs[0].SubmissionID == 0 {
+		t.Fatalf("runs %+v; want the run of %s recorded submitted", runs, at)
+	}
+	sc, err := q.Schedule(ctx, TenantDefault, def.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.NextRuns) == 0 || !sc.NextRuns[0].Equal(at.Add(time.Minute)) {
+		t.Errorf("next runs %v; want %s first (the replaced definition counts from now)", sc.NextRuns, at.Add(time.Minute))
+	}
+	list, _, err := q.List(ctx, ListOptions{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 {
+		t.Errorf("%d submissions; want 1", len(list))
+	}
+}
+
+// TestScheduleDSTRunsOnce: a nightly run at 02:30 in Europe/Amsterdam, by the engine's
+// clock. On the night the clocks skip 02:30 it is made once, when they jump to 03:00
+// ({{.Time}} says 03:00+02:00); on the night 02:30 comes twice it is made once, the first
+// time, and the second 02:30 makes nothing.
+func TestScheduleDSTRunsOnce(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	clock := &setClock{now: time.Date(2026, 3, 29, 0, 59, 0, 0, time.UTC)}
+	q := startQueuerClock(t, pool, clock)
+	ctx := t.Context()
+	spring := scheduleDef("spring", "30 2 * * *")
+	spring.Timezone = "Europe/Amsterdam"
+	if _, err := q.CreateSchedule(ctx, spring); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(61 * time.Second)
+	runs := waitRuns(t, q, "spring", 10*time.Second, func(r []ScheduleRun) bool { return len(r) >= 1 })
+	if jump := time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC); len(runs) != 1 || !runs[0].ScheduledAt.Equal(jump) || runs[0].Outcome != ScheduleRunSubmitted {
+		t.Fatalf("spring: runs %+v; want one, submitted, scheduled at %s (03:00 local, when the clocks jump)", runs, jump)
+	}
+	st, err := q.Status(ctx, runs[0].SubmissionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "2026-03-29 2026-03-29T03:00:00+02:00"; st.Metadata != want {
+		t.Errorf("spring: metadata %q; want %q", st.Metadata, want)
+	}
+	if _, err := q.PauseSchedule(ctx, TenantDefault, "spring"); err != nil {
+		t.Fatal(err)
+	}
+
+	clock.Add(time.Date(2026, 10, 25, 0, 29, 0, 0, time.UTC).Sub(clock.Now()))
+	autumn := scheduleDef("autumn", "30 2 * * *")
+	autumn.Timezone = "Europe/Amsterdam"
+	if _, err := q.CreateSchedule(ctx, autumn); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(61 * time.Second) // 02:30 CEST, the first
+	runs = waitRuns(t, q, "autumn", 10*time.Second, func(r []ScheduleRun) bool { return len(r) >= 1 })
+	if first := time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC); len(runs) != 1 || !runs[0].ScheduledAt.Equal(first) {
+		t.Fatalf("autumn: runs %+v; want one, at %s (02:30 CEST)", runs, first)
+	}
+	clock.Add(time.Hour) // 02:30 CET, the second: nothing is due
+	sc, err := q.Schedule(ctx, TenantDefault, "autumn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next := time.Date(2026, 10, 26, 1, 30, 0, 0, time.UTC); len(sc.NextRuns) == 0 || !sc.NextRuns[0].Equal(next) {
+		t.Errorf("autumn: next runs %v; want %s first (the next night)", sc.NextRuns, next)
+	}
+	time.Sleep(time.Second) // four ticks of the loop, any of which would fire a run due
+	if sc, err = q.Schedule(ctx, TenantDefault, "autumn"); err != nil || len(sc.LastRuns) != 1 {
+		t.Errorf("autumn: runs %+v, %v; want the one of 02:30 CEST only", sc.LastRuns, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 -- Creates a schedule of a tenant unless the tenant has @max of them already or one of the
 -- same name. id is null when nothing was inserted: taken says the name is in use (also
--- when a concurrent create took it first), count how many the tenant has.
+-- when a concurrent create took it first), count how many the tenant has. Runs after schedule_tenant_lock.sql in one
+-- transaction: without it the counts of two creates at once see neither and both insert.
 -- Citus: the coordinator's own tables.
 WITH n AS (
     SELECT count(*) AS count, coalesce(bool_or(name = @name), false) AS taken

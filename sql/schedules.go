@@ -55,6 +55,15 @@ func (q Queries) ScheduleInsert(ctx context.Context, d ScheduleDef, max int) (Sc
 	return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[ScheduleInsertRow])
 }
 
+//go:embed schedule_tenant_lock.sql
+var scheduleTenantLock string
+
+// ScheduleTenantLock takes the transaction's lock on tenant's schedules, held until it ends.
+func (q Queries) ScheduleTenantLock(ctx context.Context, tenant string) error {
+	_, err := q.db.Exec(ctx, scheduleTenantLock, pgx.NamedArgs{"tenant": tenant})
+	return err
+}
+
 //go:embed schedule_replace.sql
 var scheduleReplace string
 
@@ -286,8 +295,8 @@ type ScheduleMove struct {
 
 // SchedulesAdvance moves the schedules of moves, leased under leaseID, on and records
 // their runs, in one statement; it returns the ids of those moved (the others' leases had
-// ended).
-func (q Queries) SchedulesAdvance(ctx context.Context, leaseID int64, moves []ScheduleMove) ([]int64, error) {
+// ended) and of those that still exist (the others were deleted: their runs unrecorded).
+func (q Queries) SchedulesAdvance(ctx context.Context, leaseID int64, moves []ScheduleMove) (moved, kept []int64, err error) {
 	n := len(moves)
 	ids, next, attempts, retry, subs := make([]int64, n), make([]time.Time, n), make([]int32, n), make([]*time.Time, n), make([]int64, n)
 	var rids, rsubs []int64
@@ -301,15 +310,12 @@ func (q Queries) SchedulesAdvance(ctx context.Context, leaseID int64, moves []Sc
 			rsubs, rerrs, rattempts = append(rsubs, r.SubmissionID), append(rerrs, r.Error), append(rattempts, int32(max(r.Attempts, 1)))
 		}
 	}
-	rows, err := q.db.Query(ctx, schedulesAdvance, pgx.NamedArgs{
+	err = q.db.QueryRow(ctx, schedulesAdvance, pgx.NamedArgs{
 		"lease_id": leaseID, "ids": ids, "next_run_ats": next, "attempts": attempts, "retry_ats": retry, "submission_ids": subs,
 		"run_schedules": nonNil(rids), "run_times": nonNilOf(rtimes), "run_outcomes": nonNilOf(routcomes),
 		"run_submissions": nonNil(rsubs), "run_errors": nonNilOf(rerrs), "run_attempts": nonNilOf(rattempts),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
+	}).Scan(&moved, &kept)
+	return moved, kept, err
 }
 
 // nonNilOf is s, or an empty slice for nil: an empty array, not NULL.

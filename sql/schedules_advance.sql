@@ -20,10 +20,11 @@ WITH moved AS (
     SELECT u.id, u.t, u.o, nullif(u.s, 0), u.e, u.a
     FROM unnest(@run_schedules::bigint[], @run_times::timestamptz[], @run_outcomes::text[], @run_submissions::bigint[],
                 @run_errors::text[], @run_attempts::int[]) AS u(id, t, o, s, e, a)
-    WHERE u.id IN (SELECT id FROM moved)
+    WHERE EXISTS (SELECT FROM opsq.schedules s WHERE s.id = u.id)
     ON CONFLICT (schedule_id, scheduled_at) DO UPDATE
     SET outcome = excluded.outcome, submission_id = excluded.submission_id, error = excluded.error,
         attempts = excluded.attempts, at = now()
     WHERE r.outcome <> 'submitted'
 )
-SELECT id FROM moved
+SELECT coalesce((SELECT array_agg(id) FROM moved), '{}') AS moved,
+       coalesce((SELECT array_agg(id) FROM opsq.schedules WHERE id = ANY(@ids::bigint[])), '{}') AS kept

@@ -48,11 +48,18 @@ func TestScheduleInsertBounds(t *testing.T) {
 	runs := func() int64 {
 		return pgtest.Count(t, pool, "SELECT count(*) FROM opsq.schedule_runs WHERE schedule_id = $1", due[0].ID)
 	}
-	if moved, err := db.SchedulesAdvance(ctx, 2, move); err != nil || len(moved) != 0 || runs() != 0 {
-		t.Errorf("advance under another lease: moved %v, %v, %d runs recorded; want refused, none recorded", moved, err, runs())
+	// Under a lost lease the schedule stays as it is, but the run is recorded (a PUT may
+	// have replaced the schedule while the run was fired).
+	if moved, kept, err := db.SchedulesAdvance(ctx, 2, move); err != nil || len(moved) != 0 || len(kept) != 1 || runs() != 1 {
+		t.Errorf("advance under another lease: moved %v, kept %v, %v, %d runs recorded; want not moved, its run recorded", moved, kept, err, runs())
 	}
-	if moved, err := db.SchedulesAdvance(ctx, 1, move); err != nil || len(moved) != 1 || moved[0] != due[0].ID || runs() != 1 {
-		t.Errorf("advance under its lease: moved %v, %v, %d runs recorded; want it moved and its run recorded", moved, err, runs())
+	if moved, _, err := db.SchedulesAdvance(ctx, 1, move); err != nil || len(moved) != 1 || moved[0] != due[0].ID || runs() != 1 {
+		t.Errorf("advance under its lease: moved %v, %v, %d runs recorded; want it moved, its run recorded once", moved, err, runs())
+	}
+	// A deleted schedule: nothing moved, nothing recorded, no error.
+	gone := []opsqsql.ScheduleMove{{ScheduleAdvanceParams: opsqsql.ScheduleAdvanceParams{ID: 1 << 40, NextRunAt: time.Now()}, Runs: []opsqsql.ScheduleRun{run}}}
+	if moved, kept, err := db.SchedulesAdvance(ctx, 1, gone); err != nil || len(moved) != 0 || len(kept) != 0 {
+		t.Errorf("advance of a deleted schedule: moved %v, kept %v, %v; want neither, no error", moved, kept, err)
 	}
 	if err := db.ScheduleDelete(ctx, "a", "nothing"); !errors.Is(err, opsqsql.ErrNotFound) {
 		t.Errorf("delete of an unknown schedule: %v; want ErrNotFound", err)

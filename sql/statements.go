@@ -216,6 +216,8 @@ type Statements interface {
 
 	// ScheduleInsert creates a schedule, within its tenant's bound and unique by name.
 	ScheduleInsert(ctx context.Context, d ScheduleDef, max int) (ScheduleInsertRow, error)
+	// ScheduleTenantLock orders the creates of a tenant's schedules (in a transaction).
+	ScheduleTenantLock(ctx context.Context, tenant string) error
 	// ScheduleReplace replaces a schedule's definition.
 	ScheduleReplace(ctx context.Context, d ScheduleDef) error
 	// ScheduleDelete deletes a schedule and its runs.
@@ -241,7 +243,7 @@ type Statements interface {
 	// ScheduleLastSubmission records a schedule's last submission (a trigger's, a backfill's).
 	ScheduleLastSubmission(ctx context.Context, id, submissionID int64) error
 	// SchedulesAdvance moves a leased batch of schedules on and records their runs.
-	SchedulesAdvance(ctx context.Context, leaseID int64, moves []ScheduleMove) ([]int64, error)
+	SchedulesAdvance(ctx context.Context, leaseID int64, moves []ScheduleMove) (moved, kept []int64, err error)
 	// SubmissionsInProgress says which of ids are submissions still in progress.
 	SubmissionsInProgress(ctx context.Context, ids []int64) ([]int64, error)
 

@@ -59,36 +59,8 @@ func TestFailover(t *testing.T) {
 	}
 	ctx := t.Context()
 
-	// The primary waits at each commit until standby1 has flushed it. The standby does not
-	// name a standby of its own: promoted, it would wait at each commit for nobody.
-	primary := &pglocal.Cluster{Dir: t.TempDir(), Settings: map[string]string{
-		"synchronous_commit":        "on",
-		"synchronous_standby_names": "standby1",
-	}}
-	standby := &pglocal.Cluster{Dir: t.TempDir()}
-	for _, pg := range []*pglocal.Cluster{primary, standby} {
-		t.Cleanup(func() {
-			if err := pg.Stop(context.Background()); err != nil {
-				t.Errorf("stopping PostgreSQL: %v", err)
-			}
-		})
-	}
-	if err := primary.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := primary.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := standby.InitStandby(ctx, primary, "standby1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := standby.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	migrate(t, primary.URL("postgres"))
-
-	dbURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write",
-		primary.Port, standby.Port)
+	// The primary waits at each commit until standby1 has flushed it.
+	primary, standby, dbURL := primaryWithStandby(t)
 	c := clustertest.New(t, opsqBinary, dbURL)
 	// Every answer the consumers, the producer and the probes get is counted: none may be
 	// a 500.

@@ -175,7 +175,8 @@ func (s *Store) fire(ctx context.Context, r opsqsql.SchedulesDueRow, lease int64
 			adv.NextRunAt = t
 		}
 		for _, m := range missed {
-			runs = append(runs, Run{ScheduledAt: m, Outcome: RunMissed, Error: "no instance ran at its time"})
+			runs = append(runs, Run{ScheduledAt: m, Outcome: RunMissed,
+				Error: fmt.Sprintf("not made within %s of its time: no instance ran, or none could reach PostgreSQL (a failover)", s.cfg.MissedAfter)})
 		}
 		if n > 0 {
 			s.cfg.Log.WarnContext(ctx, "schedule runs missed: no instance ran at their times", slog.String("tenant", r.Tenant),
@@ -210,8 +211,12 @@ func (s *Store) fire(ctx context.Context, r opsqsql.SchedulesDueRow, lease int64
 }
 
 // advance moves leased schedules on and records their runs, in one statement for the
-// batch (leased together under lease); each schedule's lease fences its own move: when it
-// was lost, the other instance's record of that schedule stands.
+// batch (leased together under lease). Each schedule's lease fences its move only: when it
+// was lost (a PUT replaced the schedule meanwhile, or the lease ran out and another
+// instance took the schedule) the schedule is left as the other writer left it, but what
+// this instance did is recorded all the same — a run it submitted is in last_runs whatever
+// happened to the schedule's row (a run recorded submitted stays so; a run fired twice is
+// one submission by its key). Only a deleted schedule's runs go unrecorded.
 func (s *Store) advance(ctx context.Context, lease int64, moves ...move) error {
 	if len(moves) == 0 {
 		return nil
@@ -221,19 +226,23 @@ func (s *Store) advance(ctx context.Context, lease int64, moves ...move) error {
 	for i, m := range moves {
 		ms[i] = opsqsql.ScheduleMove{ScheduleAdvanceParams: m.adv, Runs: m.runs}
 	}
-	moved, err := db.SchedulesAdvance(ctx, lease, ms)
+	moved, kept, err := db.SchedulesAdvance(ctx, lease, ms)
 	if err != nil {
 		return err
 	}
 	for _, m := range moves {
-		if !slices.Contains(moved, m.adv.ID) {
-			s.cfg.Log.InfoContext(ctx, "a schedule's lease ended before its run was recorded: another instance records it", slog.Int64("schedule", m.adv.ID))
+		id := m.adv.ID
+		switch {
+		case !slices.Contains(kept, id):
+			s.cfg.Log.InfoContext(ctx, "a schedule was deleted while its run was fired: the run is not recorded", slog.Int64("schedule", id))
 			continue
+		case !slices.Contains(moved, id):
+			s.cfg.Log.InfoContext(ctx, "a schedule's lease ended while its run was fired (replaced, or taken over): the run is recorded, the schedule left as it is", slog.Int64("schedule", id))
 		}
 		s.counted(m.runs)
 		if len(m.runs) > 1 || len(m.runs) == 1 && s.recorded.Add(1)%pruneEvery == 0 {
-			if err := db.ScheduleRunsPrune(ctx, m.adv.ID, RunsKept); err != nil {
-				return fmt.Errorf("pruning the runs of schedule %d: %w", m.adv.ID, err)
+			if err := db.ScheduleRunsPrune(ctx, id, RunsKept); err != nil {
+				return fmt.Errorf("pruning the runs of schedule %d: %w", id, err)
 			}
 		}
 	}

@@ -141,12 +141,72 @@ func ParseTiming(spec, timezone string) (Timing, error) {
 }
 
 // Next is the first run strictly after t (zero if none within five years), in UTC.
+//
+// Daylight saving time, as Vixie cron has it for jobs at a fixed hour (an hour field that
+// is not "*": "30 2 * * *", @daily): a local time the clocks skip (02:30 on the night they
+// go forward in Europe/Amsterdam) runs once, at the instant the clocks jump (03:00 local
+// time); a local time that comes twice (02:30 on the night they go back) runs once, the
+// first time. robfig/cron alone makes no run that night in spring and two in autumn.
+// Schedules whose hour is "*" ("0 * * * *", "*/10 * * * * *") and @every ones follow real
+// time: a run every hour that passes, whatever the clocks say.
 func (t Timing) Next(after time.Time) time.Time {
-	n := t.schedule.Next(after.In(t.loc))
-	if n.IsZero() {
-		return n
+	spec, fixedHour := t.schedule.(*cron.SpecSchedule)
+	fixedHour = fixedHour && spec.Hour&starBit == 0
+	for {
+		n := t.schedule.Next(after.In(t.loc))
+		if n.IsZero() || !fixedHour {
+			return n.UTC()
+		}
+		if jump := t.skippedRun(after, n); !jump.IsZero() {
+			return jump.UTC()
+		}
+		if !t.secondOccurrence(n) {
+			return n.UTC()
+		}
+		after = n // the wall time ran already, an hour earlier
 	}
-	return n.UTC()
+}
+
+// starBit is robfig/cron's mark of a field given as "*".
+const starBit = 1 << 63
+
+// skippedRun is the first instant in (after, n) at which the clocks jumped forward over a
+// local time the schedule names, or zero if none.
+func (t Timing) skippedRun(after, n time.Time) time.Time {
+	for at := after.In(t.loc); ; {
+		_, end := at.ZoneBounds()
+		if end.IsZero() || !end.Before(n) {
+			return time.Time{}
+		}
+		_, before := end.Add(-time.Nanosecond).Zone()
+		_, afterOff := end.Zone()
+		if gap := time.Duration(afterOff-before) * time.Second; gap > 0 {
+			// The local times skipped are those of [end, end+gap) at the offset before.
+			old := time.FixedZone("", before)
+			if m := t.schedule.Next(end.Add(-time.Nanosecond).In(old)); !m.IsZero() && m.Before(end.Add(gap)) {
+				return end
+			}
+		}
+		at = end
+	}
+}
+
+// secondOccurrence: n's local time came once already, before the clocks went back.
+func (t Timing) secondOccurrence(n time.Time) bool {
+	local := n.In(t.loc)
+	start, _ := local.ZoneBounds()
+	if start.IsZero() {
+		return false
+	}
+	_, now := local.Zone()
+	_, before := start.Add(-time.Nanosecond).Zone()
+	back := time.Duration(before-now) * time.Second
+	if back <= 0 {
+		return false
+	}
+	// The same wall time at the earlier offset, if that instant was before the change.
+	first := n.Add(-back)
+	return first.Before(start) && first.In(t.loc).Format(time.DateTime) == local.Format(time.DateTime)
 }
 
 // NextN is the next n runs after t.

@@ -19,8 +19,8 @@ func TestParseTiming(t *testing.T) {
 	}{
 		{name: "five fields", cron: "0 2 * * *", tz: "Europe/Amsterdam",
 			// 02:00 does not exist on the 29th in Amsterdam (the clocks skip to 03:00):
-			// robfig/cron makes no run that day (docs/schedules.md says so).
-			next: []time.Time{time.Date(2026, 3, 30, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 31, 0, 0, 0, 0, time.UTC)}},
+			// the run is made when they jump, 01:00 UTC (TestTimingDST).
+			next: []time.Time{time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC), time.Date(2026, 3, 30, 0, 0, 0, 0, time.UTC)}},
 		{name: "six fields", cron: "*/20 * * * * *", next: []time.Time{from.Add(20 * time.Second), from.Add(40 * time.Second)}},
 		{name: "descriptor", cron: "@hourly", next: []time.Time{from.Add(30 * time.Minute), from.Add(90 * time.Minute)}},
 		{name: "every second", cron: "@every 1s", next: []time.Time{from.Add(time.Second), from.Add(2 * time.Second)}},
@@ -91,5 +91,43 @@ func TestRender(t *testing.T) {
 		if !errors.As(err, &fe) || fe.Field != c.field {
 			t.Errorf("CheckTemplate(%q, %q, %q) = %v; want an error naming %s", c.prefix, c.metadata, c.key, err, c.field)
 		}
+	}
+}
+
+// TestTimingDST: in Europe/Amsterdam a run at a fixed hour whose local time is skipped
+// when the clocks go forward (2026-03-29 02:00 → 03:00) is made once, when they jump; one
+// whose local time comes twice when they go back (2026-10-25 03:00 → 02:00) is made once,
+// the first time; a schedule whose hour is "*" and an @every one follow real time.
+func TestTimingDST(t *testing.T) {
+	t.Parallel()
+	utc := func(mo time.Month, d, h, m int) time.Time { return time.Date(2026, mo, d, h, m, 0, 0, time.UTC) }
+	spring, autumn := utc(3, 28, 23, 0), utc(10, 24, 23, 0)
+	for _, c := range []struct {
+		name, cron string
+		from       time.Time
+		next       []time.Time
+	}{
+		{"skipped 02:30", "30 2 * * *", spring, []time.Time{utc(3, 29, 1, 0), utc(3, 30, 0, 30), utc(3, 31, 0, 30)}},
+		{"skipped 02:00, seconds", "0 0 2 * * *", spring, []time.Time{utc(3, 29, 1, 0), utc(3, 30, 0, 0)}},
+		{"not skipped 03:30", "30 3 * * *", spring, []time.Time{utc(3, 29, 1, 30), utc(3, 30, 1, 30)}},
+		{"hours 1-3, spring", "30 1-3 * * *", spring, []time.Time{utc(3, 29, 0, 30), utc(3, 29, 1, 0), utc(3, 29, 1, 30), utc(3, 29, 23, 30)}},
+		{"twice 02:30", "30 2 * * *", autumn, []time.Time{utc(10, 25, 0, 30), utc(10, 26, 1, 30), utc(10, 27, 1, 30)}},
+		{"hours 1-3, autumn", "30 1-3 * * *", autumn, []time.Time{utc(10, 24, 23, 30), utc(10, 25, 0, 30), utc(10, 25, 2, 30), utc(10, 26, 0, 30)}},
+		{"hourly, spring", "0 * * * *", spring, []time.Time{utc(3, 29, 0, 0), utc(3, 29, 1, 0), utc(3, 29, 2, 0)}},
+		{"hourly, autumn", "0 * * * *", autumn, []time.Time{utc(10, 25, 0, 0), utc(10, 25, 1, 0), utc(10, 25, 2, 0)}},
+		{"every hour", "@every 1h", autumn, []time.Time{utc(10, 25, 0, 0), utc(10, 25, 1, 0), utc(10, 25, 2, 0)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			timing, err := ParseTiming(c.cron, "Europe/Amsterdam")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := timing.NextN(c.from, len(c.next))
+			for i := range c.next {
+				if i >= len(got) || !got[i].Equal(c.next[i]) {
+					t.Fatalf("next runs %v; want %v", got, c.next)
+				}
+			}
+		})
 	}
 }

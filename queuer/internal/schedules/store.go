@@ -198,7 +198,16 @@ func (s *Store) Create(ctx context.Context, d Def) (Schedule, error) {
 	if err != nil {
 		return Schedule{}, err
 	}
-	got, err := opsqsql.New(s.cfg.Pool).ScheduleInsert(ctx, row, PerTenantMax)
+	// The tenant's lock, then the count and the insert: creates at once at PerTenantMax-1
+	// make one schedule, not one each.
+	var got opsqsql.ScheduleInsertRow
+	err = opsqsql.InTx(ctx, s.cfg.Pool, func(db opsqsql.Queries) error {
+		if err := db.ScheduleTenantLock(ctx, d.Tenant); err != nil {
+			return err
+		}
+		got, err = db.ScheduleInsert(ctx, row, PerTenantMax)
+		return err
+	})
 	switch {
 	case err != nil:
 		return Schedule{}, fmt.Errorf("creating schedule %q: %w", d.Name, err)
