@@ -324,6 +324,9 @@ func TestDashboardSchedules(t *testing.T) {
 			t.Errorf("the child's page does not show %s: %s", want, r.Body)
 		}
 	}
+	if r := getPath(t, e, "/ui/submissions/"+parent); !strings.Contains(string(r.Body), `class="child" data-id="`+child+`" href="/ui/submissions/`+child+`"`) {
+		t.Errorf("the parent's page does not link its child %s: %s", child, r.Body)
+	}
 	if r := httpCall(t, http.MethodPost, e.URL+"/v1/submissions/"+parent+"/cancel", "application/json", nil); r.Status != http.StatusOK {
 		t.Fatalf("cancelling the parent: %d %s", r.Status, r.Body)
 	}

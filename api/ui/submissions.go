@@ -257,7 +257,17 @@ type detailView struct {
 	Failures []failureView      // a page of its failed chunks
 	After    string             // the chunk index the page of failures starts after; "" first
 	Next     string             // the after of the next page of failures; "" for none
+	// Children are its first childrenShown children (sent after it), by id, of Total
+	// (counted up to childrenCounted).
+	Children      []familyLink
+	ChildrenTotal int64
 }
+
+// The children a submission's page lists, and up to how many it counts.
+const (
+	childrenShown   = 100
+	childrenCounted = 10_000
+)
 
 func (d *dashboard) submission(c echo.Context) error {
 	st, ok, err := d.lookup(c)
@@ -290,6 +300,14 @@ func (d *dashboard) submission(c echo.Context) error {
 			v.Parents[i].State = string(ps.State)
 		}
 	}
+	kids, total, err := d.q.Children(ctx, st.ID, childrenShown, childrenCounted)
+	if err != nil {
+		return err
+	}
+	for _, k := range kids {
+		v.Children = append(v.Children, familyLink{ID: strconv.FormatInt(k.ID, 10), State: k.State})
+	}
+	v.ChildrenTotal = total
 	fcs, more, err := d.q.Failures(ctx, st.ID, after, failuresPageSize)
 	if err != nil && !notFound(err) { // deleted since the lookup: the page says what it read
 		return err
