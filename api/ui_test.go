@@ -1,8 +1,10 @@
 package api
 
 import (
+	"cmp"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +236,108 @@ func TestDashboardTenants(t *testing.T) {
 	}
 	if r := getPath(t, e, "/ui/submissions.json?tenant=Not+A+Tenant"); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "tenant") {
 		t.Errorf("GET /ui/submissions.json with a bad tenant: %d %s; want 400 naming tenant", r.Status, r.Body)
+	}
+}
+
+// TestDashboardSchedules: the schedules page and a schedule's page render a name and a
+// template given by a user as text (a schedule named <script>… is no script), and a
+// schedule's Pause, Resume and Trigger forms act as the API's verbs do; a submission after
+// others links its parents, and a cancelled child names the parent that cancelled it.
+func TestDashboardSchedules(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{})
+	const safe = `<script>alert(1);%y`
+	body := `{"name": ` + strconv.Quote(safe) + `, "cron": "@hourly", "timezone": "Europe/Amsterdam",
+		"submission": {"chunks": ["a"], "metadata": "<img src=x onerror=alert(2)>"}}`
+	if r := httpCall(t, http.MethodPost, e.URL+"/v1/schedules", "application/json", strings.NewReader(body)); r.Status != http.StatusCreated {
+		t.Fatalf("POST /v1/schedules: %d %s", r.Status, r.Body)
+	}
+	page := url.PathEscape("default") + "/" + url.PathEscape(safe)
+	for _, path := range []string{"/ui/schedules", "/ui/schedules/" + page} {
+		r := getPath(t, e, path)
+		if r.Status != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
+		}
+		if strings.Contains(string(r.Body), "<script>alert") || !strings.Contains(string(r.Body), "&lt;script&gt;alert(1);%y") {
+			t.Errorf("GET %s does not show the schedule's name as text: %s", path, r.Body)
+		}
+		if strings.Contains(string(r.Body), "<img") {
+			t.Errorf("GET %s renders the template's metadata as HTML: %s", path, r.Body)
+		}
+	}
+	if r := getPath(t, e, "/ui/schedules/default/nope"); r.Status != http.StatusNotFound {
+		t.Errorf("GET an unknown schedule: %d; want 404", r.Status)
+	}
+	if r := getPath(t, e, "/ui/schedules/"+page+"/confirm?action=delete"); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "action:") {
+		t.Errorf("GET a confirmation of an unknown action: %d %.200s; want 400 naming action", r.Status, r.Body)
+	}
+	act := func(action, origin string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+"/ui/schedules/"+page+"/action",
+			strings.NewReader(url.Values{"action": {action}}.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	apiPaused := func() string {
+		// The API reads its {name} unescaped only from a path in Go's default escaping (";" as is).
+		r := getPath(t, e, "/v1/schedules/"+strings.ReplaceAll(url.PathEscape(safe), "%3B", ";"))
+		if r.Status != http.StatusOK {
+			t.Fatalf("GET /v1/schedules/{name}: %d %s", r.Status, r.Body)
+		}
+		return cmp.Or(string(decodeObject(t, r.Body)["paused"]), "false")
+	}
+	if got := act("pause", "https://evil.example"); got != http.StatusForbidden || apiPaused() != "false" {
+		t.Errorf("a pause from another site: %d, paused %s; want 403 and not paused", got, apiPaused())
+	}
+	if got := act("pause", e.URL); got != http.StatusSeeOther || apiPaused() != "true" {
+		t.Errorf("pause: %d, paused %s; want 303 and paused", got, apiPaused())
+	}
+	if r := getPath(t, e, "/ui/schedules/"+page); !strings.Contains(string(r.Body), `id="resume"`) {
+		t.Errorf("the page of a paused schedule offers no Resume: %s", r.Body)
+	}
+	if got := act("resume", e.URL); got != http.StatusSeeOther || apiPaused() != "false" {
+		t.Errorf("resume: %d, paused %s; want 303 and not paused", got, apiPaused())
+	}
+	if got := act("trigger", e.URL); got != http.StatusSeeOther {
+		t.Errorf("trigger: %d; want 303", got)
+	}
+	r := getPath(t, e, "/ui/schedules/"+page)
+	if !strings.Contains(string(r.Body), `class="run-submission" href="/ui/submissions/`) {
+		t.Errorf("after a trigger, the schedule's page links no submission in its last runs: %s", r.Body)
+	}
+
+	parent := mustSubmit(t, e, `{"chunks": ["p"]}`, 1)
+	child := mustSubmit(t, e, `{"chunks": ["c"], "after": ["`+parent+`"]}`, 1)
+	r = getPath(t, e, "/ui/submissions/"+child)
+	for _, want := range []string{`class="parent" data-id="` + parent + `" href="/ui/submissions/` + parent + `"`, `id="after-policy">completed`,
+		`id="waiting-on"><a href="/ui/submissions/` + parent + `"`} {
+		if !strings.Contains(string(r.Body), want) {
+			t.Errorf("the child's page does not show %s: %s", want, r.Body)
+		}
+	}
+	if r := getPath(t, e, "/ui/submissions/"+parent); !strings.Contains(string(r.Body), `class="child" data-id="`+child+`" href="/ui/submissions/`+child+`"`) {
+		t.Errorf("the parent's page does not link its child %s: %s", child, r.Body)
+	}
+	if r := httpCall(t, http.MethodPost, e.URL+"/v1/submissions/"+parent+"/cancel", "application/json", nil); r.Status != http.StatusOK {
+		t.Fatalf("cancelling the parent: %d %s", r.Status, r.Body)
+	}
+	want := "parent " + parent + " cancelled"
+	var body2 string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if body2 = string(getPath(t, e, "/ui/submissions/"+child).Body); strings.Contains(body2, want) {
+			break
+		}
+	}
+	if !strings.Contains(body2, want) || !strings.Contains(body2, `id="waiting-on"><span class="muted">none`) {
+		t.Errorf("the cancelled child's page does not name its parent (%q) or still waits: %s", want, body2)
 	}
 }

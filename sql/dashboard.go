@@ -88,3 +88,26 @@ func (q Queries) ChunkDetail(ctx context.Context, p ChunkDetailParams) (ChunkDet
 		"submission_id": p.SubmissionID, "chunk_index": p.ChunkIndex, "shard": p.Shard, "max_bytes": p.MaxBytes,
 	})
 }
+
+//go:embed dashboard_children.sql
+var dashboardChildren string
+
+// DashboardChildrenParams are dashboard_children.sql's.
+type DashboardChildrenParams struct {
+	Parent   int64
+	Limit    int
+	CountMax int
+}
+
+// DashboardChildrenRow is a child of a submission, and how many children it has.
+type DashboardChildrenRow struct {
+	ID    int64  `db:"id"`
+	State string `db:"state"`
+	Total int64  `db:"total"`
+}
+
+// DashboardChildren reads the first p.Limit children of submission p.Parent by id, with
+// their states, each row with the count of its children (at most p.CountMax).
+func (q Queries) DashboardChildren(ctx context.Context, p DashboardChildrenParams) ([]DashboardChildrenRow, error) {
+	return collect[DashboardChildrenRow](ctx, q.db, dashboardChildren, pgx.NamedArgs{"parent": p.Parent, "limit": p.Limit, "count_max": p.CountMax})
+}

@@ -298,6 +298,8 @@ type Statements interface {
 	DashboardOverview(ctx context.Context, p DashboardOverviewParams) (DashboardOverviewRow, error)
 	// DashboardRetries reads the failed attempts so far of a submission's chunks.
 	DashboardRetries(ctx context.Context, p DashboardRetriesParams) (int64, error)
+	// DashboardChildren reads the first children of a submission, with their states.
+	DashboardChildren(ctx context.Context, p DashboardChildrenParams) ([]DashboardChildrenRow, error)
 	// ChunkDetail reads where one chunk is and the start of its input and output.
 	ChunkDetail(ctx context.Context, p ChunkDetailParams) (ChunkDetailRow, error)
 	// ActivityAdd adds an instance's completions and failed attempts to the current minute.

@@ -42,6 +42,17 @@ type submissionView struct {
 	FinishedAt string
 	Failure    *wire.Failure
 	Retries    int64
+	// A child's (submitted with after): its parents with their states, those it waits on,
+	// and its policy; Parents nil for a submission that is no child.
+	Parents     []familyLink
+	WaitingOn   []familyLink
+	AfterPolicy string
+}
+
+// familyLink is a parent of a submission, linked.
+type familyLink struct {
+	ID    string
+	State string // "" when unknown (deleted by retention)
 }
 
 func toView(st queuer.Status, now time.Time) submissionView {
@@ -63,6 +74,18 @@ func toView(st queuer.Status, now time.Time) submissionView {
 	if st.State == wire.StateFailed && st.FailedChunkIndex != nil && st.Error != nil {
 		idx := *st.FailedChunkIndex
 		v.Failure = &wire.Failure{ChunkIndex: &idx, Error: *st.Error}
+	}
+	if d := st.Dependencies; d != nil {
+		v.AfterPolicy = d.Policy
+		for _, id := range d.After {
+			v.Parents = append(v.Parents, familyLink{ID: strconv.FormatInt(id, 10)})
+		}
+		for _, id := range d.WaitingOn {
+			v.WaitingOn = append(v.WaitingOn, familyLink{ID: strconv.FormatInt(id, 10), State: string(wire.StateInProgress)})
+		}
+		if st.State == wire.StateCancelled && d.Failure != "" {
+			v.Failure = &wire.Failure{Error: d.Failure} // "parent 123 failed"
+		}
 	}
 	return v
 }
@@ -234,7 +257,17 @@ type detailView struct {
 	Failures []failureView      // a page of its failed chunks
 	After    string             // the chunk index the page of failures starts after; "" first
 	Next     string             // the after of the next page of failures; "" for none
+	// Children are its first childrenShown children (sent after it), by id, of Total
+	// (counted up to childrenCounted).
+	Children      []familyLink
+	ChildrenTotal int64
 }
+
+// The children a submission's page lists, and up to how many it counts.
+const (
+	childrenShown   = 100
+	childrenCounted = 10_000
+)
 
 func (d *dashboard) submission(c echo.Context) error {
 	st, ok, err := d.lookup(c)
@@ -255,6 +288,26 @@ func (d *dashboard) submission(c echo.Context) error {
 	if v.Retries, err = d.q.Retries(ctx, st.ID); err != nil {
 		return err
 	}
+	for i, p := range v.Parents { // each parent's state: at most 100 parents, each a router read
+		id, _ := strconv.ParseInt(p.ID, 10, 64)
+		ps, err := d.q.Status(ctx, id)
+		switch {
+		case notFound(err):
+			v.Parents[i].State = "deleted"
+		case err != nil:
+			return err
+		default:
+			v.Parents[i].State = string(ps.State)
+		}
+	}
+	kids, total, err := d.q.Children(ctx, st.ID, childrenShown, childrenCounted)
+	if err != nil {
+		return err
+	}
+	for _, k := range kids {
+		v.Children = append(v.Children, familyLink{ID: strconv.FormatInt(k.ID, 10), State: k.State})
+	}
+	v.ChildrenTotal = total
 	fcs, more, err := d.q.Failures(ctx, st.ID, after, failuresPageSize)
 	if err != nil && !notFound(err) { // deleted since the lookup: the page says what it read
 		return err

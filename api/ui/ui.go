@@ -96,6 +96,10 @@ func Register(e *echo.Echo, cfg Config) {
 	g.GET("/cluster/confirm", d.confirmAction)
 	g.POST("/cluster/action", d.action)
 	g.GET("/strategy", d.strategy)
+	g.GET("/schedules", d.schedules)
+	g.GET("/schedules/:tenant/:name", d.schedule)
+	g.GET("/schedules/:tenant/:name/confirm", d.confirmSchedule)
+	g.POST("/schedules/:tenant/:name/action", d.scheduleAction)
 	g.GET("/throttles/confirm", d.confirmLift)
 	g.POST("/throttles/lift", d.lift)
 }
@@ -130,7 +134,7 @@ var funcs = template.FuncMap{
 // parsePages parses each page with the layout: every page defines "content".
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "submissions", "submission", "chunk", "cluster", "confirm", "strategy", "error", "login"} {
+	for _, name := range []string{"overview", "submissions", "submission", "chunk", "cluster", "confirm", "strategy", "schedules", "schedule", "error", "login"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return pages

@@ -46,7 +46,7 @@ var readmeSections = []readmeSection{
 		"### Submit", "### Consume", "### Watch", "### When a chunk fails", "### The same over HTTP",
 	}},
 	{heading: "## Security", auth: "required"}, // the walkthrough with keys
-	{heading: "## Schedules", auth: "off"},
+	{heading: "## Pipelines and schedules", auth: "off"},
 }
 
 // readmeStep is what the walkthrough runs between two expectations, and what it must print.
