@@ -76,6 +76,9 @@ type DependentsDueRow struct {
 
 // DependentsDue reads the waiting children that may start or must be cancelled now.
 func (q Queries) DependentsDue(ctx context.Context, p DependentsDueParams) ([]DependentsDueRow, error) {
+	if OnCitus() {
+		return q.dependentsDueCitus(ctx, p)
+	}
 	return collect[DependentsDueRow](ctx, q.db, dependentsDue, pgx.NamedArgs{
 		"parents": nonNil(p.Parents), "children": nonNil(p.Children), "sweep": p.Sweep, "limit": p.Limit,
 	})
@@ -88,7 +91,11 @@ var dependentStart string
 // returns its chunks_total; started false when it was not waiting.
 func (q Queries) DependentStart(ctx context.Context, id int64) (started bool, chunksTotal int64, err error) {
 	var total *int64
-	err = q.db.QueryRow(ctx, dependentStart, pgx.NamedArgs{"id": id}).Scan(&total)
+	if OnCitus() {
+		total, err = q.dependentStartCitus(ctx, id)
+	} else {
+		err = q.db.QueryRow(ctx, dependentStart, pgx.NamedArgs{"id": id}).Scan(&total)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, 0, nil
 	}

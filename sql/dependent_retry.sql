@@ -4,7 +4,7 @@
 -- parent that cancelled it. Returns whether it waits, and its parents (for the NOTIFY that
 -- tells every instance they have a child waiting); no row for a submission that is no
 -- child.
--- Citus: the coordinator's own tables (submission_after, submission_parents); joined to distributed ones (U) by Citus's local-distributed join; not yet run there.
+-- Citus: has a Citus form in layout.go (dependent_retry_citus.sql): Citus does not join the coordinator's submission_after and submission_parents to the distributed submissions here.
 UPDATE opsq.submission_after a
 SET waiting = EXISTS (
         SELECT FROM opsq.submission_parents p

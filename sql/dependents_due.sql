@@ -6,7 +6,7 @@
 -- a parent that failed or was cancelled cancels it: blocked_by names the first such parent
 -- in its after, blocked_state its state. A parent deleted by retention (it had finished)
 -- counts as completed. Children that may not act yet are not returned.
--- Citus: the coordinator's own tables (submission_after, submission_parents); joined to distributed ones (U) by Citus's local-distributed join; not yet run there.
+-- Citus: has a Citus form in layout.go (dependents_due_citus.sql): Citus does not join the coordinator's submission_after and submission_parents to the distributed submissions here.
 WITH c AS (
     SELECT p.child AS id FROM opsq.submission_parents p WHERE p.parent = ANY(@parents::bigint[])
     UNION

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -481,4 +482,47 @@ func (q Queries) dependentRetryCitus(ctx context.Context, id int64) (DependentRe
 		}
 	}
 	return collectOne[DependentRetryRow](ctx, q.db, steps[2], pgx.NamedArgs{"id": id, "parents": parents, "states": states})
+}
+
+//go:embed dependent_start_citus.sql
+var dependentStartCitus string
+
+// dependentStartCitus is DependentStart's statement on Citus (dependent_start_citus.sql):
+// pgx.ErrNoRows when the child was not waiting, nil when it is no longer in progress.
+func (q Queries) dependentStartCitus(ctx context.Context, id int64) (*int64, error) {
+	steps := statementsOf(dependentStartCitus)
+	args := pgx.NamedArgs{"id": id}
+	var child int64
+	if err := q.db.QueryRow(ctx, steps[0], args).Scan(&child); err != nil {
+		return nil, err
+	}
+	var total int64
+	err := q.db.QueryRow(ctx, steps[1], args).Scan(&total)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return &total, err
+}
+
+//go:embed dependents_due_citus.sql
+var dependentsDueCitus string
+
+// dependentsDueCitus is DependentsDue on Citus (dependents_due_citus.sql): the waiting
+// children and their parents read on the coordinator, then decided from their states.
+func (q Queries) dependentsDueCitus(ctx context.Context, p DependentsDueParams) ([]DependentsDueRow, error) {
+	steps := statementsOf(dependentsDueCitus)
+	var w struct {
+		children, parents []*int64
+		policies          []string
+		positions         []*int32
+	}
+	err := q.db.QueryRow(ctx, steps[0], pgx.NamedArgs{
+		"parents": nonNil(p.Parents), "children": nonNil(p.Children), "sweep": p.Sweep,
+	}).Scan(&w.children, &w.policies, &w.parents, &w.positions)
+	if err != nil || len(w.children) == 0 {
+		return nil, err
+	}
+	return collect[DependentsDueRow](ctx, q.db, steps[1], pgx.NamedArgs{
+		"children": w.children, "policies": w.policies, "parents": w.parents, "positions": w.positions, "limit": p.Limit,
+	})
 }
