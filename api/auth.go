@@ -124,6 +124,10 @@ var Routes = []Route{
 	{Method: http.MethodGet, Path: "/ui/strategy", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodGet, Path: "/ui/throttles/confirm", Roles: adminRoles, Dashboard: true},
 	{Method: http.MethodPost, Path: "/ui/throttles/lift", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/schedules", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/schedules/:tenant/:name", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodGet, Path: "/ui/schedules/:tenant/:name/confirm", Roles: adminRoles, Dashboard: true},
+	{Method: http.MethodPost, Path: "/ui/schedules/:tenant/:name/action", Roles: adminRoles, Dashboard: true},
 }
 
 // Open reports whether r needs no key.
