@@ -63,10 +63,11 @@ var layering = []struct {
 	{"opsq/api/ui", concat(leaves, []string{"opsq/api/apikeys", "opsq/api/wire", "opsq/queuer", "opsq/strategy"})},
 	{"opsq/api", concat(leaves, []string{"opsq/api/...", "opsq/queuer", "opsq/strategy"})},
 	// The CLI and the bench: the façade, the API, the client; the CLI also migrates and
-	// reads the settings and keys as an operator's tool.
+	// reads the settings and keys as an operator's tool; the bench starts local PostgreSQL
+	// and Citus clusters of its own (its citus workload), through pglocal.
 	{"opsq/cmd/opsq/progress", []string{"opsq/api/wire"}},
 	{"opsq/cmd/opsq/clustertest", concat(leaves, []string{"opsq/api/...", "opsq/client", "opsq/queuer"})},
-	{"opsq/cmd/opsq/bench", concat(leaves, []string{"opsq/api/...", "opsq/client", "opsq/cmd/opsq/clustertest", "opsq/cmd/opsq/progress", "opsq/queuer", "opsq/strategy"})},
+	{"opsq/cmd/opsq/bench", concat(leaves, []string{"opsq/api/...", "opsq/client", "opsq/cmd/opsq/clustertest", "opsq/cmd/opsq/progress", "opsq/queuer", "opsq/sql/pglocal", "opsq/strategy"})},
 	{"opsq/cmd/opsq", concat(leaves, []string{"opsq/api/...", "opsq/claims", "opsq/client", "opsq/cmd/opsq/...", "opsq/migrations", "opsq/queuer", "opsq/sql/...", "opsq/strategy"})},
 }
 
