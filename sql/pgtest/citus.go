@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -178,9 +179,12 @@ func (s *server) dropCitusDB(ctx context.Context, name string) error {
 				_, err = p.Exec(ctx, "DROP DATABASE "+ident+" WITH (FORCE)")
 			}
 			var pgErr *pgconn.PgError
-			if attempt == 3 || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
+			if attempt == 20 || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
 				break
 			}
+			// A session still ending (a worker's connection back, Citus's daemon) on a
+			// busy machine: wait for it a little, up to about 4 s in all.
+			time.Sleep(200 * time.Millisecond)
 		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Detail != "" {
