@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -25,29 +24,8 @@ func TestClusterCitusWorkerRestart(t *testing.T) {
 	}
 	ctx := t.Context()
 	c := clustertest.New(t, opsqBinary, pgtest.NewDB(t))
-	statuses := countStatuses(c.HTTP.Transport)
-	c.HTTP.Transport = statuses
-	insts := c.StartN(2)
-	l := clustertest.NewLedger()
-	for i := range 4 {
-		clustertest.SubmitChunks(ctx, t, insts[i%2].Client, l, 500)
-	}
-	tg := clustertest.NewTargets(clustertest.URLs(insts...)...)
-	ccfg := clustertest.ConsumerConfig{N: 4, Max: 5, Targets: tg, Work: 20 * time.Millisecond}
-	cs := clustertest.RunConsumers(t, c.HTTP, l, ccfg)
-	producerCtx, stopProducer := context.WithCancel(ctx)
-	producerDone := make(chan struct{})
-	go func() {
-		defer close(producerDone)
-		clustertest.RunProducer(producerCtx, c.HTTP, tg, l, 20, 50*time.Millisecond)
-	}()
-	defer func() { stopProducer(); <-producerDone }()
-	clustertest.PollUntil(t, 60*time.Second, "500 chunks completed", func() string {
-		if n := l.Done(); n < 500 {
-			return fmt.Sprintf("%d completed", n)
-		}
-		return ""
-	})
+	o := startOutageLoad(t, c)
+	l, statuses, cs, ccfg := o.ledger, o.statuses, o.cs, o.consumer
 
 	start := pgtest.StopCitusWorker(t, 0)
 	down := time.Now()
@@ -71,8 +49,7 @@ func TestClusterCitusWorkerRestart(t *testing.T) {
 		return ""
 	})
 	t.Logf("worker down %s (%d chunks completed before, %d by its restart)", up.Sub(down).Round(time.Millisecond), doneAtStop, doneAtStart)
-	stopProducer()
-	<-producerDone
+	o.stop()
 	c.WaitCompleted(120*time.Second, l)
 	cs.Stop()
 	st := l.Check(t, ctx, c.Pool)

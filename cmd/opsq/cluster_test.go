@@ -743,29 +743,8 @@ func TestClusterPostgresRestart(t *testing.T) {
 
 	c := clustertest.New(t, opsqBinary, dbURL)
 	// Every answer the consumers and the producer get is counted: none may be a 500.
-	statuses := countStatuses(c.HTTP.Transport)
-	c.HTTP.Transport = statuses
-	insts := c.StartN(2)
-	l := clustertest.NewLedger()
-	for i := range 4 {
-		clustertest.SubmitChunks(ctx, t, insts[i%2].Client, l, 500)
-	}
-	tg := clustertest.NewTargets(clustertest.URLs(insts...)...)
-	ccfg := clustertest.ConsumerConfig{N: 4, Max: 5, Targets: tg, Work: 20 * time.Millisecond}
-	cs := clustertest.RunConsumers(t, c.HTTP, l, ccfg)
-	producerCtx, stopProducer := context.WithCancel(ctx)
-	producerDone := make(chan struct{})
-	go func() {
-		defer close(producerDone)
-		clustertest.RunProducer(producerCtx, c.HTTP, tg, l, 20, 50*time.Millisecond)
-	}()
-	defer func() { stopProducer(); <-producerDone }()
-	clustertest.PollUntil(t, 30*time.Second, "500 chunks completed", func() string {
-		if n := l.Done(); n < 500 {
-			return fmt.Sprintf("%d completed", n)
-		}
-		return ""
-	})
+	o := startOutageLoad(t, c)
+	insts, l, statuses, cs, ccfg := o.insts, o.ledger, o.statuses, o.cs, o.consumer
 
 	down := time.Now()
 	if err := pg.Stop(ctx); err != nil {
@@ -796,8 +775,7 @@ func TestClusterPostgresRestart(t *testing.T) {
 	t.Logf("PostgreSQL down %s (with %d chunks completed); both instances ready %s after it was up again",
 		up.Sub(down).Round(time.Millisecond), doneAtStop, took.Round(time.Millisecond))
 	c.WaitSplit(20*time.Second, insts...)
-	stopProducer()
-	<-producerDone
+	o.stop()
 	c.WaitCompleted(60*time.Second, l)
 	cs.Stop()
 	st := l.Check(t, ctx, c.Pool)

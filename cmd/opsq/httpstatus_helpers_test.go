@@ -10,6 +10,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"testing"
+	"time"
+
+	"opsq/cmd/opsq/clustertest"
 )
 
 // answerCounter is an http.RoundTripper that counts the status of every answer, by route
@@ -106,4 +110,49 @@ func (s *answerCounter) count503() int {
 		}
 	}
 	return n
+}
+
+// outageLoad is the load the outage tests (a restart of PostgreSQL, of a Citus worker) keep
+// on 2 instances: 2 000 chunks submitted, 4 consumers reserving 5 at a time, a producer
+// submitting more, every answer counted (statuses).
+type outageLoad struct {
+	insts    []*clustertest.Instance
+	ledger   *clustertest.Ledger
+	consumer clustertest.ConsumerConfig
+	cs       *clustertest.Consumers
+	statuses *answerCounter
+	stop     func() // stops the producer and waits for it
+}
+
+// startOutageLoad starts the instances of c and the load on them, and returns once 500
+// chunks are completed.
+func startOutageLoad(t *testing.T, c *clustertest.Cluster) *outageLoad {
+	t.Helper()
+	ctx := t.Context()
+	o := &outageLoad{statuses: countStatuses(c.HTTP.Transport)}
+	c.HTTP.Transport = o.statuses
+	o.insts = c.StartN(2)
+	o.ledger = clustertest.NewLedger()
+	for i := range 4 {
+		clustertest.SubmitChunks(ctx, t, o.insts[i%2].Client, o.ledger, 500)
+	}
+	tg := clustertest.NewTargets(clustertest.URLs(o.insts...)...)
+	o.consumer = clustertest.ConsumerConfig{N: 4, Max: 5, Targets: tg, Work: 20 * time.Millisecond}
+	o.cs = clustertest.RunConsumers(t, c.HTTP, o.ledger, o.consumer)
+	producerCtx, stopProducer := context.WithCancel(ctx)
+	producerDone := make(chan struct{})
+	go func() {
+		defer close(producerDone)
+		clustertest.RunProducer(producerCtx, c.HTTP, tg, o.ledger, 20, 50*time.Millisecond)
+	}()
+	var once sync.Once
+	o.stop = func() { once.Do(func() { stopProducer(); <-producerDone }) }
+	t.Cleanup(o.stop)
+	clustertest.PollUntil(t, 60*time.Second, "500 chunks completed", func() string {
+		if n := o.ledger.Done(); n < 500 {
+			return fmt.Sprintf("%d completed", n)
+		}
+		return ""
+	})
+	return o
 }
