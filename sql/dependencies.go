@@ -80,7 +80,7 @@ func (q Queries) DependentsDue(ctx context.Context, p DependentsDueParams) ([]De
 		return q.dependentsDueCitus(ctx, p)
 	}
 	return collect[DependentsDueRow](ctx, q.db, dependentsDue, pgx.NamedArgs{
-		"parents": nonNil(p.Parents), "children": nonNil(p.Children), "sweep": p.Sweep, "limit": p.Limit,
+		"parents": nonNilOf(p.Parents), "children": nonNilOf(p.Children), "sweep": p.Sweep, "limit": p.Limit,
 	})
 }
 
@@ -140,7 +140,7 @@ type DependentsRearmRow struct {
 // DependentsRearm reads the children that a retry of their parent marked to re-arm.
 func (q Queries) DependentsRearm(ctx context.Context, p DependentsRearmParams) ([]DependentsRearmRow, error) {
 	return collect[DependentsRearmRow](ctx, q.db, dependentsRearm, pgx.NamedArgs{
-		"parents": nonNil(p.Parents), "sweep": p.Sweep, "limit": p.Limit,
+		"parents": nonNilOf(p.Parents), "sweep": p.Sweep, "limit": p.Limit,
 	})
 }
 
@@ -214,13 +214,4 @@ func returnsRow(row pgx.Row) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
-}
-
-// nonNil is ids, or an empty array for nil (a NULL array would make ANY and unnest NULL
-// anyway; an empty one says so plainly).
-func nonNil(ids []int64) []int64 {
-	if ids == nil {
-		return []int64{}
-	}
-	return ids
 }

@@ -517,7 +517,7 @@ func (q Queries) dependentsDueCitus(ctx context.Context, p DependentsDueParams) 
 		positions         []*int32
 	}
 	err := q.db.QueryRow(ctx, steps[0], pgx.NamedArgs{
-		"parents": nonNil(p.Parents), "children": nonNil(p.Children), "sweep": p.Sweep,
+		"parents": nonNilOf(p.Parents), "children": nonNilOf(p.Children), "sweep": p.Sweep,
 	}).Scan(&w.children, &w.policies, &w.parents, &w.positions)
 	if err != nil || len(w.children) == 0 {
 		return nil, err

@@ -312,13 +312,14 @@ func (q Queries) SchedulesAdvance(ctx context.Context, leaseID int64, moves []Sc
 	}
 	err = q.db.QueryRow(ctx, schedulesAdvance, pgx.NamedArgs{
 		"lease_id": leaseID, "ids": ids, "next_run_ats": next, "attempts": attempts, "retry_ats": retry, "submission_ids": subs,
-		"run_schedules": nonNil(rids), "run_times": nonNilOf(rtimes), "run_outcomes": nonNilOf(routcomes),
-		"run_submissions": nonNil(rsubs), "run_errors": nonNilOf(rerrs), "run_attempts": nonNilOf(rattempts),
+		"run_schedules": nonNilOf(rids), "run_times": nonNilOf(rtimes), "run_outcomes": nonNilOf(routcomes),
+		"run_submissions": nonNilOf(rsubs), "run_errors": nonNilOf(rerrs), "run_attempts": nonNilOf(rattempts),
 	}).Scan(&moved, &kept)
 	return moved, kept, err
 }
 
-// nonNilOf is s, or an empty slice for nil: an empty array, not NULL.
+// nonNilOf is s, or an empty slice for nil: an empty array, not NULL (a NULL array would
+// make ANY and unnest NULL anyway; an empty one says so plainly).
 func nonNilOf[T any](s []T) []T {
 	if s == nil {
 		return []T{}
