@@ -23,4 +23,13 @@ func TestNewPoolTurnsJITOff(t *testing.T) {
 	if jit != "off" {
 		t.Errorf("jit = %s on the request pool's connections; want off", jit)
 	}
+	// On Citus, one connection per worker for a statement over several shards
+	// (sql.ConfigureSession); on one PostgreSQL a setting nothing reads, accepted all the same.
+	var poolSize string
+	if err := pool.QueryRow(t.Context(), "SHOW citus.max_adaptive_executor_pool_size").Scan(&poolSize); err != nil {
+		t.Fatal(err)
+	}
+	if poolSize != "1" {
+		t.Errorf("citus.max_adaptive_executor_pool_size = %s on the request pool's connections; want 1", poolSize)
+	}
 }
