@@ -42,7 +42,7 @@ test:
 test-citus:
 	OPSQ_TEST_CITUS=1 $(GO) test -count=1 -tags citus -timeout 10m ./migrations/
 	OPSQ_TEST_CITUS=1 $(GO) test -count=1 -tags citus -timeout 10m -run '^TestHome' ./claims/
-	OPSQ_TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run '^($(shell paste -sd'|' queuer/testdata/citus_tests.txt))$$' ./queuer/
+	OPSQ_TEST_CITUS=1 $(GO) test -count=1 -tags citus -timeout 15m -run '^($(shell paste -sd'|' queuer/testdata/citus_tests.txt))$$' ./queuer/
 	OPSQ_TEST_CITUS=1 $(GO) test -count=1 -tags citus -timeout 15m -run '^($(shell paste -sd'|' cmd/opsq/testdata/citus_tests.txt))$$' ./cmd/opsq/
 	OPSQ_TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run '^($(shell paste -sd'|' api/testdata/citus_tests.txt))$$' ./api/
 	$(GO) test -count=1 -tags citus -timeout 5m -run '^TestCitusWorkload$$' ./cmd/opsq/bench/

@@ -103,7 +103,8 @@ type Config struct {
 	MaxPauseChunksPerMinute int64
 	// CitusHome, on Citus, names the worker this instance is homed on (pg_dist_node's
 	// nodename:nodeport; OPSQ_CITUS_HOME): its claims prefer the shards placed there and
-	// follow their moves (claims.Config.Home). Empty: no home.
+	// follow their moves (claims.Config.Home), and its candidate queries run on that
+	// worker's connections (handout.Config.ScanNode). Empty: no home.
 	CitusHome string
 	// PeerTLS is the TLS configuration of the calls to other instances (their https://
 	// advertise URLs); nil uses the system's roots.
@@ -207,6 +208,10 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 		cfg.Logger.Info("opsq's tables are Citus tables: the statements Citus needs in another shape run in that shape")
 	}
 	pool, log, now, shards := cfg.Pool, cfg.Logger, cfg.Clock.Now, settings.ShardCount
+	scanNode := "" // the candidate queries' node: on Citus, the home worker's
+	if opsqsql.OnCitus() {
+		scanNode = cfg.CitusHome
+	}
 	q := &Queuer{
 		cfg: cfg, log: log, shardCount: shards, ids: submissions.NewIDs(), reserver: reserver.New(reserver.Config{}),
 		waiting: waiters.New(cfg.MaxWaiters, cfg.MaxWaitersPerKey), keys: tokens.NewKeyring(pool, log),
@@ -232,7 +237,7 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 	q.router = peers.New(peers.Config{Pool: pool, ShardCount: shards, Instance: cfg.Instance.ID, Log: log, Now: now, Claims: manager, Keys: q.keys, PeerTLS: cfg.PeerTLS})
 	q.throttle = throttles.New(throttles.Config{Pool: pool, Log: log, Bus: &q.bus, Instance: cfg.Instance.ID, AckWait: cfg.ThrottleAckWait})
 	q.valueRates = valuerates.New(nil)
-	q.reserve = handout.New(handout.Config{Pool: pool, ShardCount: shards, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
+	q.reserve = handout.New(handout.Config{Pool: pool, ScanNode: scanNode, ShardCount: shards, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
 		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, ValueRates: q.valueRates, Wake: q.waiting.Wake})
 	q.subs = submissions.New(submissions.Config{Pool: pool, ShardCount: shards, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus,
 		Instance: cfg.Instance.ID, MaxMovesPerMinute: cfg.MaxPauseChunksPerMinute})
@@ -251,7 +256,7 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 	q.deps = submissions.NewDependents(q.subs)
 	q.bus.Subscribe(q.reserve, q.router, q.subs, q.deps, notify.HandlerFunc(q.keysChanged), q.throttle, q.waiting)
 	q.listener = notify.NewListener(pool, log, &q.bus, cfg.Notified, freedByToken)
-	q.promoter = submissions.NewPromoter(pool, log)
+	q.promoter = submissions.NewPromoter(pool, log, q.heldShards)
 	q.schedules = schedules.New(schedules.Config{Pool: pool, Log: log, Submitter: q.subs, Now: scheduleNow, OnRun: q.scheduleRuns.add,
 		Ready: func() bool { return !q.draining.Load() && q.ids.Valid(time.Now()) }})
 	q.firer = q.schedules.Firer()
@@ -392,3 +397,13 @@ func (q *Queuer) VerifyForwardedHead(method, uri string, f Forwarded) (id identi
 
 // ForwardedDigest is the digest header a forwarded request with body carries.
 func ForwardedDigest(body []byte) string { return peers.Digest(body) }
+
+// heldShards are the shards this instance reserves from now (claims.Manager.Reservable).
+func (q *Queuer) heldShards() []int32 {
+	leases := q.claims.Reservable()
+	shards := make([]int32, len(leases))
+	for i, l := range leases {
+		shards[i] = int32(l.Shard)
+	}
+	return shards
+}

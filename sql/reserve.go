@@ -17,6 +17,12 @@ import (
 type CandidatesStreamParams struct {
 	Query string
 	Args  pgx.NamedArgs
+	// Local, on a Citus worker (an instance's home, handout.Config.ScanNode), runs the
+	// query in a read-only transaction block: Citus then reads the shards placed on that
+	// worker in the session itself (local execution), where outside a block it opens a
+	// connection to the worker itself per shard, a backend and a plan each (Citus's
+	// ShouldExecuteTasksLocally). Needs a pool, not a transaction.
+	Local bool
 }
 
 // CandidatesStreamRow is a candidate chunk, as every candidate query returns it.
@@ -36,6 +42,21 @@ type CandidatesStreamRow struct {
 // "reading candidates: …". The queuer runs it on its candidate pool, whose connections
 // plan these queries (ConfigureCandidateSession).
 func (q Queries) CandidatesStream(ctx context.Context, p CandidatesStreamParams, fn func(CandidatesStreamRow) error) error {
+	if p.Local {
+		pool, ok := q.db.(interface {
+			BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+		})
+		if !ok {
+			return fmt.Errorf("reading candidates: Local needs a pool, not a %T", q.db)
+		}
+		tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return fmt.Errorf("reading candidates: %w", err)
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx)) // read only: nothing to commit
+		p.Local = false
+		return Queries{db: tx}.CandidatesStream(ctx, p, fn)
+	}
 	rows, err := q.db.Query(ctx, p.Query, p.Args)
 	if err != nil {
 		return fmt.Errorf("reading candidates: %w", err)

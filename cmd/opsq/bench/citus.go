@@ -217,6 +217,9 @@ func (r *benchRun) citusRound(ctx context.Context, s citusSetup, round int, time
 	r.say("%s: opsq migrate up took %s", label, progress.Duration(migrateTook))
 	r.line.Show(label + ": starting the instances")
 	e := &benchEnv{adminURL: nodes.clusters[0].URL("postgres"), dbName: dbName, stderr: r.env.stderr}
+	for _, c := range nodes.clusters[1:] { // each instance homed on a worker, as docs/citus.md says to run them
+		e.homes = append(e.homes, fmt.Sprintf("127.0.0.1:%d", c.Port))
+	}
 	failed := true
 	defer func() { e.close(failed) }()
 	if err := e.startInstances(ctx, r.cfg); err != nil {

@@ -52,6 +52,9 @@ type benchEnv struct {
 	// workloads' reads; a few connections.
 	pool *pgxpool.Pool
 	cost *pgCost // what the server spends
+	// homes, on Citus with workers, are the workers (host:port) the instances are homed
+	// on, instance i on homes[i % len(homes)] (OPSQ_CITUS_HOME); none: no home.
+	homes []string
 }
 
 // openPool opens e.pool, once the instances have migrated the scratch database.
@@ -231,13 +234,21 @@ func (e *benchEnv) startInstance(ctx context.Context, exe clustertest.Binary, db
 	p, err := clustertest.Start(exe, clustertest.Spec{
 		ID: fmt.Sprintf("bench-%d-%d", os.Getpid(), i), DBURL: dbURL, Migrate: i == 0,
 		LogPath: filepath.Join(e.logDir, fmt.Sprintf("instance-%d.log", i)), LogLevel: "warn",
-		Grace: benchStopTimeout.String(), Auth: auth,
+		Grace: benchStopTimeout.String(), Auth: auth, Env: e.homeEnv(i),
 		ProcAttr: childProcAttr(), // its own process group: Ctrl-C is ours to handle
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &benchInstance{id: p.ID, url: p.URL, logPath: p.LogPath, cmd: p.Cmd, proc: p}, nil
+}
+
+// homeEnv is instance i's OPSQ_CITUS_HOME, if the instances have homes.
+func (e *benchEnv) homeEnv(i int) []string {
+	if len(e.homes) == 0 {
+		return nil
+	}
+	return []string{"OPSQ_CITUS_HOME=" + e.homes[i%len(e.homes)]}
 }
 
 // waitReady waits until inst answers /readyz with 200.

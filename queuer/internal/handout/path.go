@@ -2,11 +2,16 @@ package handout
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"opsq/claims"
@@ -36,7 +41,14 @@ type Config struct {
 	// Pool runs the statements; the candidate queries run on a pool of their own made from
 	// its configuration (Start).
 	Pool *pgxpool.Pool
-	Log  *slog.Logger
+	// ScanNode, when set (host:port), is the node the candidate pool connects to instead
+	// of Pool's host, with Pool's database, user and settings: on Citus, the worker the
+	// instance is homed on (queuer.Config.CitusHome). The worker plans the candidate
+	// queries itself (Citus's query from any node) and reads the shards placed on it in its
+	// own process (local execution), so their rows do not travel to the coordinator and
+	// back. Empty: Pool's host.
+	ScanNode string
+	Log      *slog.Logger
 	// Now tells when leases end.
 	Now      func() time.Time
 	Claims   *claims.Manager
@@ -117,10 +129,53 @@ func (p *Path) Start(ctx context.Context) error {
 	scanCfg := p.cfg.Pool.Config().Copy()
 	opsqsql.ConfigureCandidateSession(scanCfg.ConnConfig)
 	scanCfg.MaxConns = max(p.cfg.Pool.Config().MaxConns/2, 4)
+	if p.cfg.ScanNode != "" {
+		if err := connectTo(scanCfg.ConnConfig, p.cfg.ScanNode); err != nil {
+			return err
+		}
+	}
 	var err error
 	if p.scans, err = pgxpool.NewWithConfig(ctx, scanCfg); err != nil {
+		if p.cfg.ScanNode != "" {
+			return fmt.Errorf("connecting the candidate pool to the home node %s (OPSQ_CITUS_HOME; it must accept the database's user as the coordinator does): %w", p.cfg.ScanNode, err)
+		}
 		return fmt.Errorf("connecting the candidate pool: %w", err)
 	}
+	return nil
+}
+
+// connectTo points cc at node (host:port) alone: its fallbacks (other hosts, or sslmode
+// prefer's try without TLS) keep their TLS choice but name node too, and TLS, where used,
+// checks node's name.
+func connectTo(cc *pgx.ConnConfig, node string) error {
+	host, port, err := net.SplitHostPort(node)
+	if err != nil {
+		return fmt.Errorf("the home node %q: want host:port: %w", node, err)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return fmt.Errorf("the home node %q: the port must be a number from 1 to 65535", node)
+	}
+	point := func(h *string, p *uint16, t **tls.Config) {
+		*h, *p = host, uint16(n)
+		if *t != nil && (*t).ServerName != "" {
+			*t = (*t).Clone()
+			(*t).ServerName = host
+		}
+	}
+	point(&cc.Host, &cc.Port, &cc.TLSConfig)
+	seen := map[bool]bool{cc.TLSConfig != nil: true}
+	var fallbacks []*pgconn.FallbackConfig
+	for _, fb := range cc.Fallbacks {
+		if seen[fb.TLSConfig != nil] {
+			continue
+		}
+		seen[fb.TLSConfig != nil] = true
+		fb := *fb
+		point(&fb.Host, &fb.Port, &fb.TLSConfig)
+		fallbacks = append(fallbacks, &fb)
+	}
+	cc.Fallbacks = fallbacks
 	return nil
 }
 

@@ -142,7 +142,7 @@ func (p *preview) leaf(ctx context.Context, kind strategy.Kind, f frame) error {
 		}
 		var batch []candidate
 		n := 0
-		err := opsqsql.New(p.p.scans).CandidatesStream(ctx, opsqsql.CandidatesStreamParams{Query: query, Args: args}, func(row opsqsql.CandidatesStreamRow) error {
+		err := opsqsql.New(p.p.scans).CandidatesStream(ctx, opsqsql.CandidatesStreamParams{Query: query, Args: args, Local: p.p.cfg.ScanNode != ""}, func(row opsqsql.CandidatesStreamRow) error {
 			n++
 			c := candidateOf(row)
 			cur.Saw(c.position(), c.order)

@@ -395,7 +395,7 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 func (r *run) fetch(ctx context.Context, query string, args pgx.NamedArgs, seen func(candidate) bool) (int, []candidate, error) {
 	var batch []candidate
 	n := 0
-	err := opsqsql.New(r.p.scans).CandidatesStream(ctx, opsqsql.CandidatesStreamParams{Query: query, Args: args}, func(row opsqsql.CandidatesStreamRow) error {
+	err := opsqsql.New(r.p.scans).CandidatesStream(ctx, opsqsql.CandidatesStreamParams{Query: query, Args: args, Local: r.p.cfg.ScanNode != ""}, func(row opsqsql.CandidatesStreamRow) error {
 		n++
 		c := candidateOf(row)
 		c.inputBytes = opsqtype.JSONStringLen(c.input)
