@@ -546,6 +546,10 @@ var chunksPromote string
 // ChunksPromoteParams are chunks_promote.sql's.
 type ChunksPromoteParams struct {
 	Limit int
+	// Shards, on Citus, are the shards whose due chunks are moved: the instance's own
+	// (chunks_promote_due.sql says why); none, nothing is. One PostgreSQL moves the due
+	// chunks of every shard in one index scan, whoever holds them.
+	Shards []int32
 }
 
 // ChunksPromote makes up to p.Limit waiting chunks that are due reservable, and returns the

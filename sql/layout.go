@@ -209,7 +209,7 @@ var submissionShareUnpaused string
 var chunksPromoteShard string
 
 // chunksPromoteCitus is ChunksPromote on Citus, where chunks_promote.sql's multi-shard
-// FOR UPDATE … SKIP LOCKED is refused: the due chunks read over the shards, their
+// FOR UPDATE … SKIP LOCKED is refused: the due chunks read over p.Shards, their
 // submissions share-locked one by one (skipped when paused or being paused), then the
 // chunks of the unpaused ones moved per shard. It must run in a transaction, for the
 // share locks to hold until the moves commit; ChunksPromote's callers run it in one.
@@ -219,7 +219,10 @@ func (q Queries) chunksPromoteCitus(ctx context.Context, p ChunksPromoteParams) 
 		sub   int64
 		idx   int32
 	}
-	rows, err := q.db.Query(ctx, chunksPromoteDue, pgx.NamedArgs{"limit": p.Limit})
+	if len(p.Shards) == 0 {
+		return nil, nil
+	}
+	rows, err := q.db.Query(ctx, chunksPromoteDue, pgx.NamedArgs{"limit": p.Limit, "shards": p.Shards})
 	if err != nil {
 		return nil, err
 	}

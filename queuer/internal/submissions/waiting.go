@@ -31,16 +31,18 @@ const (
 // instance (they share the work: each statement takes rows the others have not locked).
 // Its goroutine lives from Start until Stop.
 type Promoter struct {
-	pool opsqsql.Pool
-	log  *slog.Logger
+	pool   opsqsql.Pool
+	log    *slog.Logger
+	shards func() []int32 // the instance's (opsqsql.ChunksPromoteParams.Shards)
 	startstop.Loop
 }
 
 var _ startstop.Service = (*Promoter)(nil)
 
-// NewPromoter returns the promoter of pool's waiting chunks; Start it.
-func NewPromoter(pool opsqsql.Pool, log *slog.Logger) *Promoter {
-	return &Promoter{pool: pool, log: log}
+// NewPromoter returns the promoter of pool's waiting chunks; Start it. shards returns the
+// shards the instance holds: on Citus each instance moves its own shards' chunks only.
+func NewPromoter(pool opsqsql.Pool, log *slog.Logger, shards func() []int32) *Promoter {
+	return &Promoter{pool: pool, log: log, shards: shards}
 }
 
 // Start starts the loop.
@@ -78,7 +80,7 @@ func (p *Promoter) promote(ctx context.Context) (int, error) {
 	defer cancel()
 	n := 0
 	err := opsqsql.InTx(ctx, p.pool, func(q opsqsql.Queries) error {
-		shards, err := q.ChunksPromote(ctx, opsqsql.ChunksPromoteParams{Limit: promoteBatch})
+		shards, err := q.ChunksPromote(ctx, opsqsql.ChunksPromoteParams{Limit: promoteBatch, Shards: p.shards()})
 		if err != nil || len(shards) == 0 {
 			return err
 		}
