@@ -1,21 +1,15 @@
--- On Citus, the first step of chunks_complete.sql for the chunks of one opsq shard: the
--- reservable and the waiting chunks among them are deleted, those deleted come back (the
--- first completion of each). The key as two arrays zipped in the select list: Citus
--- cannot send a multi-array unnest with a column list to a worker.
--- Citus: router (S, by @shard): both tables are on the node of @shard.
-WITH keys AS (
-    SELECT unnest(@submission_ids::bigint[]) AS submission_id, unnest(@chunk_indexes::int[]) AS chunk_index
-), ready AS (
-    DELETE FROM opsq.chunks c
-    USING keys k
-    WHERE c.shard = @shard::int AND c.submission_id = k.submission_id AND c.chunk_index = k.chunk_index
-    RETURNING c.submission_id, c.chunk_index
-), waiting AS (
-    DELETE FROM opsq.chunks_waiting w
-    USING keys k
-    WHERE w.shard = @shard::int AND w.submission_id = k.submission_id AND w.chunk_index = k.chunk_index
-    RETURNING w.submission_id, w.chunk_index
-)
-SELECT submission_id, chunk_index FROM ready
-UNION ALL
-SELECT submission_id, chunk_index FROM waiting
+-- On Citus, the first step of chunks_complete.sql for the chunks of one submission on one
+-- opsq shard: the reservable chunks among them deleted, then (the next statement) the
+-- waiting ones; those deleted come back (the first completion of each). Per submission,
+-- and two statements, so that each is Citus's fast path (one table, the distribution
+-- column equal to a parameter, no CTE, no join): the one statement of both deletes joined
+-- to the keys cost the coordinator 0.38 ms of planning each, a tenth of its CPU in a
+-- burn-down.
+-- Citus: router (S, by @shard), fast path: both tables are on the node of @shard.
+DELETE FROM opsq.chunks c
+WHERE c.shard = @shard::int AND c.submission_id = @submission_id::bigint AND c.chunk_index = ANY(@chunk_indexes::int[])
+RETURNING c.submission_id, c.chunk_index
+-- next statement
+DELETE FROM opsq.chunks_waiting w
+WHERE w.shard = @shard::int AND w.submission_id = @submission_id::bigint AND w.chunk_index = ANY(@chunk_indexes::int[])
+RETURNING w.submission_id, w.chunk_index

@@ -61,7 +61,9 @@ func (q Queries) submissionsLockCitus(ctx context.Context, ids []int64) ([]int64
 }
 
 //go:embed chunks_complete_shard.sql
-var chunksCompleteShard string
+var chunksCompleteShardFile string
+
+var chunksCompleteShard = statementsOf(chunksCompleteShardFile)
 
 //go:embed completed_batch_insert.sql
 var completedBatchInsert string
@@ -75,7 +77,7 @@ var holdsReleaseCompleted string
 // chunksCompleteCitus is ChunksComplete on Citus, where chunks_complete.sql's one
 // statement over two co-location groups and the coordinator's holds would run as
 // intermediate results sent to every shard. The same steps, each on one node: the chunks
-// deleted per opsq shard (router on the chunks' node), then, in a second round trip, the
+// deleted per opsq shard and submission (router on the chunks' node, Citus's fast path), then, in a second round trip, the
 // outputs stored and the counts advanced per submission (router on the submission's node)
 // and the holds released (the coordinator). The transaction spans the nodes; Citus
 // commits it on all of them or none (two-phase commit).
@@ -84,25 +86,30 @@ func (q Queries) chunksCompleteCitus(ctx context.Context, p ChunksCompleteParams
 		sub int64
 		idx int32
 	}
+	type group struct {
+		shard int32
+		sub   int64
+	}
 	input := map[key]int{} // → its index in p; the first of repeats
-	byShard := map[int32][]int{}
+	byGroup := map[group][]int32{}
 	for i := range p.SubmissionIDs {
 		k := key{p.SubmissionIDs[i], p.ChunkIndexes[i]}
 		if _, seen := input[k]; seen || !slices.Contains(p.Locked, k.sub) {
 			continue
 		}
 		input[k] = i
-		byShard[p.Shards[i]] = append(byShard[p.Shards[i]], i)
+		g := group{p.Shards[i], k.sub}
+		byGroup[g] = append(byGroup[g], k.idx)
 	}
-	shards := slices.Sorted(maps.Keys(byShard))
+	groups := slices.SortedFunc(maps.Keys(byGroup), func(a, b group) int {
+		return cmp.Or(cmp.Compare(a.shard, b.shard), cmp.Compare(a.sub, b.sub))
+	})
 	b := &pgx.Batch{}
-	for _, s := range shards {
-		var sids []int64
-		var idxs []int32
-		for _, i := range byShard[s] {
-			sids, idxs = append(sids, p.SubmissionIDs[i]), append(idxs, p.ChunkIndexes[i])
+	for _, g := range groups {
+		args := pgx.NamedArgs{"shard": g.shard, "submission_id": g.sub, "chunk_indexes": byGroup[g]}
+		for _, stmt := range chunksCompleteShard {
+			b.Queue(stmt, args)
 		}
-		b.Queue(chunksCompleteShard, pgx.NamedArgs{"shard": s, "submission_ids": sids, "chunk_indexes": idxs})
 	}
 	var done []int // indexes into p, in shard order
 	if err := q.sendAll(ctx, b, func(rows pgx.Rows) error {
