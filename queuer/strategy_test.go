@@ -1,10 +1,12 @@
 package queuer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,6 +52,48 @@ func TestCustomPriority(t *testing.T) {
 	want := []int64{high, high, high2, high2, mid, mid, low, low}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("custom_priority order %v; want %v (priority high to low, then oldest)", got, want)
+	}
+}
+
+// custom_priority over more submissions than one candidate batch reads (its @limit), with
+// ties: every chunk handed out once, in priority order (high first), then submission id,
+// then chunk index, across the batches' keyset paging. On Citus (the queuer's Citus list)
+// the candidate query runs in steps (candidates_custom_priority_citus.sql): the same order.
+func TestCustomPriorityPagesAcrossSubmissions(t *testing.T) {
+	t.Parallel()
+	q, _ := setup(t)
+	type key struct {
+		prio int64
+		id   int64
+	}
+	var want []key
+	prioOf := map[int64]int64{}
+	for i := range 150 {
+		prio := int64(i % 7) // ties: ~21 submissions per priority
+		id := submitN(t, q, 2, NewSubmission{Priority: prio})
+		prioOf[id] = prio
+		want = append(want, key{-prio, id}, key{-prio, id})
+	}
+	slices.SortFunc(want, func(a, b key) int { return cmp.Or(cmp.Compare(a.prio, b.prio), cmp.Compare(a.id, b.id)) })
+	var got []key
+	var idx []int32
+	for len(got) < len(want) {
+		c := reserveText(t, q, "custom_priority", 7)
+		if len(c) == 0 {
+			t.Fatalf("custom_priority gave nothing after %d of %d chunks", len(got), len(want))
+		}
+		for _, ch := range c {
+			got = append(got, key{-prioOf[ch.SubmissionID], ch.SubmissionID})
+			idx = append(idx, ch.ChunkIndex)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("custom_priority handed out (negated priority, submission) %v; want %v", got, want)
+	}
+	for i := 0; i < len(idx); i += 2 {
+		if idx[i] != 0 || idx[i+1] != 1 {
+			t.Fatalf("submission %d's chunks handed out as %d, %d; want 0, 1", got[i].id, idx[i], idx[i+1])
+		}
 	}
 }
 

@@ -40,6 +40,16 @@ var candidatesCustomPriority string
 //go:embed candidates_submission.sql
 var candidatesSubmission string
 
+//go:embed candidates_custom_priority_citus.sql
+var candidatesCustomPriorityCitus string
+
+// customPriorityCitus are candidates_custom_priority_citus.sql's two steps, without their
+// comments: the submissions' skeleton and the read of one submission's chunks.
+var customPriorityCitus = func() [2]string {
+	steps := statementsOf(candidatesCustomPriorityCitus)
+	return [2]string{statementText(steps[0]), statementText(steps[1])}
+}()
+
 //go:embed candidates_filter.sql
 var candidatesFilter string
 
@@ -89,7 +99,9 @@ type CandidateFilter struct {
 // shard of the index that leads with it. custom_priority keeps the IN list there: each
 // submission's chunks are read by the primary key (submission_id, chunk_index, shard) in
 // chunk order, the other shards' filtered out. On Citus, where chunks is distributed by
-// shard, the skeleton as it is, with the shards' arguments in its IN list. The text
+// shard, the skeleton as it is, with the shards' arguments in its IN list; custom_priority
+// there is the first step of candidates_custom_priority_citus.sql, which CandidatesStream
+// recognizes and completes. The text
 // depends only on the order, the number of shards and the filters, so that a connection
 // keeps one generic plan of each (session.go).
 func CandidateQuery(order CandidateOrder, shards []string, filters []CandidateFilter) string {
@@ -106,7 +118,11 @@ func CandidateQuery(order CandidateOrder, shards []string, filters []CandidateFi
 		fs.WriteString(strings.NewReplacer("/*n*/", fmt.Sprint(i), "/*key*/", "@"+f.KeyArg, "/*value*/", value, "/*id*/", id).
 			Replace(candidateFilter))
 	}
-	skeleton := strings.Replace(candidateSkeletons[order], "/*filters*/", fs.String(), 1)
+	skeleton := candidateSkeletons[order]
+	if order == CandidatesCustomPriority && OnCitus() {
+		skeleton = customPriorityCitus[0] // its steps run by CandidatesStream
+	}
+	skeleton = strings.Replace(skeleton, "/*filters*/", fs.String(), 1)
 	if OnCitus() || order == CandidatesCustomPriority || len(shards) <= 1 {
 		var in strings.Builder
 		for i, s := range shards {

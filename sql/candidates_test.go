@@ -7,7 +7,8 @@ import (
 
 // TestCandidateQueryLayouts: on one PostgreSQL a candidate query of several shards is a
 // merge of one branch per shard (custom_priority aside), and on Citus the skeleton with
-// the shards in its IN list, as it was before chunks became one table (migration 00026).
+// the shards in its IN list, as it was before chunks became one table (migration 00026);
+// custom_priority's there is the first of its steps.
 // Not parallel: it sets the process's layout, which parallel tests read.
 func TestCandidateQueryLayouts(t *testing.T) {
 	defer onCitus.Store(onCitus.Load())
@@ -18,8 +19,15 @@ func TestCandidateQueryLayouts(t *testing.T) {
 		inList := strings.NewReplacer("/*shards*/", "@a::int, @b::int, @c::int", "/*filters*/", "").Replace(candidateSkeletons[order])
 
 		onCitus.Store(true)
-		if got := CandidateQuery(order, shards, nil); got != inList {
-			t.Errorf("%s on Citus: got\n%s\nwant the IN form\n%s", name, got, inList)
+		want := inList
+		if order == CandidatesCustomPriority { // the first of its steps (candidates_custom_priority_citus.sql)
+			want = strings.NewReplacer("/*shards*/", "@a::int, @b::int, @c::int", "/*filters*/", "").Replace(customPriorityCitus[0])
+			if !strings.HasPrefix(want, customPriorityCitusPrefix) || strings.HasPrefix(inList, customPriorityCitusPrefix) {
+				t.Errorf("customPriorityCitusPrefix %q must begin the Citus step and no other candidate query", customPriorityCitusPrefix)
+			}
+		}
+		if got := CandidateQuery(order, shards, nil); got != want {
+			t.Errorf("%s on Citus: got\n%s\nwant\n%s", name, got, want)
 		}
 
 		onCitus.Store(false)

@@ -3,6 +3,7 @@ package sql
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -57,6 +58,12 @@ func (q Queries) CandidatesStream(ctx context.Context, p CandidatesStreamParams,
 		p.Local = false
 		return Queries{db: tx}.CandidatesStream(ctx, p, fn)
 	}
+	if OnCitus() && strings.HasPrefix(p.Query, customPriorityCitusPrefix) {
+		if err := q.candidatesCustomPriorityCitus(ctx, p, fn); err != nil {
+			return fmt.Errorf("reading candidates: %w", err)
+		}
+		return nil
+	}
 	rows, err := q.db.Query(ctx, p.Query, p.Args)
 	if err != nil {
 		return fmt.Errorf("reading candidates: %w", err)
@@ -69,4 +76,74 @@ func (q Queries) CandidatesStream(ctx context.Context, p CandidatesStreamParams,
 		return fmt.Errorf("reading candidates: %w", err)
 	}
 	return nil
+}
+
+// customPriorityCitusPrefix begins the first step of candidates_custom_priority_citus.sql,
+// and no other candidate query.
+var customPriorityCitusPrefix = customPriorityCitus[0][:strings.Index(customPriorityCitus[0], "ARRAY[")+len("ARRAY[")]
+
+// candidatesCustomPriorityCitus runs the steps of candidates_custom_priority_citus.sql: the
+// submissions in priority order (p.Query), then each one's chunks on the instance's shards
+// in chunk order, until p.Args' @limit chunks went to fn. The rows and their order are
+// those of candidates_custom_priority.sql on one PostgreSQL.
+func (q Queries) candidatesCustomPriorityCitus(ctx context.Context, p CandidatesStreamParams, fn func(CandidatesStreamRow) error) error {
+	limit, ok1 := asInt64(p.Args["limit"])
+	afterSub, ok2 := asInt64(p.Args["after_submission"])
+	afterChunk, ok3 := asInt64(p.Args["after_chunk"])
+	if !ok1 || !ok2 || !ok3 {
+		return fmt.Errorf("custom_priority on Citus: @limit, @after_submission and @after_chunk must be integers, got %T, %T, %T",
+			p.Args["limit"], p.Args["after_submission"], p.Args["after_chunk"])
+	}
+	type submission struct {
+		id, negPriority int64
+		shards          []int32
+	}
+	rows, err := q.db.Query(ctx, p.Query, p.Args)
+	if err != nil {
+		return err
+	}
+	var s submission
+	var subs []submission
+	if _, err := pgx.ForEachRow(rows, []any{&s.id, &s.negPriority, &s.shards}, func() error {
+		subs = append(subs, s)
+		return nil
+	}); err != nil {
+		return err
+	}
+	sent := int64(0)
+	for _, s := range subs {
+		after := int64(-1)
+		if s.id == afterSub {
+			after = afterChunk
+		}
+		rows, err := q.db.Query(ctx, customPriorityCitus[1], pgx.NamedArgs{
+			"id": s.id, "neg_priority": s.negPriority, "shards": s.shards, "after_chunk": after, "limit": limit - sent})
+		if err != nil {
+			return err
+		}
+		var r CandidatesStreamRow
+		if _, err := pgx.ForEachRow(rows, []any{&r.SubmissionID, &r.ChunkIndex, &r.Shard, &r.Retries, &r.AttemptBase, &r.Input, &r.RandomOrder, &r.NegPriority}, func() error {
+			sent++
+			return fn(r)
+		}); err != nil {
+			return err
+		}
+		if sent >= limit {
+			return nil
+		}
+	}
+	return nil
+}
+
+// asInt64 is v as an int64, if v is a Go integer.
+func asInt64(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int:
+		return int64(n), true
+	case int32:
+		return int64(n), true
+	case int64:
+		return n, true
+	}
+	return 0, false
 }
