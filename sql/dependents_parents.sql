@@ -5,7 +5,7 @@
 -- start, after notifications may have been missed, and at each re-check while not empty.
 -- waiting counts the children in progress waiting on parents (the metric
 -- opsq_children_waiting).
--- Citus: the coordinator's own tables (submission_after, submission_parents); joined to distributed ones (U) by Citus's local-distributed join; not yet run there.
+-- Citus: the coordinator's own tables (submission_after, submission_parents) joined to distributed ones (U): Citus plans it as a local-distributed join, the coordinator's rows sent as an intermediate result; run on a coordinator and 2 workers by the dependency tests of the Citus lists (TestSubmitAfter, TestDependentStartsPromptly, TestDependencyLostArmingIsRecovered, TestDependencyFailedParentCancelsTheChainAndRetryRearmsIt), which check its results as far as they go.
 SELECT coalesce(array_agg(DISTINCT p.parent), '{}') AS parents,
        count(DISTINCT a.id) FILTER (WHERE s.id IS NOT NULL) AS waiting
 FROM opsq.submission_after a

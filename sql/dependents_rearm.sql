@@ -2,7 +2,7 @@
 -- (dependents_rearm_mark.sql: waiting again, still cancelled), those of @parents or, with
 -- @sweep, all of them (the periodic re-check that recovers a retry whose re-arm was lost);
 -- at most @limit.
--- Citus: the coordinator's own tables (submission_after, submission_parents); joined to distributed ones (U) by Citus's local-distributed join; not yet run there.
+-- Citus: the coordinator's own tables (submission_after, submission_parents) joined to distributed ones (U): Citus plans it as a local-distributed join, the coordinator's rows sent as an intermediate result; run on a coordinator and 2 workers by the dependency tests of the Citus lists (TestSubmitAfter, TestDependentStartsPromptly, TestDependencyLostArmingIsRecovered, TestDependencyFailedParentCancelsTheChainAndRetryRearmsIt), which check its results as far as they go.
 SELECT a.id, a.cancelled_by
 FROM opsq.submission_after a
 JOIN opsq.submissions_cancelled x ON x.id = a.id
