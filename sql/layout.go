@@ -77,7 +77,8 @@ var holdsReleaseCompleted string
 // chunksCompleteCitus is ChunksComplete on Citus, where chunks_complete.sql's one
 // statement over two co-location groups and the coordinator's holds would run as
 // intermediate results sent to every shard. The same steps, each on one node: the chunks
-// deleted per opsq shard and submission (router on the chunks' node, Citus's fast path), then, in a second round trip, the
+// deleted per opsq shard and submission (router on the chunks' node, Citus's fast path;
+// from chunks_waiting, in a round trip of its own, only those not found in chunks), then, in a second round trip, the
 // outputs stored and the counts advanced per submission (router on the submission's node)
 // and the holds released (the coordinator). The transaction spans the nodes; Citus
 // commits it on all of them or none (two-phase commit).
@@ -101,26 +102,50 @@ func (q Queries) chunksCompleteCitus(ctx context.Context, p ChunksCompleteParams
 		g := group{p.Shards[i], k.sub}
 		byGroup[g] = append(byGroup[g], k.idx)
 	}
-	groups := slices.SortedFunc(maps.Keys(byGroup), func(a, b group) int {
-		return cmp.Or(cmp.Compare(a.shard, b.shard), cmp.Compare(a.sub, b.sub))
-	})
-	b := &pgx.Batch{}
-	for _, g := range groups {
-		args := pgx.NamedArgs{"shard": g.shard, "submission_id": g.sub, "chunk_indexes": byGroup[g]}
-		for _, stmt := range chunksCompleteShard {
-			b.Queue(stmt, args)
+	// The reservable chunks first; the waiting ones only for the keys not found there
+	// (none in a workload whose chunks do not fail or pause): the submissions are locked,
+	// so no chunk of theirs moves between the two (the promoter share-locks them).
+	deleteFrom := func(stmt string, keys map[group][]int32) ([]int, error) {
+		groups := slices.SortedFunc(maps.Keys(keys), func(a, b group) int {
+			return cmp.Or(cmp.Compare(a.shard, b.shard), cmp.Compare(a.sub, b.sub))
+		})
+		b := &pgx.Batch{}
+		for _, g := range groups {
+			b.Queue(stmt, pgx.NamedArgs{"shard": g.shard, "submission_id": g.sub, "chunk_indexes": keys[g]})
+		}
+		var done []int // indexes into p
+		err := q.sendAll(ctx, b, func(rows pgx.Rows) error {
+			var k key
+			_, err := pgx.ForEachRow(rows, []any{&k.sub, &k.idx}, func() error {
+				done = append(done, input[k])
+				return nil
+			})
+			return err
+		})
+		return done, err
+	}
+	done, err := deleteFrom(chunksCompleteShard[0], byGroup)
+	if err != nil {
+		return nil, err
+	}
+	found := make(map[int]bool, len(done))
+	for _, i := range done {
+		found[i] = true
+	}
+	missing := map[group][]int32{}
+	for g, idxs := range byGroup {
+		for _, idx := range idxs {
+			if !found[input[key{g.sub, idx}]] {
+				missing[g] = append(missing[g], idx)
+			}
 		}
 	}
-	var done []int // indexes into p, in shard order
-	if err := q.sendAll(ctx, b, func(rows pgx.Rows) error {
-		var k key
-		_, err := pgx.ForEachRow(rows, []any{&k.sub, &k.idx}, func() error {
-			done = append(done, input[k])
-			return nil
-		})
-		return err
-	}); err != nil {
-		return nil, err
+	if len(missing) > 0 {
+		waiting, err := deleteFrom(chunksCompleteShard[1], missing)
+		if err != nil {
+			return nil, err
+		}
+		done = append(done, waiting...)
 	}
 
 	// Per submission, in id order: its outputs, then its count.
@@ -129,7 +154,7 @@ func (q Queries) chunksCompleteCitus(ctx context.Context, p ChunksCompleteParams
 		bySub[p.SubmissionIDs[i]] = append(bySub[p.SubmissionIDs[i]], i)
 	}
 	subs := slices.Sorted(maps.Keys(bySub))
-	b = &pgx.Batch{}
+	b := &pgx.Batch{}
 	var doneSids []int64
 	var doneIdxs []int32
 	for _, sub := range subs {
