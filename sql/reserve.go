@@ -3,6 +3,7 @@ package sql
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -83,8 +84,9 @@ func (q Queries) CandidatesStream(ctx context.Context, p CandidatesStreamParams,
 var customPriorityCitusPrefix = customPriorityCitus[0][:strings.Index(customPriorityCitus[0], "ARRAY[")+len("ARRAY[")]
 
 // candidatesCustomPriorityCitus runs the steps of candidates_custom_priority_citus.sql: the
-// submissions in priority order (p.Query), then each one's chunks on the instance's shards
-// in chunk order, until p.Args' @limit chunks went to fn. The rows and their order are
+// submissions in priority order (p.Query, a page of @limit at a time), then each one's
+// chunks on the instance's shards in chunk order, until p.Args' @limit chunks went to fn
+// or no submission is left. The rows and their order are
 // those of candidates_custom_priority.sql on one PostgreSQL.
 func (q Queries) candidatesCustomPriorityCitus(ctx context.Context, p CandidatesStreamParams, fn func(CandidatesStreamRow) error) error {
 	limit, ok1 := asInt64(p.Args["limit"])
@@ -98,41 +100,51 @@ func (q Queries) candidatesCustomPriorityCitus(ctx context.Context, p Candidates
 		id, negPriority int64
 		shards          []int32
 	}
-	rows, err := q.db.Query(ctx, p.Query, p.Args)
-	if err != nil {
-		return err
-	}
-	var s submission
-	var subs []submission
-	if _, err := pgx.ForEachRow(rows, []any{&s.id, &s.negPriority, &s.shards}, func() error {
-		subs = append(subs, s)
-		return nil
-	}); err != nil {
-		return err
-	}
+	// The submissions in pages of @limit, each after the last of the one before, as the one
+	// statement's outer scan goes on until @limit chunks came (submissions with no chunk on
+	// these shards give none).
+	args := maps.Clone(p.Args)
 	sent := int64(0)
-	for _, s := range subs {
-		after := int64(-1)
-		if s.id == afterSub {
-			after = afterChunk
-		}
-		rows, err := q.db.Query(ctx, customPriorityCitus[1], pgx.NamedArgs{
-			"id": s.id, "neg_priority": s.negPriority, "shards": s.shards, "after_chunk": after, "limit": limit - sent})
+	for {
+		rows, err := q.db.Query(ctx, p.Query, args)
 		if err != nil {
 			return err
 		}
-		var r CandidatesStreamRow
-		if _, err := pgx.ForEachRow(rows, []any{&r.SubmissionID, &r.ChunkIndex, &r.Shard, &r.Retries, &r.AttemptBase, &r.Input, &r.RandomOrder, &r.NegPriority}, func() error {
-			sent++
-			return fn(r)
+		var s submission
+		var subs []submission
+		if _, err := pgx.ForEachRow(rows, []any{&s.id, &s.negPriority, &s.shards}, func() error {
+			subs = append(subs, s)
+			return nil
 		}); err != nil {
 			return err
 		}
-		if sent >= limit {
-			return nil
+		for _, s := range subs {
+			after := int64(-1)
+			if s.id == afterSub {
+				after = afterChunk
+			}
+			rows, err := q.db.Query(ctx, customPriorityCitus[1], pgx.NamedArgs{
+				"id": s.id, "neg_priority": s.negPriority, "shards": s.shards, "after_chunk": after, "limit": limit - sent})
+			if err != nil {
+				return err
+			}
+			var r CandidatesStreamRow
+			if _, err := pgx.ForEachRow(rows, []any{&r.SubmissionID, &r.ChunkIndex, &r.Shard, &r.Retries, &r.AttemptBase, &r.Input, &r.RandomOrder, &r.NegPriority}, func() error {
+				sent++
+				return fn(r)
+			}); err != nil {
+				return err
+			}
+			if sent >= limit {
+				return nil
+			}
 		}
+		if int64(len(subs)) < limit {
+			return nil // no submission left
+		}
+		last := subs[len(subs)-1]
+		args["after_priority"], args["after_submission"] = last.negPriority, last.id+1 // past it
 	}
-	return nil
 }
 
 // asInt64 is v as an int64, if v is a Go integer.
