@@ -213,8 +213,9 @@ func (s *Store) fire(ctx context.Context, r opsqsql.SchedulesDueRow, lease int64
 // advance moves leased schedules on and records their runs, in one statement for the
 // batch (leased together under lease). Each schedule's lease fences its move only: when it
 // was lost (a PUT replaced the schedule meanwhile, or the lease ran out and another
-// instance took the schedule) the schedule is left as the other writer left it, but what
-// this instance did is recorded all the same — a run it submitted is in last_runs whatever
+// instance took the schedule) the schedule is left as the other writer left it (but for its
+// last_submission_id, which a run submitted here sets when it is the newest run
+// submitted), and what this instance did is recorded all the same — a run it submitted is in last_runs whatever
 // happened to the schedule's row (a run recorded submitted stays so; a run fired twice is
 // one submission by its key). Only a deleted schedule's runs go unrecorded.
 func (s *Store) advance(ctx context.Context, lease int64, moves ...move) error {
