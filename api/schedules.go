@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -47,7 +48,7 @@ func (s *server) createSchedule(c echo.Context) error {
 
 // replaceSchedule is PUT /v1/schedules/{name}.
 func (s *server) replaceSchedule(c echo.Context) error {
-	def, err := s.scheduleDef(c, c.Param("name"))
+	def, err := s.scheduleDef(c, scheduleName(c))
 	if err != nil {
 		return err
 	}
@@ -241,9 +242,9 @@ func (s *server) getSchedule(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sc, err := s.q.Schedule(c.Request().Context(), tenant, c.Param("name"))
+	sc, err := s.q.Schedule(c.Request().Context(), tenant, scheduleName(c))
 	if err != nil {
-		return scheduleError(err, c.Param("name"))
+		return scheduleError(err, scheduleName(c))
 	}
 	out := wireSchedule(sc)
 	out.LastRuns = make([]wire.ScheduleRun, 0, len(sc.LastRuns))
@@ -259,8 +260,8 @@ func (s *server) deleteSchedule(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.q.DeleteSchedule(c.Request().Context(), tenant, c.Param("name")); err != nil {
-		return scheduleError(err, c.Param("name"))
+	if err := s.q.DeleteSchedule(c.Request().Context(), tenant, scheduleName(c)); err != nil {
+		return scheduleError(err, scheduleName(c))
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -276,9 +277,9 @@ func (s *server) pauseSchedule(resume bool) echo.HandlerFunc {
 		if resume {
 			verb = s.q.ResumeSchedule
 		}
-		sc, err := verb(c.Request().Context(), tenant, c.Param("name"))
+		sc, err := verb(c.Request().Context(), tenant, scheduleName(c))
 		if err != nil {
-			return scheduleError(err, c.Param("name"))
+			return scheduleError(err, scheduleName(c))
 		}
 		return c.JSON(http.StatusOK, wireSchedule(sc))
 	}
@@ -290,9 +291,9 @@ func (s *server) triggerSchedule(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	run, err := s.q.TriggerSchedule(c.Request().Context(), tenant, c.Param("name"))
+	run, err := s.q.TriggerSchedule(c.Request().Context(), tenant, scheduleName(c))
 	if err != nil {
-		return scheduleError(err, c.Param("name"))
+		return scheduleError(err, scheduleName(c))
 	}
 	return c.JSON(http.StatusOK, wireRun(run))
 }
@@ -324,9 +325,9 @@ func (s *server) backfillSchedule(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	runs, err := s.q.BackfillSchedule(c.Request().Context(), tenant, c.Param("name"), times[0], times[1])
+	runs, err := s.q.BackfillSchedule(c.Request().Context(), tenant, scheduleName(c), times[0], times[1])
 	if err != nil {
-		return scheduleError(err, c.Param("name"))
+		return scheduleError(err, scheduleName(c))
 	}
 	out := wire.ScheduleRuns{Runs: make([]wire.ScheduleRun, 0, len(runs))}
 	for _, r := range runs {
@@ -355,4 +356,20 @@ func wireRun(r queuer.ScheduleRun) wire.ScheduleRun {
 		out.SubmissionID = strconv.FormatInt(r.SubmissionID, 10)
 	}
 	return out
+}
+
+// scheduleName is the schedule named by the route's {name}, unescaped. Echo routes by the
+// request's raw path when it has one (when the client escaped more than Go's default, as
+// url.PathEscape does ";" and ","), and then leaves the parameter escaped; unescaped here,
+// every name the API accepts (anything but "/" and control characters) is reachable at
+// /v1/schedules/<url.PathEscape(name)>.
+func scheduleName(c echo.Context) string {
+	name := c.Param("name")
+	if c.Request().URL.RawPath == "" {
+		return name
+	}
+	if n, err := url.PathUnescape(name); err == nil {
+		return n
+	}
+	return name
 }

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"opsq/api/wire"
+	"opsq/client"
 )
 
 // TestSchedulesRoutes: a producer makes, reads, pauses, triggers, backfills and deletes its
@@ -183,4 +185,49 @@ func TestSchedulesRefuseBadInput(t *testing.T) {
 		expectError(t, a.call(t, producer, "POST", "/v1/schedules/a/backfill", c.body), http.StatusBadRequest, "bad_request", c.field)
 	}
 	expectError(t, a.call(t, producer, "POST", "/v1/schedules?tenant=beta", `{"name": "b", "cron": "@hourly", `+ok+`}`), http.StatusForbidden, "forbidden", "tenant")
+}
+
+// TestScheduleNamesReachable: every name the API accepts at create is reachable at its
+// URL, the name escaped as one path segment (url.PathEscape): read, paused, triggered and
+// deleted by that URL, not another schedule's.
+func TestScheduleNamesReachable(t *testing.T) {
+	t.Parallel()
+	a := setupAuth(t)
+	producer := a.key["producer"]
+	names := []string{"semi;colon", "per%cent", "per%3Bcent", "q?mark", "hash#tag", "sp ace", "plus+sign", "a=b&c",
+		"dot.", "..", "ünï cødé", "back\\slash", "co:lon@at", "tilde~'quote\"", "%2F"}
+	for _, name := range names {
+		body, _ := json.Marshal(map[string]any{"name": name, "cron": "@hourly", "paused": true, "submission": map[string]any{"chunks": []string{"a"}}})
+		if got := a.call(t, producer, "POST", "/v1/schedules", string(body)); got.Status != http.StatusCreated {
+			t.Fatalf("create %q: %d %s", name, got.Status, got.Body)
+		}
+	}
+	// The Go client builds the same URLs.
+	c := client.New(a.URL, client.WithKey(producer))
+	for _, name := range names {
+		if sc, err := c.Schedule(t.Context(), "", name); err != nil || sc.Name != name {
+			t.Errorf("the Go client's Schedule(%q): %q, %v; want the schedule", name, sc.Name, err)
+		}
+		if run, err := c.TriggerSchedule(t.Context(), "", name); err != nil || run.SubmissionID == "" {
+			t.Errorf("the Go client's TriggerSchedule(%q): %+v, %v; want a run submitted", name, run, err)
+		}
+	}
+	for _, name := range names {
+		path := "/v1/schedules/" + url.PathEscape(name)
+		got := a.call(t, producer, "GET", path, "")
+		var sc wire.Schedule
+		if got.Status != http.StatusOK || json.Unmarshal(got.Body, &sc) != nil || sc.Name != name {
+			t.Errorf("GET %s: %d %s; want 200 with the schedule %q", path, got.Status, got.Body, name)
+			continue
+		}
+		if got := a.call(t, producer, "POST", path+"/resume", ""); got.Status != http.StatusOK || json.Unmarshal(got.Body, &sc) != nil || sc.Name != name || sc.Paused {
+			t.Errorf("POST %s/resume: %d %s; want 200 with %q resumed", path, got.Status, got.Body, name)
+		}
+		if got := a.call(t, producer, "DELETE", path, ""); got.Status/100 != 2 {
+			t.Errorf("DELETE %s: %d %s; want it deleted", path, got.Status, got.Body)
+		}
+		if got := a.call(t, producer, "GET", path, ""); got.Status != http.StatusNotFound {
+			t.Errorf("GET %s after its delete: %d %s; want 404", path, got.Status, got.Body)
+		}
+	}
 }

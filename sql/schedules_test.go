@@ -65,3 +65,51 @@ func TestScheduleInsertBounds(t *testing.T) {
 		t.Errorf("delete of an unknown schedule: %v; want ErrNotFound", err)
 	}
 }
+
+// TestScheduleAdvanceLostLeaseNotesSubmission: a run submitted under a lost lease becomes
+// the schedule's last submission when it is the newest run submitted, and leaves a newer
+// run's submission there when it is older.
+func TestScheduleAdvanceLostLeaseNotesSubmission(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	db := opsqsql.New(pool)
+	ctx := t.Context()
+	def := opsqsql.ScheduleDef{Tenant: "a", Name: "lost", Cron: "@hourly", Timezone: "UTC", Template: "{}", Plan: "{}",
+		Overlap: "skip", CatchUp: "none", NextRunAt: time.Now().Add(-time.Second)}
+	if got, err := db.ScheduleInsert(ctx, def, 10); err != nil || got.ID == nil {
+		t.Fatalf("insert: %+v, %v", got, err)
+	}
+	due, err := db.SchedulesDue(ctx, opsqsql.SchedulesDueParams{LeaseID: 1, Lease: time.Hour, Limit: 10})
+	if err != nil || len(due) != 1 {
+		t.Fatalf("due: %d schedules, %v; want 1", len(due), err)
+	}
+	at := due[0].NextRunAt.Truncate(time.Second)
+	last := func() int64 {
+		row, err := db.ScheduleGet(ctx, "a", "lost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.LastSubmissionID == nil {
+			return 0
+		}
+		return *row.LastSubmissionID
+	}
+	for _, c := range []struct {
+		at        time.Time
+		sub, want int64
+	}{
+		{at, 77, 77},                 // the only run: noted though its lease was lost
+		{at.Add(-time.Hour), 66, 77}, // an older run submitted late: the newer one's stays
+		{at.Add(time.Hour), 88, 88},  // a newer one: noted
+	} {
+		run := opsqsql.ScheduleRun{ScheduledAt: c.at, Outcome: "submitted", SubmissionID: c.sub}
+		move := []opsqsql.ScheduleMove{{ScheduleAdvanceParams: opsqsql.ScheduleAdvanceParams{ID: due[0].ID, NextRunAt: c.at.Add(time.Hour), SubmissionID: c.sub},
+			Runs: []opsqsql.ScheduleRun{run}}}
+		if moved, kept, err := db.SchedulesAdvance(ctx, 2, move); err != nil || len(moved) != 0 || len(kept) != 1 {
+			t.Fatalf("advance under a lost lease: moved %v, kept %v, %v; want not moved, kept", moved, kept, err)
+		}
+		if got := last(); got != c.want {
+			t.Errorf("after the run at %s submitted as %d under a lost lease: last submission %d; want %d", c.at, c.sub, got, c.want)
+		}
+	}
+}

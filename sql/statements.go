@@ -17,6 +17,8 @@ type Statements interface {
 
 	// IdempotencyClaim takes an idempotency key for a new submission.
 	IdempotencyClaim(ctx context.Context, p IdempotencyClaimParams) (bool, error)
+	// TxHoldLimit bounds how long the transaction it runs in may hold its locks.
+	TxHoldLimit(ctx context.Context, limit time.Duration) error
 	// IdempotencyLookup finds the submission that holds an idempotency key.
 	IdempotencyLookup(ctx context.Context, p IdempotencyLookupParams) (int64, error)
 	// SubmissionInsert inserts an in-progress submission.

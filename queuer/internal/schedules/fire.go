@@ -19,6 +19,11 @@ import (
 // submitTimeout bounds a run's submit.
 const submitTimeout = 10 * time.Second
 
+// holdLimit bounds how long a run's submit may hold its locks (NewSubmission.HoldLimit):
+// half of submitTimeout, so that another instance's submit of the same run, waiting on a
+// stopped holder, still has time to make it.
+const holdLimit = submitTimeout / 2
+
 // dueBatch is how many due schedules one lease takes: few enough that their runs are
 // fired well within the lease.
 const dueBatch = 16
@@ -213,8 +218,9 @@ func (s *Store) fire(ctx context.Context, r opsqsql.SchedulesDueRow, lease int64
 // advance moves leased schedules on and records their runs, in one statement for the
 // batch (leased together under lease). Each schedule's lease fences its move only: when it
 // was lost (a PUT replaced the schedule meanwhile, or the lease ran out and another
-// instance took the schedule) the schedule is left as the other writer left it, but what
-// this instance did is recorded all the same — a run it submitted is in last_runs whatever
+// instance took the schedule) the schedule is left as the other writer left it (but for its
+// last_submission_id, which a run submitted here sets when it is the newest run
+// submitted), and what this instance did is recorded all the same — a run it submitted is in last_runs whatever
 // happened to the schedule's row (a run recorded submitted stays so; a run fired twice is
 // one submission by its key). Only a deleted schedule's runs go unrecorded.
 func (s *Store) advance(ctx context.Context, lease int64, moves ...move) error {
@@ -311,8 +317,12 @@ func (s *Store) run(ctx context.Context, tenant, name string, createdBy int64, p
 	if sub.IdempotencyKey == "" {
 		sub.IdempotencyKey = idempotencyKey(name, at)
 	}
-	// Bounded: a submit that waits on another instance's (one stopped while it held the
-	// run's idempotency key) fails, and the run is retried after its backoff.
+	// Bounded: a submit that waits on another instance's fails, and the run is retried
+	// after its backoff. The locks this submit takes are bounded shorter, by PostgreSQL: an
+	// instance stopped (SIGSTOP) while it holds the run's idempotency key has its
+	// transaction ended within holdLimit, so the instance that takes the run over gets the
+	// key within its own submitTimeout and makes the run late, not lost.
+	sub.HoldLimit = holdLimit
 	sctx, cancel := context.WithTimeout(ctx, submitTimeout)
 	defer cancel()
 	created, err := s.cfg.Submitter.Submit(sctx, sub, &chunkList{chunks: p.Chunks})

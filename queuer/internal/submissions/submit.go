@@ -52,6 +52,14 @@ type NewSubmission struct {
 	After       []int64
 	AfterPolicy string
 
+	// HoldLimit, when > 0, bounds how long the transaction that takes the idempotency key
+	// and inserts the submission may hold its locks (sql/tx_hold_limit.sql): a statement of
+	// it running longer is cancelled, and a session idle in it longer (its process
+	// SIGSTOPped) is ended by PostgreSQL, so that another instance's submit of the same key
+	// waits that long at most. A stop in the middle of the chunks' COPY is not bounded
+	// (PostgreSQL does not cancel a COPY waiting for its client's data). A schedule's runs
+	// set it; a producer's submits do not.
+	HoldLimit time.Duration
 	// held: its chunks wait on its parents (set by Submit from After).
 	held bool
 }
@@ -131,6 +139,11 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 func (s *Store) insert(ctx context.Context, id int64, sub NewSubmission, chunks func(db opsqsql.Queries) (int64, error)) (Created, error) {
 	var created Created
 	err := opsqsql.InTx(ctx, s.cfg.Pool, func(db opsqsql.Queries) error {
+		if sub.HoldLimit > 0 {
+			if err := db.TxHoldLimit(ctx, sub.HoldLimit); err != nil {
+				return fmt.Errorf("bounding the submit's locks: %w", err)
+			}
+		}
 		if sub.IdempotencyKey != "" {
 			existing, found, err := claimIdempotencyKey(ctx, db, sub.Tenant, sub.IdempotencyKey, id)
 			if err != nil {
