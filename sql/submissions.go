@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,12 +34,13 @@ func (q Queries) IdempotencyClaim(ctx context.Context, p IdempotencyClaimParams)
 //go:embed tx_hold_limit.sql
 var txHoldLimit string
 
-// TxHoldLimit bounds how long the transaction it runs in may hold its locks: a statement
-// of it running longer than limit is cancelled and a session idle in it longer than limit
-// is ended, by PostgreSQL (whole milliseconds, at least 1).
+// TxHoldLimit bounds how long the transaction it runs in may hold its locks: a session idle
+// in it longer than limit is ended and a statement of it running longer than twice limit
+// is cancelled, by PostgreSQL (whole milliseconds, at least 1; tx_hold_limit.sql says why
+// twice).
 func (q Queries) TxHoldLimit(ctx context.Context, limit time.Duration) error {
 	var a, b string
-	return q.db.QueryRow(ctx, txHoldLimit, pgx.NamedArgs{"ms": strconv.FormatInt(max(limit.Milliseconds(), 1), 10)}).Scan(&a, &b)
+	return q.db.QueryRow(ctx, txHoldLimit, pgx.NamedArgs{"ms": max(limit.Milliseconds(), 1)}).Scan(&a, &b)
 }
 
 //go:embed idempotency_lookup.sql
