@@ -2,7 +2,7 @@
 -- id of @parents, in order, its state when it is a submission of @tenant, NULL otherwise
 -- (unknown, deleted by retention, or another tenant's: the same answer, so that a tenant
 -- learns nothing of another's ids). A primary-key probe of the four submission tables each.
--- Citus: the coordinator's own tables (submission_after, submission_parents) joined to distributed ones (U): Citus plans it as a local-distributed join, the coordinator's rows sent as an intermediate result; run on a coordinator and 2 workers by the dependency tests of the Citus lists (TestSubmitAfter, TestDependentStartsPromptly, TestDependencyLostArmingIsRecovered, TestDependencyFailedParentCancelsTheChainAndRetryRearmsIt), which check its results as far as they go.
+-- Citus: no coordinator table: the ids of @parents (a function's rows, sent as an intermediate result) joined to the distributed submission_status (U, the view over the four submission tables): a multi-shard read, each shard probing its own ids; run on a coordinator and 2 workers by every submit `after` parents in the dependency tests of the Citus lists (TestSubmitAfter, TestDependentStartsPromptly, TestDependencyFailedParentCancelsTheChainAndRetryRearmsIt), which check its answers as far as they go.
 SELECT (p.position - 1)::int AS position, s.state
 FROM unnest(@parents::bigint[]) WITH ORDINALITY AS p(id, position)
 LEFT JOIN opsq.submission_status s ON s.id = p.id AND s.tenant = @tenant
