@@ -70,12 +70,7 @@ func TestCustomPriorityCandidatePaging(t *testing.T) {
 		return cmp.Or(cmp.Compare(a.neg, b.neg), cmp.Compare(a.sub, b.sub), cmp.Compare(a.chunk, b.chunk))
 	})
 
-	names := make([]string, len(read))
-	args := pgx.NamedArgs{"limit": 2, "after_priority": int64(math.MinInt64), "after_submission": int64(0), "after_chunk": int32(-1)}
-	for i, s := range read {
-		names[i] = fmt.Sprintf("shard%d", i)
-		args[names[i]] = s
-	}
+	names, args := customPriorityArgs(read, 2)
 	query := opsqsql.CandidateQuery(opsqsql.CandidatesCustomPriority, names, nil)
 	var got []row
 	for page := 0; ; page++ {
@@ -99,4 +94,47 @@ func TestCustomPriorityCandidatePaging(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("custom_priority pages on shards %v:\n got %v\nwant %v", read, got, want)
 	}
+}
+
+// TestCustomPriorityCandidateFilter: custom_priority's candidate query with a strategic
+// metadata filter (on s.id; on Citus in the submissions' step) returns only the chunks of the
+// submission it selects, though another of higher priority comes first unfiltered.
+func TestCustomPriorityCandidateFilter(t *testing.T) {
+	t.Parallel()
+	q, pool := setup(t)
+	ctx := t.Context()
+	want := submitN(t, q, 3, NewSubmission{Priority: 1, StrategicMetadata: []byte(`{"mode": "x"}`)})
+	submitN(t, q, 3, NewSubmission{Priority: 5, StrategicMetadata: []byte(`{"mode": "y"}`)})
+	var shards []int
+	if err := pool.QueryRow(ctx, "SELECT array_agg(DISTINCT shard ORDER BY shard) FROM opsq.chunks").Scan(&shards); err != nil {
+		t.Fatal(err)
+	}
+	names, args := customPriorityArgs(shards, 64)
+	args["k"], args["v"] = "mode", `"x"`
+	query := opsqsql.CandidateQuery(opsqsql.CandidatesCustomPriority, names, []opsqsql.CandidateFilter{{KeyArg: "k", ValueArg: "v"}})
+	n := 0
+	if err := opsqsql.New(pool).CandidatesStream(ctx, opsqsql.CandidatesStreamParams{Query: query, Args: args}, func(c opsqsql.CandidatesStreamRow) error {
+		n++
+		if c.SubmissionID != want {
+			t.Errorf("got a chunk of submission %d; want only %d's", c.SubmissionID, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Fatalf("%d candidates; want the 3 chunks of submission %d", n, want)
+	}
+}
+
+// customPriorityArgs binds shards to arguments of their own for CandidateQuery, with the
+// keyset arguments of a first page of limit rows.
+func customPriorityArgs(shards []int, limit int) ([]string, pgx.NamedArgs) {
+	names := make([]string, len(shards))
+	args := pgx.NamedArgs{"limit": limit, "after_priority": int64(math.MinInt64), "after_submission": int64(0), "after_chunk": int32(-1)}
+	for i, s := range shards {
+		names[i] = fmt.Sprintf("shard%d", i)
+		args[names[i]] = s
+	}
+	return names, args
 }
