@@ -39,6 +39,10 @@ type Reservation struct {
 	// Retries is the chunk's attempt when it was reserved, as its token names it
 	// (tokens.Token.Retries).
 	Retries int32
+	// Row is where the chunk's row was when it was read for this reservation (its
+	// PostgreSQL address, sql.RowAddr; 0: not known): the completer of this instance
+	// deletes the row by it. A hint, checked against Key there; the reserver only keeps it.
+	Row uint64
 	// Consumer names the consumer holding the lease.
 	Consumer string
 	// ReservedAt is when the chunk was reserved (the caller's clock), for the age of a

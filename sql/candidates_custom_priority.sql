@@ -5,10 +5,10 @@
 -- submission's chunks are read by the primary key (submission_id, chunk_index, shard) in
 -- chunk order, the other shards' rows filtered out.
 -- Citus: refused: its lateral join of submissions (U) to chunks (S) is a join across the groups; custom_priority needs the priority in the chunk rows there (docs/citus.md).
-SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, -s.priority AS sort_priority
+SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, -s.priority AS sort_priority, c.ctid
 FROM opsq.submissions s
 CROSS JOIN LATERAL (
-    SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order
+    SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, c.ctid
     FROM opsq.chunks c
     WHERE c.submission_id = s.id
       AND c.shard IN (/*shards*/)

@@ -17,7 +17,7 @@ WHERE (-s.priority, s.id) >= (@after_priority::bigint, @after_submission::bigint
 ORDER BY -s.priority, s.id
 LIMIT @limit
 -- next statement
-SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, @neg_priority::bigint AS sort_priority
+SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, @neg_priority::bigint AS sort_priority, c.ctid
 FROM opsq.chunks c
 WHERE c.submission_id = @id::bigint
   AND c.shard = ANY(@shards::int[])

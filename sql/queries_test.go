@@ -198,7 +198,7 @@ func TestAdminActionsReportTheirTarget(t *testing.T) {
 }
 
 // TestCandidatesStream: a candidate query as strategy compiles it streams its rows, in its
-// order, each with its columns; a failure reads "reading candidates".
+// order, each with its columns and where its row is; a failure reads "reading candidates".
 func TestCandidatesStream(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
@@ -227,6 +227,13 @@ func TestCandidatesStream(t *testing.T) {
 		want := opsqsql.CandidatesStreamRow{SubmissionID: 7, ChunkIndex: int32(i), Shard: 2, Input: []byte{'"', byte('a' + i), '"'}, RandomOrder: 10 * (i + 1)}
 		if r.SubmissionID != want.SubmissionID || r.ChunkIndex != want.ChunkIndex || r.Shard != want.Shard || !bytes.Equal(r.Input, want.Input) || r.RandomOrder != want.RandomOrder {
 			t.Errorf("row %d: %+v; want %+v", i, r, want)
+		}
+		var at opsqsql.RowAddr
+		if err := pool.QueryRow(ctx, `SELECT ctid FROM opsq.chunks WHERE submission_id = 7 AND chunk_index = $1`, i).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		if r.Row == 0 || r.Row != at {
+			t.Errorf("row %d: read at address %d; its row is at %d", i, r.Row, at)
 		}
 	}
 	stop := errors.New("stop")

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Reserving: the candidate queries, which package strategy compiles (strategy.CandidateQuery,
@@ -37,6 +38,33 @@ type CandidatesStreamRow struct {
 	Input        []byte // the row's own: fn may keep it
 	RandomOrder  int
 	NegPriority  int64 // the negated priority of its submission (custom_priority)
+	Row          RowAddr
+}
+
+// RowAddr is where a chunk's row was when a candidate query read it: its ctid, the block
+// and the line pointer of the row version, packed as block<<16 | line; 0 for none (line
+// pointers start at 1). The complete statement deletes a chunk it is given the address of
+// by that address, checked against the chunk's key (a TID scan: no descent of the primary
+// key), and any other by its key (chunks_complete.sql). An address is a hint, never an
+// identity: an update of the row (a retry), VACUUM FULL or a repack moves it, and another
+// chunk's row may come to stand there, which the key check refuses.
+type RowAddr uint64
+
+// ScanTID reads a ctid (pgtype.TIDScanner); NULL is 0.
+func (a *RowAddr) ScanTID(v pgtype.TID) error {
+	*a = 0
+	if v.Valid {
+		*a = RowAddr(v.BlockNumber)<<16 | RowAddr(v.OffsetNumber)
+	}
+	return nil
+}
+
+// TIDValue writes a as a ctid (pgtype.TIDValuer); 0 is NULL.
+func (a RowAddr) TIDValue() (pgtype.TID, error) {
+	if a == 0 {
+		return pgtype.TID{}, nil
+	}
+	return pgtype.TID{BlockNumber: uint32(a >> 16), OffsetNumber: uint16(a), Valid: true}, nil
 }
 
 // CandidatesStream runs a candidate query and calls fn with each of its rows, in the
@@ -70,7 +98,7 @@ func (q Queries) CandidatesStream(ctx context.Context, p CandidatesStreamParams,
 		return fmt.Errorf("reading candidates: %w", err)
 	}
 	var r CandidatesStreamRow
-	_, err = pgx.ForEachRow(rows, []any{&r.SubmissionID, &r.ChunkIndex, &r.Shard, &r.Retries, &r.AttemptBase, &r.Input, &r.RandomOrder, &r.NegPriority}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&r.SubmissionID, &r.ChunkIndex, &r.Shard, &r.Retries, &r.AttemptBase, &r.Input, &r.RandomOrder, &r.NegPriority, &r.Row}, func() error {
 		return fn(r)
 	})
 	if err != nil {
@@ -129,7 +157,7 @@ func (q Queries) candidatesCustomPriorityCitus(ctx context.Context, p Candidates
 				return err
 			}
 			var r CandidatesStreamRow
-			if _, err := pgx.ForEachRow(rows, []any{&r.SubmissionID, &r.ChunkIndex, &r.Shard, &r.Retries, &r.AttemptBase, &r.Input, &r.RandomOrder, &r.NegPriority}, func() error {
+			if _, err := pgx.ForEachRow(rows, []any{&r.SubmissionID, &r.ChunkIndex, &r.Shard, &r.Retries, &r.AttemptBase, &r.Input, &r.RandomOrder, &r.NegPriority, &r.Row}, func() error {
 				sent++
 				return fn(r)
 			}); err != nil {

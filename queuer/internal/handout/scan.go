@@ -28,8 +28,9 @@ type candidate struct {
 	// inputBytes is what input takes in an answer (opsqtype.JSONStringLen), kept when a deferred
 	// copy drops the input.
 	inputBytes int
-	order      int   // random_order
-	negPrio    int64 // custom_priority: the negated priority
+	order      int             // random_order
+	negPrio    int64           // custom_priority: the negated priority
+	row        opsqsql.RowAddr // where its row was read, for its reservation (reserver.Reservation.Row)
 	info       *submissionInfo
 }
 
@@ -38,6 +39,7 @@ func candidateOf(r opsqsql.CandidatesStreamRow) candidate {
 	return candidate{
 		key: reserver.Key{SubmissionID: r.SubmissionID, ChunkIndex: r.ChunkIndex}, shard: r.Shard,
 		retries: r.Retries, attempt: r.AttemptBase + r.Retries, input: r.Input, order: r.RandomOrder, negPrio: r.NegPriority,
+		row: r.Row,
 	}
 }
 

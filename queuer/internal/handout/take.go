@@ -198,7 +198,7 @@ func (r *run) reserve(t *taking) bool {
 	t.gen = r.generation[c.shard]
 	t.tok = tokens.New(c.key, c.shard, t.gen, c.attempt).Signed(r.p.cfg.Keys).String()
 	return r.p.reserver.Reserve(reserver.Reservation{
-		Token: t.tok, Key: c.key, Shard: c.shard, Generation: t.gen, Retries: c.attempt,
+		Token: t.tok, Key: c.key, Shard: c.shard, Generation: t.gen, Retries: c.attempt, Row: uint64(c.row),
 		Consumer: ask.Consumer, ReservedAt: r.reserved, ExpiresAt: r.expires, Values: c.info.values, Pairs: c.info.pairs,
 	})
 }
