@@ -241,3 +241,57 @@ func missing(a, b []string) []string {
 	}
 	return out
 }
+
+// TestCompleteByRowAddress: a reservation keeps where its chunk's row was read (its
+// ctid), and the completer of the instance that holds it deletes the row by that address
+// (sql.RowAddr); a row moved since (here half of them, by an update) is completed by key
+// instead, once, like every other.
+func TestCompleteByRowAddress(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	q := startQueuer(t, pool)
+	ctx := t.Context()
+	const n = 40
+	id := submitN(t, q, n, NewSubmission{})
+	chunks, err := q.Reserve(ctx, ReserveRequest{Max: n, Lease: time.Minute, Strategy: strategy.Default})
+	if err != nil || len(chunks) != n {
+		t.Fatalf("reserve %d: %d chunks, %v", n, len(chunks), err)
+	}
+	items := make([]Completion, n)
+	for i, c := range chunks {
+		res, ok := q.reserver.Get(c.Token)
+		if !ok {
+			t.Fatalf("chunk %d: no reservation for its token", c.ChunkIndex)
+		}
+		var row opsqsql.RowAddr
+		if err := pool.QueryRow(ctx, `SELECT ctid FROM opsq.chunks WHERE submission_id = $1 AND chunk_index = $2`,
+			res.Key.SubmissionID, res.Key.ChunkIndex).Scan(&row); err != nil {
+			t.Fatal(err)
+		}
+		if row == 0 || opsqsql.RowAddr(res.Row) != row {
+			t.Errorf("chunk %d: its reservation says its row is at %d; it is at %d", res.Key.ChunkIndex, res.Row, row)
+		}
+		items[i] = Completion{Token: c.Token, Output: []byte("out")}
+	}
+	if _, err := pool.Exec(ctx, `UPDATE opsq.chunks SET input = input WHERE submission_id = $1 AND chunk_index % 2 = 0`, id); err != nil {
+		t.Fatal(err)
+	}
+	status, err := q.Complete(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range status {
+		if st != wire.StatusCompleted {
+			t.Errorf("completion %d: %s; want completed", i, st)
+		}
+	}
+	var done, left, stored int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT chunks_done FROM opsq.submissions_completed WHERE id = $1),
+		(SELECT count(*) FROM opsq.chunks WHERE submission_id = $1),
+		(SELECT count(*) FROM opsq.completed_batches, unnest(chunk_indexes) WHERE submission_id = $1)`, id).Scan(&done, &left, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if done != n || left != 0 || stored != n {
+		t.Errorf("after completing %d chunks, %d moved: %d counted done, %d left pending, %d outputs stored; want %d, 0, %d", n, n/2, done, left, stored, n, n)
+	}
+}

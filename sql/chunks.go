@@ -329,6 +329,9 @@ type ChunksCompleteParams struct {
 	Outputs       [][]byte
 	Tokens        []string
 	Locked        []int64
+	// Rows are the chunks' row addresses, where known (0 elsewhere; nil for none): those
+	// are deleted by address (RowAddr). Citus's form reads them not.
+	Rows []RowAddr
 }
 
 // ChunksCompleteRow is a chunk that a batch completed, and whether that completed every
@@ -346,19 +349,63 @@ func (q Queries) ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]
 	if OnCitus() {
 		return q.chunksCompleteCitus(ctx, p)
 	}
-	rows, err := q.db.Query(ctx, chunksComplete, pgx.NamedArgs{
-		"submission_ids": p.SubmissionIDs, "chunk_indexes": p.ChunkIndexes, "shards": p.Shards, "outputs": p.Outputs, "tokens": p.Tokens,
-		"locked": p.Locked,
-	})
+	if p.Rows == nil {
+		p.Rows = make([]RowAddr, len(p.SubmissionIDs))
+	}
+	positions, finished, err := q.chunksComplete(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	var positions []int32
-	var finished []int64
-	if _, err := pgx.ForEachRow(rows, []any{&positions, &finished}, func() error { return nil }); err != nil {
-		return nil, err
+	// The chunks given by address that were not completed: their rows moved (a retry
+	// updated one, VACUUM FULL rewrote the table), or they are finished. Again by key, in
+	// the same transaction, which sees what the first statement did.
+	var again []int
+	done := 0
+	for i, row := range p.Rows {
+		for done < len(positions) && int(positions[done])-1 < i {
+			done++
+		}
+		if row != 0 && (done == len(positions) || int(positions[done])-1 != i) {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		r := ChunksCompleteParams{Tokens: []string{}, Locked: p.Locked, Rows: make([]RowAddr, len(again))}
+		for _, i := range again {
+			r.SubmissionIDs = append(r.SubmissionIDs, p.SubmissionIDs[i])
+			r.ChunkIndexes = append(r.ChunkIndexes, p.ChunkIndexes[i])
+			r.Shards = append(r.Shards, p.Shards[i])
+			r.Outputs = append(r.Outputs, p.Outputs[i])
+		}
+		pos2, fin2, err := q.chunksComplete(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		for _, pos := range pos2 {
+			positions = append(positions, int32(again[pos-1]+1))
+		}
+		finished = append(finished, fin2...)
+		slices.Sort(positions)
+		finished = slices.Compact(slices.Sorted(slices.Values(finished)))
 	}
 	return completedRows(p, positions, finished)
+}
+
+// chunksComplete runs chunks_complete.sql once: the 1-based positions in p of the chunks
+// it completed, in order, and the submissions it finished.
+func (q Queries) chunksComplete(ctx context.Context, p ChunksCompleteParams) (positions []int32, finished []int64, err error) {
+	rows, err := q.db.Query(ctx, chunksComplete, pgx.NamedArgs{
+		"submission_ids": p.SubmissionIDs, "chunk_indexes": p.ChunkIndexes, "shards": p.Shards, "outputs": p.Outputs, "tokens": p.Tokens,
+		"locked": p.Locked, "rows": p.Rows,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := pgx.ForEachRow(rows, []any{&positions, &finished}, func() error { return nil }); err != nil {
+		return nil, nil, err
+	}
+	slices.Sort(positions)
+	return positions, finished, nil
 }
 
 // contains says whether finished holds id: a scan of a short list, a binary search of a

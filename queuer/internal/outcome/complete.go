@@ -181,6 +181,7 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 	var idxs, shards []int32
 	var outputs [][]byte
 	var toks []string
+	var rows []opsqsql.RowAddr // where the chunks reserved here were read (reserver.Reservation.Row)
 	for ji, j := range jobs {
 		for i, t := range j.tokens {
 			if j.status[i] != "" {
@@ -200,6 +201,11 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 				out = []byte{} // no output is an empty one
 			}
 			outputs = append(outputs, out)
+			var row opsqsql.RowAddr
+			if res, ok := c.reserver.Get(j.items[i].Token); ok {
+				row = opsqsql.RowAddr(res.Row)
+			}
+			rows = append(rows, row)
 		}
 	}
 	submissions := slices.Compact(slices.Sorted(slices.Values(sids)))
@@ -226,7 +232,7 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 				return err
 			}
 			done, err := db.ChunksComplete(ctx, opsqsql.ChunksCompleteParams{
-				SubmissionIDs: sids, ChunkIndexes: idxs, Shards: shards, Outputs: outputs, Tokens: toks, Locked: locked,
+				SubmissionIDs: sids, ChunkIndexes: idxs, Shards: shards, Outputs: outputs, Tokens: toks, Locked: locked, Rows: rows,
 			})
 			if err != nil {
 				return err
