@@ -3,6 +3,7 @@ package queuer
 import (
 	"context"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -21,8 +22,9 @@ import (
 // The hot path under a budget: the statements one reserve of 50 chunks and one complete
 // of 50 send to PostgreSQL, for the plain workload (one submission, no tenants, quotas,
 // on_failure, backoff, rate_limit, weighted_fair, throttles or traceparent; strategy
-// random). A feature that adds a statement to either fails this test, naming it: if the
-// statement belongs there, pin the new count here and say why in the commit.
+// random), and the round trips they take. A feature that adds a statement or a round trip
+// to either fails this test, naming it: if it belongs there, pin the new count here and
+// say why in the commit.
 
 // hotPathWant is today's pinned statements of each measured call, by name: the sql/*.sql
 // file whose text was sent, or "candidates" for a query compiled by strategy.
@@ -32,12 +34,19 @@ import (
 //     the shards the one instance holds), and submission_info.sql, since the submission is
 //     new to the path's cache;
 //   - complete 50: one flush of the completer, in one transaction; these 50 are the
-//     submission's last, so submissions_finish_completed.sql runs too.
+//     submission's last, so submissions_finish_completed.sql runs too, and the
+//     submission's finished NOTIFY besides the progress one. Its round trips: BEGIN,
+//     plan_by_key.sql with submissions_lock.sql, chunks_complete.sql with the progress
+//     notify.sql, submissions_finish_completed.sql, the finished notify.sql, COMMIT (a
+//     batch that finishes no submission takes four).
 var hotPathWant = map[string][]string{
 	"reserve 50": append(slices.Repeat([]string{"candidates"}, 16), "submission_info.sql"),
-	"complete 50": {"BEGIN", "COMMIT", "chunks_complete.sql", "notify.sql", "plan_by_key.sql",
+	"complete 50": {"BEGIN", "COMMIT", "chunks_complete.sql", "notify.sql", "notify.sql", "plan_by_key.sql",
 		"submissions_finish_completed.sql", "submissions_lock.sql"},
 }
+
+// hotPathRoundTrips are the round trips of each measured call, as hotPathWant says.
+var hotPathRoundTrips = map[string]int{"reserve 50": 17, "complete 50": 6}
 
 // The measured calls do not carry the caller's context to the database: the candidate
 // scans run under the reserve path's own context, and a complete is flushed by the
@@ -47,10 +56,11 @@ var hotPathWant = map[string][]string{
 // loops by name (hotPathBackground), with the BEGIN and COMMIT of a transaction of theirs
 // (a background loop's transaction, such as the promoter's, may run meanwhile).
 type hotPathTracer struct {
-	mu        sync.Mutex
-	recording bool
-	sent      []sentStatement
-	names     map[string]string // statement text → file name
+	mu         sync.Mutex
+	recording  bool
+	sent       []sentStatement
+	names      map[string]string // statement text → file name
+	batchStart *pgx.Conn         // a batch began on it, its first statement not yet recorded
 }
 
 // sentStatement is one statement recorded, on the connection that sent it.
@@ -58,6 +68,9 @@ type sentStatement struct {
 	conn       *pgx.Conn
 	name       string
 	background bool
+	// roundTrip: the statement went alone, or first of a batch (a pipeline of statements
+	// sent in one round trip, pgx.Batch).
+	roundTrip bool
 }
 
 // hotPathBackground are the name prefixes of the statements of the background loops
@@ -74,28 +87,56 @@ func (tr *hotPathTracer) start() {
 	tr.mu.Unlock()
 }
 
-var _ pgx.QueryTracer = (*hotPathTracer)(nil)
+var (
+	_ pgx.QueryTracer = (*hotPathTracer)(nil)
+	_ pgx.BatchTracer = (*hotPathTracer)(nil)
+)
 
 func (tr *hotPathTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	name := tr.name(data.SQL)
+	tr.record(conn, data.SQL, true)
+	return ctx
+}
+
+func (tr *hotPathTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart notes that the next statement recorded on conn begins a round trip.
+func (tr *hotPathTracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	tr.mu.Lock()
+	tr.batchStart = conn
+	tr.mu.Unlock()
+	return ctx
+}
+
+func (tr *hotPathTracer) TraceBatchQuery(_ context.Context, conn *pgx.Conn, data pgx.TraceBatchQueryData) {
+	tr.mu.Lock()
+	first := tr.batchStart == conn
+	if first {
+		tr.batchStart = nil
+	}
+	tr.mu.Unlock()
+	tr.record(conn, data.SQL, first)
+}
+
+func (tr *hotPathTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// record records a statement sent on conn, when recording.
+func (tr *hotPathTracer) record(conn *pgx.Conn, sql string, roundTrip bool) {
+	name := tr.name(sql)
 	background := false
 	for _, p := range hotPathBackground {
 		background = background || strings.HasPrefix(name, p)
 	}
 	tr.mu.Lock()
 	if tr.recording {
-		tr.sent = append(tr.sent, sentStatement{conn: conn, name: name, background: background})
+		tr.sent = append(tr.sent, sentStatement{conn: conn, name: name, background: background, roundTrip: roundTrip})
 	}
 	tr.mu.Unlock()
-	return ctx
 }
-
-func (tr *hotPathTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // name names a statement's text: its sql/*.sql file, "candidates" for strategy's, else
 // its first 60 characters.
 func (tr *hotPathTracer) name(sql string) string {
-	if n, ok := tr.names[strings.TrimSpace(sql)]; ok {
+	if n, ok := tr.names[statementKey(sql)]; ok {
 		return n
 	}
 	if strings.Contains(sql, "random_order") || strings.Contains(sql, "opsq.chunks") && strings.Contains(sql, "ORDER BY") {
@@ -111,18 +152,24 @@ func (tr *hotPathTracer) name(sql string) string {
 
 // take stops recording and returns what was recorded, sorted, without the background
 // loops' statements and the transactions they ran in (on each connection, from a BEGIN to
-// its COMMIT or ROLLBACK).
-func (tr *hotPathTracer) take() []string {
+// its COMMIT or ROLLBACK), and the round trips those statements took.
+func (tr *hotPathTracer) take() (names []string, roundTrips int) {
 	tr.mu.Lock()
 	sent := tr.sent
 	tr.recording, tr.sent = false, nil
 	tr.mu.Unlock()
 	var out []string
 	open := map[*pgx.Conn][]sentStatement{} // each connection's transaction under way
+	add := func(s sentStatement) {
+		out = append(out, s.name)
+		if s.roundTrip {
+			roundTrips++
+		}
+	}
 	keep := func(txn []sentStatement) {
 		if !slices.ContainsFunc(txn, func(s sentStatement) bool { return s.background }) {
 			for _, s := range txn {
-				out = append(out, s.name)
+				add(s)
 			}
 		}
 	}
@@ -137,14 +184,23 @@ func (tr *hotPathTracer) take() []string {
 		case inTxn:
 			open[s.conn] = append(txn, s)
 		case !s.background:
-			out = append(out, s.name)
+			add(s)
 		}
 	}
 	for _, txn := range open { // still open when the call returned: kept as far as it went
 		keep(txn)
 	}
 	slices.Sort(out)
-	return out
+	return out, roundTrips
+}
+
+// statementParam is a statement's parameter: @name as written, $n as pgx sends the
+// statements of a batch (it rewrites their named arguments before tracing them).
+var statementParam = regexp.MustCompile(`@[a-z_0-9]+|\$[0-9]+`)
+
+// statementKey is a statement's text with its parameters unnamed, as statementNames keys it.
+func statementKey(sql string) string {
+	return statementParam.ReplaceAllString(strings.TrimSpace(sql), "?")
 }
 
 // statementNames maps the text of every sql/*.sql statement to its file name.
@@ -157,7 +213,7 @@ func statementNames(t *testing.T) map[string]string {
 	names := map[string]string{}
 	for _, f := range files {
 		name := filepath.Base(f)
-		names[strings.TrimSpace(opsqsql.Source(name))] = name
+		names[statementKey(opsqsql.Source(name))] = name
 	}
 	return names
 }
@@ -183,11 +239,15 @@ func TestHotPathStatements(t *testing.T) {
 	// statements of the reserve and of the complete. A submission of exactly 50 leaves
 	// the reserve path's buffer empty after it, so that each round's reserve reads the
 	// database: the reserve of a consumer whose buffer ran dry, the costly case.
-	round := func() (reserve, complete []string) {
+	type sent struct {
+		names      []string
+		roundTrips int
+	}
+	round := func() (reserve, complete sent) {
 		submitN(t, q, 50, NewSubmission{})
 		tr.start()
 		chunks, err := q.Reserve(ctx, req)
-		reserve = tr.take()
+		reserve.names, reserve.roundTrips = tr.take()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +260,7 @@ func TestHotPathStatements(t *testing.T) {
 		}
 		tr.start()
 		status, err := q.Complete(ctx, items)
-		complete = tr.take()
+		complete.names, complete.roundTrips = tr.take()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,12 +275,15 @@ func TestHotPathStatements(t *testing.T) {
 	reserve, complete := round()
 	for _, tc := range []struct {
 		call string
-		got  []string
+		got  sent
 	}{{"reserve 50", reserve}, {"complete 50", complete}} {
 		want := hotPathWant[tc.call]
-		if !slices.Equal(tc.got, want) {
+		if got := tc.got.names; !slices.Equal(got, want) {
 			t.Errorf("%s sent %d statements %q; want %d %q: new %q, gone %q",
-				tc.call, len(tc.got), tc.got, len(want), want, missing(tc.got, want), missing(want, tc.got))
+				tc.call, len(got), got, len(want), want, missing(got, want), missing(want, got))
+		}
+		if got, want := tc.got.roundTrips, hotPathRoundTrips[tc.call]; got != want {
+			t.Errorf("%s took %d round trips; want %d", tc.call, got, want)
 		}
 	}
 }

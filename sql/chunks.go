@@ -303,6 +303,34 @@ func (q Queries) PlanByKey(ctx context.Context) error {
 //go:embed submissions_lock.sql
 var submissionsLock string
 
+// PlanByKeyLock is PlanByKey then SubmissionsLock, in one round trip on one PostgreSQL
+// (a pipeline of the two): the completer's first statements when its batch has no retry.
+func (q Queries) PlanByKeyLock(ctx context.Context, ids []int64) ([]int64, error) {
+	if OnCitus() {
+		if err := q.PlanByKey(ctx); err != nil {
+			return nil, err
+		}
+		return q.SubmissionsLock(ctx, ids)
+	}
+	b := &pgx.Batch{}
+	b.Queue(planByKey)
+	b.Queue(submissionsLock, pgx.NamedArgs{"ids": ids})
+	res := q.db.SendBatch(ctx, b)
+	defer res.Close()
+	if _, err := res.Exec(); err != nil {
+		return nil, err
+	}
+	rows, err := res.Query()
+	if err != nil {
+		return nil, err
+	}
+	locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	return locked, res.Close()
+}
+
 // SubmissionsLock locks submissions ids in id order (submissions_lock.sql) and returns
 // those in progress.
 func (q Queries) SubmissionsLock(ctx context.Context, ids []int64) ([]int64, error) {
@@ -332,6 +360,9 @@ type ChunksCompleteParams struct {
 	// Rows are the chunks' row addresses, where known (0 elsewhere; nil for none): those
 	// are deleted by address (RowAddr). Citus's form reads them not.
 	Rows []RowAddr
+	// Notify are notifications sent in the same round trip as the statement (notify.sql,
+	// at the commit of the transaction): on Citus, after it.
+	Notify []NotifyParams
 }
 
 // ChunksCompleteRow is a chunk that a batch completed, and whether that completed every
@@ -347,7 +378,16 @@ type ChunksCompleteRow struct {
 // completion of each). Scanned by position: it is the hot path.
 func (q Queries) ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]ChunksCompleteRow, error) {
 	if OnCitus() {
-		return q.chunksCompleteCitus(ctx, p)
+		done, err := q.chunksCompleteCitus(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range p.Notify {
+			if err := q.Notify(ctx, n); err != nil {
+				return nil, err
+			}
+		}
+		return done, nil
 	}
 	if p.Rows == nil {
 		p.Rows = make([]RowAddr, len(p.SubmissionIDs))
@@ -391,17 +431,29 @@ func (q Queries) ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]
 	return completedRows(p, positions, finished)
 }
 
-// chunksComplete runs chunks_complete.sql once: the 1-based positions in p of the chunks
-// it completed, in order, and the submissions it finished.
+// chunksComplete runs chunks_complete.sql once, and p.Notify's notifications after it in
+// the same round trip: the 1-based positions in p of the chunks it completed, in order,
+// and the submissions it finished.
 func (q Queries) chunksComplete(ctx context.Context, p ChunksCompleteParams) (positions []int32, finished []int64, err error) {
-	rows, err := q.db.Query(ctx, chunksComplete, pgx.NamedArgs{
+	b := &pgx.Batch{}
+	b.Queue(chunksComplete, pgx.NamedArgs{
 		"submission_ids": p.SubmissionIDs, "chunk_indexes": p.ChunkIndexes, "shards": p.Shards, "outputs": p.Outputs, "tokens": p.Tokens,
 		"locked": p.Locked, "rows": p.Rows,
 	})
-	if err != nil {
+	for _, n := range p.Notify {
+		b.Queue(notify, pgx.NamedArgs{"channel": n.Channel, "payload": n.Payload})
+	}
+	res := q.db.SendBatch(ctx, b)
+	defer res.Close()
+	if err := res.QueryRow().Scan(&positions, &finished); err != nil {
 		return nil, nil, err
 	}
-	if _, err := pgx.ForEachRow(rows, []any{&positions, &finished}, func() error { return nil }); err != nil {
+	for range p.Notify {
+		if _, err := res.Exec(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := res.Close(); err != nil {
 		return nil, nil, err
 	}
 	slices.Sort(positions)

@@ -111,11 +111,22 @@ func SendDropped(ctx context.Context, q opsqsql.Queries, ids ...int64) error {
 // those following the submissions' results read on. Ids repeated within a transaction
 // cost nothing: PostgreSQL folds identical notifications of one transaction.
 func SendProgress(ctx context.Context, q opsqsql.Queries, ids ...int64) error {
+	for _, n := range Progress(ids...) {
+		if err := q.Notify(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Progress is SendProgress's notifications, for a statement to send them with others in
+// one round trip (the completer's, sql.ChunksCompleteParams.Notify).
+func Progress(ids ...int64) []opsqsql.NotifyParams {
 	items := make([]string, len(ids))
 	for i, id := range ids {
 		items[i] = strconv.FormatInt(id, 10)
 	}
-	return sendList(ctx, q, ChannelProgress, items)
+	return listPayloads(ChannelProgress, items)
 }
 
 // SendPaused tells every instance that submission id was paused, so that each drops the
@@ -152,6 +163,18 @@ func send(ctx context.Context, q opsqsql.Queries, channel, payload string) error
 
 // sendList sends items comma-separated, in payloads under payloadMax.
 func sendList(ctx context.Context, q opsqsql.Queries, channel string, items []string) error {
+	for _, n := range listPayloads(channel, items) {
+		if err := q.Notify(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listPayloads are the notifications on channel of items comma-separated, in payloads
+// under payloadMax.
+func listPayloads(channel string, items []string) []opsqsql.NotifyParams {
+	var out []opsqsql.NotifyParams
 	var b strings.Builder
 	for _, it := range items {
 		if b.Len() > 0 {
@@ -159,16 +182,14 @@ func sendList(ctx context.Context, q opsqsql.Queries, channel string, items []st
 		}
 		b.WriteString(it)
 		if b.Len() > payloadMax {
-			if err := send(ctx, q, channel, b.String()); err != nil {
-				return err
-			}
+			out = append(out, opsqsql.NotifyParams{Channel: channel, Payload: b.String()})
 			b.Reset()
 		}
 	}
-	if b.Len() == 0 {
-		return nil
+	if b.Len() > 0 {
+		out = append(out, opsqsql.NotifyParams{Channel: channel, Payload: b.String()})
 	}
-	return send(ctx, q, channel, b.String())
+	return out
 }
 
 // parse reads one notification as the events it announces; nil for one it does not know.

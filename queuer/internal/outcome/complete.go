@@ -214,44 +214,53 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 		clear(completed)
 		return opsqsql.InTx(ctx, c.pool, func(q opsqsql.Queries) error {
 			db := q
-			// First: the retries are statements by key too. Planned without it, each
-			// retry was planned anew, a custom plan over every chunk partition (before
-			// migration 00026): a third of PostgreSQL's CPU in a burn-down failing 1 % of
-			// its attempts (perf), and 10 µs more per chunk than a clean one.
-			if err := db.PlanByKey(ctx); err != nil {
-				return err
-			}
-			if err := c.retry(ctx, db, jobs); err != nil {
-				return err
+			// The batch's statements go in four round trips when it holds no retry:
+			// BEGIN, the planner's settings with the lock of the submissions, the complete
+			// statement with its NOTIFY, COMMIT (each round trip of a batch cost
+			// PostgreSQL about 0.1 µs per chunk in the burn-down, docs/capacity.md).
+			// A retry comes first, after the settings: the retries are statements by key
+			// too. Planned without them, each retry was planned anew, a custom plan over
+			// every chunk partition (before migration 00026): a third of PostgreSQL's CPU
+			// in a burn-down failing 1 % of its attempts (perf), and 10 µs more per chunk
+			// than a clean one.
+			retries := slices.ContainsFunc(jobs, func(j *completeJob) bool { return j.retry != nil })
+			if retries {
+				if err := db.PlanByKey(ctx); err != nil {
+					return err
+				}
+				if err := c.retry(ctx, db, jobs); err != nil {
+					return err
+				}
 			}
 			if len(sids) == 0 {
 				return nil
 			}
-			locked, err := db.SubmissionsLock(ctx, submissions)
+			var locked []int64
+			var err error
+			if retries {
+				locked, err = db.SubmissionsLock(ctx, submissions)
+			} else {
+				locked, err = db.PlanByKeyLock(ctx, submissions)
+			}
 			if err != nil {
 				return err
 			}
+			// Those following the submissions' results read on: every submission of the
+			// batch is told, sent with the complete statement, before its answer says
+			// which ones it completed chunks of (a wake-up with nothing new is harmless,
+			// as is the finished one's NOTIFY besides).
 			done, err := db.ChunksComplete(ctx, opsqsql.ChunksCompleteParams{
 				SubmissionIDs: sids, ChunkIndexes: idxs, Shards: shards, Outputs: outputs, Tokens: toks, Locked: locked, Rows: rows,
+				Notify: notify.Progress(locked...),
 			})
 			if err != nil {
 				return err
 			}
-			var finished, progressed []int64
+			var finished []int64
 			for _, d := range done {
 				completed[reserver.Key{SubmissionID: d.SubmissionID, ChunkIndex: d.ChunkIndex}] = true
-				switch {
-				case d.SubmissionFinished && !slices.Contains(finished, d.SubmissionID):
+				if d.SubmissionFinished && !slices.Contains(finished, d.SubmissionID) {
 					finished = append(finished, d.SubmissionID)
-				case !d.SubmissionFinished && !slices.Contains(progressed, d.SubmissionID):
-					progressed = append(progressed, d.SubmissionID)
-				}
-			}
-			if len(progressed) > 0 {
-				// Those following the results read on (a finished submission's NOTIFY
-				// wakes them too).
-				if err := notify.SendProgress(ctx, q, progressed...); err != nil {
-					return err
 				}
 			}
 			if len(finished) > 0 {
