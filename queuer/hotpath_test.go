@@ -36,12 +36,13 @@ import (
 //   - complete 50: one flush of the completer, in one transaction; these 50 are the
 //     submission's last, so submissions_finish_completed.sql runs too, and the
 //     submission's finished NOTIFY besides the progress one. Its round trips: BEGIN,
-//     plan_by_key.sql with submissions_lock.sql, chunks_complete.sql with the progress
+//     plan_by_key.sql with submissions_lock.sql and holds_exist.sql (no max_simultaneous
+//     slot held: the tokens are not sent), chunks_complete.sql with the progress
 //     notify.sql, submissions_finish_completed.sql, the finished notify.sql, COMMIT (a
 //     batch that finishes no submission takes four).
 var hotPathWant = map[string][]string{
 	"reserve 50": append(slices.Repeat([]string{"candidates"}, 16), "submission_info.sql"),
-	"complete 50": {"BEGIN", "COMMIT", "chunks_complete.sql", "notify.sql", "notify.sql", "plan_by_key.sql",
+	"complete 50": {"BEGIN", "COMMIT", "chunks_complete.sql", "holds_exist.sql", "notify.sql", "notify.sql", "plan_by_key.sql",
 		"submissions_finish_completed.sql", "submissions_lock.sql"},
 }
 

@@ -303,32 +303,44 @@ func (q Queries) PlanByKey(ctx context.Context) error {
 //go:embed submissions_lock.sql
 var submissionsLock string
 
-// PlanByKeyLock is PlanByKey then SubmissionsLock, in one round trip on one PostgreSQL
-// (a pipeline of the two): the completer's first statements when its batch has no retry.
-func (q Queries) PlanByKeyLock(ctx context.Context, ids []int64) ([]int64, error) {
+//go:embed holds_exist.sql
+var holdsExist string
+
+// PlanByKeyLock is PlanByKey, SubmissionsLock and holds_exist.sql, in one round trip on
+// one PostgreSQL (a pipeline of the three): the completer's first statements when its
+// batch has no retry. It returns the submissions locked, and whether any reservation
+// holds a max_simultaneous slot.
+func (q Queries) PlanByKeyLock(ctx context.Context, ids []int64) (locked []int64, holds bool, err error) {
 	if OnCitus() {
 		if err := q.PlanByKey(ctx); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return q.SubmissionsLock(ctx, ids)
+		if locked, err = q.SubmissionsLock(ctx, ids); err != nil {
+			return nil, false, err
+		}
+		err = q.db.QueryRow(ctx, holdsExist).Scan(&holds)
+		return locked, holds, err
 	}
 	b := &pgx.Batch{}
 	b.Queue(planByKey)
 	b.Queue(submissionsLock, pgx.NamedArgs{"ids": ids})
+	b.Queue(holdsExist)
 	res := q.db.SendBatch(ctx, b)
 	defer res.Close()
 	if _, err := res.Exec(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	rows, err := res.Query()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, err
+	if locked, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+		return nil, false, err
 	}
-	return locked, res.Close()
+	if err := res.QueryRow().Scan(&holds); err != nil {
+		return nil, false, err
+	}
+	return locked, holds, res.Close()
 }
 
 // SubmissionsLock locks submissions ids in id order (submissions_lock.sql) and returns

@@ -89,8 +89,9 @@ type Statements interface {
 	PlanByKey(ctx context.Context) error
 	// SubmissionsLock locks submissions in id order and returns those in progress.
 	SubmissionsLock(ctx context.Context, ids []int64) ([]int64, error)
-	// PlanByKeyLock is PlanByKey then SubmissionsLock, in one round trip.
-	PlanByKeyLock(ctx context.Context, ids []int64) ([]int64, error)
+	// PlanByKeyLock is PlanByKey then SubmissionsLock, in one round trip, and tells
+	// whether any max_simultaneous slot is held.
+	PlanByKeyLock(ctx context.Context, ids []int64) (locked []int64, holds bool, err error)
 	// ChunksComplete completes a batch of chunks.
 	ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]ChunksCompleteRow, error)
 	// SubmissionsFinishCompleted moves the submissions whose every chunk is done.

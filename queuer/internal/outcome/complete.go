@@ -215,8 +215,9 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 		return opsqsql.InTx(ctx, c.pool, func(q opsqsql.Queries) error {
 			db := q
 			// The batch's statements go in four round trips when it holds no retry:
-			// BEGIN, the planner's settings with the lock of the submissions, the complete
-			// statement with its NOTIFY, COMMIT (each round trip of a batch cost
+			// BEGIN, the planner's settings with the lock of the submissions and whether
+			// any max_simultaneous slot is held, the complete statement with its NOTIFY,
+			// COMMIT (each round trip of a batch cost
 			// PostgreSQL about 0.1 µs per chunk in the burn-down, docs/capacity.md).
 			// A retry comes first, after the settings: the retries are statements by key
 			// too. Planned without them, each retry was planned anew, a custom plan over
@@ -236,21 +237,28 @@ func (c *completer) flush(ctx context.Context, jobs []*completeJob) error {
 				return nil
 			}
 			var locked []int64
+			holds := true // the tokens' max_simultaneous slots, if any, are freed
 			var err error
 			if retries {
 				locked, err = db.SubmissionsLock(ctx, submissions)
 			} else {
-				locked, err = db.PlanByKeyLock(ctx, submissions)
+				locked, holds, err = db.PlanByKeyLock(ctx, submissions)
 			}
 			if err != nil {
 				return err
+			}
+			freeTokens := toks
+			if !holds {
+				// No slot held at all, so none by these tokens (sql/holds_exist.sql):
+				// their text is not sent.
+				freeTokens = []string{}
 			}
 			// Those following the submissions' results read on: every submission of the
 			// batch is told, sent with the complete statement, before its answer says
 			// which ones it completed chunks of (a wake-up with nothing new is harmless,
 			// as is the finished one's NOTIFY besides).
 			done, err := db.ChunksComplete(ctx, opsqsql.ChunksCompleteParams{
-				SubmissionIDs: sids, ChunkIndexes: idxs, Shards: shards, Outputs: outputs, Tokens: toks, Locked: locked, Rows: rows,
+				SubmissionIDs: sids, ChunkIndexes: idxs, Shards: shards, Outputs: outputs, Tokens: freeTokens, Locked: locked, Rows: rows,
 				Notify: notify.Progress(locked...),
 			})
 			if err != nil {
