@@ -1,7 +1,7 @@
-SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, -s.priority AS sort_priority
+SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, -s.priority AS sort_priority, c.ctid
 FROM opsq.submissions s
 CROSS JOIN LATERAL (
-    SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order
+    SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, c.ctid
     FROM opsq.chunks c
     WHERE c.submission_id = s.id
       AND c.shard IN (@shard_0::int)

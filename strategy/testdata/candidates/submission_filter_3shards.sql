@@ -1,5 +1,5 @@
 SELECT * FROM (
-(SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
+(SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority, c.ctid
 FROM opsq.chunks c
 WHERE c.shard = @shard_0::int
   AND c.submission_id = @only_submission::bigint
@@ -8,7 +8,7 @@ WHERE c.shard = @shard_0::int
 ORDER BY c.chunk_index
 LIMIT @limit)
 UNION ALL
-(SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
+(SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority, c.ctid
 FROM opsq.chunks c
 WHERE c.shard = @shard_1::int
   AND c.submission_id = @only_submission::bigint
@@ -17,7 +17,7 @@ WHERE c.shard = @shard_1::int
 ORDER BY c.chunk_index
 LIMIT @limit)
 UNION ALL
-(SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority
+(SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base, c.input, c.random_order, 0::bigint AS sort_priority, c.ctid
 FROM opsq.chunks c
 WHERE c.shard = @shard_2::int
   AND c.submission_id = @only_submission::bigint
