@@ -411,13 +411,15 @@ func (q Queries) ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]
 	// The chunks given by address that were not completed: their rows moved (a retry
 	// updated one, VACUUM FULL rewrote the table), or they are finished. Again by key, in
 	// the same transaction, which sees what the first statement did.
-	var again []int
-	done := 0
-	for i, row := range p.Rows {
-		for done < len(positions) && int(positions[done])-1 < i {
-			done++
+	completed := make([]bool, len(p.Rows))
+	for _, pos := range positions {
+		if pos >= 1 && int(pos) <= len(completed) { // completedRows refuses the others
+			completed[pos-1] = true
 		}
-		if row != 0 && (done == len(positions) || int(positions[done])-1 != i) {
+	}
+	var again []int
+	for i, row := range p.Rows {
+		if row != 0 && !completed[i] {
 			again = append(again, i)
 		}
 	}
@@ -434,18 +436,19 @@ func (q Queries) ChunksComplete(ctx context.Context, p ChunksCompleteParams) ([]
 			return nil, err
 		}
 		for _, pos := range pos2 {
+			if pos < 1 || int(pos) > len(again) {
+				return nil, fmt.Errorf("chunks_complete.sql answered position %d of a batch of %d", pos, len(again))
+			}
 			positions = append(positions, int32(again[pos-1]+1))
 		}
 		finished = append(finished, fin2...)
-		slices.Sort(positions)
-		finished = slices.Compact(slices.Sorted(slices.Values(finished)))
 	}
 	return completedRows(p, positions, finished)
 }
 
 // chunksComplete runs chunks_complete.sql once, and p.Notify's notifications after it in
-// the same round trip: the 1-based positions in p of the chunks it completed, in order,
-// and the submissions it finished.
+// the same round trip: the 1-based positions in p of the chunks it completed, and the
+// submissions it finished.
 func (q Queries) chunksComplete(ctx context.Context, p ChunksCompleteParams) (positions []int32, finished []int64, err error) {
 	b := &pgx.Batch{}
 	b.Queue(chunksComplete, pgx.NamedArgs{
@@ -468,7 +471,6 @@ func (q Queries) chunksComplete(ctx context.Context, p ChunksCompleteParams) (po
 	if err := res.Close(); err != nil {
 		return nil, nil, err
 	}
-	slices.Sort(positions)
 	return positions, finished, nil
 }
 

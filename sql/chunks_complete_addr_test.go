@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	opsqsql "opsq/sql"
@@ -85,20 +86,10 @@ func TestChunksCompleteByRowAddress(t *testing.T) {
 	addrs := func() []opsqsql.RowAddr {
 		t.Helper()
 		out := make([]opsqsql.RowAddr, n)
-		rows, err := pool.Query(ctx, `SELECT chunk_index, ctid FROM opsq.chunks WHERE submission_id = 1`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var i int32
-			var a opsqsql.RowAddr
-			if err := rows.Scan(&i, &a); err != nil {
-				t.Fatal(err)
-			}
-			out[i] = a
-		}
-		if err := rows.Err(); err != nil {
+		rows, _ := pool.Query(ctx, `SELECT chunk_index, ctid FROM opsq.chunks WHERE submission_id = 1`)
+		var i int32
+		var a opsqsql.RowAddr
+		if _, err := pgx.ForEachRow(rows, []any{&i, &a}, func() error { out[i] = a; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		return out
