@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"opsq/queuer/internal/notify"
 	"opsq/queuer/internal/outcome"
 	"opsq/queuer/internal/submissions"
 	"opsq/queuer/opsqtype"
@@ -237,5 +238,31 @@ func TestCancelSlicedCutRetried(t *testing.T) {
 			t.Fatalf("%d of %d chunks handed out after the retry, then none", handed, total)
 		}
 		handed += len(chunks)
+	}
+}
+
+// TestDroppedSubmissionForgottenAtOnce: the SubmissionDropped a cancel raises here at once
+// forgets the submission's info too, not only the NOTIFY's SubmissionFinished after it:
+// until that comes back (late on a busy machine), a reserve would take the chunks a cancel
+// by slices has not moved yet for chunks of a submission in progress (TestCancelSliced
+// caught it so under load).
+func TestDroppedSubmissionForgottenAtOnce(t *testing.T) {
+	t.Parallel()
+	e, _ := setup(t)
+	id := submitN(t, e, 10, submissions.NewSubmission{})
+	if got := reserveN(t, e, Request{Max: 1}); len(got) != 1 || got[0].SubmissionID != id {
+		t.Fatalf("reserved %+v; want a chunk of %d", got, id)
+	}
+	cached := func() bool {
+		e.path.infos.mu.Lock()
+		defer e.path.infos.mu.Unlock()
+		return e.path.infos.mu.byID[id] != nil
+	}
+	if !cached() {
+		t.Fatalf("submission %d's info not cached after a reserve of its chunk", id)
+	}
+	e.path.Handle(notify.SubmissionDropped{ID: id})
+	if cached() {
+		t.Errorf("submission %d's info still cached after it was dropped; want it forgotten at once", id)
 	}
 }

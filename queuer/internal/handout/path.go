@@ -234,6 +234,10 @@ func (p *Path) Handle(e notify.Event) {
 			p.reserver.ReleaseKey(k)
 		}
 	case notify.SubmissionDropped:
+		// Its info too, now: a cancel raises this here at once, and the SubmissionFinished
+		// that also forgets it comes only with the NOTIFY; until then a scan would take the
+		// chunks not yet moved out (a cancel by slices) as in progress.
+		p.infos.forget(e.ID)
 		p.buffers.dropSubmission(e.ID)
 		p.reserver.DropSubmission(e.ID)
 	case notify.SubmissionPaused:
