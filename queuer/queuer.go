@@ -240,7 +240,7 @@ func New(ctx context.Context, cfg Config) (*Queuer, error) {
 	q.reserve = handout.New(handout.Config{Pool: pool, ScanNode: scanNode, ShardCount: shards, Log: log, Now: now, Claims: manager, Reserver: q.reserver,
 		Keys: q.keys, Bus: &q.bus, Availability: q.router, Throttles: q.throttle, ValueRates: q.valueRates, Wake: q.waiting.Wake})
 	q.subs = submissions.New(submissions.Config{Pool: pool, ShardCount: shards, Log: log, Now: now, IDs: q.ids, Admission: q.waiting, Bus: &q.bus,
-		Instance: cfg.Instance.ID, MaxMovesPerMinute: cfg.MaxPauseChunksPerMinute})
+		Instance: cfg.Instance.ID, MaxMovesPerMinute: cfg.MaxPauseChunksPerMinute, Ingested: q.reserve.AfterIngest})
 	q.outcomes = outcome.New(outcome.Config{Pool: pool, ShardCount: shards, Log: log, Now: now, Instance: cfg.Instance.ID, Claims: manager,
 		Reserver: q.reserver, Keys: q.keys, Router: q.router, Holds: q.reserve, Bus: &q.bus, Slicer: q.subs})
 	q.admin = admin.New(pool, manager)

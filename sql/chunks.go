@@ -636,10 +636,11 @@ func collect[T any](ctx context.Context, db DB, query string, args pgx.NamedArgs
 var chunksStatsStale string
 
 // ChunksStatsStale reports whether the planner believes opsq.chunks to hold under half of
-// its live rows, with at least minRows live (chunks_stats_stale.sql).
-func (q Queries) ChunksStatsStale(ctx context.Context, minRows int64) (bool, error) {
+// its live rows, or of ingested (rows a commit just added), with at least minRows of them
+// (chunks_stats_stale.sql).
+func (q Queries) ChunksStatsStale(ctx context.Context, minRows, ingested int64) (bool, error) {
 	var stale bool
-	err := q.db.QueryRow(ctx, chunksStatsStale, pgx.NamedArgs{"min_rows": minRows}).Scan(&stale)
+	err := q.db.QueryRow(ctx, chunksStatsStale, pgx.NamedArgs{"min_rows": minRows, "ingested": ingested}).Scan(&stale)
 	return stale, err
 }
 

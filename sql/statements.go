@@ -119,7 +119,7 @@ type Statements interface {
 	// inserted whole (an object-storage submission cut between its slices).
 	ChunksDeleteRange(ctx context.Context, p ChunksDeleteRangeParams) error
 	// ChunksStatsStale tells whether the planner's row count of the chunks lags far behind.
-	ChunksStatsStale(ctx context.Context, minRows int64) (bool, error)
+	ChunksStatsStale(ctx context.Context, minRows, ingested int64) (bool, error)
 	// ChunksAnalyze runs ANALYZE on the chunks.
 	ChunksAnalyze(ctx context.Context) error
 

@@ -102,7 +102,8 @@ func startEngineWith(t *testing.T, pool *pgxpool.Pool, subsCfg func(*submissions
 	}
 	e.path = New(Config{Pool: pool, ShardCount: settings.ShardCount, Log: log, Now: time.Now, Claims: e.claims, Reserver: e.reserver, Keys: keys,
 		Bus: &bus, Availability: allAvailable{}})
-	sc := submissions.Config{Pool: pool, ShardCount: settings.ShardCount, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0, 0), Bus: &bus}
+	sc := submissions.Config{Pool: pool, ShardCount: settings.ShardCount, Log: log, Now: time.Now, IDs: ids, Admission: waiters.New(0, 0), Bus: &bus,
+		Ingested: e.path.AfterIngest}
 	if subsCfg != nil {
 		subsCfg(&sc)
 	}

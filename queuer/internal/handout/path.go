@@ -187,6 +187,13 @@ func (p *Path) Stop() {
 	}
 }
 
+// AfterIngest refreshes the planner's statistics of the chunk table, when they lag far
+// behind, after a commit that added ingested chunks (submissions.Config.Ingested): a
+// submit waits for it (planstats.go).
+func (p *Path) AfterIngest(ctx context.Context, ingested int64) {
+	p.planStats.afterIngest(ctx, ingested)
+}
+
 // Jobs are the path's periodic jobs: the collection of max_simultaneous holds that stopped
 // counting, and the planner's statistics of the chunk table.
 func (p *Path) Jobs() []startstop.Job {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"opsq/queuer/internal/submissions"
 	"opsq/sql/pgtest"
 )
 
@@ -73,5 +74,43 @@ func TestPlanStatsRefreshesChunksVacuumedMidIngest(t *testing.T) {
 	})
 	if q.path.planStats.refresh(ctx) {
 		t.Error("a refresh right after found the table still stale; want it mended")
+	}
+}
+
+// TestPlanStatsAfterLargeIngest: a submit of more chunks than the planner believes the
+// chunk table holds ANALYZEs it before it answers, so that the table's reltuples counts
+// them the moment the submit returns, with autovacuum off for the table and before the
+// cumulative statistics can have counted the rows (the job waits for those). A small
+// submit does not.
+func TestPlanStatsAfterLargeIngest(t *testing.T) {
+	t.Parallel()
+	e, pool := setup(t)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, "ALTER TABLE opsq.chunks SET (autovacuum_enabled = false)"); err != nil {
+		t.Fatal(err)
+	}
+	reltuples := func() float64 {
+		var r float64
+		if err := pool.QueryRow(ctx, "SELECT reltuples FROM pg_class WHERE oid = 'opsq.chunks'::regclass").Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	before := reltuples()
+	if before >= planStatsMinRows/2 {
+		t.Fatalf("reltuples %v before any submit; want the planner to believe the table small", before)
+	}
+	if _, err := e.subs.Submit(ctx, submissions.NewSubmission{Prefix: "s3://bucket/small/", ChunkCount: planStatsMinRows - 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := reltuples(); got != before {
+		t.Errorf("reltuples %v after a submit of %d chunks, was %v; want a small submit left to the job", got, planStatsMinRows-1, before)
+	}
+	const n = 3 * planStatsMinRows
+	if _, err := e.subs.Submit(ctx, submissions.NewSubmission{Prefix: "s3://bucket/large/", ChunkCount: n}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := reltuples(); got < n {
+		t.Errorf("reltuples %v the moment a submit of %d chunks (and %d before) returned; want them counted", got, n, planStatsMinRows-1)
 	}
 }

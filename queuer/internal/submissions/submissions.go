@@ -12,6 +12,7 @@
 package submissions
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,10 @@ type Config struct {
 	Admission *waiters.Queue
 	// Bus hears the changes Submit and Cancel make.
 	Bus *notify.Bus
+	// Ingested, if set, is called after a submission of n chunks has committed, before
+	// Submit answers: the engine refreshes the planner's statistics of the chunk table
+	// there when the ingest left them far behind (handout.Path.AfterIngest).
+	Ingested func(ctx context.Context, n int64)
 	// SliceRows is how many chunks of a large object-storage submission go in per
 	// committed slice, and how many chunk indexes a cancel, or a fail that fails its
 	// submission, of more pending chunks than that moves per slice. Tests set it small.

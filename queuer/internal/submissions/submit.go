@@ -126,7 +126,7 @@ func (s *Store) Submit(ctx context.Context, sub NewSubmission, chunks Chunks) (C
 	if err != nil || created.Existing {
 		return created, err
 	}
-	s.inserted(id, sub, created.ChunksTotal)
+	s.inserted(ctx, id, sub, created.ChunksTotal)
 	s.childInserted(ctx, id, sub)
 	return created, nil
 }
@@ -238,7 +238,7 @@ func (s *Store) submitSliced(ctx context.Context, id int64, sub NewSubmission) (
 		}
 		return created, err
 	}
-	s.inserted(id, sub, done)
+	s.inserted(ctx, id, sub, done)
 	return created, nil
 }
 
@@ -359,13 +359,17 @@ func (s *Store) insertSubmission(ctx context.Context, q opsqsql.Queries, id int6
 // waits reports whether sub's chunks wait for its not_before, or for its parents.
 func waits(sub NewSubmission) bool { return sub.held || sub.Lifecycle.NotBefore.After(time.Now()) }
 
-// inserted counts and announces here, at once, n chunks of submission id just committed.
-func (s *Store) inserted(id int64, sub NewSubmission, n int64) {
+// inserted counts and announces here, at once, n chunks of submission id just committed,
+// then has the planner's statistics refreshed if they lag far behind (Config.Ingested).
+func (s *Store) inserted(ctx context.Context, id int64, sub NewSubmission, n int64) {
 	s.ingested.Add(n)
 	if n > 0 && !waits(sub) {
 		// At once, not only when the NOTIFY comes back: a reserve here after the submit sees
 		// its chunks wherever they sort.
 		s.cfg.Bus.Raise(notify.NewWork{Shards: s.shardsOf(id, n), Chunks: int(min(n, 1<<31-1)), Local: true})
+	}
+	if s.cfg.Ingested != nil && n > 0 {
+		s.cfg.Ingested(ctx, n)
 	}
 }
 
