@@ -15,7 +15,12 @@ import (
 type Statements struct {
 	mu     sync.Mutex
 	byText map[string]int64
+	rows   map[string]int64 // rows returned or affected, by text (the command tags)
 }
+
+// statementText is the context key under which TraceQueryStart leaves a statement's text
+// for TraceQueryEnd.
+type statementText struct{}
 
 var _ pgx.QueryTracer = (*Statements)(nil)
 
@@ -27,11 +32,36 @@ func (s *Statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 		s.byText = map[string]int64{}
 	}
 	s.byText[d.SQL]++
-	return ctx
+	return context.WithValue(ctx, statementText{}, d.SQL)
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.
-func (s *Statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (s *Statements) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	text, ok := ctx.Value(statementText{}).(string)
+	if !ok || d.Err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rows == nil {
+		s.rows = map[string]int64{}
+	}
+	s.rows[text] += d.CommandTag.RowsAffected()
+}
+
+// Containing is how many statements ran whose text contains part, and how many rows they
+// returned (or changed) in all, by their command tags.
+func (s *Statements) Containing(part string) (statements, rows int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for text, c := range s.byText {
+		if strings.Contains(text, part) {
+			statements += c
+			rows += s.rows[text]
+		}
+	}
+	return statements, rows
+}
 
 // Total is how many statements ran.
 func (s *Statements) Total() int64 { return s.Count("") }

@@ -13,8 +13,15 @@ import (
 	"opsq/strategy"
 )
 
-// candidateQuery is how the statements of strategy.CandidateQuery begin.
-const candidateQuery = "SELECT c.submission_id"
+// candidateColumns is in every statement of strategy.CandidateQuery: over one shard it
+// begins with them, over several each shard's part does.
+const candidateColumns = "SELECT c.submission_id, c.chunk_index, c.shard, c.retries"
+
+// candidateQueries is how many candidate queries ran on counter's connections, and how
+// many rows they returned in all.
+func candidateQueries(counter *pgtest.Statements) (queries, rows int64) {
+	return counter.Containing(candidateColumns)
+}
 
 // setBufferLifetime sets how long q's buffers live, so that a slow test machine does not
 // see them expire mid-test.
@@ -63,12 +70,17 @@ func TestBufferServesReservesWithoutACandidateQuery(t *testing.T) {
 	held := map[int32]bool{} // the chunks handed out, held until the test ends
 	for _, kind := range []strategy.Kind{strategy.Random, strategy.OldestFirst, strategy.NewestFirst} {
 		req := Request{Max: 1, Strategy: strategy.Node{Kind: kind}}
+		scansBefore, _ := candidateQueries(counter)
 		first := reserveN(t, q, req)
 		if len(first) != 1 {
 			t.Fatalf("%s: the first reserve got %d chunks; want 1", kind, len(first))
 		}
 		held[first[0].ChunkIndex] = true
-		before, total := counter.Count(candidateQuery), counter.Total()
+		before, _ := candidateQueries(counter)
+		if before == scansBefore {
+			t.Fatalf("%s: the first reserve ran no candidate query that the test counts", kind)
+		}
+		total := counter.Total()
 		prev := first[0].ChunkIndex
 		for i := range reserves {
 			c := reserveN(t, q, req)
@@ -89,10 +101,52 @@ func TestBufferServesReservesWithoutACandidateQuery(t *testing.T) {
 			held[c[0].ChunkIndex] = true
 			prev = c[0].ChunkIndex
 		}
-		if n := counter.Count(candidateQuery) - before; n != 0 {
+		if n, _ := candidateQueries(counter); n != before {
+			n -= before
 			t.Errorf("%s: %d candidate queries for the %d reserves after the first; want 0 (served from the buffer)", kind, n, reserves)
 		}
 		t.Logf("%s: %d reserves after the first ran %d statements in all", kind, reserves, counter.Total()-total)
+	}
+}
+
+// TestBufferKeepsEveryRowItsScanRead: a random reserve that fills the leaf's buffer reads
+// the rows its answers take and the rows its buffer keeps, and no more: each row its
+// candidate queries returned is handed out or buffered, none read past what a buffer
+// keeps, to be read again by a later scan. Each round starts with no buffer, and
+// completes what it got; a round's scan starts at a random place, so several are run.
+func TestBufferKeepsEveryRowItsScanRead(t *testing.T) {
+	t.Parallel()
+	counter := &pgtest.Statements{}
+	pool := pgtest.NewTracedPool(t, counter) // the candidate pool copies its tracer
+	q := startEngine(t, pool)
+	setBufferLifetime(q, time.Minute)
+	waitAllShards(t, q)
+	submitN(t, q, 20_000, submissions.NewSubmission{}) // about 2 500 in each window of 8 shards a random scan reads
+	const max, rounds = 200, 8
+	for round := range rounds {
+		q.path.buffers.dropAll()
+		queries, rows := candidateQueries(counter)
+		got := reserveN(t, q, Request{Max: max, Strategy: strategy.Node{Kind: strategy.Random}})
+		if len(got) != max {
+			t.Fatalf("round %d: a random reserve of %d got %d chunks", round, max, len(got))
+		}
+		q2, r2 := candidateQueries(counter)
+		queries, rows = q2-queries, r2-rows
+		buffered := len(q.path.buffers.keys())
+		t.Logf("round %d: %d candidate queries read %d rows: %d handed out, %d buffered", round, queries, rows, len(got), buffered)
+		if queries == 0 {
+			t.Fatalf("round %d: no candidate query counted for a reserve with no buffer", round)
+		}
+		if rows != int64(len(got)+buffered) {
+			t.Errorf("round %d: the scan read %d rows, handed out %d and buffered %d; want each row it read handed out or buffered", round, rows, len(got), buffered)
+		}
+		done := make([]outcome.Completion, len(got))
+		for i, c := range got {
+			done[i] = outcome.Completion{Token: c.Token}
+		}
+		if _, err := q.Complete(t.Context(), done); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -311,8 +311,11 @@ func (r *run) takeBuffered(ctx context.Context, key string, f frame) error {
 
 // scanShards streams a leaf's candidates over shards, batch by batch, and takes what it
 // may, until the request is full or the order is read to its end. With fill, its first
-// batch asks for fillRows rows at least, it reads on past what the answers took until it
-// has read fillRows more rows, and the free rows it did not take become fill's buffer.
+// batch asks for fillRows rows more than the answers want, and the free rows of the
+// batch that fills the answers that they did not take become fill's buffer. (It used to
+// ask for fillRows rows, then read on for fillRows more once the answers were full: two
+// queries a scan, and up to twice what a buffer keeps; the rows cut off were read again
+// by later scans, a quarter of the rows read in a burn-down, docs/capacity.md.)
 func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shards []int32, fill *bufferFill) error {
 	query, fargs := strategy.CandidateQuery(kind, f.filters, shards)
 	s := strategy.NewCursor(kind)
@@ -329,22 +332,12 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 	}
 	limit := min(r.want-len(r.out)+4, batchMax)
 	if fill != nil {
-		limit = max(limit, fillRows(r.want))
+		limit = min(limit+fillRows(r.want), batchMax)
 	}
 	lead, leadRun := true, 0 // the run of reserved chunks the scan starts with
 	var leadEnd strategy.Position
 	var rest []candidate // fill: the free rows read and not taken, in order
-	extra := 0           // fill: the rows read once the answers were full
-	for {
-		full := r.full()
-		if full {
-			r.exhaustive = false
-			more := fillRows(r.want)
-			if fill == nil || extra >= more || len(rest) >= more || r.scanned >= scanRowsMax {
-				break
-			}
-			limit = more - extra
-		}
+	for !r.full() {
 		args := s.Args(limit)
 		for k, v := range fargs {
 			args[k] = v
@@ -370,20 +363,18 @@ func (r *run) scanShards(ctx context.Context, kind strategy.Kind, f frame, shard
 		if leadRun >= hintMinRun {
 			r.p.hints.set(hk, leadEnd)
 		}
-		if full {
-			extra += n
-			rest = append(rest, batch...)
-		} else {
-			left, err := r.takeBatch(ctx, batch, f)
-			if err != nil {
-				return err
-			}
-			rest = append(rest, left...) // some only once the answers are full
+		left, err := r.takeBatch(ctx, batch, f)
+		if err != nil {
+			return err
 		}
+		rest = left // those the answers, once full, did not look at
 		if s.Done() || (n < limit && !s.Exhausted()) {
 			break // read to the end of its order
 		}
 		limit = min(limit*2, batchMax)
+	}
+	if r.full() {
+		r.exhaustive = false
 	}
 	if fill != nil && len(rest) > 0 {
 		r.p.buffers.install(fill.key, kind, rest, r.generation, r.epoch, fill.era)
