@@ -9,7 +9,7 @@
 -- ticks for 200 batches each, within the runs' spread); they stay for the small and the
 -- stale tables, and because a generic plan is made once per connection, not per batch.
 -- One statement of set_config(…, true) (SET LOCAL), not three SETs: it can go in one round
--- trip with the statement after it (SubmissionsLockPlanByKey).
+-- trip with the statements after it (PlanByKeyLock).
 -- Citus: has a Citus form (plan_by_key_citus.sql): the same settings without force_generic_plan, since a generic plan cannot be routed.
 SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
        set_config('plan_cache_mode', 'force_generic_plan', true)
