@@ -35,17 +35,27 @@ type submissionInfo struct {
 }
 
 // infoCache owns the submissionInfo of in-progress submissions, read from the database
-// on a miss. Entries go when the submission finishes (NOTIFY); the whole cache is dropped
-// when it grows past its bound. Safe for concurrent use.
+// on a miss. Entries go when the submission finishes (NOTIFY) or is dropped (a cancel or
+// a fail, at once); the whole cache is dropped when it grows past its bound. A read that
+// a forget overtook is done again (get). Safe for concurrent use.
 type infoCache struct {
 	pool opsqsql.Pool
-	mu   struct {
+	// afterRead, if set, runs between a miss's read and what get does with it. For tests.
+	afterRead func()
+	mu        struct {
 		sync.Mutex
 		byID map[int64]*submissionInfo
+		// forgets counts the calls of forget, so that a read begun before one is known.
+		forgets uint64
 	}
 }
 
-const infoCacheMax = 100_000
+const (
+	infoCacheMax = 100_000
+	// infoRereads bounds the reads again of a miss that forgets kept overtaking; what the
+	// last one read is answered, not cached.
+	infoRereads = 2
+)
 
 func newInfoCache(pool opsqsql.Pool) *infoCache {
 	c := &infoCache{pool: pool}
@@ -58,9 +68,16 @@ func (c *infoCache) forget(id int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.mu.byID, id)
+	c.mu.forgets++
 }
 
 // get returns the infos of the candidates' submissions that are in progress.
+//
+// A miss is read from the database. A submission forgotten while that read ran (dropped
+// by a cancel, or finished) may have been read as it was before: its info would then be
+// cached, and its chunks a cancel by slices has not moved yet handed out, until the cache
+// is dropped. So when any forget overtook the read it is read again, after the change the
+// forget was for has committed (up to infoRereads times).
 func (c *infoCache) get(ctx context.Context, cands []candidate) (map[int64]*submissionInfo, error) {
 	out := make(map[int64]*submissionInfo, 4)
 	var missing []int64
@@ -76,11 +93,44 @@ func (c *infoCache) get(ctx context.Context, cands []candidate) (map[int64]*subm
 			missing = append(missing, id)
 		}
 	}
+	forgets := c.mu.forgets
 	c.mu.Unlock()
 	if len(missing) == 0 {
 		return out, nil
 	}
-	err := opsqsql.New(c.pool).SubmissionInfo(ctx, opsqsql.SubmissionInfoParams{IDs: missing}, func(r opsqsql.SubmissionInfoRow) error {
+	for reads := 0; ; reads++ {
+		read, err := c.read(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		if c.afterRead != nil {
+			c.afterRead()
+		}
+		c.mu.Lock()
+		if overtaken := c.mu.forgets != forgets; overtaken && reads < infoRereads {
+			forgets = c.mu.forgets
+			c.mu.Unlock()
+			continue
+		} else if !overtaken {
+			if len(c.mu.byID) > infoCacheMax {
+				c.mu.byID = map[int64]*submissionInfo{}
+			}
+			for id, info := range read {
+				c.mu.byID[id] = info
+			}
+		}
+		c.mu.Unlock()
+		for id, info := range read {
+			out[id] = info
+		}
+		return out, nil
+	}
+}
+
+// read reads the infos of the submissions ids that are in progress.
+func (c *infoCache) read(ctx context.Context, ids []int64) (map[int64]*submissionInfo, error) {
+	out := make(map[int64]*submissionInfo, len(ids))
+	err := opsqsql.New(c.pool).SubmissionInfo(ctx, opsqsql.SubmissionInfoParams{IDs: ids}, func(r opsqsql.SubmissionInfoRow) error {
 		id := r.ID
 		in := submissionInfo{metadata: r.Metadata, prefix: r.Prefix, maxRetries: r.MaxRetries, tenant: r.Tenant}
 		in.strategic = append(json.RawMessage(nil), r.StrategicMetadata...)
@@ -117,15 +167,5 @@ func (c *infoCache) get(ctx context.Context, cands []candidate) (map[int64]*subm
 	if err != nil {
 		return nil, fmt.Errorf("reading submissions: %w", err)
 	}
-	c.mu.Lock()
-	if len(c.mu.byID) > infoCacheMax {
-		c.mu.byID = map[int64]*submissionInfo{}
-	}
-	for _, id := range missing {
-		if info, ok := out[id]; ok {
-			c.mu.byID[id] = info
-		}
-	}
-	c.mu.Unlock()
 	return out, nil
 }
