@@ -63,7 +63,7 @@ func (n Node) Filter() Filter {
 //	@after_submission bigint, @after_chunk int.
 //
 // Every query returns submission_id, chunk_index, shard, retries, attempt_base, input,
-// random_order, sort_priority.
+// random_order, sort_priority and ctid (the row's address, sql.RowAddr).
 func CandidateQuery(leaf Kind, filters []Filter, shards []int32) (string, map[string]any) {
 	order := opsqsql.CandidatesRandom
 	switch leaf {

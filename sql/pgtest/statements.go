@@ -18,6 +18,11 @@ type Statements struct {
 	rows   map[string]int64 // rows returned or affected, by text (the command tags)
 }
 
+// CandidateColumns is in the text of every candidate query (sql/candidates_*.sql, as
+// strategy.CandidateQuery binds them), and of no other statement: over one shard the query
+// begins with it, over several each shard's branch does (so a count by prefix misses those).
+const CandidateColumns = "SELECT c.submission_id, c.chunk_index, c.shard, c.retries, c.attempt_base"
+
 // statementText is the context key under which TraceQueryStart leaves a statement's text
 // for TraceQueryEnd.
 type statementText struct{}

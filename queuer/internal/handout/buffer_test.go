@@ -13,14 +13,10 @@ import (
 	"opsq/strategy"
 )
 
-// candidateColumns is in every statement of strategy.CandidateQuery: over one shard it
-// begins with them, over several each shard's part does.
-const candidateColumns = "SELECT c.submission_id, c.chunk_index, c.shard, c.retries"
-
 // candidateQueries is how many candidate queries ran on counter's connections, and how
 // many rows they returned in all.
 func candidateQueries(counter *pgtest.Statements) (queries, rows int64) {
-	return counter.Containing(candidateColumns)
+	return counter.Containing(pgtest.CandidateColumns)
 }
 
 // setBufferLifetime sets how long q's buffers live, so that a slow test machine does not
