@@ -47,16 +47,24 @@ func waitAllShards(t *testing.T, q *engine) {
 	pgtest.Eventually(t, 10*time.Second, "every shard held", func() bool { return len(q.claims.Reservable()) == q.path.shardCount })
 }
 
-// TestBufferServesReservesWithoutACandidateQuery: after the reserve that scans a leaf,
-// the next reserves of the leaf take from its buffer and run no candidate query, and the
-// ordered leaves still hand out their chunks in order.
-func TestBufferServesReservesWithoutACandidateQuery(t *testing.T) {
-	t.Parallel()
+// startCountedEngine starts an engine whose statements (the candidate pool's too) are
+// counted, whose buffers live a minute, and which holds every shard.
+func startCountedEngine(t *testing.T) (*engine, *pgtest.Statements) {
+	t.Helper()
 	counter := &pgtest.Statements{}
 	pool := pgtest.NewTracedPool(t, counter) // the candidate pool copies its tracer
 	q := startEngine(t, pool)
 	setBufferLifetime(q, time.Minute)
 	waitAllShards(t, q)
+	return q, counter
+}
+
+// TestBufferServesReservesWithoutACandidateQuery: after the reserve that scans a leaf,
+// the next reserves of the leaf take from its buffer and run no candidate query, and the
+// ordered leaves still hand out their chunks in order.
+func TestBufferServesReservesWithoutACandidateQuery(t *testing.T) {
+	t.Parallel()
+	q, counter := startCountedEngine(t)
 	id := submitN(t, q, 2000, submissions.NewSubmission{})
 	// The NOTIFY of the submission drops newest_first's buffers when it comes back: wait
 	// for it (Submit dropped them once already).
@@ -112,11 +120,7 @@ func TestBufferServesReservesWithoutACandidateQuery(t *testing.T) {
 // completes what it got; a round's scan starts at a random place, so several are run.
 func TestBufferKeepsEveryRowItsScanRead(t *testing.T) {
 	t.Parallel()
-	counter := &pgtest.Statements{}
-	pool := pgtest.NewTracedPool(t, counter) // the candidate pool copies its tracer
-	q := startEngine(t, pool)
-	setBufferLifetime(q, time.Minute)
-	waitAllShards(t, q)
+	q, counter := startCountedEngine(t)
 	submitN(t, q, 20_000, submissions.NewSubmission{}) // about 2 500 in each window of 8 shards a random scan reads
 	const max, rounds = 200, 8
 	for round := range rounds {
